@@ -1,0 +1,50 @@
+// Command tether serves the OpenAI Responses API over WebSocket and HTTP, in
+// both of the designs OpenAI described for agent rollouts, so that they can be
+// measured side by side.
+//
+//	tether serve --addr 127.0.0.1:8080
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tether: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: tether <command> [flags]
+
+Commands:
+  serve   serve the Responses API over HTTP, SSE and WebSocket on /v1/responses
+
+Run "tether <command> -h" for a command's flags.
+`)
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// serve runs "tether serve": it prints "listening on http://HOST:PORT" once
+// the socket is bound, and serves until ctx ends, then drains sessions.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address; port 0 picks a free port")
+	tps := fs.Float64("tps", 0, "output tokens per second of every model; 0 is unpaced")
+	ttft := fs.Duration("ttft", 0, "time to first token of every model")
+	maxFrame := fs.Int64("max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
+	wsMaxAge := fs.Duration("ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
+	verbose := fs.Bool("v", false, "log debug messages to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	renderer, err := sampler.NewRenderer()
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	pacing := sampler.Pacing{TPS: *tps, TTFT: *ttft}
+	srv, err := runtime.NewServer(runtime.Options{
+		Models:   map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer, pacing)},
+		Renderer: renderer,
+		MaxFrame: *maxFrame,
+		WSMaxAge: *wsMaxAge,
+		Logger:   log,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs.Shutdown(shutdownCtx)
+	srv.Shutdown(shutdownCtx)
+	return 0
+}

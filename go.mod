@@ -1,0 +1,15 @@
+module github.com/tether-run/tether
+
+go 1.26.8
+
+require (
+	github.com/coder/websocket v1.8.15
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/tiktoken-go/tokenizer v0.10.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/dlclark/regexp2/v2 v2.5.1 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)

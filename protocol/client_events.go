@@ -1,0 +1,170 @@
+package protocol
+
+import (
+	"encoding/json"
+)
+
+// ClientEventType names a client (inbound WebSocket) event.
+type ClientEventType string
+
+// Client event types. Create is OpenAI's; Append, Cancel and Resume are
+// tether's suspended-rollout extension; Processed is Codex's acknowledgement,
+// accepted and ignored.
+const (
+	ClientCreate    ClientEventType = "response.create"
+	ClientAppend    ClientEventType = "response.append"
+	ClientCancel    ClientEventType = "response.cancel"
+	ClientResume    ClientEventType = "response.resume"
+	ClientProcessed ClientEventType = "response.processed"
+)
+
+// ClientEvent is an inbound WebSocket event: a sealed union.
+type ClientEvent interface {
+	ClientEventType() ClientEventType
+	// Lane is the stream_id the event names, "" for the default lane.
+	Lane() string
+}
+
+// CreateEvent is response.create: a flat create body plus stream_id.
+type CreateEvent struct {
+	StreamID string
+	Request  *CreateRequest
+}
+
+// AppendEvent is response.append: tool outputs (and steering messages) for a
+// suspended response.
+type AppendEvent struct {
+	StreamID   string
+	ResponseID string
+	Input      Items
+}
+
+// CancelEvent is response.cancel.
+type CancelEvent struct {
+	StreamID   string
+	ResponseID string
+}
+
+// ResumeEvent is response.resume: reattach a suspended response to this connection.
+type ResumeEvent struct {
+	StreamID   string
+	ResponseID string
+}
+
+// ProcessedEvent is Codex's response.processed acknowledgement.
+type ProcessedEvent struct {
+	ResponseID string
+}
+
+func (*CreateEvent) ClientEventType() ClientEventType    { return ClientCreate }
+func (*AppendEvent) ClientEventType() ClientEventType    { return ClientAppend }
+func (*CancelEvent) ClientEventType() ClientEventType    { return ClientCancel }
+func (*ResumeEvent) ClientEventType() ClientEventType    { return ClientResume }
+func (*ProcessedEvent) ClientEventType() ClientEventType { return ClientProcessed }
+
+func (e *CreateEvent) Lane() string  { return e.StreamID }
+func (e *AppendEvent) Lane() string  { return e.StreamID }
+func (e *CancelEvent) Lane() string  { return e.StreamID }
+func (e *ResumeEvent) Lane() string  { return e.StreamID }
+func (*ProcessedEvent) Lane() string { return "" }
+
+// MarshalJSON writes the flat response.create frame.
+func (e *CreateEvent) MarshalJSON() ([]byte, error) {
+	body, err := json.Marshal(e.Request)
+	if err != nil {
+		return nil, err
+	}
+	head := `{"type":"response.create"`
+	if e.StreamID != "" {
+		sid, _ := json.Marshal(e.StreamID)
+		head += `,"stream_id":` + string(sid)
+	}
+	if len(body) > 2 {
+		head += ","
+	}
+	return append([]byte(head), body[1:]...), nil
+}
+
+// MarshalJSON writes response.append.
+func (e *AppendEvent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type       ClientEventType `json:"type"`
+		StreamID   string          `json:"stream_id,omitempty"`
+		ResponseID string          `json:"response_id"`
+		Input      Items           `json:"input"`
+	}{ClientAppend, e.StreamID, e.ResponseID, e.Input})
+}
+
+// MarshalJSON writes response.cancel.
+func (e *CancelEvent) MarshalJSON() ([]byte, error) {
+	return marshalRef(ClientCancel, e.StreamID, e.ResponseID)
+}
+
+// MarshalJSON writes response.resume.
+func (e *ResumeEvent) MarshalJSON() ([]byte, error) {
+	return marshalRef(ClientResume, e.StreamID, e.ResponseID)
+}
+
+func marshalRef(t ClientEventType, streamID, responseID string) ([]byte, error) {
+	return json.Marshal(struct {
+		Type       ClientEventType `json:"type"`
+		StreamID   string          `json:"stream_id,omitempty"`
+		ResponseID string          `json:"response_id"`
+	}{t, streamID, responseID})
+}
+
+type clientHead struct {
+	Type       *ClientEventType `json:"type"`
+	StreamID   *string          `json:"stream_id"`
+	ResponseID string           `json:"response_id"`
+	Input      json.RawMessage  `json:"input"`
+}
+
+// DecodeClientEvent decodes one inbound WebSocket frame. On error it still
+// returns what it could read of the event's lane, so that the error can carry
+// the right stream_id; the returned event is then nil.
+func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
+	var head clientHead
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, "", Invalid(CodeInvalidJSON, "", "Invalid frame: every client event must be a JSON object (%s).", jsonReason(err))
+	}
+	lane := ""
+	if head.StreamID != nil {
+		lane = *head.StreamID
+		if perr := ValidateStreamID(lane); perr != nil {
+			return nil, "", perr
+		}
+	}
+	if head.Type == nil || *head.Type == "" {
+		return nil, lane, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'. Client events are response.create, response.append, response.cancel and response.resume.")
+	}
+	switch *head.Type {
+	case ClientCreate:
+		req, perr := DecodeCreateRequest(data)
+		if perr != nil {
+			return nil, lane, perr
+		}
+		return &CreateEvent{StreamID: lane, Request: req}, lane, nil
+	case ClientAppend:
+		if head.ResponseID == "" {
+			return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
+		}
+		items, perr := decodeInput(head.Input)
+		if perr != nil {
+			return nil, lane, perr
+		}
+		return &AppendEvent{StreamID: lane, ResponseID: head.ResponseID, Input: items}, lane, nil
+	case ClientCancel, ClientResume:
+		if head.ResponseID == "" {
+			return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
+		}
+		if *head.Type == ClientCancel {
+			return &CancelEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
+		}
+		return &ResumeEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
+	case ClientProcessed:
+		return &ProcessedEvent{ResponseID: head.ResponseID}, lane, nil
+	default:
+		return nil, lane, Invalid(CodeUnknownEventType, "type", "Unknown client event type '%s'. Supported types are response.create, response.append, response.cancel and response.resume.", *head.Type)
+	}
+}

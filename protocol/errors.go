@@ -1,0 +1,143 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// ErrorType is the family of an error, as OpenAI names it in error.type.
+type ErrorType string
+
+// Error types.
+const (
+	InvalidRequest ErrorType = "invalid_request_error"
+	NotFound       ErrorType = "not_found_error"
+	ServerError    ErrorType = "server_error"
+)
+
+// Error codes tether emits. The first group is OpenAI's own; the rest are
+// tether's names for conditions OpenAI documents without a code.
+const (
+	CodePreviousResponseNotFound = "previous_response_not_found"
+	CodeConnectionLimitReached   = "websocket_connection_limit_reached"
+	CodeInvalidStreamID          = "invalid_stream_id"
+	CodeStreamLimitReached       = "websocket_stream_limit_reached"
+	CodeModelNotFound            = "model_not_found"
+	CodeResponseNotFound         = "response_not_found"
+	CodeServerError              = "server_error"
+
+	CodeInvalidJSON          = "invalid_json"
+	CodeUnknownEventType     = "unknown_event_type"
+	CodeMissingRequired      = "missing_required_parameter"
+	CodeInvalidValue         = "invalid_value"
+	CodeInvalidType          = "invalid_type"
+	CodeToolCallNotFound     = "tool_call_not_found"
+	CodeUnsupportedParameter = "unsupported_parameter"
+	CodeQueueFull            = "websocket_queue_full"
+	CodeBinaryFrame          = "unsupported_frame_type"
+	CodeRequestTooLarge      = "request_too_large"
+	CodeInvalidEncrypted     = "invalid_encrypted_content"
+	CodeMethodNotAllowed     = "method_not_allowed"
+)
+
+// Error is a protocol error: a request the server refuses, or a failure it
+// reports. It is turned into wire form only by WebSocketError, StreamError,
+// HTTPErrorBody and ResponseError, so every transport says the same thing.
+type Error struct {
+	Status  int       // HTTP status, also sent as "status" on WebSocket errors
+	Type    ErrorType // invalid_request_error unless Status is 5xx or 404
+	Code    string    // machine-readable code, never empty
+	Param   string    // request parameter at fault, "" when none
+	Message string    // what went wrong and what to do about it
+}
+
+// Errorf returns an *Error with the type implied by status.
+func Errorf(status int, code, param, format string, args ...any) *Error {
+	typ := InvalidRequest
+	switch {
+	case status >= 500:
+		typ = ServerError
+	case status == http.StatusNotFound && code != CodePreviousResponseNotFound:
+		typ = NotFound
+	}
+	return &Error{Status: status, Type: typ, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid is shorthand for a 400 invalid_request_error.
+func Invalid(code, param, format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, code, param, format, args...)
+}
+
+func (e *Error) Error() string {
+	if e.Param != "" {
+		return fmt.Sprintf("%s (%s): %s", e.Code, e.Param, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// AsError turns any error into a protocol error; unknown errors become a 500.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	if pe, ok := err.(*Error); ok {
+		return pe
+	}
+	return Errorf(http.StatusInternalServerError, CodeServerError, "", "The server had an error while processing the request: %v", err)
+}
+
+// ErrorPayload is the nested error object of SSE and WebSocket error events
+// and of HTTP error bodies. code and param are nullable on the wire.
+type ErrorPayload struct {
+	Type    ErrorType `json:"type"`
+	Code    *string   `json:"code"`
+	Message string    `json:"message"`
+	Param   *string   `json:"param"`
+}
+
+func (e *Error) payload() ErrorPayload {
+	p := ErrorPayload{Type: e.Type, Message: e.Message}
+	if e.Code != "" {
+		code := e.Code
+		p.Code = &code
+	}
+	if e.Param != "" {
+		param := e.Param
+		p.Param = &param
+	}
+	return p
+}
+
+// WebSocketErrorEvent is the WebSocket error frame: a nested error object with
+// a top-level HTTP-like status, and the stream_id of the lane it belongs to.
+type WebSocketErrorEvent struct {
+	Type           string       `json:"type"`
+	Status         int          `json:"status"`
+	SequenceNumber *int         `json:"sequence_number,omitempty"`
+	StreamID       string       `json:"stream_id,omitempty"`
+	Error          ErrorPayload `json:"error"`
+}
+
+// WebSocketError is the wire form of e on a WebSocket.
+func (e *Error) WebSocketError(streamID string) *WebSocketErrorEvent {
+	return &WebSocketErrorEvent{Type: "error", Status: e.Status, StreamID: streamID, Error: e.payload()}
+}
+
+// StreamError is the SSE error event for e (the Open Responses nested shape).
+func (e *Error) StreamError() *ErrorEvent {
+	return &ErrorEvent{EventHeader: EventHeader{Type: EventError}, Error: e.payload()}
+}
+
+// HTTPErrorBody is the JSON body of a failed HTTP request: {"error": {...}}.
+func (e *Error) HTTPErrorBody() []byte {
+	b, _ := json.Marshal(struct {
+		Error ErrorPayload `json:"error"`
+	}{e.payload()})
+	return b
+}
+
+// ResponseError is the error object of a failed response.
+func (e *Error) ResponseError() *ResponseError {
+	return &ResponseError{Code: e.Code, Message: e.Message}
+}

@@ -1,0 +1,233 @@
+package protocol
+
+import (
+	"encoding/json"
+)
+
+// EventType names a server event.
+type EventType string
+
+// Server event types: every streaming event of the Open Responses spec, plus
+// tether's suspended-rollout extension (response.done, response.cancelled).
+const (
+	EventCreated    EventType = "response.created"
+	EventQueued     EventType = "response.queued"
+	EventInProgress EventType = "response.in_progress"
+	EventCompleted  EventType = "response.completed"
+	EventFailed     EventType = "response.failed"
+	EventIncomplete EventType = "response.incomplete"
+	EventCancelled  EventType = "response.cancelled"
+	EventDone       EventType = "response.done"
+
+	EventOutputItemAdded  EventType = "response.output_item.added"
+	EventOutputItemDone   EventType = "response.output_item.done"
+	EventContentPartAdded EventType = "response.content_part.added"
+	EventContentPartDone  EventType = "response.content_part.done"
+
+	EventOutputTextDelta   EventType = "response.output_text.delta"
+	EventOutputTextDone    EventType = "response.output_text.done"
+	EventAnnotationAdded   EventType = "response.output_text.annotation.added"
+	EventRefusalDelta      EventType = "response.refusal.delta"
+	EventRefusalDone       EventType = "response.refusal.done"
+	EventReasoningDelta    EventType = "response.reasoning.delta"
+	EventReasoningDone     EventType = "response.reasoning.done"
+	EventSummaryPartAdded  EventType = "response.reasoning_summary_part.added"
+	EventSummaryPartDone   EventType = "response.reasoning_summary_part.done"
+	EventSummaryTextDelta  EventType = "response.reasoning_summary_text.delta"
+	EventSummaryTextDone   EventType = "response.reasoning_summary_text.done"
+	EventFunctionArgsDelta EventType = "response.function_call_arguments.delta"
+	EventFunctionArgsDone  EventType = "response.function_call_arguments.done"
+	EventError             EventType = "error"
+)
+
+// EventHeader is the part every server event shares. The runtime stamps
+// SequenceNumber and StreamID as it sends the event.
+type EventHeader struct {
+	Type           EventType `json:"type"`
+	SequenceNumber int       `json:"sequence_number"`
+	StreamID       string    `json:"stream_id,omitempty"`
+}
+
+func (h *EventHeader) header() *EventHeader { return h }
+
+// Header returns the event's shared header, for stamping.
+func Header(e Event) *EventHeader { return e.header() }
+
+// Event is a server event: a sealed union of the *Event types in this file.
+type Event interface {
+	header() *EventHeader
+}
+
+// ResponseEvent carries a response snapshot: created, queued, in_progress,
+// completed, failed, incomplete, cancelled, and done (suspended).
+type ResponseEvent struct {
+	EventHeader
+	Response *Response `json:"response"`
+}
+
+// OutputItemEvent is output_item.added and output_item.done.
+type OutputItemEvent struct {
+	EventHeader
+	OutputIndex int  `json:"output_index"`
+	Item        Item `json:"item"`
+}
+
+// ContentPartEvent is content_part.added and content_part.done.
+type ContentPartEvent struct {
+	EventHeader
+	ItemID       string  `json:"item_id"`
+	OutputIndex  int     `json:"output_index"`
+	ContentIndex int     `json:"content_index"`
+	Part         Content `json:"part"`
+}
+
+// TextDeltaEvent is output_text.delta (with logprobs), and refusal.delta and
+// reasoning.delta (without).
+type TextDeltaEvent struct {
+	EventHeader
+	ItemID       string     `json:"item_id"`
+	OutputIndex  int        `json:"output_index"`
+	ContentIndex int        `json:"content_index"`
+	Delta        string     `json:"delta"`
+	Logprobs     *[]LogProb `json:"logprobs,omitempty"`
+}
+
+// TextDoneEvent is output_text.done and reasoning.done (text), and
+// refusal.done (refusal).
+type TextDoneEvent struct {
+	EventHeader
+	ItemID       string     `json:"item_id"`
+	OutputIndex  int        `json:"output_index"`
+	ContentIndex int        `json:"content_index"`
+	Text         *string    `json:"text,omitempty"`
+	Refusal      *string    `json:"refusal,omitempty"`
+	Logprobs     *[]LogProb `json:"logprobs,omitempty"`
+}
+
+// AnnotationAddedEvent is output_text.annotation.added.
+type AnnotationAddedEvent struct {
+	EventHeader
+	ItemID          string     `json:"item_id"`
+	OutputIndex     int        `json:"output_index"`
+	ContentIndex    int        `json:"content_index"`
+	AnnotationIndex int        `json:"annotation_index"`
+	Annotation      Annotation `json:"annotation"`
+}
+
+// SummaryPartEvent is reasoning_summary_part.added and .done.
+type SummaryPartEvent struct {
+	EventHeader
+	ItemID       string  `json:"item_id"`
+	OutputIndex  int     `json:"output_index"`
+	SummaryIndex int     `json:"summary_index"`
+	Part         Content `json:"part"`
+}
+
+// SummaryTextEvent is reasoning_summary_text.delta (Delta) and .done (Text).
+type SummaryTextEvent struct {
+	EventHeader
+	ItemID       string  `json:"item_id"`
+	OutputIndex  int     `json:"output_index"`
+	SummaryIndex int     `json:"summary_index"`
+	Delta        *string `json:"delta,omitempty"`
+	Text         *string `json:"text,omitempty"`
+}
+
+// FunctionArgsDeltaEvent is function_call_arguments.delta.
+type FunctionArgsDeltaEvent struct {
+	EventHeader
+	ItemID      string `json:"item_id"`
+	OutputIndex int    `json:"output_index"`
+	Delta       string `json:"delta"`
+}
+
+// FunctionArgsDoneEvent is function_call_arguments.done.
+type FunctionArgsDoneEvent struct {
+	EventHeader
+	ItemID      string `json:"item_id"`
+	OutputIndex int    `json:"output_index"`
+	Name        string `json:"name,omitempty"`
+	Arguments   string `json:"arguments"`
+}
+
+// ErrorEvent is the SSE error event (Open Responses' nested shape).
+type ErrorEvent struct {
+	EventHeader
+	Error ErrorPayload `json:"error"`
+}
+
+// Type returns the event's type.
+func Type(e Event) EventType { return e.header().Type }
+
+// DecodeEvent decodes a server event, for clients and tests. Unknown types
+// are an error.
+func DecodeEvent(data []byte) (Event, *Error) {
+	var head struct {
+		Type EventType `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, Invalid(CodeInvalidJSON, "", "Event is not a JSON object: %s.", jsonReason(err))
+	}
+	var e Event
+	switch head.Type {
+	case EventCreated, EventQueued, EventInProgress, EventCompleted, EventFailed,
+		EventIncomplete, EventCancelled, EventDone:
+		e = new(ResponseEvent)
+	case EventOutputItemAdded, EventOutputItemDone:
+		var w struct {
+			EventHeader
+			OutputIndex int             `json:"output_index"`
+			Item        json.RawMessage `json:"item"`
+		}
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", head.Type, jsonReason(err))
+		}
+		it, perr := DecodeItem(w.Item, "item")
+		if perr != nil {
+			return nil, perr
+		}
+		return &OutputItemEvent{EventHeader: w.EventHeader, OutputIndex: w.OutputIndex, Item: it}, nil
+	case EventContentPartAdded, EventContentPartDone, EventSummaryPartAdded, EventSummaryPartDone:
+		var w struct {
+			EventHeader
+			ItemID       string          `json:"item_id"`
+			OutputIndex  int             `json:"output_index"`
+			ContentIndex int             `json:"content_index"`
+			SummaryIndex int             `json:"summary_index"`
+			Part         json.RawMessage `json:"part"`
+		}
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", head.Type, jsonReason(err))
+		}
+		part, perr := DecodeContent(w.Part, "part")
+		if perr != nil {
+			return nil, perr
+		}
+		if head.Type == EventSummaryPartAdded || head.Type == EventSummaryPartDone {
+			return &SummaryPartEvent{EventHeader: w.EventHeader, ItemID: w.ItemID, OutputIndex: w.OutputIndex, SummaryIndex: w.SummaryIndex, Part: part}, nil
+		}
+		return &ContentPartEvent{EventHeader: w.EventHeader, ItemID: w.ItemID, OutputIndex: w.OutputIndex, ContentIndex: w.ContentIndex, Part: part}, nil
+	case EventOutputTextDelta, EventRefusalDelta, EventReasoningDelta:
+		e = new(TextDeltaEvent)
+	case EventOutputTextDone, EventRefusalDone, EventReasoningDone:
+		e = new(TextDoneEvent)
+	case EventAnnotationAdded:
+		e = new(AnnotationAddedEvent)
+	case EventSummaryTextDelta, EventSummaryTextDone:
+		e = new(SummaryTextEvent)
+	case EventFunctionArgsDelta:
+		e = new(FunctionArgsDeltaEvent)
+	case EventFunctionArgsDone:
+		e = new(FunctionArgsDoneEvent)
+	case EventError:
+		e = new(ErrorEvent)
+	case "":
+		return nil, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'.")
+	default:
+		return nil, Invalid(CodeUnknownEventType, "type", "Unknown event type '%s'.", head.Type)
+	}
+	if err := json.Unmarshal(data, e); err != nil {
+		return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", head.Type, jsonReason(err))
+	}
+	return e, nil
+}

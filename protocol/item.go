@@ -1,0 +1,332 @@
+package protocol
+
+import (
+	"encoding/json"
+)
+
+// ItemType names an item of input or output.
+type ItemType string
+
+// Item types.
+const (
+	ItemMessage            ItemType = "message"
+	ItemFunctionCall       ItemType = "function_call"
+	ItemFunctionCallOutput ItemType = "function_call_output"
+	ItemReasoning          ItemType = "reasoning"
+	ItemCompaction         ItemType = "compaction"
+	ItemReference          ItemType = "item_reference"
+)
+
+// Role is a message author.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
+	RoleDeveloper Role = "developer"
+)
+
+// ItemStatus is the status of an output item.
+type ItemStatus string
+
+// Item statuses.
+const (
+	StatusInProgress ItemStatus = "in_progress"
+	StatusCompleted  ItemStatus = "completed"
+	StatusIncomplete ItemStatus = "incomplete"
+)
+
+// Item is one element of a conversation: a sealed union of *Message,
+// *FunctionCall, *FunctionCallOutput, *Reasoning, *Compaction and
+// *ItemReferenceItem.
+type Item interface {
+	ItemType() ItemType
+	// ItemID is the item's id, "" when a client sent it without one.
+	ItemID() string
+}
+
+// Message is a message from a user, the developer, the system or the assistant.
+type Message struct {
+	ID      string     `json:"id,omitempty"`
+	Status  ItemStatus `json:"status,omitempty"`
+	Role    Role       `json:"role"`
+	Content Contents   `json:"content"`
+	// Phase labels an assistant message as commentary or final_answer.
+	Phase string `json:"phase,omitempty"`
+}
+
+// FunctionCall is the model's call of a function tool.
+type FunctionCall struct {
+	ID        string     `json:"id,omitempty"`
+	CallID    string     `json:"call_id"`
+	Name      string     `json:"name"`
+	Arguments string     `json:"arguments"`
+	Status    ItemStatus `json:"status,omitempty"`
+}
+
+// FunctionCallOutput is the result of a function call, sent by the client.
+type FunctionCallOutput struct {
+	ID     string     `json:"id,omitempty"`
+	CallID string     `json:"call_id"`
+	Output ToolOutput `json:"output"`
+	Status ItemStatus `json:"status,omitempty"`
+}
+
+// ToolOutput is a function call's output: a string, or content parts.
+type ToolOutput struct {
+	Text  string
+	Parts Contents // non-nil when the output was an array
+}
+
+// Reasoning is a reasoning item.
+type Reasoning struct {
+	ID               string   `json:"id,omitempty"`
+	Summary          Contents `json:"summary"`
+	Content          Contents `json:"content,omitempty"`
+	EncryptedContent *string  `json:"encrypted_content,omitempty"`
+}
+
+// Compaction is an opaque window produced by /v1/responses/compact. The
+// server seals the compacted items in EncryptedContent and expands them when
+// the item comes back as input.
+type Compaction struct {
+	ID               string `json:"id,omitempty"`
+	EncryptedContent string `json:"encrypted_content"`
+	CreatedBy        string `json:"created_by,omitempty"`
+}
+
+// ItemReferenceItem refers to an earlier item of the conversation by id.
+type ItemReferenceItem struct {
+	ID string `json:"id"`
+}
+
+func (*Message) ItemType() ItemType            { return ItemMessage }
+func (*FunctionCall) ItemType() ItemType       { return ItemFunctionCall }
+func (*FunctionCallOutput) ItemType() ItemType { return ItemFunctionCallOutput }
+func (*Reasoning) ItemType() ItemType          { return ItemReasoning }
+func (*Compaction) ItemType() ItemType         { return ItemCompaction }
+func (*ItemReferenceItem) ItemType() ItemType  { return ItemReference }
+
+func (i *Message) ItemID() string            { return i.ID }
+func (i *FunctionCall) ItemID() string       { return i.ID }
+func (i *FunctionCallOutput) ItemID() string { return i.ID }
+func (i *Reasoning) ItemID() string          { return i.ID }
+func (i *Compaction) ItemID() string         { return i.ID }
+func (i *ItemReferenceItem) ItemID() string  { return i.ID }
+
+type (
+	wireMessage            Message
+	wireFunctionCall       FunctionCall
+	wireFunctionCallOutput FunctionCallOutput
+	wireReasoning          Reasoning
+	wireCompaction         Compaction
+	wireItemReference      ItemReferenceItem
+)
+
+func (i *Message) MarshalJSON() ([]byte, error) {
+	w := *i
+	if w.Content == nil {
+		w.Content = Contents{}
+	}
+	return typed(string(ItemMessage), (*wireMessage)(&w))
+}
+func (i *FunctionCall) MarshalJSON() ([]byte, error) {
+	return typed(string(ItemFunctionCall), (*wireFunctionCall)(i))
+}
+func (i *FunctionCallOutput) MarshalJSON() ([]byte, error) {
+	return typed(string(ItemFunctionCallOutput), (*wireFunctionCallOutput)(i))
+}
+func (i *Reasoning) MarshalJSON() ([]byte, error) {
+	w := *i
+	if w.Summary == nil {
+		w.Summary = Contents{}
+	}
+	return typed(string(ItemReasoning), (*wireReasoning)(&w))
+}
+func (i *Compaction) MarshalJSON() ([]byte, error) {
+	return typed(string(ItemCompaction), (*wireCompaction)(i))
+}
+func (i *ItemReferenceItem) MarshalJSON() ([]byte, error) {
+	return typed(string(ItemReference), (*wireItemReference)(i))
+}
+
+// MarshalJSON writes a string, or an array when the output has parts.
+func (o ToolOutput) MarshalJSON() ([]byte, error) {
+	if o.Parts != nil {
+		return json.Marshal([]Content(o.Parts))
+	}
+	return json.Marshal(o.Text)
+}
+
+// String is the output as text: the string, or the text of its parts.
+func (o ToolOutput) String() string {
+	if o.Parts != nil {
+		return o.Parts.Text()
+	}
+	return o.Text
+}
+
+// UnmarshalJSON lets Contents be decoded directly (server events, stored items).
+func (cs *Contents) UnmarshalJSON(b []byte) error {
+	out, err := decodeContents(b, "content", func(s string) Content { return &InputText{Text: s} })
+	if err != nil {
+		return err
+	}
+	*cs = out
+	return nil
+}
+
+// UnmarshalJSON accepts a string or an array of content parts.
+func (o *ToolOutput) UnmarshalJSON(b []byte) error {
+	b = trimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		o.Parts = nil
+		return json.Unmarshal(b, &o.Text)
+	}
+	var parts Contents
+	if err := parts.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	o.Text, o.Parts = "", parts
+	return nil
+}
+
+// itemHead is the part of an item read to choose its Go type.
+type itemHead struct {
+	Type    *string         `json:"type"`
+	Role    Role            `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Output  json.RawMessage `json:"output"`
+}
+
+// DecodeItem decodes one input or output item; param names it in errors
+// (for example "input[3]"). A message may omit "type" (the easy input shape).
+// A message's content may be a string; it becomes one input_text part (or
+// output_text for an assistant).
+func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
+	var head itemHead
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, Invalid(CodeInvalidType, param, "Invalid item: expected an object with a 'type' field (%s).", jsonReason(err))
+	}
+	typ := ItemMessage
+	if head.Type != nil {
+		typ = ItemType(*head.Type)
+	} else if head.Role == "" {
+		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
+	}
+	switch typ {
+	case ItemMessage:
+		return decodeMessage(raw, head, param)
+	case ItemFunctionCall:
+		fc := new(FunctionCall)
+		if err := json.Unmarshal(raw, fc); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid function_call item: %s.", jsonReason(err))
+		}
+		return fc, nil
+	case ItemFunctionCallOutput:
+		if isNull(head.Output) {
+			return nil, Invalid(CodeMissingRequired, param+".output", "Missing required parameter: '%s.output'.", param)
+		}
+		out := new(FunctionCallOutput)
+		var w struct {
+			ID     string     `json:"id"`
+			CallID string     `json:"call_id"`
+			Status ItemStatus `json:"status"`
+		}
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid function_call_output item: %s.", jsonReason(err))
+		}
+		out.ID, out.CallID, out.Status = w.ID, w.CallID, w.Status
+		o := trimSpace(head.Output)
+		if o[0] == '"' {
+			if err := json.Unmarshal(o, &out.Output.Text); err != nil {
+				return nil, Invalid(CodeInvalidType, param+".output", "Invalid output: %s.", jsonReason(err))
+			}
+		} else {
+			parts, perr := decodeContents(o, param+".output", func(s string) Content { return &InputText{Text: s} })
+			if perr != nil {
+				return nil, perr
+			}
+			out.Output.Parts = parts
+		}
+		return out, nil
+	case ItemReasoning:
+		r := new(Reasoning)
+		if err := json.Unmarshal(raw, r); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid reasoning item: %s.", jsonReason(err))
+		}
+		return r, nil
+	case ItemCompaction:
+		c := new(Compaction)
+		if err := json.Unmarshal(raw, c); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid compaction item: %s.", jsonReason(err))
+		}
+		return c, nil
+	case ItemReference:
+		r := new(ItemReferenceItem)
+		if err := json.Unmarshal(raw, r); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid item_reference: %s.", jsonReason(err))
+		}
+		return r, nil
+	case "":
+		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
+	default:
+		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction' and 'item_reference'.", typ)
+	}
+}
+
+func decodeMessage(raw json.RawMessage, head itemHead, param string) (Item, *Error) {
+	var w struct {
+		ID     string     `json:"id"`
+		Status ItemStatus `json:"status"`
+		Role   Role       `json:"role"`
+		Phase  string     `json:"phase"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, Invalid(CodeInvalidType, param, "Invalid message item: %s.", jsonReason(err))
+	}
+	if isNull(head.Content) {
+		return nil, Invalid(CodeMissingRequired, param+".content", "Missing required parameter: '%s.content'.", param)
+	}
+	text := func(s string) Content { return &InputText{Text: s} }
+	if w.Role == RoleAssistant {
+		text = func(s string) Content { return &OutputText{Text: s, Annotations: []Annotation{}} }
+	}
+	content, perr := decodeContents(head.Content, param+".content", text)
+	if perr != nil {
+		return nil, perr
+	}
+	return &Message{ID: w.ID, Status: w.Status, Role: w.Role, Content: content, Phase: w.Phase}, nil
+}
+
+// Items is a list of items that decodes from a JSON array.
+type Items []Item
+
+// UnmarshalJSON decodes each element with DecodeItem.
+func (is *Items) UnmarshalJSON(b []byte) error {
+	out, err := DecodeItems(b, "input")
+	if err != nil {
+		return err
+	}
+	*is = out
+	return nil
+}
+
+// DecodeItems decodes a JSON array of items; param names the array in errors.
+func DecodeItems(raw json.RawMessage, param string) (Items, *Error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, Invalid(CodeInvalidType, param, "Invalid type for '%s': expected an array of items (%s).", param, jsonReason(err))
+	}
+	out := make(Items, len(elems))
+	for i, e := range elems {
+		it, perr := DecodeItem(e, indexParam(param, i))
+		if perr != nil {
+			return nil, perr
+		}
+		out[i] = it
+	}
+	return out, nil
+}

@@ -1,0 +1,125 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// CreateRequest is the body of POST /v1/responses, and of a WebSocket
+// response.create event without its envelope fields. Unknown fields are
+// ignored, as real clients send extras (client_metadata, stream on WebSocket).
+type CreateRequest struct {
+	Model              string            `json:"model"`
+	Input              Items             `json:"-"` // decoded by DecodeCreateRequest
+	PreviousResponseID string            `json:"previous_response_id,omitempty"`
+	Instructions       *string           `json:"instructions,omitempty"`
+	Include            []string          `json:"include,omitempty"`
+	Tools              []Tool            `json:"tools,omitempty"`
+	ToolChoice         *ToolChoice       `json:"tool_choice,omitempty"`
+	Metadata           map[string]string `json:"metadata,omitempty"`
+	Text               *TextConfig       `json:"text,omitempty"`
+	Temperature        *float64          `json:"temperature,omitempty"`
+	TopP               *float64          `json:"top_p,omitempty"`
+	PresencePenalty    *float64          `json:"presence_penalty,omitempty"`
+	FrequencyPenalty   *float64          `json:"frequency_penalty,omitempty"`
+	TopLogprobs        *int              `json:"top_logprobs,omitempty"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls,omitempty"`
+	Stream             *bool             `json:"stream,omitempty"`
+	Background         *bool             `json:"background,omitempty"`
+	MaxOutputTokens    *int              `json:"max_output_tokens,omitempty"`
+	MaxToolCalls       *int              `json:"max_tool_calls,omitempty"`
+	Reasoning          *ReasoningConfig  `json:"reasoning,omitempty"`
+	SafetyIdentifier   *string           `json:"safety_identifier,omitempty"`
+	PromptCacheKey     *string           `json:"prompt_cache_key,omitempty"`
+	Truncation         string            `json:"truncation,omitempty"`
+	Store              *bool             `json:"store,omitempty"`
+	ServiceTier        string            `json:"service_tier,omitempty"`
+	User               *string           `json:"user,omitempty"`
+
+	// Generate false is WebSocket warm-up: prepare state, sample nothing.
+	Generate *bool `json:"generate,omitempty"`
+	// Suspend asks for a suspended rollout (tether extension).
+	Suspend *bool `json:"suspend,omitempty"`
+}
+
+// Includes reports whether the request asked for the include value v.
+func (r *CreateRequest) Includes(v string) bool {
+	for _, s := range r.Include {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Streaming reports whether an HTTP request asked for SSE.
+func (r *CreateRequest) Streaming() bool { return r.Stream != nil && *r.Stream }
+
+// Storing reports whether the response is to be stored (the default).
+func (r *CreateRequest) Storing() bool { return r.Store == nil || *r.Store }
+
+// Generating reports whether the request samples (false only for warm-up).
+func (r *CreateRequest) Generating() bool { return r.Generate == nil || *r.Generate }
+
+type wireCreate struct {
+	CreateRequest
+	Input json.RawMessage `json:"input"`
+}
+
+// DecodeCreateRequest decodes a create body. Input may be a string (one user
+// message) or an array of items; each item is decoded with its index in the
+// error param. It does not validate: call Validate.
+func DecodeCreateRequest(data []byte) (*CreateRequest, *Error) {
+	var w wireCreate
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, bodyError(err)
+	}
+	req := w.CreateRequest
+	items, perr := decodeInput(w.Input)
+	if perr != nil {
+		return nil, perr
+	}
+	req.Input = items
+	return &req, nil
+}
+
+func decodeInput(raw json.RawMessage) (Items, *Error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	raw = trimSpace(raw)
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, Invalid(CodeInvalidType, "input", "Invalid input: %s.", jsonReason(err))
+		}
+		return Items{&Message{Role: RoleUser, Content: Contents{&InputText{Text: s}}}}, nil
+	}
+	return DecodeItems(raw, "input")
+}
+
+// MarshalJSON writes the request with its input, for clients.
+func (r *CreateRequest) MarshalJSON() ([]byte, error) {
+	type plain CreateRequest
+	input := r.Input
+	if input == nil {
+		input = Items{}
+	}
+	return json.Marshal(struct {
+		*plain
+		Input Items `json:"input"`
+	}{(*plain)(r), input})
+}
+
+// bodyError classifies a failure to decode a request body.
+func bodyError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return Invalid(CodeInvalidType, te.Field, "Invalid type for '%s': expected %s, but got %s.", te.Field, article(te.Type.Kind().String()), te.Value)
+	}
+	return Invalid(CodeInvalidJSON, "", "We could not parse the JSON body of your request: %s.", jsonReason(err))
+}

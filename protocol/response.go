@@ -1,0 +1,192 @@
+package protocol
+
+// ResponseStatus is the lifecycle state of a response.
+type ResponseStatus string
+
+// Response statuses. RequiresAction is tether's suspended-rollout extension.
+const (
+	ResponseQueued         ResponseStatus = "queued"
+	ResponseInProgress     ResponseStatus = "in_progress"
+	ResponseCompleted      ResponseStatus = "completed"
+	ResponseFailed         ResponseStatus = "failed"
+	ResponseIncomplete     ResponseStatus = "incomplete"
+	ResponseCancelled      ResponseStatus = "cancelled"
+	ResponseRequiresAction ResponseStatus = "requires_action"
+)
+
+// Terminal reports whether no more events follow a response in this status.
+func (s ResponseStatus) Terminal() bool {
+	switch s {
+	case ResponseCompleted, ResponseFailed, ResponseIncomplete, ResponseCancelled:
+		return true
+	}
+	return false
+}
+
+// Response is the response object. Every field the Open Responses schema
+// requires is always present; nullable ones are pointers without omitempty.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	CompletedAt        *int64             `json:"completed_at"`
+	Status             ResponseStatus     `json:"status"`
+	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
+	Model              string             `json:"model"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Instructions       *string            `json:"instructions"`
+	Output             Items              `json:"output"`
+	Error              *ResponseError     `json:"error"`
+	Tools              []Tool             `json:"tools"`
+	ToolChoice         ToolChoice         `json:"tool_choice"`
+	Truncation         string             `json:"truncation"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	Text               TextConfig         `json:"text"`
+	TopP               float64            `json:"top_p"`
+	PresencePenalty    float64            `json:"presence_penalty"`
+	FrequencyPenalty   float64            `json:"frequency_penalty"`
+	TopLogprobs        int                `json:"top_logprobs"`
+	Temperature        float64            `json:"temperature"`
+	Reasoning          ReasoningConfig    `json:"reasoning"`
+	Usage              *Usage             `json:"usage"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	MaxToolCalls       *int               `json:"max_tool_calls"`
+	Store              bool               `json:"store"`
+	Background         bool               `json:"background"`
+	ServiceTier        string             `json:"service_tier"`
+	Metadata           map[string]string  `json:"metadata"`
+	SafetyIdentifier   *string            `json:"safety_identifier"`
+	PromptCacheKey     *string            `json:"prompt_cache_key"`
+	User               *string            `json:"user"`
+
+	// RequiredAction lists the client tool calls a suspended response waits on.
+	RequiredAction *RequiredAction `json:"required_action,omitempty"`
+	// Timings is tether's per-phase timing, present when the request included
+	// "tether.timings".
+	Timings *Timings `json:"timings,omitempty"`
+}
+
+// IncompleteDetails says why a response is incomplete.
+type IncompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+// ResponseError is the error of a failed response.
+type ResponseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// TextConfig is the text output configuration.
+type TextConfig struct {
+	Format    TextFormat `json:"format"`
+	Verbosity string     `json:"verbosity,omitempty"`
+}
+
+// TextFormat is the output format: text, json_object or json_schema.
+type TextFormat struct {
+	Type        string         `json:"type"`
+	Name        string         `json:"name,omitempty"`
+	Description *string        `json:"description,omitempty"`
+	Schema      map[string]any `json:"schema,omitempty"`
+	Strict      *bool          `json:"strict,omitempty"`
+}
+
+// ReasoningConfig is the reasoning configuration; both fields are nullable.
+type ReasoningConfig struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens         int                 `json:"input_tokens"`
+	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`
+	OutputTokens        int                 `json:"output_tokens"`
+	OutputTokensDetails OutputTokensDetails `json:"output_tokens_details"`
+	TotalTokens         int                 `json:"total_tokens"`
+}
+
+// InputTokensDetails breaks input tokens down.
+type InputTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// OutputTokensDetails breaks output tokens down.
+type OutputTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// Add accumulates u2 into u.
+func (u *Usage) Add(u2 Usage) {
+	u.InputTokens += u2.InputTokens
+	u.InputTokensDetails.CachedTokens += u2.InputTokensDetails.CachedTokens
+	u.OutputTokens += u2.OutputTokens
+	u.OutputTokensDetails.ReasoningTokens += u2.OutputTokensDetails.ReasoningTokens
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+}
+
+// RequiredAction is what a suspended response waits for.
+type RequiredAction struct {
+	Type              string            `json:"type"` // submit_tool_outputs
+	SubmitToolOutputs SubmitToolOutputs `json:"submit_tool_outputs"`
+}
+
+// SubmitToolOutputs lists pending client tool calls.
+type SubmitToolOutputs struct {
+	ToolCalls []PendingCall `json:"tool_calls"`
+}
+
+// PendingCall is one client tool call awaiting its output.
+type PendingCall struct {
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Timings are server-side phase durations in microseconds.
+type Timings struct {
+	DecodeMicros   int64 `json:"decode_us"`
+	ValidateMicros int64 `json:"validate_us"`
+	RenderMicros   int64 `json:"render_us"`
+	SampleMicros   int64 `json:"sample_us"`
+	StoreMicros    int64 `json:"store_us"`
+	TotalMicros    int64 `json:"total_us"`
+	// RenderedTokens is how many tokens this turn tokenized; CachedTokens how
+	// many came from the connection cache or store without re-rendering.
+	RenderedTokens int `json:"rendered_tokens"`
+	CachedTokens   int `json:"cached_tokens"`
+}
+
+// CompactResponse is the body returned by POST /v1/responses/compact.
+type CompactResponse struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"` // response.compaction
+	CreatedAt int64  `json:"created_at"`
+	Output    Items  `json:"output"`
+	Usage     Usage  `json:"usage"`
+}
+
+// Model is one entry of GET /v1/models.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // model
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// List is a list body ({"object":"list","data":[...]}).
+type List[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	FirstID string `json:"first_id,omitempty"`
+	LastID  string `json:"last_id,omitempty"`
+	HasMore bool   `json:"has_more"`
+}
+
+// Deleted is the body of DELETE /v1/responses/{id}.
+type Deleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}

@@ -1,0 +1,277 @@
+package protocol
+
+import (
+	"encoding/json"
+	"regexp"
+	"unicode/utf8"
+)
+
+// Limits the validator enforces, from the OpenAI and Open Responses schemas.
+const (
+	MaxStreamIDLen      = 256
+	MaxCallIDLen        = 64
+	MaxToolNameLen      = 64
+	MaxMetadataPairs    = 16
+	MaxMetadataKeyLen   = 64
+	MaxMetadataValueLen = 512
+	MaxTools            = 128
+)
+
+var (
+	streamIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	namePattern     = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+)
+
+// ValidateStreamID checks a WebSocket stream_id.
+func ValidateStreamID(id string) *Error {
+	if id == "" || len(id) > MaxStreamIDLen || !streamIDPattern.MatchString(id) {
+		return Invalid(CodeInvalidStreamID, "stream_id", "The 'stream_id' field must be a non-empty string with at most 256 characters and may only contain letters, numbers, underscores, hyphens, and periods.")
+	}
+	return nil
+}
+
+// Validate checks every field of the request except its input items, which
+// ValidateItems checks (so that a continuation validates only new input).
+// It does not resolve the model or previous_response_id: that needs state.
+func (r *CreateRequest) Validate() *Error {
+	if r.Model == "" {
+		return Invalid(CodeMissingRequired, "model", "Missing required parameter: 'model'.")
+	}
+	if r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 2) {
+		return Invalid(CodeInvalidValue, "temperature", "Invalid 'temperature': %g. Expected a value between 0 and 2.", *r.Temperature)
+	}
+	if r.TopP != nil && (*r.TopP < 0 || *r.TopP > 1) {
+		return Invalid(CodeInvalidValue, "top_p", "Invalid 'top_p': %g. Expected a value between 0 and 1.", *r.TopP)
+	}
+	for name, p := range map[string]*float64{"presence_penalty": r.PresencePenalty, "frequency_penalty": r.FrequencyPenalty} {
+		if p != nil && (*p < -2 || *p > 2) {
+			return Invalid(CodeInvalidValue, name, "Invalid '%s': %g. Expected a value between -2 and 2.", name, *p)
+		}
+	}
+	if r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > 20) {
+		return Invalid(CodeInvalidValue, "top_logprobs", "Invalid 'top_logprobs': %d. Expected a value between 0 and 20.", *r.TopLogprobs)
+	}
+	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
+		return Invalid(CodeInvalidValue, "max_output_tokens", "Invalid 'max_output_tokens': %d. Expected a positive integer.", *r.MaxOutputTokens)
+	}
+	if r.MaxToolCalls != nil && *r.MaxToolCalls < 0 {
+		return Invalid(CodeInvalidValue, "max_tool_calls", "Invalid 'max_tool_calls': %d. Expected a non-negative integer.", *r.MaxToolCalls)
+	}
+	switch r.Truncation {
+	case "", "auto", "disabled":
+	default:
+		return Invalid(CodeInvalidValue, "truncation", "Invalid 'truncation': '%s'. Supported values are: 'auto' and 'disabled'.", r.Truncation)
+	}
+	switch r.ServiceTier {
+	case "", "auto", "default", "flex", "priority", "scale":
+	default:
+		return Invalid(CodeInvalidValue, "service_tier", "Invalid 'service_tier': '%s'. Supported values are: 'auto', 'default', 'flex' and 'priority'.", r.ServiceTier)
+	}
+	if len(r.Metadata) > MaxMetadataPairs {
+		return Invalid(CodeInvalidValue, "metadata", "Invalid 'metadata': at most %d key-value pairs are allowed, got %d.", MaxMetadataPairs, len(r.Metadata))
+	}
+	for k, v := range r.Metadata {
+		if utf8.RuneCountInString(k) > MaxMetadataKeyLen || utf8.RuneCountInString(v) > MaxMetadataValueLen {
+			return Invalid(CodeInvalidValue, "metadata", "Invalid 'metadata': keys are limited to %d characters and values to %d.", MaxMetadataKeyLen, MaxMetadataValueLen)
+		}
+	}
+	if perr := validateTools(r.Tools); perr != nil {
+		return perr
+	}
+	if perr := r.validateToolChoice(); perr != nil {
+		return perr
+	}
+	if r.Text != nil {
+		switch r.Text.Format.Type {
+		case "", "text", "json_object":
+		case "json_schema":
+			if r.Text.Format.Name == "" {
+				return Invalid(CodeMissingRequired, "text.format.name", "Missing required parameter: 'text.format.name'.")
+			}
+		default:
+			return Invalid(CodeInvalidValue, "text.format.type", "Invalid 'text.format.type': '%s'. Supported values are: 'text', 'json_object' and 'json_schema'.", r.Text.Format.Type)
+		}
+	}
+	return nil
+}
+
+func validateTools(tools []Tool) *Error {
+	if len(tools) > MaxTools {
+		return Invalid(CodeInvalidValue, "tools", "Invalid 'tools': at most %d tools are allowed, got %d.", MaxTools, len(tools))
+	}
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		param := indexParam("tools", i)
+		switch t.Type {
+		case ToolFunction:
+			if perr := validateName(t.Name, param+".name"); perr != nil {
+				return perr
+			}
+			if seen[t.Name] {
+				return Invalid(CodeInvalidValue, param+".name", "Duplicate tool name '%s': function names must be unique.", t.Name)
+			}
+			seen[t.Name] = true
+			if !isNull(t.Parameters) && trimSpace(t.Parameters)[0] != '{' {
+				return Invalid(CodeInvalidType, param+".parameters", "Invalid '%s.parameters': expected a JSON Schema object.", param)
+			}
+		case ToolWebSearch, "web_search_preview":
+		case "":
+			return Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
+		default:
+			return Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported tool types are: 'function' and 'web_search'.", t.Type)
+		}
+	}
+	return nil
+}
+
+func (r *CreateRequest) validateToolChoice() *Error {
+	c := r.ToolChoice
+	if c == nil {
+		return nil
+	}
+	switch c.Mode {
+	case "", "none", "auto", "required":
+	default:
+		return Invalid(CodeInvalidValue, "tool_choice", "Invalid 'tool_choice': '%s'. Supported values are: 'none', 'auto' and 'required'.", c.Mode)
+	}
+	names := c.Allowed
+	if c.Function != "" {
+		names = []string{c.Function}
+	}
+	for _, n := range names {
+		found := false
+		for _, t := range r.Tools {
+			found = found || (t.Type == ToolFunction && t.Name == n)
+		}
+		if !found {
+			return Invalid(CodeInvalidValue, "tool_choice", "Tool choice '%s' not found in 'tools' parameter.", n)
+		}
+	}
+	return nil
+}
+
+func validateName(name, param string) *Error {
+	if name == "" {
+		return Invalid(CodeMissingRequired, param, "Missing required parameter: '%s'.", param)
+	}
+	if len(name) > MaxToolNameLen || !namePattern.MatchString(name) {
+		return Invalid(CodeInvalidValue, param, "Invalid '%s': '%s'. Names must be 1-64 letters, digits, underscores or hyphens.", param, name)
+	}
+	return nil
+}
+
+func validateCallID(id, param string) *Error {
+	if id == "" {
+		return Invalid(CodeMissingRequired, param, "Missing required parameter: '%s'.", param)
+	}
+	if len(id) > MaxCallIDLen {
+		return Invalid(CodeInvalidValue, param, "Invalid '%s': expected at most %d characters, got %d.", param, MaxCallIDLen, len(id))
+	}
+	return nil
+}
+
+// ValidateItems checks decoded input items; param names the list in errors
+// ("input").
+func ValidateItems(items Items, param string) *Error {
+	for i, it := range items {
+		p := indexParam(param, i)
+		if perr := validateItem(it, p); perr != nil {
+			return perr
+		}
+	}
+	return nil
+}
+
+func validateItem(it Item, p string) *Error {
+	switch it := it.(type) {
+	case *Message:
+		return validateMessage(it, p)
+	case *FunctionCall:
+		if perr := validateCallID(it.CallID, p+".call_id"); perr != nil {
+			return perr
+		}
+		if perr := validateName(it.Name, p+".name"); perr != nil {
+			return perr
+		}
+		if it.Arguments != "" && !json.Valid([]byte(it.Arguments)) {
+			return Invalid(CodeInvalidValue, p+".arguments", "Invalid '%s.arguments': expected a JSON string.", p)
+		}
+		return validateStatus(it.Status, p)
+	case *FunctionCallOutput:
+		if perr := validateCallID(it.CallID, p+".call_id"); perr != nil {
+			return perr
+		}
+		for j, c := range it.Output.Parts {
+			switch c.ContentType() {
+			case ContentInputText, ContentInputImage, ContentInputFile, ContentInputVideo:
+			default:
+				return Invalid(CodeInvalidValue, indexParam(p+".output", j)+".type", "Invalid content type '%s' in a function_call_output: expected input_text, input_image, input_file or input_video.", c.ContentType())
+			}
+		}
+		return validateStatus(it.Status, p)
+	case *Reasoning:
+		for j, c := range it.Summary {
+			if c.ContentType() != ContentSummaryText {
+				return Invalid(CodeInvalidValue, indexParam(p+".summary", j)+".type", "Invalid reasoning summary part '%s': expected summary_text.", c.ContentType())
+			}
+		}
+	case *Compaction:
+		if it.EncryptedContent == "" {
+			return Invalid(CodeMissingRequired, p+".encrypted_content", "Missing required parameter: '%s.encrypted_content'.", p)
+		}
+	case *ItemReferenceItem:
+		if it.ID == "" {
+			return Invalid(CodeMissingRequired, p+".id", "Missing required parameter: '%s.id'.", p)
+		}
+	}
+	return nil
+}
+
+func validateStatus(s ItemStatus, p string) *Error {
+	switch s {
+	case "", StatusInProgress, StatusCompleted, StatusIncomplete:
+		return nil
+	}
+	return Invalid(CodeInvalidValue, p+".status", "Invalid '%s.status': '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", p, s)
+}
+
+func validateMessage(m *Message, p string) *Error {
+	var allowed []ContentType
+	switch m.Role {
+	case RoleUser:
+		allowed = []ContentType{ContentInputText, ContentInputImage, ContentInputFile, ContentInputVideo}
+	case RoleSystem, RoleDeveloper:
+		allowed = []ContentType{ContentInputText}
+	case RoleAssistant:
+		allowed = []ContentType{ContentOutputText, ContentRefusal}
+	case "":
+		return Invalid(CodeMissingRequired, p+".role", "Missing required parameter: '%s.role'.", p)
+	default:
+		return Invalid(CodeInvalidValue, p+".role", "Invalid '%s.role': '%s'. Supported values are: 'user', 'assistant', 'system' and 'developer'.", p, m.Role)
+	}
+	switch m.Phase {
+	case "", "commentary", "final_answer":
+	default:
+		return Invalid(CodeInvalidValue, p+".phase", "Invalid '%s.phase': '%s'. Supported values are: 'commentary' and 'final_answer'.", p, m.Phase)
+	}
+	for j, c := range m.Content {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || c.ContentType() == a
+		}
+		if !ok {
+			return Invalid(CodeInvalidValue, indexParam(p+".content", j)+".type", "Invalid content type '%s' for a %s message.", c.ContentType(), m.Role)
+		}
+		if img, isImg := c.(*InputImage); isImg {
+			if img.ImageURL == nil || *img.ImageURL == "" {
+				return Invalid(CodeMissingRequired, indexParam(p+".content", j)+".image_url", "Missing required parameter: 'image_url'. tether accepts images as URLs or data URLs.")
+			}
+			switch img.Detail {
+			case "", "low", "high", "auto":
+			default:
+				return Invalid(CodeInvalidValue, indexParam(p+".content", j)+".detail", "Invalid 'detail': '%s'. Supported values are: 'low', 'high' and 'auto'.", img.Detail)
+			}
+		}
+	}
+	return validateStatus(m.Status, p)
+}

@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"slices"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// conversation is the state one response leaves for its successor: what the
+// connection-local cache holds per lane, and what a store load rebuilds. It is
+// immutable once published, so forks from two lanes can share it.
+type conversation struct {
+	response *protocol.Response // terminal snapshot
+	lane     string             // the lane that produced it ("" for HTTP)
+	items    protocol.Items     // whole context: every input and output up to and including this response
+	prompt   *sampler.Prompt    // items rendered to tokens
+
+	// The rendered system block, reused while instructions and tools stay the same.
+	instructions string
+	tools        []protocol.Tool
+	header       []sampler.Token
+}
+
+// sameTools reports whether two tool lists are byte-for-byte the same definitions.
+func sameTools(a, b []protocol.Tool) bool {
+	return slices.EqualFunc(a, b, func(x, y protocol.Tool) bool {
+		return x.Type == y.Type && x.Name == y.Name && bytes.Equal(x.Raw, y.Raw)
+	})
+}
+
+// hydrate rebuilds a conversation from the store: the cold path of an HTTP
+// chained request, or of a WebSocket continuation whose id is not cached. It
+// decodes nothing (records hold decoded items) but renders the whole context.
+func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protocol.Error) {
+	resp, items, err := loadChain(ctx, s.store, id)
+	if err != nil {
+		if err == ErrNotStored {
+			return nil, previousNotFound(id)
+		}
+		return nil, protocol.AsError(err)
+	}
+	items, perr := s.expand(items, nil, "input")
+	if perr != nil {
+		return nil, perr
+	}
+	var p *sampler.Prompt
+	for _, it := range items {
+		p = p.Append(s.renderer.Item(it))
+	}
+	return &conversation{response: resp, items: items, prompt: p}, nil
+}
+
+func previousNotFound(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousResponseNotFound, "previous_response_id",
+		"Previous response with id '%s' not found.", id)
+}
+
+// expand replaces compaction items by the items they seal and item references
+// by the items they name (looked up in ctxItems, then in earlier input).
+func (s *Server) expand(input, ctxItems protocol.Items, param string) (protocol.Items, *protocol.Error) {
+	need := false
+	for _, it := range input {
+		switch it.(type) {
+		case *protocol.Compaction, *protocol.ItemReferenceItem:
+			need = true
+		}
+	}
+	if !need {
+		return input, nil
+	}
+	out := make(protocol.Items, 0, len(input))
+	for i, it := range input {
+		switch it := it.(type) {
+		case *protocol.Compaction:
+			sealed, perr := s.sealer.open(it.EncryptedContent, indexParam(param, i)+".encrypted_content")
+			if perr != nil {
+				return nil, perr
+			}
+			out = append(out, sealed...)
+		case *protocol.ItemReferenceItem:
+			ref := findItem(out, it.ID)
+			if ref == nil {
+				ref = findItem(ctxItems, it.ID)
+			}
+			if ref == nil {
+				return nil, protocol.Invalid(protocol.CodeInvalidValue, indexParam(param, i)+".id",
+					"Item with id '%s' not found in this conversation.", it.ID)
+			}
+			out = append(out, ref)
+		default:
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+func findItem(items protocol.Items, id string) protocol.Item {
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].ItemID() == id {
+			return items[i]
+		}
+	}
+	return nil
+}
+
+// hasCall reports whether a function call with callID is in items; it scans
+// from the newest item, where the call almost always is.
+func hasCall(items protocol.Items, callID string) bool {
+	for i := len(items) - 1; i >= 0; i-- {
+		if fc, ok := items[i].(*protocol.FunctionCall); ok && fc.CallID == callID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,241 @@
+package runtime_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// harness is an in-process tether server on a loopback port.
+type harness struct {
+	srv  *runtime.Server
+	hs   *httptest.Server
+	base string // http://127.0.0.1:PORT/v1
+	ws   string // ws://127.0.0.1:PORT/v1/responses
+}
+
+func newHarness(t testing.TB, opts runtime.Options) *harness {
+	t.Helper()
+	srv, err := runtime.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		hs.Close()
+	})
+	return &harness{srv: srv, hs: hs, base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses"}
+}
+
+// post sends a JSON body to path and returns the status and body.
+func (h *harness) post(t testing.TB, path string, body any) (int, []byte) {
+	t.Helper()
+	b, ok := body.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Post(h.base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+func (h *harness) get(t testing.TB, path string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(h.base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// sse posts a streaming request and returns every event's data, checking the
+// framing: "event: T\ndata: JSON\n\n" with event equal to the data's type.
+func (h *harness) sse(t testing.TB, body map[string]any) [][]byte {
+	t.Helper()
+	body["stream"] = true
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(h.base+"/responses", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		out, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, out)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content type %q", ct)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("\r")) {
+		t.Fatal("SSE stream contains CR; want LF only")
+	}
+	var events [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(nil, 64<<20)
+	var event string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data := []byte(strings.TrimPrefix(line, "data: "))
+			if typ := eventType(t, data); typ != event {
+				t.Fatalf("event: %q but data type %q", event, typ)
+			}
+			events = append(events, data)
+		case line == "":
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+	return events
+}
+
+func eventType(t testing.TB, data []byte) string {
+	t.Helper()
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		t.Fatalf("event is not JSON: %v: %s", err, data)
+	}
+	return head.Type
+}
+
+// wsConn is a raw WebSocket client.
+type wsConn struct {
+	c *websocket.Conn
+}
+
+func (h *harness) dial(t testing.TB, header http.Header) *wsConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, h.ws, &websocket.DialOptions{HTTPHeader: header})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(64 << 20)
+	t.Cleanup(func() { c.CloseNow() })
+	return &wsConn{c: c}
+}
+
+func (w *wsConn) send(t testing.TB, v any) {
+	t.Helper()
+	b, ok := v.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recv reads one event.
+func (w *wsConn) recv(t testing.TB) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	typ, b, err := w.c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if typ != websocket.MessageText {
+		t.Fatalf("got a binary frame")
+	}
+	return b
+}
+
+// untilTerminal reads events until a terminal event or an error and returns
+// them all, the last being the terminal one.
+func (w *wsConn) untilTerminal(t testing.TB) [][]byte {
+	t.Helper()
+	var events [][]byte
+	for {
+		b := w.recv(t)
+		events = append(events, b)
+		switch eventType(t, b) {
+		case "response.completed", "response.failed", "response.incomplete", "error":
+			return events
+		}
+	}
+}
+
+// create is a response.create frame built from a body.
+func create(body map[string]any) map[string]any {
+	out := map[string]any{"type": "response.create"}
+	for k, v := range body {
+		out[k] = v
+	}
+	return out
+}
+
+// obj decodes JSON into a generic map.
+func obj(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("not a JSON object: %v: %s", err, b)
+	}
+	return m
+}
+
+// terminalResponse returns the response of a terminal event as JSON.
+func terminalResponse(t testing.TB, ev []byte) []byte {
+	t.Helper()
+	var e struct {
+		Type     string          `json:"type"`
+		Response json.RawMessage `json:"response"`
+	}
+	if err := json.Unmarshal(ev, &e); err != nil || e.Response == nil {
+		t.Fatalf("not a terminal response event: %s", ev)
+	}
+	return e.Response
+}
+
+func userMsg(text string) map[string]any {
+	return map[string]any{"type": "message", "role": "user", "content": text}
+}

@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /v1/responses", s.serveWebSocket)
+	m.HandleFunc("POST /v1/responses", s.handleCreate)
+	m.HandleFunc("POST /v1/responses/compact", s.handleCompact)
+	m.HandleFunc("GET /v1/responses/{id}", s.handleGet)
+	m.HandleFunc("DELETE /v1/responses/{id}", s.handleDelete)
+	m.HandleFunc("GET /v1/responses/{id}/input_items", s.handleInputItems)
+	m.HandleFunc("GET /v1/models", s.handleModels)
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux = m
+}
+
+// readBody reads at most MaxFrame bytes of a request body.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *protocol.Error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxFrame))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeRequestTooLarge, "",
+			"The request body exceeds the %d-byte limit of this server (--max-frame).", tooBig.Limit)
+	case err != nil:
+		return nil, protocol.Invalid(protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err)
+	}
+	return body, nil
+}
+
+// handleCreate serves POST /v1/responses: JSON, or SSE when stream is true.
+// The state comes from the request alone (stateless) or from the store
+// (previous_response_id): HTTP has no connection to cache it on.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	body, perr := s.readBody(w, r)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	t0 := s.now()
+	req, perr := protocol.DecodeCreateRequest(body)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	if req.Background != nil && *req.Background {
+		writeError(w, protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "Background responses are not supported by tether."))
+		return
+	}
+	var parent *conversation
+	if req.PreviousResponseID != "" {
+		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
+			writeError(w, perr)
+			return
+		}
+	}
+	ro, perr := s.prepare(req, parent, t0)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	ro.tm.DecodeMicros = s.now().Sub(t0).Microseconds()
+	if !req.Streaming() {
+		if _, err := ro.Run(r.Context(), func(protocol.Event) error { return nil }); err != nil {
+			return // the client is gone
+		}
+		writeJSON(w, http.StatusOK, ro.resp)
+		return
+	}
+	sse := newSSEWriter(w)
+	ro.Run(r.Context(), sse.write)
+}
+
+// sseWriter writes one event per Write and flushes it: "event: TYPE\ndata: JSON\n\n".
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf bytes.Buffer
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *sseWriter) write(ev protocol.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	s.buf.Reset()
+	s.buf.WriteString("event: ")
+	s.buf.WriteString(string(protocol.Type(ev)))
+	s.buf.WriteString("\ndata: ")
+	s.buf.Write(data)
+	s.buf.WriteString("\n\n")
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, protocol.AsError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func (s *Server) storedOr404(w http.ResponseWriter, r *http.Request) *Record {
+	id := r.PathValue("id")
+	rec, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, ErrNotStored) {
+			writeError(w, protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+				"Response with id '%s' not found.", id))
+		} else {
+			writeError(w, protocol.AsError(err))
+		}
+		return nil
+	}
+	return rec
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if rec := s.storedOr404(w, r); rec != nil {
+		writeJSON(w, http.StatusOK, rec.Response)
+	}
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if s.storedOr404(w, r) == nil {
+		return
+	}
+	if err := s.store.Delete(r.Context(), id); err != nil && !errors.Is(err, ErrNotStored) {
+		writeError(w, protocol.AsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, protocol.Deleted{ID: id, Object: "response.deleted", Deleted: true})
+}
+
+// handleInputItems lists a stored response's input items: ?order=asc|desc
+// (default desc, as OpenAI), ?limit=1..100 (default 20), ?after=ITEM_ID.
+func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
+	rec := s.storedOr404(w, r)
+	if rec == nil {
+		return
+	}
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "limit", "Invalid 'limit': expected an integer between 1 and 100."))
+			return
+		}
+		limit = n
+	}
+	items := make(protocol.Items, len(rec.Input))
+	copy(items, rec.Input)
+	switch q.Get("order") {
+	case "", "desc":
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	case "asc":
+	default:
+		writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "order", "Invalid 'order': expected 'asc' or 'desc'."))
+		return
+	}
+	if after := q.Get("after"); after != "" {
+		for i, it := range items {
+			if it.ItemID() == after {
+				items = items[i+1:]
+				break
+			}
+		}
+	}
+	list := protocol.List[protocol.Item]{Object: "list", Data: items}
+	if len(items) > limit {
+		list.Data, list.HasMore = items[:limit], true
+	}
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = list.Data[0].ItemID(), list.Data[n-1].ItemID()
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	list := protocol.List[protocol.Model]{Object: "list", Data: []protocol.Model{}}
+	for _, name := range s.ModelNames() {
+		list.Data = append(list.Data, protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// compactRequest is the body of POST /v1/responses/compact.
+type compactRequest struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	PreviousResponseID string          `json:"previous_response_id"`
+	Instructions       *string         `json:"instructions"`
+}
+
+// handleCompact seals the whole context (stored chain + input) into one
+// compaction item. A later request that sends the item as input sees the
+// compacted items again, in order.
+func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
+	body, perr := s.readBody(w, r)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	req, perr := protocol.DecodeCreateRequest(body)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	if strings.TrimSpace(req.Model) == "" {
+		writeError(w, protocol.Invalid(protocol.CodeMissingRequired, "model", "Missing required parameter: 'model'."))
+		return
+	}
+	if _, ok := s.models[req.Model]; !ok {
+		writeError(w, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
+			"The model '%s' does not exist. Models served here: %s.", req.Model, strings.Join(s.ModelNames(), ", ")))
+		return
+	}
+	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {
+		writeError(w, perr)
+		return
+	}
+	var items protocol.Items
+	if req.PreviousResponseID != "" {
+		parent, perr := s.hydrate(r.Context(), req.PreviousResponseID)
+		if perr != nil {
+			writeError(w, perr)
+			return
+		}
+		items = parent.items
+	}
+	input, perr := s.expand(req.Input, items, "input")
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	items = append(append(protocol.Items{}, items...), input...)
+	if len(items) == 0 {
+		writeError(w, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input': there is nothing to compact."))
+		return
+	}
+	sealed, err := s.sealer.seal(items)
+	if err != nil {
+		writeError(w, protocol.AsError(err))
+		return
+	}
+	tokens := 0
+	for _, it := range items {
+		tokens += len(s.renderer.Item(it))
+	}
+	out := protocol.CompactResponse{
+		ID:        newID("resp"),
+		Object:    "response.compaction",
+		CreatedAt: s.now().Unix(),
+		Output:    protocol.Items{&protocol.Compaction{ID: newID("cmp"), EncryptedContent: sealed}},
+		Usage:     protocol.Usage{InputTokens: tokens, TotalTokens: tokens},
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,193 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// Sampler is a model backend: it samples one step for req, streaming deltas
+// through emit on the caller's goroutine. The sampler package provides them.
+type Sampler interface {
+	Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxFrame     = 16 << 20
+	DefaultWSMaxAge     = 60 * time.Minute
+	DefaultMaxInFlight  = 16
+	DefaultMaxLanes     = 32
+	DefaultMaxQueued    = 256
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultOutQueue     = 1024
+)
+
+// Options configure a Server. The zero value serves tether-scripted, unpaced,
+// with an in-memory store.
+type Options struct {
+	// Models maps model names to backends. Nil serves "tether-scripted" only.
+	Models map[string]Sampler
+	// Renderer renders items to tokens. Nil creates one (o200k_base).
+	Renderer *sampler.Renderer
+	// Store keeps store: true responses. Nil is a MemoryStore.
+	Store Store
+	// MaxFrame bounds a WebSocket frame and an HTTP body, in bytes.
+	MaxFrame int64
+	// WSMaxAge is the WebSocket connection age limit.
+	WSMaxAge time.Duration
+	// MaxInFlight bounds responses running at once on one connection; more wait.
+	MaxInFlight int
+	// MaxLanes bounds the distinct named stream_ids of one connection.
+	MaxLanes int
+	// MaxQueued bounds the creates a connection may have accepted and not yet
+	// finished (running or waiting); beyond it a create is refused.
+	MaxQueued int
+	// WriteTimeout is how long a rollout waits for a slow client's queue to
+	// drain before the connection is closed with a policy violation.
+	WriteTimeout time.Duration
+	// CompactionKey seals compaction items (32 bytes). Nil draws a random key:
+	// windows then open only on this server process.
+	CompactionKey []byte
+	// Logger receives operational logs. Nil discards them.
+	Logger *slog.Logger
+	// Now is the clock. Nil is time.Now.
+	Now func() time.Time
+}
+
+// Server serves the Responses API over WebSocket and HTTP. It is an
+// http.Handler; call Shutdown to drain WebSocket sessions.
+type Server struct {
+	opts     Options
+	models   map[string]Sampler
+	renderer *sampler.Renderer
+	store    Store
+	sealer   *sealer
+	log      *slog.Logger
+	now      func() time.Time
+	mux      *http.ServeMux
+
+	mu       sync.Mutex
+	sessions map[*Session]struct{} // guarded by mu
+	closed   bool                  // guarded by mu
+	wg       sync.WaitGroup        // one per live session
+}
+
+// NewServer returns a Server with opts' defaults filled in.
+func NewServer(opts Options) (*Server, error) {
+	s := &Server{opts: opts, sessions: make(map[*Session]struct{})}
+	if s.opts.MaxFrame <= 0 {
+		s.opts.MaxFrame = DefaultMaxFrame
+	}
+	if s.opts.WSMaxAge <= 0 {
+		s.opts.WSMaxAge = DefaultWSMaxAge
+	}
+	if s.opts.MaxInFlight <= 0 {
+		s.opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if s.opts.MaxLanes <= 0 {
+		s.opts.MaxLanes = DefaultMaxLanes
+	}
+	if s.opts.MaxQueued <= 0 {
+		s.opts.MaxQueued = DefaultMaxQueued
+	}
+	if s.opts.WriteTimeout <= 0 {
+		s.opts.WriteTimeout = DefaultWriteTimeout
+	}
+	s.now = opts.Now
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.log = opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s.renderer = opts.Renderer
+	if s.renderer == nil {
+		r, err := sampler.NewRenderer()
+		if err != nil {
+			return nil, err
+		}
+		s.renderer = r
+	}
+	s.models = opts.Models
+	if s.models == nil {
+		s.models = map[string]Sampler{"tether-scripted": sampler.NewScripted(s.renderer, sampler.Pacing{})}
+	}
+	s.store = opts.Store
+	if s.store == nil {
+		s.store = NewMemoryStore()
+	}
+	sl, err := newSealer(opts.CompactionKey)
+	if err != nil {
+		return nil, err
+	}
+	s.sealer = sl
+	s.routes()
+	return s, nil
+}
+
+// ModelNames lists the served models, sorted.
+func (s *Server) ModelNames() []string {
+	names := make([]string, 0, len(s.models))
+	for n := range s.models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Shutdown closes every WebSocket session (close status 1001) and waits for
+// their goroutines, or for ctx. Call it alongside http.Server.Shutdown, which
+// does not wait for hijacked connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	for sess := range s.sessions {
+		sess.shutdown()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) track(sess *Session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.sessions[sess] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(sess *Session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// writeError writes an HTTP error body.
+func writeError(w http.ResponseWriter, perr *protocol.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(perr.Status)
+	w.Write(perr.HTTPErrorBody())
+}

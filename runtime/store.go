@@ -1,0 +1,93 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// ErrNotStored is returned by a Store for an id it does not hold.
+var ErrNotStored = errors.New("runtime: response not stored")
+
+// Record is what the store keeps of one response: the response object and the
+// input items sent with it. The conversation before it is reached through
+// Response.PreviousResponseID.
+type Record struct {
+	Response *protocol.Response
+	Input    protocol.Items
+}
+
+// Store keeps responses created with store: true. Implementations must be
+// safe for concurrent use and must treat records as immutable.
+type Store interface {
+	Put(ctx context.Context, rec *Record) error
+	Get(ctx context.Context, id string) (*Record, error)
+	Delete(ctx context.Context, id string) error
+}
+
+// MemoryStore is the default Store: a map guarded by a mutex.
+type MemoryStore struct {
+	mu   sync.RWMutex
+	recs map[string]*Record // guarded by mu
+}
+
+// NewMemoryStore returns an empty in-memory store.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]*Record)} }
+
+// Put stores rec under its response id.
+func (m *MemoryStore) Put(_ context.Context, rec *Record) error {
+	m.mu.Lock()
+	m.recs[rec.Response.ID] = rec
+	m.mu.Unlock()
+	return nil
+}
+
+// Get returns the record for id, or ErrNotStored.
+func (m *MemoryStore) Get(_ context.Context, id string) (*Record, error) {
+	m.mu.RLock()
+	rec, ok := m.recs[id]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, ErrNotStored
+	}
+	return rec, nil
+}
+
+// Delete removes id, or returns ErrNotStored.
+func (m *MemoryStore) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.recs[id]; !ok {
+		return ErrNotStored
+	}
+	delete(m.recs, id)
+	return nil
+}
+
+// loadChain rebuilds the whole context that ends with response id: every
+// stored input and output from the first response of the chain on.
+func loadChain(ctx context.Context, st Store, id string) (*protocol.Response, protocol.Items, error) {
+	var recs []*Record
+	for cur := id; cur != ""; {
+		rec, err := st.Get(ctx, cur)
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, rec)
+		cur = ""
+		if p := rec.Response.PreviousResponseID; p != nil {
+			cur = *p
+		}
+		if len(recs) > 100000 {
+			return nil, nil, errors.New("runtime: response chain too long or cyclic")
+		}
+	}
+	var items protocol.Items
+	for i := len(recs) - 1; i >= 0; i-- {
+		items = append(items, recs[i].Input...)
+		items = append(items, recs[i].Response.Output...)
+	}
+	return recs[0].Response, items, nil
+}

@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// serveWebSocket upgrades GET /v1/responses and runs the session until the
+// client goes away or the server shuts down. A plain GET (no Upgrade) is a
+// 400 that says what the endpoint expects.
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	if !headerContains(r.Header, "Connection", "upgrade") || !headerContains(r.Header, "Upgrade", "websocket") {
+		writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "", "GET /v1/responses is the WebSocket endpoint: connect with a WebSocket client, or POST to create a response over HTTP."))
+		return
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// Codex offers permessage-deflate (with context takeover); openai-go does not.
+		CompressionMode: websocket.CompressionContextTakeover,
+	})
+	if err != nil {
+		return // Accept has written the HTTP error
+	}
+	conn.SetReadLimit(s.opts.MaxFrame)
+	sess := newSession(s, conn)
+	if !s.track(sess) {
+		conn.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
+	defer s.untrack(sess)
+	sess.run(r.Context())
+}
+
+// readLoop reads frames until the connection fails; it runs on the handler
+// goroutine. Every frame gets an answer: events, or an error event.
+func (sess *Session) readLoop(ctx context.Context) error {
+	for {
+		typ, data, err := sess.conn.Read(ctx)
+		if err != nil {
+			return err
+		}
+		received := sess.srv.now()
+		if typ != websocket.MessageText {
+			sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
+				"Binary frames are not supported on this connection: send each client event as one JSON text frame."), "")
+			continue
+		}
+		ev, lane, perr := protocol.DecodeClientEvent(data)
+		if perr != nil {
+			sess.refuse(lane, perr, received)
+			continue
+		}
+		switch ev := ev.(type) {
+		case *protocol.CreateEvent:
+			sess.enqueue(ev, received)
+		case *protocol.ProcessedEvent:
+			// Codex acknowledges responses with response.processed; nothing to do.
+		default:
+			sess.sendError(protocol.Invalid(protocol.CodeUnknownEventType, "type",
+				"'%s' belongs to suspended rollouts, which this server version does not support yet: continue with response.create and previous_response_id.", ev.ClientEventType()), lane)
+		}
+	}
+}
+
+// writeLoop owns the connection's write side: it sends queued frames in
+// order until the session ends.
+func (sess *Session) writeLoop(ctx context.Context) error {
+	for {
+		select {
+		case b := <-sess.out:
+			if err := sess.conn.Write(ctx, websocket.MessageText, b); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// isNormalClose reports whether err is an ordinary end of a connection.
+func isNormalClose(err error) bool {
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusNormalClosure, websocket.StatusGoingAway, websocket.StatusNoStatusRcvd:
+		return true
+	}
+	return errors.Is(err, context.Canceled)
+}
+
+func headerContains(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, part := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(part), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

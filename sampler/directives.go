@@ -1,0 +1,123 @@
+package sampler
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode"
+)
+
+// directiveCall is one call of a scripted step.
+type directiveCall struct {
+	Name string
+	Args string // a JSON object: as written, or "{}"
+}
+
+// parseDirectives returns the steps scripted in a user message: one step per
+// line of the form "call: NAME {json} | NAME {json} ...". Lines are matched
+// after trimming; "call:" is case-insensitive. A call whose arguments are
+// missing or are not a JSON object gets "{}"; a line with no named call is not
+// a step.
+func parseDirectives(text string) [][]directiveCall {
+	var steps [][]directiveCall
+	for line := range strings.Lines(text) {
+		body, ok := directiveBody(line)
+		if !ok {
+			continue
+		}
+		var step []directiveCall
+		for _, seg := range splitCalls(body) {
+			if c, ok := parseCall(seg); ok {
+				step = append(step, c)
+			}
+		}
+		if len(step) > 0 {
+			steps = append(steps, step)
+		}
+	}
+	return steps
+}
+
+// directiveBody is what follows "call:" on a directive line.
+func directiveBody(line string) (string, bool) {
+	line = strings.TrimSpace(line)
+	const prefix = "call:"
+	if len(line) < len(prefix) || !strings.EqualFold(line[:len(prefix)], prefix) {
+		return "", false
+	}
+	return line[len(prefix):], true
+}
+
+// isDirectiveLine reports whether line is a directive (named call or not).
+func isDirectiveLine(line string) bool {
+	_, ok := directiveBody(line)
+	return ok
+}
+
+// splitCalls splits a step at each '|' outside JSON strings and brackets, so
+// arguments may themselves contain '|'.
+func splitCalls(s string) []string {
+	var out []string
+	depth, inStr, esc, from := 0, false, false, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth > 0 {
+				depth--
+			}
+		case c == '|' && depth == 0:
+			out = append(out, s[from:i])
+			from = i + 1
+		}
+	}
+	return append(out, s[from:])
+}
+
+// parseCall parses "NAME {json}". The name runs to the first space or '{'.
+func parseCall(seg string) (directiveCall, bool) {
+	seg = strings.TrimSpace(seg)
+	end := strings.IndexFunc(seg, func(r rune) bool { return r == '{' || unicode.IsSpace(r) })
+	if end < 0 {
+		end = len(seg)
+	}
+	name, args := seg[:end], strings.TrimSpace(seg[end:])
+	if name == "" {
+		return directiveCall{}, false
+	}
+	if !isJSONObject(args) {
+		args = "{}"
+	}
+	return directiveCall{Name: name, Args: args}, true
+}
+
+func isJSONObject(s string) bool {
+	return len(s) > 1 && s[0] == '{' && json.Valid([]byte(s))
+}
+
+// stripDirectives is text without its directive lines, trimmed; text itself
+// when nothing else is left.
+func stripDirectives(text string) string {
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		if !isDirectiveLine(line) {
+			b.WriteString(line)
+		}
+	}
+	if s := strings.TrimSpace(b.String()); s != "" {
+		return s
+	}
+	return strings.TrimSpace(text)
+}

@@ -1,0 +1,94 @@
+// Package sampler holds tether's model backends and the rendering they share:
+// items to chat-template text to o200k_base tokens (a real BPE tokenizer,
+// embedded, offline), and Prompt, a persistent list of rendered items that a
+// connection extends turn by turn instead of re-rendering the history.
+//
+// It is not the sampling loop (runtime.Rollout), and it declares no Sampler
+// interface: runtime declares the one it consumes, and the backends here
+// satisfy it.
+//
+// # Template
+//
+// The rendering is ChatML-like. The markers <|im_start|> and <|im_end|> are
+// not special tokens of o200k_base, so they are encoded as plain text. The
+// system block, from Renderer.Header, is
+//
+//	<|im_start|>system\n{instructions}\n# Tools\n{tool}\n{tool}...<|im_end|>\n
+//
+// where each tool is one line, "{name}: {description}; parameters: {JSON}",
+// with the parameters schema compacted and line breaks in the name and
+// description folded to spaces. Hosted tools (web_search) show their type as
+// the name, "hosted tool" as the description and their definition as sent as
+// the parameters. Without tools the "# Tools" section is left out, without
+// instructions the "{instructions}\n" line is; with neither Header is empty.
+//
+// Each item, from Renderer.Item, is one block:
+//
+//	message               <|im_start|>{role}\n{text}<|im_end|>\n
+//	function_call         <|im_start|>assistant to={name}\n{arguments}<|im_end|>\n
+//	function_call_output  <|im_start|>tool call_id={call_id}\n{output text}<|im_end|>\n
+//	reasoning             <|im_start|>assistant analysis\n{summaries, one per line}<|im_end|>\n
+//	compaction            <|im_start|>system\n[compacted context: {N} bytes]<|im_end|>\n
+//	item_reference        <|im_start|>system\n[ref {id}]<|im_end|>\n
+//
+// The text of a message or output is its parts' text concatenated. Images
+// and videos cost a fixed placeholder ("[image]", "[video]"), files
+// "[file {filename}]"; encrypted and opaque bytes are never rendered, only the
+// length of a compaction's. Invalid UTF-8 is rendered as U+FFFD.
+//
+// Every item is tokenized on its own, so the render of a context is by
+// definition the concatenation of its items' renders: appending one item's
+// tokens to a cached Prompt gives exactly the full render, at the cost of
+// tokenizing that item only.
+//
+// # The scripted model
+//
+// Scripted (model name "tether-scripted") is a deterministic policy that gives
+// any request a plausible answer, so the runtime can be measured without a
+// real model. The same request always streams the same deltas. Its policy, in
+// order:
+//
+//  1. Directives. A user message scripts function calls with lines
+//     "call: NAME {json args}"; "call: a {...} | b {...}" is one step of
+//     parallel calls. The arguments are sent exactly as written, or as "{}"
+//     when they are missing or not a JSON object. The script is the newest
+//     user message that has directive lines, so later steering messages
+//     without directives do not reset it. The next step's index is the number
+//     of runs of consecutive function_call items after that message (any
+//     other item ends a run); while steps remain, the next one is sampled.
+//  2. Tool calls. Otherwise, when the newest item is a user message and a
+//     function tool may be called, the model calls it once, with arguments
+//     derived from its parameters schema: the required properties (all of
+//     them when none is required); strings from const, enum or default, then
+//     format, then the property's name ("location" gives "Boston, MA", "path"
+//     "README.md", "query" a few words of the user's text); integers and
+//     numbers their minimum, or 1; booleans true; arrays one element; nested
+//     objects and local $refs recursively. A schema it cannot read gives "{}".
+//     The tool is the one tool_choice forces, else the first function tool
+//     (among allowed_tools, when given).
+//  3. Text. Otherwise the model answers with one message: when the newest
+//     items are function_call_outputs, "NAME returned: OUTPUT" for each,
+//     joined by "; "; else `You said: "TEXT"` quoting the newest user text
+//     (directive lines removed); else a greeting. Quotes have their
+//     whitespace collapsed and are cut to 200 characters.
+//
+// tool_choice "none" turns off calls, scripted ones included. A forced
+// function is called only after a user message, as in rule 2, so a forced
+// tool_choice cannot make the loop call tools forever.
+//
+// Call ids are "call_" and 16 hex digits hashed from the number of items in
+// the context, the step, the call's index in the step and its name: unique
+// within a conversation, whose context grows between steps.
+//
+// Output is streamed one o200k_base token per TextDelta or ArgsDelta (see
+// Renderer.Tokens). MaxOutputTokens > 0 stops the sample after that many
+// tokens: the open part gets its PartEnd, the rest of the step is dropped and
+// the Result is Incomplete.
+//
+// # Pacing
+//
+// Backends pace their output with Pacing: token i is due at
+// start + TTFT + i/TPS on an absolute schedule, so n tokens take
+// TTFT + (n-1)/TPS. The zero Pacing streams as fast as the consumer takes
+// deltas, without timers.
+package sampler

@@ -1,0 +1,289 @@
+package sampler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// Token is one o200k_base token id.
+type Token = uint32
+
+// Template markers. The tokenizer has no special tokens for them, so they are
+// encoded as plain text, like everything else in a rendered block.
+const (
+	imStart = "<|im_start|>"
+	imEnd   = "<|im_end|>\n"
+)
+
+// Placeholders for content that is never rendered byte for byte.
+const (
+	imagePlaceholder = "[image]"
+	videoPlaceholder = "[video]"
+)
+
+// Renderer turns instructions, tool definitions and items into chat-template
+// text and o200k_base tokens (see the package documentation for the
+// template). It holds the codec and no other state: it is safe for concurrent
+// use, and every method is a pure function of its arguments.
+type Renderer struct {
+	codec tokenizer.Codec
+}
+
+// NewRenderer returns a Renderer backed by the embedded o200k_base vocabulary.
+// It needs no network; the first call in a process builds the vocabulary
+// table (a few tens of milliseconds), later calls share it.
+func NewRenderer() (*Renderer, error) {
+	c, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: o200k_base codec: %w", err)
+	}
+	return &Renderer{codec: c}, nil
+}
+
+// Header renders the system block: the instructions, then one line per tool.
+// It returns nil when there are neither instructions nor tools.
+func (r *Renderer) Header(instructions string, tools []protocol.Tool) []Token {
+	if instructions == "" && len(tools) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(imStart)
+	b.WriteString("system\n")
+	b.WriteString(instructions)
+	if len(tools) > 0 {
+		if instructions != "" {
+			b.WriteByte('\n')
+		}
+		b.WriteString("# Tools")
+		for _, t := range tools {
+			b.WriteByte('\n')
+			writeTool(&b, t)
+		}
+	}
+	b.WriteString(imEnd)
+	return r.encode(b.String())
+}
+
+// writeTool writes one tool line: "name: description; parameters: {json}".
+func writeTool(b *strings.Builder, t protocol.Tool) {
+	name, desc, params := t.Name, "", []byte(t.Parameters)
+	if t.Description != nil {
+		desc = *t.Description
+	}
+	if t.Type != protocol.ToolFunction {
+		// Hosted tools have no name or schema: show the definition as sent.
+		if name == "" {
+			name = string(t.Type)
+		}
+		if desc == "" {
+			desc = "hosted tool"
+		}
+		params = t.Raw
+	}
+	b.WriteString(oneLine(name))
+	b.WriteString(": ")
+	b.WriteString(oneLine(desc))
+	b.WriteString("; parameters: ")
+	b.WriteString(compactJSON(params))
+}
+
+// Item renders one item as one template block. Items are tokenized
+// independently, so the render of a conversation is the concatenation of the
+// renders of its items. A nil or unknown item renders to nil.
+func (r *Renderer) Item(it protocol.Item) []Token {
+	var b strings.Builder
+	switch it := it.(type) {
+	case *protocol.Message:
+		if it == nil {
+			return nil
+		}
+		role := string(it.Role)
+		if role == "" {
+			role = string(protocol.RoleUser)
+		}
+		block(&b, role)
+		writeContents(&b, it.Content)
+	case *protocol.FunctionCall:
+		if it == nil {
+			return nil
+		}
+		block(&b, "assistant to="+it.Name)
+		b.WriteString(it.Arguments)
+	case *protocol.FunctionCallOutput:
+		if it == nil {
+			return nil
+		}
+		block(&b, "tool call_id="+it.CallID)
+		if it.Output.Parts != nil {
+			writeContents(&b, it.Output.Parts)
+		} else {
+			b.WriteString(it.Output.Text)
+		}
+	case *protocol.Reasoning:
+		if it == nil {
+			return nil
+		}
+		block(&b, "assistant analysis")
+		for i, c := range it.Summary {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(partText(c))
+		}
+	case *protocol.Compaction:
+		if it == nil {
+			return nil
+		}
+		// The sealed bytes are opaque: only their size is visible.
+		block(&b, "system")
+		b.WriteString("[compacted context: ")
+		b.WriteString(strconv.Itoa(len(it.EncryptedContent)))
+		b.WriteString(" bytes]")
+	case *protocol.ItemReferenceItem:
+		if it == nil {
+			return nil
+		}
+		block(&b, "system")
+		b.WriteString("[ref ")
+		b.WriteString(it.ID)
+		b.WriteString("]")
+	default:
+		return nil
+	}
+	b.WriteString(imEnd)
+	return r.encode(b.String())
+}
+
+func block(b *strings.Builder, header string) {
+	b.WriteString(imStart)
+	b.WriteString(header)
+	b.WriteByte('\n')
+}
+
+func writeContents(b *strings.Builder, cs protocol.Contents) {
+	for _, c := range cs {
+		b.WriteString(partText(c))
+	}
+}
+
+// partText is what the model sees of a content part: its text, or a
+// fixed-cost placeholder for media and files.
+func partText(c protocol.Content) string {
+	switch c := c.(type) {
+	case nil:
+		return ""
+	case *protocol.InputImage:
+		return imagePlaceholder
+	case *protocol.InputVideo:
+		return videoPlaceholder
+	case *protocol.InputFile:
+		if c == nil || c.Filename == "" {
+			return "[file]"
+		}
+		return "[file " + oneLine(c.Filename) + "]"
+	default:
+		return c.PlainText()
+	}
+}
+
+// Tokens splits text into o200k_base token strings; their concatenation is
+// text, byte for byte. Bytes that are not valid UTF-8 are each returned as a
+// token of their own (byte-level BPE has a token for every byte).
+func (r *Renderer) Tokens(text string) []string {
+	if text == "" {
+		return nil
+	}
+	if utf8.ValidString(text) {
+		_, toks, _ := r.codec.Encode(text)
+		return toks
+	}
+	var out []string
+	for text != "" {
+		n := validPrefix(text)
+		if n > 0 {
+			_, toks, _ := r.codec.Encode(text[:n])
+			out = append(out, toks...)
+			text = text[n:]
+			continue
+		}
+		out = append(out, text[:1])
+		text = text[1:]
+	}
+	return out
+}
+
+// Count is the number of tokens in text: len(r.Tokens(text)), without
+// materializing them.
+func (r *Renderer) Count(text string) int {
+	if utf8.ValidString(text) {
+		n, _ := r.codec.Count(text)
+		return n
+	}
+	var total int
+	for text != "" {
+		n := validPrefix(text)
+		if n > 0 {
+			c, _ := r.codec.Count(text[:n])
+			total += c
+			text = text[n:]
+			continue
+		}
+		total++
+		text = text[1:]
+	}
+	return total
+}
+
+// validPrefix is the length of the longest valid UTF-8 prefix of s.
+func validPrefix(s string) int {
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(s)
+}
+
+// encode tokenizes a rendered block. Invalid UTF-8 is replaced with U+FFFD
+// first, as tiktoken does with errors="replace".
+func (r *Renderer) encode(s string) []Token {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	ids, _, _ := r.codec.Encode(s)
+	out := make([]Token, len(ids))
+	for i, id := range ids {
+		out[i] = Token(id)
+	}
+	return out
+}
+
+// oneLine folds line breaks to spaces so a tool stays on one line.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
+// compactJSON is raw without insignificant whitespace, raw itself (on one
+// line) when it is not valid JSON, and "{}" when it is empty or null.
+func compactJSON(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}"
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return oneLine(string(raw))
+	}
+	return buf.String()
+}

@@ -1,0 +1,62 @@
+package sampler
+
+import (
+	"strconv"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// DeltaKind says what a Delta carries.
+type DeltaKind uint8
+
+// Delta kinds. A sample is a sequence of parts; each part is a Start delta
+// (TextStart or CallStart), zero or more token deltas of the matching kind,
+// and one PartEnd. Parts never nest or interleave.
+const (
+	TextStart DeltaKind = iota // a new assistant message begins
+	TextDelta                  // Text holds one token's text
+	CallStart                  // a new function call begins; CallID and Name set
+	ArgsDelta                  // Text holds one token of the arguments JSON
+	PartEnd                    // the open message/call is complete
+)
+
+var deltaKindNames = [...]string{"TextStart", "TextDelta", "CallStart", "ArgsDelta", "PartEnd"}
+
+// String returns the constant's name.
+func (k DeltaKind) String() string {
+	if int(k) < len(deltaKindNames) {
+		return deltaKindNames[k]
+	}
+	return "DeltaKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Delta is one step of a streamed sample. Within a function call, ArgsDelta
+// and PartEnd repeat the call's CallID and Name, so a consumer may route
+// deltas without remembering the open part.
+type Delta struct {
+	Kind   DeltaKind
+	Text   string
+	CallID string
+	Name   string
+}
+
+// Request is what a backend samples from. Backends must not modify it or
+// anything it points to.
+type Request struct {
+	Model           string
+	Instructions    string
+	Items           protocol.Items // the whole context, oldest first (previous input+output + new input)
+	Tools           []protocol.Tool
+	ToolChoice      protocol.ToolChoice
+	MaxOutputTokens int     // 0 = no limit
+	Prompt          *Prompt // rendered Items (may be nil); backends may use its Len for timing
+}
+
+// Result is the outcome of a sample.
+type Result struct {
+	// OutputTokens counts every TextDelta and ArgsDelta emitted.
+	OutputTokens int
+	// Incomplete reports that the sample stopped at MaxOutputTokens; the open
+	// part was ended with PartEnd and the rest of the step was dropped.
+	Incomplete bool
+}

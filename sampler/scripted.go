@@ -1,0 +1,287 @@
+package sampler
+
+import (
+	"context"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// ScriptedModel is the model name served by the Scripted backend.
+const ScriptedModel = "tether-scripted"
+
+// quoteLimit is how many characters of a tool output or user message a
+// scripted answer quotes.
+const quoteLimit = 200
+
+// greeting is the answer to a context with nothing to answer.
+const greeting = "Hello! How can I help you today?"
+
+// Scripted is a deterministic model: the same request always yields the same
+// deltas, and any request yields a plausible one (see the package
+// documentation for the policy). It holds no per-request state: it is safe
+// for concurrent use, and Sample blocks only for its pacing.
+type Scripted struct {
+	r    *Renderer
+	pace Pacing
+}
+
+// NewScripted returns a scripted backend that streams o200k_base tokens split
+// by r, paced by p. A nil r means a new Renderer.
+func NewScripted(r *Renderer, p Pacing) *Scripted {
+	if r == nil {
+		// NewRenderer fails only for an encoding the tokenizer lacks.
+		r, _ = NewRenderer()
+	}
+	return &Scripted{r: r, pace: p}
+}
+
+// part is one planned message or function call.
+type part struct {
+	call         bool
+	callID, name string
+	text         string // message text, or call arguments
+}
+
+// Sample streams the policy's answer to req through emit, synchronously and
+// in order, one token per TextDelta or ArgsDelta. It returns ctx.Err() as
+// soon as ctx ends, during the time to first token or between tokens,
+// leaving the open part without its PartEnd. req.Model and req.Prompt are
+// not used.
+func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if req == nil {
+		req = &Request{}
+	}
+	return s.stream(ctx, plan(req), req.MaxOutputTokens, emit)
+}
+
+// stream emits parts token by token on the pacing schedule. A Start delta is
+// emitted when its part's first token is due, right before it.
+func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit func(Delta)) (Result, error) {
+	pc := newPacer(ctx, s.pace)
+	defer pc.stop()
+	var res Result
+	for _, p := range parts {
+		if limit > 0 && res.OutputTokens >= limit {
+			res.Incomplete = true
+			return res, nil
+		}
+		if err := pc.wait(ctx, res.OutputTokens); err != nil {
+			return res, err
+		}
+		start, tok := Delta{Kind: TextStart}, Delta{Kind: TextDelta}
+		if p.call {
+			start = Delta{Kind: CallStart, CallID: p.callID, Name: p.name}
+			tok = Delta{Kind: ArgsDelta, CallID: p.callID, Name: p.name}
+		}
+		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name}
+		emit(start)
+		for i, t := range s.r.Tokens(p.text) {
+			if limit > 0 && res.OutputTokens >= limit {
+				emit(end)
+				res.Incomplete = true
+				return res, nil
+			}
+			if i > 0 {
+				if err := pc.wait(ctx, res.OutputTokens); err != nil {
+					return res, err
+				}
+			}
+			tok.Text = t
+			emit(tok)
+			res.OutputTokens++
+		}
+		emit(end)
+	}
+	return res, nil
+}
+
+// plan applies the scripted policy: a pending directive step, else a call of
+// the first function tool after a user message, else a text answer.
+func plan(req *Request) []part {
+	items := req.Items
+	if req.ToolChoice.Mode == "none" {
+		return []part{{text: answer(items)}}
+	}
+	if at, steps := findScript(items); len(steps) > 0 {
+		if k := callRuns(items[at+1:]); k < len(steps) {
+			parts := make([]part, len(steps[k]))
+			for i, c := range steps[k] {
+				parts[i] = part{call: true, callID: callID(len(items), k, i, c.Name), name: c.Name, text: c.Args}
+			}
+			return parts
+		}
+	}
+	if len(items) > 0 && isUser(items[len(items)-1]) {
+		if t, ok := pickTool(req); ok {
+			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
+			return []part{{call: true, callID: callID(len(items), -1, 0, t.Name), name: t.Name, text: args}}
+		}
+	}
+	return []part{{text: answer(items)}}
+}
+
+// findScript returns the index and steps of the newest user message that
+// scripts calls, or -1 and nil.
+func findScript(items protocol.Items) (int, [][]directiveCall) {
+	for i := len(items) - 1; i >= 0; i-- {
+		if m, ok := items[i].(*protocol.Message); ok && m != nil && m.Role == protocol.RoleUser {
+			if steps := parseDirectives(contentsText(m.Content)); len(steps) > 0 {
+				return i, steps
+			}
+		}
+	}
+	return -1, nil
+}
+
+// callRuns counts the runs of consecutive function_call items: one run per
+// step the model has taken.
+func callRuns(items protocol.Items) int {
+	runs, in := 0, false
+	for _, it := range items {
+		_, call := it.(*protocol.FunctionCall)
+		if call && !in {
+			runs++
+		}
+		in = call
+	}
+	return runs
+}
+
+// pickTool is the function tool to call: the forced one, else the first
+// function tool allowed.
+func pickTool(req *Request) (protocol.Tool, bool) {
+	tc := req.ToolChoice
+	for _, t := range req.Tools {
+		if t.Type != protocol.ToolFunction || t.Name == "" {
+			continue
+		}
+		switch {
+		case tc.Function != "":
+			if t.Name == tc.Function {
+				return t, true
+			}
+		case tc.Allowed == nil || containsString(tc.Allowed, t.Name):
+			return t, true
+		}
+	}
+	if tc.Function != "" {
+		// Forced but not offered: call it anyway, with no schema to follow.
+		return protocol.Tool{Type: protocol.ToolFunction, Name: tc.Function}, true
+	}
+	return protocol.Tool{}, false
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// callID is deterministic, and unique within a conversation: the context
+// grows between the model's steps.
+func callID(items, step, index int, name string) string {
+	h := fnv.New64a()
+	b := strconv.AppendInt(nil, int64(items), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(step), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, '/')
+	b = append(b, name...)
+	h.Write(b)
+	return "call_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
+}
+
+// answer is the text reply: the newest tool outputs, else the newest user
+// text, quoted; else a greeting.
+func answer(items protocol.Items) string {
+	j := len(items)
+	for j > 0 {
+		if o, ok := items[j-1].(*protocol.FunctionCallOutput); !ok || o == nil {
+			break
+		}
+		j--
+	}
+	if j < len(items) {
+		var b strings.Builder
+		for k, it := range items[j:] {
+			out := it.(*protocol.FunctionCallOutput)
+			if k > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(callName(items[:j], out.CallID))
+			text := out.Output.Text
+			if out.Output.Parts != nil {
+				text = contentsText(out.Output.Parts)
+			}
+			if q := quote(text); q != "" {
+				b.WriteString(" returned: ")
+				b.WriteString(q)
+			} else {
+				b.WriteString(" returned nothing")
+			}
+		}
+		return b.String()
+	}
+	if text := newestUserText(items); strings.TrimSpace(text) != "" {
+		return `You said: "` + quote(stripDirectives(text)) + `"`
+	}
+	return greeting
+}
+
+// callName is the name of the function call with callID, or "the tool".
+func callName(items protocol.Items, callID string) string {
+	for i := len(items) - 1; i >= 0; i-- {
+		if c, ok := items[i].(*protocol.FunctionCall); ok && c != nil && c.CallID == callID && c.Name != "" {
+			return c.Name
+		}
+	}
+	return "the tool"
+}
+
+func isUser(it protocol.Item) bool {
+	m, ok := it.(*protocol.Message)
+	return ok && m != nil && m.Role == protocol.RoleUser
+}
+
+// newestUserText is the text of the newest user message that has any.
+func newestUserText(items protocol.Items) string {
+	for i := len(items) - 1; i >= 0; i-- {
+		if isUser(items[i]) {
+			if t := contentsText(items[i].(*protocol.Message).Content); strings.TrimSpace(t) != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
+func contentsText(cs protocol.Contents) string {
+	if len(cs) == 1 {
+		return partText(cs[0])
+	}
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(partText(c))
+	}
+	return b.String()
+}
+
+// quote is s on one line, whitespace collapsed, cut to quoteLimit characters.
+func quote(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= quoteLimit {
+		return s
+	}
+	return strings.TrimSpace(string([]rune(s)[:quoteLimit])) + "…"
+}
