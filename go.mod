@@ -11,5 +11,10 @@ require (
 
 require (
 	github.com/dlclark/regexp2/v2 v2.5.1 // indirect
+	github.com/openai/openai-go/v3 v3.99.0 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )

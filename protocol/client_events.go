@@ -70,7 +70,11 @@ func (*ProcessedEvent) Lane() string { return "" }
 
 // MarshalJSON writes the flat response.create frame.
 func (e *CreateEvent) MarshalJSON() ([]byte, error) {
-	body, err := json.Marshal(e.Request)
+	req := e.Request
+	if req == nil {
+		req = new(CreateRequest)
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +107,11 @@ func (e *CancelEvent) MarshalJSON() ([]byte, error) {
 // MarshalJSON writes response.resume.
 func (e *ResumeEvent) MarshalJSON() ([]byte, error) {
 	return marshalRef(ClientResume, e.StreamID, e.ResponseID)
+}
+
+// MarshalJSON writes response.processed.
+func (e *ProcessedEvent) MarshalJSON() ([]byte, error) {
+	return marshalRef(ClientProcessed, "", e.ResponseID)
 }
 
 func marshalRef(t ClientEventType, streamID, responseID string) ([]byte, error) {

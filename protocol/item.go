@@ -253,11 +253,7 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 		}
 		return out, nil
 	case ItemReasoning:
-		r := new(Reasoning)
-		if err := json.Unmarshal(raw, r); err != nil {
-			return nil, Invalid(CodeInvalidType, param, "Invalid reasoning item: %s.", jsonReason(err))
-		}
-		return r, nil
+		return decodeReasoning(raw, param)
 	case ItemCompaction:
 		c := new(Compaction)
 		if err := json.Unmarshal(raw, c); err != nil {
@@ -299,6 +295,34 @@ func decodeMessage(raw json.RawMessage, head itemHead, param string) (Item, *Err
 		return nil, perr
 	}
 	return &Message{ID: w.ID, Status: w.Status, Role: w.Role, Content: content, Phase: w.Phase}, nil
+}
+
+// decodeReasoning decodes the parts of a reasoning item itself, so that an
+// error names the exact part ("input[0].summary[1].type").
+func decodeReasoning(raw json.RawMessage, param string) (Item, *Error) {
+	var w struct {
+		ID               string          `json:"id"`
+		Summary          json.RawMessage `json:"summary"`
+		Content          json.RawMessage `json:"content"`
+		EncryptedContent *string         `json:"encrypted_content"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, Invalid(CodeInvalidType, param, "Invalid reasoning item: %s.", jsonReason(err))
+	}
+	r := &Reasoning{ID: w.ID, EncryptedContent: w.EncryptedContent}
+	text := func(s string) Content { return &InputText{Text: s} }
+	var perr *Error
+	if w.Summary != nil {
+		if r.Summary, perr = decodeContents(w.Summary, param+".summary", text); perr != nil {
+			return nil, perr
+		}
+	}
+	if w.Content != nil {
+		if r.Content, perr = decodeContents(w.Content, param+".content", text); perr != nil {
+			return nil, perr
+		}
+	}
+	return r, nil
 }
 
 // Items is a list of items that decodes from a JSON array.

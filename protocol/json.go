@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // jsonReason turns an encoding/json error into a short, user-facing reason.
@@ -11,7 +12,7 @@ func jsonReason(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field != "" {
-			return "'" + te.Field + "' must be " + article(te.Type.Kind().String()) + ", not " + te.Value
+			return "'" + wireField(te.Field) + "' must be " + article(te.Type.Kind().String()) + ", not " + te.Value
 		}
 		return "expected " + article(te.Type.Kind().String()) + ", got " + te.Value
 	}
@@ -20,6 +21,15 @@ func jsonReason(err error) string {
 		return "malformed JSON at byte " + strconv.FormatInt(se.Offset, 10) + ": " + se.Error()
 	}
 	return err.Error()
+}
+
+// wireField drops the Go names of embedded structs that encoding/json puts in
+// UnmarshalTypeError.Field ("CreateRequest.model"), leaving the wire path.
+func wireField(f string) string {
+	for _, embedded := range []string{"CreateRequest.", "EventHeader."} {
+		f = strings.TrimPrefix(f, embedded)
+	}
+	return f
 }
 
 func article(kind string) string {

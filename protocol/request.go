@@ -119,7 +119,8 @@ func bodyError(err error) *Error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return Invalid(CodeInvalidType, te.Field, "Invalid type for '%s': expected %s, but got %s.", te.Field, article(te.Type.Kind().String()), te.Value)
+		field := wireField(te.Field)
+		return Invalid(CodeInvalidType, field, "Invalid type for '%s': expected %s, but got %s.", field, article(te.Type.Kind().String()), te.Value)
 	}
 	return Invalid(CodeInvalidJSON, "", "We could not parse the JSON body of your request: %s.", jsonReason(err))
 }

@@ -26,38 +26,39 @@ func (s ResponseStatus) Terminal() bool {
 // Response is the response object. Every field the Open Responses schema
 // requires is always present; nullable ones are pointers without omitempty.
 type Response struct {
-	ID                 string             `json:"id"`
-	Object             string             `json:"object"`
-	CreatedAt          int64              `json:"created_at"`
-	CompletedAt        *int64             `json:"completed_at"`
-	Status             ResponseStatus     `json:"status"`
-	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
-	Model              string             `json:"model"`
-	PreviousResponseID *string            `json:"previous_response_id"`
-	Instructions       *string            `json:"instructions"`
-	Output             Items              `json:"output"`
-	Error              *ResponseError     `json:"error"`
-	Tools              []Tool             `json:"tools"`
-	ToolChoice         ToolChoice         `json:"tool_choice"`
-	Truncation         string             `json:"truncation"`
-	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
-	Text               TextConfig         `json:"text"`
-	TopP               float64            `json:"top_p"`
-	PresencePenalty    float64            `json:"presence_penalty"`
-	FrequencyPenalty   float64            `json:"frequency_penalty"`
-	TopLogprobs        int                `json:"top_logprobs"`
-	Temperature        float64            `json:"temperature"`
-	Reasoning          ReasoningConfig    `json:"reasoning"`
-	Usage              *Usage             `json:"usage"`
-	MaxOutputTokens    *int               `json:"max_output_tokens"`
-	MaxToolCalls       *int               `json:"max_tool_calls"`
-	Store              bool               `json:"store"`
-	Background         bool               `json:"background"`
-	ServiceTier        string             `json:"service_tier"`
-	Metadata           map[string]string  `json:"metadata"`
-	SafetyIdentifier   *string            `json:"safety_identifier"`
-	PromptCacheKey     *string            `json:"prompt_cache_key"`
-	User               *string            `json:"user"`
+	ID                   string             `json:"id"`
+	Object               string             `json:"object"`
+	CreatedAt            int64              `json:"created_at"`
+	CompletedAt          *int64             `json:"completed_at"`
+	Status               ResponseStatus     `json:"status"`
+	IncompleteDetails    *IncompleteDetails `json:"incomplete_details"`
+	Model                string             `json:"model"`
+	PreviousResponseID   *string            `json:"previous_response_id"`
+	Instructions         *string            `json:"instructions"`
+	Output               Items              `json:"output"`
+	Error                *ResponseError     `json:"error"`
+	Tools                []Tool             `json:"tools"`
+	ToolChoice           ToolChoice         `json:"tool_choice"`
+	Truncation           string             `json:"truncation"`
+	ParallelToolCalls    bool               `json:"parallel_tool_calls"`
+	Text                 TextConfig         `json:"text"`
+	TopP                 float64            `json:"top_p"`
+	PresencePenalty      float64            `json:"presence_penalty"`
+	FrequencyPenalty     float64            `json:"frequency_penalty"`
+	TopLogprobs          int                `json:"top_logprobs"`
+	Temperature          float64            `json:"temperature"`
+	Reasoning            ReasoningConfig    `json:"reasoning"`
+	Usage                *Usage             `json:"usage"`
+	MaxOutputTokens      *int               `json:"max_output_tokens"`
+	MaxToolCalls         *int               `json:"max_tool_calls"`
+	Store                bool               `json:"store"`
+	Background           bool               `json:"background"`
+	ServiceTier          string             `json:"service_tier"`
+	Metadata             map[string]string  `json:"metadata"`
+	SafetyIdentifier     *string            `json:"safety_identifier"`
+	PromptCacheKey       *string            `json:"prompt_cache_key"`
+	PromptCacheRetention *string            `json:"prompt_cache_retention"`
+	User                 *string            `json:"user"`
 
 	// RequiredAction lists the client tool calls a suspended response waits on.
 	RequiredAction *RequiredAction `json:"required_action,omitempty"`
@@ -146,7 +147,10 @@ type PendingCall struct {
 
 // Timings are server-side phase durations in microseconds.
 type Timings struct {
-	DecodeMicros   int64 `json:"decode_us"`
+	DecodeMicros int64 `json:"decode_us"`
+	// LoadMicros is the cost of state not found in the connection cache:
+	// reading the chain from the store and rendering all of it.
+	LoadMicros     int64 `json:"load_us"`
 	ValidateMicros int64 `json:"validate_us"`
 	RenderMicros   int64 `json:"render_us"`
 	SampleMicros   int64 `json:"sample_us"`

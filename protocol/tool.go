@@ -110,6 +110,9 @@ func (c *ToolChoice) UnmarshalJSON(b []byte) error {
 	}
 	switch w.Type {
 	case "function":
+		if w.Name == "" {
+			return Invalid(CodeMissingRequired, "tool_choice.name", "Missing required parameter: 'tool_choice.name'.")
+		}
 		*c = ToolChoice{Mode: "required", Function: w.Name}
 	case "allowed_tools":
 		names := make([]string, 0, len(w.Tools))

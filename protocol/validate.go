@@ -43,9 +43,12 @@ func (r *CreateRequest) Validate() *Error {
 	if r.TopP != nil && (*r.TopP < 0 || *r.TopP > 1) {
 		return Invalid(CodeInvalidValue, "top_p", "Invalid 'top_p': %g. Expected a value between 0 and 1.", *r.TopP)
 	}
-	for name, p := range map[string]*float64{"presence_penalty": r.PresencePenalty, "frequency_penalty": r.FrequencyPenalty} {
-		if p != nil && (*p < -2 || *p > 2) {
-			return Invalid(CodeInvalidValue, name, "Invalid '%s': %g. Expected a value between -2 and 2.", name, *p)
+	for _, pen := range [...]struct {
+		name string
+		p    *float64
+	}{{"presence_penalty", r.PresencePenalty}, {"frequency_penalty", r.FrequencyPenalty}} {
+		if pen.p != nil && (*pen.p < -2 || *pen.p > 2) {
+			return Invalid(CodeInvalidValue, pen.name, "Invalid '%s': %g. Expected a value between -2 and 2.", pen.name, *pen.p)
 		}
 	}
 	if r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > 20) {

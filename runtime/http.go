@@ -58,19 +58,21 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "Background responses are not supported by tether."))
 		return
 	}
+	t1 := s.now()
+	tm := protocol.Timings{DecodeMicros: t1.Sub(t0).Microseconds()}
 	var parent *conversation
 	if req.PreviousResponseID != "" {
 		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
 			writeError(w, perr)
 			return
 		}
+		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
-	ro, perr := s.prepare(req, parent, t0)
+	ro, perr := s.prepare(req, parent, t0, tm)
 	if perr != nil {
 		writeError(w, perr)
 		return
 	}
-	ro.tm.DecodeMicros = s.now().Sub(t0).Microseconds()
 	if !req.Streaming() {
 		if _, err := ro.Run(r.Context(), func(protocol.Event) error { return nil }); err != nil {
 			return // the client is gone
@@ -212,14 +214,6 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		list.Data = append(list.Data, protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"})
 	}
 	writeJSON(w, http.StatusOK, list)
-}
-
-// compactRequest is the body of POST /v1/responses/compact.
-type compactRequest struct {
-	Model              string          `json:"model"`
-	Input              json.RawMessage `json:"input"`
-	PreviousResponseID string          `json:"previous_response_id"`
-	Instructions       *string         `json:"instructions"`
 }
 
 // handleCompact seals the whole context (stored chain + input) into one

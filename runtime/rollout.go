@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -52,9 +51,10 @@ type Rollout struct {
 
 // prepare validates a create request against its parent state and renders its
 // new input: all the pre-inference work, done once per turn, on new input only.
-// decoded is when the frame or body finished decoding.
-func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, decoded time.Time) (*Rollout, *protocol.Error) {
-	r := &Rollout{srv: s, req: req, parent: parent, start: decoded}
+// tm carries the timings measured before prepare (decode, state load);
+// received is when the frame or body arrived.
+func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*Rollout, *protocol.Error) {
+	r := &Rollout{srv: s, req: req, parent: parent, start: received, tm: tm}
 	t0 := s.now()
 	if perr := req.Validate(); perr != nil {
 		return nil, perr
@@ -365,13 +365,6 @@ func (r *Rollout) endPart(status protocol.ItemStatus) {
 	r.resp.Output = append(r.resp.Output, r.open)
 	r.items = append(r.items, r.open)
 	r.open = nil
-}
-
-// failBeforeStart reports whether err should evict the parent: a continuation
-// that fails with a 4xx or 5xx evicts the id it continued from.
-func isClientOrServerError(err error) bool {
-	var pe *protocol.Error
-	return errors.As(err, &pe) && pe.Status >= 400
 }
 
 func derefString(s *string) string {

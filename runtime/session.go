@@ -56,6 +56,7 @@ type job struct {
 	req      *protocol.CreateRequest
 	refusal  *protocol.Error
 	received time.Time
+	decodeUS int64 // microseconds spent decoding the frame
 }
 
 func newSession(s *Server, conn *websocket.Conn) *Session {
@@ -95,8 +96,8 @@ func (sess *Session) shutdown() {
 
 // enqueue puts a create on its lane, or refuses it at once when the
 // connection is at a limit that queuing would not resolve.
-func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time) {
-	j := &job{req: ev.Request, received: received}
+func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decodeUS int64) {
+	j := &job{req: ev.Request, received: received, decodeUS: decodeUS}
 	switch {
 	case received.Sub(sess.started) >= sess.srv.opts.WSMaxAge:
 		j.refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
@@ -193,15 +194,18 @@ func (sess *Session) runJob(ln *lane, j *job) {
 		return
 	}
 	req := j.req
+	tm := protocol.Timings{DecodeMicros: j.decodeUS}
 	var parent *conversation
 	if id := req.PreviousResponseID; id != "" {
+		t0 := sess.srv.now()
 		var perr *protocol.Error
 		if parent, perr = sess.resolve(id); perr != nil {
 			sess.sendError(perr, ln.id)
 			return
 		}
+		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
-	ro, perr := sess.srv.prepare(req, parent, j.received)
+	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
 		sess.evictAfterFailure(ln, parent)
 		sess.sendError(perr, ln.id)

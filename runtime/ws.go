@@ -51,13 +51,14 @@ func (sess *Session) readLoop(ctx context.Context) error {
 			continue
 		}
 		ev, lane, perr := protocol.DecodeClientEvent(data)
+		decodeMicros := sess.srv.now().Sub(received).Microseconds()
 		if perr != nil {
 			sess.refuse(lane, perr, received)
 			continue
 		}
 		switch ev := ev.(type) {
 		case *protocol.CreateEvent:
-			sess.enqueue(ev, received)
+			sess.enqueue(ev, received, decodeMicros)
 		case *protocol.ProcessedEvent:
 			// Codex acknowledges responses with response.processed; nothing to do.
 		default:

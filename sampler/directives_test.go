@@ -1,0 +1,84 @@
+package sampler
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+var directiveTests = []struct {
+	name string
+	text string
+	want [][]directiveCall
+}{
+	{"prose only", "What's the weather in Paris?", nil},
+	{"single", `call: get_weather {"location":"Paris"}`,
+		[][]directiveCall{{{"get_weather", `{"location":"Paris"}`}}}},
+	{"parallel", `call: a {"x":1} | b {"y":"p|q"} |c`,
+		[][]directiveCall{{{"a", `{"x":1}`}, {"b", `{"y":"p|q"}`}, {"c", "{}"}}}},
+	{"invalid json", `call: a {"x":`, [][]directiveCall{{{"a", "{}"}}}},
+	{"missing args", "call: a", [][]directiveCall{{{"a", "{}"}}}},
+	{"array args", "call: a [1,2]", [][]directiveCall{{{"a", "{}"}}}},
+	{"trailing garbage", "call: a {} then more", [][]directiveCall{{{"a", "{}"}}}},
+	{"args kept as written", `call: a {  "k" : [1, 2] }`, [][]directiveCall{{{"a", `{  "k" : [1, 2] }`}}}},
+	{"no space", `call:a{"x":1}`, [][]directiveCall{{{"a", `{"x":1}`}}}},
+	{"braces and quotes in strings", `call: a {"s":"he said \"|\" {"} | b`,
+		[][]directiveCall{{{"a", `{"s":"he said \"|\" {"}`}, {"b", "{}"}}}},
+	{"steps with prose", "Please:\ncall: a {}\n  CALL: b {\"k\":true}\nthanks\r\ncall: c {}\r\n",
+		[][]directiveCall{{{"a", "{}"}}, {{"b", `{"k":true}`}}, {{"c", "{}"}}}},
+	{"no name", `call:  | {"x":1}`, nil},
+	{"empty directive", "call:", nil},
+	{"not at line start", "please call: a {}", nil},
+}
+
+func TestParseDirectives(t *testing.T) {
+	t.Parallel()
+	for _, tt := range directiveTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := parseDirectives(tt.text); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("parseDirectives(%q) =\n%q\nwant\n%q", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzDirectives(f *testing.F) {
+	for _, tt := range directiveTests {
+		f.Add(tt.text)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		steps := parseDirectives(text)
+		if !reflect.DeepEqual(steps, parseDirectives(text)) {
+			t.Fatalf("parseDirectives(%q) is not deterministic", text)
+		}
+		lines := 0
+		for line := range strings.Lines(text) {
+			if isDirectiveLine(line) {
+				lines++
+			}
+		}
+		if len(steps) > lines {
+			t.Fatalf("%d steps from %d directive lines in %q", len(steps), lines, text)
+		}
+		for _, step := range steps {
+			if len(step) == 0 {
+				t.Fatalf("empty step in %q", text)
+			}
+			for _, c := range step {
+				if c.Name == "" || strings.ContainsFunc(c.Name, unicode.IsSpace) || strings.Contains(c.Name, "{") {
+					t.Fatalf("bad name %q from %q", c.Name, text)
+				}
+				var obj map[string]any
+				if err := json.Unmarshal([]byte(c.Args), &obj); err != nil || obj == nil {
+					t.Fatalf("args %q from %q are not a JSON object: %v", c.Args, text, err)
+				}
+				if c.Args != "{}" && !strings.Contains(text, c.Args) {
+					t.Fatalf("args %q are not as written in %q", c.Args, text)
+				}
+			}
+		}
+	})
+}
