@@ -1,0 +1,139 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// history builds a coding-agent conversation of about n tokens: a task, then
+// read_file calls whose outputs are source files.
+func history(tb testing.TB, r *sampler.Renderer, n int) []any {
+	tb.Helper()
+	items := []any{userMsg("The test TestParseConfig fails in pkg/config. Find the bug and fix it.")}
+	total := r.Count("The test TestParseConfig fails in pkg/config. Find the bug and fix it.")
+	for i := 0; total < n; i++ {
+		var src strings.Builder
+		fmt.Fprintf(&src, "package config\n\n// File %d of the fixture repository.\n", i)
+		for j := 0; src.Len() < 1600; j++ {
+			fmt.Fprintf(&src, "func parse%d_%d(s string) (int, error) {\n\tif s == \"\" {\n\t\treturn 0, errEmpty\n\t}\n\treturn strconv.Atoi(strings.TrimSpace(s)) // field %d\n}\n\n", i, j, j)
+		}
+		callID := fmt.Sprintf("call_%04d", i)
+		items = append(items,
+			map[string]any{"type": "function_call", "call_id": callID, "name": "read_file", "arguments": fmt.Sprintf(`{"path":"pkg/config/file%d.go"}`, i)},
+			map[string]any{"type": "function_call_output", "call_id": callID, "output": src.String()})
+		total += r.Count(src.String()) + 20
+	}
+	return items
+}
+
+var benchSizes = []int{1_000, 10_000, 100_000}
+
+// BenchmarkContinuationTurn measures one agent turn on top of a history of
+// 1k, 10k and 100k tokens: over WebSocket, continuing from the connection
+// cache with only the new input; over HTTP, re-sending the whole history
+// (the stateless baseline). The sampler is unpaced, so the figures are the
+// server's API work plus loopback I/O. server-us/turn is the server's own
+// measure (from frame or body received to terminal event).
+func BenchmarkContinuationTurn(b *testing.B) {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range benchSizes {
+		hist := history(b, r, n)
+		b.Run(fmt.Sprintf("ws-cache/%dk", n/1000), func(b *testing.B) { benchWS(b, r, hist) })
+		b.Run(fmt.Sprintf("http-full/%dk", n/1000), func(b *testing.B) { benchHTTP(b, r, hist) })
+	}
+}
+
+func benchWS(b *testing.B, r *sampler.Renderer, hist []any) {
+	h := newHarness(b, runtime.Options{Renderer: r})
+	c := h.dial(b, nil)
+	// The base response stays cached on lane "base"; every measured turn
+	// forks from it on lane "work", so the history does not grow.
+	c.send(b, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "base", "input": hist}))
+	base := c.untilTerminal(b)
+	baseID := obj(b, terminalResponse(b, base[len(base)-1]))["id"]
+	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
+		"previous_response_id": baseID, "input": []any{userMsg("Run the tests again.")}, "include": []string{runtime.IncludeTimings}}))
+	ctx := context.Background()
+	var serverUS int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.c.Write(ctx, websocket.MessageText, frame); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, ev, err := c.c.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(ev, []byte(`{"type":"response.completed"`)) {
+				serverUS += serverMicros(b, ev)
+				break
+			}
+			if bytes.HasPrefix(ev, []byte(`{"type":"error"`)) || bytes.HasPrefix(ev, []byte(`{"type":"response.failed"`)) {
+				b.Fatalf("turn failed: %s", ev)
+			}
+		}
+	}
+	b.ReportMetric(float64(serverUS)/float64(b.N), "server-us/turn")
+}
+
+func benchHTTP(b *testing.B, r *sampler.Renderer, hist []any) {
+	h := newHarness(b, runtime.Options{Renderer: r})
+	input := append(append([]any{}, hist...), userMsg("Run the tests again."))
+	body, _ := json.Marshal(map[string]any{"model": "tether-scripted", "store": false, "input": input,
+		"include": []string{runtime.IncludeTimings}})
+	client := &http.Client{}
+	var serverUS int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := client.Post(h.base+"/responses", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d: %s", resp.StatusCode, out)
+		}
+		serverUS += serverMicros(b, out)
+	}
+	b.ReportMetric(float64(serverUS)/float64(b.N), "server-us/turn")
+}
+
+// serverMicros reads timings.total_us from a response or a terminal event.
+func serverMicros(tb testing.TB, raw []byte) int64 {
+	var v struct {
+		Timings  *protocol.Timings `json:"timings"`
+		Response struct {
+			Timings *protocol.Timings `json:"timings"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		tb.Fatal(err)
+	}
+	t := v.Timings
+	if t == nil {
+		t = v.Response.Timings
+	}
+	if t == nil {
+		tb.Fatalf("no timings in %s", raw)
+	}
+	return t.TotalMicros
+}
