@@ -1,0 +1,84 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// A Server is an http.Handler: mount it, then talk to it over HTTP or
+// WebSocket on /v1/responses.
+func ExampleNewServer() {
+	srv, err := runtime.NewServer(runtime.Options{})
+	if err != nil {
+		panic(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+
+	resp, err := http.Post(hs.URL+"/v1/responses", "application/json",
+		strings.NewReader(`{"model":"tether-scripted","input":"Hello"}`))
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Output []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	json.NewDecoder(resp.Body).Decode(&r)
+	fmt.Println(r.Status, r.Output[0].Content[0].Text)
+	// Output: completed You said: "Hello"
+}
+
+// Over WebSocket each turn is a response.create frame; a continuation sends
+// only new input with previous_response_id, served from the connection cache.
+func ExampleServer_webSocket() {
+	srv, _ := runtime.NewServer(runtime.Options{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+
+	ctx := context.Background()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		panic(err)
+	}
+	defer c.CloseNow()
+	turn := func(frame string) (id, status string) {
+		c.Write(ctx, websocket.MessageText, []byte(frame))
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				panic(err)
+			}
+			var ev struct {
+				Type     string `json:"type"`
+				Response struct{ ID, Status string }
+			}
+			json.Unmarshal(b, &ev)
+			if ev.Type == "response.completed" || ev.Type == "error" {
+				return ev.Response.ID, ev.Type
+			}
+		}
+	}
+	id, status := turn(`{"type":"response.create","model":"tether-scripted","store":false,"input":"Remember: papaya."}`)
+	fmt.Println(status)
+	_, status = turn(`{"type":"response.create","model":"tether-scripted","store":false,"previous_response_id":"` + id + `","input":"What was the word?"}`)
+	fmt.Println(status)
+	// Output:
+	// response.completed
+	// response.completed
+}
