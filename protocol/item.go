@@ -328,8 +328,12 @@ func decodeReasoning(raw json.RawMessage, param string) (Item, *Error) {
 // Items is a list of items that decodes from a JSON array.
 type Items []Item
 
-// UnmarshalJSON decodes each element with DecodeItem.
+// UnmarshalJSON decodes each element with DecodeItem; null leaves nil.
 func (is *Items) UnmarshalJSON(b []byte) error {
+	if isNull(b) {
+		*is = nil
+		return nil
+	}
 	out, err := DecodeItems(b, "input")
 	if err != nil {
 		return err

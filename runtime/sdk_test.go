@@ -100,6 +100,19 @@ func sdkErrorDetail(err error) error {
 	return err
 }
 
+// rawStore is the response's store field, which the SDK's Response type
+// does not model.
+func rawStore(t *testing.T, resp *responses.Response) *bool {
+	t.Helper()
+	var r struct {
+		Store *bool `json:"store"`
+	}
+	if err := json.Unmarshal([]byte(resp.RawJSON()), &r); err != nil {
+		t.Fatalf("response is not JSON: %v", err)
+	}
+	return r.Store
+}
+
 func wantCompleted(t *testing.T, resp *responses.Response) {
 	t.Helper()
 	if resp.Status != responses.ResponseStatusCompleted {
@@ -136,8 +149,8 @@ func TestSDKWebSocketCreate(t *testing.T) {
 	if resp.Model != sdkModel {
 		t.Errorf("model %q, want %s", resp.Model, sdkModel)
 	}
-	if resp.Store {
-		t.Errorf("store true, want false")
+	if store := rawStore(t, resp); store == nil || *store {
+		t.Errorf("store %v, want false: %s", store, resp.RawJSON())
 	}
 	if resp.Usage.InputTokens <= 0 {
 		t.Errorf("usage input_tokens %d, want > 0: %s", resp.Usage.InputTokens, resp.Usage.RawJSON())
@@ -212,7 +225,7 @@ func TestSDKWebSocketContinuation(t *testing.T) {
 	}
 
 	output := responses.ResponseInputItemParamOfFunctionCallOutput("Sunny, 21C")
-	output.OfFunctionCallOutput.CallID = fc.CallID
+	output.OfFunctionCallOutput.CallID = param.NewOpt(fc.CallID)
 	done := sdkTurn(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{
 		Model: sdkModel, Input: itemsInput(output), Store: param.NewOpt(false),
 		PreviousResponseID: param.NewOpt(call.ID), Tools: tools,
@@ -331,7 +344,7 @@ func TestSDKWebSocketLanes(t *testing.T) {
 
 	names := []string{"a", "b"}
 	lanes := map[string]*responses.ResponseLane{}
-	for _, name := range names {
+	for _, name := range append(names, "c") {
 		lane, err := conn.Lane(name)
 		if err != nil {
 			t.Fatalf("lane %s: %v", name, err)
@@ -434,6 +447,23 @@ func TestSDKWebSocketLanes(t *testing.T) {
 			t.Errorf("lane %s continuation previous_response_id %q, want %q", name, resp.PreviousResponseID, first[name].ID)
 		}
 	}
+
+	// A request-scoped error on a named lane carries its stream_id, so the
+	// SDK routes it to that lane.
+	if err := conn.Create(ctx, responses.ResponsesClientEventResponseCreateParam{
+		Model: sdkModel, Input: textInput("continue"), Store: param.NewOpt(false),
+		StreamID: param.NewOpt("c"), PreviousResponseID: param.NewOpt("resp_nope"),
+	}); err != nil {
+		t.Fatalf("create on lane c: %v", err)
+	}
+	_, err := lanes["c"].FinalResponse(ctx)
+	var pe *responses.ResponseProtocolError
+	if !errors.As(err, &pe) {
+		t.Fatalf("lane c FinalResponse error %v, want a *responses.ResponseProtocolError", err)
+	}
+	if e := pe.Event.OfResponsesServerEventResponseWsError; e.StreamID != "c" || e.Status != 400 || e.Error.Code != "previous_response_not_found" {
+		t.Errorf("lane c error event: %s", pe.Event.RawJSON())
+	}
 }
 
 func TestSDKStreamingSSE(t *testing.T) {
@@ -497,8 +527,8 @@ func TestSDKStreamingSSE(t *testing.T) {
 	}
 	wantCompleted(t, created)
 	wantText(t, created, "remember me")
-	if !created.Store {
-		t.Errorf("store false, want the default true")
+	if store := rawStore(t, created); store == nil || !*store {
+		t.Errorf("store %v, want the default true: %s", store, created.RawJSON())
 	}
 	got, err := client.Responses.Get(ctx, created.ID, responses.ResponseGetParams{})
 	if err != nil {

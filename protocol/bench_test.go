@@ -1,0 +1,87 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// maxTextDeltaAllocs is the allocation budget for json.Marshal of one
+// output_text.delta event, the event sent once per sampled token. It was 1
+// when this guard was written (the returned slice; encoding/json pools its
+// encode state); the margin of 1 absorbs toolchain changes, not a design
+// change. A custom MarshalJSON on the event, or an interface or map field,
+// would blow it. Raise it only with a benchmark that shows why.
+const maxTextDeltaAllocs = 2
+
+func textDelta() protocol.Event {
+	return &protocol.TextDeltaEvent{
+		EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta, SequenceNumber: 1234, StreamID: "lane-1"},
+		ItemID:      "msg_0f60efc621c9344f006957e6b92914819482372070e73583e2",
+		OutputIndex: 1,
+		Delta:       " capital",
+	}
+}
+
+func TestMarshalTextDeltaAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	ev := textDelta()
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := json.Marshal(ev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("json.Marshal(*TextDeltaEvent): %.0f allocs", allocs)
+	if allocs > maxTextDeltaAllocs {
+		t.Fatalf("marshaling a text delta takes %.0f allocations, budget %d: this runs once per token", allocs, maxTextDeltaAllocs)
+	}
+}
+
+func BenchmarkMarshalTextDelta(b *testing.B) {
+	ev := textDelta()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// createBody50 is a create request with a 50-item input: a conversation with
+// tool calls, as an agent sends it on every turn without previous_response_id.
+func createBody50() []byte {
+	items := []string{`{"role":"developer","content":"You are a coding agent. Use the tools."}`}
+	for i := 0; len(items) < 50; i++ {
+		switch i % 4 {
+		case 0:
+			items = append(items, fmt.Sprintf(`{"type":"message","role":"user","content":[{"type":"input_text","text":"Step %d: please read the file and summarize it."}]}`, i))
+		case 1:
+			items = append(items, fmt.Sprintf(`{"type":"function_call","id":"fc_%d","call_id":"call_%d","name":"read_file","arguments":"{\"path\":\"src/main_%d.go\"}","status":"completed"}`, i, i, i))
+		case 2:
+			items = append(items, fmt.Sprintf(`{"type":"function_call_output","call_id":"call_%d","output":"package main\n\nfunc main() { println(%d) }\n"}`, i-1, i))
+		case 3:
+			items = append(items, fmt.Sprintf(`{"type":"message","id":"msg_%d","status":"completed","role":"assistant","content":[{"type":"output_text","text":"The file prints %d.","annotations":[]}]}`, i, i))
+		}
+	}
+	return []byte(`{"model":"gpt-5","stream":true,"store":false,"tools":[{"type":"function","name":"read_file","description":"Read a file.","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}],"input":[` + strings.Join(items, ",") + `]}`)
+}
+
+func BenchmarkDecodeCreateRequest(b *testing.B) {
+	body := createBody50()
+	r, perr := protocol.DecodeCreateRequest(body)
+	if perr != nil || len(r.Input) != 50 {
+		b.Fatalf("setup: %v, %d items", perr, len(r.Input))
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, perr := protocol.DecodeCreateRequest(body); perr != nil {
+			b.Fatal(perr)
+		}
+	}
+}

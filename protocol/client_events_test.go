@@ -1,0 +1,215 @@
+package protocol_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+type clientEventCase struct {
+	name string
+	in   string
+	want protocol.ClientEvent
+	lane string
+}
+
+var clientEventCases = []clientEventCase{
+	{
+		name: "response.create as Codex sends it",
+		in:   `{"type":"response.create","model":"gpt-5","input":"hi","stream":true,"client_metadata":{"x-codex-turn":"1"},"store":false,"some_future_field":{"a":1}}`,
+		want: &protocol.CreateEvent{Request: &protocol.CreateRequest{
+			Model:  "gpt-5",
+			Input:  protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: "hi"}}}},
+			Stream: ptr(true),
+			Store:  ptr(false),
+		}},
+	},
+	{
+		name: "response.create on a lane",
+		in:   `{"type":"response.create","stream_id":"lane-1","model":"m","previous_response_id":"resp_1","generate":false}`,
+		want: &protocol.CreateEvent{StreamID: "lane-1", Request: &protocol.CreateRequest{Model: "m", PreviousResponseID: "resp_1", Generate: ptr(false)}},
+		lane: "lane-1",
+	},
+	{
+		name: "response.create with null stream_id is the default lane",
+		in:   `{"type":"response.create","stream_id":null,"model":"m"}`,
+		want: &protocol.CreateEvent{Request: &protocol.CreateRequest{Model: "m"}},
+	},
+	{
+		name: "response.append",
+		in:   `{"type":"response.append","stream_id":"s1","response_id":"resp_1","input":[{"type":"function_call_output","call_id":"call_1","output":"ok"}]}`,
+		want: &protocol.AppendEvent{StreamID: "s1", ResponseID: "resp_1", Input: protocol.Items{
+			&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "ok"}},
+		}},
+		lane: "s1",
+	},
+	{
+		name: "response.append with a steering string",
+		in:   `{"type":"response.append","response_id":"resp_1","input":"stop"}`,
+		want: &protocol.AppendEvent{ResponseID: "resp_1", Input: protocol.Items{
+			&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: "stop"}}},
+		}},
+	},
+	{
+		name: "response.cancel",
+		in:   `{"type":"response.cancel","stream_id":"s.2","response_id":"resp_2"}`,
+		want: &protocol.CancelEvent{StreamID: "s.2", ResponseID: "resp_2"},
+		lane: "s.2",
+	},
+	{
+		name: "response.resume",
+		in:   `{"type":"response.resume","response_id":"resp_3"}`,
+		want: &protocol.ResumeEvent{ResponseID: "resp_3"},
+	},
+	{
+		name: "response.processed is accepted",
+		in:   `{"type":"response.processed","response_id":"resp_4"}`,
+		want: &protocol.ProcessedEvent{ResponseID: "resp_4"},
+	},
+	{
+		name: "response.processed without response_id is accepted",
+		in:   `{"type":"response.processed"}`,
+		want: &protocol.ProcessedEvent{},
+	},
+}
+
+var longStreamID = strings.Repeat("s", protocol.MaxStreamIDLen+1)
+
+// clientEventErrCases pair each refused frame with the lane its error must be
+// reported on ("" for the default lane, and for a stream_id that is invalid).
+var clientEventErrCases = []struct {
+	errCase
+	lane string
+}{
+	{errCase{"not JSON", `hello`, protocol.CodeInvalidJSON, ""}, ""},
+	{errCase{"empty frame", ``, protocol.CodeInvalidJSON, ""}, ""},
+	{errCase{"array", `[{"type":"response.create"}]`, protocol.CodeInvalidJSON, ""}, ""},
+	{errCase{"string", `"response.create"`, protocol.CodeInvalidJSON, ""}, ""},
+	{errCase{"type not a string", `{"type":1}`, protocol.CodeInvalidJSON, ""}, ""},
+	{errCase{"missing type", `{"model":"m"}`, protocol.CodeMissingRequired, "type"}, ""},
+	{errCase{"empty type", `{"type":"","stream_id":"s1"}`, protocol.CodeMissingRequired, "type"}, "s1"},
+	{errCase{"null frame", `null`, protocol.CodeMissingRequired, "type"}, ""},
+	{errCase{"unknown type", `{"type":"session.update"}`, protocol.CodeUnknownEventType, "type"}, ""},
+	{errCase{"unknown type on a lane", `{"type":"response.retry","stream_id":"s1"}`, protocol.CodeUnknownEventType, "type"}, "s1"},
+	{errCase{"empty stream_id", `{"type":"response.create","stream_id":"","model":"m"}`, protocol.CodeInvalidStreamID, "stream_id"}, ""},
+	{errCase{"stream_id too long", `{"type":"response.create","stream_id":"` + longStreamID + `","model":"m"}`, protocol.CodeInvalidStreamID, "stream_id"}, ""},
+	{errCase{"stream_id with a space", `{"type":"response.cancel","stream_id":"a b","response_id":"r"}`, protocol.CodeInvalidStreamID, "stream_id"}, ""},
+	{errCase{"stream_id with a slash", `{"type":"response.create","stream_id":"a/b"}`, protocol.CodeInvalidStreamID, "stream_id"}, ""},
+	{errCase{"stream_id not ASCII", `{"type":"response.create","stream_id":"voie-é"}`, protocol.CodeInvalidStreamID, "stream_id"}, ""},
+	{errCase{"stream_id not a string", `{"type":"response.create","stream_id":7}`, protocol.CodeInvalidJSON, ""}, ""},
+	{errCase{"append without response_id", `{"type":"response.append","stream_id":"s1","input":[]}`, protocol.CodeMissingRequired, "response_id"}, "s1"},
+	{errCase{"cancel without response_id", `{"type":"response.cancel","stream_id":"s2"}`, protocol.CodeMissingRequired, "response_id"}, "s2"},
+	{errCase{"resume without response_id", `{"type":"response.resume","response_id":""}`, protocol.CodeMissingRequired, "response_id"}, ""},
+	{errCase{"append with bad input", `{"type":"response.append","stream_id":"s3","response_id":"r","input":[{"type":"function_call_output","call_id":"c"}]}`, protocol.CodeMissingRequired, "input[0].output"}, "s3"},
+	{errCase{"append with input an object", `{"type":"response.append","response_id":"r","input":{}}`, protocol.CodeInvalidType, "input"}, ""},
+	{errCase{"create with bad input", `{"type":"response.create","stream_id":"s4","model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"x"}]}]}`, protocol.CodeInvalidValue, "input[1].content[0].type"}, "s4"},
+	{errCase{"create with a mistyped field", `{"type":"response.create","stream_id":"s5","model":["m"]}`, protocol.CodeInvalidType, "model"}, "s5"},
+}
+
+func TestDecodeClientEvent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range clientEventCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, lane, perr := protocol.DecodeClientEvent([]byte(tc.in))
+			if perr != nil {
+				t.Fatalf("DecodeClientEvent(%s): %v", tc.in, perr)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("DecodeClientEvent(%s)\n got %s\nwant %s", tc.in, mustMarshal(t, got), mustMarshal(t, tc.want))
+			}
+			if lane != tc.lane || got.Lane() != tc.lane {
+				t.Errorf("lane = %q, Lane() = %q, want %q", lane, got.Lane(), tc.lane)
+			}
+			if got.ClientEventType() != tc.want.ClientEventType() {
+				t.Errorf("ClientEventType() = %s, want %s", got.ClientEventType(), tc.want.ClientEventType())
+			}
+			roundTrip(t, got, decodeClientEvent)
+		})
+	}
+}
+
+func TestDecodeClientEventErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range clientEventErrCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, lane, perr := protocol.DecodeClientEvent([]byte(tc.in))
+			if got != nil {
+				t.Errorf("DecodeClientEvent(%s) returned an event with its error: %#v", tc.in, got)
+			}
+			wantError(t, perr, tc.code, tc.param)
+			if lane != tc.lane {
+				t.Errorf("lane = %q, want %q: the error must be reported on the event's lane", lane, tc.lane)
+			}
+		})
+	}
+}
+
+func TestClientEventMarshal(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ev   protocol.ClientEvent
+		want string
+	}{
+		{
+			name: "create puts type and stream_id first",
+			ev:   &protocol.CreateEvent{StreamID: "s1", Request: &protocol.CreateRequest{Model: "m"}},
+			want: `{"type":"response.create","stream_id":"s1","model":"m","input":[]}`,
+		},
+		{
+			name: "create on the default lane",
+			ev:   &protocol.CreateEvent{Request: &protocol.CreateRequest{Model: "m"}},
+			want: `{"type":"response.create","model":"m","input":[]}`,
+		},
+		{
+			name: "create without a request is still a frame",
+			ev:   &protocol.CreateEvent{},
+			want: `{"type":"response.create","model":"","input":[]}`,
+		},
+		{
+			name: "append",
+			ev:   &protocol.AppendEvent{StreamID: "s1", ResponseID: "resp_1", Input: protocol.Items{&protocol.FunctionCallOutput{CallID: "c", Output: protocol.ToolOutput{Text: "ok"}}}},
+			want: `{"type":"response.append","stream_id":"s1","response_id":"resp_1","input":[{"type":"function_call_output","call_id":"c","output":"ok"}]}`,
+		},
+		{
+			name: "cancel",
+			ev:   &protocol.CancelEvent{ResponseID: "resp_1"},
+			want: `{"type":"response.cancel","response_id":"resp_1"}`,
+		},
+		{
+			name: "resume",
+			ev:   &protocol.ResumeEvent{StreamID: "s", ResponseID: "resp_1"},
+			want: `{"type":"response.resume","stream_id":"s","response_id":"resp_1"}`,
+		},
+		{
+			name: "processed",
+			ev:   &protocol.ProcessedEvent{ResponseID: "resp_1"},
+			want: `{"type":"response.processed","response_id":"resp_1"}`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := mustMarshal(t, tc.ev)
+			if string(got) != tc.want {
+				t.Fatalf("marshal\n got %s\nwant %s", got, tc.want)
+			}
+			back, _, perr := protocol.DecodeClientEvent(got)
+			if perr != nil {
+				t.Fatalf("a marshaled %s does not decode: %v", tc.ev.ClientEventType(), perr)
+			}
+			if back.ClientEventType() != tc.ev.ClientEventType() {
+				t.Fatalf("decoded %s as %s", got, back.ClientEventType())
+			}
+		})
+	}
+}
+
+func decodeClientEvent(b []byte) (protocol.ClientEvent, *protocol.Error) {
+	ev, _, perr := protocol.DecodeClientEvent(b)
+	return ev, perr
+}
