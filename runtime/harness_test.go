@@ -239,3 +239,5 @@ func terminalResponse(t testing.TB, ev []byte) []byte {
 func userMsg(text string) map[string]any {
 	return map[string]any{"type": "message", "role": "user", "content": text}
 }
+
+func newDelete(url string) (*http.Request, error) { return http.NewRequest(http.MethodDelete, url, nil) }

@@ -336,7 +336,11 @@ func (r *Rollout) onDelta(d sampler.Delta) {
 		r.emit(&protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
 			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text})
 	case sampler.PartEnd:
-		r.endPart(protocol.StatusCompleted)
+		if d.Incomplete {
+			r.endPart(protocol.StatusIncomplete)
+		} else {
+			r.endPart(protocol.StatusCompleted)
+		}
 	}
 }
 

@@ -18,8 +18,7 @@ type Prompt struct {
 func (p *Prompt) Append(tokens []Token) *Prompt {
 	var own []Token
 	if len(tokens) > 0 {
-		own = make([]Token, len(tokens))
-		copy(own, tokens)
+		own = append([]Token(nil), tokens...) // no zeroing, unlike make+copy
 	}
 	return &Prompt{parent: p, tokens: own, len: p.Len() + len(tokens), items: p.Items() + 1}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -198,72 +199,95 @@ func partText(c protocol.Content) string {
 // text, byte for byte. Bytes that are not valid UTF-8 are each returned as a
 // token of their own (byte-level BPE has a token for every byte).
 func (r *Renderer) Tokens(text string) []string {
-	if text == "" {
-		return nil
-	}
-	if utf8.ValidString(text) {
+	if faithful(text) {
 		_, toks, _ := r.codec.Encode(text)
 		return toks
 	}
 	var out []string
-	for text != "" {
-		n := validPrefix(text)
-		if n > 0 {
-			_, toks, _ := r.codec.Encode(text[:n])
-			out = append(out, toks...)
-			text = text[n:]
-			continue
-		}
-		out = append(out, text[:1])
-		text = text[1:]
-	}
+	r.split(text, func(run string) {
+		_, toks, _ := r.codec.Encode(run)
+		out = append(out, toks...)
+	}, func(b string) {
+		out = append(out, b)
+	})
 	return out
 }
 
 // Count is the number of tokens in text: len(r.Tokens(text)), without
 // materializing them.
 func (r *Renderer) Count(text string) int {
-	if utf8.ValidString(text) {
+	if faithful(text) {
 		n, _ := r.codec.Count(text)
 		return n
 	}
 	var total int
-	for text != "" {
-		n := validPrefix(text)
-		if n > 0 {
-			c, _ := r.codec.Count(text[:n])
-			total += c
-			text = text[n:]
-			continue
-		}
+	r.split(text, func(run string) {
+		n, _ := r.codec.Count(run)
+		total += n
+	}, func(string) {
 		total++
-		text = text[1:]
-	}
+	})
 	return total
-}
-
-// validPrefix is the length of the longest valid UTF-8 prefix of s.
-func validPrefix(s string) int {
-	for i := 0; i < len(s); {
-		c, n := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return len(s)
 }
 
 // encode tokenizes a rendered block. Invalid UTF-8 is replaced with U+FFFD
 // first, as tiktoken does with errors="replace".
 func (r *Renderer) encode(s string) []Token {
 	s = strings.ToValidUTF8(s, "\uFFFD")
+	if faithful(s) {
+		return toTokens(nil, s, r)
+	}
+	var out []Token
+	r.split(s, func(run string) {
+		out = toTokens(out, run, r)
+	}, func(string) {
+		out = append(out, delToken) // the only byte split out of valid UTF-8
+	})
+	return out
+}
+
+func toTokens(out []Token, s string, r *Renderer) []Token {
 	ids, _, _ := r.codec.Encode(s)
-	out := make([]Token, len(ids))
-	for i, id := range ids {
-		out[i] = Token(id)
+	out = slices.Grow(out, len(ids))
+	for _, id := range ids {
+		out = append(out, Token(id))
 	}
 	return out
+}
+
+// The tokenizer's split expression (tiktoken-go/tokenizer v0.10.0) matches no
+// piece for U+007F DELETE, so Encode silently drops it. The Renderer tokenizes
+// around it and emits it as its byte token, as it does for invalid UTF-8.
+const (
+	del      = 0x7f
+	delToken = Token(221) // o200k_base's token for the single byte 0x7f
+)
+
+// faithful reports whether the codec tokenizes text without losing bytes.
+func faithful(text string) bool {
+	return strings.IndexByte(text, del) < 0 && utf8.ValidString(text)
+}
+
+// split calls run for each stretch of text the codec tokenizes faithfully and
+// raw for each byte it would drop or alter (DEL, invalid UTF-8), in order.
+func (r *Renderer) split(text string, run func(string), raw func(string)) {
+	from := 0
+	for i := 0; i < len(text); {
+		c, n := utf8.DecodeRuneInString(text[i:])
+		if c != del && (c != utf8.RuneError || n > 1) {
+			i += n
+			continue
+		}
+		if from < i {
+			run(text[from:i])
+		}
+		raw(text[i : i+1])
+		i++
+		from = i
+	}
+	if from < len(text) {
+		run(text[from:])
+	}
 }
 
 // oneLine folds line breaks to spaces so a tool stays on one line.

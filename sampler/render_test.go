@@ -55,7 +55,7 @@ func TestHeader(t *testing.T) {
 		Type:        protocol.ToolFunction,
 		Name:        "get_weather",
 		Description: ptr("Current weather.\nUse it often."),
-		Parameters:  json.RawMessage(`{ "type": "object",
+		Parameters: json.RawMessage(`{ "type": "object",
 			"properties": {"location": {"type": "string"}} }`),
 	}
 	bare := protocol.Tool{Type: protocol.ToolFunction, Name: "noop"}
@@ -131,6 +131,7 @@ func TestItem(t *testing.T) {
 			"<|im_start|>system\n[compacted context: 1234 bytes]<|im_end|>\n"},
 		{"reference", &protocol.ItemReferenceItem{ID: "msg_9"}, "<|im_start|>system\n[ref msg_9]<|im_end|>\n"},
 		{"invalid utf8", userMsg("a\xffb"), "<|im_start|>user\na\uFFFDb<|im_end|>\n"},
+		{"delete", userMsg("a\x7f\x7fb"), "<|im_start|>user\na\x7f\x7fb<|im_end|>\n"},
 		{"nil", nil, ""},
 		{"typed nil", (*protocol.Message)(nil), ""},
 	}
@@ -163,6 +164,8 @@ func TestTokens(t *testing.T) {
 		{"invalid utf8", "ok\xff\xfe!", []string{"ok", "\xff", "\xfe", "!"}},
 		{"truncated rune", "x\xe2\x82", []string{"x", "\xe2", "\x82"}},
 		{"code", "func main() {\n\tfmt.Println(\"hi\")\n}\n", nil},
+		{"delete", "a\x7fb", []string{"a", "\x7f", "b"}},
+		{"delete alone", "\x7f", []string{"\x7f"}},
 	}
 	r := renderer(t)
 	for _, tt := range tests {
@@ -199,6 +202,10 @@ func FuzzTokens(f *testing.F) {
 		}
 		if n := r.Count(text); n != len(toks) {
 			t.Fatalf("Count(%q) = %d, len(Tokens) = %d", text, n, len(toks))
+		}
+		valid := strings.ToValidUTF8(text, "\uFFFD")
+		if s := decode(t, r, r.encode(valid)); s != valid {
+			t.Fatalf("encode(%q) decodes to %q", valid, s)
 		}
 	})
 }
@@ -350,6 +357,9 @@ func BenchmarkRenderItem(b *testing.B) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
+// promptSink makes appended segments escape, as they do in the runtime.
+var promptSink *Prompt
+
 // BenchmarkPromptAppend appends a 200-token item to prompts of growing
 // history: the cost must not depend on the history.
 func BenchmarkPromptAppend(b *testing.B) {
@@ -362,7 +372,7 @@ func BenchmarkPromptAppend(b *testing.B) {
 		b.Run("history="+strconv.Itoa(history), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = p.Append(item)
+				promptSink = p.Append(item)
 			}
 		})
 	}

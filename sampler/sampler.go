@@ -38,6 +38,8 @@ type Delta struct {
 	Text   string
 	CallID string
 	Name   string
+	// Incomplete marks a PartEnd that cut the part off at MaxOutputTokens.
+	Incomplete bool
 }
 
 // Request is what a backend samples from. Backends must not modify it or

@@ -14,8 +14,8 @@ import (
 // Bounds on the work one schema may cause: nesting depth, and values
 // generated in all (self-referencing schemas can branch exponentially).
 const (
-	maxSchemaDepth  = 12
-	maxSchemaValues = 1000
+	maxSchemaDepth  = 10
+	maxSchemaValues = 256
 )
 
 // argGen derives plausible arguments from a JSON schema. It tolerates any
@@ -51,19 +51,19 @@ func schemaArgs(params []byte, userText string) string {
 }
 
 func (g *argGen) value(s any, name string, depth int) any {
-	if depth > maxSchemaDepth || g.made >= maxSchemaValues {
-		return nil
-	}
-	g.made++
 	m, ok := s.(map[string]any)
 	if !ok {
 		return g.str(name, nil)
 	}
 	if ref, ok := m["$ref"].(string); ok {
 		if target, ok := g.resolve(ref); ok {
-			return g.value(target, name, depth+1)
+			m, _ = target.(map[string]any)
 		}
 	}
+	if depth > maxSchemaDepth || g.made >= maxSchemaValues {
+		return g.leaf(m, name)
+	}
+	g.made++
 	if c, ok := m["const"]; ok {
 		return c
 	}
@@ -98,6 +98,31 @@ func (g *argGen) value(s any, name string, depth int) any {
 	default:
 		return g.str(name, m)
 	}
+}
+
+// leaf is the value of a schema without recursion: an empty object or array
+// when the schema wants one. Only unsatisfiable (infinitely recursive) or
+// enormous schemas get there.
+func (g *argGen) leaf(m map[string]any, name string) any {
+	typ, ok := schemaType(m)
+	if !ok {
+		typ = inferType(m)
+	}
+	switch typ {
+	case "object":
+		return map[string]any{}
+	case "array":
+		return []any{}
+	case "integer":
+		return integer(m)
+	case "number":
+		return number(m)
+	case "boolean":
+		return true
+	case "null":
+		return nil
+	}
+	return g.str(name, m)
 }
 
 func (g *argGen) object(m map[string]any, depth int) map[string]any {

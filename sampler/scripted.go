@@ -84,6 +84,7 @@ func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit fun
 		emit(start)
 		for i, t := range s.r.Tokens(p.text) {
 			if limit > 0 && res.OutputTokens >= limit {
+				end.Incomplete = true
 				emit(end)
 				res.Incomplete = true
 				return res, nil

@@ -1,0 +1,76 @@
+package runtime_test
+
+import (
+	"testing"
+
+	"github.com/tether-run/tether/internal/schematest"
+	"github.com/tether-run/tether/runtime"
+)
+
+// TestMaxOutputTokens: a response cut off by max_output_tokens ends
+// incomplete, with its last item incomplete, over SSE and JSON alike.
+func TestMaxOutputTokens(t *testing.T) {
+	t.Parallel()
+	v := schematest.Load(t)
+	h := newHarness(t, runtime.Options{})
+	body := map[string]any{"model": "tether-scripted", "max_output_tokens": 3,
+		"input": "Please repeat this rather long sentence back to me, word for word, without changing anything."}
+	events := h.sse(t, body)
+	checkStreamInvariants(t, events)
+	last := events[len(events)-1]
+	if typ := eventType(t, last); typ != "response.incomplete" {
+		t.Fatalf("terminal event %s", typ)
+	}
+	r := checkResponse(t, v, terminalResponse(t, last), "incomplete")
+	if d := r["incomplete_details"].(map[string]any); d["reason"] != "max_output_tokens" {
+		t.Fatalf("incomplete_details %v", d)
+	}
+	out := r["output"].([]any)
+	if item := out[len(out)-1].(map[string]any); item["status"] != "incomplete" {
+		t.Fatalf("last item status %v", item["status"])
+	}
+	if u := r["usage"].(map[string]any); u["output_tokens"].(float64) != 3 {
+		t.Fatalf("output_tokens %v, want 3", u["output_tokens"])
+	}
+}
+
+// TestStoredResponse: store defaults to true; GET returns the response,
+// input_items lists its input (newest first by default), DELETE removes it,
+// and an HTTP continuation loads the chain from the store.
+func TestStoredResponse(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	status, raw := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "input": []any{userMsg("one"), userMsg("two")}})
+	if status != 200 {
+		t.Fatalf("%d %s", status, raw)
+	}
+	id := obj(t, raw)["id"].(string)
+	if status, got := h.get(t, "/responses/"+id); status != 200 || obj(t, got)["id"] != id {
+		t.Fatalf("GET: %d %s", status, got)
+	}
+	status, list := h.get(t, "/responses/"+id+"/input_items")
+	data := obj(t, list)["data"].([]any)
+	if status != 200 || len(data) != 2 || data[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "two" {
+		t.Fatalf("input_items: %d %s", status, list)
+	}
+	status, raw = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": id, "input": "three"})
+	if status != 200 {
+		t.Fatalf("chained: %d %s", status, raw)
+	}
+	if obj(t, raw)["previous_response_id"] != id {
+		t.Fatalf("chained response: %s", raw)
+	}
+	req, _ := newDelete(h.base + "/responses/" + id)
+	resp, err := h.hs.Client().Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("DELETE: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if status, _ := h.get(t, "/responses/"+id); status != 404 {
+		t.Fatalf("GET after DELETE: %d", status)
+	}
+	status, raw = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": id, "input": "four"})
+	if status != 400 || obj(t, raw)["error"].(map[string]any)["code"] != "previous_response_not_found" {
+		t.Fatalf("continuation of a deleted response: %d %s", status, raw)
+	}
+}

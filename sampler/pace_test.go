@@ -1,0 +1,128 @@
+package sampler
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// tokenTimes samples req in a synctest bubble and returns, for each token
+// delta, its fake time since the start, and the total duration.
+func tokenTimes(t *testing.T, s *Scripted, ctx context.Context, req *Request, slow func(i int)) ([]time.Duration, time.Duration, Result, error) {
+	t.Helper()
+	var times []time.Duration
+	start := time.Now()
+	res, err := s.Sample(ctx, req, func(d Delta) {
+		if d.Kind == TextDelta || d.Kind == ArgsDelta {
+			times = append(times, time.Since(start))
+			if slow != nil {
+				slow(len(times) - 1)
+			}
+		}
+	})
+	return times, time.Since(start), res, err
+}
+
+// TestPacing checks the schedule in fake time: token i at TTFT + i/TPS, and
+// a sample of n tokens taking TTFT + (n-1)/TPS (no wait after the last).
+func TestPacing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		pace      Pacing
+		tokens    int
+		wantTotal time.Duration
+	}{
+		{"1000 TPS, 50ms TTFT", Pacing{TPS: 1000, TTFT: 50 * time.Millisecond}, 100, 50*time.Millisecond + 99*time.Millisecond},
+		{"TTFT only", Pacing{TTFT: 30 * time.Millisecond}, 100, 30 * time.Millisecond},
+		{"TPS only", Pacing{TPS: 100}, 20, 190 * time.Millisecond},
+		{"fractional rate", Pacing{TPS: 3}, 4, time.Second},
+		{"unpaced", Pacing{}, 100, 0},
+	}
+	r := renderer(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				times, total, res, err := tokenTimes(t, NewScripted(r, tt.pace), t.Context(), longRequest(tt.tokens), nil)
+				if err != nil || res.OutputTokens != tt.tokens {
+					t.Fatalf("Sample: %+v, %v; want %d tokens", res, err, tt.tokens)
+				}
+				if total != tt.wantTotal {
+					t.Errorf("took %v, want %v", total, tt.wantTotal)
+				}
+				for i, at := range times {
+					if want := tt.pace.due(i); at != want {
+						t.Fatalf("token %d at %v, want %v", i, at, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestPacingNoDrift: a consumer that stalls gets the tokens that fell due
+// meanwhile at once, and the schedule resumes where it was.
+func TestPacingNoDrift(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScripted(renderer(t), Pacing{TPS: 1000, TTFT: 50 * time.Millisecond})
+		stall := func(i int) {
+			if i == 0 {
+				time.Sleep(5500 * time.Microsecond) // fake time: the bubble's clock
+			}
+		}
+		times, total, _, err := tokenTimes(t, s, t.Context(), longRequest(10), stall)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := time.Millisecond
+		want := []time.Duration{50 * ms, 55500 * time.Microsecond, 55500 * time.Microsecond, 55500 * time.Microsecond,
+			55500 * time.Microsecond, 55500 * time.Microsecond, 56 * ms, 57 * ms, 58 * ms, 59 * ms}
+		for i := range want {
+			if times[i] != want[i] {
+				t.Errorf("token %d at %v, want %v", i, times[i], want[i])
+			}
+		}
+		if total != 59*ms {
+			t.Errorf("took %v, want 59ms", total)
+		}
+	})
+}
+
+// TestPacingCancel: Sample returns ctx.Err() the moment ctx ends, whether it
+// is waiting for the first token or between tokens.
+func TestPacingCancel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		timeout    time.Duration
+		wantTokens int
+	}{
+		{"during TTFT", 20 * time.Millisecond, 0},
+		{"mid stream", 60500 * time.Microsecond, 11}, // tokens due at 50..60ms
+	}
+	r := renderer(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
+				defer cancel()
+				s := NewScripted(r, Pacing{TPS: 1000, TTFT: 50 * time.Millisecond})
+				times, total, res, err := tokenTimes(t, s, ctx, longRequest(0), nil)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("err %v, want DeadlineExceeded", err)
+				}
+				if total != tt.timeout {
+					t.Errorf("returned after %v, want %v", total, tt.timeout)
+				}
+				if len(times) != tt.wantTokens || res.OutputTokens != tt.wantTokens {
+					t.Errorf("%d tokens (Result %d), want %d", len(times), res.OutputTokens, tt.wantTokens)
+				}
+			})
+		})
+	}
+}
