@@ -240,4 +240,6 @@ func userMsg(text string) map[string]any {
 	return map[string]any{"type": "message", "role": "user", "content": text}
 }
 
-func newDelete(url string) (*http.Request, error) { return http.NewRequest(http.MethodDelete, url, nil) }
+func newDelete(url string) (*http.Request, error) {
+	return http.NewRequest(http.MethodDelete, url, nil)
+}

@@ -55,6 +55,7 @@ type lane struct {
 type job struct {
 	req      *protocol.CreateRequest
 	refusal  *protocol.Error
+	parent   string // previous_response_id of a refused create: the refusal evicts it
 	received time.Time
 	decodeUS int64 // microseconds spent decoding the frame
 }
@@ -97,7 +98,7 @@ func (sess *Session) shutdown() {
 // enqueue puts a create on its lane, or refuses it at once when the
 // connection is at a limit that queuing would not resolve.
 func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decodeUS int64) {
-	j := &job{req: ev.Request, received: received, decodeUS: decodeUS}
+	j := &job{req: ev.Request, parent: ev.Request.PreviousResponseID, received: received, decodeUS: decodeUS}
 	switch {
 	case received.Sub(sess.started) >= sess.srv.opts.WSMaxAge:
 		j.refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
@@ -124,14 +125,15 @@ func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decod
 }
 
 // refuse answers a frame that could not be decoded: in its lane's order when
-// the lane exists, at once otherwise.
-func (sess *Session) refuse(laneID string, perr *protocol.Error, received time.Time) {
+// the lane exists, at once otherwise. parent is the previous_response_id the
+// frame continued from, if any: a failed continuation evicts it.
+func (sess *Session) refuse(laneID string, perr *protocol.Error, parent string, received time.Time) {
 	sess.mu.Lock()
 	ln, ok := sess.lanes[laneID]
 	if ok && sess.pending < sess.srv.opts.MaxQueued {
 		sess.pending++
 		sess.mu.Unlock()
-		ln.queue <- &job{refusal: perr, received: received}
+		ln.queue <- &job{refusal: perr, parent: parent, received: received}
 		return
 	}
 	sess.mu.Unlock()
@@ -157,16 +159,22 @@ func (sess *Session) laneLocked(id string) (*lane, *protocol.Error) {
 	return ln, nil
 }
 
-// laneWorker runs a lane's jobs one at a time, in arrival order.
+// laneWorker runs a lane's jobs one at a time, in arrival order. A job's
+// last frame (terminal event or error) goes out only once the job is settled
+// (its response cached, its slot and queue place freed), so that a client
+// acting on that frame finds the connection as the frame describes it.
 func (sess *Session) laneWorker(ln *lane) {
 	defer sess.wg.Done()
 	for {
 		select {
 		case j := <-ln.queue:
-			sess.runJob(ln, j)
+			last := sess.runJob(ln, j)
 			sess.mu.Lock()
 			sess.pending--
 			sess.mu.Unlock()
+			if last != nil {
+				sess.send(last)
+			}
 		case <-sess.ctx.Done():
 			return
 		}
@@ -174,24 +182,30 @@ func (sess *Session) laneWorker(ln *lane) {
 }
 
 // runJob runs one create: resolve its parent in the cache, prepare, stream,
-// and cache the result as the lane's latest.
-func (sess *Session) runJob(ln *lane, j *job) {
+// and cache the result as the lane's latest. It returns the job's last frame,
+// unsent.
+func (sess *Session) runJob(ln *lane, j *job) (last []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			sess.srv.log.Error("rollout panicked", "panic", p)
-			sess.sendError(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
+			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
 				"The server had an error while processing the request."), ln.id)
 		}
 	}()
 	if j.refusal != nil {
-		sess.sendError(j.refusal, ln.id)
-		return
+		if j.parent != "" { // a continuation refused before it ran failed too
+			sess.mu.Lock()
+			parent := sess.cache[j.parent]
+			sess.mu.Unlock()
+			sess.evictAfterFailure(ln, parent)
+		}
+		return errorFrame(j.refusal, ln.id)
 	}
 	select {
 	case sess.slots <- struct{}{}:
 		defer func() { <-sess.slots }()
 	case <-sess.ctx.Done():
-		return
+		return nil
 	}
 	req := j.req
 	tm := protocol.Timings{DecodeMicros: j.decodeUS}
@@ -200,25 +214,32 @@ func (sess *Session) runJob(ln *lane, j *job) {
 		t0 := sess.srv.now()
 		var perr *protocol.Error
 		if parent, perr = sess.resolve(id); perr != nil {
-			sess.sendError(perr, ln.id)
-			return
+			return errorFrame(perr, ln.id)
 		}
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
 		sess.evictAfterFailure(ln, parent)
-		sess.sendError(perr, ln.id)
-		return
+		return errorFrame(perr, ln.id)
 	}
 	ro.lane, ro.streamID = ln.id, ln.id
-	conv, err := ro.Run(sess.ctx, sess.sendEvent)
+	conv, err := ro.Run(sess.ctx, func(ev protocol.Event) error {
+		switch protocol.Type(ev) {
+		case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete:
+			var err error
+			last, err = json.Marshal(ev)
+			return err
+		}
+		return sess.sendEvent(ev)
+	})
 	switch {
 	case conv != nil:
 		sess.publish(ln, conv)
 	case err == nil: // the response failed
 		sess.evictAfterFailure(ln, parent)
 	}
+	return last
 }
 
 // resolve finds previous_response_id in the connection cache, or hydrates it
@@ -281,8 +302,13 @@ func (sess *Session) sendEvent(ev protocol.Event) error {
 
 // sendError queues an error event for laneID.
 func (sess *Session) sendError(perr *protocol.Error, laneID string) {
+	sess.send(errorFrame(perr, laneID))
+}
+
+// errorFrame encodes the error event for laneID.
+func errorFrame(perr *protocol.Error, laneID string) []byte {
 	b, _ := json.Marshal(perr.WebSocketError(laneID))
-	sess.send(b)
+	return b
 }
 
 // send queues a frame. A full queue means the client is not reading: wait up

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -53,7 +54,7 @@ func (sess *Session) readLoop(ctx context.Context) error {
 		ev, lane, perr := protocol.DecodeClientEvent(data)
 		decodeMicros := sess.srv.now().Sub(received).Microseconds()
 		if perr != nil {
-			sess.refuse(lane, perr, received)
+			sess.refuse(lane, perr, refusedParent(data, perr), received)
 			continue
 		}
 		switch ev := ev.(type) {
@@ -66,6 +67,23 @@ func (sess *Session) readLoop(ctx context.Context) error {
 				"'%s' belongs to suspended rollouts, which this server version does not support yet: continue with response.create and previous_response_id.", ev.ClientEventType()), lane)
 		}
 	}
+}
+
+// refusedParent returns the previous_response_id of a response.create frame
+// that failed to decode, so that the failed continuation evicts it. A frame
+// with an invalid stream_id names no lane, and so no cached response.
+func refusedParent(data []byte, perr *protocol.Error) string {
+	if perr.Code == protocol.CodeInvalidStreamID {
+		return ""
+	}
+	var head struct {
+		Type               protocol.ClientEventType `json:"type"`
+		PreviousResponseID string                   `json:"previous_response_id"`
+	}
+	if json.Unmarshal(data, &head) != nil || head.Type != protocol.ClientCreate {
+		return ""
+	}
+	return head.PreviousResponseID
 }
 
 // writeLoop owns the connection's write side: it sends queued frames in
