@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServe starts "tether serve --addr 127.0.0.1:0" in process, reads the
+// "listening on" line, uses the server, and stops it with the context, as a
+// signal would.
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--tps", "0"}, pw, &stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the listening line: %v (stderr: %s)", err, stderr.String())
+	}
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") || strings.HasSuffix(base, ":0") {
+		t.Fatalf("first line %q, want listening on http://127.0.0.1:PORT", line)
+	}
+	go io.Copy(io.Discard, pr)
+
+	resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"no-such-model","input":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), `"code":"model_not_found"`) {
+		t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"tether-scripted","input":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit code %d, stderr: %s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after its context ended")
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(context.Background(), nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "serve") {
+		t.Fatalf("no args: code %d, stderr %q", code, errOut.String())
+	}
+	if code := run(context.Background(), []string{"bogus"}, &out, &errOut); code != 2 {
+		t.Fatalf("unknown command: code %d", code)
+	}
+	if code := run(context.Background(), []string{"serve", "--no-such-flag"}, &out, &errOut); code != 2 {
+		t.Fatalf("bad flag: code %d", code)
+	}
+}
