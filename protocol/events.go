@@ -219,6 +219,8 @@ func DecodeEvent(data []byte) (Event, *Error) {
 		e = new(FunctionArgsDeltaEvent)
 	case EventFunctionArgsDone:
 		e = new(FunctionArgsDoneEvent)
+	case EventWebSearchInProgress, EventWebSearchSearching, EventWebSearchCompleted:
+		e = new(WebSearchCallEvent)
 	case EventError:
 		e = new(ErrorEvent)
 	case "":

@@ -260,6 +260,12 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 			return nil, Invalid(CodeInvalidType, param, "Invalid compaction item: %s.", jsonReason(err))
 		}
 		return c, nil
+	case ItemWebSearchCall:
+		ws := new(WebSearchCall)
+		if err := json.Unmarshal(raw, ws); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid web_search_call item: %s.", jsonReason(err))
+		}
+		return ws, nil
 	case ItemReference:
 		r := new(ItemReferenceItem)
 		if err := json.Unmarshal(raw, r); err != nil {
@@ -269,7 +275,7 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	case "":
 		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
 	default:
-		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction' and 'item_reference'.", typ)
+		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'web_search_call' and 'item_reference'.", typ)
 	}
 }
 

@@ -99,7 +99,7 @@ var itemErrCases = []errCase{
 	{"null", `null`, protocol.CodeMissingRequired, "input[2].type"},
 	{"no type and no role", `{"content":"hi"}`, protocol.CodeMissingRequired, "input[2].type"},
 	{"empty type", `{"type":"","role":"user","content":"hi"}`, protocol.CodeMissingRequired, "input[2].type"},
-	{"unknown type", `{"type":"web_search_call","id":"ws_1"}`, protocol.CodeInvalidValue, "input[2].type"},
+	{"unknown type", `{"type":"file_search_call","id":"ws_1"}`, protocol.CodeInvalidValue, "input[2].type"},
 	{"type not a string", `{"type":5}`, protocol.CodeInvalidType, "input[2]"},
 	{"role not a string", `{"role":5,"content":"hi"}`, protocol.CodeInvalidType, "input[2]"},
 	{"message without content", `{"role":"user"}`, protocol.CodeMissingRequired, "input[2].content"},

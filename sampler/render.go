@@ -148,6 +148,23 @@ func (r *Renderer) Item(it protocol.Item) []Token {
 		b.WriteString("[compacted context: ")
 		b.WriteString(strconv.Itoa(len(it.EncryptedContent)))
 		b.WriteString(" bytes]")
+	case *protocol.WebSearchCall:
+		if it == nil {
+			return nil
+		}
+		block(&b, "tool web_search")
+		if it.Action != nil {
+			b.WriteString("query: ")
+			b.WriteString(it.Action.Query)
+			for _, src := range it.Action.Sources {
+				b.WriteString("\n- ")
+				b.WriteString(src.Title)
+				b.WriteString(" <")
+				b.WriteString(src.URL)
+				b.WriteString(">: ")
+				b.WriteString(src.Snippet)
+			}
+		}
 	case *protocol.ItemReferenceItem:
 		if it == nil {
 			return nil

@@ -18,9 +18,10 @@ const (
 	CallStart                  // a new function call begins; CallID and Name set
 	ArgsDelta                  // Text holds one token of the arguments JSON
 	PartEnd                    // the open message/call is complete
+	Citation                   // Annotation cites a span of the open message's text emitted so far
 )
 
-var deltaKindNames = [...]string{"TextStart", "TextDelta", "CallStart", "ArgsDelta", "PartEnd"}
+var deltaKindNames = [...]string{"TextStart", "TextDelta", "CallStart", "ArgsDelta", "PartEnd", "Citation"}
 
 // String returns the constant's name.
 func (k DeltaKind) String() string {
@@ -40,6 +41,9 @@ type Delta struct {
 	Name   string
 	// Incomplete marks a PartEnd that cut the part off at MaxOutputTokens.
 	Incomplete bool
+	// Annotation is the citation of a Citation delta; its indices count
+	// characters (runes) of the message text.
+	Annotation *protocol.Annotation
 }
 
 // Request is what a backend samples from. Backends must not modify it or

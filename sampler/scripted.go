@@ -43,7 +43,8 @@ func NewScripted(r *Renderer, p Pacing) *Scripted {
 type part struct {
 	call         bool
 	callID, name string
-	text         string // message text, or call arguments
+	text         string                // message text, or call arguments
+	cites        []protocol.Annotation // citations of text spans, by end index
 }
 
 // Sample streams the policy's answer to req through emit, synchronously and
@@ -82,6 +83,7 @@ func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit fun
 		}
 		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name}
 		emit(start)
+		runes, cites := 0, p.cites
 		for i, t := range s.r.Tokens(p.text) {
 			if limit > 0 && res.OutputTokens >= limit {
 				end.Incomplete = true
@@ -97,6 +99,11 @@ func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit fun
 			tok.Text = t
 			emit(tok)
 			res.OutputTokens++
+			runes += utf8.RuneCountInString(t)
+			for len(cites) > 0 && cites[0].EndIndex <= runes {
+				emit(Delta{Kind: Citation, Annotation: &cites[0]})
+				cites = cites[1:]
+			}
 		}
 		emit(end)
 	}
@@ -108,7 +115,8 @@ func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit fun
 func plan(req *Request) []part {
 	items := req.Items
 	if req.ToolChoice.Mode == "none" {
-		return []part{{text: answer(items)}}
+		text, cites := answer(items)
+		return []part{{text: text, cites: cites}}
 	}
 	if at, steps := findScript(items); len(steps) > 0 {
 		if k := callRuns(items[at+1:]); k < len(steps) {
@@ -125,7 +133,8 @@ func plan(req *Request) []part {
 			return []part{{call: true, callID: callID(len(items), -1, 0, t.Name), name: t.Name, text: args}}
 		}
 	}
-	return []part{{text: answer(items)}}
+	text, cites := answer(items)
+	return []part{{text: text, cites: cites}}
 }
 
 // findScript returns the index and steps of the newest user message that
@@ -141,12 +150,12 @@ func findScript(items protocol.Items) (int, [][]directiveCall) {
 	return -1, nil
 }
 
-// callRuns counts the runs of consecutive function_call items: one run per
-// step the model has taken.
+// callRuns counts the runs of consecutive call items (function calls and
+// hosted web searches): one run per step the model has taken.
 func callRuns(items protocol.Items) int {
 	runs, in := 0, false
 	for _, it := range items {
-		_, call := it.(*protocol.FunctionCall)
+		call := isCall(it)
 		if call && !in {
 			runs++
 		}
@@ -203,41 +212,103 @@ func callID(items, step, index int, name string) string {
 	return "call_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
 }
 
-// answer is the text reply: the newest tool outputs, else the newest user
-// text, quoted; else a greeting.
-func answer(items protocol.Items) string {
+// answer is the text reply: the newest tool results (function outputs and
+// web searches, whose source titles it cites), else the newest user text,
+// quoted; else a greeting.
+func answer(items protocol.Items) (string, []protocol.Annotation) {
 	j := len(items)
-	for j > 0 {
-		if o, ok := items[j-1].(*protocol.FunctionCallOutput); !ok || o == nil {
-			break
-		}
+	for j > 0 && isResult(items[j-1]) {
 		j--
 	}
-	if j < len(items) {
-		var b strings.Builder
-		for k, it := range items[j:] {
-			out := it.(*protocol.FunctionCallOutput)
-			if k > 0 {
-				b.WriteString("; ")
-			}
-			b.WriteString(callName(items[:j], out.CallID))
-			text := out.Output.Text
-			if out.Output.Parts != nil {
-				text = contentsText(out.Output.Parts)
+	if j == len(items) {
+		if text := newestUserText(items); strings.TrimSpace(text) != "" {
+			return `You said: "` + quote(stripDirectives(text)) + `"`, nil
+		}
+		return greeting, nil
+	}
+	var w citingWriter
+	for k, it := range items[j:] {
+		if k > 0 {
+			w.text("; ")
+		}
+		switch it := it.(type) {
+		case *protocol.FunctionCallOutput:
+			w.text(callName(items[:j], it.CallID))
+			text := it.Output.Text
+			if it.Output.Parts != nil {
+				text = contentsText(it.Output.Parts)
 			}
 			if q := quote(text); q != "" {
-				b.WriteString(" returned: ")
-				b.WriteString(q)
+				w.text(" returned: " + q)
 			} else {
-				b.WriteString(" returned nothing")
+				w.text(" returned nothing")
+			}
+		case *protocol.WebSearchCall:
+			if it.Action == nil || len(it.Action.Sources) == 0 {
+				w.text("the web search found nothing")
+				continue
+			}
+			w.text("searching for " + strconv.Quote(it.Action.Query) + " found ")
+			for n, src := range it.Action.Sources {
+				if n == maxCited {
+					break
+				}
+				if n > 0 {
+					w.text(", ")
+				}
+				w.cite(src.Title, src.URL)
 			}
 		}
-		return b.String()
 	}
-	if text := newestUserText(items); strings.TrimSpace(text) != "" {
-		return `You said: "` + quote(stripDirectives(text)) + `"`
+	return w.b.String(), w.cites
+}
+
+// maxCited bounds the sources cited per search.
+const maxCited = 3
+
+// citingWriter builds text and the citations of its spans.
+type citingWriter struct {
+	b     strings.Builder
+	runes int
+	cites []protocol.Annotation
+}
+
+func (w *citingWriter) text(s string) {
+	w.b.WriteString(s)
+	w.runes += utf8.RuneCountInString(s)
+}
+
+func (w *citingWriter) cite(title, url string) {
+	if title == "" {
+		title = url
 	}
-	return greeting
+	title = quote(title)
+	start := w.runes
+	w.text(title)
+	w.cites = append(w.cites, protocol.Annotation{Type: "url_citation", URL: url, Title: title, StartIndex: start, EndIndex: w.runes})
+}
+
+// isResult reports whether it is a tool's result: a function call output or
+// a finished web search.
+func isResult(it protocol.Item) bool {
+	switch it := it.(type) {
+	case *protocol.FunctionCallOutput:
+		return it != nil
+	case *protocol.WebSearchCall:
+		return it != nil
+	}
+	return false
+}
+
+// isCall reports whether it is an item of a model's tool-calling step.
+func isCall(it protocol.Item) bool {
+	switch it := it.(type) {
+	case *protocol.FunctionCall:
+		return it != nil
+	case *protocol.WebSearchCall:
+		return it != nil
+	}
+	return false
 }
 
 // callName is the name of the function call with callID, or "the tool".
