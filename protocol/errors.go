@@ -39,6 +39,13 @@ const (
 	CodeRequestTooLarge      = "request_too_large"
 	CodeInvalidEncrypted     = "invalid_encrypted_content"
 	CodeMethodNotAllowed     = "method_not_allowed"
+
+	// Suspended rollouts (tether's extension).
+	CodeClientToolTimeout   = "client_tool_timeout"
+	CodeDuplicateToolOutput = "duplicate_tool_output"
+	CodeNothingSuspended    = "response_not_suspended"
+	CodeStreamMismatch      = "stream_id_mismatch"
+	CodeStreamSuspended     = "stream_suspended"
 )
 
 // Error is a protocol error: a request the server refuses, or a failure it

@@ -2,9 +2,12 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -31,22 +34,33 @@ type Rollout struct {
 	lane     string
 	streamID string // stamped on every event ("" on the default lane and HTTP)
 
-	input  protocol.Items  // the request's new input, compactions expanded
-	items  protocol.Items  // whole context, grows with each output item
-	prompt *sampler.Prompt // rendered items
-	header []sampler.Token // rendered instructions and tools
-	resp   *protocol.Response
-	sink   Sink
-	seq    int
-	start  time.Time
-	tm     protocol.Timings
-	usage  protocol.Usage
+	input    protocol.Items  // the request's new input, compactions expanded
+	items    protocol.Items  // whole context, grows with each output item
+	prompt   *sampler.Prompt // rendered items[:rendered]
+	rendered int
+	header   []sampler.Token // rendered instructions and tools
+	resp     *protocol.Response
+	sink     Sink
+	seq      int
+	start    time.Time
+	tm       protocol.Timings
+	usage    protocol.Usage
 
-	// The output part being streamed.
+	hosted map[string]Tool // hosted tools offered by the request, by call name
+	client *bridge         // every other call: the client's functions
+	steps  int             // sampling steps taken
+
+	// mu guards what tool goroutines share with the loop during dispatch:
+	// the sink, seq, emitErr, resp (Output slots, Status) and items slots.
+	mu      sync.Mutex
+	emitErr error
+	cancel  context.CancelCauseFunc
+
+	// The output part being streamed; owned by the sampling loop.
 	open     protocol.Item
 	openText strings.Builder
-	emitErr  error
-	cancel   context.CancelFunc
+	openCall *stepCall // non-nil while a call's arguments stream
+	calls    []*stepCall
 }
 
 // prepare validates a create request against its parent state and renders its
@@ -65,6 +79,18 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 			"The model '%s' does not exist. Models served here: %s.", req.Model, strings.Join(s.ModelNames(), ", "))
 	}
 	r.model = model
+	r.hosted = make(map[string]Tool)
+	for i, t := range req.Tools {
+		if t.Type == protocol.ToolFunction {
+			continue
+		}
+		h, ok := s.hosted[t.Type]
+		if !ok {
+			return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, indexParam("tools", i)+".type",
+				"This server does not run the hosted tool '%s' (start it with a search backend to enable web_search).", t.Type)
+		}
+		r.hosted[string(t.Type)] = h
+	}
 	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {
 		return nil, perr
 	}
@@ -109,13 +135,11 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	} else {
 		r.items = slices.Clip(input)
 	}
-	for _, it := range input {
-		toks := s.renderer.Item(it)
-		r.prompt = r.prompt.Append(toks)
-		r.tm.RenderedTokens += len(toks)
-	}
+	r.rendered = len(r.items) - len(input)
+	r.renderPending()
 	r.tm.RenderMicros = s.now().Sub(t1).Microseconds()
 	r.resp = s.newResponse(req, parent)
+	r.client = &bridge{r: r}
 	return r, nil
 }
 
@@ -188,90 +212,154 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 // ID is the response id.
 func (r *Rollout) ID() string { return r.resp.ID }
 
-// emit stamps the next sequence number and the lane on ev and sends it.
-func (r *Rollout) emit(ev protocol.Event) {
-	if r.emitErr != nil {
-		return
-	}
-	h := protocol.Header(ev)
-	h.SequenceNumber = r.seq
-	h.StreamID = r.streamID
-	r.seq++
-	if err := r.sink(ev); err != nil {
-		r.emitErr = err
-		r.cancel()
-	}
-}
+// maxSteps bounds the sampling steps of one response, against a backend that
+// would call hosted tools forever.
+const maxSteps = 1024
 
-func (r *Rollout) emitResponse(t protocol.EventType) {
-	r.emit(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: t}, Response: r.resp})
-}
+// Causes of a rollout's end other than its own completion.
+var (
+	errCancelled   = errors.New("runtime: response cancelled by the client")
+	errToolTimeout = errors.New("runtime: client tool outputs did not arrive in time")
+)
 
 // Run streams the response to sink and returns the conversation it leaves
-// for the next turn (nil unless it completed or ended incomplete). It always
-// ends the response with exactly one terminal event, unless the sink failed.
+// for the next turn (nil unless it completed or ended incomplete). It ends
+// the response with exactly one terminal event, unless the sink failed or
+// ctx ended for a reason the client cannot be told (disconnect, shutdown).
+//
+// The loop samples a step, dispatches the step's tool calls through one
+// errgroup (hosted tools and the client bridge alike), appends their results
+// and samples again, until a step makes no call or a client call stays open
+// for the next turn.
 func (r *Rollout) Run(ctx context.Context, sink Sink) (*conversation, error) {
-	ctx, r.cancel = context.WithCancel(ctx)
-	defer r.cancel()
+	ctx, r.cancel = context.WithCancelCause(ctx)
+	defer r.cancel(nil)
 	r.sink = sink
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
-
-	var serr error
-	var res sampler.Result
-	if r.req.Generating() {
-		t0 := r.srv.now()
-		res, serr = r.model.Sample(ctx, &sampler.Request{
-			Model:           r.req.Model,
-			Instructions:    derefString(r.req.Instructions),
-			Items:           r.items,
-			Tools:           r.req.Tools,
-			ToolChoice:      r.resp.ToolChoice,
-			MaxOutputTokens: derefInt(r.req.MaxOutputTokens),
-			Prompt:          r.prompt,
-		}, r.onDelta)
-		r.tm.SampleMicros = r.srv.now().Sub(t0).Microseconds()
-		if r.open != nil { // the backend stopped mid-part: close it as incomplete
-			r.endPart(protocol.StatusIncomplete)
+	if !r.req.Generating() {
+		r.addUsage(0)
+		return r.finish(ctx, sampler.Result{}, nil)
+	}
+	for {
+		res, err := r.sampleStep(ctx)
+		if err != nil || res.Incomplete || len(r.calls) == 0 {
+			return r.finish(ctx, res, err)
+		}
+		if r.steps >= maxSteps {
+			return r.finish(ctx, sampler.Result{Incomplete: true}, nil)
+		}
+		open, err := r.dispatch(ctx)
+		if err != nil || open {
+			return r.finish(ctx, sampler.Result{}, err)
 		}
 	}
-	inputTokens := len(r.header) + r.prompt.Len()
+}
+
+// sampleStep samples one model step, streaming its items.
+func (r *Rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
+	r.calls = r.calls[:0]
+	r.steps++
+	t0 := r.srv.now()
+	res, err := r.model.Sample(ctx, &sampler.Request{
+		Model:           r.req.Model,
+		Instructions:    derefString(r.req.Instructions),
+		Items:           r.items,
+		Tools:           r.req.Tools,
+		ToolChoice:      r.resp.ToolChoice,
+		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
+		Prompt:          r.prompt,
+	}, r.onDelta)
+	r.tm.SampleMicros += r.srv.now().Sub(t0).Microseconds()
+	if r.open != nil { // the backend stopped mid-part: close it as incomplete
+		r.endPart(protocol.StatusIncomplete)
+	}
+	r.addUsage(res.OutputTokens)
+	return res, err
+}
+
+// addUsage counts one sampling step: the whole prompt as input (a step reads
+// all of it), the tokens already cached as cached input.
+func (r *Rollout) addUsage(outputTokens int) {
+	cached := r.tm.CachedTokens
+	if r.steps > 1 {
+		cached = 0
+	}
 	r.usage.Add(protocol.Usage{
-		InputTokens:        inputTokens,
-		InputTokensDetails: protocol.InputTokensDetails{CachedTokens: r.tm.CachedTokens},
-		OutputTokens:       res.OutputTokens,
+		InputTokens:        len(r.header) + r.prompt.Len(),
+		InputTokensDetails: protocol.InputTokensDetails{CachedTokens: cached},
+		OutputTokens:       outputTokens,
 	})
-	return r.finish(ctx, res, serr)
+}
+
+// appendContext adds items that are not output (tool outputs, steering
+// messages) to the context.
+func (r *Rollout) appendContext(items protocol.Items) {
+	r.items = append(r.items, items...)
+	r.renderPending()
+}
+
+// renderPending renders the items not yet in the prompt, in context order:
+// a step's output once its hosted results are in, then what follows it.
+// Only new items are ever tokenized.
+func (r *Rollout) renderPending() {
+	t0 := r.srv.now()
+	for _, it := range r.items[r.rendered:] {
+		toks := r.srv.renderer.Item(it)
+		r.prompt = r.prompt.Append(toks)
+		r.tm.RenderedTokens += len(toks)
+	}
+	r.rendered = len(r.items)
+	r.tm.RenderMicros += r.srv.now().Sub(t0).Microseconds()
 }
 
 func (r *Rollout) finish(ctx context.Context, res sampler.Result, serr error) (*conversation, error) {
-	if r.emitErr != nil {
-		return nil, r.emitErr
+	r.mu.Lock()
+	emitErr := r.emitErr
+	r.mu.Unlock()
+	if emitErr != nil {
+		return nil, emitErr
 	}
+	cause := context.Cause(ctx)
 	now := r.srv.now()
 	r.resp.Usage = &r.usage
-	var conv *conversation
+	r.resp.RequiredAction = nil
+	terminal := protocol.EventCompleted
 	switch {
+	case cause == errCancelled:
+		r.resp.Status = protocol.ResponseCancelled
+		terminal = protocol.EventCancelled
 	case serr != nil && ctx.Err() != nil:
 		// The client went away or the server is shutting down: nobody to tell.
 		return nil, ctx.Err()
-	case serr != nil:
-		perr := protocol.AsError(serr)
+	case serr == errToolTimeout:
 		r.resp.Status = protocol.ResponseFailed
-		r.resp.Error = perr.ResponseError()
+		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeClientToolTimeout,
+			Message: fmt.Sprintf("No output arrived for the pending tool calls within %s.", r.srv.opts.SuspendTimeout)}
+		terminal = protocol.EventFailed
+	case serr != nil:
+		r.resp.Status = protocol.ResponseFailed
+		r.resp.Error = protocol.AsError(serr).ResponseError()
+		terminal = protocol.EventFailed
 	case res.Incomplete:
 		r.resp.Status = protocol.ResponseIncomplete
-		r.resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: "max_output_tokens"}
+		reason := "max_output_tokens"
+		if r.steps >= maxSteps {
+			reason = "max_steps"
+		}
+		r.resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: reason}
+		terminal = protocol.EventIncomplete
 	default:
 		r.resp.Status = protocol.ResponseCompleted
 		r.resp.CompletedAt = ptr(now.Unix())
 	}
-	if r.resp.Status != protocol.ResponseFailed {
+	var conv *conversation
+	if r.resp.Status == protocol.ResponseCompleted || r.resp.Status == protocol.ResponseIncomplete {
 		conv = r.publish()
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
-		if err := r.srv.store.Put(ctx, &Record{Response: r.resp, Input: r.req.Input}); err != nil {
+		if err := r.srv.store.Put(context.WithoutCancel(ctx), &Record{Response: r.resp, Input: r.req.Input}); err != nil {
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
@@ -280,95 +368,20 @@ func (r *Rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
 		r.resp.Timings = &r.tm
 	}
-	switch r.resp.Status {
-	case protocol.ResponseCompleted:
-		r.emitResponse(protocol.EventCompleted)
-	case protocol.ResponseIncomplete:
-		r.emitResponse(protocol.EventIncomplete)
-	default:
-		r.emitResponse(protocol.EventFailed)
-	}
+	r.emitResponse(terminal)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return conv, r.emitErr
 }
 
 // publish renders the output onto the prompt and returns the state the next
 // turn continues from.
 func (r *Rollout) publish() *conversation {
-	p := r.prompt
-	for _, it := range r.resp.Output {
-		p = p.Append(r.srv.renderer.Item(it))
-	}
-	instr := derefString(r.req.Instructions)
+	r.renderPending()
 	return &conversation{
-		response: r.resp, lane: r.lane, items: r.items, prompt: p,
-		instructions: instr, tools: r.req.Tools, header: r.header,
+		response: r.resp, lane: r.lane, items: r.items, prompt: r.prompt,
+		instructions: derefString(r.req.Instructions), tools: r.req.Tools, header: r.header,
 	}
-}
-
-// onDelta turns the sampler's deltas into output items and their events.
-func (r *Rollout) onDelta(d sampler.Delta) {
-	idx := len(r.resp.Output)
-	switch d.Kind {
-	case sampler.TextStart:
-		msg := &protocol.Message{ID: newID("msg"), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
-		r.open = msg
-		r.openText.Reset()
-		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: msg})
-		r.emit(&protocol.ContentPartEvent{EventHeader: protocol.EventHeader{Type: protocol.EventContentPartAdded},
-			ItemID: msg.ID, OutputIndex: idx, Part: &protocol.OutputText{Annotations: []protocol.Annotation{}}})
-	case sampler.TextDelta:
-		if r.open == nil {
-			return
-		}
-		r.openText.WriteString(d.Text)
-		r.emit(&protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
-			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text, Logprobs: &[]protocol.LogProb{}})
-	case sampler.CallStart:
-		fc := &protocol.FunctionCall{ID: newID("fc"), CallID: d.CallID, Name: d.Name, Status: protocol.StatusInProgress}
-		r.open = fc
-		r.openText.Reset()
-		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: fc})
-	case sampler.ArgsDelta:
-		if r.open == nil {
-			return
-		}
-		r.openText.WriteString(d.Text)
-		r.emit(&protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
-			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text})
-	case sampler.PartEnd:
-		if d.Incomplete {
-			r.endPart(protocol.StatusIncomplete)
-		} else {
-			r.endPart(protocol.StatusCompleted)
-		}
-	}
-}
-
-// endPart closes the open output item with status and appends it to the output.
-func (r *Rollout) endPart(status protocol.ItemStatus) {
-	idx := len(r.resp.Output)
-	text := r.openText.String()
-	switch it := r.open.(type) {
-	case *protocol.Message:
-		part := &protocol.OutputText{Text: text, Annotations: []protocol.Annotation{}}
-		r.emit(&protocol.TextDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDone},
-			ItemID: it.ID, OutputIndex: idx, Text: &text, Logprobs: &[]protocol.LogProb{}})
-		r.emit(&protocol.ContentPartEvent{EventHeader: protocol.EventHeader{Type: protocol.EventContentPartDone},
-			ItemID: it.ID, OutputIndex: idx, Part: part})
-		it.Content = protocol.Contents{part}
-		it.Status = status
-	case *protocol.FunctionCall:
-		it.Arguments = text
-		it.Status = status
-		r.emit(&protocol.FunctionArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDone},
-			ItemID: it.ID, OutputIndex: idx, Name: it.Name, Arguments: text})
-	default:
-		return
-	}
-	r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: r.open})
-	r.resp.Output = append(r.resp.Output, r.open)
-	r.items = append(r.items, r.open)
-	r.open = nil
 }
 
 func derefString(s *string) string {

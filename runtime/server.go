@@ -21,13 +21,15 @@ type Sampler interface {
 
 // Defaults of Options.
 const (
-	DefaultMaxFrame     = 16 << 20
-	DefaultWSMaxAge     = 60 * time.Minute
-	DefaultMaxInFlight  = 16
-	DefaultMaxLanes     = 32
-	DefaultMaxQueued    = 256
-	DefaultWriteTimeout = 10 * time.Second
-	DefaultOutQueue     = 1024
+	DefaultMaxFrame       = 16 << 20
+	DefaultWSMaxAge       = 60 * time.Minute
+	DefaultMaxInFlight    = 16
+	DefaultMaxLanes       = 32
+	DefaultMaxQueued      = 256
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultOutQueue       = 1024
+	DefaultSuspendTimeout = 10 * time.Minute
+	DefaultResumeWindow   = 60 * time.Second
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -37,6 +39,15 @@ type Options struct {
 	Models map[string]Sampler
 	// Renderer renders items to tokens. Nil creates one (o200k_base).
 	Renderer *sampler.Renderer
+	// HostedTools run inside the loop when a request offers their type (for
+	// example web_search). Nil serves none.
+	HostedTools []Tool
+	// SuspendTimeout ends a suspended rollout that waits longer than this for
+	// client tool outputs (failed, client_tool_timeout).
+	SuspendTimeout time.Duration
+	// ResumeWindow is how long a suspended rollout outlives its connection,
+	// waiting for response.resume on a new one.
+	ResumeWindow time.Duration
 	// Store keeps store: true responses. Nil is a MemoryStore.
 	Store Store
 	// MaxFrame bounds a WebSocket frame and an HTTP body, in bytes.
@@ -68,6 +79,7 @@ type Server struct {
 	opts     Options
 	models   map[string]Sampler
 	renderer *sampler.Renderer
+	hosted   map[protocol.ToolType]Tool
 	store    Store
 	sealer   *sealer
 	log      *slog.Logger
@@ -97,6 +109,16 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.MaxQueued <= 0 {
 		s.opts.MaxQueued = DefaultMaxQueued
+	}
+	if s.opts.SuspendTimeout <= 0 {
+		s.opts.SuspendTimeout = DefaultSuspendTimeout
+	}
+	if s.opts.ResumeWindow <= 0 {
+		s.opts.ResumeWindow = DefaultResumeWindow
+	}
+	s.hosted = make(map[protocol.ToolType]Tool, len(opts.HostedTools))
+	for _, t := range opts.HostedTools {
+		s.hosted[t.Definition().Type] = t
 	}
 	if s.opts.WriteTimeout <= 0 {
 		s.opts.WriteTimeout = DefaultWriteTimeout
