@@ -159,22 +159,13 @@ func (sess *Session) laneLocked(id string) (*lane, *protocol.Error) {
 	return ln, nil
 }
 
-// laneWorker runs a lane's jobs one at a time, in arrival order. A job's
-// last frame (terminal event or error) goes out only once the job is settled
-// (its response cached, its slot and queue place freed), so that a client
-// acting on that frame finds the connection as the frame describes it.
+// laneWorker runs a lane's jobs one at a time, in arrival order.
 func (sess *Session) laneWorker(ln *lane) {
 	defer sess.wg.Done()
 	for {
 		select {
 		case j := <-ln.queue:
-			last := sess.runJob(ln, j)
-			sess.mu.Lock()
-			sess.pending--
-			sess.mu.Unlock()
-			if last != nil {
-				sess.send(last)
-			}
+			sess.runJob(ln, j)
 		case <-sess.ctx.Done():
 			return
 		}
@@ -182,14 +173,28 @@ func (sess *Session) laneWorker(ln *lane) {
 }
 
 // runJob runs one create: resolve its parent in the cache, prepare, stream,
-// and cache the result as the lane's latest. It returns the job's last frame,
-// unsent.
-func (sess *Session) runJob(ln *lane, j *job) (last []byte) {
+// and cache the result as the lane's latest. The job's last frame (terminal
+// event or error) goes out once the job is settled (response cached, queue
+// place freed), so that a client acting on it finds the connection as the
+// frame describes it; the in-flight slot is freed only after that frame, so
+// that the client never sees more than MaxInFlight responses in flight.
+func (sess *Session) runJob(ln *lane, j *job) {
+	var last []byte
+	slot := false
 	defer func() {
 		if p := recover(); p != nil {
 			sess.srv.log.Error("rollout panicked", "panic", p)
 			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
 				"The server had an error while processing the request."), ln.id)
+		}
+		sess.mu.Lock()
+		sess.pending--
+		sess.mu.Unlock()
+		if last != nil {
+			sess.send(last)
+		}
+		if slot {
+			<-sess.slots
 		}
 	}()
 	if j.refusal != nil {
@@ -199,13 +204,14 @@ func (sess *Session) runJob(ln *lane, j *job) (last []byte) {
 			sess.mu.Unlock()
 			sess.evictAfterFailure(ln, parent)
 		}
-		return errorFrame(j.refusal, ln.id)
+		last = errorFrame(j.refusal, ln.id)
+		return
 	}
 	select {
 	case sess.slots <- struct{}{}:
-		defer func() { <-sess.slots }()
+		slot = true
 	case <-sess.ctx.Done():
-		return nil
+		return
 	}
 	req := j.req
 	tm := protocol.Timings{DecodeMicros: j.decodeUS}
@@ -214,19 +220,21 @@ func (sess *Session) runJob(ln *lane, j *job) (last []byte) {
 		t0 := sess.srv.now()
 		var perr *protocol.Error
 		if parent, perr = sess.resolve(id); perr != nil {
-			return errorFrame(perr, ln.id)
+			last = errorFrame(perr, ln.id)
+			return
 		}
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
 		sess.evictAfterFailure(ln, parent)
-		return errorFrame(perr, ln.id)
+		last = errorFrame(perr, ln.id)
+		return
 	}
 	ro.lane, ro.streamID = ln.id, ln.id
 	conv, err := ro.Run(sess.ctx, func(ev protocol.Event) error {
 		switch protocol.Type(ev) {
-		case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete:
+		case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
 			var err error
 			last, err = json.Marshal(ev)
 			return err
@@ -239,7 +247,6 @@ func (sess *Session) runJob(ln *lane, j *job) (last []byte) {
 	case err == nil: // the response failed
 		sess.evictAfterFailure(ln, parent)
 	}
-	return last
 }
 
 // resolve finds previous_response_id in the connection cache, or hydrates it
