@@ -12,7 +12,6 @@ type ErrorType string
 // Error types.
 const (
 	InvalidRequest ErrorType = "invalid_request_error"
-	NotFound       ErrorType = "not_found_error"
 	ServerError    ErrorType = "server_error"
 )
 
@@ -53,7 +52,7 @@ const (
 // HTTPErrorBody and ResponseError, so every transport says the same thing.
 type Error struct {
 	Status  int       // HTTP status, also sent as "status" on WebSocket errors
-	Type    ErrorType // invalid_request_error unless Status is 5xx or 404
+	Type    ErrorType // invalid_request_error unless Status is 5xx
 	Code    string    // machine-readable code, never empty
 	Param   string    // request parameter at fault, "" when none
 	Message string    // what went wrong and what to do about it
@@ -61,12 +60,10 @@ type Error struct {
 
 // Errorf returns an *Error with the type implied by status.
 func Errorf(status int, code, param, format string, args ...any) *Error {
+	// OpenAI types every 4xx, 404s included, as invalid_request_error.
 	typ := InvalidRequest
-	switch {
-	case status >= 500:
+	if status >= 500 {
 		typ = ServerError
-	case status == http.StatusNotFound && code != CodePreviousResponseNotFound:
-		typ = NotFound
 	}
 	return &Error{Status: status, Type: typ, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
 }

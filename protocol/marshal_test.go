@@ -247,9 +247,9 @@ func TestWebSocketError(t *testing.T) {
 			want: `{"type":"error","status":404,"error":{"type":"invalid_request_error","code":"previous_response_not_found","message":"Previous response with id 'resp_x' not found.","param":"previous_response_id"}}`,
 		},
 		{
-			name: "other 404 is not_found_error",
+			name: "a 404 is an invalid_request_error too, as OpenAI sends it",
 			err:  protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "", "No response."),
-			want: `{"type":"error","status":404,"error":{"type":"not_found_error","code":"response_not_found","message":"No response.","param":null}}`,
+			want: `{"type":"error","status":404,"error":{"type":"invalid_request_error","code":"response_not_found","message":"No response.","param":null}}`,
 		},
 		{
 			name: "5xx is server_error",
