@@ -86,15 +86,20 @@ type Server struct {
 	now      func() time.Time
 	mux      *http.ServeMux
 
-	mu       sync.Mutex
-	sessions map[*Session]struct{} // guarded by mu
-	closed   bool                  // guarded by mu
-	wg       sync.WaitGroup        // one per live session
+	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
+	cancel context.CancelFunc //
+
+	mu        sync.Mutex
+	sessions  map[*Session]struct{} // guarded by mu
+	suspended map[string]*link      // suspended rollouts by response id, guarded by mu
+	closed    bool                  // guarded by mu
+	wg        sync.WaitGroup        // one per live session and per suspended rollout
 }
 
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
-	s := &Server{opts: opts, sessions: make(map[*Session]struct{})}
+	s := &Server{opts: opts, sessions: make(map[*Session]struct{}), suspended: make(map[string]*link)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxFrame <= 0 {
 		s.opts.MaxFrame = DefaultMaxFrame
 	}
@@ -178,7 +183,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for sess := range s.sessions {
 		sess.shutdown()
 	}
+	for _, l := range s.suspended {
+		l.mu.Lock()
+		if l.expiry != nil {
+			l.expiry.Stop()
+		}
+		l.mu.Unlock()
+	}
 	s.mu.Unlock()
+	s.cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {

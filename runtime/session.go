@@ -28,6 +28,8 @@ type Session struct {
 	srv     *Server
 	conn    *websocket.Conn
 	started time.Time
+	creds   string // hash of the Authorization header: suspended rollouts resume only under it
+	suspend bool   // suspended rollouts by default (OpenAI-Beta: responses_websockets=2026-02-04)
 
 	ctx    context.Context    // cancelled when the session ends
 	cancel context.CancelFunc // ends the session
@@ -42,12 +44,15 @@ type Session struct {
 	latest  map[string]string        // lane -> id of its cached response, guarded by mu
 	evicted map[string]struct{}      // ids a failed continuation evicted, guarded by mu
 	pending int                      // creates accepted and not finished, guarded by mu
+	active  map[string]*Rollout      // responses running on this connection, guarded by mu
+	links   map[*link]struct{}       // suspended rollouts reporting here, guarded by mu
 }
 
 // lane is one stream_id's FIFO of creates.
 type lane struct {
 	id    string
 	queue chan *job // buffered to MaxQueued; received only by the lane worker
+	link  *link     // the suspended rollout occupying the lane, guarded by Session.mu
 }
 
 // job is one response.create waiting in a lane, or the refusal of one, which
@@ -58,12 +63,16 @@ type job struct {
 	parent   string // previous_response_id of a refused create: the refusal evicts it
 	received time.Time
 	decodeUS int64 // microseconds spent decoding the frame
+	resume   *link // response.resume: reattach this suspended rollout
 }
 
-func newSession(s *Server, conn *websocket.Conn) *Session {
+func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Session{
 		srv: s, conn: conn, started: s.now(),
+		creds: credentials(r), suspend: suspendByDefault(r),
+		active: make(map[string]*Rollout),
+		links:  make(map[*link]struct{}),
 		ctx: ctx, cancel: cancel,
 		out:     make(chan []byte, DefaultOutQueue),
 		slots:   make(chan struct{}, s.opts.MaxInFlight),
@@ -86,6 +95,14 @@ func (sess *Session) run(reqCtx context.Context) {
 	sess.wg.Wait()
 	<-writerDone
 	sess.conn.CloseNow()
+	// Suspended rollouts outlive the connection, for the resume window.
+	sess.mu.Lock()
+	links := sess.links
+	sess.links = nil
+	sess.mu.Unlock()
+	for l := range links {
+		l.detach(sess)
+	}
 }
 
 // shutdown closes the connection with 1001 (server going away). The read
@@ -114,6 +131,10 @@ func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decod
 		return
 	}
 	ln, perr := sess.laneLocked(ev.StreamID)
+	if perr == nil && ln.link != nil && ln.link.ro.client.Parked() {
+		perr = protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
+			"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", ln.link.ro.ID())
+	}
 	if perr != nil {
 		sess.mu.Unlock()
 		sess.sendError(perr, ev.StreamID)
@@ -197,6 +218,15 @@ func (sess *Session) runJob(ln *lane, j *job) {
 			<-sess.slots
 		}
 	}()
+	if j.resume != nil {
+		if !j.resume.attach(sess) {
+			last = errorFrame(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+				"No suspended response '%s' to resume: it ended, or its resume window passed.", j.resume.ro.ID()), ln.id)
+			return
+		}
+		last = sess.follow(ln, j.resume, nil)
+		return
+	}
 	if j.refusal != nil {
 		if j.parent != "" { // a continuation refused before it ran failed too
 			sess.mu.Lock()
@@ -232,6 +262,16 @@ func (sess *Session) runJob(ln *lane, j *job) {
 		return
 	}
 	ro.lane, ro.streamID = ln.id, ln.id
+	if sess.suspended(req) {
+		l, ok := sess.srv.startSuspended(ro, sess, ln.id)
+		if !ok {
+			return
+		}
+		last = sess.follow(ln, l, parent)
+		return
+	}
+	sess.setActive(ro, true)
+	defer sess.setActive(ro, false)
 	conv, err := ro.Run(sess.ctx, func(ev protocol.Event) error {
 		switch protocol.Type(ev) {
 		case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
@@ -347,4 +387,140 @@ func formatAge(d time.Duration) string {
 		return strconv.Itoa(int(d/time.Minute)) + " minutes"
 	}
 	return d.String()
+}
+
+// suspended reports whether req runs as a suspended rollout.
+func (sess *Session) suspended(req *protocol.CreateRequest) bool {
+	if req.Suspend != nil {
+		return *req.Suspend
+	}
+	return sess.suspend
+}
+
+func (sess *Session) setActive(ro *Rollout, on bool) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if on {
+		sess.active[ro.ID()] = ro
+	} else {
+		delete(sess.active, ro.ID())
+	}
+}
+
+// follow occupies ln with a suspended rollout reporting to this connection
+// until the rollout ends (then it settles it: caches what it left, returns
+// its terminal frame) or the connection does (then the rollout lives on,
+// detached).
+func (sess *Session) follow(ln *lane, l *link, parent *conversation) (last []byte) {
+	sess.mu.Lock()
+	if sess.links == nil { // the session is ending
+		sess.mu.Unlock()
+		return nil
+	}
+	sess.links[l] = struct{}{}
+	ln.link = l
+	sess.active[l.ro.ID()] = l.ro
+	sess.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-sess.ctx.Done():
+		return nil // the session's teardown detaches l
+	}
+	sess.mu.Lock()
+	if ln.link == l {
+		ln.link = nil
+	}
+	delete(sess.active, l.ro.ID())
+	delete(sess.links, l)
+	sess.mu.Unlock()
+	conv, terminal, ok := l.settle(sess)
+	if !ok {
+		return nil
+	}
+	if conv != nil {
+		sess.publish(ln, conv)
+	} else {
+		sess.evictAfterFailure(ln, parent)
+	}
+	return terminal
+}
+
+// appendOutputs handles response.append: tool outputs (and steering
+// messages) for a suspended response of this connection.
+func (sess *Session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
+	l, perr := sess.ownSuspended(ev.ResponseID, ev.StreamID)
+	if perr != nil {
+		return perr
+	}
+	return l.ro.client.deliver(ev.Input)
+}
+
+// ownSuspended finds a suspended rollout reporting to this connection, on the
+// lane the event names.
+func (sess *Session) ownSuspended(id, laneID string) (*link, *protocol.Error) {
+	l := sess.srv.lookupSuspended(id)
+	if l == nil || !l.attachedTo(sess) {
+		sess.mu.Lock()
+		_, running := sess.active[id]
+		sess.mu.Unlock()
+		if running {
+			return nil, protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
+				"Response '%s' is not a suspended rollout: it takes no tool outputs by response.append (send them with response.create and previous_response_id).", id)
+		}
+		return nil, protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No suspended response '%s' on this connection.", id)
+	}
+	if l.lane != laneID {
+		return nil, protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
+			"Response '%s' belongs to stream '%s', not '%s'.", id, l.lane, laneID)
+	}
+	return l, nil
+}
+
+// cancelResponse handles response.cancel: it ends a running or suspended
+// response of this connection; the response then ends with status cancelled.
+func (sess *Session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
+	sess.mu.Lock()
+	ro, ok := sess.active[ev.ResponseID]
+	sess.mu.Unlock()
+	if !ok {
+		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No response '%s' in progress on this connection.", ev.ResponseID)
+	}
+	if ro.lane != ev.StreamID {
+		return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
+			"Response '%s' belongs to stream '%s', not '%s'.", ev.ResponseID, ro.lane, ev.StreamID)
+	}
+	ro.cancel(errCancelled)
+	return nil
+}
+
+// resume handles response.resume: a suspended rollout whose connection
+// dropped reports here from now on, in its lane's turn.
+func (sess *Session) resume(ev *protocol.ResumeEvent, received time.Time) {
+	l := sess.srv.lookupSuspended(ev.ResponseID)
+	if l == nil || l.creds != sess.creds || l.attachedTo(sess) {
+		sess.sendError(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No suspended response '%s' to resume under these credentials.", ev.ResponseID), ev.StreamID)
+		return
+	}
+	if l.lane != ev.StreamID {
+		sess.sendError(protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
+			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, l.lane), ev.StreamID)
+		return
+	}
+	sess.mu.Lock()
+	ln, perr := sess.laneLocked(ev.StreamID)
+	if perr == nil && sess.pending >= sess.srv.opts.MaxQueued {
+		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
+			"This connection already has %d responses running or queued.", sess.srv.opts.MaxQueued)
+	}
+	if perr != nil {
+		sess.mu.Unlock()
+		sess.sendError(perr, ev.StreamID)
+		return
+	}
+	sess.pending++
+	sess.mu.Unlock()
+	ln.queue <- &job{resume: l, received: received}
 }

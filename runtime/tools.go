@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 
@@ -120,15 +119,10 @@ func (r *Rollout) dispatch(ctx context.Context) (open bool, err error) {
 		return false, err
 	}
 	r.renderPending() // the step's output, complete now
-	for i, c := range calls {
-		if results[i] == nil {
-			open = true
-		} else if results[i].ItemID() != c.call.ID {
-			open = open || false
+	for _, res := range results {
+		if res == nil {
+			return true, nil
 		}
-	}
-	if open {
-		return true, nil
 	}
 	r.appendContext(r.client.takeArrived())
 	if r.client.wasParked() {
@@ -211,11 +205,14 @@ func (b *bridge) Call(ctx context.Context, call protocol.FunctionCall, _ func(pr
 	if last {
 		b.park()
 	}
+	// The one place a suspended rollout parks.
 	select {
 	case out := <-ch:
 		return out, nil
 	case <-stepCtx.Done():
 		return nil, context.Cause(stepCtx)
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -308,4 +305,3 @@ func (b *bridge) deliver(items protocol.Items) *protocol.Error {
 	return nil
 }
 
-var _ = fmt.Sprintf

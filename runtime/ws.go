@@ -28,7 +28,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept has written the HTTP error
 	}
 	conn.SetReadLimit(s.opts.MaxFrame)
-	sess := newSession(s, conn)
+	sess := newSession(s, conn, r)
 	if !s.track(sess) {
 		conn.Close(websocket.StatusGoingAway, "server shutting down")
 		return
@@ -60,11 +60,18 @@ func (sess *Session) readLoop(ctx context.Context) error {
 		switch ev := ev.(type) {
 		case *protocol.CreateEvent:
 			sess.enqueue(ev, received, decodeMicros)
+		case *protocol.AppendEvent:
+			if perr := sess.appendOutputs(ev); perr != nil {
+				sess.sendError(perr, lane)
+			}
+		case *protocol.CancelEvent:
+			if perr := sess.cancelResponse(ev); perr != nil {
+				sess.sendError(perr, lane)
+			}
+		case *protocol.ResumeEvent:
+			sess.resume(ev, received)
 		case *protocol.ProcessedEvent:
 			// Codex acknowledges responses with response.processed; nothing to do.
-		default:
-			sess.sendError(protocol.Invalid(protocol.CodeUnknownEventType, "type",
-				"'%s' belongs to suspended rollouts, which this server version does not support yet: continue with response.create and previous_response_id.", ev.ClientEventType()), lane)
 		}
 	}
 }
