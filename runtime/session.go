@@ -73,7 +73,7 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
 		creds: credentials(r), suspend: suspendByDefault(r),
 		active: make(map[string]*Rollout),
 		links:  make(map[*link]struct{}),
-		ctx: ctx, cancel: cancel,
+		ctx:    ctx, cancel: cancel,
 		out:     make(chan []byte, DefaultOutQueue),
 		slots:   make(chan struct{}, s.opts.MaxInFlight),
 		lanes:   make(map[string]*lane),

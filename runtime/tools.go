@@ -304,4 +304,3 @@ func (b *bridge) deliver(items protocol.Items) *protocol.Error {
 	}
 	return nil
 }
-
