@@ -7,23 +7,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 )
 
 // Tool is every tool the rollout calls: a hosted tool (web_search) or the
-// client bridge. The hostedtools package provides hosted ones.
-//
-// Call runs one call; call.ID is the id of the output item the rollout made
-// for it. emit sends progress events, on which the rollout stamps
-// sequence_number, output_index and item_id. A result whose id is call.ID
-// replaces the call's output item; any other result joins the context after
-// the step's output (a function_call_output). A nil result with a nil error
-// leaves the call open for the next turn. Call must honour ctx and be safe
-// for concurrent use.
-type Tool interface {
-	Definition() protocol.Tool
-	Call(ctx context.Context, call protocol.FunctionCall, emit func(protocol.Event)) (protocol.Item, error)
-}
+// client bridge. Its contract is hostedtools.Tool's.
+type Tool = hostedtools.Tool
 
 // stepCall is one tool call sampled in the current step.
 type stepCall struct {

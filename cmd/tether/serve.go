@@ -25,6 +25,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ttft := fs.Duration("ttft", 0, "time to first token of every model")
 	maxFrame := fs.Int64("max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
 	wsMaxAge := fs.Duration("ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
+	suspendTimeout := fs.Duration("suspend-timeout", runtime.DefaultSuspendTimeout, "how long a suspended rollout waits for client tool outputs")
+	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
+	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
+	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	verbose := fs.Bool("v", false, "log debug messages to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,11 +49,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	pacing := sampler.Pacing{TPS: *tps, TTFT: *ttft}
 	srv, err := runtime.NewServer(runtime.Options{
-		Models:   map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer, pacing)},
-		Renderer: renderer,
-		MaxFrame: *maxFrame,
-		WSMaxAge: *wsMaxAge,
-		Logger:   log,
+		Models:         map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer, pacing)},
+		Renderer:       renderer,
+		HostedTools:    []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
+		MaxFrame:       *maxFrame,
+		WSMaxAge:       *wsMaxAge,
+		SuspendTimeout: *suspendTimeout,
+		ResumeWindow:   *resumeWindow,
+		Logger:         log,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)

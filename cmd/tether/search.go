@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"sync"
+
+	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/protocol"
+)
+
+// lazyIndex builds the full-text index on the first search, so that serve
+// starts at once and servers that never search never pay for the index.
+type lazyIndex struct {
+	load func() ([]hostedtools.Document, error)
+
+	once sync.Once
+	ix   *hostedtools.Index
+	err  error
+}
+
+func (l *lazyIndex) Search(ctx context.Context, query string, limit int) ([]protocol.WebSearchSource, error) {
+	l.once.Do(func() {
+		docs, err := l.load()
+		if err != nil {
+			l.err = err
+			return
+		}
+		l.ix, l.err = hostedtools.NewIndex(docs)
+	})
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.ix.Search(ctx, query, limit)
+}
+
+// webSearch is the hosted web_search tool: a SearXNG instance when one is
+// given, else a local index over dir, else over the embedded corpus.
+func webSearch(searxngURL, dir string) *hostedtools.WebSearch {
+	if searxngURL != "" {
+		return hostedtools.NewWebSearch(hostedtools.NewSearXNG(searxngURL, nil))
+	}
+	load := hostedtools.DefaultCorpus
+	if dir != "" {
+		load = func() ([]hostedtools.Document, error) { return hostedtools.LoadDir(dir) }
+	}
+	return hostedtools.NewWebSearch(&lazyIndex{load: load})
+}

@@ -1,0 +1,32 @@
+// Package hostedtools holds the Tool interface that the rollout calls and the
+// tools tether runs on the server side.
+//
+// A Tool is anything the sampling loop can dispatch a model's call to: the
+// hosted web_search tool here, an MCP tool, or the runtime's client-tool
+// bridge. The loop cannot tell them apart; that is what makes the suspended
+// and cached-state designs comparable.
+//
+// WebSearch is the hosted web_search tool. It asks a Searcher, which is
+// either an Index (an in-process full-text index; by default over the Go
+// standard library documentation embedded in this package, or over a
+// directory of files given with --search-corpus) or SearXNG (a metasearch
+// engine reached over HTTP, for real web results).
+//
+// This package is not a search engine. The Index exists so that web_search
+// does real, deterministic, offline work with realistic latency and useful
+// results: the machines tether runs on have no internet, and a benchmark
+// must not depend on one. It ranks a few thousand documents well; it is
+// not built for millions, and it keeps everything in memory.
+//
+// The Index uses bleve (github.com/blevesearch/bleve/v2) because it is a
+// maintained, pure-Go full-text engine with language analysis (stemming,
+// stop words, camelCase splitting of identifiers) and BM25 scoring, which
+// is what a hand-rolled inverted index would have grown into. Snippets are
+// picked by this package from the best-matching passage of each hit, which
+// keeps bleve's index free of stored fields and term vectors.
+//
+// Importing this package imports bleve, which starts four analysis worker
+// goroutines (bleve_index_api.AnalysisWorker) when it is initialized; they
+// live for the whole process, and goleak checks in packages that import
+// this one must ignore them.
+package hostedtools

@@ -1,0 +1,13 @@
+package hostedtools
+
+import "errors"
+
+var (
+	// ErrInvalidArguments is returned by Tool.Call when the model's
+	// arguments cannot be used; the message says what was wrong.
+	ErrInvalidArguments = errors.New("hostedtools: invalid arguments")
+
+	// ErrEmptyQuery is returned by a Searcher for a query that is empty or
+	// only white space.
+	ErrEmptyQuery = errors.New("hostedtools: empty search query")
+)

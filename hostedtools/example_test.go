@@ -1,0 +1,59 @@
+package hostedtools_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/protocol"
+)
+
+func ExampleIndex() {
+	ix, err := hostedtools.NewIndex([]hostedtools.Document{
+		{URL: "https://example.com/tea", Title: "Making tea", Body: "Boil water. Steep the leaves for three minutes."},
+		{URL: "https://example.com/coffee", Title: "Making coffee", Body: "Grind the beans. Pour hot water over them."},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ix.Close()
+
+	sources, err := ix.Search(context.Background(), "how long to steep tea", 5)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sources[0].URL)
+	fmt.Println(sources[0].Snippet)
+	// Output:
+	// https://example.com/tea
+	// Boil water. Steep the leaves for three minutes.
+}
+
+func ExampleWebSearch() {
+	docs, err := hostedtools.DefaultCorpus() // the Go standard library documentation
+	if err != nil {
+		log.Fatal(err)
+	}
+	ix, err := hostedtools.NewIndex(docs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ix.Close()
+
+	var tool hostedtools.Tool = hostedtools.NewWebSearch(ix)
+	call := protocol.FunctionCall{ID: "ws_1", CallID: "call_1", Name: "web_search", Arguments: `{"query":"parse a URL query string"}`}
+	item, err := tool.Call(context.Background(), call, func(e protocol.Event) {
+		fmt.Println(protocol.Header(e).Type)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ws := item.(*protocol.WebSearchCall)
+	fmt.Println(ws.Status, ws.Action.Query, len(ws.Action.Sources))
+	// Output:
+	// response.web_search_call.in_progress
+	// response.web_search_call.searching
+	// response.web_search_call.completed
+	// completed parse a URL query string 5
+}
