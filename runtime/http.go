@@ -58,6 +58,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "Background responses are not supported by tether."))
 		return
 	}
+	if req.Suspend != nil && *req.Suspend {
+		writeError(w, protocol.Invalid(protocol.CodeUnsupportedParameter, "suspend",
+			"Suspended rollouts need a connection to park on: use the WebSocket endpoint (GET /v1/responses)."))
+		return
+	}
 	t1 := s.now()
 	tm := protocol.Timings{DecodeMicros: t1.Sub(t0).Microseconds()}
 	var parent *conversation
