@@ -56,6 +56,13 @@ type Rollout struct {
 	emitErr error
 	cancel  context.CancelCauseFunc
 
+	// Hosted calls finish in any order, but output_item.done events go out
+	// in output_index order: an item's waits in held until every lower
+	// index's has gone out, and a pause waits for the held events.
+	doneNext  int                               // lowest output index whose output_item.done has not gone out; guarded by mu
+	held      map[int]*protocol.OutputItemEvent // guarded by mu
+	heldPause []protocol.PendingCall            // a response.done waiting for held events; guarded by mu
+
 	// The output part being streamed; owned by the sampling loop.
 	open     protocol.Item
 	openText strings.Builder
@@ -368,6 +375,9 @@ func (r *Rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
 		r.resp.Timings = &r.tm
 	}
+	r.mu.Lock()
+	r.flushDoneLocked()
+	r.mu.Unlock()
 	r.emitResponse(terminal)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -484,6 +484,13 @@ func (sess *Session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	ro, ok := sess.active[ev.ResponseID]
 	sess.mu.Unlock()
 	if !ok {
+		// A suspended rollout reports here (and streams) before its lane
+		// worker lists it as active.
+		if l := sess.srv.lookupSuspended(ev.ResponseID); l != nil && l.attachedTo(sess) {
+			ro, ok = l.ro, true
+		}
+	}
+	if !ok {
 		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 			"No response '%s' in progress on this connection.", ev.ResponseID)
 	}

@@ -129,10 +129,56 @@ func (r *Rollout) endPart(status protocol.ItemStatus) {
 		markStatus(r.open, protocol.StatusIncomplete)
 		fallthrough
 	case !hosted:
-		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: r.open})
+		r.mu.Lock()
+		r.itemDoneLocked(idx, r.open)
+		r.mu.Unlock()
 	}
 	// A running hosted call's output_item.done comes from dispatch, when its tool returns.
 	r.resp.Output = append(r.resp.Output, r.open)
 	r.items = append(r.items, r.open)
 	r.open, r.openCall = nil, nil
+}
+
+// itemDoneLocked sends the output_item.done of the item at idx once every
+// lower index's has gone out, then a pause that waited for it.
+func (r *Rollout) itemDoneLocked(idx int, item protocol.Item) {
+	ev := &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: item}
+	if idx != r.doneNext {
+		if r.held == nil {
+			r.held = make(map[int]*protocol.OutputItemEvent)
+		}
+		r.held[idx] = ev
+		return
+	}
+	r.emitLocked(ev)
+	r.doneNext++
+	for ev, ok := r.held[r.doneNext]; ok; ev, ok = r.held[r.doneNext] {
+		delete(r.held, r.doneNext)
+		r.emitLocked(ev)
+		r.doneNext++
+	}
+	if len(r.held) == 0 && r.heldPause != nil {
+		calls := r.heldPause
+		r.heldPause = nil
+		r.pauseLocked(calls)
+	}
+}
+
+// flushDoneLocked sends the output_item.done events still owed, in order,
+// when no tool can finish an item any more: the step's tools have returned,
+// or the response ends. A hosted call's item that its tool did not finish
+// (cut off by a cancel, a timeout or a sampler error) ends incomplete. A
+// pause still waiting is dropped: its step is over.
+func (r *Rollout) flushDoneLocked() {
+	for ; r.doneNext < len(r.resp.Output); r.doneNext++ {
+		ev, ok := r.held[r.doneNext]
+		if !ok {
+			it := r.resp.Output[r.doneNext]
+			markStatus(it, protocol.StatusIncomplete)
+			ev = &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: r.doneNext, Item: it}
+		}
+		r.emitLocked(ev)
+	}
+	clear(r.held)
+	r.heldPause = nil
 }

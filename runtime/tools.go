@@ -98,14 +98,17 @@ func (r *Rollout) dispatch(ctx context.Context) (open bool, err error) {
 				r.mu.Lock()
 				r.resp.Output[c.index] = item
 				r.items[c.pos] = item
-				r.emitLocked(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone},
-					OutputIndex: c.index, Item: item})
+				r.itemDoneLocked(c.index, item)
 				r.mu.Unlock()
 			}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	r.mu.Lock()
+	r.flushDoneLocked()
+	r.mu.Unlock()
+	if err != nil {
 		return false, err
 	}
 	r.renderPending() // the step's output, complete now
@@ -206,18 +209,32 @@ func (b *bridge) Call(ctx context.Context, call protocol.FunctionCall, _ func(pr
 	}
 }
 
-// park announces the pause: response.done with every call the step waits on.
+// park announces the pause: response.done with every call the step waits on,
+// in output order (they register in any order).
 func (b *bridge) park() {
-	b.mu.Lock()
-	calls := make([]protocol.PendingCall, 0, len(b.order))
-	for _, c := range b.order {
-		calls = append(calls, protocol.PendingCall{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})
-	}
-	b.parked = true
-	b.mu.Unlock()
 	r := b.r
+	var calls []protocol.PendingCall
+	for _, c := range r.calls { // read-only while the step's tools run
+		if c.tool == Tool(b) {
+			calls = append(calls, protocol.PendingCall{CallID: c.call.CallID, Name: c.call.Name, Arguments: c.call.Arguments})
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.held) > 0 {
+		// A call's output_item.done waits behind a running hosted call's:
+		// the pause follows it.
+		r.heldPause = calls
+		return
+	}
+	r.pauseLocked(calls)
+}
+
+// pauseLocked emits response.done; from then on the step takes outputs.
+func (r *Rollout) pauseLocked(calls []protocol.PendingCall) {
+	r.client.mu.Lock()
+	r.client.parked = true
+	r.client.mu.Unlock()
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}

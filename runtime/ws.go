@@ -54,6 +54,12 @@ func (sess *Session) readLoop(ctx context.Context) error {
 		ev, lane, perr := protocol.DecodeClientEvent(data)
 		decodeMicros := sess.srv.now().Sub(received).Microseconds()
 		if perr != nil {
+			if outOfBand(data) {
+				// Answered at once, as when it decodes: in lane order it
+				// would wait behind the very response it names.
+				sess.sendError(perr, lane)
+				continue
+			}
 			sess.refuse(lane, perr, refusedParent(data, perr), received)
 			continue
 		}
@@ -91,6 +97,23 @@ func refusedParent(data []byte, perr *protocol.Error) string {
 		return ""
 	}
 	return head.PreviousResponseID
+}
+
+// outOfBand reports whether a frame that failed to decode is a
+// response.append, response.cancel or response.resume: events about a
+// response already running, which do not take a place in their lane.
+func outOfBand(data []byte) bool {
+	var head struct {
+		Type protocol.ClientEventType `json:"type"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return false
+	}
+	switch head.Type {
+	case protocol.ClientAppend, protocol.ClientCancel, protocol.ClientResume:
+		return true
+	}
+	return false
 }
 
 // writeLoop owns the connection's write side: it sends queued frames in

@@ -1,0 +1,158 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+)
+
+// pauseSteps is the number of one-call steps of each benchmarked rollout.
+// A pause's response.done carries the rollout's output so far, so its cost
+// grows with the output; a short rollout keeps that part small and fixed.
+const pauseSteps = 16
+
+// BenchmarkPauseResume measures one pause and resume of a suspended rollout
+// over WebSocket, with an unpaced model, on top of 1k and 100k tokens of
+// context: from the client writing response.append to reading the next
+// step's response.done (the loop resumes, samples one call, parks again).
+// resume-ns/op is the part up to the first event of the resumed step
+// (response.in_progress). Each rollout forks from a cached response holding
+// the context, so the context is the same for every pause. From the
+// rollouts' timings: rendered-tok/pause and render-us/pause are what the
+// server tokenized per pause, cached-tok/rollout the context it reused.
+func BenchmarkPauseResume(b *testing.B) {
+	r := renderer(b)
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("context=%dk", n/1000), func(b *testing.B) {
+			h := newHarness(b, runtime.Options{Renderer: r})
+			c := h.dial(b, nil)
+			c.send(b, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "base", "input": history(b, r, n)}))
+			base := c.untilTerminal(b)
+			baseID := respID(b, last(base))
+			if in := decodeEv(b, last(base)).Response.Usage.InputTokens; in < n {
+				b.Fatalf("context of %d tokens, want %d", in, n)
+			}
+			var steps [][]dcall
+			for i := range pauseSteps {
+				steps = append(steps, []dcall{{"read_file", fmt.Sprintf(`{"path":"pkg/config/file%d.go"}`, i)}})
+			}
+			start, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
+				"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{runtime.IncludeTimings}}))
+			ctx := context.Background()
+			// The client reads only what it needs: the event type, from the
+			// frame's head, and the pending call_id, the last in a pause
+			// (required_action ends the response object). The figures are
+			// then the server's work and the loopback I/O.
+			read := func() ([]byte, string) {
+				_, data, err := c.c.Read(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				head, ok := bytes.CutPrefix(data, []byte(`{"type":"`))
+				end := bytes.IndexByte(head, '"')
+				if !ok || end < 0 {
+					b.Fatalf("frame %.80s", data)
+				}
+				return data, string(head[:end])
+			}
+			untilPause := func() ([]byte, string) {
+				for {
+					if data, typ := read(); typ == "response.done" || isEnd(typ) || typ == "error" {
+						return data, typ
+					}
+				}
+			}
+			respIDOf := func(done []byte) string {
+				e := decodeEv(b, done)
+				return e.Response.ID
+			}
+			var id string
+			var tm protocol.Timings // summed over the rollouts
+			rollouts := 0
+			appendFrame := func(done []byte) []byte {
+				const key = `"call_id":"`
+				i := bytes.LastIndex(done, []byte(key))
+				callID, _, _ := bytes.Cut(done[i+len(key):], []byte(`"`))
+				f, _ := json.Marshal(appendEv(id, "work", fco(string(callID), "package config\n\nfunc parse() {}\n")))
+				return f
+			}
+			// A rollout starts paused on its first step; the append that
+			// completes it is not measured.
+			begin := func() []byte {
+				if err := c.c.Write(ctx, websocket.MessageText, start); err != nil {
+					b.Fatal(err)
+				}
+				done, typ := untilPause()
+				if typ != "response.done" {
+					b.Fatalf("rollout began with %s", done)
+				}
+				id = respIDOf(done)
+				return done
+			}
+			finish := func(done []byte) {
+				typ := "response.done"
+				for typ == "response.done" {
+					if err := c.c.Write(ctx, websocket.MessageText, appendFrame(done)); err != nil {
+						b.Fatal(err)
+					}
+					done, typ = untilPause()
+				}
+				if typ != "response.completed" {
+					b.Fatalf("rollout ended with %s", done)
+				}
+				var end struct {
+					Response struct{ Timings protocol.Timings }
+				}
+				if err := json.Unmarshal(done, &end); err != nil {
+					b.Fatal(err)
+				}
+				tm.RenderedTokens += end.Response.Timings.RenderedTokens
+				tm.CachedTokens += end.Response.Timings.CachedTokens
+				tm.RenderMicros += end.Response.Timings.RenderMicros
+				rollouts++
+			}
+			pause := begin()
+			left := pauseSteps - 1
+			var resume time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if left == 0 {
+					b.StopTimer()
+					finish(pause)
+					pause, left = begin(), pauseSteps-1
+					b.StartTimer()
+				}
+				t0 := time.Now()
+				if err := c.c.Write(ctx, websocket.MessageText, appendFrame(pause)); err != nil {
+					b.Fatal(err)
+				}
+				if _, typ := read(); typ != "response.in_progress" {
+					b.Fatalf("resumed with %s", typ)
+				}
+				resume += time.Since(t0)
+				var typ string
+				if pause, typ = untilPause(); typ != "response.done" {
+					b.Fatalf("step ended with %s", pause)
+				}
+				left--
+			}
+			b.ReportMetric(float64(resume.Nanoseconds())/float64(b.N), "resume-ns/op")
+			b.StopTimer()
+			finish(pause)
+			// What the server tokenized per pause (the rollout's own items,
+			// its script included) against what it reused from the cache.
+			b.ReportMetric(float64(tm.RenderedTokens)/float64(rollouts*pauseSteps), "rendered-tok/pause")
+			b.ReportMetric(float64(tm.RenderMicros)/float64(rollouts*pauseSteps), "render-us/pause")
+			b.ReportMetric(float64(tm.CachedTokens)/float64(rollouts), "cached-tok/rollout")
+		})
+	}
+}

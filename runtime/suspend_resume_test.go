@@ -1,0 +1,180 @@
+package runtime_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// TestSuspendedResume: a rollout parked when its connection drops waits for
+// the resume window; the same credentials on a new connection get the
+// pending response.done again and finish the same response; others get
+// response_not_found. Fake time, in-memory connections.
+func TestSuspendedResume(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute, SuspendTimeout: 10 * time.Minute})
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
+		c1 := p.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "work", "input": script(steps)}))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.send(t, appendEv(id, "work", outputsFor(t, last(events))...))
+		events = append(events, c1.next(t)...)
+		pause := last(events)
+		if eventType(t, pause) != "response.done" {
+			t.Fatalf("second step: %s", pause)
+		}
+
+		// The connection drops while the rollout is parked.
+		c1.c.CloseNow()
+		synctest.Wait()
+		if len(serverGoroutines(t)) == 0 {
+			t.Fatal("the parked rollout did not outlive its connection")
+		}
+		time.Sleep(50 * time.Second)
+
+		// Other credentials cannot resume it, nor can no credentials.
+		for _, auth := range []string{"Bearer mallory", ""} {
+			other := p.dial(t, auth)
+			other.send(t, refEv("response.resume", id, "work"))
+			other.wantError(t, "response_not_found")
+			other.send(t, appendEv(id, "work", outputsFor(t, pause)...))
+			other.wantError(t, "response_not_found")
+			other.c.CloseNow()
+		}
+
+		// The same credentials, on the wrong lane, then the right one.
+		c2 := p.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		c2.wantError(t, "stream_id_mismatch")
+		c2.send(t, refEv("response.resume", id, "work"))
+		again := c2.recv(t)
+		if !bytes.Equal(again, pause) {
+			t.Fatalf("resume sent\n%s\nwant the pending pause\n%s", again, pause)
+		}
+		// The window is over for this rollout: it is attached again.
+		time.Sleep(2 * time.Minute)
+		c2.send(t, appendEv(id, "work", outputsFor(t, pause)...))
+		events = append(events, c2.next(t)...)
+		c2.send(t, appendEv(id, "work", outputsFor(t, last(events))...))
+		events = append(events, c2.next(t)...)
+		checkStreamInvariants(t, events)
+		end := decodeEv(t, last(events))
+		if end.Response.ID != id || len(end.Response.Output) != 5 {
+			t.Fatalf("resumed rollout ended with %s", last(events))
+		}
+		// Settled on the new connection: its lane continues from it.
+		c2.send(t, refEv("response.resume", id, "work"))
+		c2.wantError(t, "response_not_found")
+		c2.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work", "previous_response_id": id, "input": "thanks"}))
+		if evs := c2.next(t); eventType(t, last(evs)) != "response.completed" {
+			t.Fatalf("continuation: %s", last(evs))
+		}
+	})
+}
+
+// TestSuspendedResumeMidStream: a connection that drops while a resumed
+// step streams leaves the rollout running; it parks, and the resume sends
+// what the client missed, then the pause, in order.
+func TestSuspendedResumeMidStream(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		opts := slowModel(t)
+		opts.ResumeWindow = time.Minute
+		p := newPipeHarness(t, opts)
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"` + strings.Repeat("fox|dog|", 25) + `"}`}}}
+		c1 := p.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "slow", "store": false, "suspend": true, "input": script(steps)}))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+		for !isDelta(decodeEv(t, last(events))) {
+			events = append(events, c1.recv(t))
+		}
+		c1.c.CloseNow()
+		time.Sleep(10 * time.Second) // the step streams to its pause, detached
+
+		c2 := p.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		events = append(events, c2.next(t)...)
+		pause := last(events)
+		if eventType(t, pause) != "response.done" {
+			t.Fatalf("resume gave %s", pause)
+		}
+		c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
+		events = append(events, c2.next(t)...)
+		checkStreamInvariants(t, events)
+	})
+}
+
+// TestSuspendedResumeWindowExpires: nobody resumes in time: the rollout ends
+// and none of its goroutines remain, with no connection open; a late resume
+// finds nothing.
+func TestSuspendedResumeWindowExpires(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute, SuspendTimeout: time.Hour})
+		c1 := p.dial(t, "Bearer alice")
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}, {"grep", `{}`}}, {{"list_dir", `{}`}}}
+		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.c.CloseNow()
+		synctest.Wait()
+		if len(serverGoroutines(t)) == 0 {
+			t.Fatal("the parked rollout did not outlive its connection")
+		}
+		time.Sleep(time.Minute - time.Millisecond)
+		synctest.Wait()
+		if len(serverGoroutines(t)) == 0 {
+			t.Fatal("the rollout ended before its resume window")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if gs := serverGoroutines(t); len(gs) > 0 {
+			t.Fatalf("%d server goroutines remain after the resume window:\n%s", len(gs), strings.Join(gs, "\n\n"))
+		}
+		c2 := p.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		c2.wantError(t, "response_not_found")
+	})
+}
+
+// TestSuspendedResumeAfterStall: the client stops reading while a step
+// streams, then its connection drops. The frames the server had queued for
+// the dead connection are lost: the resume replays only those made after the
+// server noticed, so the resumed stream has a gap in its sequence numbers.
+// Known issue: resume needs the client's last sequence_number (or the link
+// must keep the frames of the step) to replay what was lost.
+func TestSuspendedResumeAfterStall(t *testing.T) {
+	t.Skip("known issue: frames queued for a dropped connection are not replayed on resume")
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		opts := slowModel(t)
+		opts.ResumeWindow = time.Minute
+		p := newPipeHarness(t, opts)
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"` + strings.Repeat("fox|dog|", 25) + `"}`}}}
+		c1 := p.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "slow", "store": false, "suspend": true, "input": script(steps)}))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+		for !isDelta(decodeEv(t, last(events))) {
+			events = append(events, c1.recv(t))
+		}
+		time.Sleep(200 * time.Millisecond) // not reading: the server queues frames
+		c1.c.CloseNow()
+		time.Sleep(10 * time.Second)
+		c2 := p.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		events = append(events, c2.next(t)...)
+		c2.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+		events = append(events, c2.next(t)...)
+		checkStreamInvariants(t, events)
+	})
+}
