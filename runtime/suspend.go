@@ -159,10 +159,12 @@ func (l *link) expire() {
 
 // attach reports to sess from now on: it sends the pending response.done
 // again (if the rollout is parked on it) and every frame made while detached.
+// A rollout still attached to another connection is taken over: a client
+// whose connection died half-open resumes before the server notices the drop.
 func (l *link) attach(sess *Session) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.sess != nil || l.expired || l.settled {
+	if l.sess == sess || l.expired || l.settled {
 		return false
 	}
 	if l.expiry != nil {

@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"bytes"
+	"net/http"
 	"testing"
 
 	"github.com/tether-run/tether/runtime"
@@ -70,4 +72,45 @@ func TestSuspendedBasic(t *testing.T) {
 		t.Fatalf("output %v", out)
 	}
 	t.Logf("usage %v", r["usage"])
+}
+
+// TestSuspendedTakeover: a client whose connection died half-open resumes on
+// a new connection before the server noticed the drop; the rollout moves to
+// the new connection, which gets the pending response.done and finishes it.
+// Other credentials still cannot take it.
+func TestSuspendedTakeover(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	auth := http.Header{"Authorization": {"Bearer same"}}
+	a := h.dial(t, auth)
+	a.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+		"input": "call: read_file {\"path\":\"a.go\"}"}))
+	ev := untilPause(t, a)
+	done := ev[len(ev)-1]
+	id := obj(t, terminalResponse(t, done))["id"]
+
+	other := h.dial(t, http.Header{"Authorization": {"Bearer other"}})
+	other.send(t, map[string]any{"type": "response.resume", "response_id": id})
+	if code := wsErrorCode(t, [][]byte{other.recv(t)}); code != "response_not_found" {
+		t.Fatalf("foreign resume: %s", code)
+	}
+
+	b := h.dial(t, auth) // a is still open: the server has not noticed anything
+	b.send(t, map[string]any{"type": "response.resume", "response_id": id})
+	again := b.recv(t)
+	if !bytes.Equal(again, done) {
+		t.Fatalf("resume sent %s, want the pending response.done again", again)
+	}
+	call := pendingCalls(t, again)[0]
+	b.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "package a"}}})
+	end := untilPause(t, b)
+	if eventType(t, end[len(end)-1]) != "response.completed" {
+		t.Fatalf("ended with %s", end[len(end)-1])
+	}
+	// The old connection may no longer append to it.
+	a.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{}})
+	if code := wsErrorCode(t, [][]byte{a.recv(t)}); code != "response_not_found" {
+		t.Fatalf("append on the old connection: %s", code)
+	}
 }

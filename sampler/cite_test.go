@@ -55,3 +55,36 @@ func TestCitesWebSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchOnlyStep: a step that only searches is one step, even though the
+// next step's calls follow its web_search_call items directly.
+func TestSearchOnlyStep(t *testing.T) {
+	t.Parallel()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := protocol.Items{
+		&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{
+			Text: "call: web_search {\"query\":\"a\"}\ncall: read_file {\"path\":\"x\"}"}}},
+		&protocol.WebSearchCall{ID: "ws_1", Status: protocol.StatusCompleted, Action: &protocol.WebSearchAction{Type: "search", Query: "a"}},
+	}
+	next := func() []string {
+		var calls []string
+		sampler.NewScripted(r, sampler.Pacing{}).Sample(context.Background(), &sampler.Request{Items: items}, func(d sampler.Delta) {
+			if d.Kind == sampler.CallStart {
+				calls = append(calls, d.Name)
+			}
+		})
+		return calls
+	}
+	if got := next(); len(got) != 1 || got[0] != "read_file" {
+		t.Fatalf("after the search step: calls %v, want [read_file]", got)
+	}
+	items = append(items,
+		&protocol.FunctionCall{CallID: "c1", Name: "read_file", Arguments: `{"path":"x"}`},
+		&protocol.FunctionCallOutput{CallID: "c1", Output: protocol.ToolOutput{Text: "contents"}})
+	if got := next(); len(got) != 0 {
+		t.Fatalf("after both steps: calls %v, want an answer", got)
+	}
+}

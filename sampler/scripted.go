@@ -119,7 +119,7 @@ func plan(req *Request) []part {
 		return []part{{text: text, cites: cites}}
 	}
 	if at, steps := findScript(items); len(steps) > 0 {
-		if k := callRuns(items[at+1:]); k < len(steps) {
+		if k := stepsTaken(items[at+1:], steps); k < len(steps) {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
 				parts[i] = part{call: true, callID: callID(len(items), k, i, c.Name), name: c.Name, text: c.Args}
@@ -150,18 +150,35 @@ func findScript(items protocol.Items) (int, [][]directiveCall) {
 	return -1, nil
 }
 
-// callRuns counts the runs of consecutive call items (function calls and
-// hosted web searches): one run per step the model has taken.
-func callRuns(items protocol.Items) int {
-	runs, in := 0, false
+// stepsTaken counts the script's steps already in items: the call items
+// (function calls and hosted web searches) after the script, matched step by
+// step against the script's call names. Matching by name rather than by runs
+// of adjacent calls matters when a step only searches: its web_search_call
+// items are their own results, so the next step's calls follow them directly.
+func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
+	var names []string
 	for _, it := range items {
-		call := isCall(it)
-		if call && !in {
-			runs++
+		switch it := it.(type) {
+		case *protocol.FunctionCall:
+			if it != nil {
+				names = append(names, it.Name)
+			}
+		case *protocol.WebSearchCall:
+			if it != nil {
+				names = append(names, string(protocol.ToolWebSearch))
+			}
 		}
-		in = call
 	}
-	return runs
+	k := 0
+	for ; k < len(steps) && len(names) >= len(steps[k]); k++ {
+		for i, c := range steps[k] {
+			if names[i] != c.Name {
+				return k
+			}
+		}
+		names = names[len(steps[k]):]
+	}
+	return k
 }
 
 // pickTool is the function tool to call: the forced one, else the first
@@ -293,17 +310,6 @@ func (w *citingWriter) cite(title, url string) {
 func isResult(it protocol.Item) bool {
 	switch it := it.(type) {
 	case *protocol.FunctionCallOutput:
-		return it != nil
-	case *protocol.WebSearchCall:
-		return it != nil
-	}
-	return false
-}
-
-// isCall reports whether it is an item of a model's tool-calling step.
-func isCall(it protocol.Item) bool {
-	switch it := it.(type) {
-	case *protocol.FunctionCall:
 		return it != nil
 	case *protocol.WebSearchCall:
 		return it != nil
