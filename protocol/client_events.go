@@ -45,10 +45,14 @@ type CancelEvent struct {
 	ResponseID string
 }
 
-// ResumeEvent is response.resume: reattach a suspended response to this connection.
+// ResumeEvent is response.resume: reattach a suspended response to this
+// connection. After is the sequence_number of the last event the client
+// received; the server replays every event after it. Without it the server
+// replays the pending response.done and what it made while detached.
 type ResumeEvent struct {
 	StreamID   string
 	ResponseID string
+	After      *int
 }
 
 // ProcessedEvent is Codex's response.processed acknowledgement.
@@ -106,7 +110,12 @@ func (e *CancelEvent) MarshalJSON() ([]byte, error) {
 
 // MarshalJSON writes response.resume.
 func (e *ResumeEvent) MarshalJSON() ([]byte, error) {
-	return marshalRef(ClientResume, e.StreamID, e.ResponseID)
+	return json.Marshal(struct {
+		Type       ClientEventType `json:"type"`
+		StreamID   string          `json:"stream_id,omitempty"`
+		ResponseID string          `json:"response_id"`
+		After      *int            `json:"sequence_number,omitempty"`
+	}{ClientResume, e.StreamID, e.ResponseID, e.After})
 }
 
 // MarshalJSON writes response.processed.
@@ -127,6 +136,7 @@ type clientHead struct {
 	StreamID   *string          `json:"stream_id"`
 	ResponseID string           `json:"response_id"`
 	Input      json.RawMessage  `json:"input"`
+	After      *int             `json:"sequence_number"`
 }
 
 // DecodeClientEvent decodes one inbound WebSocket frame. On error it still
@@ -170,7 +180,10 @@ func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 		if *head.Type == ClientCancel {
 			return &CancelEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
 		}
-		return &ResumeEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
+		if head.After != nil && *head.After < -1 {
+			return nil, lane, Invalid(CodeInvalidValue, "sequence_number", "Invalid 'sequence_number': %d. Send the sequence_number of the last event received, or -1 for none.", *head.After)
+		}
+		return &ResumeEvent{StreamID: lane, ResponseID: head.ResponseID, After: head.After}, lane, nil
 	case ClientProcessed:
 		return &ProcessedEvent{ResponseID: head.ResponseID}, lane, nil
 	default:

@@ -89,8 +89,11 @@ func checkStreamInvariants(t *testing.T, events [][]byte) {
 		if err := json.Unmarshal(raw, &e); err != nil {
 			t.Fatal(err)
 		}
-		if e.Seq == nil || *e.Seq != i {
-			t.Fatalf("event %d (%s) has sequence_number %v", i, e.Type, e.Seq)
+		if e.Seq == nil {
+			t.Fatalf("event %d (%s) has no sequence_number", i, e.Type)
+		}
+		if *e.Seq != i {
+			t.Fatalf("event %d (%s) has sequence_number %d", i, e.Type, *e.Seq)
 		}
 		switch {
 		case i == 0 && e.Type != "response.created", i == 1 && e.Type != "response.in_progress":

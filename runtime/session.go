@@ -64,6 +64,7 @@ type job struct {
 	received time.Time
 	decodeUS int64 // microseconds spent decoding the frame
 	resume   *link // response.resume: reattach this suspended rollout
+	after    *int  // the last sequence_number the resuming client received
 }
 
 func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
@@ -219,7 +220,7 @@ func (sess *Session) runJob(ln *lane, j *job) {
 		}
 	}()
 	if j.resume != nil {
-		if !j.resume.attach(sess) {
+		if !j.resume.attach(sess, j.after) {
 			last = errorFrame(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 				"No suspended response '%s' to resume: it ended, or its resume window passed.", j.resume.ro.ID()), ln.id)
 			return
@@ -529,5 +530,5 @@ func (sess *Session) resume(ev *protocol.ResumeEvent, received time.Time) {
 	}
 	sess.pending++
 	sess.mu.Unlock()
-	ln.queue <- &job{resume: l, received: received}
+	ln.queue <- &job{resume: l, after: ev.After, received: received}
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -41,15 +40,22 @@ type link struct {
 
 	mu       sync.Mutex
 	sess     *Session      // guarded by mu; nil while detached
-	buf      [][]byte      // frames made while detached, guarded by mu
-	bufBytes int           // guarded by mu
-	lastDone []byte        // the latest response.done frame, guarded by mu
+	log      []frame       // frames since the client last appended, for replay on resume; guarded by mu
+	logBytes int           // guarded by mu
+	sent     int           // sequence_number of the last frame queued to a connection, guarded by mu
+	lastDone *frame        // the pending response.done, guarded by mu
 	terminal []byte        // the terminal frame, held for the job that settles the rollout; guarded by mu
 	conv     *conversation // what the rollout left, once done; guarded by mu
 	runErr   error         // guarded by mu
 	settled  bool          // a session took the result, guarded by mu
 	expired  bool          // the resume window ended, guarded by mu
 	expiry   *time.Timer   // the resume window while detached, guarded by mu
+}
+
+// frame is one encoded event and its sequence_number.
+type frame struct {
+	seq int
+	b   []byte
 }
 
 // credentials hashes the Authorization header: resume is allowed to the same
@@ -74,7 +80,7 @@ func suspendByDefault(r *http.Request) bool {
 
 // startSuspended runs ro on a server-owned goroutine, reporting to sess.
 func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link, bool) {
-	l := &link{srv: s, ro: ro, creds: sess.creds, lane: lane, sess: sess, done: make(chan struct{})}
+	l := &link{srv: s, ro: ro, creds: sess.creds, lane: lane, sess: sess, sent: -1, done: make(chan struct{})}
 	ro.client.suspend = true
 	s.mu.Lock()
 	if s.closed {
@@ -100,15 +106,19 @@ func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link,
 	return l, true
 }
 
-// sink is the rollout's Sink: frames go to the attached connection, or into
-// the resume buffer while detached. The terminal frame is held back for the
-// job that settles the rollout on its connection.
+// sink is the rollout's Sink. Every frame goes to the attached connection
+// and into the replay log, which holds what the client may not have seen:
+// the frames since its last response.append (appending proves it saw the
+// pause). Detached, frames only go to the log. The terminal frame is held
+// back for the job that settles the rollout on its connection.
 func (l *link) sink(ev protocol.Event) error {
-	protocol.Header(ev).StreamID = l.lane
+	h := protocol.Header(ev)
+	h.StreamID = l.lane
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
+	f := frame{seq: h.SequenceNumber, b: b}
 	// Holding mu across the send keeps frames in order against a concurrent
 	// attach or detach; only those wait on it.
 	l.mu.Lock()
@@ -118,17 +128,26 @@ func (l *link) sink(ev protocol.Event) error {
 		l.terminal = b
 		return nil
 	case protocol.EventDone:
-		l.lastDone = b
+		l.lastDone = &f
+	case protocol.EventInProgress:
+		if f.seq > 1 { // resuming after a pause: the client has seen everything before
+			l.log, l.logBytes, l.lastDone = nil, 0, nil
+		}
 	}
+	l.log = append(l.log, f)
+	l.logBytes += len(b)
 	if l.sess != nil && l.sess.send(b) == nil {
+		l.sent = f.seq
+		for l.logBytes > maxDetachedBytes && len(l.log) > 1 { // sent long ago: beyond replay
+			l.logBytes -= len(l.log[0].b)
+			l.log = l.log[1:]
+		}
 		return nil
 	}
-	// Detached, or the connection is going away: keep it for response.resume.
-	if l.bufBytes+len(b) > maxDetachedBytes {
+	// Detached, or the connection is going away: the log keeps it for response.resume.
+	if l.logBytes > maxDetachedBytes {
 		return errDetachedFull
 	}
-	l.buf = append(l.buf, b)
-	l.bufBytes += len(b)
 	return nil
 }
 
@@ -157,11 +176,13 @@ func (l *link) expire() {
 	l.srv.unregister(l)
 }
 
-// attach reports to sess from now on: it sends the pending response.done
-// again (if the rollout is parked on it) and every frame made while detached.
-// A rollout still attached to another connection is taken over: a client
-// whose connection died half-open resumes before the server notices the drop.
-func (l *link) attach(sess *Session) bool {
+// attach reports to sess from now on. It replays the logged frames after
+// the client's last sequence_number (after; nil means after the last frame
+// the server sent), and the pending response.done in any case when the
+// rollout is parked on it. A rollout still attached to another connection is
+// taken over: a client whose connection died half-open resumes before the
+// server notices the drop.
+func (l *link) attach(sess *Session, after *int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sess == sess || l.expired || l.settled {
@@ -172,24 +193,24 @@ func (l *link) attach(sess *Session) bool {
 		l.expiry = nil
 	}
 	l.sess = sess
-	replay := l.buf
-	if l.lastDone != nil && l.ro.client.Parked() && !containsFrame(replay, l.lastDone) {
-		replay = append([][]byte{l.lastDone}, replay...)
+	from := l.sent
+	if after != nil {
+		from = *after
 	}
-	l.buf, l.bufBytes = nil, 0
+	var replay [][]byte
+	if d := l.lastDone; d != nil && d.seq <= from && l.ro.client.Parked() {
+		replay = append(replay, d.b)
+	}
+	for _, f := range l.log {
+		if f.seq > from {
+			replay = append(replay, f.b)
+			l.sent = f.seq
+		}
+	}
 	for _, b := range replay {
 		sess.send(b)
 	}
 	return true
-}
-
-func containsFrame(frames [][]byte, f []byte) bool {
-	for _, b := range frames {
-		if bytes.Equal(b, f) {
-			return true
-		}
-	}
-	return false
 }
 
 // settle hands the finished rollout's result to sess, if sess is where it
