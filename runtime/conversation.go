@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 
@@ -38,7 +39,7 @@ func sameTools(a, b []protocol.Tool) bool {
 func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protocol.Error) {
 	resp, items, err := loadChain(ctx, s.store, id)
 	if err != nil {
-		if err == ErrNotStored {
+		if errors.Is(err, ErrNotStored) {
 			return nil, previousNotFound(id)
 		}
 		return nil, protocol.AsError(err)

@@ -462,9 +462,12 @@ func (sess *Session) ownSuspended(id, laneID string) (*link, *protocol.Error) {
 	l := sess.srv.lookupSuspended(id)
 	if l == nil || !l.attachedTo(sess) {
 		sess.mu.Lock()
-		_, running := sess.active[id]
+		ro, running := sess.active[id]
 		sess.mu.Unlock()
-		if running {
+		// A suspended rollout that moved to another connection (resumed
+		// there) can still be listed here until it ends: it is not this
+		// connection's any more.
+		if running && !ro.client.suspend {
 			return nil, protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
 				"Response '%s' is not a suspended rollout: it takes no tool outputs by response.append (send them with response.create and previous_response_id).", id)
 		}
@@ -484,6 +487,12 @@ func (sess *Session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	sess.mu.Lock()
 	ro, ok := sess.active[ev.ResponseID]
 	sess.mu.Unlock()
+	if ok && ro.client.suspend {
+		// A suspended rollout is this connection's only while it reports
+		// here: once resumed on another connection, it is listed here
+		// until it ends, but only its new connection may cancel it.
+		ok = false
+	}
 	if !ok {
 		// A suspended rollout reports here (and streams) before its lane
 		// worker lists it as active.

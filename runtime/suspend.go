@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -92,16 +93,29 @@ func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link,
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		var conv *conversation
+		var err error
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("suspended rollout panicked", "panic", p)
+				err = protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
+					"The server had an error while processing the request.")
 			}
+			l.mu.Lock()
+			l.conv, l.runErr = conv, err
+			if l.terminal == nil && err != nil && !errors.Is(err, context.Canceled) {
+				// It ended without a terminal event for a reason the client
+				// can be told (a panic, a replay log overflow while
+				// detached; not a shutdown or an expired resume window): the
+				// job that settles it answers with an error event, as runJob
+				// does for a cached-state response, rather than leave the
+				// client waiting.
+				l.terminal = errorFrame(protocol.AsError(err), l.lane)
+			}
+			l.mu.Unlock()
 			close(l.done)
 		}()
-		conv, err := ro.Run(s.ctx, l.sink)
-		l.mu.Lock()
-		l.conv, l.runErr = conv, err
-		l.mu.Unlock()
+		conv, err = ro.Run(s.ctx, l.sink)
 	}()
 	return l, true
 }
