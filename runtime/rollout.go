@@ -36,6 +36,7 @@ type Rollout struct {
 
 	input    protocol.Items  // the request's new input, compactions expanded
 	items    protocol.Items  // whole context, grows with each output item
+	base     int             // items[:base] came from the parent
 	prompt   *sampler.Prompt // rendered items[:rendered]
 	rendered int
 	header   []sampler.Token // rendered instructions and tools
@@ -54,7 +55,8 @@ type Rollout struct {
 	// the sink, seq, emitErr, resp (Output slots, Status) and items slots.
 	mu      sync.Mutex
 	emitErr error
-	cancel  context.CancelCauseFunc
+	cancel  context.CancelCauseFunc // set when Run starts
+	aborted error                   // an abort that came before Run started
 
 	// Hosted calls finish in any order, but output_item.done events go out
 	// in output_index order: an item's waits in held until every lower
@@ -136,6 +138,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 		r.tm.RenderedTokens += len(r.header)
 	}
 	if parent != nil {
+		r.base = len(parent.items)
 		r.items = append(slices.Clip(parent.items), input...)
 		r.prompt = parent.prompt
 		r.tm.CachedTokens += parent.prompt.Len()
@@ -216,8 +219,24 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 	return resp
 }
 
+// abort ends the rollout with cause, from any goroutine, whether or not Run
+// has started.
+func (r *Rollout) abort(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel(cause)
+	} else if r.aborted == nil {
+		r.aborted = cause
+	}
+}
+
 // ID is the response id.
 func (r *Rollout) ID() string { return r.resp.ID }
+
+// storeTimeout bounds a store write, so that a hung store cannot hold a
+// connection's teardown or the server's shutdown.
+const storeTimeout = 10 * time.Second
 
 // maxSteps bounds the sampling steps of one response, against a backend that
 // would call hosted tools forever.
@@ -239,8 +258,14 @@ var (
 // and samples again, until a step makes no call or a client call stays open
 // for the next turn.
 func (r *Rollout) Run(ctx context.Context, sink Sink) (*conversation, error) {
-	ctx, r.cancel = context.WithCancelCause(ctx)
-	defer r.cancel(nil)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.cancel = cancel
+	if r.aborted != nil {
+		cancel(r.aborted)
+	}
+	r.mu.Unlock()
 	r.sink = sink
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
@@ -366,7 +391,10 @@ func (r *Rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
-		if err := r.srv.store.Put(context.WithoutCancel(ctx), &Record{Response: r.resp, Input: r.req.Input}); err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		err := r.srv.store.Put(sctx, &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:])})
+		cancel()
+		if err != nil {
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()

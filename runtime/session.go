@@ -88,15 +88,22 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
 func (sess *Session) run(reqCtx context.Context) {
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- sess.writeLoop(sess.ctx) }()
+	// Deferred, so that even a panic in the read loop joins the goroutines and
+	// hands suspended rollouts to their resume window.
+	defer sess.teardown(writerDone)
 	err := sess.readLoop(reqCtx)
 	if err != nil && !isNormalClose(err) && websocket.CloseStatus(err) == -1 {
 		sess.srv.log.Debug("websocket read ended", "err", err)
 	}
+}
+
+// teardown ends the session: it joins the lane workers and the writer,
+// closes the socket and detaches the suspended rollouts reporting here.
+func (sess *Session) teardown(writerDone <-chan error) {
 	sess.cancel()
 	sess.wg.Wait()
 	<-writerDone
 	sess.conn.CloseNow()
-	// Suspended rollouts outlive the connection, for the resume window.
 	sess.mu.Lock()
 	links := sess.links
 	sess.links = nil
@@ -508,7 +515,7 @@ func (sess *Session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 		return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
 			"Response '%s' belongs to stream '%s', not '%s'.", ev.ResponseID, ro.lane, ev.StreamID)
 	}
-	ro.cancel(errCancelled)
+	ro.abort(errCancelled)
 	return nil
 }
 

@@ -11,12 +11,24 @@ import (
 // ErrNotStored is returned by a Store for an id it does not hold.
 var ErrNotStored = errors.New("runtime: response not stored")
 
-// Record is what the store keeps of one response: the response object and the
-// input items sent with it. The conversation before it is reached through
+// Record is what the store keeps of one response: the response object, the
+// input items sent with it, and every item the response added to the
+// conversation, in order (its input, then each step's output and, for a
+// suspended rollout, the tool outputs and steering messages appended between
+// steps). The conversation before it is reached through
 // Response.PreviousResponseID.
 type Record struct {
 	Response *protocol.Response
 	Input    protocol.Items
+	Items    protocol.Items // nil in records that predate it: Input then Output
+}
+
+// added is what the record contributes to the conversation.
+func (rec *Record) added() protocol.Items {
+	if rec.Items != nil {
+		return rec.Items
+	}
+	return append(append(protocol.Items{}, rec.Input...), rec.Response.Output...)
 }
 
 // Store keeps responses created with store: true. Implementations must be
@@ -86,8 +98,7 @@ func loadChain(ctx context.Context, st Store, id string) (*protocol.Response, pr
 	}
 	var items protocol.Items
 	for i := len(recs) - 1; i >= 0; i-- {
-		items = append(items, recs[i].Input...)
-		items = append(items, recs[i].Response.Output...)
+		items = append(items, recs[i].added()...)
 	}
 	return recs[0].Response, items, nil
 }

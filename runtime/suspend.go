@@ -186,7 +186,7 @@ func (l *link) expire() {
 	}
 	l.expired = true
 	l.mu.Unlock()
-	l.ro.cancel(errResumeExpired)
+	l.ro.abort(errResumeExpired)
 	l.srv.unregister(l)
 }
 

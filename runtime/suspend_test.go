@@ -114,3 +114,35 @@ func TestSuspendedTakeover(t *testing.T) {
 		t.Fatalf("append on the old connection: %s", code)
 	}
 }
+
+// TestSuspendedStoredContext: a stored suspended rollout keeps the tool
+// outputs appended between its steps, so a continuation loaded from the
+// store sees the same context as one served from the connection cache (same
+// input tokens).
+func TestSuspendedStoredContext(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": true, "suspend": true,
+		"input": "call: read_file {\"path\":\"a.go\"}"}))
+	ev := untilPause(t, c)
+	id := obj(t, terminalResponse(t, ev[len(ev)-1]))["id"]
+	call := pendingCalls(t, ev[len(ev)-1])[0]
+	c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "package a // a long enough output to count"}}})
+	if end := untilPause(t, c); eventType(t, end[len(end)-1]) != "response.completed" {
+		t.Fatalf("ended with %s", end[len(end)-1])
+	}
+	next := map[string]any{"model": "tether-scripted", "store": false, "previous_response_id": id, "input": "Thanks."}
+	c.send(t, create(next))
+	cached := c.untilTerminal(t)
+	fromCache := obj(t, terminalResponse(t, cached[len(cached)-1]))["usage"].(map[string]any)["input_tokens"]
+	status, raw := h.post(t, "/responses", next)
+	if status != 200 {
+		t.Fatalf("HTTP continuation: %d %s", status, raw)
+	}
+	fromStore := obj(t, raw)["usage"].(map[string]any)["input_tokens"]
+	if fromCache != fromStore {
+		t.Fatalf("input tokens: %v from the connection cache, %v from the store", fromCache, fromStore)
+	}
+}

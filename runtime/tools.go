@@ -164,9 +164,9 @@ func (b *bridge) beginStep(ctx context.Context, calls int) {
 	defer b.mu.Unlock()
 	b.expect, b.parked, b.order, b.arrived = calls, false, nil, nil
 	b.waiting = make(map[string]chan *protocol.FunctionCallOutput, calls)
-	if b.answered == nil {
-		b.answered = make(map[string]bool)
-	}
+	// Call ids need only be unique within a step: some backends number
+	// them per completion (call_0 in every step).
+	b.answered = make(map[string]bool, calls)
 	if b.suspend && calls > 0 {
 		b.stepCtx, b.stop = context.WithTimeoutCause(ctx, b.r.srv.opts.SuspendTimeout, errToolTimeout)
 	}
@@ -254,11 +254,13 @@ func (b *bridge) wasParked() bool {
 	return b.parked
 }
 
+// takeArrived ends the step's intake: it returns what arrived, and later
+// appends are refused (response_not_suspended) rather than lost.
 func (b *bridge) takeArrived() protocol.Items {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.arrived
-	b.arrived = nil
+	b.arrived, b.waiting = nil, nil
 	return out
 }
 
