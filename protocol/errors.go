@@ -45,6 +45,11 @@ const (
 	CodeNothingSuspended    = "response_not_suspended"
 	CodeStreamMismatch      = "stream_id_mismatch"
 	CodeStreamSuspended     = "stream_suspended"
+	CodeTooManySuspended    = "too_many_suspended"
+
+	// Upstream models (a sampler that forwards to another server).
+	CodeUpstreamError   = "upstream_error"
+	CodeUpstreamTimeout = "upstream_timeout"
 )
 
 // Error is a protocol error: a request the server refuses, or a failure it

@@ -30,6 +30,7 @@ const (
 	DefaultOutQueue       = 1024
 	DefaultSuspendTimeout = 10 * time.Minute
 	DefaultResumeWindow   = 60 * time.Second
+	DefaultMaxSuspended   = 1024
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -45,6 +46,9 @@ type Options struct {
 	// SuspendTimeout ends a suspended rollout that waits longer than this for
 	// client tool outputs (failed, client_tool_timeout).
 	SuspendTimeout time.Duration
+	// MaxSuspended bounds the suspended rollouts a server holds at once
+	// (running, parked or detached); beyond it a suspended create is refused.
+	MaxSuspended int
 	// ResumeWindow is how long a suspended rollout outlives its connection,
 	// waiting for response.resume on a new one.
 	ResumeWindow time.Duration
@@ -118,6 +122,9 @@ func NewServer(opts Options) (*Server, error) {
 	if s.opts.SuspendTimeout <= 0 {
 		s.opts.SuspendTimeout = DefaultSuspendTimeout
 	}
+	if s.opts.MaxSuspended <= 0 {
+		s.opts.MaxSuspended = DefaultMaxSuspended
+	}
 	if s.opts.ResumeWindow <= 0 {
 		s.opts.ResumeWindow = DefaultResumeWindow
 	}
@@ -150,7 +157,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.store = opts.Store
 	if s.store == nil {
-		s.store = NewMemoryStore()
+		s.store = NewMemoryStore(0)
 	}
 	sl, err := newSealer(opts.CompactionKey)
 	if err != nil {

@@ -271,8 +271,9 @@ func (sess *Session) runJob(ln *lane, j *job) {
 	}
 	ro.lane, ro.streamID = ln.id, ln.id
 	if sess.suspended(req) {
-		l, ok := sess.srv.startSuspended(ro, sess, ln.id)
-		if !ok {
+		l, perr := sess.srv.startSuspended(ro, sess, ln.id)
+		if perr != nil {
+			last = errorFrame(perr, ln.id)
 			return
 		}
 		last = sess.follow(ln, l, parent)

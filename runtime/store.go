@@ -39,20 +39,49 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// MemoryStore is the default Store: a map guarded by a mutex.
+// MemoryStore is the default Store: a map guarded by a mutex, holding at
+// most Max records (the oldest go first).
 type MemoryStore struct {
-	mu   sync.RWMutex
-	recs map[string]*Record // guarded by mu
+	max int
+
+	mu    sync.RWMutex
+	recs  map[string]*Record // guarded by mu
+	order []string           // ids, oldest first, guarded by mu
 }
 
-// NewMemoryStore returns an empty in-memory store.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]*Record)} }
+// DefaultStoreMax is how many responses a MemoryStore keeps by default.
+const DefaultStoreMax = 100_000
 
-// Put stores rec under its response id.
+// NewMemoryStore returns an empty in-memory store that keeps at most max
+// records; max <= 0 means DefaultStoreMax.
+func NewMemoryStore(max int) *MemoryStore {
+	if max <= 0 {
+		max = DefaultStoreMax
+	}
+	return &MemoryStore{max: max, recs: make(map[string]*Record)}
+}
+
+// Put stores rec under its response id, dropping the oldest record when full.
 func (m *MemoryStore) Put(_ context.Context, rec *Record) error {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.recs[rec.Response.ID]; !ok {
+		m.order = append(m.order, rec.Response.ID)
+	}
 	m.recs[rec.Response.ID] = rec
-	m.mu.Unlock()
+	for len(m.recs) > m.max && len(m.order) > 0 {
+		delete(m.recs, m.order[0])
+		m.order = m.order[1:]
+	}
+	if len(m.order) > 2*m.max { // ids of deleted records linger: compact
+		live := m.order[:0:0]
+		for _, id := range m.order {
+			if _, ok := m.recs[id]; ok {
+				live = append(live, id)
+			}
+		}
+		m.order = live
+	}
 	return nil
 }
 

@@ -80,13 +80,20 @@ func suspendByDefault(r *http.Request) bool {
 }
 
 // startSuspended runs ro on a server-owned goroutine, reporting to sess.
-func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link, bool) {
+// It refuses when the server already holds MaxSuspended of them: each may
+// outlive its connection, so they are bounded server-wide.
+func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link, *protocol.Error) {
 	l := &link{srv: s, ro: ro, creds: sess.creds, lane: lane, sess: sess, sent: -1, done: make(chan struct{})}
 	ro.client.suspend = true
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, false
+		return nil, protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerError, "", "The server is shutting down.")
+	}
+	if len(s.suspended) >= s.opts.MaxSuspended {
+		s.mu.Unlock()
+		return nil, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
+			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.MaxSuspended)
 	}
 	s.suspended[ro.ID()] = l
 	s.wg.Add(1)
@@ -117,7 +124,7 @@ func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link,
 		}()
 		conv, err = ro.Run(s.ctx, l.sink)
 	}()
-	return l, true
+	return l, nil
 }
 
 // sink is the rollout's Sink. Every frame goes to the attached connection

@@ -146,3 +146,23 @@ func TestSuspendedStoredContext(t *testing.T) {
 		t.Fatalf("input tokens: %v from the connection cache, %v from the store", fromCache, fromStore)
 	}
 }
+
+// TestSuspendedLimit: the server holds at most MaxSuspended suspended
+// rollouts; one more is refused with too_many_suspended, and the connection
+// stays usable.
+func TestSuspendedLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{MaxSuspended: 1})
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "a",
+		"input": "call: read_file {\"path\":\"a.go\"}"}))
+	untilPause(t, c) // parked: it holds the server's one place
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "b", "input": "hi"}))
+	if code := wsErrorCode(t, [][]byte{c.recv(t)}); code != "too_many_suspended" {
+		t.Fatalf("code %s", code)
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "b", "input": "hi"}))
+	if end := c.untilTerminal(t); eventType(t, end[len(end)-1]) != "response.completed" {
+		t.Fatalf("turn after the refusal: %s", end[len(end)-1])
+	}
+}
