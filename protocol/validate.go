@@ -107,15 +107,8 @@ func validateTools(tools []Tool) *Error {
 		param := indexParam("tools", i)
 		switch t.Type {
 		case ToolFunction:
-			if perr := validateName(t.Name, param+".name"); perr != nil {
+			if perr := validateFunction(t, param, seen); perr != nil {
 				return perr
-			}
-			if seen[t.Name] {
-				return Invalid(CodeInvalidValue, param+".name", "Duplicate tool name '%s': function names must be unique.", t.Name)
-			}
-			seen[t.Name] = true
-			if !isNull(t.Parameters) && trimSpace(t.Parameters)[0] != '{' {
-				return Invalid(CodeInvalidType, param+".parameters", "Invalid '%s.parameters': expected a JSON Schema object.", param)
 			}
 		case ToolWebSearch, "web_search_preview":
 		case "":
@@ -123,6 +116,23 @@ func validateTools(tools []Tool) *Error {
 		default:
 			return Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported tool types are: 'function' and 'web_search'.", t.Type)
 		}
+	}
+	return nil
+}
+
+// validateFunction checks a function tool's name, unique among seen (which
+// it adds to), and parameters, found at fields+".name" and
+// fields+".parameters".
+func validateFunction(t Tool, fields string, seen map[string]bool) *Error {
+	if perr := validateName(t.Name, fields+".name"); perr != nil {
+		return perr
+	}
+	if seen[t.Name] {
+		return Invalid(CodeInvalidValue, fields+".name", "Duplicate tool name '%s': function names must be unique.", t.Name)
+	}
+	seen[t.Name] = true
+	if !isNull(t.Parameters) && trimSpace(t.Parameters)[0] != '{' {
+		return Invalid(CodeInvalidType, fields+".parameters", "Invalid '%s.parameters': expected a JSON Schema object.", fields)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/responses/{id}", s.handleDelete)
 	m.HandleFunc("GET /v1/responses/{id}/input_items", s.handleInputItems)
 	m.HandleFunc("GET /v1/models", s.handleModels)
+	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux = m
 }

@@ -85,10 +85,26 @@
 // tokens: the open part gets its PartEnd, the rest of the step is dropped and
 // the Result is Incomplete.
 //
-// # Pacing
+// # Timing
 //
-// Backends pace their output with Pacing: token i is due at
-// start + TTFT + i/TPS on an absolute schedule, so n tokens take
-// TTFT + (n-1)/TPS. The zero Pacing streams as fast as the consumer takes
-// deltas, without timers.
+// A backend that simulates inference paces its output with one timing
+// model, Timing, the same for every transport and design: a sample emits its
+// first token TTFT + uncached/PrefillRate after it starts, and output token i
+// (from 0) i/TPS after that, on an absolute schedule (Pacer), so n tokens
+// take TTFT + uncached/PrefillRate + (n-1)/TPS whatever the consumer does.
+// The zero Timing streams as fast as the consumer takes deltas, without
+// timers.
+//
+// The uncached tokens are those of the prompt (the system block of
+// Instructions and Tools, then the items) after the longest prefix the
+// backend's PrefixCache holds, as an inference engine reuses the KV blocks
+// of the prompts it has read. The cache matches prompts by content (hashes of
+// the tokens before each item boundary), so a request costs the same prefill
+// whether its Prompt was extended from the previous turn's, re-rendered from
+// the whole history (stateless HTTP) or left nil: a comparison of transports
+// and designs measures API overhead only. Each Result reports PromptTokens
+// and CachedPromptTokens.
+//
+// The model's own output re-enters the next prompt as items the runtime
+// renders; they count as uncached, in every design alike.
 package sampler

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -62,4 +63,37 @@ func ExampleScripted() {
 	// Output:
 	// turn 1: get_weather({"location":"Paris"}) (5 tokens)
 	// turn 2: "get_weather returned: 18°C, clear" (9 tokens)
+}
+
+// ExamplePrefixCache shows the prefix cache matching a conversation by
+// content: the second turn arrives re-rendered from the whole history, as
+// over stateless HTTP, and still finds the first turn's prompt.
+func ExamplePrefixCache() {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cache := sampler.NewPrefixCache(r, sampler.PrefixCacheOptions{})
+	timing := sampler.Timing{TTFT: 100 * time.Millisecond, PrefillRate: 1000, TPS: 50}
+	render := func(items protocol.Items) *sampler.Prompt {
+		var p *sampler.Prompt
+		for _, it := range items {
+			p = p.Append(r.Item(it))
+		}
+		return p
+	}
+	items := protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{
+		&protocol.InputText{Text: "List the files."}}}}
+	for turn := 1; turn <= 2; turn++ {
+		req := &sampler.Request{Instructions: "You are a coding agent.", Items: items, Prompt: render(items)}
+		prompt, cached := cache.Prefill(req)
+		fmt.Printf("turn %d: %d prompt tokens, %d cached; first token after %v\n",
+			turn, prompt, cached, timing.FirstToken(prompt-cached))
+		items = append(items,
+			&protocol.FunctionCall{CallID: "call_1", Name: "ls", Arguments: "{}"},
+			&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "go.mod main.go"}})
+	}
+	// Output:
+	// turn 1: 36 prompt tokens, 0 cached; first token after 136ms
+	// turn 2: 78 prompt tokens, 36 cached; first token after 142ms
 }

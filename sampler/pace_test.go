@@ -54,7 +54,7 @@ func TestPacing(t *testing.T) {
 					t.Errorf("took %v, want %v", total, tt.wantTotal)
 				}
 				for i, at := range times {
-					if want := tt.pace.due(i); at != want {
+					if want := tt.pace.Due(0, i); at != want {
 						t.Fatalf("token %d at %v, want %v", i, at, want)
 					}
 				}

@@ -2,14 +2,17 @@ package sampler
 
 // Prompt is an immutable, persistent list of rendered items: a linked list of
 // segments, newest first, each holding one item's tokens and the running
-// totals. Append returns a new head and never mutates the receiver, so any
-// number of continuations may fork from the same Prompt, and a Prompt may be
-// shared by goroutines without locking. The nil *Prompt is the empty prompt.
+// totals, among them the hash of every token so far that a PrefixCache
+// matches prompts by. Append returns a new head and never mutates the
+// receiver, so any number of continuations may fork from the same Prompt, and
+// a Prompt may be shared by goroutines without locking. The nil *Prompt is
+// the empty prompt.
 type Prompt struct {
 	parent *Prompt // older items; nil at the oldest segment
 	tokens []Token // this item's tokens; owned, never modified
 	len    int     // tokens in the whole chain, this segment included
 	items  int     // segments in the whole chain, this one included
+	sum    uint64  // tokenHash of the whole chain's tokens, oldest first
 }
 
 // Append returns p followed by one more item rendered as tokens. It copies
@@ -20,7 +23,17 @@ func (p *Prompt) Append(tokens []Token) *Prompt {
 	if len(tokens) > 0 {
 		own = append([]Token(nil), tokens...) // no zeroing, unlike make+copy
 	}
-	return &Prompt{parent: p, tokens: own, len: p.Len() + len(tokens), items: p.Items() + 1}
+	return &Prompt{parent: p, tokens: own, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), own)}
+}
+
+// hash is the tokenHash of the whole prompt. It depends on the tokens only,
+// not on how they were split into items, nor on which Prompt holds them: a
+// history re-rendered from scratch hashes as the Prompt it was extended into.
+func (p *Prompt) hash() uint64 {
+	if p == nil {
+		return tokenHashSeed
+	}
+	return p.sum
 }
 
 // Len is the total number of tokens.
@@ -49,4 +62,22 @@ func (p *Prompt) All() []Token {
 		copy(out[end:], s.tokens)
 	}
 	return out
+}
+
+// tokenHashSeed is the hash of no tokens.
+const tokenHashSeed uint64 = 0xcbf29ce484222325
+
+// tokenHash continues h over toks. Each step (xor, multiply by an odd
+// constant, xorshift) is a bijection of the state, so two sequences that share
+// a prefix diverge at their first different token, and the state after n
+// tokens is a function of those n tokens only. It is not a defence against
+// chosen collisions; a collision would only make the prefix cache count a
+// prompt as cached, never change what is sampled.
+func tokenHash(h uint64, toks []Token) uint64 {
+	for _, t := range toks {
+		h ^= uint64(t)
+		h *= 0x9e3779b97f4a7c15
+		h ^= h >> 29
+	}
+	return h
 }

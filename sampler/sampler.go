@@ -54,8 +54,11 @@ type Request struct {
 	Items           protocol.Items // the whole context, oldest first (previous input+output + new input)
 	Tools           []protocol.Tool
 	ToolChoice      protocol.ToolChoice
-	MaxOutputTokens int     // 0 = no limit
-	Prompt          *Prompt // rendered Items (may be nil); backends may use its Len for timing
+	MaxOutputTokens int // 0 = no limit
+	// Prompt is Items rendered, without the system block of Instructions
+	// and Tools. It may be nil; backends that need it render Items
+	// themselves. A PrefixCache matches it by the hashes its segments keep.
+	Prompt *Prompt
 }
 
 // Result is the outcome of a sample.
@@ -65,4 +68,11 @@ type Result struct {
 	// Incomplete reports that the sample stopped at MaxOutputTokens; the open
 	// part was ended with PartEnd and the rest of the step was dropped.
 	Incomplete bool
+	// PromptTokens is the length of the prompt the backend read: the system
+	// block, then the items.
+	PromptTokens int
+	// CachedPromptTokens is how many of them, from the start, the backend's
+	// prefix cache held; the sample paid prefill for the others. It is the
+	// same for a request whatever transport or design delivered it.
+	CachedPromptTokens int
 }

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tether-run/tether/protocol"
@@ -22,22 +23,28 @@ const greeting = "Hello! How can I help you today?"
 
 // Scripted is a deterministic model: the same request always yields the same
 // deltas, and any request yields a plausible one (see the package
-// documentation for the policy). It holds no per-request state: it is safe
-// for concurrent use, and Sample blocks only for its pacing.
+// documentation for the policy). Its only state is its PrefixCache, which
+// changes how long a sample takes, never what it says. It is safe for
+// concurrent use, and Sample blocks only for its pacing.
 type Scripted struct {
-	r    *Renderer
-	pace Pacing
+	r      *Renderer
+	timing Timing
+	cache  *PrefixCache
 }
 
 // NewScripted returns a scripted backend that streams o200k_base tokens split
-// by r, paced by p. A nil r means a new Renderer.
-func NewScripted(r *Renderer, p Pacing) *Scripted {
+// by r, paced by t, with a PrefixCache of default bounds. A nil r means a new
+// Renderer.
+func NewScripted(r *Renderer, t Timing) *Scripted {
 	if r == nil {
 		// NewRenderer fails only for an encoding the tokenizer lacks.
 		r, _ = NewRenderer()
 	}
-	return &Scripted{r: r, pace: p}
+	return &Scripted{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{})}
 }
+
+// Cache is the backend's prefix cache, for its statistics and for Reset.
+func (s *Scripted) Cache() *PrefixCache { return s.cache }
 
 // part is one planned message or function call.
 type part struct {
@@ -48,10 +55,12 @@ type part struct {
 }
 
 // Sample streams the policy's answer to req through emit, synchronously and
-// in order, one token per TextDelta or ArgsDelta. It returns ctx.Err() as
-// soon as ctx ends, during the time to first token or between tokens,
-// leaving the open part without its PartEnd. req.Model and req.Prompt are
-// not used.
+// in order, one token per TextDelta or ArgsDelta, on the Timing's schedule:
+// the prompt is looked up in the prefix cache (and recorded there) when the
+// sample starts, and its uncached tokens delay the first token. It returns
+// ctx.Err() as soon as ctx ends, during the time to first token or between
+// tokens, leaving the open part without its PartEnd. req.Model is not used;
+// req.Prompt only times the sample.
 func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -59,21 +68,34 @@ func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (
 	if req == nil {
 		req = &Request{}
 	}
-	return s.stream(ctx, plan(req), req.MaxOutputTokens, emit)
+	var start time.Time
+	if s.timing.Paced() {
+		start = time.Now() // before the lookup: it is part of the model's time
+	}
+	prompt, cached := s.cache.Prefill(req)
+	pc := NewPacer(s.timing, start, prompt-cached)
+	defer pc.Stop()
+	res, err := s.stream(ctx, pc, plan(req), req.MaxOutputTokens, emit)
+	res.PromptTokens, res.CachedPromptTokens = prompt, cached
+	return res, err
 }
 
-// stream emits parts token by token on the pacing schedule. A Start delta is
-// emitted when its part's first token is due, right before it.
-func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit func(Delta)) (Result, error) {
-	pc := newPacer(ctx, s.pace)
-	defer pc.stop()
+// stream emits parts token by token on pc's schedule. A Start delta is
+// emitted when its part's first token is due, right before it. Every part is
+// tokenized before the first wait, during the time to first token, so that
+// the work does not make the first token late.
+func (s *Scripted) stream(ctx context.Context, pc *Pacer, parts []part, limit int, emit func(Delta)) (Result, error) {
+	toks := make([][]string, len(parts))
+	for i, p := range parts {
+		toks[i] = s.r.Tokens(p.text)
+	}
 	var res Result
-	for _, p := range parts {
+	for k, p := range parts {
 		if limit > 0 && res.OutputTokens >= limit {
 			res.Incomplete = true
 			return res, nil
 		}
-		if err := pc.wait(ctx, res.OutputTokens); err != nil {
+		if err := pc.Wait(ctx, res.OutputTokens); err != nil {
 			return res, err
 		}
 		start, tok := Delta{Kind: TextStart}, Delta{Kind: TextDelta}
@@ -84,7 +106,7 @@ func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit fun
 		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name}
 		emit(start)
 		runes, cites := 0, p.cites
-		for i, t := range s.r.Tokens(p.text) {
+		for i, t := range toks[k] {
 			if limit > 0 && res.OutputTokens >= limit {
 				end.Incomplete = true
 				emit(end)
@@ -92,7 +114,7 @@ func (s *Scripted) stream(ctx context.Context, parts []part, limit int, emit fun
 				return res, nil
 			}
 			if i > 0 {
-				if err := pc.wait(ctx, res.OutputTokens); err != nil {
+				if err := pc.Wait(ctx, res.OutputTokens); err != nil {
 					return res, err
 				}
 			}

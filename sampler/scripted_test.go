@@ -377,7 +377,7 @@ func TestMaxOutputTokens(t *testing.T) {
 			if tt.limit > 0 && tt.limit < total {
 				want = Result{OutputTokens: tt.limit, Incomplete: true}
 			}
-			if res != want {
+			if res.OutputTokens != want.OutputTokens || res.Incomplete != want.Incomplete {
 				t.Errorf("Result %+v, want %+v", res, want)
 			}
 			if parts := len(output(deltas)); parts != tt.wantParts {

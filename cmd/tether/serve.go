@@ -21,8 +21,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; port 0 picks a free port")
-	tps := fs.Float64("tps", 0, "output tokens per second of every model; 0 is unpaced")
-	ttft := fs.Duration("ttft", 0, "time to first token of every model")
+	configPath := fs.String("config", "", "JSON file of per-model settings: timing, upstream servers")
+	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
+	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
+	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
 	maxFrame := fs.Int64("max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
 	wsMaxAge := fs.Duration("ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
 	suspendTimeout := fs.Duration("suspend-timeout", runtime.DefaultSuspendTimeout, "how long a suspended rollout waits for client tool outputs")
@@ -36,6 +38,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	flags := timingFlags{timing: sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}, set: map[string]bool{}}
+	fs.Visit(func(f *flag.Flag) { flags.set[f.Name] = true })
+	for name, v := range map[string]float64{"tps": *tps, "prefill-rate": *prefillRate} {
+		if err := checkRate(v); err != nil {
+			fmt.Fprintf(stderr, "tether: --%s %v\n", name, err)
+			return 2
+		}
+	}
+	if *ttft < 0 {
+		fmt.Fprintf(stderr, "tether: --ttft %v is negative\n", *ttft)
+		return 2
+	}
+	var cfg *Config
+	if *configPath != "" {
+		var err error
+		if cfg, err = LoadConfig(*configPath); err != nil {
+			fmt.Fprintln(stderr, "tether:", err)
+			return 1
+		}
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -47,9 +69,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	pacing := sampler.Pacing{TPS: *tps, TTFT: *ttft}
+	served, err := models(cfg, flags, renderer)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
 	srv, err := runtime.NewServer(runtime.Options{
-		Models:         map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer, pacing)},
+		Models:         served,
 		Renderer:       renderer,
 		HostedTools:    []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
 		MaxFrame:       *maxFrame,
@@ -82,5 +108,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	hs.Shutdown(shutdownCtx)
 	srv.Shutdown(shutdownCtx)
+	for _, m := range served {
+		if up, ok := m.(*sampler.Upstream); ok {
+			up.CloseIdleConnections()
+		}
+	}
 	return 0
 }

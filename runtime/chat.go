@@ -1,0 +1,251 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// handleChat serves POST /v1/chat/completions over the same samplers as
+// /v1/responses: one sampling step, answered as a chat.completion, or with
+// stream as chat.completion.chunk events. It is a model endpoint, not an
+// agent loop: no tool runs here and nothing is stored; the client runs the
+// functions the model calls and sends their results in its next request.
+//
+// An error before the first chunk is an HTTP error; one after it is a last
+// `data: {"error": {...}}` event, without [DONE].
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	body, perr := s.readBody(w, r)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	req, perr := protocol.DecodeChatRequest(body)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	cc, perr := req.Context()
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	model, ok := s.models[req.Model]
+	if !ok {
+		writeError(w, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
+			"The model '%s' does not exist. Models served here: %s.", req.Model, strings.Join(s.ModelNames(), ", ")))
+		return
+	}
+	var prompt *sampler.Prompt
+	for _, it := range cc.Items {
+		prompt = prompt.Append(s.renderer.Item(it))
+	}
+	sreq := &sampler.Request{
+		Model:           req.Model,
+		Instructions:    cc.Instructions,
+		Items:           cc.Items,
+		Tools:           cc.Tools,
+		ToolChoice:      cc.ToolChoice,
+		MaxOutputTokens: cc.MaxOutputTokens,
+		Prompt:          prompt,
+	}
+	c := &chatAnswer{
+		head: protocol.ChatCompletion{
+			ID:      strings.Replace(newID("chatcmpl"), "_", "-", 1),
+			Object:  protocol.ObjectChatCompletion,
+			Created: s.now().Unix(),
+			Model:   req.Model,
+		},
+		promptTokens: len(s.renderer.Header(cc.Instructions, cc.Tools)) + prompt.Len(),
+	}
+	if req.Stream {
+		c.head.Object = protocol.ObjectChatCompletionChunk
+		c.stream = &chatStream{w: w, rc: http.NewResponseController(w),
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	c.cancel = cancel
+	res, err := model.Sample(ctx, sreq, c.onDelta)
+	switch {
+	case ctx.Err() != nil:
+		return // the client is gone, or a write to it failed
+	case err != nil:
+		perr := protocol.AsError(err)
+		if c.stream == nil || !c.stream.started {
+			writeError(w, perr)
+			return
+		}
+		c.stream.data(perr.HTTPErrorBody())
+	case c.stream != nil:
+		c.endStream(res)
+	default:
+		writeJSON(w, http.StatusOK, c.completion(res))
+	}
+}
+
+// chatAnswer builds one answer from a sample's deltas: it collects them, or
+// streams them as chunks. It is owned by the handler's goroutine, on which
+// the sampler emits.
+type chatAnswer struct {
+	head         protocol.ChatCompletion // id, object, created, model
+	promptTokens int
+	stream       *chatStream // nil unless streaming
+	cancel       context.CancelFunc
+
+	text  strings.Builder // the messages' text, collected when not streaming
+	texts int             // messages begun
+	calls []protocol.ChatToolCall
+}
+
+// messageSep separates the text of a step's messages, which chat joins into
+// one content.
+const messageSep = "\n\n"
+
+func (c *chatAnswer) onDelta(d sampler.Delta) {
+	var delta protocol.ChatDelta
+	switch d.Kind {
+	case sampler.TextStart:
+		c.texts++
+		if c.texts == 1 {
+			if c.stream != nil && !c.stream.started {
+				c.chunk(delta) // the role chunk, as soon as the message begins
+			}
+			return
+		}
+		delta.Content = ptr(messageSep)
+	case sampler.TextDelta:
+		delta.Content = ptr(d.Text)
+	case sampler.CallStart:
+		call := protocol.ChatToolCall{ID: d.CallID, Type: "function", Function: protocol.ChatFunctionCall{Name: d.Name}}
+		c.calls = append(c.calls, call)
+		call.Index = ptr(len(c.calls) - 1)
+		delta.ToolCalls = []protocol.ChatToolCall{call}
+	case sampler.ArgsDelta:
+		if len(c.calls) == 0 {
+			return
+		}
+		i := len(c.calls) - 1
+		c.calls[i].Function.Arguments += d.Text
+		delta.ToolCalls = []protocol.ChatToolCall{{Index: ptr(i), Function: protocol.ChatFunctionCall{Arguments: d.Text}}}
+	default: // PartEnd has nothing to say in chat; citations have no chat form here
+		return
+	}
+	if c.stream == nil {
+		if delta.Content != nil {
+			c.text.WriteString(*delta.Content)
+		}
+		return
+	}
+	c.chunk(delta)
+}
+
+func (c *chatAnswer) finishReason(res sampler.Result) string {
+	switch {
+	case res.Incomplete:
+		return protocol.FinishLength
+	case len(c.calls) > 0:
+		return protocol.FinishToolCalls
+	}
+	return protocol.FinishStop
+}
+
+// usage counts the prompt as the backend read it when it says, else as
+// rendered here.
+func (c *chatAnswer) usage(res sampler.Result) *protocol.ChatUsage {
+	u := &protocol.ChatUsage{PromptTokens: c.promptTokens, CompletionTokens: res.OutputTokens}
+	if res.PromptTokens > 0 {
+		u.PromptTokens, u.PromptTokensDetails.CachedTokens = res.PromptTokens, res.CachedPromptTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// completion is the whole answer of a request that did not stream.
+func (c *chatAnswer) completion(res sampler.Result) *protocol.ChatCompletion {
+	msg := &protocol.ChatReply{Role: protocol.RoleAssistant, ToolCalls: c.calls}
+	if c.texts > 0 {
+		msg.Content = ptr(c.text.String())
+	}
+	out := c.head
+	out.Choices = []protocol.ChatChoice{{Message: msg, FinishReason: ptr(c.finishReason(res))}}
+	out.Usage = c.usage(res)
+	return &out
+}
+
+// chatStream writes chunks as server-sent events: "data: JSON\n\n", ending
+// with "data: [DONE]\n\n". The status line and headers go out with the first
+// chunk, so that an error before it can still be an HTTP error.
+type chatStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	usage   bool // stream_options.include_usage
+	started bool
+	buf     bytes.Buffer
+}
+
+// chunk sends one chunk of the choice. The first one also carries the role.
+func (c *chatAnswer) chunk(delta protocol.ChatDelta) {
+	if !c.stream.started {
+		c.stream.start()
+		if delta.Content == nil && delta.ToolCalls == nil {
+			delta.Content = ptr("")
+		}
+		delta.Role = protocol.RoleAssistant
+	}
+	out := c.head
+	out.Choices = []protocol.ChatChoice{{Delta: &delta}}
+	c.send(&out)
+}
+
+// endStream sends the finish chunk, the usage chunk when asked for, and [DONE].
+func (c *chatAnswer) endStream(res sampler.Result) {
+	if !c.stream.started {
+		c.chunk(protocol.ChatDelta{})
+	}
+	out := c.head
+	out.Choices = []protocol.ChatChoice{{Delta: &protocol.ChatDelta{}, FinishReason: ptr(c.finishReason(res))}}
+	c.send(&out)
+	if c.stream.usage {
+		out.Choices = []protocol.ChatChoice{}
+		out.Usage = c.usage(res)
+		c.send(&out)
+	}
+	c.stream.data([]byte("[DONE]"))
+}
+
+func (c *chatAnswer) send(chunk *protocol.ChatCompletion) {
+	b, err := json.Marshal(chunk)
+	if err == nil {
+		err = c.stream.data(b)
+	}
+	if err != nil {
+		c.cancel() // the client is gone: stop sampling
+	}
+}
+
+func (s *chatStream) start() {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+}
+
+// data writes one event and flushes it.
+func (s *chatStream) data(b []byte) error {
+	s.buf.Reset()
+	s.buf.WriteString("data: ")
+	s.buf.Write(b)
+	s.buf.WriteString("\n\n")
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}

@@ -1,0 +1,302 @@
+package sampler
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"sync"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// Default bounds of a PrefixCache.
+const (
+	DefaultPrefixCacheTokens        = 1 << 22 // about 4M distinct prompt tokens
+	DefaultPrefixCacheConversations = 4096
+)
+
+// PrefixCacheOptions bounds a PrefixCache. The zero value means the defaults.
+type PrefixCacheOptions struct {
+	// MaxTokens bounds the distinct prompt tokens held: a prefix that several
+	// conversations share counts once. 0 means DefaultPrefixCacheTokens; a
+	// negative value holds nothing, so that every prompt is uncached.
+	MaxTokens int
+	// MaxConversations bounds the conversations held, a conversation being a
+	// prompt that no other held prompt extends. 0 (or less) means
+	// DefaultPrefixCacheConversations.
+	MaxConversations int
+}
+
+// PrefixCache is the prompt cache of one model, kept the way an inference
+// engine keeps KV blocks: it remembers the prompts it has read, and a new
+// prompt costs prefill only for the tokens after the longest prefix it
+// already holds.
+//
+// It matches prompts by content, never by identity. A prompt is the system
+// block (Request.Instructions and Tools), then the items (Request.Prompt).
+// Every item boundary is known by the hash of the tokens before it
+// (Prompt keeps that hash as it grows), combined with a hash of the system
+// block's content. So a continuation that extends a cached Prompt (the
+// WebSocket designs), a history re-rendered from scratch into new segments
+// (stateless HTTP) and a history rebuilt from the store (chained HTTP) all
+// find the same prefix, and a sample costs the same prefill whatever
+// transport or design delivered its request. A lookup walks back from the
+// newest item to the first boundary the cache knows: it costs O(new items),
+// not O(tokens).
+//
+// The held prompts form a tree of item boundaries, the system block at the
+// root. When a bound is exceeded, the least recently used conversation is
+// dropped, back to the point where it forks from another one.
+//
+// A PrefixCache is safe for concurrent use; Prefill holds its lock for the
+// walk and the insertion only, never while tokenizing.
+type PrefixCache struct {
+	r                   *Renderer
+	seed                maphash.Seed
+	maxTokens, maxConvs int
+
+	mu     sync.Mutex
+	roots  map[uint64]*prefixNode    // system blocks, by headerHash; guarded by mu
+	nodes  map[prefixKey]*prefixNode // item boundaries; guarded by mu
+	lru    prefixNode                // sentinel of the ring of leaves, least recently used at lru.next; guarded by mu
+	tokens int                       // sum of the nodes' own tokens; guarded by mu
+	leaves int                       // nodes in the ring; guarded by mu
+}
+
+// prefixKey names an item boundary: the hash of the system block combined
+// with the hash of the item tokens before the boundary, and their count.
+type prefixKey struct {
+	h uint64
+	n int
+}
+
+// prefixNode is a held prefix: a system block (a root) or an item boundary.
+type prefixNode struct {
+	key      prefixKey // zero for a root
+	header   uint64    // the root's headerHash
+	parent   *prefixNode
+	own      int // tokens from the parent's end to this node's
+	total    int // tokens from the start of the prompt to this node's end
+	children int
+	// prev and next link the node into the ring of leaves while it has no
+	// children.
+	prev, next *prefixNode
+}
+
+// PrefixCacheStats is a snapshot of what a PrefixCache holds.
+type PrefixCacheStats struct {
+	Tokens        int // distinct prompt tokens
+	Conversations int // prompts that no other held prompt extends
+}
+
+// NewPrefixCache returns an empty cache whose prompts are rendered, when they
+// have to be, by r. A nil r means a new Renderer.
+func NewPrefixCache(r *Renderer, opts PrefixCacheOptions) *PrefixCache {
+	if r == nil {
+		// NewRenderer fails only for an encoding the tokenizer lacks.
+		r, _ = NewRenderer()
+	}
+	c := &PrefixCache{r: r, seed: maphash.MakeSeed(), maxTokens: opts.MaxTokens, maxConvs: opts.MaxConversations}
+	if c.maxTokens == 0 {
+		c.maxTokens = DefaultPrefixCacheTokens
+	}
+	if c.maxConvs <= 0 {
+		c.maxConvs = DefaultPrefixCacheConversations
+	}
+	c.resetLocked()
+	return c
+}
+
+// Prefill looks req's prompt up and records it: it returns the prompt's length
+// in tokens, system block included, and how many of them, from the start, the
+// cache held already. The prefill a sample pays for is prompt - cached.
+//
+// The system block is rendered only the first time the cache sees it. When
+// req.Prompt is nil, Prefill renders req.Items itself, which costs
+// tokenizing them; a non-nil Prompt must be the render of req.Items.
+func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
+	if req == nil {
+		req = &Request{}
+	}
+	hdr := c.headerHash(req.Instructions, req.Tools)
+	p := req.Prompt
+	if p == nil {
+		for _, it := range req.Items {
+			p = p.Append(c.r.Item(it))
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	root, fresh := c.roots[hdr], false
+	if root == nil {
+		c.mu.Unlock()
+		n := len(c.r.Header(req.Instructions, req.Tools))
+		c.mu.Lock()
+		if root = c.roots[hdr]; root == nil { // unless a concurrent Prefill added it meanwhile
+			root, fresh = &prefixNode{header: hdr, own: n, total: n}, true
+			c.roots[hdr] = root
+			c.tokens += n
+			c.pushLocked(root)
+		}
+	}
+	cached = c.walkLocked(root, hdr, p)
+	if fresh {
+		cached = 0
+	}
+	prompt = root.total + p.Len()
+	c.evictLocked()
+	return prompt, cached
+}
+
+// walkLocked finds the longest held prefix of p under root, walking back from
+// the newest item to the first boundary held (root when none is), then holds
+// every boundary after it. It returns the tokens that prefix covers, system
+// block included.
+func (c *PrefixCache) walkLocked(root *prefixNode, hdr uint64, p *Prompt) int {
+	var buf [16]*Prompt
+	missed := buf[:0]
+	hit := root
+	for s := p; s != nil; s = s.parent {
+		if n := c.nodes[prefixKey{boundaryHash(hdr, s.sum), s.len}]; n != nil {
+			hit = n
+			break
+		}
+		missed = append(missed, s)
+	}
+	cached := hit.total
+	at := hit
+	for i := len(missed) - 1; i >= 0; i-- {
+		s := missed[i]
+		total := root.total + s.len
+		if total == at.total {
+			continue // an item of no tokens: the same boundary as the one before
+		}
+		n := &prefixNode{key: prefixKey{boundaryHash(hdr, s.sum), s.len}, parent: at, own: total - at.total, total: total}
+		c.nodes[n.key] = n
+		c.tokens += n.own
+		if at.children == 0 {
+			c.unlinkLocked(at)
+		}
+		at.children++
+		c.pushLocked(n)
+		at = n
+	}
+	if at == hit && hit.children == 0 {
+		// Nothing new, and the prompt is a whole conversation: it was used now.
+		c.unlinkLocked(hit)
+		c.pushLocked(hit)
+	}
+	return cached
+}
+
+// evictLocked drops least recently used conversations until the cache is
+// within its bounds. A conversation is dropped from its newest boundary back
+// to the first one that another conversation still extends (or, when none
+// does, with its system block).
+func (c *PrefixCache) evictLocked() {
+	for (c.tokens > c.maxTokens || c.leaves > c.maxConvs) && c.lru.next != &c.lru {
+		n := c.lru.next
+		c.unlinkLocked(n)
+		for {
+			c.tokens -= n.own
+			if n.parent == nil {
+				delete(c.roots, n.header)
+				break
+			}
+			delete(c.nodes, n.key)
+			n.parent.children--
+			if n.parent.children > 0 {
+				break
+			}
+			n = n.parent
+		}
+	}
+}
+
+// pushLocked links n into the ring of leaves as the most recently used.
+func (c *PrefixCache) pushLocked(n *prefixNode) {
+	n.prev, n.next = c.lru.prev, &c.lru
+	c.lru.prev.next = n
+	c.lru.prev = n
+	c.leaves++
+}
+
+// unlinkLocked takes n out of the ring of leaves.
+func (c *PrefixCache) unlinkLocked(n *prefixNode) {
+	n.prev.next, n.next.prev = n.next, n.prev
+	n.prev, n.next = nil, nil
+	c.leaves--
+}
+
+// Stats reports what the cache holds.
+func (c *PrefixCache) Stats() PrefixCacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return PrefixCacheStats{Tokens: c.tokens, Conversations: c.leaves}
+}
+
+// Reset empties the cache, as a restarted engine would be: every next prompt
+// is uncached. A benchmark that plays the same workload more than once resets
+// between runs, or the later runs read the earlier runs' prompts for free.
+func (c *PrefixCache) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resetLocked()
+}
+
+func (c *PrefixCache) resetLocked() {
+	c.roots = make(map[uint64]*prefixNode)
+	c.nodes = make(map[prefixKey]*prefixNode)
+	c.lru.prev, c.lru.next = &c.lru, &c.lru
+	c.tokens, c.leaves = 0, 0
+}
+
+// headerHash hashes what Renderer.Header renders: the instructions and each
+// tool's type, name, description, parameters and definition as sent. It costs
+// a pass over their bytes, far less than tokenizing them.
+func (c *PrefixCache) headerHash(instructions string, tools []protocol.Tool) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	hashField(&h, instructions)
+	for _, t := range tools {
+		hashField(&h, string(t.Type))
+		hashField(&h, t.Name)
+		if t.Description != nil {
+			h.WriteByte(1)
+			hashField(&h, *t.Description)
+		} else {
+			h.WriteByte(0)
+		}
+		hashBytes(&h, t.Parameters)
+		hashBytes(&h, t.Raw)
+	}
+	return h.Sum64()
+}
+
+// hashField writes s with its length, so that fields cannot run into each other.
+func hashField(h *maphash.Hash, s string) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+	h.Write(n[:])
+	h.WriteString(s)
+}
+
+func hashBytes(h *maphash.Hash, b []byte) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// boundaryHash combines a system block's hash with the hash of the item
+// tokens before a boundary (splitmix64's finalizer over their mix), so that
+// the same items after another system block make another prefix.
+func boundaryHash(header, items uint64) uint64 {
+	x := header ^ (items * 0xbf58476d1ce4e5b9)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,324 @@
+package sampler
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// checkCache asserts the cache's bookkeeping: the token count is the sum of
+// the nodes' own tokens, the ring holds exactly the nodes without children,
+// and every node's parent is held.
+func checkCache(t *testing.T, c *PrefixCache) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tokens, leaves := 0, 0
+	children := map[*prefixNode]int{}
+	all := map[*prefixNode]bool{}
+	for _, n := range c.roots {
+		all[n] = true
+	}
+	for _, n := range c.nodes {
+		all[n] = true
+	}
+	for n := range all {
+		tokens += n.own
+		if n.parent != nil {
+			if !all[n.parent] {
+				t.Fatalf("node of %d tokens has a parent the cache no longer holds", n.total)
+			}
+			children[n.parent]++
+			if n.total != n.parent.total+n.own {
+				t.Fatalf("node total %d != parent %d + own %d", n.total, n.parent.total, n.own)
+			}
+		}
+	}
+	for n := c.lru.next; n != &c.lru; n = n.next {
+		leaves++
+		if n.children != 0 || !all[n] {
+			t.Fatalf("ring holds a node with %d children (held: %v)", n.children, all[n])
+		}
+	}
+	for n := range all {
+		if n.children != children[n] {
+			t.Fatalf("node counts %d children, has %d", n.children, children[n])
+		}
+		if n.children == 0 && n.next == nil {
+			t.Fatalf("leaf of %d tokens is not in the ring", n.total)
+		}
+	}
+	if tokens != c.tokens || leaves != c.leaves {
+		t.Fatalf("cache counts %d tokens, %d leaves; holds %d, %d", c.tokens, c.leaves, tokens, leaves)
+	}
+}
+
+// convo is a conversation under construction: its items and the Prompt
+// extended item by item.
+type convo struct {
+	instr  string
+	items  protocol.Items
+	prompt *Prompt
+}
+
+func (cv *convo) add(r *Renderer, items ...protocol.Item) *convo {
+	next := &convo{instr: cv.instr, items: append(cv.items[:len(cv.items):len(cv.items)], items...), prompt: cv.prompt}
+	for _, it := range items {
+		next.prompt = next.prompt.Append(r.Item(it))
+	}
+	return next
+}
+
+func (cv *convo) req() *Request {
+	return &Request{Instructions: cv.instr, Items: cv.items, Prompt: cv.prompt}
+}
+
+// rerendered is the request of stateless HTTP: the same items, rendered
+// again into new segments.
+func (cv *convo) rerendered(r *Renderer) *Request {
+	req := cv.req()
+	req.Prompt = nil
+	for _, it := range cv.items {
+		req.Prompt = req.Prompt.Append(r.Item(it))
+	}
+	return req
+}
+
+func toolOut(id, text string) *protocol.FunctionCallOutput {
+	return &protocol.FunctionCallOutput{CallID: id, Output: protocol.ToolOutput{Text: text}}
+}
+
+func fnCall(id, name, args string) *protocol.FunctionCall {
+	return &protocol.FunctionCall{CallID: id, Name: name, Arguments: args}
+}
+
+func TestPrefixCacheMatches(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	base := (&convo{instr: "You are terse."}).add(r, userMsg("list the files"))
+	turn2 := base.add(r, fnCall("c1", "ls", "{}"), toolOut("c1", "a.go b.go"))
+	turn3 := turn2.add(r, fnCall("c2", "cat", `{"path":"a.go"}`), toolOut("c2", "package a"))
+	other := (&convo{instr: "You are terse."}).add(r, userMsg("say hi"))
+	fork := turn2.add(r, userMsg("stop and summarize"))
+	hdr := len(r.Header("You are terse.", nil))
+	n := func(cv *convo) int { return hdr + cv.prompt.Len() }
+
+	tests := []struct {
+		name       string
+		seed       []*Request // prefilled first, in order
+		req        *Request
+		wantCached int
+	}{
+		{"cold", nil, base.req(), 0},
+		{"same prompt again", []*Request{base.req()}, base.req(), n(base)},
+		{"extended prompt", []*Request{base.req()}, turn2.req(), n(base)},
+		{"re-rendered prompt", []*Request{base.req()}, turn2.rerendered(r), n(base)},
+		{"nil prompt", []*Request{base.req()}, &Request{Instructions: base.instr, Items: turn2.items}, n(base)},
+		{"cached by re-rendered, read extended", []*Request{base.rerendered(r), turn2.rerendered(r)}, turn3.req(), n(turn2)},
+		{"a prefix of a held prompt", []*Request{turn3.req()}, base.rerendered(r), n(base)},
+		{"shared system block only", []*Request{base.req()}, other.req(), hdr},
+		{"fork after turn 2", []*Request{turn3.req()}, fork.req(), n(turn2)},
+		{"other instructions", []*Request{turn3.req()}, (&convo{instr: "You are verbose.", items: turn3.items, prompt: turn3.prompt}).req(), 0},
+		{"other tools", []*Request{turn3.req()}, &Request{Instructions: turn3.instr, Items: turn3.items, Prompt: turn3.prompt,
+			Tools: []protocol.Tool{fnTool("ls", `{"type":"object"}`)}}, 0},
+		{"other tool parameters", []*Request{{Instructions: "i", Items: turn2.items, Prompt: turn2.prompt,
+			Tools: []protocol.Tool{fnTool("ls", `{"type":"object"}`)}}}, &Request{Instructions: "i", Items: turn2.items, Prompt: turn2.prompt,
+			Tools: []protocol.Tool{fnTool("ls", `{"type":"object","properties":{}}`)}}, 0},
+		{"empty items are no boundary", []*Request{turn2.req()}, &Request{Instructions: turn2.instr, Items: turn2.items,
+			Prompt: turn2.prompt.Append(nil).Append(nil)}, n(turn2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := NewPrefixCache(r, PrefixCacheOptions{})
+			for _, req := range tt.seed {
+				c.Prefill(req)
+			}
+			prompt, cached := c.Prefill(tt.req)
+			want := len(r.Header(tt.req.Instructions, tt.req.Tools))
+			for _, it := range tt.req.Items {
+				want += len(r.Item(it))
+			}
+			if prompt != want || cached != tt.wantCached {
+				t.Errorf("Prefill = %d, %d cached; want %d, %d cached", prompt, cached, want, tt.wantCached)
+			}
+			if _, again := c.Prefill(tt.req); again != prompt {
+				t.Errorf("the same request again: %d cached, want all %d", again, prompt)
+			}
+			checkCache(t, c)
+		})
+	}
+}
+
+// TestPrefixCacheEviction fills small caches and checks which conversations
+// survive: the least recently used goes first, back to where it forks.
+func TestPrefixCacheEviction(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	root := &convo{instr: "sys"}
+	convs := make([]*convo, 3)
+	for i := range convs {
+		convs[i] = root.add(r, userMsg("task "+strconv.Itoa(i)+" with some words in it"))
+		convs[i] = convs[i].add(r, fnCall("c", "f", "{}"), toolOut("c", "result of the task"))
+	}
+	hdr := len(r.Header("sys", nil))
+	whole := hdr + convs[0].prompt.Len()
+
+	t.Run("by conversations", func(t *testing.T) {
+		t.Parallel()
+		c := NewPrefixCache(r, PrefixCacheOptions{MaxConversations: 2})
+		c.Prefill(convs[0].req())
+		c.Prefill(convs[1].req())
+		c.Prefill(convs[0].req()) // 0 used again: 1 is now the oldest
+		c.Prefill(convs[2].req())
+		if st := c.Stats(); st.Conversations != 2 {
+			t.Errorf("%d conversations held, want 2", st.Conversations)
+		}
+		checkCache(t, c)
+		if _, cached := c.Prefill(convs[0].req()); cached != whole {
+			t.Errorf("conversation 0 (recently used): %d cached, want %d", cached, whole)
+		}
+		if _, cached := c.Prefill(convs[1].req()); cached != hdr {
+			t.Errorf("conversation 1 (evicted): %d cached, want the system block's %d", cached, hdr)
+		}
+		checkCache(t, c)
+	})
+	t.Run("by tokens", func(t *testing.T) {
+		t.Parallel()
+		c := NewPrefixCache(r, PrefixCacheOptions{MaxTokens: whole + whole/2})
+		c.Prefill(convs[0].req())
+		c.Prefill(convs[1].req()) // shares the system block, but two conversations exceed the bound
+		st := c.Stats()
+		if st.Conversations != 1 || st.Tokens != hdr+convs[1].prompt.Len() {
+			t.Errorf("holds %+v, want conversation 1 alone (%d tokens)", st, whole)
+		}
+		checkCache(t, c)
+		if _, cached := c.Prefill(convs[0].req()); cached != hdr {
+			t.Errorf("conversation 0 after eviction: %d cached, want the shared system block's %d", cached, hdr)
+		}
+		checkCache(t, c)
+	})
+	t.Run("nothing held", func(t *testing.T) {
+		t.Parallel()
+		c := NewPrefixCache(r, PrefixCacheOptions{MaxTokens: -1})
+		for range 2 {
+			if _, cached := c.Prefill(convs[0].req()); cached != 0 {
+				t.Errorf("%d cached, want 0", cached)
+			}
+		}
+		if st := c.Stats(); st != (PrefixCacheStats{}) {
+			t.Errorf("holds %+v, want nothing", st)
+		}
+		checkCache(t, c)
+	})
+	t.Run("reset", func(t *testing.T) {
+		t.Parallel()
+		c := NewPrefixCache(r, PrefixCacheOptions{})
+		c.Prefill(convs[0].req())
+		c.Reset()
+		if _, cached := c.Prefill(convs[0].req()); cached != 0 {
+			t.Errorf("%d cached after Reset, want 0", cached)
+		}
+		checkCache(t, c)
+	})
+}
+
+// TestPrefixCacheConcurrent prefills conversations from many goroutines, as
+// the lanes of many connections do.
+func TestPrefixCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	c := NewPrefixCache(r, PrefixCacheOptions{MaxConversations: 5})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			cv := (&convo{instr: "sys"}).add(r, userMsg("conversation "+strconv.Itoa(g%4)))
+			for turn := range 20 {
+				id := "c" + strconv.Itoa(turn)
+				cv = cv.add(r, fnCall(id, "f", "{}"), toolOut(id, "out "+strconv.Itoa(turn)))
+				req := cv.req()
+				if turn%2 == 1 {
+					req = cv.rerendered(r)
+				}
+				if prompt, cached := c.Prefill(req); cached > prompt {
+					t.Errorf("%d cached of %d", cached, prompt)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checkCache(t, c)
+}
+
+// TestPrefixCacheHeldAllocs: reading a prompt the cache holds already
+// allocates nothing, whatever its length.
+func TestPrefixCacheHeldAllocs(t *testing.T) {
+	r := renderer(t)
+	cv := &convo{instr: "sys"}
+	for i := range 200 {
+		cv = cv.add(r, userMsg("message "+strconv.Itoa(i)))
+	}
+	c := NewPrefixCache(r, PrefixCacheOptions{})
+	req := cv.req()
+	c.Prefill(req)
+	if allocs := testing.AllocsPerRun(100, func() { c.Prefill(req) }); allocs != 0 {
+		t.Errorf("Prefill of a held prompt allocates %v times, want 0", allocs)
+	}
+}
+
+// TestPromptHash: the hash at a boundary depends on the tokens before it
+// only, not on how they are split into items.
+func TestPromptHash(t *testing.T) {
+	t.Parallel()
+	var empty *Prompt
+	a := empty.Append([]Token{1, 2, 3}).Append([]Token{4})
+	b := empty.Append([]Token{1}).Append(nil).Append([]Token{2, 3, 4})
+	c := empty.Append([]Token{1, 2, 3}).Append([]Token{5})
+	d := empty.Append([]Token{4, 3, 2, 1})
+	if a.hash() != b.hash() {
+		t.Errorf("same tokens, other split: %x != %x", a.hash(), b.hash())
+	}
+	for _, other := range []*Prompt{c, d, a.parent, empty} {
+		if other.hash() == a.hash() {
+			t.Errorf("different tokens hash the same: %v and %v", other.All(), a.All())
+		}
+	}
+}
+
+// BenchmarkPrefill measures a turn's lookup and insertion: one new item
+// after histories of growing length. The cost must not grow with the
+// history. (A re-rendered history costs the same lookups: the walk stops at
+// the first boundary held, whichever Prompt holds it.)
+func BenchmarkPrefill(b *testing.B) {
+	r := renderer(b)
+	for _, history := range []int{10, 10000} {
+		var base *Prompt
+		for i := range history {
+			base = base.Append(r.Item(userMsg("history message " + strconv.Itoa(i))))
+		}
+		const forks = 1024
+		next := make([]*Request, forks)
+		for i := range next {
+			next[i] = &Request{Instructions: "sys", Prompt: base.Append(r.Item(userMsg("new message " + strconv.Itoa(i))))}
+		}
+		b.Run("history="+strconv.Itoa(history), func(b *testing.B) {
+			c := NewPrefixCache(r, PrefixCacheOptions{})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i%forks == 0 {
+					b.StopTimer()
+					c.Reset()
+					c.Prefill(&Request{Instructions: "sys", Prompt: base})
+					b.StartTimer()
+				}
+				if _, cached := c.Prefill(next[i%forks]); cached == 0 {
+					b.Fatal("the history is not cached")
+				}
+				i++
+			}
+		})
+	}
+}

@@ -1,0 +1,579 @@
+package sampler
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file reads an upstream's event stream and turns it into deltas.
+
+// maxSSEEvent bounds one server-sent event (a line, or an event's data).
+const maxSSEEvent = 16 << 20
+
+var errSSETooLong = errors.New("sampler: server-sent event too long")
+
+// sseReader reads server-sent events. Only the event and data fields matter
+// here; comments, id and retry are skipped. llama.cpp's server reports a
+// failure with an "error:" field, which is read as an event named "error".
+type sseReader struct {
+	r    *bufio.Reader
+	line []byte
+	data []byte
+}
+
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 32<<10)} }
+
+// next returns the next event. data is valid until the following call. At
+// the end of the stream, an event without its closing blank line is still
+// returned; then err is io.EOF.
+func (s *sseReader) next() (event string, data []byte, err error) {
+	s.data = s.data[:0]
+	has := false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if err == io.EOF && has {
+				return event, s.data, nil
+			}
+			return "", nil, err
+		}
+		if len(line) == 0 {
+			if has {
+				return event, s.data, nil
+			}
+			event = ""
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte{':'})
+		value = bytes.TrimPrefix(value, []byte{' '})
+		switch string(field) {
+		case "event":
+			event = string(value)
+		case "error":
+			event = "error"
+			fallthrough
+		case "data":
+			if has {
+				s.data = append(s.data, '\n')
+			}
+			s.data = append(s.data, value...)
+			has = true
+			if len(s.data) > maxSSEEvent {
+				return "", nil, errSSETooLong
+			}
+		}
+	}
+}
+
+// readLine returns the next line without its line ending; the last line may
+// lack one.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		s.line = append(s.line, chunk...)
+		if len(s.line) > maxSSEEvent {
+			return nil, errSSETooLong
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && len(s.line) > 0:
+		case err != nil:
+			return nil, err
+		}
+		line := bytes.TrimSuffix(s.line, []byte{'\n'})
+		return bytes.TrimSuffix(line, []byte{'\r'}), nil
+	}
+}
+
+// upPart is one message or function call of an upstream's answer.
+type upPart struct {
+	call         bool
+	callID, name string
+	named        bool            // name is whole: arguments came after it, or the upstream sends names whole
+	text         strings.Builder // everything received: the message text or call arguments
+	pending      []string        // received, not yet emitted
+	started      bool            // its Start delta went out
+	done         bool            // the upstream ended it
+	ended        bool            // its PartEnd went out
+	incomplete   bool            // the upstream cut it off at the token limit
+}
+
+// assembler turns upstream parts, which may arrive interleaved, into sampler
+// parts, which may not. Parts are emitted in the order they began: the oldest
+// unended part is live and streams as it arrives, later ones wait. The live
+// part ends when the upstream ends it, or, once a later part has begun, when
+// mayEnd says it is complete.
+type assembler struct {
+	emit   func(Delta)
+	mayEnd func(*upPart) bool
+	parts  []*upPart
+	live   int // index in parts of the oldest unended part
+	tokens int // TextDelta and ArgsDelta emitted
+}
+
+// add starts tracking a part that has just begun upstream.
+func (a *assembler) add(p *upPart) (*upPart, error) {
+	a.parts = append(a.parts, p)
+	return p, a.pump()
+}
+
+// push adds text to p.
+func (a *assembler) push(p *upPart, s string) error {
+	if s == "" {
+		return nil
+	}
+	p.text.WriteString(s)
+	p.pending = append(p.pending, s)
+	return a.pump()
+}
+
+// end records that the upstream ended p.
+func (a *assembler) end(p *upPart, incomplete bool) error {
+	p.done, p.incomplete = true, incomplete
+	return a.pump()
+}
+
+// finish ends every part: the stream is over. When the upstream stopped at
+// the token limit, the newest part is the one it cut off.
+func (a *assembler) finish(incomplete bool) error {
+	for i, p := range a.parts {
+		if !p.done {
+			p.done = true
+			p.incomplete = incomplete && i == len(a.parts)-1
+		}
+	}
+	return a.pump()
+}
+
+// pump emits what the parts' state allows.
+func (a *assembler) pump() error {
+	for a.live < len(a.parts) {
+		p := a.parts[a.live]
+		if !p.started {
+			if p.call && p.name == "" && p.done {
+				return errors.New("sent a tool call without a function name")
+			}
+			// A name may come in pieces: a call starts once its name is
+			// followed by arguments, or by a later part, or it has ended.
+			if p.call && (p.name == "" || !p.named && !p.done && a.live == len(a.parts)-1) {
+				return nil
+			}
+			p.started = true
+			if p.call {
+				if p.callID == "" {
+					p.callID = newCallID()
+				}
+				a.emit(Delta{Kind: CallStart, CallID: p.callID, Name: p.name})
+			} else {
+				a.emit(Delta{Kind: TextStart})
+			}
+		}
+		for _, s := range p.pending {
+			if p.call {
+				a.emit(Delta{Kind: ArgsDelta, Text: s, CallID: p.callID, Name: p.name})
+			} else {
+				a.emit(Delta{Kind: TextDelta, Text: s})
+			}
+			a.tokens++
+		}
+		p.pending = p.pending[:0]
+		if !p.done && (a.live == len(a.parts)-1 || !a.mayEnd(p)) {
+			return nil
+		}
+		a.emit(Delta{Kind: PartEnd, CallID: p.callID, Name: p.name, Incomplete: p.incomplete})
+		p.ended = true
+		a.live++
+	}
+	return nil
+}
+
+// newCallID names a call whose upstream gave it no id.
+func newCallID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// chatMayEnd: text may end whenever a later part begins; a call once its
+// arguments are a complete JSON value, which no more text can extend.
+func chatMayEnd(p *upPart) bool {
+	return !p.call || json.Valid([]byte(p.text.String()))
+}
+
+// chatChunk is a streamed chunk, or an error in its place: {"error": ...}
+// (OpenAI, llama.cpp) or {"object": "error", "message": ...} (vLLM).
+type chatChunk struct {
+	Object  string                `json:"object"`
+	Message string                `json:"message"`
+	Choices []protocol.ChatChoice `json:"choices"`
+	Usage   *protocol.ChatUsage   `json:"usage"`
+	Error   json.RawMessage       `json:"error"`
+}
+
+// chatDecoder routes chat deltas to parts.
+type chatDecoder struct {
+	a     *assembler
+	text  *upPart            // the newest text part
+	calls map[int]*upPart    // by tool call index
+	byID  map[string]*upPart // by id, for servers that send no index
+	last  *upPart            // the newest call
+}
+
+// decodeChatStream reads a chat.completion.chunk stream to its end.
+func decodeChatStream(r io.Reader, emit func(Delta)) (Result, error) {
+	sr := newSSEReader(r)
+	a := &assembler{emit: emit, mayEnd: chatMayEnd}
+	d := &chatDecoder{a: a, calls: map[int]*upPart{}, byID: map[string]*upPart{}}
+	var (
+		finish string
+		usage  *protocol.ChatUsage
+		done   bool
+	)
+	for !done {
+		event, data, err := sr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return d.result(usage, false), upstreamError(0, "broke off its stream: "+err.Error())
+		}
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			done = true
+			break
+		}
+		var c chatChunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			return d.result(usage, false), upstreamError(0, "sent a chunk that is not JSON: "+clip(string(data)))
+		}
+		if event == "error" || isError(c.Error) || c.Object == "error" {
+			msg := payloadMessage(c.Error)
+			if msg == "" {
+				msg = c.Message
+			}
+			if msg == "" {
+				msg = clip(string(data))
+			}
+			return d.result(usage, false), upstreamError(0, "reported an error: "+msg)
+		}
+		for _, ch := range c.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			if err := d.delta(ch.Delta); err != nil {
+				return d.result(usage, false), upstreamError(0, err.Error())
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				finish = *ch.FinishReason
+			}
+		}
+		if c.Usage != nil {
+			usage = c.Usage
+		}
+	}
+	if !done && finish == "" {
+		return d.result(usage, false), upstreamError(0, "ended its stream before the completion finished")
+	}
+	incomplete := finish == protocol.FinishLength
+	if err := a.finish(incomplete); err != nil {
+		return d.result(usage, false), upstreamError(0, err.Error())
+	}
+	return d.result(usage, incomplete), nil
+}
+
+func (d *chatDecoder) result(usage *protocol.ChatUsage, incomplete bool) Result {
+	res := Result{OutputTokens: d.a.tokens, Incomplete: incomplete}
+	if usage != nil {
+		res.OutputTokens = usage.CompletionTokens
+		res.PromptTokens = usage.PromptTokens
+		res.CachedPromptTokens = usage.PromptTokensDetails.CachedTokens
+	}
+	return res
+}
+
+func (d *chatDecoder) delta(dl *protocol.ChatDelta) error {
+	if dl == nil {
+		return nil
+	}
+	for _, s := range []*string{dl.Content, dl.Refusal} {
+		if s == nil || *s == "" {
+			continue
+		}
+		if d.text == nil || d.text.ended {
+			p, err := d.a.add(&upPart{})
+			if err != nil {
+				return err
+			}
+			d.text = p
+		}
+		if err := d.a.push(d.text, *s); err != nil {
+			return err
+		}
+	}
+	for _, tc := range dl.ToolCalls {
+		if err := d.call(tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// call routes one piece of a tool call: by its index, else by its id, else
+// to the newest call.
+func (d *chatDecoder) call(tc protocol.ChatToolCall) error {
+	var p *upPart
+	switch {
+	case tc.Index != nil:
+		p = d.calls[max(*tc.Index, 0)] // -1 stands for a lone call
+	case tc.ID != "":
+		p = d.byID[tc.ID]
+	default:
+		p = d.last
+	}
+	if p == nil {
+		p = &upPart{call: true}
+		if tc.Index != nil {
+			d.calls[max(*tc.Index, 0)] = p
+		}
+		if tc.ID != "" {
+			d.byID[tc.ID] = p
+		}
+		d.last = p
+		if _, err := d.a.add(p); err != nil {
+			return err
+		}
+	}
+	args := tc.Function.Arguments
+	if p.ended {
+		if strings.TrimSpace(args) == "" {
+			return nil
+		}
+		return fmt.Errorf("sent more arguments for tool call %q after they formed a complete JSON value", p.name)
+	}
+	if !p.started {
+		if p.callID == "" {
+			p.callID = tc.ID
+		}
+		if n := tc.Function.Name; n != "" && n != p.name {
+			p.name += n // a name sent in pieces
+		}
+	}
+	if args == "" {
+		return d.a.pump() // a later part may have begun while p waited for its name
+	}
+	p.named = p.named || p.name != ""
+	return d.a.push(p, args)
+}
+
+// respEvent is the part of a Responses streaming event read here.
+type respEvent struct {
+	Type        string `json:"type"`
+	OutputIndex int    `json:"output_index"`
+	Delta       string `json:"delta"`
+	Item        *struct {
+		Type      string `json:"type"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+		Status    string `json:"status"`
+		Content   []struct {
+			Type    string `json:"type"`
+			Text    string `json:"text"`
+			Refusal string `json:"refusal"`
+		} `json:"content"`
+	} `json:"item"`
+	Response *struct {
+		Status string `json:"status"`
+		Error  *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Usage *protocol.Usage `json:"usage"`
+	} `json:"response"`
+	// An error event nests its error (Open Responses) or is flat (OpenAI).
+	Error   json.RawMessage `json:"error"`
+	Message string          `json:"message"`
+}
+
+// decodeResponsesStream reads a Responses event stream to its terminal event.
+// Items other than messages and function calls (reasoning) are skipped.
+func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
+	sr := newSSEReader(r)
+	a := &assembler{emit: emit, mayEnd: func(*upPart) bool { return false }}
+	parts := map[int]*upPart{}
+	result := func(usage *protocol.Usage, incomplete bool) Result {
+		res := Result{OutputTokens: a.tokens, Incomplete: incomplete}
+		if usage != nil {
+			res.OutputTokens = usage.OutputTokens
+			res.PromptTokens = usage.InputTokens
+			res.CachedPromptTokens = usage.InputTokensDetails.CachedTokens
+		}
+		return res
+	}
+	for {
+		event, data, err := sr.next()
+		if err == io.EOF {
+			return result(nil, false), upstreamError(0, "ended its stream before the response completed")
+		}
+		if err != nil {
+			return result(nil, false), upstreamError(0, "broke off its stream: "+err.Error())
+		}
+		var e respEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			return result(nil, false), upstreamError(0, "sent an event that is not JSON: "+clip(string(data)))
+		}
+		if e.Type == "" {
+			e.Type = event
+		}
+		p := parts[e.OutputIndex]
+		switch e.Type {
+		case "response.output_item.added":
+			if e.Item == nil || p != nil {
+				continue
+			}
+			switch e.Item.Type {
+			case "message":
+				p = &upPart{}
+			case "function_call":
+				p = &upPart{call: true, callID: e.Item.CallID, name: e.Item.Name, named: true}
+			default:
+				continue
+			}
+			parts[e.OutputIndex] = p
+			_, err = a.add(p)
+		case "response.output_text.delta", "response.refusal.delta":
+			if p != nil && !p.call && !p.done {
+				err = a.push(p, e.Delta)
+			}
+		case "response.function_call_arguments.delta":
+			if p != nil && p.call && !p.done {
+				err = a.push(p, e.Delta)
+			}
+		case "response.output_item.done":
+			if p == nil || p.done || e.Item == nil {
+				continue
+			}
+			// A server that sent the whole item only here (or sent part of it
+			// as deltas) still gets it all through.
+			full := e.Item.Arguments
+			if !p.call {
+				var b strings.Builder
+				for _, c := range e.Item.Content {
+					b.WriteString(c.Text + c.Refusal)
+				}
+				full = b.String()
+			}
+			if have := p.text.String(); len(full) > len(have) && strings.HasPrefix(full, have) {
+				if err = a.push(p, full[len(have):]); err != nil {
+					break
+				}
+			}
+			err = a.end(p, e.Item.Status == string(protocol.StatusIncomplete))
+		case "response.completed", "response.incomplete":
+			var usage *protocol.Usage
+			if e.Response != nil {
+				usage = e.Response.Usage
+			}
+			incomplete := e.Type == "response.incomplete"
+			if err := a.finish(incomplete); err != nil {
+				return result(usage, false), upstreamError(0, err.Error())
+			}
+			return result(usage, incomplete), nil
+		case "response.failed":
+			msg := "failed the response"
+			if e.Response != nil && e.Response.Error != nil {
+				msg = "failed the response: " + e.Response.Error.Message
+			}
+			return result(nil, false), upstreamError(0, msg)
+		case "response.cancelled":
+			return result(nil, false), upstreamError(0, "cancelled the response")
+		case "error":
+			msg := payloadMessage(e.Error)
+			if msg == "" {
+				msg = e.Message
+			}
+			if msg == "" {
+				msg = clip(string(data))
+			}
+			return result(nil, false), upstreamError(0, "reported an error: "+msg)
+		}
+		if err != nil {
+			return result(nil, false), upstreamError(0, err.Error())
+		}
+	}
+}
+
+// errorBodyMessage is the message of an error body: OpenAI's {"error":
+// {"message"}}, {"error": "..."}, or a flat {"message"} / {"detail"}; else
+// the body itself, clipped.
+func errorBodyMessage(body []byte) string {
+	var w struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &w) == nil {
+		if m := payloadMessage(w.Error); m != "" {
+			return m
+		}
+		if w.Message != "" {
+			return w.Message
+		}
+		if len(w.Detail) > 0 {
+			var s string
+			if json.Unmarshal(w.Detail, &s) == nil {
+				return s
+			}
+			return clip(string(w.Detail))
+		}
+	}
+	if s := clip(strings.TrimSpace(string(body))); s != "" {
+		return s
+	}
+	return "(no message)"
+}
+
+// isError reports whether an error field is set: present and not null.
+func isError(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// payloadMessage is the message of an error payload: a string, or an object
+// with a message.
+func payloadMessage(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var p struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &p) == nil {
+		return p.Message
+	}
+	return ""
+}
+
+// clip shortens an upstream's text for an error message.
+func clip(s string) string {
+	const limit = 500
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	return string([]rune(s)[:limit]) + "…"
+}
