@@ -270,7 +270,7 @@ func (r *Rollout) Run(ctx context.Context, sink Sink) (*conversation, error) {
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
 	if !r.req.Generating() {
-		r.addUsage(0)
+		r.addUsage(sampler.Result{})
 		return r.finish(ctx, sampler.Result{}, nil)
 	}
 	for {
@@ -306,21 +306,24 @@ func (r *Rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	if r.open != nil { // the backend stopped mid-part: close it as incomplete
 		r.endPart(protocol.StatusIncomplete)
 	}
-	r.addUsage(res.OutputTokens)
+	r.addUsage(res)
 	return res, err
 }
 
-// addUsage counts one sampling step: the whole prompt as input (a step reads
-// all of it), the tokens already cached as cached input.
-func (r *Rollout) addUsage(outputTokens int) {
-	cached := r.tm.CachedTokens
-	if r.steps > 1 {
-		cached = 0
+// addUsage counts one sampling step. Input is the whole prompt (a step reads
+// all of it); cached input is what the backend's prefix cache already held,
+// which is the same whatever transport or design delivered the request.
+// A backend that does not report prompt tokens is charged the rendered
+// prompt, with nothing cached.
+func (r *Rollout) addUsage(res sampler.Result) {
+	in := res.PromptTokens
+	if in == 0 {
+		in = len(r.header) + r.prompt.Len()
 	}
 	r.usage.Add(protocol.Usage{
-		InputTokens:        len(r.header) + r.prompt.Len(),
-		InputTokensDetails: protocol.InputTokensDetails{CachedTokens: cached},
-		OutputTokens:       outputTokens,
+		InputTokens:        in,
+		InputTokensDetails: protocol.InputTokensDetails{CachedTokens: res.CachedPromptTokens},
+		OutputTokens:       res.OutputTokens,
 	})
 }
 
