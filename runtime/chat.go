@@ -35,10 +35,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	model, ok := s.models[req.Model]
-	if !ok {
-		writeError(w, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
-			"The model '%s' does not exist. Models served here: %s.", req.Model, strings.Join(s.ModelNames(), ", ")))
+	model, perr := s.model(req.Model)
+	if perr != nil {
+		writeError(w, perr)
 		return
 	}
 	var prompt *sampler.Prompt

@@ -240,9 +240,8 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeMissingRequired, "model", "Missing required parameter: 'model'."))
 		return
 	}
-	if _, ok := s.models[req.Model]; !ok {
-		writeError(w, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
-			"The model '%s' does not exist. Models served here: %s.", req.Model, strings.Join(s.ModelNames(), ", ")))
+	if _, perr := s.model(req.Model); perr != nil {
+		writeError(w, perr)
 		return
 	}
 	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {

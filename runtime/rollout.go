@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -82,10 +81,9 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	if perr := req.Validate(); perr != nil {
 		return nil, perr
 	}
-	model, ok := s.models[req.Model]
-	if !ok {
-		return nil, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
-			"The model '%s' does not exist. Models served here: %s.", req.Model, strings.Join(s.ModelNames(), ", "))
+	model, perr := s.model(req.Model)
+	if perr != nil {
+		return nil, perr
 	}
 	r.model = model
 	r.hosted = make(map[string]Tool)

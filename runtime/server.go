@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,6 +177,15 @@ func (s *Server) ModelNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// model resolves a model name, or says which models exist.
+func (s *Server) model(name string) (Sampler, *protocol.Error) {
+	if m, ok := s.models[name]; ok {
+		return m, nil
+	}
+	return nil, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
+		"The model '%s' does not exist. Models served here: %s.", name, strings.Join(s.ModelNames(), ", "))
 }
 
 // ServeHTTP routes a request.
