@@ -36,10 +36,17 @@
 // "[file {filename}]"; encrypted and opaque bytes are never rendered, only the
 // length of a compaction's. Invalid UTF-8 is rendered as U+FFFD.
 //
-// Every item is tokenized on its own, so the render of a context is by
-// definition the concatenation of its items' renders: appending one item's
-// tokens to a cached Prompt gives exactly the full render, at the cost of
-// tokenizing that item only.
+// Every item is tokenized on its own, and appending one item's tokens to a
+// cached Prompt costs tokenizing that item only. The result is exactly the
+// full render, Renderer.Render, which tokenizes the system block and all the
+// items as one text in one pass: every block ends with "<|im_end|>\n", and
+// o200k_base's split expression takes "|>" and the line break after it as one
+// piece (punctuation followed by line breaks), which cannot extend into the
+// "<" that opens the next block. So a block boundary is always a piece
+// boundary, BPE never merges across it, and whatever an item's text holds
+// (trailing whitespace runs, line breaks, marker look-alikes such as a literal
+// "<|im_end|>") needs no escaping. A property test over random item sequences
+// and a fuzz target (FuzzRenderAppend) check the equality.
 //
 // # The scripted model
 //

@@ -52,10 +52,34 @@ func NewRenderer() (*Renderer, error) {
 // Header renders the system block: the instructions, then one line per tool.
 // It returns nil when there are neither instructions nor tools.
 func (r *Renderer) Header(instructions string, tools []protocol.Tool) []Token {
-	if instructions == "" && len(tools) == 0 {
+	var b strings.Builder
+	if !writeHeader(&b, instructions, tools) {
 		return nil
 	}
+	return r.encode(b.String())
+}
+
+// Render is the full render of a context: the system block and every item,
+// as one text tokenized in one pass. It equals Header followed by the Item of
+// each item (see the package documentation): a Prompt extended item by item
+// holds exactly these tokens.
+func (r *Renderer) Render(instructions string, tools []protocol.Tool, items protocol.Items) []Token {
 	var b strings.Builder
+	writeHeader(&b, instructions, tools)
+	for _, it := range items {
+		writeItem(&b, it)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return r.encode(b.String())
+}
+
+// writeHeader writes the system block and reports whether there was one.
+func writeHeader(b *strings.Builder, instructions string, tools []protocol.Tool) bool {
+	if instructions == "" && len(tools) == 0 {
+		return false
+	}
 	b.WriteString(imStart)
 	b.WriteString("system\n")
 	b.WriteString(instructions)
@@ -66,11 +90,11 @@ func (r *Renderer) Header(instructions string, tools []protocol.Tool) []Token {
 		b.WriteString("# Tools")
 		for _, t := range tools {
 			b.WriteByte('\n')
-			writeTool(&b, t)
+			writeTool(b, t)
 		}
 	}
 	b.WriteString(imEnd)
-	return r.encode(b.String())
+	return true
 }
 
 // writeTool writes one tool line: "name: description; parameters: {json}".
@@ -101,38 +125,47 @@ func writeTool(b *strings.Builder, t protocol.Tool) {
 // renders of its items. A nil or unknown item renders to nil.
 func (r *Renderer) Item(it protocol.Item) []Token {
 	var b strings.Builder
+	if !writeItem(&b, it) {
+		return nil
+	}
+	return r.encode(b.String())
+}
+
+// writeItem writes one item's block and reports whether it has one (nil and
+// unknown items have none).
+func writeItem(b *strings.Builder, it protocol.Item) bool {
 	switch it := it.(type) {
 	case *protocol.Message:
 		if it == nil {
-			return nil
+			return false
 		}
 		role := string(it.Role)
 		if role == "" {
 			role = string(protocol.RoleUser)
 		}
-		block(&b, role)
-		writeContents(&b, it.Content)
+		block(b, role)
+		writeContents(b, it.Content)
 	case *protocol.FunctionCall:
 		if it == nil {
-			return nil
+			return false
 		}
-		block(&b, "assistant to="+it.Name)
+		block(b, "assistant to="+it.Name)
 		b.WriteString(it.Arguments)
 	case *protocol.FunctionCallOutput:
 		if it == nil {
-			return nil
+			return false
 		}
-		block(&b, "tool call_id="+it.CallID)
+		block(b, "tool call_id="+it.CallID)
 		if it.Output.Parts != nil {
-			writeContents(&b, it.Output.Parts)
+			writeContents(b, it.Output.Parts)
 		} else {
 			b.WriteString(it.Output.Text)
 		}
 	case *protocol.Reasoning:
 		if it == nil {
-			return nil
+			return false
 		}
-		block(&b, "assistant analysis")
+		block(b, "assistant analysis")
 		for i, c := range it.Summary {
 			if i > 0 {
 				b.WriteByte('\n')
@@ -141,18 +174,18 @@ func (r *Renderer) Item(it protocol.Item) []Token {
 		}
 	case *protocol.Compaction:
 		if it == nil {
-			return nil
+			return false
 		}
 		// The sealed bytes are opaque: only their size is visible.
-		block(&b, "system")
+		block(b, "system")
 		b.WriteString("[compacted context: ")
 		b.WriteString(strconv.Itoa(len(it.EncryptedContent)))
 		b.WriteString(" bytes]")
 	case *protocol.WebSearchCall:
 		if it == nil {
-			return nil
+			return false
 		}
-		block(&b, "tool web_search")
+		block(b, "tool web_search")
 		if it.Action != nil {
 			b.WriteString("query: ")
 			b.WriteString(it.Action.Query)
@@ -167,17 +200,17 @@ func (r *Renderer) Item(it protocol.Item) []Token {
 		}
 	case *protocol.ItemReferenceItem:
 		if it == nil {
-			return nil
+			return false
 		}
-		block(&b, "system")
+		block(b, "system")
 		b.WriteString("[ref ")
 		b.WriteString(it.ID)
 		b.WriteString("]")
 	default:
-		return nil
+		return false
 	}
 	b.WriteString(imEnd)
-	return r.encode(b.String())
+	return true
 }
 
 func block(b *strings.Builder, header string) {
