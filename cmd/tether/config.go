@@ -307,12 +307,22 @@ func (f timingFlags) model(m ModelConfig) sampler.Timing {
 	return t
 }
 
-// models builds the served models: tether-scripted with the flags' timing
-// (or its config entry's), and every model the config names. Each scripted
+// models builds the served models: tether-scripted and every embedded
+// trace as "replay:NAME", with the flags' timing (or their config entry's),
+// and every model the config names. Each scripted
 // model keeps its own prefix cache, as each model of an engine keeps its own
 // KV blocks.
 func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]runtime.Sampler, error) {
 	out := map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, flags.timing)}
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		return nil, err
+	}
+	replays := map[string]*sampler.Trace{}
+	for _, t := range traces {
+		replays[sampler.ReplayPrefix+t.Name] = t
+		out[sampler.ReplayPrefix+t.Name] = sampler.NewReplay(r, flags.timing, t)
+	}
 	if cfg == nil {
 		return out, nil
 	}
@@ -324,6 +334,10 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]run
 				return nil, fmt.Errorf("config: model %q: upstream: %w", name, err)
 			}
 			out[name] = up
+			continue
+		}
+		if t, ok := replays[name]; ok {
+			out[name] = sampler.NewReplay(r, flags.model(m), t)
 			continue
 		}
 		out[name] = sampler.NewScripted(r, flags.model(m))

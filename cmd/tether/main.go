@@ -29,6 +29,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "trace":
+		return traceCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -44,6 +46,7 @@ func usage(w io.Writer) {
 
 Commands:
   serve   serve the Responses API over HTTP, SSE and WebSocket on /v1/responses
+  trace   list the embedded replay traces, or show one's steps and token sizes
 
 Run "tether <command> -h" for a command's flags.
 `)

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// traceCmd runs "tether trace": "show NAME" prints an embedded trace (or a
+// trace file, when NAME is a path to one) step by step, with token sizes.
+func traceCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, traceUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "show":
+		return traceShow(args[1:], stdout, stderr)
+	case "list":
+		return traceList(stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "tether: trace: unknown command %q\n\n%s", args[0], traceUsage)
+	return 2
+}
+
+const traceUsage = `Usage: tether trace <command>
+
+Commands:
+  list        list the embedded traces, served as models "replay:NAME"
+  show NAME   print a trace's steps and token sizes (NAME: an embedded trace or a .jsonl file)
+`
+
+func traceList(stdout, stderr io.Writer) int {
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	for _, t := range traces {
+		fmt.Fprintf(stdout, "%s%s\t%d steps\t%d calls\n", sampler.ReplayPrefix, t.Name, len(t.Steps), t.Calls())
+	}
+	return 0
+}
+
+func traceShow(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("trace show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "tether: trace show takes one trace name")
+		return 2
+	}
+	t, err := findTrace(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	showTrace(stdout, r, t)
+	return 0
+}
+
+// findTrace is the embedded trace named name (with or without "replay:"),
+// else the trace file at path name.
+func findTrace(name string) (*sampler.Trace, error) {
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range traces {
+		if t.Name == strings.TrimPrefix(name, sampler.ReplayPrefix) {
+			return t, nil
+		}
+		names = append(names, t.Name)
+	}
+	if f, err := os.Open(name); err == nil {
+		defer f.Close()
+		return sampler.ParseTrace(f)
+	}
+	return nil, fmt.Errorf("no trace %q; embedded traces: %s", name, strings.Join(names, ", "))
+}
+
+// traceStats are a trace's token sizes, as the Renderer counts them.
+type traceStats struct {
+	calls, maxOutput, context int
+}
+
+// showTrace prints one block per step: the step's index, its output tokens
+// (text and arguments), reasoning tokens and the context after it (the task,
+// then every item rendered); then each call with an argument summary, its
+// output tokens and duration.
+func showTrace(w io.Writer, r *sampler.Renderer, t *sampler.Trace) traceStats {
+	var st traceStats
+	task := &protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: t.Task}}}
+	st.context = len(r.Item(task))
+	fmt.Fprintf(w, "trace %s (model %s%s): repo %s, %d steps, %d calls\n", t.Name, sampler.ReplayPrefix, t.Name, t.Repo, len(t.Steps), t.Calls())
+	fmt.Fprintf(w, "task: %s (%d tokens)\n", summary(t.Task, 100), st.context)
+	for k, s := range t.Steps {
+		items := t.StepItems(k, true)
+		out := 0
+		for _, it := range items {
+			n := len(r.Item(it))
+			st.context += n
+			if _, ok := it.(*protocol.FunctionCallOutput); !ok {
+				out += r.Count(itemText(it))
+			}
+		}
+		fmt.Fprintf(w, "\nstep %d: output %d tokens, reasoning %d, context %d tokens\n", k, out, s.ReasoningTokens, st.context)
+		if s.Text != "" {
+			fmt.Fprintf(w, "  text  %q (%d tokens)\n", summary(s.Text, 80), r.Count(s.Text))
+		}
+		for _, c := range s.Calls {
+			n := r.Count(c.Output)
+			st.calls++
+			st.maxOutput = max(st.maxOutput, n)
+			fmt.Fprintf(w, "  call  %-11s %-60s args %4d  output %5d tokens  %5d ms\n", c.Name, argSummary(c.Arguments), r.Count(c.Arguments), n, c.DurationMS)
+		}
+	}
+	fmt.Fprintf(w, "\ntotal: %d calls, largest tool output %d tokens, final context %d tokens\n", st.calls, st.maxOutput, st.context)
+	return st
+}
+
+func itemText(it protocol.Item) string {
+	switch it := it.(type) {
+	case *protocol.FunctionCall:
+		return it.Arguments
+	case *protocol.Message:
+		var b strings.Builder
+		for _, c := range it.Content {
+			b.WriteString(c.PlainText())
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// argSummary is the arguments on one line: the values of a JSON object,
+// each cut short, or the raw text.
+func argSummary(args string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return summary(args, 60)
+	}
+	var parts []string
+	for _, k := range []string{"path", "pattern", "command", "patch"} {
+		if v, ok := m[k]; ok {
+			s := fmt.Sprint(v)
+			if k == "patch" {
+				s = patchFiles(s)
+			}
+			parts = append(parts, k+"="+summary(s, 48))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// patchFiles lists the files a Codex-format patch touches.
+func patchFiles(p string) string {
+	var files []string
+	for _, l := range strings.Split(p, "\n") {
+		for _, pre := range []string{"*** Update File: ", "*** Add File: ", "*** Delete File: "} {
+			if f, ok := strings.CutPrefix(l, pre); ok {
+				files = append(files, f)
+			}
+		}
+	}
+	return strings.Join(files, ",")
+}
+
+// summary is s on one line, cut to n characters.
+func summary(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

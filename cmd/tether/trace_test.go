@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// replayServer serves every model of models() with the flags' defaults.
+func replayServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := models(nil, timingFlags{set: map[string]bool{}}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runtime.NewServer(runtime.Options{Models: served, Renderer: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Close()
+	})
+	return hs
+}
+
+// agentTools are the function tools of the traces, as a client declares them.
+var agentTools = func() []map[string]any {
+	var out []map[string]any
+	for _, name := range []string{"list_dir", "read_file", "grep", "apply_patch", "shell"} {
+		out = append(out, map[string]any{"type": "function", "name": name, "parameters": map[string]any{"type": "object"}})
+	}
+	return out
+}()
+
+// response is the part of a response object the tests compare.
+type response struct {
+	ID     string            `json:"id"`
+	Status string            `json:"status"`
+	Output []json.RawMessage `json:"output"`
+}
+
+type outItem struct {
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Content   []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// keys summarizes output items: type, name, arguments, text. Call ids are
+// left out: they are checked against the trace separately.
+func keys(t *testing.T, out []json.RawMessage) ([]string, []outItem) {
+	t.Helper()
+	var ks []string
+	var items []outItem
+	for _, raw := range out {
+		var it outItem
+		if err := json.Unmarshal(raw, &it); err != nil {
+			t.Fatal(err)
+		}
+		k := it.Type + "|" + it.Name + "|" + it.Arguments
+		for _, c := range it.Content {
+			k += "|" + c.Text
+		}
+		ks = append(ks, k)
+		items = append(items, it)
+	}
+	return ks, items
+}
+
+// outputsFor are the trace's recorded outputs for the calls of a response.
+func outputsFor(t *testing.T, tr *sampler.Trace, k int, items []outItem) []map[string]any {
+	t.Helper()
+	var calls []outItem
+	for _, it := range items {
+		if it.Type == "function_call" {
+			calls = append(calls, it)
+		}
+	}
+	if len(calls) != len(tr.Steps[k].Calls) {
+		t.Fatalf("step %d: %d calls, want %d", k, len(calls), len(tr.Steps[k].Calls))
+	}
+	var out []map[string]any
+	for i, c := range calls {
+		if c.CallID != tr.CallID(k, i) || c.Name != tr.Steps[k].Calls[i].Name || c.Arguments != tr.Steps[k].Calls[i].Arguments {
+			t.Fatalf("step %d call %d: %+v, want %s %s", k, i, c, tr.Steps[k].Calls[i].Name, tr.CallID(k, i))
+		}
+		out = append(out, map[string]any{"type": "function_call_output", "call_id": c.CallID, "output": tr.Steps[k].Calls[i].Output})
+	}
+	return out
+}
+
+// replayHTTP walks a trace over stateless HTTP: the full history each turn.
+func replayHTTP(t *testing.T, base string, tr *sampler.Trace) [][]string {
+	var turns [][]string
+	input := []any{map[string]any{"role": "user", "content": "Fix the failing tests in the calc repository."}}
+	for k := range tr.Steps {
+		body, _ := json.Marshal(map[string]any{"model": sampler.ReplayPrefix + tr.Name, "input": input, "tools": agentTools, "store": false})
+		resp, err := http.Post(base+"/v1/responses", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r response
+		if resp.StatusCode != 200 || json.Unmarshal(b, &r) != nil || r.Status != "completed" {
+			t.Fatalf("http turn %d: %d %s", k, resp.StatusCode, b)
+		}
+		ks, items := keys(t, r.Output)
+		turns = append(turns, ks)
+		for _, raw := range r.Output {
+			input = append(input, raw)
+		}
+		if k < len(tr.Steps)-1 {
+			for _, o := range outputsFor(t, tr, k, items) {
+				input = append(input, o)
+			}
+		}
+	}
+	return turns
+}
+
+// replayWS walks a trace over WebSocket turns chained by
+// previous_response_id, sending only the new outputs.
+func replayWS(t *testing.T, url string, tr *sampler.Trace) [][]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(websocket.StatusNormalClosure, "")
+	c.SetReadLimit(64 << 20)
+	var turns [][]string
+	var input []any = []any{map[string]any{"role": "user", "content": "Fix the failing tests in the calc repository."}}
+	prev := ""
+	for k := range tr.Steps {
+		msg := map[string]any{"type": "response.create", "model": sampler.ReplayPrefix + tr.Name, "input": input, "tools": agentTools, "store": false}
+		if prev != "" {
+			msg["previous_response_id"] = prev
+		}
+		b, _ := json.Marshal(msg)
+		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+		var r response
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("ws turn %d: %v", k, err)
+			}
+			var ev struct {
+				Type     string   `json:"type"`
+				Response response `json:"response"`
+			}
+			if err := json.Unmarshal(data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == "response.completed" {
+				r = ev.Response
+				break
+			}
+			if ev.Type == "error" || ev.Type == "response.failed" || ev.Type == "response.incomplete" {
+				t.Fatalf("ws turn %d: %s", k, data)
+			}
+		}
+		ks, items := keys(t, r.Output)
+		turns = append(turns, ks)
+		prev = r.ID
+		input = nil
+		if k < len(tr.Steps)-1 {
+			for _, o := range outputsFor(t, tr, k, items) {
+				input = append(input, o)
+			}
+		}
+	}
+	return turns
+}
+
+// TestReplayOverHTTPAndWebSocket replays every embedded trace end to end,
+// over stateless HTTP and over WebSocket turns: both walk every step of the
+// trace, with identical output items.
+func TestReplayOverHTTPAndWebSocket(t *testing.T) {
+	hs := replayServer(t)
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses"
+	for _, tr := range traces {
+		httpTurns := replayHTTP(t, hs.URL, tr)
+		wsTurns := replayWS(t, ws, tr)
+		if len(httpTurns) != len(tr.Steps) || len(wsTurns) != len(tr.Steps) {
+			t.Fatalf("%s: %d http turns, %d ws turns, %d steps", tr.Name, len(httpTurns), len(wsTurns), len(tr.Steps))
+		}
+		for k := range httpTurns {
+			if strings.Join(httpTurns[k], "\n") != strings.Join(wsTurns[k], "\n") {
+				t.Fatalf("%s turn %d:\nhttp %q\nws   %q", tr.Name, k, httpTurns[k], wsTurns[k])
+			}
+		}
+		last := httpTurns[len(httpTurns)-1]
+		if final := tr.Steps[len(tr.Steps)-1].Text; len(last) != 1 || !strings.HasSuffix(last[0], "|"+final) {
+			t.Fatalf("%s: last turn %q", tr.Name, last)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestTraceShow(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"trace", "show", "calc-fix-12"}, &out, &errOut); code != 0 {
+		t.Fatalf("code %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"trace calc-fix-12 (model replay:calc-fix-12): repo calc, 11 steps, 12 calls",
+		"step 0: output ",
+		"call  read_file   path=parser.go",
+		"call  apply_patch patch=parser.go",
+		"call  shell       command=go test ./...",
+		"total: 12 calls, largest tool output ",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("trace show output lacks %q:\n%s", want, s)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"trace", "list"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "replay:calc-audit-50\t36 steps\t50 calls") {
+		t.Fatalf("trace list: %d %q", code, out.String())
+	}
+	if code := run(context.Background(), []string{"trace", "show", "no-such-trace"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "calc-fix-24") {
+		t.Fatalf("unknown trace: %d %q", code, errOut.String())
+	}
+}
+
+// TestShowTraceSizes checks the sizes trace show reports for the longest
+// trace: the context reaches 60,000 tokens.
+func TestShowTraceSizes(t *testing.T) {
+	tr, err := findTrace("replay:calc-audit-50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := sampler.NewRenderer()
+	st := showTrace(io.Discard, r, tr)
+	if st.calls != 50 || st.maxOutput > 8000 || st.maxOutput < 4000 || st.context < 60000 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -1,0 +1,373 @@
+package sampler
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+//go:generate go run ./internal/gentraces -repo traces/repo -out traces
+
+// ReplayPrefix prefixes the model name of every replayed trace:
+// "replay:" + Trace.Name.
+const ReplayPrefix = "replay:"
+
+// Trace is a recorded rollout of a coding agent, replayed by Replay.
+//
+// # Format
+//
+// A trace is JSON Lines (UTF-8, one JSON object per line, blank lines
+// ignored). The first line is the header:
+//
+//	{"trace": "NAME", "task": "the user's request", "repo": "calc"}
+//
+// trace is the trace's name (its model is "replay:NAME"); task is the first
+// user message of the recorded session, for clients that replay it (Replay
+// itself answers whatever task a client sends); repo names the fixture
+// repository the tool calls act on (sampler/traces/repo for "calc").
+// Every following line is one assistant step:
+//
+//	{"text": "...", "reasoning_tokens": 120,
+//	 "calls": [{"name": "read_file", "arguments": "{\"path\":\"parser.go\"}",
+//	            "output": "...", "duration_ms": 3}]}
+//
+// text is the message the model wrote in the step (may be empty when it only
+// calls tools); calls are the function calls of the step, in order, several
+// when the step called tools in parallel; arguments is the call's arguments
+// JSON exactly as sent; output is the tool's recorded output and
+// duration_ms how long the tool took, both for clients that replay the
+// tools (the server never sends them); reasoning_tokens is how many hidden
+// reasoning tokens the model spent before the step's first visible token
+// (Replay paces them as output it does not send). Every step but the last
+// has at least one call; the last step has no calls and its text is the
+// final answer.
+//
+// The tools and their arguments, as a client executes them from the root of
+// the fixture repository:
+//
+//	list_dir     {"path": "."}                         entries, one a line, "/" after directories
+//	read_file    {"path": "parser.go"}                 the file, lines numbered "%4d\t"
+//	grep         {"pattern": "regexp", "path": "."}    "file:line:text" for every match
+//	apply_patch  {"patch": "*** Begin Patch\n..."}     the Codex patch format
+//	shell        {"command": "go test ./..."}          combined output and exit code
+type Trace struct {
+	Name  string
+	Task  string // the recorded first user message
+	Repo  string // the fixture repository the calls act on
+	Steps []TraceStep
+}
+
+// TraceStep is one assistant step of a trace.
+type TraceStep struct {
+	Text            string      `json:"text,omitempty"`
+	Calls           []TraceCall `json:"calls,omitempty"`
+	ReasoningTokens int         `json:"reasoning_tokens,omitempty"`
+}
+
+// TraceCall is one function call of a step, with its recorded result.
+type TraceCall struct {
+	Name       string `json:"name"`
+	Arguments  string `json:"arguments"`
+	Output     string `json:"output"`
+	DurationMS int    `json:"duration_ms"`
+}
+
+// traceHeader is the first line of a trace.
+type traceHeader struct {
+	Trace string `json:"trace"`
+	Task  string `json:"task"`
+	Repo  string `json:"repo"`
+}
+
+// maxTraceLine bounds one line of a trace.
+const maxTraceLine = 16 << 20
+
+// ParseTrace reads a trace in the JSON Lines format documented on Trace.
+func ParseTrace(r io.Reader) (*Trace, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
+	var t *Trace
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if t == nil {
+			var h traceHeader
+			if err := dec.Decode(&h); err != nil {
+				return nil, fmt.Errorf("trace: line %d: header: %w", line, err)
+			}
+			if h.Trace == "" {
+				return nil, fmt.Errorf("trace: line %d: header without a trace name", line)
+			}
+			t = &Trace{Name: h.Trace, Task: h.Task, Repo: h.Repo}
+			continue
+		}
+		var s TraceStep
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("trace %s: line %d: %w", t.Name, line, err)
+		}
+		if s.ReasoningTokens < 0 {
+			return nil, fmt.Errorf("trace %s: line %d: negative reasoning_tokens", t.Name, line)
+		}
+		for i, c := range s.Calls {
+			if c.Name == "" {
+				return nil, fmt.Errorf("trace %s: line %d: call %d has no name", t.Name, line, i)
+			}
+			if !json.Valid([]byte(c.Arguments)) {
+				return nil, fmt.Errorf("trace %s: line %d: call %d (%s): arguments are not JSON", t.Name, line, i, c.Name)
+			}
+		}
+		t.Steps = append(t.Steps, s)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("trace: line %d: %w", line+1, err)
+	}
+	if t == nil {
+		return nil, errors.New("trace: empty")
+	}
+	if len(t.Steps) == 0 {
+		return nil, fmt.Errorf("trace %s: no steps", t.Name)
+	}
+	for i, s := range t.Steps {
+		last := i == len(t.Steps)-1
+		if !last && len(s.Calls) == 0 {
+			return nil, fmt.Errorf("trace %s: step %d has no calls but is not the last", t.Name, i)
+		}
+		if last && (len(s.Calls) > 0 || s.Text == "") {
+			return nil, fmt.Errorf("trace %s: the last step must be a final answer: text and no calls", t.Name)
+		}
+	}
+	return t, nil
+}
+
+// Calls is the number of tool calls in the trace.
+func (t *Trace) Calls() int {
+	n := 0
+	for _, s := range t.Steps {
+		n += len(s.Calls)
+	}
+	return n
+}
+
+//go:embed traces/*.jsonl
+var traceFiles embed.FS
+
+// LoadTraces parses the embedded traces, sorted by name.
+func LoadTraces() ([]*Trace, error) {
+	names, err := fs.Glob(traceFiles, "traces/*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Trace
+	for _, name := range names {
+		f, err := traceFiles.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		t, err := ParseTrace(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path.Base(name), err)
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Replay is a backend that replays a Trace, turn by turn, whatever the
+// transport: the step it samples is the number of the trace's steps already
+// in the context, so a client that sends the calls' outputs (the recorded
+// ones or its own) walks the whole trace, over stateless HTTP, chained
+// requests or WebSocket turns alike.
+//
+// The step index is counted from the function_call items after the first
+// user message, matched step by step against the trace's call names (as
+// Scripted counts a script's steps). A step's text, when it has one, is
+// streamed as a message before its calls. After the last step with calls,
+// every sample answers with the final step's text. Call ids are "call_" and
+// 16 hex digits hashed from the trace name, the step and the call's index.
+// The task (the first user message) is whatever the client sends, and the
+// recorded tool outputs are never sent. Output is paced like Scripted's, by
+// a Timing and a PrefixCache; a step's reasoning tokens are paced as output
+// tokens that are not sent, before the first visible one. tool_choice
+// "none" makes every sample the final answer. Replay is safe for
+// concurrent use.
+type Replay struct {
+	r      *Renderer
+	timing Timing
+	cache  *PrefixCache
+	trace  *Trace
+}
+
+// NewReplay returns a backend that replays trace, streaming o200k_base
+// tokens split by r, paced by t, with a PrefixCache of default bounds. A nil
+// r means a new Renderer.
+func NewReplay(r *Renderer, t Timing, trace *Trace) *Replay {
+	if r == nil {
+		r, _ = NewRenderer()
+	}
+	return &Replay{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), trace: trace}
+}
+
+// Trace is the replayed trace.
+func (p *Replay) Trace() *Trace { return p.trace }
+
+// Cache is the backend's prefix cache.
+func (p *Replay) Cache() *PrefixCache { return p.cache }
+
+// Sample streams the trace's next step through emit (see Replay). It returns
+// ctx.Err() as soon as ctx ends, leaving the open part without its PartEnd.
+func (p *Replay) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if req == nil {
+		req = &Request{}
+	}
+	var start time.Time
+	if p.timing.Paced() {
+		start = time.Now()
+	}
+	prompt, cached := p.cache.Prefill(req)
+	pc := NewPacer(p.timing, start, prompt-cached)
+	defer pc.Stop()
+	k := len(p.trace.Steps) - 1
+	if req.ToolChoice.Mode != "none" {
+		k = min(p.stepsDone(req.Items), k)
+	}
+	step := p.trace.Steps[k]
+	var parts []part
+	if step.Text != "" {
+		parts = append(parts, part{text: step.Text})
+	}
+	for i, c := range step.Calls {
+		parts = append(parts, part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments})
+	}
+	res, err := p.stream(ctx, pc, step.ReasoningTokens, parts, req.MaxOutputTokens, emit)
+	res.PromptTokens, res.CachedPromptTokens = prompt, cached
+	return res, err
+}
+
+// stepsDone is the number of the trace's steps with calls whose calls are
+// in items, after the first user message, matched by name.
+func (p *Replay) stepsDone(items protocol.Items) int {
+	first := len(items)
+	for i, it := range items {
+		if isUser(it) {
+			first = i
+			break
+		}
+	}
+	var names []string
+	for _, it := range items[min(first+1, len(items)):] {
+		if c, ok := it.(*protocol.FunctionCall); ok && c != nil {
+			names = append(names, c.Name)
+		}
+	}
+	k := 0
+	for ; k < len(p.trace.Steps) && len(p.trace.Steps[k].Calls) > 0 && len(names) >= len(p.trace.Steps[k].Calls); k++ {
+		for i, c := range p.trace.Steps[k].Calls {
+			if names[i] != c.Name {
+				return k
+			}
+		}
+		names = names[len(p.trace.Steps[k].Calls):]
+	}
+	return k
+}
+
+// stream emits parts token by token on pc's schedule, after skip unsent
+// reasoning tokens. Every part is tokenized before the first wait.
+func (p *Replay) stream(ctx context.Context, pc *Pacer, skip int, parts []part, limit int, emit func(Delta)) (Result, error) {
+	toks := make([][]string, len(parts))
+	for i, pt := range parts {
+		toks[i] = p.r.Tokens(pt.text)
+	}
+	var res Result
+	for k, pt := range parts {
+		if limit > 0 && res.OutputTokens >= limit {
+			res.Incomplete = true
+			return res, nil
+		}
+		if err := pc.Wait(ctx, skip+res.OutputTokens); err != nil {
+			return res, err
+		}
+		start, tok := Delta{Kind: TextStart}, Delta{Kind: TextDelta}
+		if pt.call {
+			start = Delta{Kind: CallStart, CallID: pt.callID, Name: pt.name}
+			tok = Delta{Kind: ArgsDelta, CallID: pt.callID, Name: pt.name}
+		}
+		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name}
+		emit(start)
+		for i, t := range toks[k] {
+			if limit > 0 && res.OutputTokens >= limit {
+				end.Incomplete = true
+				emit(end)
+				res.Incomplete = true
+				return res, nil
+			}
+			if i > 0 {
+				if err := pc.Wait(ctx, skip+res.OutputTokens); err != nil {
+					return res, err
+				}
+			}
+			tok.Text = t
+			emit(tok)
+			res.OutputTokens++
+		}
+		emit(end)
+	}
+	return res, nil
+}
+
+// CallID is the call id Replay gives call index of step: "call_" and 16
+// hex digits hashed from the trace name, the step and the index.
+func (t *Trace) CallID(step, index int) string {
+	h := fnv.New64a()
+	b := append([]byte(t.Name), '/')
+	b = strconv.AppendInt(b, int64(step), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(index), 10)
+	h.Write(b)
+	return "call_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
+}
+
+// StepItems are the items step k adds to the conversation when it is
+// replayed: its message (when it has text) and its function calls, as Replay
+// samples them, then, when outputs is true, the calls' recorded outputs as
+// function_call_output items, as a client that replays the tools sends them.
+func (t *Trace) StepItems(k int, outputs bool) protocol.Items {
+	s := t.Steps[k]
+	var items protocol.Items
+	if s.Text != "" {
+		items = append(items, &protocol.Message{Role: protocol.RoleAssistant, Content: protocol.Contents{&protocol.OutputText{Text: s.Text}}})
+	}
+	for i, c := range s.Calls {
+		items = append(items, &protocol.FunctionCall{CallID: t.CallID(k, i), Name: c.Name, Arguments: c.Arguments})
+	}
+	if outputs {
+		for i, c := range s.Calls {
+			items = append(items, &protocol.FunctionCallOutput{CallID: t.CallID(k, i), Output: protocol.ToolOutput{Text: c.Output}})
+		}
+	}
+	return items
+}
