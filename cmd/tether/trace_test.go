@@ -198,9 +198,62 @@ func replayWS(t *testing.T, url string, tr *sampler.Trace) [][]string {
 	return turns
 }
 
+// replaySuspended walks a trace as ONE suspended response: each pause is a
+// step, answered with the step's recorded outputs by response.append. It
+// returns the output items of each step, from the output_item.done events.
+func replaySuspended(t *testing.T, url string, tr *sampler.Trace) [][]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(websocket.StatusNormalClosure, "")
+	c.SetReadLimit(64 << 20)
+	b, _ := json.Marshal(map[string]any{"type": "response.create", "model": sampler.ReplayPrefix + tr.Name, "suspend": true,
+		"input": []any{map[string]any{"role": "user", "content": "Fix the failing tests in the calc repository."}}, "tools": agentTools, "store": false})
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	var steps [][]string
+	var step []json.RawMessage
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("suspended step %d: %v", len(steps), err)
+		}
+		var ev struct {
+			Type     string          `json:"type"`
+			Item     json.RawMessage `json:"item"`
+			Response response        `json:"response"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case "response.output_item.done":
+			step = append(step, ev.Item)
+		case "response.done", "response.completed":
+			ks, items := keys(t, step)
+			steps = append(steps, ks)
+			if ev.Type == "response.completed" {
+				return steps
+			}
+			b, _ := json.Marshal(map[string]any{"type": "response.append", "response_id": ev.Response.ID,
+				"input": outputsFor(t, tr, len(steps)-1, items)})
+			if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+				t.Fatal(err)
+			}
+			step = nil
+		case "error", "response.failed", "response.incomplete":
+			t.Fatalf("suspended step %d: %s", len(steps), data)
+		}
+	}
+}
+
 // TestReplayOverHTTPAndWebSocket replays every embedded trace end to end,
-// over stateless HTTP and over WebSocket turns: both walk every step of the
-// trace, with identical output items.
+// over stateless HTTP, over WebSocket turns and as one suspended rollout:
+// all three walk every step of the trace, with identical output items.
 func TestReplayOverHTTPAndWebSocket(t *testing.T) {
 	hs := replayServer(t)
 	traces, err := sampler.LoadTraces()
@@ -211,12 +264,14 @@ func TestReplayOverHTTPAndWebSocket(t *testing.T) {
 	for _, tr := range traces {
 		httpTurns := replayHTTP(t, hs.URL, tr)
 		wsTurns := replayWS(t, ws, tr)
-		if len(httpTurns) != len(tr.Steps) || len(wsTurns) != len(tr.Steps) {
-			t.Fatalf("%s: %d http turns, %d ws turns, %d steps", tr.Name, len(httpTurns), len(wsTurns), len(tr.Steps))
+		suspended := replaySuspended(t, ws, tr)
+		if len(httpTurns) != len(tr.Steps) || len(wsTurns) != len(tr.Steps) || len(suspended) != len(tr.Steps) {
+			t.Fatalf("%s: %d http turns, %d ws turns, %d suspended steps, %d steps", tr.Name, len(httpTurns), len(wsTurns), len(suspended), len(tr.Steps))
 		}
 		for k := range httpTurns {
-			if strings.Join(httpTurns[k], "\n") != strings.Join(wsTurns[k], "\n") {
-				t.Fatalf("%s turn %d:\nhttp %q\nws   %q", tr.Name, k, httpTurns[k], wsTurns[k])
+			h := strings.Join(httpTurns[k], "\n")
+			if h != strings.Join(wsTurns[k], "\n") || h != strings.Join(suspended[k], "\n") {
+				t.Fatalf("%s turn %d:\nhttp      %q\nws        %q\nsuspended %q", tr.Name, k, httpTurns[k], wsTurns[k], suspended[k])
 			}
 		}
 		last := httpTurns[len(httpTurns)-1]
