@@ -30,6 +30,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
 	case "trace":
+		if len(args) > 1 && args[1] == "record" {
+			return traceRecord(ctx, args[2:], stdout, stderr)
+		}
 		return traceCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
@@ -46,7 +49,8 @@ func usage(w io.Writer) {
 
 Commands:
   serve   serve the Responses API over HTTP, SSE and WebSocket on /v1/responses
-  trace   list the embedded replay traces, or show one's steps and token sizes
+  trace   list the embedded replay traces, show one's steps and token sizes,
+          or record a rollout of an upstream model into a trace
 
 Run "tether <command> -h" for a command's flags.
 `)

@@ -38,6 +38,8 @@ const traceUsage = `Usage: tether trace <command>
 Commands:
   list        list the embedded traces, served as models "replay:NAME"
   show NAME   print a trace's steps and token sizes (NAME: an embedded trace or a .jsonl file)
+  record      record a rollout of a model into a trace, executing its tool calls for real
+              ("tether trace record -h" for its flags)
 `
 
 func traceList(stdout, stderr io.Writer) int {

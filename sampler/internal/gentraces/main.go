@@ -1,25 +1,27 @@
 // Command gentraces generates the embedded replay traces (sampler/traces):
 // it plays scripted coding-agent sessions against a temporary copy of the
-// fixture repository (sampler/traces/repo) for real. list_dir, read_file and
-// grep read the copy's files, apply_patch edits it, and shell runs the
-// commands (go test, go vet, go run) in it; the outputs are recorded as the
-// agent saw them, with run times normalized so that the files are
-// reproducible. Tool durations are a deterministic model of the tools'
+// fixture repository (sampler/traces/repo) for real, with the agent tools of
+// package clienttools (those "tether trace record" runs): list_dir,
+// read_file and grep read the copy's files, apply_patch edits it, and shell
+// runs the commands (go test, go vet, go run) in it; the outputs are
+// recorded as the agent saw them, with run times normalized so that the
+// files are reproducible. Tool durations are a deterministic model of the tools'
 // cost. Run it with go generate in sampler.
 package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 
+	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -119,27 +121,30 @@ func play(repo string, sess session) *sampler.Trace {
 	return t
 }
 
-// run executes an action in dir and returns its arguments JSON, output and
-// modeled duration in milliseconds.
+// run executes an action in dir with clienttools and returns its arguments
+// JSON, output and modeled duration in milliseconds.
 func run(dir string, a action) (string, string, int) {
-	if a.name == "apply_patch" {
-		text, out := applyPatch(dir, a.edits)
-		return mustJSON(map[string]string{"patch": text}), out, 6 + 2*len(a.edits)
-	}
+	tools := &clienttools.Tools{Dir: dir, Count: renderer.Count, MaxOutputTokens: maxOutputTokens,
+		Env: []string{"GOWORK=off", "GOFLAGS=", "GO111MODULE=on"}}
 	args := mustJSON(a.args)
+	if a.name == "apply_patch" {
+		args = mustJSON(map[string]string{"patch": patchText(dir, a.edits)})
+	}
+	out, err := tools.Run(context.Background(), a.name, args)
+	if err != nil {
+		fatal(err)
+	}
 	switch a.name {
+	case "apply_patch":
+		return args, out, 6 + 2*len(a.edits)
 	case "list_dir":
-		out := listDir(dir, a.args["path"])
 		return args, out, 3 + strings.Count(out, "\n")/10
 	case "read_file":
-		out := readFile(dir, a.args["path"])
 		return args, out, 2 + len(out)/20000
 	case "grep":
-		out := grep(dir, a.args["pattern"], a.args["path"])
 		return args, out, 9 + strings.Count(out, "\n")/20
 	case "shell":
-		out, ms := shell(dir, a.args["command"])
-		return args, out, ms
+		return args, normalize(dir, out), shellMS(a.args["command"])
 	}
 	fatal(fmt.Errorf("unknown tool %s", a.name))
 	return "", "", 0
@@ -172,92 +177,11 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// listDir lists a directory recursively: directories end in "/", files
-// show their line count and size.
-func listDir(dir, path string) string {
-	root := filepath.Join(dir, path)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", path)
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() {
-			fmt.Fprintf(&b, "  %s/\n", filepath.ToSlash(rel))
-			return nil
-		}
-		data, _ := os.ReadFile(p)
-		fmt.Fprintf(&b, "  %-24s %5d lines %7d bytes\n", filepath.ToSlash(rel), bytes.Count(data, []byte("\n")), len(data))
-		return nil
-	})
-	return b.String()
-}
-
-// readFile numbers the file's lines, cutting it at maxOutputTokens.
-func readFile(dir, path string) string {
-	data, err := os.ReadFile(filepath.Join(dir, path))
-	if err != nil {
-		fatal(err)
-	}
-	lines := strings.SplitAfter(string(data), "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	var b strings.Builder
-	budget := maxOutputTokens - 40
-	for i, l := range lines {
-		row := fmt.Sprintf("%4d\t%s", i+1, l)
-		if budget -= renderer.Count(row); budget < 0 {
-			fmt.Fprintf(&b, "[... truncated: %d more lines; read a range to see them]\n", len(lines)-i)
-			break
-		}
-		b.WriteString(row)
-	}
-	return b.String()
-}
-
-// grep searches the files under path for a regular expression.
-func grep(dir, pattern, path string) string {
-	re := regexp.MustCompile(pattern)
-	root := filepath.Join(dir, path)
-	var hits []string
-	files := 0
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, _ := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		found := false
-		for i, l := range strings.Split(string(data), "\n") {
-			if re.MatchString(l) {
-				hits = append(hits, fmt.Sprintf("%s:%d:%s", filepath.ToSlash(rel), i+1, l))
-				found = true
-			}
-		}
-		if found {
-			files++
-		}
-		return nil
-	})
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d matches in %d files for /%s/ under %s\n", len(hits), files, pattern, path)
-	budget := maxOutputTokens - 60
-	for i, h := range hits {
-		if budget -= renderer.Count(h + "\n"); budget < 0 {
-			fmt.Fprintf(&b, "[... %d more matches; narrow the pattern or the path]\n", len(hits)-i)
-			break
-		}
-		b.WriteString(h + "\n")
-	}
-	return b.String()
-}
-
-// applyPatch applies edits to the copy and returns the patch in the Codex
-// format and the tool's report: the updated files and each changed region.
-func applyPatch(dir string, edits []edit) (string, string) {
-	var p, out strings.Builder
+// patchText renders edits as a patch in the Codex format, against the
+// copy's files as they are (clienttools applies it): each hunk has up to 3
+// context lines either side, then the - and + lines of the changed lines.
+func patchText(dir string, edits []edit) string {
+	var p strings.Builder
 	p.WriteString("*** Begin Patch\n")
 	byFile := map[string][]edit{}
 	var order []string
@@ -267,13 +191,8 @@ func applyPatch(dir string, edits []edit) (string, string) {
 		}
 		byFile[e.path] = append(byFile[e.path], e)
 	}
-	out.WriteString("Success. Updated the following files:\n")
 	for _, f := range order {
-		fmt.Fprintf(&out, "M %s\n", f)
-	}
-	for _, f := range order {
-		full := filepath.Join(dir, f)
-		data, err := os.ReadFile(full)
+		data, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			fatal(err)
 		}
@@ -284,7 +203,6 @@ func applyPatch(dir string, edits []edit) (string, string) {
 				fatal(fmt.Errorf("patch %s: %q occurs %d times", f, e.old, strings.Count(src, e.old)))
 			}
 			at := strings.Index(src, e.old)
-			// The hunk: up to 3 context lines either side, then - and + lines.
 			before := strings.Split(src[:at], "\n")
 			lead := before[len(before)-1] // text on the first changed line before e.old
 			ctxLines := before[max(0, len(before)-4) : len(before)-1]
@@ -313,20 +231,10 @@ func applyPatch(dir string, edits []edit) (string, string) {
 				fmt.Fprintf(&p, " %s\n", l)
 			}
 			src = src[:at] + e.new + src[restStart:]
-			first := len(before)
-			last := first + strings.Count(e.new, "\n")
-			lines := strings.Split(src, "\n")
-			fmt.Fprintf(&out, "\n%s, lines %d-%d after the patch:\n", f, max(1, first-3), min(len(lines), last+3))
-			for n := max(1, first-3); n <= min(len(lines), last+3); n++ {
-				fmt.Fprintf(&out, "%4d\t%s\n", n, lines[n-1])
-			}
-		}
-		if err := os.WriteFile(full, []byte(src), 0o644); err != nil {
-			fatal(err)
 		}
 	}
 	p.WriteString("*** End Patch\n")
-	return p.String(), out.String()
+	return p.String()
 }
 
 var (
@@ -334,34 +242,25 @@ var (
 	pkgTimeRe = regexp.MustCompile(`\t\d+\.\d+s`)
 )
 
-// shell runs cmd with sh in dir: the output is the command line, its
-// combined output with run times normalized, and its exit code.
-func shell(dir, cmd string) (string, int) {
-	c := exec.Command("sh", "-c", cmd)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GO111MODULE=on")
-	out, err := c.CombinedOutput()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			fatal(err)
-		}
-		code = ee.ExitCode()
-	}
-	text := elapsedRe.ReplaceAllString(string(out), "(0.00s)")
-	text = pkgTimeRe.ReplaceAllString(text, "\t0.004s")
-	text = strings.ReplaceAll(text, dir, "/work/calc")
-	ms := 350
+// normalize makes a shell output reproducible: run times are normalized and
+// the copy's directory reads /work/calc.
+func normalize(dir, out string) string {
+	out = elapsedRe.ReplaceAllString(out, "(0.00s)")
+	out = pkgTimeRe.ReplaceAllString(out, "\t0.004s")
+	return strings.ReplaceAll(out, dir, "/work/calc")
+}
+
+// shellMS is the modeled duration of a shell command.
+func shellMS(cmd string) int {
 	switch {
 	case strings.Contains(cmd, "go test") && strings.Contains(cmd, "go vet"):
-		ms = 2600
+		return 2600
 	case strings.Contains(cmd, "go test"):
-		ms = 1400
+		return 1400
 	case strings.Contains(cmd, "go run"), strings.Contains(cmd, "go vet"):
-		ms = 900
+		return 900
 	}
-	return fmt.Sprintf("$ %s\n%s[exit code %d]\n", cmd, text, code), ms
+	return 350
 }
 
 func write(path string, t *sampler.Trace) error {
