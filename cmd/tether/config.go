@@ -309,7 +309,8 @@ func (f timingFlags) model(m ModelConfig) sampler.Timing {
 
 // models builds the served models: tether-scripted and every embedded
 // trace as "replay:NAME", with the flags' timing (or their config entry's),
-// and every model the config names. Each scripted
+// and every model the config names. An upstream model with a timing is
+// paced by it as a floor (never faster than the timing model). Each scripted
 // model keeps its own prefix cache, as each model of an engine keeps its own
 // KV blocks.
 func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]runtime.Sampler, error) {
@@ -333,7 +334,12 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]run
 			if err != nil {
 				return nil, fmt.Errorf("config: model %q: upstream: %w", name, err)
 			}
-			out[name] = up
+			if t := flags.model(m); t.Paced() {
+				// The timing model is a floor under the upstream's own speed.
+				out[name] = sampler.NewFloored(up, r, t)
+			} else {
+				out[name] = up
+			}
 			continue
 		}
 		if t, ok := replays[name]; ok {

@@ -271,3 +271,28 @@ func TestServeConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamTimingFloor: an upstream model with a timing is paced by it (a
+// floor under the upstream's speed); without one it runs at the upstream's
+// own speed.
+func TestUpstreamTimingFloor(t *testing.T) {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tps := 100.0
+	cfg := &Config{Models: map[string]ModelConfig{
+		"slowed": {TPS: &tps, Upstream: &UpstreamConfig{BaseURL: "http://127.0.0.1:1/v1", API: "chat", Model: "m"}},
+		"raw":    {Upstream: &UpstreamConfig{BaseURL: "http://127.0.0.1:1/v1", API: "chat", Model: "m"}},
+	}}
+	ms, err := models(cfg, timingFlags{set: map[string]bool{}}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ms["slowed"].(*sampler.Floored); !ok {
+		t.Errorf("slowed is %T, want *sampler.Floored", ms["slowed"])
+	}
+	if _, ok := ms["raw"].(*sampler.Upstream); !ok {
+		t.Errorf("raw is %T, want *sampler.Upstream", ms["raw"])
+	}
+}

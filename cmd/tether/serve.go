@@ -109,7 +109,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hs.Shutdown(shutdownCtx)
 	srv.Shutdown(shutdownCtx)
 	for _, m := range served {
-		if up, ok := m.(*sampler.Upstream); ok {
+		if up, ok := m.(interface{ CloseIdleConnections() }); ok {
 			up.CloseIdleConnections()
 		}
 	}
