@@ -114,4 +114,16 @@
 //
 // The model's own output re-enters the next prompt as items the runtime
 // renders; they count as uncached, in every design alike.
+//
+// # Backends
+//
+//   - Scripted ("tether-scripted"): the deterministic policy above.
+//   - Replay ("replay:NAME"): replays a recorded rollout one step per turn,
+//     whatever the transport. The trace format (JSON Lines: a header line,
+//     then one assistant step a line with its text, tool calls, recorded
+//     outputs and durations) is documented on Trace; LoadTraces returns the
+//     embedded traces, recorded on the fixture repository in traces/repo.
+//   - Upstream: any OpenAI-compatible server, over Chat Completions or
+//     Responses, streaming. It runs at the upstream's speed; wrapped in
+//     Floored, the timing model is a floor under it.
 package sampler
