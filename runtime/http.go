@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -79,15 +80,20 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
+	// The request's context, ended by Shutdown too: http.Server.Shutdown
+	// would otherwise wait for the longest stream.
+	ctx, stop := context.WithCancel(r.Context())
+	defer stop()
+	defer context.AfterFunc(s.ctx, stop)()
 	if !req.Streaming() {
-		if _, err := ro.Run(r.Context(), func(protocol.Event) error { return nil }); err != nil {
+		if _, err := ro.Run(ctx, func(protocol.Event) error { return nil }); err != nil {
 			return // the client is gone
 		}
 		writeJSON(w, http.StatusOK, ro.resp)
 		return
 	}
 	sse := newSSEWriter(w)
-	ro.Run(r.Context(), sse.write)
+	ro.Run(ctx, sse.write)
 }
 
 // sseWriter writes one event per Write and flushes it: "event: TYPE\ndata: JSON\n\n".

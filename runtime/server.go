@@ -191,9 +191,10 @@ func (s *Server) model(name string) (Sampler, *protocol.Error) {
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Shutdown closes every WebSocket session (close status 1001) and waits for
-// their goroutines, or for ctx. Call it alongside http.Server.Shutdown, which
-// does not wait for hijacked connections.
+// Shutdown closes every WebSocket session (close status 1001), ends the
+// responses still streaming over HTTP and the suspended rollouts, and waits
+// for their goroutines, or for ctx. Call it before http.Server.Shutdown,
+// which neither waits for hijacked connections nor ends running handlers.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true

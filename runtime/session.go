@@ -87,7 +87,16 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
 // run serves the connection until it ends, then joins every goroutine.
 func (sess *Session) run(reqCtx context.Context) {
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- sess.writeLoop(sess.ctx) }()
+	go func() {
+		err := sess.writeLoop(sess.ctx)
+		if err != nil {
+			// The socket cannot be written: end the session now rather than
+			// let the queue fill and blame a slow client.
+			sess.cancel()
+			sess.conn.CloseNow()
+		}
+		writerDone <- err
+	}()
 	// Deferred, so that even a panic in the read loop joins the goroutines and
 	// hands suspended rollouts to their resume window.
 	defer sess.teardown(writerDone)
@@ -371,6 +380,10 @@ func errorFrame(perr *protocol.Error, laneID string) []byte {
 // to WriteTimeout, then close the connection with a policy violation rather
 // than buffer without bound or stall every lane forever.
 func (sess *Session) send(b []byte) error {
+	if sess.ctx.Err() != nil {
+		// Ended: a frame queued now would never be written, yet count as sent.
+		return ErrSessionClosed
+	}
 	select {
 	case sess.out <- b:
 		return nil

@@ -1,7 +1,9 @@
 package runtime_test
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestWebSocketCompression: a client that offers permessage-deflate (as
@@ -38,4 +41,38 @@ func TestWebSocketCompression(t *testing.T) {
 		}
 		c.Close(websocket.StatusNormalClosure, "")
 	}
+}
+
+// TestShutdownEndsHTTPStreams: Shutdown ends a response still streaming over
+// HTTP, so that http.Server.Shutdown after it does not wait for the stream.
+func TestShutdownEndsHTTPStreams(t *testing.T) {
+	t.Parallel()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Pacing{TPS: 2})}})
+	resp, err := http.Post(h.base+"/responses", "application/json",
+		strings.NewReader(`{"model":"slow","stream":true,"input":"a sentence that takes many seconds at two tokens a second"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "event: response.created") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(br); done <- err }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the HTTP stream outlived Shutdown")
+	}
+	http.DefaultClient.CloseIdleConnections()
 }

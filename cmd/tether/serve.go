@@ -106,8 +106,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hs.Shutdown(shutdownCtx)
+	// Sessions and rollouts first: http.Server.Shutdown waits for handlers,
+	// and the server's Shutdown is what ends them.
 	srv.Shutdown(shutdownCtx)
+	hs.Shutdown(shutdownCtx)
 	for _, m := range served {
 		if up, ok := m.(interface{ CloseIdleConnections() }); ok {
 			up.CloseIdleConnections()
