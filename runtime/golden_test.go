@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/internal/schematest"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -23,18 +23,7 @@ type fixture struct {
 
 func loadFixture(t *testing.T, name string) fixture {
 	t.Helper()
-	var path string
-	for dir, _ := os.Getwd(); ; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, "..", "shared", "fixtures", name)
-		if _, err := os.Stat(p); err == nil {
-			path = p
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skipf("../shared/fixtures/%s is absent: golden stream comparison skipped", name)
-		}
-	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(schematest.Fixture(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}

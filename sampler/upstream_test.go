@@ -9,11 +9,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/internal/schematest"
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -247,18 +247,7 @@ func TestDecodeChatStreamErrors(t *testing.T) {
 // loadOpenAIStream returns a recorded OpenAI Responses stream as SSE.
 func loadOpenAIStream(t *testing.T, name string) (stream string, events []map[string]any) {
 	t.Helper()
-	var path string
-	for dir, _ := os.Getwd(); ; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, "..", "shared", "fixtures", name)
-		if _, err := os.Stat(p); err == nil {
-			path = p
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skipf("../shared/fixtures/%s is absent", name)
-		}
-	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(schematest.Fixture(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -386,3 +386,18 @@ func jsonKind(x any) string {
 	}
 	return fmt.Sprintf("%T", x)
 }
+
+// Fixture returns the path of a recorded stream in the shared fixtures
+// (shared/fixtures/name, next to the spec), or skips tb when it is absent.
+func Fixture(tb testing.TB, name string) string {
+	tb.Helper()
+	spec, err := locateSpec()
+	if err == nil {
+		p := filepath.Join(filepath.Dir(spec), "..", "fixtures", name)
+		if _, err = os.Stat(p); err == nil {
+			return filepath.Clean(p)
+		}
+	}
+	tb.Skipf("schematest: ../shared/fixtures/%s is absent (%v); skipping the comparison with OpenAI's recording", name, err)
+	return ""
+}
