@@ -6,5 +6,4 @@ import "errors"
 var (
 	ErrSessionClosed = errors.New("runtime: session closed")
 	ErrSlowClient    = errors.New("runtime: client did not read events in time")
-	ErrServerClosed  = errors.New("runtime: server closed")
 )

@@ -47,7 +47,6 @@ type link struct {
 	lastDone *frame        // the pending response.done, guarded by mu
 	terminal []byte        // the terminal frame, held for the job that settles the rollout; guarded by mu
 	conv     *conversation // what the rollout left, once done; guarded by mu
-	runErr   error         // guarded by mu
 	settled  bool          // a session took the result, guarded by mu
 	expired  bool          // the resume window ended, guarded by mu
 	expiry   *time.Timer   // the resume window while detached, guarded by mu
@@ -109,7 +108,7 @@ func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link,
 					"The server had an error while processing the request.")
 			}
 			l.mu.Lock()
-			l.conv, l.runErr = conv, err
+			l.conv = conv
 			if l.terminal == nil && err != nil && !errors.Is(err, context.Canceled) {
 				// It ended without a terminal event for a reason the client
 				// can be told (a panic, a replay log overflow while
