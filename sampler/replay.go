@@ -14,7 +14,6 @@ import (
 	"path"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -237,19 +236,11 @@ func (p *Replay) Cache() *PrefixCache { return p.cache }
 // Sample streams the trace's next step through emit (see Replay). It returns
 // ctx.Err() as soon as ctx ends, leaving the open part without its PartEnd.
 func (p *Replay) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	if req == nil {
-		req = &Request{}
-	}
-	var start time.Time
-	if p.timing.Paced() {
-		start = time.Now()
-	}
-	prompt, cached := p.cache.Prefill(req)
-	pc := NewPacer(p.timing, start, prompt-cached)
-	defer pc.Stop()
+	return sampleParts(ctx, p.r, p.timing, p.cache, req, p.next, emit)
+}
+
+// next is the trace's step to emit for req, and its reasoning tokens.
+func (p *Replay) next(req *Request) ([]part, int) {
 	k := len(p.trace.Steps) - 1
 	if req.ToolChoice.Mode != "none" {
 		k = min(p.stepsDone(req.Items), k)
@@ -262,9 +253,7 @@ func (p *Replay) Sample(ctx context.Context, req *Request, emit func(Delta)) (Re
 	for i, c := range step.Calls {
 		parts = append(parts, part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments})
 	}
-	res, err := p.stream(ctx, pc, step.ReasoningTokens, parts, req.MaxOutputTokens, emit)
-	res.PromptTokens, res.CachedPromptTokens = prompt, cached
-	return res, err
+	return parts, step.ReasoningTokens
 }
 
 // stepsDone is the number of the trace's steps with calls whose calls are
@@ -293,50 +282,6 @@ func (p *Replay) stepsDone(items protocol.Items) int {
 		names = names[len(p.trace.Steps[k].Calls):]
 	}
 	return k
-}
-
-// stream emits parts token by token on pc's schedule, after skip unsent
-// reasoning tokens. Every part is tokenized before the first wait.
-func (p *Replay) stream(ctx context.Context, pc *Pacer, skip int, parts []part, limit int, emit func(Delta)) (Result, error) {
-	toks := make([][]string, len(parts))
-	for i, pt := range parts {
-		toks[i] = p.r.Tokens(pt.text)
-	}
-	var res Result
-	for k, pt := range parts {
-		if limit > 0 && res.OutputTokens >= limit {
-			res.Incomplete = true
-			return res, nil
-		}
-		if err := pc.Wait(ctx, skip+res.OutputTokens); err != nil {
-			return res, err
-		}
-		start, tok := Delta{Kind: TextStart}, Delta{Kind: TextDelta}
-		if pt.call {
-			start = Delta{Kind: CallStart, CallID: pt.callID, Name: pt.name}
-			tok = Delta{Kind: ArgsDelta, CallID: pt.callID, Name: pt.name}
-		}
-		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name}
-		emit(start)
-		for i, t := range toks[k] {
-			if limit > 0 && res.OutputTokens >= limit {
-				end.Incomplete = true
-				emit(end)
-				res.Incomplete = true
-				return res, nil
-			}
-			if i > 0 {
-				if err := pc.Wait(ctx, skip+res.OutputTokens); err != nil {
-					return res, err
-				}
-			}
-			tok.Text = t
-			emit(tok)
-			res.OutputTokens++
-		}
-		emit(end)
-	}
-	return res, nil
 }
 
 // CallID is the call id Replay gives call index of step: "call_" and 16

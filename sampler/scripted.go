@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tether-run/tether/protocol"
@@ -62,74 +61,7 @@ type part struct {
 // tokens, leaving the open part without its PartEnd. req.Model is not used;
 // req.Prompt only times the sample.
 func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	if req == nil {
-		req = &Request{}
-	}
-	var start time.Time
-	if s.timing.Paced() {
-		start = time.Now() // before the lookup: it is part of the model's time
-	}
-	prompt, cached := s.cache.Prefill(req)
-	pc := NewPacer(s.timing, start, prompt-cached)
-	defer pc.Stop()
-	res, err := s.stream(ctx, pc, plan(req), req.MaxOutputTokens, emit)
-	res.PromptTokens, res.CachedPromptTokens = prompt, cached
-	return res, err
-}
-
-// stream emits parts token by token on pc's schedule. A Start delta is
-// emitted when its part's first token is due, right before it. Every part is
-// tokenized before the first wait, during the time to first token, so that
-// the work does not make the first token late.
-func (s *Scripted) stream(ctx context.Context, pc *Pacer, parts []part, limit int, emit func(Delta)) (Result, error) {
-	toks := make([][]string, len(parts))
-	for i, p := range parts {
-		toks[i] = s.r.Tokens(p.text)
-	}
-	var res Result
-	for k, p := range parts {
-		if limit > 0 && res.OutputTokens >= limit {
-			res.Incomplete = true
-			return res, nil
-		}
-		if err := pc.Wait(ctx, res.OutputTokens); err != nil {
-			return res, err
-		}
-		start, tok := Delta{Kind: TextStart}, Delta{Kind: TextDelta}
-		if p.call {
-			start = Delta{Kind: CallStart, CallID: p.callID, Name: p.name}
-			tok = Delta{Kind: ArgsDelta, CallID: p.callID, Name: p.name}
-		}
-		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name}
-		emit(start)
-		runes, cites := 0, p.cites
-		for i, t := range toks[k] {
-			if limit > 0 && res.OutputTokens >= limit {
-				end.Incomplete = true
-				emit(end)
-				res.Incomplete = true
-				return res, nil
-			}
-			if i > 0 {
-				if err := pc.Wait(ctx, res.OutputTokens); err != nil {
-					return res, err
-				}
-			}
-			tok.Text = t
-			emit(tok)
-			res.OutputTokens++
-			runes += utf8.RuneCountInString(t)
-			for len(cites) > 0 && cites[0].EndIndex <= runes {
-				emit(Delta{Kind: Citation, Annotation: &cites[0]})
-				cites = cites[1:]
-			}
-		}
-		emit(end)
-	}
-	return res, nil
+	return sampleParts(ctx, s.r, s.timing, s.cache, req, func(req *Request) ([]part, int) { return plan(req), 0 }, emit)
 }
 
 // plan applies the scripted policy: a pending directive step, else a call of
