@@ -1,10 +1,9 @@
-// Package hostedtools holds the Tool interface that the rollout calls and the
-// tools tether runs on the server side.
-//
-// A Tool is anything the sampling loop can dispatch a model's call to: the
-// hosted web_search tool here, an MCP tool, or the runtime's client-tool
-// bridge. The loop cannot tell them apart; that is what makes the suspended
-// and cached-state designs comparable.
+// Package hostedtools holds the tools tether runs on the server side. Each
+// implements runtime.Tool, the interface the sampling loop dispatches a
+// model's calls through (declared by runtime, its consumer; this package
+// does not import it). The loop cannot tell a hosted tool from the client's
+// functions; that is what makes the suspended and cached-state designs
+// comparable.
 //
 // WebSearch is the hosted web_search tool. It asks a Searcher, which is
 // either an Index (an in-process full-text index; by default over the Go

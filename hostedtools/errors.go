@@ -3,7 +3,7 @@ package hostedtools
 import "errors"
 
 var (
-	// ErrInvalidArguments is returned by Tool.Call when the model's
+	// ErrInvalidArguments is returned by a tool's Call when the model's
 	// arguments cannot be used; the message says what was wrong.
 	ErrInvalidArguments = errors.New("hostedtools: invalid arguments")
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
 )
 
 func ExampleIndex() {
@@ -41,7 +42,7 @@ func ExampleWebSearch() {
 	}
 	defer ix.Close()
 
-	var tool hostedtools.Tool = hostedtools.NewWebSearch(ix)
+	var tool runtime.Tool = hostedtools.NewWebSearch(ix) // as a tether server calls it
 	call := protocol.FunctionCall{ID: "ws_1", CallID: "call_1", Name: "web_search", Arguments: `{"query":"parse a URL query string"}`}
 	item, err := tool.Call(context.Background(), call, func(e protocol.Event) {
 		fmt.Println(protocol.Header(e).Type)

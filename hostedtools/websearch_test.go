@@ -72,7 +72,6 @@ func TestWebSearchDefinition(t *testing.T) {
 	if got := NewWebSearch(&fakeSearcher{}).Definition(); got.Type != protocol.ToolWebSearch {
 		t.Errorf("Definition().Type = %q, want %q", got.Type, protocol.ToolWebSearch)
 	}
-	var _ Tool = (*WebSearch)(nil)
 	var _ Searcher = (*Index)(nil)
 	var _ Searcher = (*SearXNG)(nil)
 }

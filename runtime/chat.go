@@ -67,7 +67,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		c.stream = &chatStream{w: w, rc: http.NewResponseController(w),
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	c.cancel = cancel
 	res, err := model.Sample(ctx, sreq, c.onDelta)

@@ -3,22 +3,89 @@
 // connection-local cache), the transports (WebSocket and HTTP/SSE on
 // /v1/responses, Chat Completions) and the response store.
 //
+// An embedder uses a Server (an http.Handler), its Options, and the
+// interfaces it plugs in: Sampler (model backends, from package sampler),
+// Tool (hosted tools, from package hostedtools) and Store.
+//
 // The data flow of one turn, whatever the transport:
 //
 //	frame -> protocol.Decode -> lane (FIFO) -> resolve model -> resolve parent
 //	      (connection cache | store) -> validate and render new input only
-//	      -> loop { Sampler.Sample -> events -> writer
-//	                dispatch the step's calls (errgroup): hosted Tool.Call
-//	                in-process | client bridge }
+//	      -> loop { Sampler.Sample -> events -> sink -> writer
+//	                dispatch the step's calls (errgroup): Tool.Call, hosted
+//	                and client alike }
 //	      -> terminal response -> cache (+ store)
 //
-// Both of OpenAI's designs are that one loop; only the client bridge differs.
-// In cached-state turns it leaves client calls open: the response ends and its
-// state stays in the connection cache for the next response.create with
-// previous_response_id. In a suspended rollout (suspend: true) it parks the
-// calls, announces them with response.done and resumes on response.append:
-// the whole rollout is one response, which outlives its connection for the
-// resume window. Over HTTP the state comes from the request or the store.
+// Both of OpenAI's designs are that one loop; the loop does not know which
+// it runs. Calls that no hosted tool takes go to the rollout's client Tool.
+// In cached-state turns (and over HTTP) that tool leaves them open: the
+// response ends and its state stays in the connection cache for the next
+// response.create with previous_response_id. In a suspended rollout
+// (suspend: true) the client tool is the rollout's suspension: it parks the
+// calls, has the pause announced with response.done and returns the outputs
+// response.append delivers; the whole rollout is one response, which
+// outlives its connection for the resume window. Over HTTP the state comes
+// from the request or the store.
+//
+// # A suspended rollout's life
+//
+// A suspension owns a suspended rollout's state; sessions ask it. Its state
+// is one of running, parked, ended, settled, expired, and separately it is
+// attached to one connection or detached:
+//
+//	           last call of a step registers;
+//	           its response.done goes out
+//	running ---------------------------------> parked
+//	   ^   <---------------------------------   |
+//	   |     the last pending call gets its     |
+//	   |     output (response.append)           |
+//	   |                                        |
+//	   |  cancel, SuspendTimeout: aborted, runs to its end
+//	   +----------------------------------------+
+//	   |
+//	   v  run returns (terminal frame held)
+//	 ended --- its connection takes the result ---> settled
+//
+//	attached --- connection drops ---> detached --- ResumeWindow ---> expired
+//	attached <-- response.resume -----  detached
+//	attached --- response.resume from another connection (takeover) ---> attached there
+//
+// What each event does, by state (every other combination is refused with
+// the code shown, and the connection stays usable):
+//
+//   - response.append, from the attached connection on the rollout's lane:
+//     parked: delivers (the rollout is running again the moment the last
+//     pending call has its output); running: response_not_suspended;
+//     ended, settled, expired, other connection: response_not_found; other
+//     lane: stream_id_mismatch.
+//   - response.create on the lane: refused with stream_suspended while
+//     parked; otherwise it queues behind the rollout (FIFO).
+//   - response.cancel: running or parked: the rollout ends cancelled.
+//   - response.resume, same credentials, from a connection it is not
+//     attached to: running, parked or ended: attaches, replays what the
+//     client missed (the pending response.done again when parked), and the
+//     lane follows it; settled, expired: response_not_found.
+//   - connection drops: attached becomes detached and the resume window
+//     starts; its frames go to the replay log meanwhile.
+//   - run returns: ended; the connection it is attached to settles it
+//     (caches its conversation, sends its terminal frame). Ended while
+//     detached, it waits for a resume, or expires.
+//   - Shutdown: the rollout ends with the server; no window starts.
+//
+// # Locks
+//
+// No lock is held across anything that waits on a client: events are
+// encoded under locks and queued without blocking (outbox.put); flow control
+// (waiting for the client to read) happens with no lock held. The read loop
+// takes only such locks, so it never waits on a rollout. Lock order, outer
+// first:
+//
+//	Server.mu -> suspension.mu
+//	session.mu -> suspension.mu
+//	rollout.mu -> suspension.mu -> outbox.mu
+//
+// Leaves, taken under any of these: outbox.mu, the rollout's stopper and
+// inbox locks.
 //
 // A Server is an http.Handler. Sessions and suspended rollouts are tracked so
 // that Shutdown can drain them, which http.Server.Shutdown does not do for

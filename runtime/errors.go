@@ -2,8 +2,24 @@ package runtime
 
 import "errors"
 
-// Sentinel errors.
+// ErrNotStored is returned by a Store for an id it does not hold.
+var ErrNotStored = errors.New("runtime: response not stored")
+
+// Why a session stops taking frames.
 var (
-	ErrSessionClosed = errors.New("runtime: session closed")
-	ErrSlowClient    = errors.New("runtime: client did not read events in time")
+	errSessionClosed = errors.New("runtime: session closed")
+	errSlowClient    = errors.New("runtime: client did not read events in time")
 )
+
+// Causes of a rollout's end other than its own completion, given to
+// rollout.abort. The first two are told to the client (cancelled; failed
+// with client_tool_timeout); the others end a rollout nobody is attached to.
+var (
+	errCancelled     = errors.New("runtime: response cancelled by the client")
+	errToolTimeout   = errors.New("runtime: client tool outputs did not arrive in time")
+	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
+	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
+)
+
+// errChainTooLong ends a store load that never reaches the first response.
+var errChainTooLong = errors.New("runtime: response chain too long or cyclic")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -41,6 +43,46 @@ func ExampleNewServer() {
 	json.NewDecoder(resp.Body).Decode(&r)
 	fmt.Println(r.Status, r.Output[0].Content[0].Text)
 	// Output: completed You said: "Hello"
+}
+
+// Embedded in a program's own http.Server, the Server is the handler (or
+// one route of it). At exit it shuts down first: http.Server.Shutdown
+// neither closes hijacked WebSocket connections nor ends responses still
+// streaming, and would wait for them.
+func Example_httpServer() {
+	srv, err := runtime.NewServer(runtime.Options{
+		HostedTools: nil, // e.g. hostedtools.NewWebSearch(index)
+		Store:       runtime.NewMemoryStore(1000),
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	hs := &http.Server{Handler: mux}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/responses", "application/json",
+		strings.NewReader(`{"model":"tether-scripted","input":"ping"}`))
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx) // sessions, streams and suspended rollouts
+	hs.Shutdown(ctx)  // then the listener and idle connections
+	fmt.Println(<-served)
+	// Output:
+	// 200 OK
+	// http: Server closed
 }
 
 // Over WebSocket each turn is a response.create frame; a continuation sends

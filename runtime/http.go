@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,53 +79,24 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	// The request's context, ended by Shutdown too: http.Server.Shutdown
-	// would otherwise wait for the longest stream.
-	ctx, stop := context.WithCancel(r.Context())
-	defer stop()
-	defer context.AfterFunc(s.ctx, stop)()
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
 	if !req.Streaming() {
-		if _, err := ro.Run(ctx, func(protocol.Event) error { return nil }); err != nil {
+		if _, err := ro.run(ctx, discard{}); err != nil {
 			return // the client is gone
 		}
 		writeJSON(w, http.StatusOK, ro.resp)
 		return
 	}
-	sse := newSSEWriter(w)
-	ro.Run(ctx, sse.write)
+	streamSSE(ctx, w, ro)
 }
 
-// sseWriter writes one event per Write and flushes it: "event: TYPE\ndata: JSON\n\n".
-type sseWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
-}
-
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
-}
-
-func (s *sseWriter) write(ev protocol.Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	s.buf.Reset()
-	s.buf.WriteString("event: ")
-	s.buf.WriteString(string(protocol.Type(ev)))
-	s.buf.WriteString("\ndata: ")
-	s.buf.Write(data)
-	s.buf.WriteString("\n\n")
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+// requestContext is r's context, ended by Shutdown too: http.Server.Shutdown
+// would otherwise wait for the longest stream.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,66 +16,111 @@ import (
 // terminal response.
 const IncludeTimings = "tether.timings"
 
-// Sink receives a rollout's events in order. It must encode the event before
-// returning (the rollout keeps mutating the objects it points to). An error
-// means the client is gone: the rollout stops.
-type Sink func(protocol.Event) error
+// rollout is one response's sampling loop. Server.prepare builds it; run
+// runs it once, on one goroutine (the loop), which owns its state except:
+//
+//   - what the step's tool goroutines share with the loop while they run:
+//     the response object (its Output slots and Status), the context's slots
+//     for the step's calls, and the event order, all guarded by mu;
+//   - stop and inbox, which any goroutine may use (a cancel from the read
+//     loop, a steering message from response.append); their locks are
+//     leaves.
+//
+// A rollout does not know which design it runs: client calls go to client,
+// a Tool like any other (the cached-state design leaves them open, a
+// suspended rollout's suspension parks them).
+type rollout struct {
+	// Set by prepare (client and lane before run); read-only afterwards.
+	srv    *Server
+	req    *protocol.CreateRequest
+	model  Sampler
+	lane   string
+	base   int             // items[:base] came from the parent
+	header []sampler.Token // rendered instructions and tools
+	hosted map[string]Tool // hosted tools offered by the request, by call name
+	client Tool            // every other call: the client's functions
+	start  time.Time
+	ctx    context.Context // run's context, set when it starts
 
-// Rollout is one response's sampling loop. It is built by Server.prepare and
-// run once, on one goroutine; nothing in it is shared until it publishes its
-// conversation.
-type Rollout struct {
-	srv      *Server
-	req      *protocol.CreateRequest
-	model    Sampler
-	parent   *conversation // nil when the request has no previous_response_id
-	lane     string
-	streamID string // stamped on every event ("" on the default lane and HTTP)
-
-	input    protocol.Items  // the request's new input, compactions expanded
+	// Owned by the loop.
 	items    protocol.Items  // whole context, grows with each output item
-	base     int             // items[:base] came from the parent
 	prompt   *sampler.Prompt // rendered items[:rendered]
 	rendered int
-	header   []sampler.Token // rendered instructions and tools
-	resp     *protocol.Response
-	sink     Sink
-	seq      int
-	start    time.Time
 	tm       protocol.Timings
 	usage    protocol.Usage
-
-	hosted map[string]Tool // hosted tools offered by the request, by call name
-	client *bridge         // every other call: the client's functions
-	steps  int             // sampling steps taken
-
-	// mu guards what tool goroutines share with the loop during dispatch:
-	// the sink, seq, emitErr, resp (Output slots, Status) and items slots.
-	mu      sync.Mutex
-	emitErr error
-	cancel  context.CancelCauseFunc // set when Run starts
-	aborted error                   // an abort that came before Run started
-
-	// Hosted calls finish in any order, but output_item.done events go out
-	// in output_index order: an item's waits in held until every lower
-	// index's has gone out, and a pause waits for the held events.
-	doneNext  int                               // lowest output index whose output_item.done has not gone out; guarded by mu
-	held      map[int]*protocol.OutputItemEvent // guarded by mu
-	heldPause []protocol.PendingCall            // a response.done waiting for held events; guarded by mu
-
-	// The output part being streamed; owned by the sampling loop.
+	steps    int         // sampling steps taken
+	calls    []*stepCall // the current step's tool calls
 	open     protocol.Item
 	openText strings.Builder
 	openCall *stepCall // non-nil while a call's arguments stream
-	calls    []*stepCall
+
+	mu    sync.Mutex
+	resp  *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
+	order eventOrder         // guarded by mu
+
+	stop  stopper // ends run from any goroutine
+	inbox inbox   // steering messages for the next step
+}
+
+// stopper ends a run from any goroutine, whether or not it has started. Its
+// lock is a leaf: callers may hold any other.
+type stopper struct {
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc // set when run starts; guarded by mu
+	cause  error                   // an abort that came before run; guarded by mu
+}
+
+// start derives run's context from ctx, cancelled at once if an abort came first.
+func (s *stopper) start(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancel = cancel
+	if s.cause != nil {
+		cancel(s.cause)
+	}
+	return ctx, cancel
+}
+
+// abort ends the run with cause; the first cause wins.
+func (s *stopper) abort(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel(cause)
+	} else if s.cause == nil {
+		s.cause = cause
+	}
+}
+
+// inbox holds the messages steered into a running rollout (a suspended
+// rollout's response.append carries them), which join the context after
+// the current step. Its lock is a leaf.
+type inbox struct {
+	mu    sync.Mutex
+	items protocol.Items // guarded by mu
+}
+
+func (in *inbox) add(items ...protocol.Item) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.items = append(in.items, items...)
+}
+
+func (in *inbox) take() protocol.Items {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	items := in.items
+	in.items = nil
+	return items
 }
 
 // prepare validates a create request against its parent state and renders its
 // new input: all the pre-inference work, done once per turn, on new input only.
 // tm carries the timings measured before prepare (decode, state load);
 // received is when the frame or body arrived.
-func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*Rollout, *protocol.Error) {
-	r := &Rollout{srv: s, req: req, parent: parent, start: received, tm: tm}
+func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*rollout, *protocol.Error) {
+	r := &rollout{srv: s, req: req, start: received, tm: tm}
 	t0 := s.now()
 	if perr := req.Validate(); perr != nil {
 		return nil, perr
@@ -119,7 +163,6 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	if parent == nil && len(input) == 0 && req.Generating() {
 		return nil, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input'.")
 	}
-	r.input = input
 	t1 := s.now()
 	r.tm.ValidateMicros = t1.Sub(t0).Microseconds()
 
@@ -147,7 +190,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	r.renderPending()
 	r.tm.RenderMicros = s.now().Sub(t1).Microseconds()
 	r.resp = s.newResponse(req, parent)
-	r.client = &bridge{r: r}
+	r.client = openCalls{}
 	return r, nil
 }
 
@@ -217,20 +260,15 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 	return resp
 }
 
-// abort ends the rollout with cause, from any goroutine, whether or not Run
+// abort ends the rollout with cause, from any goroutine, whether or not run
 // has started.
-func (r *Rollout) abort(cause error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		r.cancel(cause)
-	} else if r.aborted == nil {
-		r.aborted = cause
-	}
-}
+func (r *rollout) abort(cause error) { r.stop.abort(cause) }
+
+// steer adds messages to the context after the current step, from any goroutine.
+func (r *rollout) steer(items ...protocol.Item) { r.inbox.add(items...) }
 
 // ID is the response id.
-func (r *Rollout) ID() string { return r.resp.ID }
+func (r *rollout) ID() string { return r.resp.ID }
 
 // storeTimeout bounds a store write, so that a hung store cannot hold a
 // connection's teardown or the server's shutdown.
@@ -240,31 +278,20 @@ const storeTimeout = 10 * time.Second
 // would call hosted tools forever.
 const maxSteps = 1024
 
-// Causes of a rollout's end other than its own completion.
-var (
-	errCancelled   = errors.New("runtime: response cancelled by the client")
-	errToolTimeout = errors.New("runtime: client tool outputs did not arrive in time")
-)
-
-// Run streams the response to sink and returns the conversation it leaves
+// run streams the response to sink and returns the conversation it leaves
 // for the next turn (nil unless it completed or ended incomplete). It ends
 // the response with exactly one terminal event, unless the sink failed or
 // ctx ended for a reason the client cannot be told (disconnect, shutdown).
 //
 // The loop samples a step, dispatches the step's tool calls through one
-// errgroup (hosted tools and the client bridge alike), appends their results
-// and samples again, until a step makes no call or a client call stays open
-// for the next turn.
-func (r *Rollout) Run(ctx context.Context, sink Sink) (*conversation, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// errgroup (hosted tools and the client's alike), adds their results and
+// what was steered in to the context and samples again, until a step makes
+// no call or a call stays open for the next turn.
+func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
+	ctx, cancel := r.stop.start(ctx)
 	defer cancel(nil)
-	r.mu.Lock()
-	r.cancel = cancel
-	if r.aborted != nil {
-		cancel(r.aborted)
-	}
-	r.mu.Unlock()
-	r.sink = sink
+	r.ctx = ctx
+	r.order.sink, r.order.streamID = sink, r.lane
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
 	if !r.req.Generating() {
@@ -287,7 +314,7 @@ func (r *Rollout) Run(ctx context.Context, sink Sink) (*conversation, error) {
 }
 
 // sampleStep samples one model step, streaming its items.
-func (r *Rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
+func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	r.calls = r.calls[:0]
 	r.steps++
 	t0 := r.srv.now()
@@ -313,7 +340,7 @@ func (r *Rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 // which is the same whatever transport or design delivered the request.
 // A backend that does not report prompt tokens is charged the rendered
 // prompt, with nothing cached.
-func (r *Rollout) addUsage(res sampler.Result) {
+func (r *rollout) addUsage(res sampler.Result) {
 	in := res.PromptTokens
 	if in == 0 {
 		in = len(r.header) + r.prompt.Len()
@@ -327,7 +354,7 @@ func (r *Rollout) addUsage(res sampler.Result) {
 
 // appendContext adds items that are not output (tool outputs, steering
 // messages) to the context.
-func (r *Rollout) appendContext(items protocol.Items) {
+func (r *rollout) appendContext(items protocol.Items) {
 	r.items = append(r.items, items...)
 	r.renderPending()
 }
@@ -335,7 +362,7 @@ func (r *Rollout) appendContext(items protocol.Items) {
 // renderPending renders the items not yet in the prompt, in context order:
 // a step's output once its hosted results are in, then what follows it.
 // Only new items are ever tokenized.
-func (r *Rollout) renderPending() {
+func (r *rollout) renderPending() {
 	t0 := r.srv.now()
 	for _, it := range r.items[r.rendered:] {
 		toks := r.srv.renderer.Item(it)
@@ -346,30 +373,27 @@ func (r *Rollout) renderPending() {
 	r.tm.RenderMicros += r.srv.now().Sub(t0).Microseconds()
 }
 
-func (r *Rollout) finish(ctx context.Context, res sampler.Result, serr error) (*conversation, error) {
-	r.mu.Lock()
-	emitErr := r.emitErr
-	r.mu.Unlock()
-	if emitErr != nil {
-		return nil, emitErr
+func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*conversation, error) {
+	if err := r.sinkErr(); err != nil {
+		return nil, err
 	}
-	cause := context.Cause(ctx)
 	now := r.srv.now()
 	r.resp.Usage = &r.usage
 	r.resp.RequiredAction = nil
 	terminal := protocol.EventCompleted
-	switch {
+	switch cause := context.Cause(ctx); {
 	case cause == errCancelled:
 		r.resp.Status = protocol.ResponseCancelled
 		terminal = protocol.EventCancelled
-	case serr != nil && ctx.Err() != nil:
-		// The client went away or the server is shutting down: nobody to tell.
-		return nil, ctx.Err()
-	case serr == errToolTimeout:
+	case cause == errToolTimeout:
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeClientToolTimeout,
 			Message: fmt.Sprintf("No output arrived for the pending tool calls within %s.", r.srv.opts.SuspendTimeout)}
 		terminal = protocol.EventFailed
+	case serr != nil && ctx.Err() != nil:
+		// The client went away, the server is shutting down, or nobody
+		// resumed a detached rollout: nobody to tell.
+		return nil, ctx.Err()
 	case serr != nil:
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = protocol.AsError(serr).ResponseError()
@@ -408,14 +432,12 @@ func (r *Rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	r.flushDoneLocked()
 	r.mu.Unlock()
 	r.emitResponse(terminal)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return conv, r.emitErr
+	return conv, r.sinkErr()
 }
 
 // publish renders the output onto the prompt and returns the state the next
 // turn continues from.
-func (r *Rollout) publish() *conversation {
+func (r *rollout) publish() *conversation {
 	r.renderPending()
 	return &conversation{
 		response: r.resp, lane: r.lane, items: r.items, prompt: r.prompt,

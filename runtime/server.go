@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -28,7 +30,6 @@ const (
 	DefaultMaxLanes       = 32
 	DefaultMaxQueued      = 256
 	DefaultWriteTimeout   = 10 * time.Second
-	DefaultOutQueue       = 1024
 	DefaultSuspendTimeout = 10 * time.Minute
 	DefaultResumeWindow   = 60 * time.Second
 	DefaultMaxSuspended   = 1024
@@ -95,15 +96,15 @@ type Server struct {
 	cancel context.CancelFunc //
 
 	mu        sync.Mutex
-	sessions  map[*Session]struct{} // guarded by mu
-	suspended map[string]*link      // suspended rollouts by response id, guarded by mu
-	closed    bool                  // guarded by mu
-	wg        sync.WaitGroup        // one per live session and per suspended rollout
+	sessions  map[*session]struct{}  // guarded by mu
+	suspended map[string]*suspension // suspended rollouts by response id, guarded by mu
+	closed    bool                   // guarded by mu
+	wg        sync.WaitGroup         // one per live session and per suspended rollout
 }
 
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
-	s := &Server{opts: opts, sessions: make(map[*Session]struct{}), suspended: make(map[string]*link)}
+	s := &Server{opts: opts, sessions: make(map[*session]struct{}), suspended: make(map[string]*suspension)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxFrame <= 0 {
 		s.opts.MaxFrame = DefaultMaxFrame
@@ -198,18 +199,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	// Cancelled first: a session torn down from now on starts no resume
+	// window, and a suspended rollout ends with the server.
+	s.cancel()
+	s.mu.Lock()
 	for sess := range s.sessions {
-		sess.shutdown()
+		sess.stop(websocket.StatusGoingAway, "server shutting down")
 	}
-	for _, l := range s.suspended {
-		l.mu.Lock()
-		if l.expiry != nil {
-			l.expiry.Stop()
-		}
-		l.mu.Unlock()
+	for _, sp := range s.suspended {
+		sp.shutdown()
 	}
 	s.mu.Unlock()
-	s.cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -220,7 +221,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-func (s *Server) track(sess *Session) bool {
+func (s *Server) track(sess *session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -231,11 +232,43 @@ func (s *Server) track(sess *Session) bool {
 	return true
 }
 
-func (s *Server) untrack(sess *Session) {
+func (s *Server) untrack(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// register lists a suspended rollout, so that response.resume finds it and
+// Shutdown waits for it; it counts against MaxSuspended until it settles or
+// expires.
+func (s *Server) register(sp *suspension) *protocol.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerError, "", "The server is shutting down.")
+	}
+	if len(s.suspended) >= s.opts.MaxSuspended {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
+			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.MaxSuspended)
+	}
+	s.suspended[sp.id] = sp
+	s.wg.Add(1)
+	return nil
+}
+
+func (s *Server) unregister(sp *suspension) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.suspended[sp.id] == sp {
+		delete(s.suspended, sp.id)
+	}
+}
+
+func (s *Server) lookupSuspended(id string) *suspension {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.suspended[id]
 }
 
 // writeError writes an HTTP error body.

@@ -16,15 +16,21 @@ import (
 // maxEvicted bounds the ids a session remembers as evicted.
 const maxEvicted = 1024
 
-// Session is one WebSocket connection: its lanes (stream_id), their FIFO
+// outQueueFrames is a session's soft bound on frames queued for its client
+// (see outbox).
+const outQueueFrames = 1024
+
+// session is one WebSocket connection: its lanes (stream_id), their FIFO
 // queues, the in-flight limit, and the connection-local cache of the latest
 // response of each lane.
 //
-// The read loop runs on the handler goroutine and never blocks on a rollout.
-// Each lane has one worker goroutine that runs its responses in order; one
-// writer goroutine owns the socket's write side. Everything the session
-// starts is joined before the handler returns.
-type Session struct {
+// The read loop runs on the handler goroutine and never waits on a rollout:
+// it takes only locks that nobody holds across a wait. Each lane has one
+// worker goroutine that runs its responses in order; one writer goroutine
+// owns the socket's write side, and one closer closes it when the session is
+// stopped. Everything the session starts is joined before the handler
+// returns.
+type session struct {
 	srv     *Server
 	conn    *websocket.Conn
 	started time.Time
@@ -32,10 +38,14 @@ type Session struct {
 	suspend bool   // suspended rollouts by default (OpenAI-Beta: responses_websockets=2026-02-04)
 
 	ctx    context.Context    // cancelled when the session ends
-	cancel context.CancelFunc // ends the session
-	out    chan []byte        // frames for writeLoop; bounded
+	cancel context.CancelFunc //
+	out    *outbox            // frames for writeLoop
 	slots  chan struct{}      // one token per response in flight
 	wg     sync.WaitGroup     // lane workers
+
+	stopOnce    sync.Once
+	closeStatus websocket.StatusCode // set once by stop, before ctx ends; read by the closer after
+	closeReason string               //
 
 	mu      sync.Mutex
 	lanes   map[string]*lane         // guarded by mu; "" is the default lane
@@ -44,38 +54,40 @@ type Session struct {
 	latest  map[string]string        // lane -> id of its cached response, guarded by mu
 	evicted map[string]struct{}      // ids a failed continuation evicted, guarded by mu
 	pending int                      // creates accepted and not finished, guarded by mu
-	active  map[string]*Rollout      // responses running on this connection, guarded by mu
-	links   map[*link]struct{}       // suspended rollouts reporting here, guarded by mu
 }
 
-// lane is one stream_id's FIFO of creates.
+// lane is one stream_id's FIFO of creates, and what runs on it.
 type lane struct {
 	id    string
 	queue chan *job // buffered to MaxQueued; received only by the lane worker
-	link  *link     // the suspended rollout occupying the lane, guarded by Session.mu
+
+	// The response running on the lane, guarded by session.mu: a
+	// cached-state rollout, or a suspended rollout the lane follows (which
+	// answers for itself whether it is still this connection's).
+	ro *rollout
+	sp *suspension
 }
 
-// job is one response.create waiting in a lane, or the refusal of one, which
-// is answered in lane order so it cannot be mistaken for an earlier turn's.
+// job is one response.create waiting in a lane, a response.resume, or the
+// refusal of a create, which is answered in lane order so it cannot be
+// mistaken for an earlier turn's.
 type job struct {
 	req      *protocol.CreateRequest
 	refusal  *protocol.Error
 	parent   string // previous_response_id of a refused create: the refusal evicts it
 	received time.Time
-	decodeUS int64 // microseconds spent decoding the frame
-	resume   *link // response.resume: reattach this suspended rollout
-	after    *int  // the last sequence_number the resuming client received
+	decodeUS int64       // microseconds spent decoding the frame
+	resume   *suspension // response.resume: reattach this suspended rollout
+	after    *int        // the last sequence_number the resuming client received
 }
 
-func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
+func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Session{
+	return &session{
 		srv: s, conn: conn, started: s.now(),
 		creds: credentials(r), suspend: suspendByDefault(r),
-		active: make(map[string]*Rollout),
-		links:  make(map[*link]struct{}),
-		ctx:    ctx, cancel: cancel,
-		out:     make(chan []byte, DefaultOutQueue),
+		ctx: ctx, cancel: cancel,
+		out:     newOutbox(outQueueFrames),
 		slots:   make(chan struct{}, s.opts.MaxInFlight),
 		lanes:   make(map[string]*lane),
 		cache:   make(map[string]*conversation),
@@ -85,53 +97,124 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *Session {
 }
 
 // run serves the connection until it ends, then joins every goroutine.
-func (sess *Session) run(reqCtx context.Context) {
-	writerDone := make(chan error, 1)
+func (sess *session) run(reqCtx context.Context) {
+	writerDone := make(chan struct{})
 	go func() {
-		err := sess.writeLoop(sess.ctx)
-		if err != nil {
+		defer close(writerDone)
+		if err := sess.writeLoop(sess.ctx); err != nil {
 			// The socket cannot be written: end the session now rather than
 			// let the queue fill and blame a slow client.
-			sess.cancel()
+			sess.stop(0, "")
 			sess.conn.CloseNow()
 		}
-		writerDone <- err
+	}()
+	closerDone := make(chan struct{})
+	go func() {
+		defer close(closerDone)
+		<-sess.ctx.Done()
+		if sess.closeStatus != 0 {
+			// Close sends the close frame and waits for the client's; the
+			// read loop then returns.
+			sess.conn.Close(sess.closeStatus, sess.closeReason)
+		}
 	}()
 	// Deferred, so that even a panic in the read loop joins the goroutines and
 	// hands suspended rollouts to their resume window.
-	defer sess.teardown(writerDone)
+	defer sess.teardown(writerDone, closerDone)
 	err := sess.readLoop(reqCtx)
 	if err != nil && !isNormalClose(err) && websocket.CloseStatus(err) == -1 {
 		sess.srv.log.Debug("websocket read ended", "err", err)
 	}
 }
 
-// teardown ends the session: it joins the lane workers and the writer,
-// closes the socket and detaches the suspended rollouts reporting here.
-func (sess *Session) teardown(writerDone <-chan error) {
-	sess.cancel()
+// stop ends the session; a non-zero status closes the connection with it
+// (1001 at shutdown, 1008 for a client too slow). The first stop wins. It
+// takes no lock but the outbox's, so a producer may call it under its own.
+func (sess *session) stop(status websocket.StatusCode, reason string) {
+	sess.stopOnce.Do(func() {
+		sess.closeStatus, sess.closeReason = status, reason
+		sess.out.close()
+		sess.cancel()
+	})
+}
+
+// teardown ends the session: it joins the lane workers, the writer and the
+// closer, closes the socket and detaches the suspended rollouts following
+// its lanes.
+func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
+	sess.stop(0, "")
 	sess.wg.Wait()
 	<-writerDone
+	<-closerDone
 	sess.conn.CloseNow()
 	sess.mu.Lock()
-	links := sess.links
-	sess.links = nil
+	var sps []*suspension
+	for _, ln := range sess.lanes {
+		if ln.sp != nil {
+			sps = append(sps, ln.sp)
+			ln.sp = nil
+		}
+	}
 	sess.mu.Unlock()
-	for l := range links {
-		l.detach(sess)
+	for _, sp := range sps {
+		sp.detach(sess)
 	}
 }
 
-// shutdown closes the connection with 1001 (server going away). The read
-// loop then returns and run joins everything.
-func (sess *Session) shutdown() {
-	sess.cancel()
-	go sess.conn.Close(websocket.StatusGoingAway, "server shutting down")
+// send queues a frame without waiting: callers may hold their locks. A
+// client that lets the queue reach its hard bound is too slow.
+func (sess *session) send(b []byte) error {
+	err := sess.out.put(b)
+	if err == errSlowClient {
+		sess.tooSlow()
+	}
+	return err
+}
+
+// flow waits, with no lock held, until the client has room for more frames:
+// it is what makes a rollout keep pace with its client. A queue that stays
+// full for WriteTimeout means the client is not reading.
+func (sess *session) flow(ctx context.Context) error {
+	room := sess.out.room()
+	if room == nil {
+		return nil
+	}
+	t := time.NewTimer(sess.srv.opts.WriteTimeout)
+	defer t.Stop()
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-sess.ctx.Done():
+		return errSessionClosed
+	case <-t.C:
+		sess.tooSlow()
+		return errSlowClient
+	}
+}
+
+// tooSlow is the slow-client rule, in one place: rather than buffer without
+// bound or stall every lane, close the connection with a policy violation.
+func (sess *session) tooSlow() {
+	sess.srv.log.Warn("closing slow websocket client")
+	sess.stop(websocket.StatusPolicyViolation, "client too slow: event queue full")
+}
+
+// sendError queues an error event for laneID.
+func (sess *session) sendError(perr *protocol.Error, laneID string) {
+	sess.send(errorFrame(perr, laneID))
+}
+
+// errorFrame encodes the error event for laneID.
+func errorFrame(perr *protocol.Error, laneID string) []byte {
+	b, _ := json.Marshal(perr.WebSocketError(laneID))
+	return b
 }
 
 // enqueue puts a create on its lane, or refuses it at once when the
 // connection is at a limit that queuing would not resolve.
-func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decodeUS int64) {
+func (sess *session) enqueue(ev *protocol.CreateEvent, received time.Time, decodeUS int64) {
 	j := &job{req: ev.Request, parent: ev.Request.PreviousResponseID, received: received, decodeUS: decodeUS}
 	switch {
 	case received.Sub(sess.started) >= sess.srv.opts.WSMaxAge:
@@ -141,16 +224,10 @@ func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decod
 		j.refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
 	}
 	sess.mu.Lock()
-	if sess.pending >= sess.srv.opts.MaxQueued {
-		sess.mu.Unlock()
-		sess.sendError(protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
-			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued), ev.StreamID)
-		return
-	}
-	ln, perr := sess.laneLocked(ev.StreamID)
-	if perr == nil && ln.link != nil && ln.link.ro.client.Parked() {
+	ln, perr := sess.admitLocked(ev.StreamID)
+	if perr == nil && ln.sp != nil && ln.sp.parkedOn(sess) {
 		perr = protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-			"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", ln.link.ro.ID())
+			"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", ln.sp.id)
 	}
 	if perr != nil {
 		sess.mu.Unlock()
@@ -162,10 +239,20 @@ func (sess *Session) enqueue(ev *protocol.CreateEvent, received time.Time, decod
 	ln.queue <- j // never blocks: the queue holds MaxQueued and pending < MaxQueued
 }
 
+// admitLocked returns the lane for id, starting it if new, if the
+// connection can take one more job.
+func (sess *session) admitLocked(id string) (*lane, *protocol.Error) {
+	if sess.pending >= sess.srv.opts.MaxQueued {
+		return nil, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
+			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
+	}
+	return sess.laneLocked(id)
+}
+
 // refuse answers a frame that could not be decoded: in its lane's order when
 // the lane exists, at once otherwise. parent is the previous_response_id the
 // frame continued from, if any: a failed continuation evicts it.
-func (sess *Session) refuse(laneID string, perr *protocol.Error, parent string, received time.Time) {
+func (sess *session) refuse(laneID string, perr *protocol.Error, parent string, received time.Time) {
 	sess.mu.Lock()
 	ln, ok := sess.lanes[laneID]
 	if ok && sess.pending < sess.srv.opts.MaxQueued {
@@ -179,7 +266,7 @@ func (sess *Session) refuse(laneID string, perr *protocol.Error, parent string, 
 }
 
 // laneLocked returns the lane for id, starting it if new.
-func (sess *Session) laneLocked(id string) (*lane, *protocol.Error) {
+func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 	if ln, ok := sess.lanes[id]; ok {
 		return ln, nil
 	}
@@ -198,7 +285,7 @@ func (sess *Session) laneLocked(id string) (*lane, *protocol.Error) {
 }
 
 // laneWorker runs a lane's jobs one at a time, in arrival order.
-func (sess *Session) laneWorker(ln *lane) {
+func (sess *session) laneWorker(ln *lane) {
 	defer sess.wg.Done()
 	for {
 		select {
@@ -210,13 +297,14 @@ func (sess *Session) laneWorker(ln *lane) {
 	}
 }
 
-// runJob runs one create: resolve its parent in the cache, prepare, stream,
-// and cache the result as the lane's latest. The job's last frame (terminal
-// event or error) goes out once the job is settled (response cached, queue
-// place freed), so that a client acting on it finds the connection as the
-// frame describes it; the in-flight slot is freed only after that frame, so
-// that the client never sees more than MaxInFlight responses in flight.
-func (sess *Session) runJob(ln *lane, j *job) {
+// runJob runs one job: a create (resolve its parent in the cache, prepare,
+// stream, cache the result as the lane's latest), a resume, or a refusal.
+// The job's last frame (terminal event or error) goes out once the job is
+// settled (response cached, queue place freed), so that a client acting on
+// it finds the connection as the frame describes it; the in-flight slot is
+// freed only after that frame, so that the client never sees more than
+// MaxInFlight responses in flight.
+func (sess *session) runJob(ln *lane, j *job) {
 	var last []byte
 	slot := false
 	defer func() {
@@ -235,15 +323,6 @@ func (sess *Session) runJob(ln *lane, j *job) {
 			<-sess.slots
 		}
 	}()
-	if j.resume != nil {
-		if !j.resume.attach(sess, j.after) {
-			last = errorFrame(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-				"No suspended response '%s' to resume: it ended, or its resume window passed.", j.resume.ro.ID()), ln.id)
-			return
-		}
-		last = sess.follow(ln, j.resume, nil)
-		return
-	}
 	if j.refusal != nil {
 		if j.parent != "" { // a continuation refused before it ran failed too
 			sess.mu.Lock()
@@ -260,6 +339,15 @@ func (sess *Session) runJob(ln *lane, j *job) {
 	case <-sess.ctx.Done():
 		return
 	}
+	if j.resume != nil {
+		last = sess.resumeOn(ln, j)
+		return
+	}
+	last = sess.create(ln, j)
+}
+
+// create runs a response.create on ln and returns its last frame.
+func (sess *session) create(ln *lane, j *job) (last []byte) {
 	req := j.req
 	tm := protocol.Timings{DecodeMicros: j.decodeUS}
 	var parent *conversation
@@ -267,50 +355,72 @@ func (sess *Session) runJob(ln *lane, j *job) {
 		t0 := sess.srv.now()
 		var perr *protocol.Error
 		if parent, perr = sess.resolve(id); perr != nil {
-			last = errorFrame(perr, ln.id)
-			return
+			return errorFrame(perr, ln.id)
 		}
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
 		sess.evictAfterFailure(ln, parent)
-		last = errorFrame(perr, ln.id)
-		return
+		return errorFrame(perr, ln.id)
 	}
-	ro.lane, ro.streamID = ln.id, ln.id
+	ro.lane = ln.id
 	if sess.suspended(req) {
-		l, perr := sess.srv.startSuspended(ro, sess, ln.id)
+		sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 		if perr != nil {
-			last = errorFrame(perr, ln.id)
-			return
+			return errorFrame(perr, ln.id)
 		}
-		last = sess.follow(ln, l, parent)
-		return
+		sess.setRunning(ln, nil, sp)
+		sp.start()
+		return sess.follow(ln, sp, gone, parent)
 	}
-	sess.setActive(ro, true)
-	defer sess.setActive(ro, false)
-	conv, err := ro.Run(sess.ctx, func(ev protocol.Event) error {
-		switch protocol.Type(ev) {
-		case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
-			var err error
-			last, err = json.Marshal(ev)
-			return err
-		}
-		return sess.sendEvent(ev)
-	})
+	sess.setRunning(ln, ro, nil)
+	defer sess.setRunning(ln, nil, nil)
+	sink := &jobSink{sess: sess}
+	conv, err := ro.run(sess.ctx, sink)
 	switch {
 	case conv != nil:
 		sess.publish(ln, conv)
 	case err == nil: // the response failed
 		sess.evictAfterFailure(ln, parent)
 	}
+	return sink.last
 }
+
+// setRunning records what runs on ln.
+func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	ln.ro, ln.sp = ro, sp
+}
+
+// jobSink is a cached-state response's sink: events go to the session, the
+// terminal one is held for runJob, which sends it once the response is
+// settled.
+type jobSink struct {
+	sess *session
+	last []byte // written under the rollout's lock; read once run has returned
+}
+
+func (s *jobSink) put(ev protocol.Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	switch protocol.Type(ev) {
+	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
+		s.last = b
+		return nil
+	}
+	return s.sess.send(b)
+}
+
+func (s *jobSink) wait(ctx context.Context) error { return s.sess.flow(ctx) }
 
 // resolve finds previous_response_id in the connection cache, or hydrates it
 // from the store. An id a failed continuation evicted stays unknown on this
 // connection, stored or not.
-func (sess *Session) resolve(id string) (*conversation, *protocol.Error) {
+func (sess *session) resolve(id string) (*conversation, *protocol.Error) {
 	sess.mu.Lock()
 	conv, ok := sess.cache[id]
 	_, evicted := sess.evicted[id]
@@ -325,7 +435,7 @@ func (sess *Session) resolve(id string) (*conversation, *protocol.Error) {
 }
 
 // publish makes conv its lane's cached response, replacing the previous one.
-func (sess *Session) publish(ln *lane, conv *conversation) {
+func (sess *session) publish(ln *lane, conv *conversation) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if old, ok := sess.latest[ln.id]; ok {
@@ -337,7 +447,7 @@ func (sess *Session) publish(ln *lane, conv *conversation) {
 
 // evictAfterFailure drops the parent of a failed continuation from the cache,
 // as OpenAI does; a fork from another lane keeps its parent.
-func (sess *Session) evictAfterFailure(ln *lane, parent *conversation) {
+func (sess *session) evictAfterFailure(ln *lane, parent *conversation) {
 	if parent == nil || parent.lane != ln.id {
 		return
 	}
@@ -356,54 +466,6 @@ func (sess *Session) evictAfterFailure(ln *lane, parent *conversation) {
 	}
 }
 
-// sendEvent is the rollouts' Sink: encode now, queue for the writer.
-func (sess *Session) sendEvent(ev protocol.Event) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	return sess.send(b)
-}
-
-// sendError queues an error event for laneID.
-func (sess *Session) sendError(perr *protocol.Error, laneID string) {
-	sess.send(errorFrame(perr, laneID))
-}
-
-// errorFrame encodes the error event for laneID.
-func errorFrame(perr *protocol.Error, laneID string) []byte {
-	b, _ := json.Marshal(perr.WebSocketError(laneID))
-	return b
-}
-
-// send queues a frame. A full queue means the client is not reading: wait up
-// to WriteTimeout, then close the connection with a policy violation rather
-// than buffer without bound or stall every lane forever.
-func (sess *Session) send(b []byte) error {
-	if sess.ctx.Err() != nil {
-		// Ended: a frame queued now would never be written, yet count as sent.
-		return ErrSessionClosed
-	}
-	select {
-	case sess.out <- b:
-		return nil
-	default:
-	}
-	t := time.NewTimer(sess.srv.opts.WriteTimeout)
-	defer t.Stop()
-	select {
-	case sess.out <- b:
-		return nil
-	case <-sess.ctx.Done():
-		return ErrSessionClosed
-	case <-t.C:
-		sess.srv.log.Warn("closing slow websocket client", "queued_frames", len(sess.out))
-		sess.cancel()
-		go sess.conn.Close(websocket.StatusPolicyViolation, "client too slow: event queue full")
-		return ErrSlowClient
-	}
-}
-
 func formatAge(d time.Duration) string {
 	if d%time.Minute == 0 {
 		return strconv.Itoa(int(d/time.Minute)) + " minutes"
@@ -412,153 +474,9 @@ func formatAge(d time.Duration) string {
 }
 
 // suspended reports whether req runs as a suspended rollout.
-func (sess *Session) suspended(req *protocol.CreateRequest) bool {
+func (sess *session) suspended(req *protocol.CreateRequest) bool {
 	if req.Suspend != nil {
 		return *req.Suspend
 	}
 	return sess.suspend
-}
-
-func (sess *Session) setActive(ro *Rollout, on bool) {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if on {
-		sess.active[ro.ID()] = ro
-	} else {
-		delete(sess.active, ro.ID())
-	}
-}
-
-// follow occupies ln with a suspended rollout reporting to this connection
-// until the rollout ends (then it settles it: caches what it left, returns
-// its terminal frame) or the connection does (then the rollout lives on,
-// detached).
-func (sess *Session) follow(ln *lane, l *link, parent *conversation) (last []byte) {
-	sess.mu.Lock()
-	if sess.links == nil { // the session is ending
-		sess.mu.Unlock()
-		return nil
-	}
-	sess.links[l] = struct{}{}
-	ln.link = l
-	sess.active[l.ro.ID()] = l.ro
-	sess.mu.Unlock()
-	select {
-	case <-l.done:
-	case <-sess.ctx.Done():
-		return nil // the session's teardown detaches l
-	}
-	sess.mu.Lock()
-	if ln.link == l {
-		ln.link = nil
-	}
-	delete(sess.active, l.ro.ID())
-	delete(sess.links, l)
-	sess.mu.Unlock()
-	conv, terminal, ok := l.settle(sess)
-	if !ok {
-		return nil
-	}
-	if conv != nil {
-		sess.publish(ln, conv)
-	} else {
-		sess.evictAfterFailure(ln, parent)
-	}
-	return terminal
-}
-
-// appendOutputs handles response.append: tool outputs (and steering
-// messages) for a suspended response of this connection.
-func (sess *Session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
-	l, perr := sess.ownSuspended(ev.ResponseID, ev.StreamID)
-	if perr != nil {
-		return perr
-	}
-	return l.ro.client.deliver(ev.Input)
-}
-
-// ownSuspended finds a suspended rollout reporting to this connection, on the
-// lane the event names.
-func (sess *Session) ownSuspended(id, laneID string) (*link, *protocol.Error) {
-	l := sess.srv.lookupSuspended(id)
-	if l == nil || !l.attachedTo(sess) {
-		sess.mu.Lock()
-		ro, running := sess.active[id]
-		sess.mu.Unlock()
-		// A suspended rollout that moved to another connection (resumed
-		// there) can still be listed here until it ends: it is not this
-		// connection's any more.
-		if running && !ro.client.suspend {
-			return nil, protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-				"Response '%s' is not a suspended rollout: it takes no tool outputs by response.append (send them with response.create and previous_response_id).", id)
-		}
-		return nil, protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No suspended response '%s' on this connection.", id)
-	}
-	if l.lane != laneID {
-		return nil, protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-			"Response '%s' belongs to stream '%s', not '%s'.", id, l.lane, laneID)
-	}
-	return l, nil
-}
-
-// cancelResponse handles response.cancel: it ends a running or suspended
-// response of this connection; the response then ends with status cancelled.
-func (sess *Session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
-	sess.mu.Lock()
-	ro, ok := sess.active[ev.ResponseID]
-	sess.mu.Unlock()
-	if ok && ro.client.suspend {
-		// A suspended rollout is this connection's only while it reports
-		// here: once resumed on another connection, it is listed here
-		// until it ends, but only its new connection may cancel it.
-		ok = false
-	}
-	if !ok {
-		// A suspended rollout reports here (and streams) before its lane
-		// worker lists it as active.
-		if l := sess.srv.lookupSuspended(ev.ResponseID); l != nil && l.attachedTo(sess) {
-			ro, ok = l.ro, true
-		}
-	}
-	if !ok {
-		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No response '%s' in progress on this connection.", ev.ResponseID)
-	}
-	if ro.lane != ev.StreamID {
-		return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-			"Response '%s' belongs to stream '%s', not '%s'.", ev.ResponseID, ro.lane, ev.StreamID)
-	}
-	ro.abort(errCancelled)
-	return nil
-}
-
-// resume handles response.resume: a suspended rollout whose connection
-// dropped reports here from now on, in its lane's turn.
-func (sess *Session) resume(ev *protocol.ResumeEvent, received time.Time) {
-	l := sess.srv.lookupSuspended(ev.ResponseID)
-	if l == nil || l.creds != sess.creds || l.attachedTo(sess) {
-		sess.sendError(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No suspended response '%s' to resume under these credentials.", ev.ResponseID), ev.StreamID)
-		return
-	}
-	if l.lane != ev.StreamID {
-		sess.sendError(protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, l.lane), ev.StreamID)
-		return
-	}
-	sess.mu.Lock()
-	ln, perr := sess.laneLocked(ev.StreamID)
-	if perr == nil && sess.pending >= sess.srv.opts.MaxQueued {
-		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
-			"This connection already has %d responses running or queued.", sess.srv.opts.MaxQueued)
-	}
-	if perr != nil {
-		sess.mu.Unlock()
-		sess.sendError(perr, ev.StreamID)
-		return
-	}
-	sess.pending++
-	sess.mu.Unlock()
-	ln.queue <- &job{resume: l, after: ev.After, received: received}
 }

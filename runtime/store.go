@@ -2,14 +2,10 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/tether-run/tether/protocol"
 )
-
-// ErrNotStored is returned by a Store for an id it does not hold.
-var ErrNotStored = errors.New("runtime: response not stored")
 
 // Record is what the store keeps of one response: the response object, the
 // input items sent with it, and every item the response added to the
@@ -122,7 +118,7 @@ func loadChain(ctx context.Context, st Store, id string) (*protocol.Response, pr
 			cur = *p
 		}
 		if len(recs) > 100000 {
-			return nil, nil, errors.New("runtime: response chain too long or cyclic")
+			return nil, nil, errChainTooLong
 		}
 	}
 	var items protocol.Items

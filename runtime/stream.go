@@ -5,36 +5,9 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// emit stamps the next sequence number and the lane on ev and sends it. Tool
-// goroutines emit too, so it holds mu; sequence numbers stay gapless across
-// steps and pauses.
-func (r *Rollout) emit(ev protocol.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.emitLocked(ev)
-}
-
-func (r *Rollout) emitLocked(ev protocol.Event) {
-	if r.emitErr != nil {
-		return
-	}
-	h := protocol.Header(ev)
-	h.SequenceNumber = r.seq
-	h.StreamID = r.streamID
-	r.seq++
-	if err := r.sink(ev); err != nil {
-		r.emitErr = err
-		r.cancel(err)
-	}
-}
-
-func (r *Rollout) emitResponse(t protocol.EventType) {
-	r.emit(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: t}, Response: r.resp})
-}
-
 // onDelta turns the sampler's deltas into output items and their events.
 // It runs on the loop goroutine while no tool goroutine is running.
-func (r *Rollout) onDelta(d sampler.Delta) {
+func (r *rollout) onDelta(d sampler.Delta) {
 	idx := len(r.resp.Output)
 	switch d.Kind {
 	case sampler.TextStart:
@@ -87,7 +60,7 @@ func (r *Rollout) onDelta(d sampler.Delta) {
 
 // openPart is the output_text part of the open message, kept on the message
 // so that annotations accumulate on it.
-func (r *Rollout) openPart(msg *protocol.Message) *protocol.OutputText {
+func (r *rollout) openPart(msg *protocol.Message) *protocol.OutputText {
 	if len(msg.Content) == 0 {
 		msg.Content = protocol.Contents{&protocol.OutputText{Annotations: []protocol.Annotation{}}}
 	}
@@ -96,7 +69,7 @@ func (r *Rollout) openPart(msg *protocol.Message) *protocol.OutputText {
 
 // endPart closes the open output item with status and appends it to the
 // output. A hosted call's item stays open: its tool finishes it.
-func (r *Rollout) endPart(status protocol.ItemStatus) {
+func (r *rollout) endPart(status protocol.ItemStatus) {
 	idx := len(r.resp.Output)
 	text := r.openText.String()
 	switch it := r.open.(type) {
@@ -116,69 +89,28 @@ func (r *Rollout) endPart(status protocol.ItemStatus) {
 	case nil:
 		return
 	}
+	// A function_call item is done when its arguments are; a hosted tool's
+	// own item (web_search_call) is done when its tool returns.
 	_, isFunc := r.open.(*protocol.FunctionCall)
-	hosted := r.openCall != nil && !isFunc
+	toolFinishes := r.openCall != nil && !isFunc
 	if c := r.openCall; c != nil && status == protocol.StatusCompleted {
 		c.call.Arguments = text
-		c.index, c.pos = idx, len(r.items)
+		c.index, c.pos, c.toolFinishes = idx, len(r.items), toolFinishes
 		r.calls = append(r.calls, c)
 	}
 	switch {
-	case hosted && status != protocol.StatusCompleted:
+	case toolFinishes && status != protocol.StatusCompleted:
 		// Cut off mid-arguments, a hosted call never runs: it ends incomplete.
 		markStatus(r.open, protocol.StatusIncomplete)
 		fallthrough
-	case !hosted:
+	case !toolFinishes:
 		r.mu.Lock()
 		r.itemDoneLocked(idx, r.open)
 		r.mu.Unlock()
+		r.flow()
 	}
-	// A running hosted call's output_item.done comes from dispatch, when its tool returns.
+	// Otherwise the item's output_item.done comes from dispatch, when its tool returns.
 	r.resp.Output = append(r.resp.Output, r.open)
 	r.items = append(r.items, r.open)
 	r.open, r.openCall = nil, nil
-}
-
-// itemDoneLocked sends the output_item.done of the item at idx once every
-// lower index's has gone out, then a pause that waited for it.
-func (r *Rollout) itemDoneLocked(idx int, item protocol.Item) {
-	ev := &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: item}
-	if idx != r.doneNext {
-		if r.held == nil {
-			r.held = make(map[int]*protocol.OutputItemEvent)
-		}
-		r.held[idx] = ev
-		return
-	}
-	r.emitLocked(ev)
-	r.doneNext++
-	for ev, ok := r.held[r.doneNext]; ok; ev, ok = r.held[r.doneNext] {
-		delete(r.held, r.doneNext)
-		r.emitLocked(ev)
-		r.doneNext++
-	}
-	if len(r.held) == 0 && r.heldPause != nil {
-		calls := r.heldPause
-		r.heldPause = nil
-		r.pauseLocked(calls)
-	}
-}
-
-// flushDoneLocked sends the output_item.done events still owed, in order,
-// when no tool can finish an item any more: the step's tools have returned,
-// or the response ends. A hosted call's item that its tool did not finish
-// (cut off by a cancel, a timeout or a sampler error) ends incomplete. A
-// pause still waiting is dropped: its step is over.
-func (r *Rollout) flushDoneLocked() {
-	for ; r.doneNext < len(r.resp.Output); r.doneNext++ {
-		ev, ok := r.held[r.doneNext]
-		if !ok {
-			it := r.resp.Output[r.doneNext]
-			markStatus(it, protocol.StatusIncomplete)
-			ev = &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: r.doneNext, Item: it}
-		}
-		r.emitLocked(ev)
-	}
-	clear(r.held)
-	r.heldPause = nil
 }

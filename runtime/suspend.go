@@ -1,62 +1,23 @@
 package runtime
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
 
+// This file is the session's side of suspended rollouts: the events that
+// name a running response (append, cancel, resume) and the lane that follows
+// a suspended rollout. What the rollout's state allows is the suspension's
+// to say.
+
 // SuspendBeta is the OpenAI-Beta value that makes suspended rollouts the
 // default on a connection (the prototype's protocol version).
 const SuspendBeta = "responses_websockets=2026-02-04"
-
-// maxDetachedBytes bounds the frames a detached rollout keeps for resume; a
-// rollout that would produce more is cancelled.
-const maxDetachedBytes = 8 << 20
-
-var (
-	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
-	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
-)
-
-// link ties a suspended rollout to the connection it reports to. A suspended
-// rollout runs on its own goroutine, owned by the server, so that it
-// survives its connection: detached, it keeps its frames until a new
-// connection with the same credentials sends response.resume, or the resume
-// window ends and it is cancelled.
-type link struct {
-	srv   *Server
-	ro    *Rollout
-	creds string        // hash of the Authorization header of the connection that created it
-	lane  string        // its stream_id, on every connection it reports to
-	done  chan struct{} // closed when the rollout's Run has returned
-
-	mu       sync.Mutex
-	sess     *Session      // guarded by mu; nil while detached
-	log      []frame       // frames since the client last appended, for replay on resume; guarded by mu
-	logBytes int           // guarded by mu
-	sent     int           // sequence_number of the last frame queued to a connection, guarded by mu
-	lastDone *frame        // the pending response.done, guarded by mu
-	terminal []byte        // the terminal frame, held for the job that settles the rollout; guarded by mu
-	conv     *conversation // what the rollout left, once done; guarded by mu
-	settled  bool          // a session took the result, guarded by mu
-	expired  bool          // the resume window ended, guarded by mu
-	expiry   *time.Timer   // the resume window while detached, guarded by mu
-}
-
-// frame is one encoded event and its sequence_number.
-type frame struct {
-	seq int
-	b   []byte
-}
 
 // credentials hashes the Authorization header: resume is allowed to the same
 // credentials only, and the secret itself is never kept.
@@ -78,192 +39,114 @@ func suspendByDefault(r *http.Request) bool {
 	return false
 }
 
-// startSuspended runs ro on a server-owned goroutine, reporting to sess.
-// It refuses when the server already holds MaxSuspended of them: each may
-// outlive its connection, so they are bounded server-wide.
-func (s *Server) startSuspended(ro *Rollout, sess *Session, lane string) (*link, *protocol.Error) {
-	l := &link{srv: s, ro: ro, creds: sess.creds, lane: lane, sess: sess, sent: -1, done: make(chan struct{})}
-	ro.client.suspend = true
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerError, "", "The server is shutting down.")
+// follow occupies ln with a suspended rollout reporting to this connection
+// until the rollout ends (then it settles it: caches what it left, returns
+// its terminal frame), moves to another connection, or the connection ends
+// (then the rollout lives on, detached by teardown).
+func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, parent *conversation) (last []byte) {
+	if !sp.follow(sess.ctx, gone) {
+		if sess.ctx.Err() == nil {
+			sess.setRunning(ln, nil, nil)
+		}
+		return nil
 	}
-	if len(s.suspended) >= s.opts.MaxSuspended {
-		s.mu.Unlock()
-		return nil, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
-			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.MaxSuspended)
+	sess.setRunning(ln, nil, nil)
+	conv, terminal, ok := sp.settle(sess)
+	if !ok {
+		return nil
 	}
-	s.suspended[ro.ID()] = l
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		var conv *conversation
-		var err error
-		defer func() {
-			if p := recover(); p != nil {
-				s.log.Error("suspended rollout panicked", "panic", p)
-				err = protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
-					"The server had an error while processing the request.")
-			}
-			l.mu.Lock()
-			l.conv = conv
-			if l.terminal == nil && err != nil && !errors.Is(err, context.Canceled) {
-				// It ended without a terminal event for a reason the client
-				// can be told (a panic, a replay log overflow while
-				// detached; not a shutdown or an expired resume window): the
-				// job that settles it answers with an error event, as runJob
-				// does for a cached-state response, rather than leave the
-				// client waiting.
-				l.terminal = errorFrame(protocol.AsError(err), l.lane)
-			}
-			l.mu.Unlock()
-			close(l.done)
-		}()
-		conv, err = ro.Run(s.ctx, l.sink)
-	}()
-	return l, nil
+	if conv != nil {
+		sess.publish(ln, conv)
+	} else {
+		sess.evictAfterFailure(ln, parent)
+	}
+	return terminal
 }
 
-// sink is the rollout's Sink. Every frame goes to the attached connection
-// and into the replay log, which holds what the client may not have seen:
-// the frames since its last response.append (appending proves it saw the
-// pause). Detached, frames only go to the log. The terminal frame is held
-// back for the job that settles the rollout on its connection.
-func (l *link) sink(ev protocol.Event) error {
-	h := protocol.Header(ev)
-	h.StreamID = l.lane
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	f := frame{seq: h.SequenceNumber, b: b}
-	// Holding mu across the send keeps frames in order against a concurrent
-	// attach or detach; only those wait on it.
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch protocol.Type(ev) {
-	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
-		l.terminal = b
-		return nil
-	case protocol.EventDone:
-		l.lastDone = &f
-	case protocol.EventInProgress:
-		if f.seq > 1 { // resuming after a pause: the client has seen everything before
-			l.log, l.logBytes, l.lastDone = nil, 0, nil
+// running finds the response id running on one of this connection's lanes.
+func (sess *session) running(id string) (*lane, *rollout, *suspension) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	for _, ln := range sess.lanes {
+		switch {
+		case ln.ro != nil && ln.ro.ID() == id:
+			return ln, ln.ro, nil
+		case ln.sp != nil && ln.sp.id == id:
+			return ln, nil, ln.sp
 		}
 	}
-	l.log = append(l.log, f)
-	l.logBytes += len(b)
-	if l.sess != nil && l.sess.send(b) == nil {
-		l.sent = f.seq
-		for l.logBytes > maxDetachedBytes && len(l.log) > 1 { // sent long ago: beyond replay
-			l.logBytes -= len(l.log[0].b)
-			l.log = l.log[1:]
-		}
-		return nil
+	return nil, nil, nil
+}
+
+// appendOutputs handles response.append: tool outputs (and steering
+// messages) for a suspended response of this connection.
+func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
+	switch _, ro, sp := sess.running(ev.ResponseID); {
+	case sp != nil:
+		return sp.deliver(sess, ev.StreamID, ev.Input)
+	case ro != nil:
+		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
+			"Response '%s' is not a suspended rollout: it takes no tool outputs by response.append (send them with response.create and previous_response_id).", ev.ResponseID)
 	}
-	// Detached, or the connection is going away: the log keeps it for response.resume.
-	if l.logBytes > maxDetachedBytes {
-		return errDetachedFull
+	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+		"No suspended response '%s' on this connection.", ev.ResponseID)
+}
+
+// cancelResponse handles response.cancel: it ends a running or suspended
+// response of this connection; the response then ends with status cancelled.
+func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
+	ln, ro, sp := sess.running(ev.ResponseID)
+	switch {
+	case sp != nil:
+		return sp.cancel(sess, ev.StreamID)
+	case ro == nil:
+		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No response '%s' in progress on this connection.", ev.ResponseID)
+	case ln.id != ev.StreamID:
+		return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
+			"Response '%s' belongs to stream '%s', not '%s'.", ev.ResponseID, ln.id, ev.StreamID)
 	}
+	ro.abort(errCancelled)
 	return nil
 }
 
-// detach unlinks the rollout from a connection that ended and starts the
-// resume window.
-func (l *link) detach(sess *Session) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.sess != sess || l.settled {
+// resume handles response.resume: a suspended rollout whose connection
+// dropped reports here from now on, in its lane's turn.
+func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
+	sp := sess.srv.lookupSuspended(ev.ResponseID)
+	if sp == nil || !sp.resumable(sess, sess.creds) {
+		sess.sendError(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No suspended response '%s' to resume under these credentials.", ev.ResponseID), ev.StreamID)
 		return
 	}
-	l.sess = nil
-	l.expiry = time.AfterFunc(l.srv.opts.ResumeWindow, l.expire)
-}
-
-// expire ends a rollout nobody resumed in time.
-func (l *link) expire() {
-	l.mu.Lock()
-	if l.sess != nil || l.settled {
-		l.mu.Unlock()
+	if sp.lane != ev.StreamID {
+		sess.sendError(protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
+			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, sp.lane), ev.StreamID)
 		return
 	}
-	l.expired = true
-	l.mu.Unlock()
-	l.ro.abort(errResumeExpired)
-	l.srv.unregister(l)
+	sess.mu.Lock()
+	ln, perr := sess.admitLocked(ev.StreamID)
+	if perr != nil {
+		sess.mu.Unlock()
+		sess.sendError(perr, ev.StreamID)
+		return
+	}
+	sess.pending++
+	sess.mu.Unlock()
+	ln.queue <- &job{resume: sp, after: ev.After, received: received}
 }
 
-// attach reports to sess from now on. It replays the logged frames after
-// the client's last sequence_number (after; nil means after the last frame
-// the server sent), and the pending response.done in any case when the
-// rollout is parked on it. A rollout still attached to another connection is
-// taken over: a client whose connection died half-open resumes before the
-// server notices the drop.
-func (l *link) attach(sess *Session, after *int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.sess == sess || l.expired || l.settled {
-		return false
+// resumeOn runs a resume job: the rollout reports to this connection, which
+// gets the frames its client missed, then follows it on ln.
+func (sess *session) resumeOn(ln *lane, j *job) (last []byte) {
+	sp := j.resume
+	sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
+	gone, from, ok := sp.attach(sess, j.after)
+	if !ok {
+		sess.setRunning(ln, nil, nil)
+		return errorFrame(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No suspended response '%s' to resume: it ended, or its resume window passed.", sp.id), ln.id)
 	}
-	if l.expiry != nil {
-		l.expiry.Stop()
-		l.expiry = nil
-	}
-	l.sess = sess
-	from := l.sent
-	if after != nil {
-		from = *after
-	}
-	var replay [][]byte
-	if d := l.lastDone; d != nil && d.seq <= from && l.ro.client.Parked() {
-		replay = append(replay, d.b)
-	}
-	for _, f := range l.log {
-		if f.seq > from {
-			replay = append(replay, f.b)
-			l.sent = f.seq
-		}
-	}
-	for _, b := range replay {
-		sess.send(b)
-	}
-	return true
-}
-
-// settle hands the finished rollout's result to sess, if sess is where it
-// reports; the rollout then leaves the registry.
-func (l *link) settle(sess *Session) (conv *conversation, terminal []byte, ok bool) {
-	l.mu.Lock()
-	if l.sess != sess || l.settled {
-		l.mu.Unlock()
-		return nil, nil, false
-	}
-	l.settled = true
-	conv, terminal = l.conv, l.terminal
-	l.mu.Unlock()
-	l.srv.unregister(l)
-	return conv, terminal, true
-}
-
-func (l *link) attachedTo(sess *Session) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sess == sess
-}
-
-func (s *Server) unregister(l *link) {
-	s.mu.Lock()
-	if s.suspended[l.ro.ID()] == l {
-		delete(s.suspended, l.ro.ID())
-	}
-	s.mu.Unlock()
-}
-
-func (s *Server) lookupSuspended(id string) *link {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.suspended[id]
+	sp.replay(sess.ctx, sess, from)
+	return sess.follow(ln, sp, gone, nil)
 }

@@ -39,7 +39,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 
 // readLoop reads frames until the connection fails; it runs on the handler
 // goroutine. Every frame gets an answer: events, or an error event.
-func (sess *Session) readLoop(ctx context.Context) error {
+func (sess *session) readLoop(ctx context.Context) error {
 	for {
 		typ, data, err := sess.conn.Read(ctx)
 		if err != nil {
@@ -116,17 +116,18 @@ func outOfBand(data []byte) bool {
 	return false
 }
 
-// writeLoop owns the connection's write side: it sends queued frames in
+// writeLoop owns the connection's write side: it writes queued frames in
 // order until the session ends.
-func (sess *Session) writeLoop(ctx context.Context) error {
+func (sess *session) writeLoop(ctx context.Context) error {
 	for {
-		select {
-		case b := <-sess.out:
+		batch := sess.out.take(ctx)
+		if batch == nil {
+			return nil
+		}
+		for _, b := range batch {
 			if err := sess.conn.Write(ctx, websocket.MessageText, b); err != nil {
 				return err
 			}
-		case <-ctx.Done():
-			return nil
 		}
 	}
 }

@@ -3,7 +3,7 @@
 // embedded, offline), and Prompt, a persistent list of rendered items that a
 // connection extends turn by turn instead of re-rendering the history.
 //
-// It is not the sampling loop (runtime.Rollout), and it declares no Sampler
+// It is not the sampling loop (package runtime), and it declares no Sampler
 // interface: runtime declares the one it consumes, and the backends here
 // satisfy it.
 //

@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"context"
+	"net/http"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// stepCall is one tool call sampled in the current step.
+type stepCall struct {
+	call  protocol.FunctionCall
+	tool  Tool
+	index int // output index of the call's item
+	pos   int // position of the call's item in the rollout's items
+
+	toolFinishes bool // the call's item is the tool's own (web_search_call): done when the tool returns
+}
+
+// toolFor routes a sampled call: a hosted tool the request offered, else the
+// client.
+func (r *rollout) toolFor(name string) Tool {
+	if t, ok := r.hosted[name]; ok {
+		return t
+	}
+	return r.client
+}
+
+// startItem is the in-progress output item of a call: a function_call for
+// the client, the hosted tool's own item type otherwise.
+func startItem(c *stepCall) protocol.Item {
+	switch c.tool.Definition().Type {
+	case protocol.ToolWebSearch:
+		c.call.ID = newID("ws")
+		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
+	default:
+		c.call.ID = newID("fc")
+		return &protocol.FunctionCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Status: protocol.StatusInProgress}
+	}
+}
+
+func markStatus(it protocol.Item, status protocol.ItemStatus) {
+	switch it := it.(type) {
+	case *protocol.WebSearchCall:
+		it.Status = status
+	case *protocol.FunctionCall:
+		it.Status = status
+	case *protocol.Message:
+		it.Status = status
+	}
+}
+
+// dispatch runs the step's calls concurrently through their tools and adds
+// their results to the context, in output order, then the messages steered
+// in meanwhile. open reports that a call stays open for the next turn, which
+// ends this response.
+func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
+	calls := r.calls
+	beginStep(calls)
+	results := make([]protocol.Item, len(calls))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, c := range calls {
+		g.Go(func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					r.srv.log.Error("tool panicked", "tool", c.call.Name, "panic", p)
+					err = protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "The tool '%s' failed.", c.call.Name)
+				}
+			}()
+			item, err := c.tool.Call(gctx, c.call, func(ev protocol.Event) { r.emitFor(c, ev) })
+			if err != nil && gctx.Err() != nil {
+				return err // the rollout is ending
+			}
+			results[i] = r.settleCall(c, item, err)
+			return nil
+		})
+	}
+	err = g.Wait()
+	r.mu.Lock()
+	r.flushDoneLocked()
+	r.mu.Unlock()
+	r.flow()
+	if err != nil {
+		return false, err
+	}
+	r.renderPending() // the step's output, complete now
+	for i, res := range results {
+		switch {
+		case res == nil:
+			open = true
+		case res.ItemID() != calls[i].call.ID:
+			r.items = append(r.items, res)
+		}
+	}
+	if open {
+		r.renderPending()
+		return true, nil
+	}
+	r.appendContext(r.inbox.take())
+	r.mu.Lock()
+	r.resumeLocked()
+	r.mu.Unlock()
+	r.flow()
+	return false, nil
+}
+
+// beginStep tells the tools that see their calls of a step together which
+// calls are theirs, in output order.
+func beginStep(calls []*stepCall) {
+	var byTool map[stepTool][]protocol.FunctionCall
+	for _, c := range calls {
+		if t, ok := c.tool.(stepTool); ok {
+			if byTool == nil {
+				byTool = make(map[stepTool][]protocol.FunctionCall)
+			}
+			byTool[t] = append(byTool[t], c.call)
+		}
+	}
+	for t, cs := range byTool {
+		t.beginStep(cs)
+	}
+}
+
+// settleCall finishes a call's output item with what its tool returned, and
+// returns the call's result: the tool's own item replaces the call's; a call
+// whose item waits for its tool is completed by any other result. A tool's
+// error fails the call's item, which is then the result: a search backend
+// down does not end the rollout, the item says so and the model reads that.
+func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protocol.Item {
+	if err != nil {
+		r.srv.log.Warn("tool failed", "tool", c.call.Name, "err", err)
+	}
+	r.mu.Lock()
+	defer r.flow()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		item = r.resp.Output[c.index]
+		if c.toolFinishes {
+			markStatus(item, protocol.StatusFailed)
+			r.itemDoneLocked(c.index, item)
+		}
+	case item != nil && item.ItemID() == c.call.ID:
+		r.resp.Output[c.index] = item
+		r.items[c.pos] = item
+		if c.toolFinishes {
+			r.itemDoneLocked(c.index, item)
+		}
+	case item != nil && c.toolFinishes:
+		markStatus(r.resp.Output[c.index], protocol.StatusCompleted)
+		r.itemDoneLocked(c.index, r.resp.Output[c.index])
+	}
+	return item
+}
+
+// emitFor stamps a tool's progress event with its call's item and sends it.
+func (r *rollout) emitFor(c *stepCall, ev protocol.Event) {
+	if ws, ok := ev.(*protocol.WebSearchCallEvent); ok {
+		ws.OutputIndex, ws.ItemID = c.index, c.call.ID
+	}
+	r.emit(ev)
+}

@@ -1,0 +1,174 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// sink takes a rollout's events, in order, for one consumer: a WebSocket
+// session, a suspended rollout (which relays to its connection), an SSE
+// stream.
+//
+// put is called with the rollout's lock held: it encodes ev at once (the
+// rollout keeps mutating what ev points to) and queues it without blocking.
+// An error means nobody will read the stream: the rollout stops.
+//
+// wait is the flow control, called with no lock held after a put: it blocks
+// until the consumer has room for more, ctx ends, or the consumer gives up
+// on its client.
+type sink interface {
+	put(ev protocol.Event) error
+	wait(ctx context.Context) error
+}
+
+// discard is the sink of a response whose events nobody streams (HTTP
+// without stream: only the final object is sent).
+type discard struct{}
+
+func (discard) put(protocol.Event) error   { return nil }
+func (discard) wait(context.Context) error { return nil }
+
+// eventOrder is the ordering state of a rollout's events, guarded by
+// rollout.mu. Sequence numbers stay gapless across steps and pauses; hosted
+// calls finish in any order, but output_item.done events go out in
+// output_index order: an item's waits in held until every lower index's has
+// gone out, and a pause (response.done) waits for the held events.
+type eventOrder struct {
+	sink     sink
+	streamID string // stamped on every event ("" on the default lane and over HTTP)
+	seq      int
+	err      error // the sink's first error: the client is gone
+
+	doneNext int                               // lowest output index whose output_item.done has not gone out
+	held     map[int]*protocol.OutputItemEvent // done events waiting for a lower index's
+	pause    []protocol.PendingCall            // a response.done waiting for the held events
+}
+
+// emit stamps ev, sends it and waits for the sink to take more.
+func (r *rollout) emit(ev protocol.Event) {
+	r.mu.Lock()
+	r.emitLocked(ev)
+	r.mu.Unlock()
+	r.flow()
+}
+
+// emitLocked stamps the next sequence number and the lane on ev and puts it
+// on the sink. The caller calls flow once it has released mu.
+func (r *rollout) emitLocked(ev protocol.Event) {
+	o := &r.order
+	if o.err != nil {
+		return
+	}
+	h := protocol.Header(ev)
+	h.SequenceNumber = o.seq
+	h.StreamID = o.streamID
+	o.seq++
+	if err := o.sink.put(ev); err != nil {
+		o.err = err
+		r.stop.abort(err)
+	}
+}
+
+// flow waits, with no lock held, until the sink can take more events. A sink
+// that gives up stops the rollout as a failed put does.
+func (r *rollout) flow() {
+	if err := r.order.sink.wait(r.ctx); err != nil && r.ctx.Err() == nil {
+		r.mu.Lock()
+		if r.order.err == nil {
+			r.order.err = err
+		}
+		r.mu.Unlock()
+		r.stop.abort(err)
+	}
+}
+
+func (r *rollout) emitResponse(t protocol.EventType) {
+	r.emit(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: t}, Response: r.resp})
+}
+
+// sinkErr is the sink's first error, if any.
+func (r *rollout) sinkErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.order.err
+}
+
+// itemDoneLocked sends the output_item.done of the item at idx once every
+// lower index's has gone out, then a pause that waited for it.
+func (r *rollout) itemDoneLocked(idx int, item protocol.Item) {
+	o := &r.order
+	ev := &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: item}
+	if idx != o.doneNext {
+		if o.held == nil {
+			o.held = make(map[int]*protocol.OutputItemEvent)
+		}
+		o.held[idx] = ev
+		return
+	}
+	r.emitLocked(ev)
+	o.doneNext++
+	for ev, ok := o.held[o.doneNext]; ok; ev, ok = o.held[o.doneNext] {
+		delete(o.held, o.doneNext)
+		r.emitLocked(ev)
+		o.doneNext++
+	}
+	if len(o.held) == 0 && o.pause != nil {
+		calls := o.pause
+		o.pause = nil
+		r.pauseLocked(calls)
+	}
+}
+
+// flushDoneLocked sends the output_item.done events still owed, in order,
+// when no tool can finish an item any more: the step's tools have returned,
+// or the response ends. A hosted call's item that its tool did not finish
+// (cut off by a cancel, a timeout or a sampler error) ends incomplete. A
+// pause still waiting is dropped: its step is over.
+func (r *rollout) flushDoneLocked() {
+	o := &r.order
+	for ; o.doneNext < len(r.resp.Output); o.doneNext++ {
+		ev, ok := o.held[o.doneNext]
+		if !ok {
+			it := r.resp.Output[o.doneNext]
+			markStatus(it, protocol.StatusIncomplete)
+			ev = &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: o.doneNext, Item: it}
+		}
+		r.emitLocked(ev)
+	}
+	clear(o.held)
+	o.pause = nil
+}
+
+// requireAction pauses the response on the client: once the output_item.done
+// events before it are out, the response's status is requires_action and
+// response.done lists calls. Tools call it from their Call goroutine; the
+// loop announces the end of the pause (response.in_progress) when the step's
+// tools have returned.
+func (r *rollout) requireAction(calls []protocol.PendingCall) {
+	r.mu.Lock()
+	if len(r.order.held) > 0 {
+		r.order.pause = calls
+	} else {
+		r.pauseLocked(calls)
+	}
+	r.mu.Unlock()
+	r.flow()
+}
+
+func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
+	r.resp.Status = protocol.ResponseRequiresAction
+	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
+		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
+	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: r.resp})
+}
+
+// resumeLocked ends a pause whose step is over: the response runs again.
+func (r *rollout) resumeLocked() {
+	if r.resp.Status != protocol.ResponseRequiresAction {
+		return
+	}
+	r.resp.Status = protocol.ResponseInProgress
+	r.resp.RequiredAction = nil
+	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventInProgress}, Response: r.resp})
+}

@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// streamSSE runs ro and streams its events as server-sent events
+// ("event: TYPE\ndata: JSON\n\n"). The rollout runs on a goroutine of its
+// own and the handler's goroutine is the writer, as a WebSocket session's
+// writeLoop is: the rollout never holds a lock across a network write.
+func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := newOutbox(outQueueFrames)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		defer out.end()
+		ro.run(ctx, sseSink{out})
+	}()
+	defer func() { <-ran }()
+	for {
+		batch := out.take(ctx)
+		if batch == nil {
+			return
+		}
+		for _, b := range batch {
+			if _, err := w.Write(b); err != nil {
+				cancel() // the client is gone: stop the rollout
+				return
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			cancel()
+			return
+		}
+	}
+}
+
+// sseSink frames a rollout's events for streamSSE's writer.
+type sseSink struct{ out *outbox }
+
+func (s sseSink) put(ev protocol.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	typ := protocol.Type(ev)
+	b := make([]byte, 0, len("event: \ndata: \n\n")+len(typ)+len(data))
+	b = append(b, "event: "...)
+	b = append(b, typ...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	return s.out.put(b)
+}
+
+// wait holds the rollout back while the writer is behind: HTTP's own flow
+// control (a client that reads slowly) reaches the rollout this way.
+func (s sseSink) wait(ctx context.Context) error {
+	room := s.out.room()
+	if room == nil {
+		return nil
+	}
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
