@@ -179,3 +179,45 @@ func TestSuspendedResumeAfterStall(t *testing.T) {
 		checkStreamInvariants(t, events)
 	})
 }
+
+// TestSuspendedResumeTakesSlot: a resumed rollout is in flight on its new
+// connection and counts against MaxInFlight as a created one does: with one
+// slot, a create on another lane waits until the resumed rollout has ended.
+func TestSuspendedResumeTakesSlot(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeHarness(t, runtime.Options{MaxInFlight: 1})
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}}}
+		c1 := p.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
+		pause := last(c1.next(t))
+		id := respID(t, pause)
+		c1.c.CloseNow()
+		synctest.Wait()
+
+		c2 := p.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		if again := c2.recv(t); !bytes.Equal(again, pause) {
+			t.Fatalf("resume sent %s", again)
+		}
+		c2.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "x", "input": "hello"}))
+		synctest.Wait()
+		// The create must not start while the resumed rollout holds the slot.
+		c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
+		ended := false
+		for done := false; !done; {
+			b := c2.recv(t)
+			e := decodeEv(t, b)
+			switch {
+			case e.StreamID == "x" && !ended:
+				t.Fatalf("the create ran while the resumed rollout was in flight (MaxInFlight 1): %s", b)
+			case e.StreamID == "x":
+				done = isEnd(e.Type)
+			case e.Type == "response.done":
+				c2.send(t, appendEv(id, "", outputsFor(t, b)...))
+			case isEnd(e.Type):
+				ended = true
+			}
+		}
+	})
+}

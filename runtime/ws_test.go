@@ -44,35 +44,47 @@ func TestWebSocketCompression(t *testing.T) {
 }
 
 // TestShutdownEndsHTTPStreams: Shutdown ends a response still streaming over
-// HTTP, so that http.Server.Shutdown after it does not wait for the stream.
+// HTTP (Responses SSE and Chat Completions chunks), so that
+// http.Server.Shutdown after it does not wait for the stream.
 func TestShutdownEndsHTTPStreams(t *testing.T) {
 	t.Parallel()
 	r, err := sampler.NewRenderer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Pacing{TPS: 2})}})
-	resp, err := http.Post(h.base+"/responses", "application/json",
-		strings.NewReader(`{"model":"slow","stream":true,"input":"a sentence that takes many seconds at two tokens a second"}`))
-	if err != nil {
-		t.Fatal(err)
+	const long = "a sentence that takes many seconds at two tokens a second"
+	for _, tc := range []struct {
+		path, body, first string
+	}{
+		{"/responses", `{"model":"slow","stream":true,"input":"` + long + `"}`, "event: response.created"},
+		{"/chat/completions", `{"model":"slow","stream":true,"messages":[{"role":"user","content":"` + long + `"}]}`, "data: {"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Pacing{TPS: 2})}})
+			client := &http.Client{Transport: &http.Transport{}}
+			defer client.CloseIdleConnections()
+			resp, err := client.Post(h.base+tc.path, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, tc.first) {
+				t.Fatalf("first line %q, %v", line, err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := io.ReadAll(br); done <- err }()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := h.srv.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the HTTP stream outlived Shutdown")
+			}
+		})
 	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "event: response.created") {
-		t.Fatalf("first line %q, %v", line, err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := io.ReadAll(br); done <- err }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the HTTP stream outlived Shutdown")
-	}
-	http.DefaultClient.CloseIdleConnections()
 }
