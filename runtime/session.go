@@ -223,30 +223,36 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, received time.Time, decod
 	case ev.Request.Background != nil && *ev.Request.Background:
 		j.refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
 	}
+	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error {
+		if ln.sp != nil && ln.sp.parkedOn(sess) {
+			return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
+				"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", ln.sp.id)
+		}
+		return nil
+	})
+}
+
+// admit puts j on lane laneID, starting the lane if new, or refuses it at
+// once (an error event) when the connection is at a limit that queuing
+// would not resolve, or when check, called under mu, says why.
+func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Error) {
 	sess.mu.Lock()
-	ln, perr := sess.admitLocked(ev.StreamID)
-	if perr == nil && ln.sp != nil && ln.sp.parkedOn(sess) {
-		perr = protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-			"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", ln.sp.id)
+	var ln *lane
+	var perr *protocol.Error
+	if sess.pending >= sess.srv.opts.MaxQueued {
+		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
+			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
+	} else if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
+		perr = check(ln)
 	}
 	if perr != nil {
 		sess.mu.Unlock()
-		sess.sendError(perr, ev.StreamID)
+		sess.sendError(perr, laneID)
 		return
 	}
 	sess.pending++
 	sess.mu.Unlock()
 	ln.queue <- j // never blocks: the queue holds MaxQueued and pending < MaxQueued
-}
-
-// admitLocked returns the lane for id, starting it if new, if the
-// connection can take one more job.
-func (sess *session) admitLocked(id string) (*lane, *protocol.Error) {
-	if sess.pending >= sess.srv.opts.MaxQueued {
-		return nil, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
-			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
-	}
-	return sess.laneLocked(id)
 }
 
 // refuse answers a frame that could not be decoded: in its lane's order when

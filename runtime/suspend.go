@@ -124,16 +124,7 @@ func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
 			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, sp.lane), ev.StreamID)
 		return
 	}
-	sess.mu.Lock()
-	ln, perr := sess.admitLocked(ev.StreamID)
-	if perr != nil {
-		sess.mu.Unlock()
-		sess.sendError(perr, ev.StreamID)
-		return
-	}
-	sess.pending++
-	sess.mu.Unlock()
-	ln.queue <- &job{resume: sp, after: ev.After, received: received}
+	sess.admit(ev.StreamID, &job{resume: sp, after: ev.After, received: received}, nil)
 }
 
 // resumeOn runs a resume job: the rollout reports to this connection, which
