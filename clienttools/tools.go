@@ -1,15 +1,3 @@
-// Package clienttools holds the local tools of a coding agent, as a client
-// executes the function calls a model makes: list_dir, read_file, grep,
-// apply_patch and shell, run for real inside one directory (a repository
-// checkout). They are the tools of the replay traces (see sampler.Trace):
-// the same names, the same arguments and the same output formats, so that a
-// rollout recorded with them replays like the embedded traces.
-//
-// Tools.Definitions declares the tools to a model; Tools.Run executes one
-// call. Paths in arguments are relative to Tools.Dir: absolute paths and
-// paths that escape it through ".." are rejected. shell runs its command
-// with sh in Dir under a timeout; it is not a sandbox: the command can reach
-// whatever the process can.
 package clienttools
 
 import (

@@ -1,0 +1,435 @@
+package clienttools
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// Mode is the design a rollout runs in.
+type Mode int
+
+// The modes, one per design, in the order a comparison lists them.
+const (
+	// ModeSuspend runs the rollout as one suspended response over WebSocket:
+	// each pause (response.done) is answered with one response.append.
+	ModeSuspend Mode = iota
+	// ModeTurns runs each turn as a WebSocket response.create with
+	// previous_response_id and store false: the server's connection cache
+	// holds the state.
+	ModeTurns
+	// ModeChained runs each turn as an HTTP POST with store true and
+	// previous_response_id: the server's store holds the state.
+	ModeChained
+	// ModeStateless runs each turn as an HTTP POST with the whole history
+	// and store false: the baseline.
+	ModeStateless
+)
+
+// Modes lists every mode.
+var Modes = []Mode{ModeSuspend, ModeTurns, ModeChained, ModeStateless}
+
+var modeNames = [...]string{"suspend", "turns", "chained", "stateless"}
+
+func (m Mode) String() string {
+	if m < 0 || int(m) >= len(modeNames) {
+		return fmt.Sprintf("Mode(%d)", int(m))
+	}
+	return modeNames[m]
+}
+
+// ParseMode returns the mode named s (suspend, turns, chained, stateless).
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == s {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("clienttools: unknown mode %q (want suspend, turns, chained or stateless)", s)
+}
+
+// DefaultMaxParallel is how many client tool calls of one step run at once
+// when Client.MaxParallel is 0.
+const DefaultMaxParallel = 8
+
+// Client runs rollouts against a Responses server: tether, or any server
+// that speaks the modes used. The zero value with a BaseURL is usable; a
+// Client is safe for concurrent use.
+type Client struct {
+	// BaseURL is the API base as OpenAI clients take it: http://HOST:PORT/v1.
+	// The WebSocket endpoint is derived from it.
+	BaseURL string
+	// APIKey is sent as a bearer token when set.
+	APIKey string
+	// HTTPClient makes the HTTP requests and WebSocket handshakes; nil is
+	// http.DefaultClient.
+	HTTPClient *http.Client
+	// MaxParallel bounds the client tool calls of one step that run at
+	// once; 0 means DefaultMaxParallel.
+	MaxParallel int
+	// Eager starts a client call as soon as its function_call item is done,
+	// before the step's pause (or the turn's end), so that the tool
+	// overlaps the rest of the step.
+	Eager bool
+}
+
+// Rollout is one rollout to run.
+type Rollout struct {
+	Mode Mode
+	// Request is the first request: model, instructions, input, tools and
+	// sampling options. The client sets what the mode decides (suspend,
+	// store, stream, previous_response_id) and declares Funcs in tools
+	// unless the request already does.
+	Request *protocol.CreateRequest
+	// Funcs are the client tools the model may call.
+	Funcs []Func
+	// OnEvent, if set, sees every server event in order, on the goroutine
+	// that called Run.
+	OnEvent func(protocol.Event)
+}
+
+// Result is what a rollout left.
+type Result struct {
+	// Response is the last response: the one suspended response, or the
+	// last turn's.
+	Response *protocol.Response
+	// Output is every output item of the rollout, in order, over all turns.
+	Output protocol.Items
+	// Calls is every client tool call run, in order.
+	Calls []Call
+	// Usage is summed over the rollout's responses.
+	Usage protocol.Usage
+	// Turns are the client's timings of each request and what answered it.
+	Turns []Turn
+	// Elapsed is the rollout's wall time, end to end.
+	Elapsed time.Duration
+}
+
+// Turn is one request of a rollout and its answer, timed on the client: a
+// create or an append, up to the next pause or the response's end, then the
+// client tools it called for.
+type Turn struct {
+	Start         time.Time
+	FirstEvent    time.Duration // from sending the request to the first event
+	Stream        time.Duration // from the first event to the pause or the end
+	Tools         time.Duration // from the pause or the end until every output was ready: what the rollout waited on client tools
+	Calls         int
+	BytesSent     int
+	BytesReceived int
+}
+
+// ResponseError is the error of a rollout whose response failed or was
+// cancelled; Run returns it with the Result.
+type ResponseError struct {
+	Status protocol.ResponseStatus
+	Code   string
+	Msg    string
+}
+
+func (e *ResponseError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("clienttools: response %s", e.Status)
+	}
+	return fmt.Sprintf("clienttools: response %s: %s: %s", e.Status, e.Code, e.Msg)
+}
+
+// Run runs one rollout to its end and returns what it left. A response
+// that fails or is cancelled returns the Result so far with a
+// *ResponseError; one that ends incomplete is a normal end (see
+// Result.Response.Status). Tool goroutines are joined before Run returns.
+func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
+	if ro.Request == nil {
+		return nil, fmt.Errorf("clienttools: Rollout.Request is nil")
+	}
+	limit := c.MaxParallel
+	if limit <= 0 {
+		limit = DefaultMaxParallel
+	}
+	r := &run{c: c, ro: ro, exec: newExecutor(ro.Funcs, limit), start: time.Now()}
+	ctx, cancel := context.WithCancel(ctx)
+	defer r.exec.wait()
+	defer cancel()
+	var err error
+	switch ro.Mode {
+	case ModeSuspend:
+		err = r.suspended(ctx)
+	case ModeTurns:
+		err = r.turns(ctx)
+	case ModeChained, ModeStateless:
+		err = r.http(ctx)
+	default:
+		err = fmt.Errorf("clienttools: unknown mode %d", int(ro.Mode))
+	}
+	r.res.Elapsed = time.Since(r.start)
+	if err == nil {
+		err = r.endErr()
+	}
+	return &r.res, err
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	return http.DefaultClient
+}
+
+func (c *Client) header() http.Header {
+	h := http.Header{}
+	if c.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	return h
+}
+
+// run is one Run's state, owned by Run's goroutine.
+type run struct {
+	c     *Client
+	ro    Rollout
+	exec  *executor
+	start time.Time
+	res   Result
+	turn  *Turn
+	last  time.Time // the current turn's last event
+}
+
+// request is the rollout's request for one turn: the caller's, with the
+// client tools declared.
+func (r *run) request(input protocol.Items) *protocol.CreateRequest {
+	req := *r.ro.Request
+	req.Input = input
+	req.Tools = slices.Clone(req.Tools)
+	for _, f := range r.ro.Funcs {
+		if !slices.ContainsFunc(req.Tools, func(t protocol.Tool) bool { return t.Name == f.Name }) {
+			req.Tools = append(req.Tools, f.Definition())
+		}
+	}
+	return &req
+}
+
+// beginTurn starts timing a request of n bytes.
+func (r *run) beginTurn(start time.Time, n int) {
+	r.res.Turns = append(r.res.Turns, Turn{Start: start, BytesSent: n})
+	r.turn = &r.res.Turns[len(r.res.Turns)-1]
+}
+
+// readTurn reads the current turn's events from next up to a pause or the
+// end of a response, which it returns. It passes every event to OnEvent,
+// keeps the output items, and with Eager starts client calls as their items
+// are done.
+func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, int, error)) (*protocol.ResponseEvent, error) {
+	first := true
+	for {
+		ev, n, err := next()
+		r.turn.BytesReceived += n
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		if first {
+			r.turn.FirstEvent, first = now.Sub(r.turn.Start), false
+		}
+		r.last = now
+		r.turn.Stream = now.Sub(r.turn.Start) - r.turn.FirstEvent
+		if r.ro.OnEvent != nil {
+			r.ro.OnEvent(ev)
+		}
+		switch ev := ev.(type) {
+		case *protocol.OutputItemEvent:
+			if ev.Type != protocol.EventOutputItemDone {
+				continue
+			}
+			r.res.Output = append(r.res.Output, ev.Item)
+			if fc, ok := ev.Item.(*protocol.FunctionCall); ok && r.c.Eager && fc.Status != protocol.StatusIncomplete {
+				r.exec.start(ctx, len(r.res.Turns)-1, fc.CallID, fc.Name, fc.Arguments, true)
+			}
+		case *protocol.ResponseEvent:
+			switch ev.Type {
+			case protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
+				r.res.Response = ev.Response
+				return ev, nil
+			}
+		case *protocol.ErrorEvent:
+			return nil, errorOf(ev)
+		}
+	}
+}
+
+// runCalls runs the turn's client calls (those Eager started are only
+// waited for) and returns their outputs, in the calls' order.
+func (r *run) runCalls(ctx context.Context, calls []protocol.PendingCall) (protocol.Items, error) {
+	done, err := r.exec.finish(ctx, len(r.res.Turns)-1, calls)
+	if err != nil {
+		return nil, err
+	}
+	r.turn.Tools = time.Since(r.last)
+	r.turn.Calls = len(done)
+	outs := make(protocol.Items, len(done))
+	for i := range done {
+		outs[i] = done[i].output()
+	}
+	r.res.Calls = append(r.res.Calls, done...)
+	return outs, nil
+}
+
+// openCalls lists the function calls a finished response left for the
+// client, in output order.
+func openCalls(resp *protocol.Response) []protocol.PendingCall {
+	var calls []protocol.PendingCall
+	for _, it := range resp.Output {
+		if fc, ok := it.(*protocol.FunctionCall); ok && fc.Status != protocol.StatusIncomplete {
+			calls = append(calls, protocol.PendingCall{CallID: fc.CallID, Name: fc.Name, Arguments: fc.Arguments})
+		}
+	}
+	return calls
+}
+
+// endErr is the error of a rollout whose last response did not end well.
+func (r *run) endErr() error {
+	resp := r.res.Response
+	if resp == nil {
+		return nil
+	}
+	switch resp.Status {
+	case protocol.ResponseFailed, protocol.ResponseCancelled:
+		e := &ResponseError{Status: resp.Status}
+		if resp.Error != nil {
+			e.Code, e.Msg = resp.Error.Code, resp.Error.Message
+		}
+		return e
+	}
+	return nil
+}
+
+// addUsage counts a finished response's usage.
+func (r *run) addUsage(resp *protocol.Response) {
+	if resp.Usage != nil {
+		r.res.Usage.Add(*resp.Usage)
+	}
+}
+
+func errorOf(ev *protocol.ErrorEvent) error {
+	code := ""
+	if ev.Error.Code != nil {
+		code = *ev.Error.Code
+	}
+	return &ResponseError{Status: protocol.ResponseFailed, Code: code, Msg: ev.Error.Message}
+}
+
+// ended reports whether a response event ends its response.
+func ended(ev *protocol.ResponseEvent) bool { return ev.Type != protocol.EventDone }
+
+// suspended runs the rollout as one suspended response.
+func (r *run) suspended(ctx context.Context) error {
+	conn, err := r.c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	req := r.request(r.ro.Request.Input)
+	req.Suspend, req.Store = ptr(true), ptr(false)
+	var ev any = &protocol.CreateEvent{Request: req}
+	for {
+		start := time.Now()
+		n, err := conn.send(ctx, ev)
+		r.beginTurn(start, n)
+		if err != nil {
+			return err
+		}
+		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) { return conn.next(ctx) })
+		if err != nil {
+			return err
+		}
+		if ended(end) {
+			r.addUsage(end.Response)
+			return nil
+		}
+		ra := end.Response.RequiredAction
+		if ra == nil || len(ra.SubmitToolOutputs.ToolCalls) == 0 {
+			return fmt.Errorf("clienttools: a pause with no pending call")
+		}
+		outs, err := r.runCalls(ctx, ra.SubmitToolOutputs.ToolCalls)
+		if err != nil {
+			return err
+		}
+		ev = &protocol.AppendEvent{ResponseID: end.Response.ID, Input: outs}
+	}
+}
+
+// turns runs the rollout as WebSocket cached-state turns.
+func (r *run) turns(ctx context.Context) error {
+	conn, err := r.c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	req := r.request(r.ro.Request.Input)
+	req.Store = ptr(false)
+	for {
+		start := time.Now()
+		n, err := conn.send(ctx, &protocol.CreateEvent{Request: req})
+		r.beginTurn(start, n)
+		if err != nil {
+			return err
+		}
+		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) { return conn.next(ctx) })
+		if err != nil {
+			return err
+		}
+		r.addUsage(end.Response)
+		calls := openCalls(end.Response)
+		if end.Response.Status != protocol.ResponseCompleted || len(calls) == 0 {
+			return nil
+		}
+		outs, err := r.runCalls(ctx, calls)
+		if err != nil {
+			return err
+		}
+		req = r.request(outs)
+		req.Store, req.PreviousResponseID = ptr(false), end.Response.ID
+	}
+}
+
+// http runs the rollout as HTTP turns, streamed: chained through the store,
+// or stateless with the whole history.
+func (r *run) http(ctx context.Context) error {
+	history := slices.Clone(r.ro.Request.Input)
+	req := r.request(history)
+	for {
+		req.Stream = ptr(true)
+		req.Store = ptr(r.ro.Mode == ModeChained)
+		start := time.Now()
+		st, n, err := r.c.post(ctx, req)
+		r.beginTurn(start, n)
+		if err != nil {
+			return err
+		}
+		end, err := r.readTurn(ctx, st.next)
+		st.close()
+		if err != nil {
+			return err
+		}
+		r.addUsage(end.Response)
+		calls := openCalls(end.Response)
+		if end.Response.Status != protocol.ResponseCompleted || len(calls) == 0 {
+			return nil
+		}
+		outs, err := r.runCalls(ctx, calls)
+		if err != nil {
+			return err
+		}
+		if r.ro.Mode == ModeChained {
+			req = r.request(outs)
+			req.PreviousResponseID = end.Response.ID
+			continue
+		}
+		history = append(append(history, end.Response.Output...), outs...)
+		req = r.request(history)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,217 @@
+package clienttools_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// fixtureRepo is the repository the replay traces were recorded on.
+const fixtureRepo = "../sampler/traces/repo"
+
+var sharedRenderer = sync.OnceValues(sampler.NewRenderer)
+
+// server starts an in-process tether serving the scripted model and every
+// embedded trace as replay:NAME, unpaced, and returns its base URL.
+func server(t testing.TB, opts runtime.Options) string {
+	t.Helper()
+	r, err := sharedRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Renderer = r
+	if opts.Models == nil {
+		opts.Models = map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{})}
+		for _, tr := range traces {
+			opts.Models[sampler.ReplayPrefix+tr.Name] = sampler.NewReplay(r, sampler.Timing{}, tr)
+		}
+	}
+	srv, err := runtime.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Close()
+	})
+	return hs.URL + "/v1"
+}
+
+// copyTree copies the directory src into a new temporary directory.
+func copyTree(t testing.TB, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// treeHash hashes every file's path and content under dir.
+func treeHash(t testing.TB, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h.Write([]byte(filepath.ToSlash(rel) + "\x00"))
+		h.Write(data)
+		h.Write([]byte{0})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func userInput(text string) protocol.Items {
+	return protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}}
+}
+
+// finalText is the text of the rollout's last message.
+func finalText(res *clienttools.Result) string {
+	for i := len(res.Output) - 1; i >= 0; i-- {
+		if m, ok := res.Output[i].(*protocol.Message); ok {
+			var b strings.Builder
+			for _, c := range m.Content {
+				if ot, ok := c.(*protocol.OutputText); ok {
+					b.WriteString(ot.Text)
+				}
+			}
+			return b.String()
+		}
+	}
+	return ""
+}
+
+type callKey struct{ name, args string }
+
+// TestRunModesReplay runs the 50-call replay trace through the client in
+// every mode, with the local tools executed for real on a copy of the
+// fixture repository each time: the same tool calls in the same order, the
+// same final answer, the same repository at the end, its checks passing.
+func TestRunModesReplay(t *testing.T) {
+	t.Parallel()
+	const trace = "calc-audit-50"
+	base := server(t, runtime.Options{})
+	type outcome struct {
+		calls []callKey
+		text  string
+		tree  string
+		last  clienttools.Call
+		turns int
+	}
+	got := make([]outcome, len(clienttools.Modes))
+	var wg sync.WaitGroup
+	for i, mode := range clienttools.Modes {
+		wg.Go(func() {
+			dir := copyTree(t, fixtureRepo)
+			c := &clienttools.Client{BaseURL: base}
+			events := 0
+			res, err := c.Run(context.Background(), clienttools.Rollout{
+				Mode:    mode,
+				Request: &protocol.CreateRequest{Model: sampler.ReplayPrefix + trace, Input: userInput("Audit the calc repository and fix what is broken.")},
+				Funcs:   (&clienttools.Tools{Dir: dir}).Funcs(),
+				OnEvent: func(protocol.Event) { events++ },
+			})
+			if err != nil {
+				t.Errorf("%s: %v", mode, err)
+				return
+			}
+			if res.Response.Status != protocol.ResponseCompleted {
+				t.Errorf("%s: ended %s", mode, res.Response.Status)
+			}
+			o := outcome{text: finalText(res), tree: treeHash(t, dir)}
+			for _, call := range res.Calls {
+				o.calls = append(o.calls, callKey{call.Name, call.Arguments})
+				if call.Err != nil {
+					t.Errorf("%s: %s %s: %v", mode, call.Name, call.Arguments, call.Err)
+				}
+			}
+			if len(res.Calls) > 0 {
+				o.last = res.Calls[len(res.Calls)-1]
+			}
+			got[i] = o
+			o.turns = len(res.Turns)
+			if events == 0 || res.Usage.InputTokens == 0 {
+				t.Errorf("%s: %d turns, %d events, usage %+v", mode, len(res.Turns), events, res.Usage)
+			}
+			t.Logf("%s: %d calls, %d turns, %v, %d tokens in", mode, len(res.Calls), len(res.Turns), res.Elapsed.Round(time.Millisecond), res.Usage.InputTokens)
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	ref := got[0]
+	if len(ref.calls) != 50 {
+		t.Fatalf("suspend made %d calls, want the trace's 50", len(ref.calls))
+	}
+	if !strings.Contains(ref.text, "Summary") {
+		t.Errorf("final answer %.200q", ref.text)
+	}
+	// The trace's last call runs the repository's checks.
+	if ref.last.Name != "shell" || !strings.Contains(ref.last.Output, "--- PASS") || strings.Contains(ref.last.Output, "FAIL") {
+		t.Errorf("the last check did not pass: %.2000s", ref.last.Output)
+	}
+	if treeHash(t, fixtureRepo) == ref.tree {
+		t.Error("the rollout left the repository unchanged")
+	}
+	for i, o := range got[1:] {
+		mode := clienttools.Modes[i+1]
+		if !slices.Equal(o.calls, ref.calls) {
+			t.Errorf("%s: calls differ from suspend's", mode)
+		}
+		if o.text != ref.text {
+			t.Errorf("%s: final answer differs from suspend's", mode)
+		}
+		if o.turns != ref.turns {
+			t.Errorf("%s: %d turns, suspend %d (pauses and the end)", mode, o.turns, ref.turns)
+		}
+		if o.tree != ref.tree {
+			t.Errorf("%s: the repository ended in another state than suspend's", mode)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package clienttools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// maxFrame bounds a frame or an SSE event the client reads.
+const maxFrame = 64 << 20
+
+// wsURL derives the WebSocket endpoint from a base URL as OpenAI clients take
+// it (http://HOST:PORT/v1 gives ws://HOST:PORT/v1/responses).
+func wsURL(base string) (string, error) {
+	switch {
+	case strings.HasPrefix(base, "http://"):
+		base = "ws://" + strings.TrimPrefix(base, "http://")
+	case strings.HasPrefix(base, "https://"):
+		base = "wss://" + strings.TrimPrefix(base, "https://")
+	case strings.HasPrefix(base, "ws://"), strings.HasPrefix(base, "wss://"):
+	default:
+		return "", fmt.Errorf("clienttools: base URL %q: want http:// or https://", base)
+	}
+	return strings.TrimSuffix(base, "/") + "/responses", nil
+}
+
+// wsConn is one WebSocket connection to /v1/responses. It is used by one
+// goroutine at a time.
+type wsConn struct {
+	c *websocket.Conn
+}
+
+func (c *Client) dial(ctx context.Context) (*wsConn, error) {
+	u, err := wsURL(c.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.HTTPClient, HTTPHeader: c.header()})
+	if err != nil {
+		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
+	}
+	conn.SetReadLimit(maxFrame)
+	return &wsConn{c: conn}, nil
+}
+
+// send writes one client event; it returns the frame's size.
+func (w *wsConn) send(ctx context.Context, ev any) (int, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return 0, err
+	}
+	return len(b), w.c.Write(ctx, websocket.MessageText, b)
+}
+
+// next reads one event and returns it with the frame's size.
+func (w *wsConn) next(ctx context.Context) (protocol.Event, int, error) {
+	typ, b, err := w.c.Read(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if typ != websocket.MessageText {
+		return nil, len(b), errors.New("clienttools: binary frame from the server")
+	}
+	ev, perr := protocol.DecodeEvent(b)
+	if perr != nil {
+		return nil, len(b), fmt.Errorf("clienttools: server event: %w", perr)
+	}
+	return ev, len(b), nil
+}
+
+func (w *wsConn) close() { w.c.Close(websocket.StatusNormalClosure, "") }
+
+// sseStream is the body of one streaming POST /v1/responses.
+type sseStream struct {
+	body io.ReadCloser
+	r    *bufio.Reader
+}
+
+// post sends req as a streaming create and returns its event stream and the
+// body's size.
+func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStream, int, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/responses", bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	for k, v := range c.header() {
+		hr.Header[k] = v
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "text/event-stream")
+	res, err := c.httpClient().Do(hr)
+	if err != nil {
+		return nil, len(body), err
+	}
+	if res.StatusCode != http.StatusOK {
+		defer res.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		return nil, len(body), fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
+	}
+	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, len(body), nil
+}
+
+// next reads one event ("event: T\ndata: JSON\n\n") and returns it with its
+// size on the wire. io.EOF means the stream ended.
+func (s *sseStream) next() (protocol.Event, int, error) {
+	n := 0
+	var data []byte
+	for {
+		line, err := s.r.ReadSlice('\n')
+		n += len(line)
+		if err != nil {
+			if err == bufio.ErrBufferFull {
+				// A data line longer than the buffer: read the rest whole.
+				rest, err := s.r.ReadBytes('\n')
+				if err != nil {
+					return nil, n, err
+				}
+				line = append(append([]byte(nil), line...), rest...)
+				n += len(rest)
+			} else {
+				return nil, n, err
+			}
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0:
+			if data == nil {
+				continue
+			}
+			ev, perr := protocol.DecodeEvent(data)
+			if perr != nil {
+				return nil, n, fmt.Errorf("clienttools: server event: %w", perr)
+			}
+			return ev, n, nil
+		case bytes.HasPrefix(line, []byte("data:")):
+			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+			if len(data) > maxFrame {
+				return nil, n, errors.New("clienttools: SSE event too large")
+			}
+		}
+	}
+}
+
+func (s *sseStream) close() { s.body.Close() }
