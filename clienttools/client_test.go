@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io/fs"
 	"net/http/httptest"
 	"os"
@@ -212,6 +214,117 @@ func TestRunModesReplay(t *testing.T) {
 		}
 		if o.tree != ref.tree {
 			t.Errorf("%s: the repository ended in another state than suspend's", mode)
+		}
+	}
+}
+
+// TestRunTools: a step's calls run concurrently up to MaxParallel; a tool's
+// error and a tool's panic become outputs the model reads; an unknown tool
+// too; OnEvent sees every event once, in order.
+func TestRunTools(t *testing.T) {
+	t.Parallel()
+	base := server(t, runtime.Options{})
+	for _, mode := range clienttools.Modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			// a and b meet: they must run at once.
+			meet := make(chan struct{})
+			funcs := []clienttools.Func{
+				{Name: "a", Parameters: []byte(`{"type":"object"}`), Run: func(ctx context.Context, _ string) (string, error) {
+					select {
+					case meet <- struct{}{}:
+					case <-ctx.Done():
+					}
+					return "", errors.New("disk full")
+				}},
+				{Name: "b", Parameters: []byte(`{"type":"object"}`), Run: func(ctx context.Context, _ string) (string, error) {
+					select {
+					case <-meet:
+					case <-ctx.Done():
+					}
+					panic("b is broken")
+				}},
+			}
+			next := 0 // the sequence_number the next event must have
+			c := &clienttools.Client{BaseURL: base, MaxParallel: 2}
+			res, err := c.Run(context.Background(), clienttools.Rollout{
+				Mode:    mode,
+				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel, Input: userInput("Go.\ncall: a {} | b {}\ncall: c {}")},
+				Funcs:   funcs,
+				OnEvent: func(ev protocol.Event) {
+					h := protocol.Header(ev)
+					if h.SequenceNumber == 0 && h.Type == protocol.EventCreated {
+						next = 0 // a new response
+					}
+					if h.SequenceNumber != next {
+						t.Errorf("event %s seq %d, want %d", h.Type, h.SequenceNumber, next)
+					}
+					next = h.SequenceNumber + 1
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var outs []string
+			for _, call := range res.Calls {
+				outs = append(outs, call.Name+": "+call.Output+errString(call.Err))
+			}
+			want := []string{"a: error disk full", "b: error tool b panicked: b is broken", `c: error unknown tool "c"`}
+			if !slices.Equal(outs, want) {
+				t.Fatalf("calls %q, want %q", outs, want)
+			}
+			if text := finalText(res); !strings.Contains(text, `unknown tool \"c\"`) && !strings.Contains(text, `unknown tool "c"`) {
+				t.Errorf("the model did not read the last error: %q", text)
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "error " + err.Error()
+}
+
+// TestRunEager: with Eager, a client call starts when its function_call
+// item is done, while the step's next call still streams its arguments;
+// without it, when the step has paused or the turn has ended.
+func TestRunEager(t *testing.T) {
+	t.Parallel()
+	r, err := sharedRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's arguments stream for about half a second after a's item is done.
+	base := server(t, runtime.Options{Models: map[string]runtime.Sampler{"paced": sampler.NewScripted(r, sampler.Timing{TPS: 200})}})
+	long := strings.Repeat("stream ", 100)
+	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns, clienttools.ModeChained} {
+		for _, eager := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/eager=%v", mode, eager), func(t *testing.T) {
+				t.Parallel()
+				echo := func(_ context.Context, args string) (string, error) { return "ok", nil }
+				c := &clienttools.Client{BaseURL: base, Eager: eager}
+				res, err := c.Run(context.Background(), clienttools.Rollout{
+					Mode:    mode,
+					Request: &protocol.CreateRequest{Model: "paced", Input: userInput(`Go.` + "\n" + `call: a {} | b {"text":"` + long + `"}`)},
+					Funcs: []clienttools.Func{
+						{Name: "a", Parameters: []byte(`{"type":"object"}`), Run: echo},
+						{Name: "b", Parameters: []byte(`{"type":"object"}`), Run: echo},
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, turn := res.Calls[0], res.Turns[0]
+				stepEnd := turn.Start.Add(turn.FirstEvent + turn.Stream)
+				if a.Name != "a" || a.Eager != eager {
+					t.Fatalf("first call %+v", a)
+				}
+				if early := a.Start.Before(stepEnd); early != eager {
+					t.Errorf("a started %v before the step ended, eager %v", stepEnd.Sub(a.Start), eager)
+				}
+			})
 		}
 	}
 }
