@@ -107,6 +107,10 @@ type Result struct {
 	Turns []Turn
 	// Elapsed is the rollout's wall time, end to end.
 	Elapsed time.Duration
+	// Reconnects counts the connections dialed after the first: a
+	// suspended rollout resumed after a drop, turns continued past the
+	// connection age limit.
+	Reconnects int
 }
 
 // Turn is one request of a rollout and its answer, timed on the client: a
@@ -323,12 +327,14 @@ func errorOf(ev *protocol.ErrorEvent) error {
 // ended reports whether a response event ends its response.
 func ended(ev *protocol.ResponseEvent) bool { return ev.Type != protocol.EventDone }
 
-// suspended runs the rollout as one suspended response.
+// suspended runs the rollout as one suspended response, which survives a
+// dropped connection (see resumingConn).
 func (r *run) suspended(ctx context.Context) error {
-	conn, err := r.c.dial(ctx)
+	conn, err := r.c.dialResuming(ctx)
 	if err != nil {
 		return err
 	}
+	defer func() { r.res.Reconnects = conn.reconnects }()
 	defer conn.close()
 	req := r.request(r.ro.Request.Input)
 	req.Suspend, req.Store = ptr(true), ptr(false)

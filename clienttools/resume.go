@@ -1,0 +1,143 @@
+package clienttools
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// Reconnection of a suspended rollout: how often, and how long to wait
+// between attempts (doubling from the first).
+const (
+	reconnectAttempts = 6
+	reconnectFirst    = 50 * time.Millisecond
+	reconnectMax      = 2 * time.Second
+)
+
+// resumingConn is the WebSocket of a suspended rollout, which outlives its
+// connections: when one drops, it dials again and sends response.resume with
+// the last sequence_number seen. Events the client has seen are not passed
+// on again; a pause whose append was lost with the connection is answered
+// again with the same outputs. The caller sees one unbroken stream.
+type resumingConn struct {
+	c    *Client
+	conn *wsConn // nil while broken
+
+	id     string                // the response, once response.created has come
+	last   int                   // the last sequence_number passed on
+	answer *protocol.AppendEvent // the outputs of the current pause, until the rollout moves on
+	pause  int                   // the pause's sequence_number
+
+	reconnects int // connections dialed after the first
+}
+
+func (c *Client) dialResuming(ctx context.Context) (*resumingConn, error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &resumingConn{c: c, conn: conn, last: -1, pause: -1}, nil
+}
+
+func (rc *resumingConn) close() {
+	if rc.conn != nil {
+		rc.conn.close()
+	}
+}
+
+// send sends a create or an append. A send that fails on a broken
+// connection is not an error once the response exists: next resumes, and a
+// lost append is sent again when the server replays its pause.
+func (rc *resumingConn) send(ctx context.Context, ev any) (int, error) {
+	if a, ok := ev.(*protocol.AppendEvent); ok {
+		rc.answer, rc.pause = a, rc.last
+	}
+	if rc.conn == nil {
+		return 0, nil // next reconnects, and the replayed pause brings the append
+	}
+	n, err := rc.conn.send(ctx, ev)
+	if err != nil && rc.id != "" && ctx.Err() == nil {
+		rc.broken()
+		return n, nil
+	}
+	return n, err
+}
+
+func (rc *resumingConn) broken() {
+	if rc.conn != nil {
+		rc.conn.c.CloseNow()
+		rc.conn = nil
+	}
+}
+
+// next returns the rollout's next event, resuming on a new connection when
+// one drops.
+func (rc *resumingConn) next(ctx context.Context) (protocol.Event, int, error) {
+	for {
+		if rc.conn == nil {
+			if err := rc.resume(ctx); err != nil {
+				return nil, 0, err
+			}
+		}
+		ev, n, err := rc.conn.next(ctx)
+		if err != nil {
+			if rc.id == "" || ctx.Err() != nil {
+				return nil, n, err
+			}
+			rc.broken()
+			continue
+		}
+		if _, ok := ev.(*protocol.ErrorEvent); ok {
+			return ev, n, nil
+		}
+		seq := protocol.Header(ev).SequenceNumber
+		if rc.id != "" && seq <= rc.last {
+			// Seen before the drop. The pause comes again when the server
+			// never got its answer: answer it again.
+			if protocol.Type(ev) == protocol.EventDone && seq == rc.pause && rc.answer != nil {
+				if _, err := rc.send(ctx, rc.answer); err != nil {
+					return nil, n, err
+				}
+			}
+			continue
+		}
+		if re, ok := ev.(*protocol.ResponseEvent); ok && re.Type == protocol.EventCreated {
+			rc.id = re.Response.ID
+		}
+		rc.last = seq
+		if rc.answer != nil && seq > rc.pause {
+			rc.answer = nil // the rollout went on: the server had the outputs
+		}
+		return ev, n, nil
+	}
+}
+
+// resume dials again, with bounded backoff, and asks for the events after
+// the last one seen.
+func (rc *resumingConn) resume(ctx context.Context) error {
+	wait := reconnectFirst
+	var err error
+	for range reconnectAttempts {
+		var conn *wsConn
+		if conn, err = rc.c.dial(ctx); err == nil {
+			after := rc.last
+			if _, err = conn.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after}); err == nil {
+				rc.conn = conn
+				rc.reconnects++
+				return nil
+			}
+			conn.c.CloseNow()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(2*wait, reconnectMax)
+	}
+	return fmt.Errorf("clienttools: resume %s: %w", rc.id, err)
+}
