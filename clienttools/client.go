@@ -2,6 +2,7 @@ package clienttools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -366,14 +367,19 @@ func (r *run) suspended(ctx context.Context) error {
 	}
 }
 
-// turns runs the rollout as WebSocket cached-state turns.
+// turns runs the rollout as WebSocket cached-state turns. A connection at
+// its age limit (websocket_connection_limit_reached) is replaced by a new
+// one, where the turn is sent again with the whole context: the cache of
+// the old connection, and so previous_response_id, is gone with it (store
+// is false), as OpenAI's guide for WebSocket mode says.
 func (r *run) turns(ctx context.Context) error {
 	conn, err := r.c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.close()
-	req := r.request(r.ro.Request.Input)
+	defer func() { conn.close() }()
+	history := slices.Clone(r.ro.Request.Input)
+	req := r.request(history)
 	req.Store = ptr(false)
 	for {
 		start := time.Now()
@@ -383,6 +389,17 @@ func (r *run) turns(ctx context.Context) error {
 			return err
 		}
 		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) { return conn.next(ctx) })
+		var rerr *ResponseError
+		if errors.As(err, &rerr) && rerr.Code == protocol.CodeConnectionLimitReached {
+			conn.close()
+			if conn, err = r.c.dial(ctx); err != nil {
+				return err
+			}
+			r.res.Reconnects++
+			req = r.request(history)
+			req.Store = ptr(false)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -395,6 +412,7 @@ func (r *run) turns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		history = append(append(history, end.Response.Output...), outs...)
 		req = r.request(outs)
 		req.Store, req.PreviousResponseID = ptr(false), end.Response.ID
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,5 +327,42 @@ func TestRunEager(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRunTurnsAgeLimit: when a connection reaches its age limit, the turn
+// refused with websocket_connection_limit_reached is sent again on a new
+// connection with the whole context, and the rollout goes on as before.
+func TestRunTurnsAgeLimit(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64 // nanoseconds the server's clock is ahead
+	start := time.Now()
+	base := server(t, runtime.Options{WSMaxAge: time.Hour, Now: func() time.Time { return start.Add(time.Duration(offset.Load())) }})
+	input := "Fix it.\ncall: read_file {\"path\":\"a.go\"}\ncall: grep {\"pattern\":\"x\"}\ncall: read_file {\"path\":\"b.go\"}"
+	echo := func(_ context.Context, args string) (string, error) { return "ok " + args, nil }
+	funcs := []clienttools.Func{
+		{Name: "read_file", Parameters: []byte(`{"type":"object"}`), Run: echo},
+		{Name: "grep", Parameters: []byte(`{"type":"object"}`), Run: echo},
+	}
+	run := func(onEvent func(protocol.Event)) *clienttools.Result {
+		c := &clienttools.Client{BaseURL: base}
+		res, err := c.Run(context.Background(), clienttools.Rollout{Mode: clienttools.ModeTurns,
+			Request: &protocol.CreateRequest{Model: sampler.ScriptedModel, Input: userInput(input)}, Funcs: funcs, OnEvent: onEvent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	want := run(nil)
+	got := run(func(ev protocol.Event) {
+		if protocol.Type(ev) == protocol.EventCompleted {
+			offset.Store(int64(2 * time.Hour)) // the first connection is now past its age
+		}
+	})
+	if got.Reconnects != 1 {
+		t.Errorf("%d reconnects, want 1", got.Reconnects)
+	}
+	if !slices.Equal(rolloutKey(t, got), rolloutKey(t, want)) || finalText(got) != finalText(want) {
+		t.Errorf("rollout past the age limit\n%q\nwant\n%q", rolloutKey(t, got), rolloutKey(t, want))
 	}
 }
