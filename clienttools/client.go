@@ -91,6 +91,10 @@ type Rollout struct {
 	// OnEvent, if set, sees every server event in order, on the goroutine
 	// that called Run.
 	OnEvent func(protocol.Event)
+	// OnCall, if set, sees every client call once it has run, in the order
+	// of the calls of its step, on the goroutine that called Run, before
+	// the outputs are sent.
+	OnCall func(Call)
 }
 
 // Result is what a rollout left.
@@ -104,6 +108,10 @@ type Result struct {
 	Calls []Call
 	// Usage is summed over the rollout's responses.
 	Usage protocol.Usage
+	// Server is the server's own timing of the rollout, summed over its
+	// responses, when it reports it (tether does when the request includes
+	// "tether.timings").
+	Server protocol.Timings
 	// Turns are the client's timings of each request and what answered it.
 	Turns []Turn
 	// Elapsed is the rollout's wall time, end to end.
@@ -278,6 +286,11 @@ func (r *run) runCalls(ctx context.Context, calls []protocol.PendingCall) (proto
 		outs[i] = done[i].output()
 	}
 	r.res.Calls = append(r.res.Calls, done...)
+	if r.ro.OnCall != nil {
+		for _, c := range done {
+			r.ro.OnCall(c)
+		}
+	}
 	return outs, nil
 }
 
@@ -310,10 +323,22 @@ func (r *run) endErr() error {
 	return nil
 }
 
-// addUsage counts a finished response's usage.
+// addUsage counts a finished response's usage and server timings.
 func (r *run) addUsage(resp *protocol.Response) {
 	if resp.Usage != nil {
 		r.res.Usage.Add(*resp.Usage)
+	}
+	if t := resp.Timings; t != nil {
+		s := &r.res.Server
+		s.DecodeMicros += t.DecodeMicros
+		s.LoadMicros += t.LoadMicros
+		s.ValidateMicros += t.ValidateMicros
+		s.RenderMicros += t.RenderMicros
+		s.SampleMicros += t.SampleMicros
+		s.StoreMicros += t.StoreMicros
+		s.TotalMicros += t.TotalMicros
+		s.RenderedTokens += t.RenderedTokens
+		s.CachedTokens += t.CachedTokens
 	}
 }
 

@@ -29,6 +29,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runRollout(ctx, args[1:], stdout, stderr)
 	case "trace":
 		if len(args) > 1 && args[1] == "record" {
 			return traceRecord(ctx, args[2:], stdout, stderr)
@@ -49,6 +51,7 @@ func usage(w io.Writer) {
 
 Commands:
   serve   serve the Responses API over HTTP, SSE and WebSocket on /v1/responses
+  run     run one agent rollout with the local tools in one design, shown live
   trace   list the embedded replay traces, show one's steps and token sizes,
           or record a rollout of an upstream model into a trace
 

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// runRollout runs "tether run": one agent rollout with the local tools, in
+// one mode, against a server at --url or an in-process one, shown live.
+func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: tether run [flags] ["task"]
+
+Runs one agent rollout with the local tools (list_dir, read_file, grep,
+apply_patch, shell) acting on --workdir, and shows it live. Without --url it
+starts a tether on loopback. The task defaults to the trace's for replay
+models.
+
+`)
+		fs.PrintDefaults()
+	}
+	url := fs.String("url", "", "base URL of a Responses server, as OpenAI clients take it (http://HOST:PORT/v1); empty starts a tether in-process")
+	model := fs.String("model", sampler.ReplayPrefix+"calc-fix-12", "model to run")
+	modeName := fs.String("mode", "suspend", "design: suspend, turns, chained or stateless")
+	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository)")
+	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
+	eager := fs.Bool("eager", false, "start each client tool as soon as its call is done, before the step ends")
+	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
+	tps := fs.Float64("tps", 400, "in-process server: output tokens per second (0 is unpaced)")
+	ttft := fs.Duration("ttft", 150*time.Millisecond, "in-process server: time to first token")
+	prefillRate := fs.Float64("prefill-rate", 0, "in-process server: uncached prompt tokens read per second (0 is free)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	mode, err := clienttools.ParseMode(*modeName)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 2
+	}
+	task := strings.Join(fs.Args(), " ")
+	if task == "" {
+		if task = traceTask(*model); task == "" {
+			fmt.Fprintf(stderr, "tether: run: give a task for model %s\n", *model)
+			return 2
+		}
+	}
+	if *workdir == "" {
+		dir, err := os.MkdirTemp("", "tether-run-")
+		if err == nil {
+			err = os.CopyFS(dir, sampler.FixtureRepo())
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: run:", err)
+			return 1
+		}
+		*workdir = dir
+	}
+	base := *url
+	if base == "" {
+		stop, addr, err := startLocal(timingFlags{timing: sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}})
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: run:", err)
+			return 1
+		}
+		defer stop()
+		base = "http://" + addr + "/v1"
+	}
+
+	v := newView(stdout, *jsonOut)
+	defer v.close()
+	v.header(fmt.Sprintf("%s rollout of %s at %s, tools in %s", mode, *model, base, *workdir))
+	tools := &clienttools.Tools{Dir: *workdir}
+	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager}
+	res, err := c.Run(ctx, clienttools.Rollout{
+		Mode: mode,
+		Request: &protocol.CreateRequest{Model: *model, Include: []string{runtime.IncludeTimings},
+			Input: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: task}}}}},
+		Funcs:   tools.Funcs(),
+		OnEvent: v.event,
+		OnCall:  v.call,
+	})
+	v.summary(mode, *model, *workdir, res, err)
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// traceTask is the recorded task of a replay model, or "".
+func traceTask(model string) string {
+	name, ok := strings.CutPrefix(model, sampler.ReplayPrefix)
+	if !ok {
+		return ""
+	}
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		return ""
+	}
+	for _, t := range traces {
+		if t.Name == name {
+			return t.Task
+		}
+	}
+	return ""
+}
+
+// startLocal serves tether on a loopback port, every model paced by flags,
+// and returns how to stop it and its address.
+func startLocal(flags timingFlags) (stop func(), addr string, err error) {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		return nil, "", err
+	}
+	flags.set = map[string]bool{"tps": true, "ttft": true, "prefill-rate": true}
+	served, err := models(nil, flags, r)
+	if err != nil {
+		return nil, "", err
+	}
+	srv, err := runtime.NewServer(runtime.Options{Models: served, Renderer: r})
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	hs := &http.Server{Handler: srv}
+	serving := make(chan struct{})
+	go func() { defer close(serving); hs.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Shutdown(ctx)
+		<-serving
+	}, ln.Addr().String(), nil
+}

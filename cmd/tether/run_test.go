@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/creack/pty"
+)
+
+// scriptedTask makes the scripted model call shell twice, a step each, with
+// a command that takes a moment: the spinner has time to draw.
+const scriptedTask = "Look around.\ncall: shell {\"command\":\"sleep 0.3; echo hello > hello.txt\"}\ncall: read_file {\"path\":\"hello.txt\"}"
+
+// TestRunPlain: "tether run" on a writer that is not a terminal prints plain
+// lines, without a control code, and a summary; the tools really ran in the
+// work directory.
+func TestRunPlain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--model", "tether-scripted", "--mode", "turns", "--workdir", dir, "--ttft", "0", "--tps", "0", scriptedTask}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	s := out.String()
+	if strings.ContainsAny(s, "\x1b\r") {
+		t.Errorf("control codes in plain output: %q", s)
+	}
+	for _, want := range []string{"call shell {\"command\":\"sleep 0.3; echo hello > hello.txt\"}", "call read_file {\"path\":\"hello.txt\"}", "completed in", "2 tool calls", "time: model"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "hello.txt")); err != nil || string(data) != "hello\n" {
+		t.Errorf("the shell call did not run in the workdir: %q, %v", data, err)
+	}
+}
+
+// TestRunJSON: --json prints every event as a JSON line, then a summary.
+func TestRunJSON(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--json", "--model", "tether-scripted", "--workdir", t.TempDir(), "--tps", "0", "--ttft", "0", scriptedTask}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var last map[string]any
+	for _, l := range lines {
+		last = nil
+		if err := json.Unmarshal([]byte(l), &last); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+	}
+	if last["type"] != "tether.summary" || last["status"] != "completed" || last["tool_calls"] != 2.0 {
+		t.Errorf("summary %v", last)
+	}
+	if len(lines) < 20 {
+		t.Errorf("%d lines: want every event", len(lines))
+	}
+}
+
+// TestRunTerminal runs "tether run" with a pseudo-terminal as its output:
+// the live view draws its spinner and styled call lines, and streams text.
+func TestRunTerminal(t *testing.T) {
+	t.Parallel()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptmx.Close()
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() { defer close(read); io.Copy(&screen, ptmx) }()
+	var errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
+	tty.Close()
+	<-read
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	s := screen.String()
+	for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "completed in"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the terminal shows no %q:\n%q", want, s)
+		}
+	}
+	if !strings.ContainsAny(s, string(spinnerFrames)) {
+		t.Errorf("no spinner frame drawn: %q", s)
+	}
+}
+
+// TestRunReplayDefaults: "tether run --model replay:calc-fix-12" needs
+// nothing else: the task is the trace's, the tools act on a new copy of the
+// fixture repository, and the rollout leaves it fixed, its tests passing.
+func TestRunReplayDefaults(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--model", "replay:calc-fix-12", "--tps", "0", "--ttft", "0"}, &out, &errOut)
+	s := out.String()
+	_, dir, ok := strings.Cut(s, "\nworkdir: ")
+	dir = strings.TrimSpace(dir)
+	if ok && strings.HasPrefix(dir, os.TempDir()) {
+		t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	if code != 0 || !ok {
+		t.Fatalf("exit %d: %s%s", code, s, errOut.String())
+	}
+	if !strings.Contains(s, "completed in") || !strings.Contains(s, "12 tool calls") {
+		t.Errorf("output:\n%s", s)
+	}
+	parser, err := os.ReadFile(filepath.Join(dir, "parser.go"))
+	if err != nil || !bytes.Contains(parser, []byte("rightAssoc")) {
+		t.Fatalf("parser.go in %s: %v", dir, err)
+	}
+	// The trace's own last check ran in the copy: its call line says it passed.
+	if !strings.Contains(s, `call shell {"command":"gofmt -l . && go vet ./... && go test -count=1 -v ./..."}`) {
+		t.Errorf("no final check in:\n%s", s)
+	}
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+)
+
+// view shows a rollout as it runs. On a terminal it streams the model's
+// text, draws a spinner while the model or a tool works, and prints each
+// tool call on one line; elsewhere it prints plain lines (no control codes);
+// with --json, every event as a JSON line. Its methods are called on the
+// rollout's goroutine; the spinner draws from its own, under mu.
+type view struct {
+	w    io.Writer
+	tty  bool
+	json bool
+
+	mu       sync.Mutex
+	status   string // what the spinner says; "" hides it. guarded by mu
+	spinning bool   // the spinner's line is drawn; guarded by mu
+	midLine  bool   // streamed text left the cursor mid-line; guarded by mu
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newView(w io.Writer, jsonOut bool) *view {
+	v := &view{w: w, json: jsonOut, tty: !jsonOut && isTerminal(w), status: "waiting for the model"}
+	if v.tty {
+		v.stop, v.done = make(chan struct{}), make(chan struct{})
+		go v.spin()
+	}
+	return v
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+var spinnerFrames = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+// spin redraws the spinner line ten times a second.
+func (v *view) spin() {
+	defer close(v.done)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-v.stop:
+			return
+		case <-t.C:
+		}
+		v.mu.Lock()
+		if v.status != "" && !v.midLine {
+			fmt.Fprintf(v.w, "\r\x1b[2K\x1b[2m%c %s…\x1b[0m", spinnerFrames[i%len(spinnerFrames)], v.status)
+			v.spinning = true
+		}
+		v.mu.Unlock()
+	}
+}
+
+func (v *view) close() {
+	if v.stop != nil {
+		close(v.stop)
+		<-v.done
+		v.mu.Lock()
+		v.clearLocked()
+		v.mu.Unlock()
+	}
+}
+
+// clearLocked erases the spinner's line before something is printed.
+func (v *view) clearLocked() {
+	if v.spinning {
+		fmt.Fprint(v.w, "\r\x1b[2K")
+		v.spinning = false
+	}
+}
+
+// printf prints a line of its own.
+func (v *view) printf(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clearLocked()
+	if v.midLine {
+		fmt.Fprintln(v.w)
+		v.midLine = false
+	}
+	fmt.Fprintf(v.w, format+"\n", args...)
+}
+
+func (v *view) setStatus(s string) {
+	v.mu.Lock()
+	v.status = s
+	v.mu.Unlock()
+}
+
+func (v *view) header(s string) {
+	if v.json {
+		return
+	}
+	if v.tty {
+		v.printf("\x1b[1m%s\x1b[0m", s)
+		return
+	}
+	v.printf("%s", s)
+}
+
+// event shows one server event.
+func (v *view) event(ev protocol.Event) {
+	if v.json {
+		b, _ := json.Marshal(ev)
+		v.printf("%s", b)
+		return
+	}
+	switch ev := ev.(type) {
+	case *protocol.TextDeltaEvent:
+		if v.tty && ev.Type == protocol.EventOutputTextDelta {
+			v.mu.Lock()
+			v.clearLocked()
+			fmt.Fprint(v.w, ev.Delta)
+			v.midLine = true
+			v.mu.Unlock()
+		}
+	case *protocol.OutputItemEvent:
+		if ev.Type != protocol.EventOutputItemDone {
+			return
+		}
+		switch it := ev.Item.(type) {
+		case *protocol.Message:
+			if !v.tty {
+				v.printf("assistant: %s", messageText(it))
+			} else {
+				v.printf("")
+			}
+		case *protocol.WebSearchCall:
+			v.printf("  web_search %s", it.Status)
+		}
+	case *protocol.ResponseEvent:
+		switch ev.Type {
+		case protocol.EventDone:
+			v.setStatus("running tools")
+		case protocol.EventCompleted:
+			if len(openCalls(ev.Response)) > 0 {
+				v.setStatus("running tools")
+			}
+		}
+	}
+}
+
+// openCalls counts the function calls a finished turn leaves to the client.
+func openCalls(resp *protocol.Response) []*protocol.FunctionCall {
+	var calls []*protocol.FunctionCall
+	for _, it := range resp.Output {
+		if fc, ok := it.(*protocol.FunctionCall); ok {
+			calls = append(calls, fc)
+		}
+	}
+	return calls
+}
+
+func messageText(m *protocol.Message) string {
+	var b strings.Builder
+	for _, c := range m.Content {
+		if t, ok := c.(*protocol.OutputText); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+// call shows a client call that has run.
+func (v *view) call(c clienttools.Call) {
+	v.setStatus("waiting for the model")
+	if v.json {
+		return
+	}
+	args := oneLine(c.Arguments, 72)
+	result := fmt.Sprintf("%s, %s", duration(c.Duration), size(len(c.Output)))
+	if c.Err != nil {
+		result = "error: " + oneLine(c.Err.Error(), 60)
+	}
+	if v.tty {
+		v.printf("  \x1b[36m▸ %s\x1b[0m %s \x1b[2m(%s)\x1b[0m", c.Name, args, result)
+		return
+	}
+	v.printf("call %s %s (%s)", c.Name, args, result)
+}
+
+// oneLine cuts s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// duration rounds d for a reader: to the millisecond, or the microsecond
+// below one.
+func duration(d time.Duration) string {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func size(n int) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f kB", float64(n)/1000)
+}
+
+// summary ends the view: turns, calls, tokens, and where the time went.
+func (v *view) summary(mode clienttools.Mode, model, workdir string, res *clienttools.Result, err error) {
+	v.setStatus("")
+	var tools time.Duration
+	for _, t := range res.Turns {
+		tools += t.Tools
+	}
+	modelTime := time.Duration(res.Server.SampleMicros) * time.Microsecond
+	overhead := res.Elapsed - tools - modelTime
+	status := "failed"
+	if res.Response != nil {
+		status = string(res.Response.Status)
+	}
+	if v.json {
+		b, _ := json.Marshal(map[string]any{
+			"type": "tether.summary", "mode": mode.String(), "model": model, "status": status, "error": errString(err),
+			"turns": len(res.Turns), "tool_calls": len(res.Calls), "usage": res.Usage, "elapsed_ms": res.Elapsed.Milliseconds(),
+			"model_ms": modelTime.Milliseconds(), "tools_ms": tools.Milliseconds(), "overhead_ms": overhead.Milliseconds(),
+			"reconnects": res.Reconnects, "workdir": workdir,
+		})
+		v.printf("%s", b)
+		return
+	}
+	if err != nil {
+		v.printf("error: %v", err)
+	}
+	v.printf("%s in %s (%s, %s): %d turns, %d tool calls", status, res.Elapsed.Round(time.Millisecond), mode, model, len(res.Turns), len(res.Calls))
+	v.printf("tokens: %d in (%d cached), %d out", res.Usage.InputTokens, res.Usage.InputTokensDetails.CachedTokens, res.Usage.OutputTokens)
+	if modelTime > 0 {
+		v.printf("time: model %s, tools %s, API overhead %s", modelTime.Round(time.Millisecond), tools.Round(time.Millisecond), overhead.Round(time.Millisecond))
+	} else {
+		v.printf("time: tools %s, model and API %s (the server reports no timings)", tools.Round(time.Millisecond), (res.Elapsed - tools).Round(time.Millisecond))
+	}
+	v.printf("workdir: %s", workdir)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
