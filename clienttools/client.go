@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -120,6 +121,22 @@ type Result struct {
 	// suspended rollout resumed after a drop, turns continued past the
 	// connection age limit.
 	Reconnects int
+}
+
+// Text is the text of the rollout's last message: the model's answer.
+func (r *Result) Text() string {
+	for i := len(r.Output) - 1; i >= 0; i-- {
+		if m, ok := r.Output[i].(*protocol.Message); ok {
+			var b strings.Builder
+			for _, c := range m.Content {
+				if t, ok := c.(*protocol.OutputText); ok {
+					b.WriteString(t.Text)
+				}
+			}
+			return b.String()
+		}
+	}
+	return ""
 }
 
 // Turn is one request of a rollout and its answer, timed on the client: a

@@ -364,3 +364,9 @@ func DecodeItems(raw json.RawMessage, param string) (Items, *Error) {
 	}
 	return out, nil
 }
+
+// UserMessage is a user message of one text part, the usual input of a
+// request.
+func UserMessage(text string) *Message {
+	return &Message{Role: RoleUser, Content: Contents{&InputText{Text: text}}}
+}

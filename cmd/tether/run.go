@@ -92,7 +92,7 @@ models.
 	res, err := c.Run(ctx, clienttools.Rollout{
 		Mode: mode,
 		Request: &protocol.CreateRequest{Model: *model, Include: []string{runtime.IncludeTimings},
-			Input: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: task}}}}},
+			Input: protocol.Items{protocol.UserMessage(task)}},
 		Funcs:   tools.Funcs(),
 		OnEvent: v.event,
 		OnCall:  v.call,

@@ -110,7 +110,7 @@ type traceStats struct {
 // output tokens and duration.
 func showTrace(w io.Writer, r *sampler.Renderer, t *sampler.Trace) traceStats {
 	var st traceStats
-	task := &protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: t.Task}}}
+	task := protocol.UserMessage(t.Task)
 	st.context = len(r.Item(task))
 	fmt.Fprintf(w, "trace %s (model %s%s): repo %s, %d steps, %d calls\n", t.Name, sampler.ReplayPrefix, t.Name, t.Repo, len(t.Steps), t.Calls())
 	fmt.Fprintf(w, "task: %s (%d tokens)\n", summary(t.Task, 100), st.context)

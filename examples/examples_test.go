@@ -1,0 +1,352 @@
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// These tests build each Go example and run it as a user would, with -url
+// pointing at an in-process tether on loopback (the scripted model, the
+// replay traces unpaced, web_search over the embedded corpus), and check
+// its exit code and output. The Node example runs when node and its
+// node_modules are there.
+
+// goExamples are the Go examples, by directory.
+var goExamples = []string{"minimal", "websearch", "compare", "openai-go"}
+
+// runTimeout bounds one run of an example: compare takes about 20 s on two
+// idle cores, most of it the replayed rollout's go test runs.
+const runTimeout = 2 * time.Minute
+
+var binDir string // where build puts the examples' binaries; removed by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tether-examples-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	if index.ix != nil {
+		index.ix.Close()
+	}
+	// No test leaves a goroutine behind: servers are shut down, examples
+	// waited for. bleve's analysis workers live for the whole process.
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// build builds every Go example once, with one go command, into binDir.
+var build = sync.OnceValue(func() error {
+	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	for _, name := range goExamples {
+		args = append(args, "./examples/"+name)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".." // the module root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+})
+
+// binary is the path of the built example name.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	if err := build(); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(binDir, filepath.Base(name))
+}
+
+var sharedRenderer = sync.OnceValues(sampler.NewRenderer)
+
+// index is the web_search index of the embedded corpus, built once (it
+// takes seconds under -race) and closed by TestMain.
+var index struct {
+	once sync.Once
+	ix   *hostedtools.Index
+	err  error
+}
+
+func sharedIndex() (*hostedtools.Index, error) {
+	index.once.Do(func() {
+		docs, err := hostedtools.DefaultCorpus()
+		if err != nil {
+			index.err = err
+			return
+		}
+		index.ix, index.err = hostedtools.NewIndex(docs)
+	})
+	return index.ix, index.err
+}
+
+// serve starts a tether as `tether serve` configures it, unpaced, and
+// returns its base URL.
+func serve(t *testing.T) string {
+	t.Helper()
+	r, err := sharedRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := sharedIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{})}
+	for _, tr := range traces {
+		models[sampler.ReplayPrefix+tr.Name] = sampler.NewReplay(r, sampler.Timing{}, tr)
+	}
+	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r,
+		HostedTools: []runtime.Tool{hostedtools.NewWebSearch(ix)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Close()
+	})
+	return hs.URL + "/v1"
+}
+
+// run runs a program from dir and returns its stdout, its stderr and its
+// exit code.
+func run(t *testing.T, dir string, env []string, name string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ctx.Err() == nil:
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, &out, &errb)
+	}
+	t.Logf("%s %s (exit %d)\n%s%s", filepath.Base(name), strings.Join(args, " "), code, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// runOK runs an example that must succeed and returns its stdout.
+func runOK(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := run(t, dir, env, name, args...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	return stdout
+}
+
+// wantLines checks that out has a line matching each pattern, in order.
+func wantLines(t *testing.T, out string, patterns ...string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	i := 0
+	for _, p := range patterns {
+		re := regexp.MustCompile(p)
+		for i < len(lines) && !re.MatchString(lines[i]) {
+			i++
+		}
+		if i == len(lines) {
+			t.Errorf("no line matching %q (after the lines matched before it) in:\n%s", p, out)
+			return
+		}
+		i++
+	}
+}
+
+func TestMinimal(t *testing.T) {
+	t.Parallel()
+	out := runOK(t, ".", nil, binary(t, "minimal"), "-url", serve(t))
+	wantLines(t, out,
+		`^call  word_count \{"text":"The quick brown fox jumps over the lazy dog"\} -> "9" \(`,
+		`^call  word_count \{"text":"Suspended rollouts pause on client tools"\} -> "6" \(`,
+		`^answer "word_count returned: 6"$`,
+		`^response resp_\w+ completed: 3 turns, 2 calls, \d+\+\d+ tokens, `,
+		`^turn 0: first event \S+, stream \S+, tools \S+, 1 calls, \d+ B sent, \d+ B received$`,
+		`^turn 1: .*, 1 calls, `,
+		`^turn 2: .*, 0 calls, `,
+	)
+}
+
+func TestWebsearch(t *testing.T) {
+	t.Parallel()
+	out := runOK(t, ".", nil, binary(t, "websearch"), "-url", serve(t))
+	wantLines(t, out,
+		`response\.web_search_call\.in_progress ws_\w+$`,
+		`response\.web_search_call\.searching ws_\w+$`,
+		`response\.web_search_call\.completed ws_\w+$`,
+		`web_search "http server graceful shutdown": [1-9]\d* sources$`,
+		`^\s+https://pkg\.go\.dev/net/http#Server  net/http\.Server`, // the embedded Go docs
+
+	)
+	wantLines(t, out,
+		`response\.done: paused for 1 client call\(s\)$`,
+		`client call save_note \{"text":"look up Server\.Shutdown"\} -> "saved note 1"$`,
+		`response\.web_search_call\.in_progress ws_\w+$`,
+		`response\.web_search_call\.completed ws_\w+$`,
+		`web_search "Server Shutdown context deadline": [1-9]\d* sources$`,
+		`^answer "save_note returned: saved note 1; searching for .* \[url_citation https://pkg\.go\.dev/context`,
+		`^response resp_\w+ completed: 2 turns, 1 client calls, notes \["look up Server\.Shutdown"\], `,
+	)
+}
+
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: compare runs a 12-call rollout with real go test runs four times")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the replayed rollout runs go test in the repository: go is not on PATH")
+	}
+	out := runOK(t, ".", nil, binary(t, "compare"), "-url", serve(t), "-repo", "../sampler/traces/repo")
+	// mode, wall, tools, turns, calls, sent, received, first event, summed
+	row := regexp.MustCompile(`(?m)^(suspend|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$`)
+	sent := map[string]int{}
+	for _, m := range row.FindAllStringSubmatch(out, -1) {
+		mode := m[1]
+		if m[4] != "11" || m[5] != "12" {
+			t.Errorf("%s: %s turns, %s calls; want the trace's 11 and 12", mode, m[4], m[5])
+		}
+		for _, d := range []string{m[2], m[3], m[8], m[9]} {
+			if _, err := time.ParseDuration(d); err != nil {
+				t.Errorf("%s: %q is not a duration", mode, d)
+			}
+		}
+		sent[mode], _ = strconv.Atoi(m[6])
+	}
+	if len(sent) != 4 {
+		t.Fatalf("%d mode rows, want 4:\n%s", len(sent), out)
+	}
+	// The baseline re-sends the whole history each turn; the suspended
+	// rollout sends only the tool outputs.
+	if !(sent["suspend"] < sent["turns"] && sent["turns"] < sent["stateless"]) {
+		t.Errorf("bytes sent %v: want suspend < turns < stateless", sent)
+	}
+}
+
+// TestOpenAIGo: the official Go SDK runs the cached-state turns with its
+// typed API and the suspended rollout through its raw escape hatches.
+func TestOpenAIGo(t *testing.T) {
+	t.Parallel()
+	out := runOK(t, ".", nil, binary(t, "openai-go"), "-url", serve(t))
+	wantSDKOutput(t, out)
+}
+
+// TestOpenAINode runs the openai-node example with the official npm
+// package, when node and the example's node_modules are there (.ci/run
+// installs them).
+func TestOpenAINode(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH: skipping examples/openai-node")
+	}
+	if _, err := os.Stat("openai-node/node_modules/openai/package.json"); err != nil {
+		t.Skip("examples/openai-node/node_modules/openai is missing: run npm ci in examples/openai-node")
+	}
+	out := runOK(t, "openai-node", []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
+	wantSDKOutput(t, out)
+}
+
+// wantSDKOutput checks the output of the SDK examples: two chained turns,
+// then one suspended response that pauses twice and completes.
+func wantSDKOutput(t *testing.T, out string) {
+	t.Helper()
+	wantLines(t, out,
+		`^turn 1 (resp_\w+): get_weather \{"location":"Paris"\} -> "Sunny, 21°C in Paris" \(`,
+		`^turn 2 resp_\w+ \(previous resp_\w+\): "get_weather returned: Sunny, 21°C in Paris", \d+ input tokens \(\d+ cached\) \(`,
+		`^suspended resp_\w+ paused at event \d+: get_weather \{"location":"Lyon"\} -> "Sunny, 21°C in Lyon" \(`,
+		`^suspended resp_\w+ paused at event \d+: get_weather \{"location":"Oslo"\} -> "Sunny, 21°C in Oslo" \(`,
+		`^suspended resp_\w+ completed after \d+ events in one response: "get_weather returned: Sunny, 21°C in Oslo" \(`,
+	)
+	turn1 := regexp.MustCompile(`(?m)^turn 1 (resp_\w+):`).FindStringSubmatch(out)
+	turn2 := regexp.MustCompile(`(?m)^turn 2 resp_\w+ \(previous (resp_\w+)\)`).FindStringSubmatch(out)
+	if turn1 == nil || turn2 == nil || turn1[1] != turn2[1] {
+		t.Errorf("turn 2 does not continue turn 1")
+	}
+	// The pauses and the end are one response.
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^suspended (resp_\w+) `).FindAllStringSubmatch(out, -1) {
+		ids[m[1]] = true
+	}
+	if len(ids) != 1 {
+		t.Errorf("the suspended rollout spans %d responses, want 1", len(ids))
+	}
+}
+
+// TestBadInput: a wrong flag value or an unreachable server ends an
+// example with exit code 1 and a one-line message, not a panic.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	type badCase struct {
+		example string
+		args    []string
+		want    string // in stderr
+	}
+	var cases []badCase
+	for _, name := range goExamples {
+		cases = append(cases,
+			badCase{name, []string{"-url", "localhost:8080"}, ""},
+			badCase{name, []string{"-url", "http://127.0.0.1:1/v1"}, "refused"},
+		)
+	}
+	cases = append(cases,
+		badCase{"compare", []string{"-url", "http://127.0.0.1:1/v1", "-repo", "no/such/dir"}, "-repo no/such/dir: not a directory"},
+		badCase{"minimal", []string{"-url", serve(t) + "/nope"}, "clienttools: dial"},
+	)
+	for _, c := range cases {
+		t.Run(c.example+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			_, stderr, code := run(t, ".", nil, binary(t, c.example), c.args...)
+			if code != 1 {
+				t.Errorf("exit code %d, want 1", code)
+			}
+			if !strings.HasPrefix(stderr, c.example+": ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "panic") {
+				t.Errorf("stderr %q, want one line %q", stderr, c.example+": ...")
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Errorf("stderr %q does not say %q", stderr, c.want)
+			}
+		})
+	}
+}
