@@ -62,10 +62,14 @@ type Response struct {
 
 	// RequiredAction lists the client tool calls a suspended response waits on.
 	RequiredAction *RequiredAction `json:"required_action,omitempty"`
-	// Timings is tether's per-phase timing, present when the request included
-	// "tether.timings".
+	// Timings is tether's per-phase timing, present when the request's
+	// include has IncludeTimings.
 	Timings *Timings `json:"timings,omitempty"`
 }
+
+// IncludeTimings is the include value that adds per-phase timings
+// (Response.Timings) to the terminal response.
+const IncludeTimings = "tether.timings"
 
 // IncompleteDetails says why a response is incomplete.
 type IncompleteDetails struct {

@@ -67,7 +67,7 @@ func benchWS(b *testing.B, r *sampler.Renderer, hist []any) {
 	base := c.untilTerminal(b)
 	baseID := obj(b, terminalResponse(b, base[len(base)-1]))["id"]
 	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
-		"previous_response_id": baseID, "input": []any{userMsg("Run the tests again.")}, "include": []string{runtime.IncludeTimings}}))
+		"previous_response_id": baseID, "input": []any{userMsg("Run the tests again.")}, "include": []string{protocol.IncludeTimings}}))
 	ctx := context.Background()
 	var serverUS int64
 	b.ReportAllocs()
@@ -97,7 +97,7 @@ func benchHTTP(b *testing.B, r *sampler.Renderer, hist []any) {
 	h := newHarness(b, runtime.Options{Renderer: r})
 	input := append(append([]any{}, hist...), userMsg("Run the tests again."))
 	body, _ := json.Marshal(map[string]any{"model": "tether-scripted", "store": false, "input": input,
-		"include": []string{runtime.IncludeTimings}})
+		"include": []string{protocol.IncludeTimings}})
 	client := &http.Client{}
 	var serverUS int64
 	b.ReportAllocs()

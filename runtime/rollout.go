@@ -12,10 +12,6 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// IncludeTimings is the include value that adds per-phase timings to the
-// terminal response.
-const IncludeTimings = "tether.timings"
-
 // rollout is one response's sampling loop. Server.prepare builds it; run
 // runs it once, on one goroutine (the loop), which owns its state except:
 //
@@ -424,7 +420,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
 	}
-	if r.req.Includes(IncludeTimings) {
+	if r.req.Includes(protocol.IncludeTimings) {
 		r.tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
 		r.resp.Timings = &r.tm
 	}

@@ -45,7 +45,7 @@ func BenchmarkPauseResume(b *testing.B) {
 				steps = append(steps, []dcall{{"read_file", fmt.Sprintf(`{"path":"pkg/config/file%d.go"}`, i)}})
 			}
 			start, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
-				"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{runtime.IncludeTimings}}))
+				"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{protocol.IncludeTimings}}))
 			ctx := context.Background()
 			// The client reads only what it needs: the event type, from the
 			// frame's head, and the pending call_id, the last in a pause

@@ -91,7 +91,7 @@ models.
 	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager}
 	res, err := c.Run(ctx, clienttools.Rollout{
 		Mode: mode,
-		Request: &protocol.CreateRequest{Model: *model, Include: []string{runtime.IncludeTimings},
+		Request: &protocol.CreateRequest{Model: *model, Include: []string{protocol.IncludeTimings},
 			Input: protocol.Items{protocol.UserMessage(task)}},
 		Funcs:   tools.Funcs(),
 		OnEvent: v.event,
