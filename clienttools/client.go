@@ -170,7 +170,8 @@ func (e *ResponseError) Error() string {
 // Run runs one rollout to its end and returns what it left. A response
 // that fails or is cancelled returns the Result so far with a
 // *ResponseError; one that ends incomplete is a normal end (see
-// Result.Response.Status). Tool goroutines are joined before Run returns.
+// Result.Response.Status). A request the server refuses (an error event)
+// returns an error that wraps its *protocol.Error. Tool goroutines are joined before Run returns.
 func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
 	if ro.Request == nil {
 		return nil, fmt.Errorf("clienttools: Rollout.Request is nil")
@@ -359,12 +360,17 @@ func (r *run) addUsage(resp *protocol.Response) {
 	}
 }
 
+// errorOf is the error of an error event: a request the server refused, or
+// a stream it ended with an error. errors.As finds its *protocol.Error.
 func errorOf(ev *protocol.ErrorEvent) error {
-	code := ""
+	pe := &protocol.Error{Type: ev.Error.Type, Message: ev.Error.Message}
 	if ev.Error.Code != nil {
-		code = *ev.Error.Code
+		pe.Code = *ev.Error.Code
 	}
-	return &ResponseError{Status: protocol.ResponseFailed, Code: code, Msg: ev.Error.Message}
+	if ev.Error.Param != nil {
+		pe.Param = *ev.Error.Param
+	}
+	return fmt.Errorf("clienttools: error event: %w", pe)
 }
 
 // ended reports whether a response event ends its response.
@@ -431,8 +437,8 @@ func (r *run) turns(ctx context.Context) error {
 			return err
 		}
 		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) { return conn.next(ctx) })
-		var rerr *ResponseError
-		if errors.As(err, &rerr) && rerr.Code == protocol.CodeConnectionLimitReached {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeConnectionLimitReached {
 			conn.close()
 			if conn, err = r.c.dial(ctx); err != nil {
 				return err

@@ -366,3 +366,22 @@ func TestRunTurnsAgeLimit(t *testing.T) {
 		t.Errorf("rollout past the age limit\n%q\nwant\n%q", rolloutKey(t, got), rolloutKey(t, want))
 	}
 }
+
+// TestRunRefused: a request the server refuses ends Run, in every mode, with
+// an error that carries the server's code and param.
+func TestRunRefused(t *testing.T) {
+	t.Parallel()
+	base := server(t, runtime.Options{})
+	for _, mode := range clienttools.Modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			c := &clienttools.Client{BaseURL: base}
+			_, err := c.Run(t.Context(), clienttools.Rollout{Mode: mode,
+				Request: &protocol.CreateRequest{Model: "no-such-model", Input: userInput("Hello")}})
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code != protocol.CodeModelNotFound || pe.Param != "model" {
+				t.Fatalf("err = %v, want a *protocol.Error %s (model)", err, protocol.CodeModelNotFound)
+			}
+		})
+	}
+}

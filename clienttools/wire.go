@@ -109,7 +109,12 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 	if res.StatusCode != http.StatusOK {
 		defer res.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		return nil, len(body), fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
+		var e struct{ Error *protocol.ErrorPayload }
+		if json.Unmarshal(msg, &e) != nil || e.Error == nil {
+			return nil, len(body), fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
+		}
+		err := errorOf(&protocol.ErrorEvent{Error: *e.Error})
+		return nil, len(body), fmt.Errorf("POST /responses: %s: %w", res.Status, err)
 	}
 	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, len(body), nil
 }
