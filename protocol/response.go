@@ -60,6 +60,13 @@ type Response struct {
 	PromptCacheRetention *string            `json:"prompt_cache_retention"`
 	User                 *string            `json:"user"`
 
+	// OutputOffset is set on a suspended rollout's pause (response.done) and
+	// on the response.in_progress that ends it: Output then holds only the
+	// paused step's items, the first of them at this output index, so that a
+	// pause costs the same at step 40 as at step 1. The client has the
+	// earlier items from their output_item.done events; the terminal event
+	// carries the whole output.
+	OutputOffset *int `json:"output_offset,omitempty"`
 	// RequiredAction lists the client tool calls a suspended response waits on.
 	RequiredAction *RequiredAction `json:"required_action,omitempty"`
 	// Timings is tether's per-phase timing, present when the request's

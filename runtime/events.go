@@ -160,7 +160,18 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
-	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: r.resp})
+	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: r.stepView()})
+}
+
+// stepView is the response as a pause shows it: the paused step's items
+// only, with their offset (see protocol.Response.OutputOffset). It shares
+// the response's fields; put encodes it before mu is released.
+func (r *rollout) stepView() *protocol.Response {
+	view := *r.resp
+	view.Output = r.resp.Output[r.stepAt:]
+	at := r.stepAt
+	view.OutputOffset = &at
+	return &view
 }
 
 // resumeLocked ends a pause whose step is over: the response runs again.
@@ -170,5 +181,5 @@ func (r *rollout) resumeLocked() {
 	}
 	r.resp.Status = protocol.ResponseInProgress
 	r.resp.RequiredAction = nil
-	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventInProgress}, Response: r.resp})
+	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventInProgress}, Response: r.stepView()})
 }

@@ -45,6 +45,7 @@ type rollout struct {
 	tm       protocol.Timings
 	usage    protocol.Usage
 	steps    int         // sampling steps taken
+	stepAt   int         // output index of the current step's first item; tool goroutines read it
 	calls    []*stepCall // the current step's tool calls
 	open     protocol.Item
 	openText strings.Builder
@@ -313,6 +314,9 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	r.calls = r.calls[:0]
 	r.steps++
+	r.mu.Lock()
+	r.stepAt = len(r.resp.Output)
+	r.mu.Unlock()
 	t0 := r.srv.now()
 	res, err := r.model.Sample(ctx, &sampler.Request{
 		Model:           r.req.Model,

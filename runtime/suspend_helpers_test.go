@@ -93,6 +93,7 @@ type ev struct {
 		ID             string            `json:"id"`
 		Status         string            `json:"status"`
 		Output         []json.RawMessage `json:"output"`
+		OutputOffset   *int              `json:"output_offset"`
 		Usage          *protocol.Usage   `json:"usage"`
 		Error          *struct{ Code string }
 		RequiredAction *struct {

@@ -125,7 +125,9 @@ func TestSuspendedLongRollout(t *testing.T) {
 	id := respID(t, events[0])
 	var doneItems []json.RawMessage
 	var seenCalls []string
-	added := 0
+	var addedIDs []string // by output index
+	prevEnd := 0            // where the last pause's items end
+	lastPause := -1         // the output_offset of the last pause
 	prevUsage := -1
 	for _, raw := range events {
 		e := decodeEv(t, raw)
@@ -134,7 +136,12 @@ func TestSuspendedLongRollout(t *testing.T) {
 		}
 		switch e.Type {
 		case "response.output_item.added":
-			added++
+			addedIDs = append(addedIDs, itemID(t, e.Item))
+		case "response.in_progress":
+			// The in_progress that ends a pause shows the same step.
+			if lastPause >= 0 && (e.Response.OutputOffset == nil || *e.Response.OutputOffset != lastPause) {
+				t.Fatalf("in_progress after the pause at output %d has output_offset %v", lastPause, e.Response.OutputOffset)
+			}
 		case "response.output_item.done":
 			doneItems = append(doneItems, e.Item)
 		case "response.done":
@@ -149,9 +156,19 @@ func TestSuspendedLongRollout(t *testing.T) {
 				}
 				seenCalls = append(seenCalls, pc.CallID)
 			}
-			if len(e.Response.Output) != added {
-				t.Fatalf("pause output has %d items, %d added so far", len(e.Response.Output), added)
+			// Its output is its step's items only (a search of the step may
+			// still run), from output_offset: it does not grow with the rollout.
+			off := e.Response.OutputOffset
+			if off == nil || *off < prevEnd || *off+len(e.Response.Output) != len(addedIDs) {
+				t.Fatalf("pause output_offset %v with %d items; %d added so far, the last pause ended at %d",
+					off, len(e.Response.Output), len(addedIDs), prevEnd)
 			}
+			for i, it := range e.Response.Output {
+				if id := itemID(t, it); id != addedIDs[*off+i] {
+					t.Fatalf("pause output[%d] is %s, output_index %d was %s", i, id, *off+i, addedIDs[*off+i])
+				}
+			}
+			lastPause, prevEnd = *off, len(addedIDs)
 			if e.Response.Usage != nil {
 				if e.Response.Usage.InputTokens <= prevUsage {
 					t.Fatalf("usage did not grow across a step: %+v", e.Response.Usage)
@@ -424,4 +441,14 @@ func checkStreamInvariantsUntil(t *testing.T, events [][]byte) {
 	m["type"] = "response.completed"
 	b, _ := json.Marshal(m)
 	checkStreamInvariants(t, append(slices.Clip(events[:len(events)-1]), b))
+}
+
+// itemID is the id of an item in JSON.
+func itemID(tb testing.TB, raw json.RawMessage) string {
+	tb.Helper()
+	var it struct{ ID string }
+	if err := json.Unmarshal(raw, &it); err != nil || it.ID == "" {
+		tb.Fatalf("item without an id: %s", raw)
+	}
+	return it.ID
 }
