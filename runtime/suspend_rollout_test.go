@@ -126,8 +126,8 @@ func TestSuspendedLongRollout(t *testing.T) {
 	var doneItems []json.RawMessage
 	var seenCalls []string
 	var addedIDs []string // by output index
-	prevEnd := 0            // where the last pause's items end
-	lastPause := -1         // the output_offset of the last pause
+	prevEnd := 0          // where the last pause's items end
+	lastPause := -1       // the output_offset of the last pause
 	prevUsage := -1
 	for _, raw := range events {
 		e := decodeEv(t, raw)
