@@ -346,9 +346,10 @@ func (r *rollout) addUsage(res sampler.Result) {
 		in = len(r.header) + r.prompt.Len()
 	}
 	r.usage.Add(protocol.Usage{
-		InputTokens:        in,
-		InputTokensDetails: protocol.InputTokensDetails{CachedTokens: res.CachedPromptTokens},
-		OutputTokens:       res.OutputTokens,
+		InputTokens:         in,
+		InputTokensDetails:  protocol.InputTokensDetails{CachedTokens: res.CachedPromptTokens},
+		OutputTokens:        res.OutputTokens + res.ReasoningTokens,
+		OutputTokensDetails: protocol.OutputTokensDetails{ReasoningTokens: res.ReasoningTokens},
 	})
 }
 

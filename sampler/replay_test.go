@@ -196,8 +196,8 @@ func TestReplayPacing(t *testing.T) {
 	if d := time.Since(start); d < 20*time.Millisecond {
 		t.Errorf("sample took %v, want at least 20ms of reasoning", d)
 	}
-	if len(got) != 1 || res.OutputTokens < 5 {
-		t.Fatalf("got %v, %+v", got, res)
+	if len(got) != 1 || res.OutputTokens < 5 || res.ReasoningTokens != 20 {
+		t.Fatalf("got %v, %+v; want the call and 20 reasoning tokens", got, res)
 	}
 	_, res = collect(t, NewReplay(nil, Timing{}, tr), &Request{Items: items, MaxOutputTokens: 2})
 	if !res.Incomplete || res.OutputTokens != 2 {

@@ -65,6 +65,11 @@ type Request struct {
 type Result struct {
 	// OutputTokens counts every TextDelta and ArgsDelta emitted.
 	OutputTokens int
+	// ReasoningTokens counts the tokens the model was paced for but did not
+	// emit (a replayed step's hidden reasoning). They are output tokens to
+	// the client (usage.output_tokens includes them, as OpenAI's does) and
+	// model time to the timing model.
+	ReasoningTokens int
 	// Incomplete reports that the sample stopped at MaxOutputTokens; the open
 	// part was ended with PartEnd and the rest of the step was dropped.
 	Incomplete bool

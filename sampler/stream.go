@@ -27,7 +27,7 @@ func sampleParts(ctx context.Context, r *Renderer, t Timing, cache *PrefixCache,
 	defer pc.Stop()
 	parts, skip := choose(req)
 	res, err := streamParts(ctx, r, pc, skip, parts, req.MaxOutputTokens, emit)
-	res.PromptTokens, res.CachedPromptTokens = prompt, cached
+	res.PromptTokens, res.CachedPromptTokens, res.ReasoningTokens = prompt, cached, skip
 	return res, err
 }
 
