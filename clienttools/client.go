@@ -150,6 +150,9 @@ type Turn struct {
 	Calls         int
 	BytesSent     int
 	BytesReceived int
+	// Usage is what the turn's sampling steps read and wrote: the tokens
+	// the model's time depends on.
+	Usage protocol.Usage
 }
 
 // ResponseError is the error of a rollout whose response failed or was
@@ -225,7 +228,8 @@ type run struct {
 	start time.Time
 	res   Result
 	turn  *Turn
-	last  time.Time // the current turn's last event
+	last  time.Time      // the current turn's last event
+	paid  protocol.Usage // the usage at the current response's last pause
 }
 
 // request is the rollout's request for one turn: the caller's, with the
@@ -282,11 +286,32 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, int, er
 			switch ev.Type {
 			case protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
 				r.res.Response = ev.Response
+				r.turnUsage(ev)
 				return ev, nil
 			}
 		case *protocol.ErrorEvent:
 			return nil, errorOf(ev)
 		}
+	}
+}
+
+// turnUsage sets the turn's usage from the event that ends it: a pause and
+// the end of a response carry the response's usage so far.
+func (r *run) turnUsage(ev *protocol.ResponseEvent) {
+	if ev.Response.Usage == nil {
+		return
+	}
+	u, p := *ev.Response.Usage, r.paid
+	r.turn.Usage = protocol.Usage{
+		InputTokens:         u.InputTokens - p.InputTokens,
+		InputTokensDetails:  protocol.InputTokensDetails{CachedTokens: u.InputTokensDetails.CachedTokens - p.InputTokensDetails.CachedTokens},
+		OutputTokens:        u.OutputTokens - p.OutputTokens,
+		OutputTokensDetails: protocol.OutputTokensDetails{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens - p.OutputTokensDetails.ReasoningTokens},
+		TotalTokens:         u.TotalTokens - p.TotalTokens,
+	}
+	r.paid = protocol.Usage{}
+	if !ended(ev) {
+		r.paid = u
 	}
 }
 

@@ -277,6 +277,17 @@ func TestRunTools(t *testing.T) {
 			if text := finalText(res); !strings.Contains(text, `unknown tool \"c\"`) && !strings.Contains(text, `unknown tool "c"`) {
 				t.Errorf("the model did not read the last error: %q", text)
 			}
+			// Each turn's usage is its own step's; together they are the rollout's.
+			var sum protocol.Usage
+			for i, turn := range res.Turns {
+				if turn.Usage.OutputTokens == 0 || turn.Usage.InputTokens == 0 {
+					t.Errorf("turn %d: usage %+v", i, turn.Usage)
+				}
+				sum.Add(turn.Usage)
+			}
+			if sum != res.Usage {
+				t.Errorf("turns' usage sums to %+v, the rollout's is %+v", sum, res.Usage)
+			}
 		})
 	}
 }

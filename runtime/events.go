@@ -164,13 +164,15 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 }
 
 // stepView is the response as a pause shows it: the paused step's items
-// only, with their offset (see protocol.Response.OutputOffset). It shares
-// the response's fields; put encodes it before mu is released.
+// only, with their offset (see protocol.Response.OutputOffset), and the
+// usage so far, so that a client can tell what each step cost. It shares
+// the response's fields; put encodes it before mu is released. The loop
+// wrote usage before the step's tools started, and waits for them.
 func (r *rollout) stepView() *protocol.Response {
 	view := *r.resp
 	view.Output = r.resp.Output[r.stepAt:]
-	at := r.stepAt
-	view.OutputOffset = &at
+	at, usage := r.stepAt, r.usage
+	view.OutputOffset, view.Usage = &at, &usage
 	return &view
 }
 
