@@ -326,6 +326,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		ToolChoice:      r.resp.ToolChoice,
 		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
 		Prompt:          r.prompt,
+		CacheKey:        derefString(r.req.PromptCacheKey),
 	}, r.onDelta)
 	r.tm.SampleMicros += r.srv.now().Sub(t0).Microseconds()
 	if r.open != nil { // the backend stopped mid-part: close it as incomplete

@@ -95,7 +95,17 @@ func NewPrefixCache(r *Renderer, opts PrefixCacheOptions) *PrefixCache {
 		// NewRenderer fails only for an encoding the tokenizer lacks.
 		r, _ = NewRenderer()
 	}
-	c := &PrefixCache{r: r, seed: maphash.MakeSeed(), maxTokens: opts.MaxTokens, maxConvs: opts.MaxConversations}
+	c := &PrefixCache{r: r, seed: maphash.MakeSeed()}
+	c.Configure(opts)
+	return c
+}
+
+// Configure empties the cache and bounds it anew: PrefixCacheOptions{MaxTokens:
+// -1} turns it off, every prompt uncached.
+func (c *PrefixCache) Configure(opts PrefixCacheOptions) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxTokens, c.maxConvs = opts.MaxTokens, opts.MaxConversations
 	if c.maxTokens == 0 {
 		c.maxTokens = DefaultPrefixCacheTokens
 	}
@@ -103,7 +113,6 @@ func NewPrefixCache(r *Renderer, opts PrefixCacheOptions) *PrefixCache {
 		c.maxConvs = DefaultPrefixCacheConversations
 	}
 	c.resetLocked()
-	return c
 }
 
 // Prefill looks req's prompt up and records it: it returns the prompt's length
@@ -117,7 +126,7 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 	if req == nil {
 		req = &Request{}
 	}
-	hdr := c.headerHash(req.Instructions, req.Tools)
+	hdr := c.headerHash(req.CacheKey, req.Instructions, req.Tools)
 	p := req.Prompt
 	if p == nil {
 		for _, it := range req.Items {
@@ -251,12 +260,13 @@ func (c *PrefixCache) resetLocked() {
 	c.tokens, c.leaves = 0, 0
 }
 
-// headerHash hashes what Renderer.Header renders: the instructions and each
+// headerHash hashes the cache key and what Renderer.Header renders: the instructions and each
 // tool's type, name, description, parameters and definition as sent. It costs
 // a pass over their bytes, far less than tokenizing them.
-func (c *PrefixCache) headerHash(instructions string, tools []protocol.Tool) uint64 {
+func (c *PrefixCache) headerHash(key, instructions string, tools []protocol.Tool) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
+	hashField(&h, key)
 	hashField(&h, instructions)
 	for _, t := range tools {
 		hashField(&h, string(t.Type))

@@ -126,6 +126,9 @@ func TestPrefixCacheMatches(t *testing.T) {
 		{"other tool parameters", []*Request{{Instructions: "i", Items: turn2.items, Prompt: turn2.prompt,
 			Tools: []protocol.Tool{fnTool("ls", `{"type":"object"}`)}}}, &Request{Instructions: "i", Items: turn2.items, Prompt: turn2.prompt,
 			Tools: []protocol.Tool{fnTool("ls", `{"type":"object","properties":{}}`)}}, 0},
+		{"other cache key", []*Request{turn3.req()}, &Request{Instructions: turn3.instr, Items: turn3.items, Prompt: turn3.prompt, CacheKey: "trial-2"}, 0},
+		{"same cache key", []*Request{{Instructions: base.instr, Items: base.items, Prompt: base.prompt, CacheKey: "k"}},
+			&Request{Instructions: turn2.instr, Items: turn2.items, Prompt: turn2.prompt, CacheKey: "k"}, n(base)},
 		{"empty items are no boundary", []*Request{turn2.req()}, &Request{Instructions: turn2.instr, Items: turn2.items,
 			Prompt: turn2.prompt.Append(nil).Append(nil)}, n(turn2)},
 	}
@@ -149,6 +152,28 @@ func TestPrefixCacheMatches(t *testing.T) {
 			}
 			checkCache(t, c)
 		})
+	}
+}
+
+// TestPrefixCacheConfigure: Configure empties the cache, and a negative
+// MaxTokens turns it off.
+func TestPrefixCacheConfigure(t *testing.T) {
+	r := renderer(t)
+	req := (&convo{instr: "i"}).add(r, userMsg("hello")).req()
+	c := NewPrefixCache(r, PrefixCacheOptions{})
+	c.Prefill(req)
+	if _, cached := c.Prefill(req); cached == 0 {
+		t.Fatal("the cache held nothing")
+	}
+	c.Configure(PrefixCacheOptions{})
+	if _, cached := c.Prefill(req); cached != 0 {
+		t.Errorf("after Configure: %d cached, want 0", cached)
+	}
+	c.Configure(PrefixCacheOptions{MaxTokens: -1})
+	for range 2 {
+		if _, cached := c.Prefill(req); cached != 0 {
+			t.Errorf("off: %d cached, want 0", cached)
+		}
 	}
 }
 

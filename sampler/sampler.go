@@ -59,6 +59,11 @@ type Request struct {
 	// and Tools. It may be nil; backends that need it render Items
 	// themselves. A PrefixCache matches it by the hashes its segments keep.
 	Prompt *Prompt
+	// CacheKey is the request's prompt_cache_key. Requests with different
+	// keys never share a cached prefix (OpenAI routes prompts to caches by
+	// it); requests without one share by content alone, as on one
+	// inference server.
+	CacheKey string
 }
 
 // Result is the outcome of a sample.

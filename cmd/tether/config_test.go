@@ -205,6 +205,7 @@ func TestServeConfig(t *testing.T) {
 		{"negative tps", []string{"--tps", "-1"}, 2, "--tps -1: want 0 or a positive number"},
 		{"negative prefill rate", []string{"--prefill-rate", "-1"}, 2, "--prefill-rate -1: want 0 or a positive number"},
 		{"negative ttft", []string{"--ttft", "-1s"}, 2, "--ttft -1s is negative"},
+		{"bad prefix cache", []string{"--prefix-cache", "shared"}, 2, `--prefix-cache "shared": want on or off`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -31,6 +31,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
+	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
 	verbose := fs.Bool("v", false, "log debug messages to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -48,6 +49,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *ttft < 0 {
 		fmt.Fprintf(stderr, "tether: --ttft %v is negative\n", *ttft)
+		return 2
+	}
+	if *prefixCache != "on" && *prefixCache != "off" {
+		fmt.Fprintf(stderr, "tether: --prefix-cache %q: want on or off\n", *prefixCache)
 		return 2
 	}
 	var cfg *Config
@@ -73,6 +78,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
+	}
+	if *prefixCache == "off" {
+		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
 	srv, err := runtime.NewServer(runtime.Options{
 		Models:         served,
@@ -116,4 +124,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// configureCaches empties (and bounds anew) the prefix cache of every model
+// that keeps one.
+func configureCaches(models map[string]runtime.Sampler, opts sampler.PrefixCacheOptions) {
+	for _, m := range models {
+		if c, ok := m.(interface{ Cache() *sampler.PrefixCache }); ok {
+			c.Cache().Configure(opts)
+		}
+	}
 }
