@@ -150,6 +150,7 @@ type Turn struct {
 	Calls         int
 	BytesSent     int
 	BytesReceived int
+	Events        int // server events received
 	// Usage is what the turn's sampling steps read and wrote: the tokens
 	// the model's time depends on.
 	Usage protocol.Usage
@@ -264,6 +265,7 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, int, er
 		if err != nil {
 			return nil, err
 		}
+		r.turn.Events++
 		now := time.Now()
 		if first {
 			r.turn.FirstEvent, first = now.Sub(r.turn.Start), false

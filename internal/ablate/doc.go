@@ -1,0 +1,21 @@
+// Package ablate is the harness behind `tether ablate`: it runs one agent
+// workload through every design of the Responses API (stateless HTTP,
+// chained HTTP, WebSocket cached-state turns, one suspended response) with
+// the client kit, against a tether it starts in-process on loopback or one
+// at a URL, and measures where the time goes.
+//
+// Trials are made fair before they are measured: modes are interleaved
+// round by round so that the machine's drift hits all alike, every trial
+// starts with an empty prefix cache and its own prompt_cache_key (no trial
+// reads another's prompts), and each mode is warmed up first. Model time is
+// not measured but computed from the timing model and each step's usage
+// (uncached prompt and output tokens), exactly as the server paces it; a
+// turn's overhead is its latency on the client minus that. Each turn's
+// overhead is set against the physical floor: an echo of the same bytes and
+// frames over the same loopback with nothing behind it, measured in the
+// same run.
+//
+// Results holds every trial and turn and a Summary per mode and speed;
+// WriteFiles writes results.json (whose JSON Schema is Schema) and
+// turns.csv.
+package ablate

@@ -1,0 +1,273 @@
+package ablate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// Config is one ablation run: a workload through every mode, at every speed,
+// Reps times.
+type Config struct {
+	Workload Workload
+	Modes    []clienttools.Mode
+	// Speeds are the models' output tokens per second, one server (or, with
+	// URL, one pass) each; 0 is unpaced.
+	Speeds      []float64
+	TTFT        time.Duration
+	PrefillRate float64
+	Reps        int
+	// URL targets a running server (its base URL, as OpenAI clients take
+	// it) instead of one started in-process. Its timing must be the one
+	// given here, or the model time ablate computes is wrong; its caches
+	// cannot be reset, so trials are kept apart by prompt_cache_key alone.
+	URL    string
+	APIKey string
+	// Progress, when set, is told of each trial as it starts.
+	Progress func(done, total int, trial string)
+}
+
+// Trial is one rollout in one mode at one speed. Durations are in
+// microseconds (fractional: an echo round trip takes tens of them).
+type Trial struct {
+	Mode           string  `json:"mode"`
+	TPS            float64 `json:"tps"`
+	Rep            int     `json:"rep"`
+	PromptCacheKey string  `json:"prompt_cache_key"`
+	ElapsedUS      float64 `json:"elapsed_us"`  // end to end, on the client
+	ModelUS        float64 `json:"model_us"`    // the timing model's time for every step
+	ToolsUS        float64 `json:"tools_us"`    // waiting on client tools
+	OverheadUS     float64 `json:"overhead_us"` // elapsed - model - tools
+	CPUUS          float64 `json:"cpu_us"`      // process CPU, client and server (in-process) together
+	Calls          int     `json:"calls"`
+	BytesSent      int     `json:"bytes_sent"`
+	BytesReceived  int     `json:"bytes_received"`
+	Reconnects     int     `json:"reconnects"`
+	Turns          []Turn  `json:"turns"`
+}
+
+// Turn is one request of a trial and what answered it, up to the pause or
+// the end of the response.
+type Turn struct {
+	Turn          int     `json:"turn"`
+	ContextTokens int     `json:"context_tokens"` // the prompt the step read
+	CachedTokens  int     `json:"cached_tokens"`
+	OutputTokens  int     `json:"output_tokens"`
+	ModelUS       float64 `json:"model_us"`       // the timing model's time for the step
+	LatencyUS     float64 `json:"latency_us"`     // from sending the request to the pause or end
+	FirstEventUS  float64 `json:"first_event_us"` // from sending the request to its first event
+	OverheadUS    float64 `json:"overhead_us"`    // latency - model
+	FloorUS       float64 `json:"floor_us"`       // an echo of the same shape on the same loopback
+	ToolsUS       float64 `json:"tools_us"`
+	Calls         int     `json:"calls"`
+	BytesSent     int     `json:"bytes_sent"`
+	BytesReceived int     `json:"bytes_received"`
+	Events        int     `json:"events"`
+}
+
+// target is the server the trials of one speed run against.
+type target struct {
+	base   string
+	caches []*sampler.PrefixCache // reset before each trial; none with URL
+	stop   func()
+}
+
+// Run runs the trials: for each speed, Reps rounds of every mode, the
+// modes' order rotating from round to round so that drift of the machine
+// hits them alike. Before each trial the models' prefix caches are emptied
+// (in-process), and each trial has its own prompt_cache_key, so no trial
+// reads another's prompts.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if len(cfg.Modes) == 0 || len(cfg.Speeds) == 0 || cfg.Reps < 1 || cfg.Workload.Tools == nil {
+		return nil, errors.New("ablate: a config needs modes, speeds, reps and a workload")
+	}
+	echo, err := startEcho()
+	if err != nil {
+		return nil, err
+	}
+	defer echo.close()
+	floor, err := echo.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer floor.close()
+
+	res := &Results{Schema: SchemaVersion, Started: time.Now().UTC(), Machine: machine(), Config: configOf(cfg)}
+	res.Machine.InProcess = cfg.URL == ""
+	run := strconv.FormatInt(res.Started.UnixNano(), 36) // keeps keys apart across runs against one --url
+	total, done := len(cfg.Speeds)*cfg.Reps*len(cfg.Modes), 0
+	for _, tps := range cfg.Speeds {
+		timing := sampler.Timing{TPS: tps, TTFT: cfg.TTFT, PrefillRate: cfg.PrefillRate}
+		tg, err := startTarget(cfg, timing)
+		if err != nil {
+			return nil, err
+		}
+		err = warmUp(ctx, cfg, tg)
+		for rep := 0; rep < cfg.Reps && err == nil; rep++ {
+			for i := range cfg.Modes {
+				mode := cfg.Modes[(i+rep)%len(cfg.Modes)]
+				if cfg.Progress != nil {
+					cfg.Progress(done, total, fmt.Sprintf("%s at %v tok/s, round %d", mode, tps, rep+1))
+				}
+				key := fmt.Sprintf("ablate-%s-%d", run, done)
+				var t *Trial
+				if t, err = trial(ctx, cfg, tg, timing, mode, key); err != nil {
+					err = fmt.Errorf("ablate: %s at %v tok/s, round %d: %w", mode, tps, rep+1, err)
+					break
+				}
+				t.TPS, t.Rep = tps, rep
+				if err = measureFloor(ctx, floor, mode, t); err != nil {
+					break
+				}
+				res.Trials = append(res.Trials, *t)
+				done++
+			}
+		}
+		tg.stop()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(done, total, "done")
+	}
+	res.Summary = summarize(res.Trials)
+	return res, nil
+}
+
+// startTarget starts an in-process tether at timing on loopback, or points
+// at cfg.URL.
+func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
+	if cfg.URL != "" {
+		return &target{base: cfg.URL, stop: func() {}}, nil
+	}
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		return nil, err
+	}
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		return nil, err
+	}
+	scripted := sampler.NewScripted(r, timing)
+	models := map[string]runtime.Sampler{sampler.ScriptedModel: scripted}
+	caches := []*sampler.PrefixCache{scripted.Cache()}
+	for _, tr := range traces {
+		m := sampler.NewReplay(r, timing, tr)
+		models[sampler.ReplayPrefix+tr.Name] = m
+		caches = append(caches, m.Cache())
+	}
+	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, stop: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Shutdown(ctx)
+	}}, nil
+}
+
+// warmUp runs a two-call scripted rollout in each mode, unmeasured, so that
+// the first trial does not pay for the process's first connections,
+// encodings and heap growth.
+func warmUp(ctx context.Context, cfg Config, tg *target) error {
+	w, err := SyntheticWorkload(2, 1, 0, 64)
+	if err != nil {
+		return err
+	}
+	for _, mode := range cfg.Modes {
+		c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey}
+		key := "ablate-warm-up"
+		if _, err := c.Run(ctx, clienttools.Rollout{Mode: mode, Funcs: w.Tools(""),
+			Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}}); err != nil {
+			return fmt.Errorf("ablate: warm-up in %s: %w", mode, err)
+		}
+	}
+	return nil
+}
+
+// trial runs the workload once in mode with a fresh cache.
+func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, mode clienttools.Mode, key string) (*Trial, error) {
+	dir, cleanup := "", func() {}
+	if cfg.Workload.Repo {
+		var err error
+		if dir, cleanup, err = trialDir(); err != nil {
+			return nil, err
+		}
+	}
+	defer cleanup()
+	for _, c := range tg.caches {
+		c.Configure(sampler.PrefixCacheOptions{})
+	}
+	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey}
+	ro := clienttools.Rollout{Mode: mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
+		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key}}
+	cpu0 := processCPU()
+	res, err := c.Run(ctx, ro)
+	cpu := processCPU() - cpu0
+	if err != nil {
+		return nil, err
+	}
+	if res.Response.Status != protocol.ResponseCompleted {
+		return nil, fmt.Errorf("the rollout ended %s", res.Response.Status)
+	}
+	t := &Trial{Mode: mode.String(), PromptCacheKey: key, ElapsedUS: us(res.Elapsed), CPUUS: us(cpu),
+		Calls: len(res.Calls), Reconnects: res.Reconnects}
+	for i, rt := range res.Turns {
+		u := rt.Usage
+		model := timing.Duration(u.InputTokens-u.InputTokensDetails.CachedTokens, u.OutputTokens)
+		latency := rt.FirstEvent + rt.Stream
+		t.Turns = append(t.Turns, Turn{Turn: i, ContextTokens: u.InputTokens, CachedTokens: u.InputTokensDetails.CachedTokens,
+			OutputTokens: u.OutputTokens, ModelUS: us(model), LatencyUS: us(latency),
+			FirstEventUS: us(rt.FirstEvent), OverheadUS: us(latency - model), ToolsUS: us(rt.Tools),
+			Calls: rt.Calls, BytesSent: rt.BytesSent, BytesReceived: rt.BytesReceived, Events: rt.Events})
+		t.ModelUS += us(model)
+		t.ToolsUS += us(rt.Tools)
+		t.BytesSent += rt.BytesSent
+		t.BytesReceived += rt.BytesReceived
+	}
+	t.OverheadUS = t.ElapsedUS - t.ModelUS - t.ToolsUS
+	return t, nil
+}
+
+// wsModes are the modes whose turns go over a WebSocket.
+var wsModes = []string{clienttools.ModeSuspend.String(), clienttools.ModeTurns.String()}
+
+// measureFloor measures the echo floor of each of t's turns, right after
+// the trial, over the transport its mode used.
+func measureFloor(ctx context.Context, c *echoClient, mode clienttools.Mode, t *Trial) error {
+	rt := c.roundTripHTTP
+	if slices.Contains(wsModes, mode.String()) {
+		rt = c.roundTripWS
+	}
+	for i := range t.Turns {
+		tn := &t.Turns[i]
+		d, err := rt(ctx, shape{sent: tn.BytesSent, received: tn.BytesReceived, events: tn.Events})
+		if err != nil {
+			return fmt.Errorf("ablate: echo floor: %w", err)
+		}
+		tn.FloorUS = us(d)
+	}
+	return nil
+}
+
+// us is d in microseconds.
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -1,0 +1,184 @@
+package ablate
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// TestRunSynthetic runs every mode twice on a small synthetic workload and
+// checks what the harness recorded: every call made, the turns' arithmetic,
+// no trial reading another's prompts, and files that follow the schema.
+func TestRunSynthetic(t *testing.T) {
+	w, err := SyntheticWorkload(4, 1, time.Millisecond, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(t.Context(), Config{Workload: w, Modes: clienttools.Modes, Speeds: []float64{0}, Reps: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) != 8 {
+		t.Fatalf("%d trials, want 8", len(res.Trials))
+	}
+	keys := map[string]bool{}
+	for _, tr := range res.Trials {
+		if tr.Calls != 4 || len(tr.Turns) != 5 {
+			t.Errorf("%s: %d calls in %d turns, want 4 in 5", tr.Mode, tr.Calls, len(tr.Turns))
+		}
+		if keys[tr.PromptCacheKey] {
+			t.Errorf("prompt_cache_key %s used twice", tr.PromptCacheKey)
+		}
+		keys[tr.PromptCacheKey] = true
+		// A trial starts cold and its later steps find its own prompts.
+		if c := tr.Turns[0].CachedTokens; c != 0 {
+			t.Errorf("%s round %d: first turn read %d cached tokens: another trial's prompts", tr.Mode, tr.Rep, c)
+		}
+		if c := tr.Turns[len(tr.Turns)-1].CachedTokens; c == 0 {
+			t.Errorf("%s round %d: the last turn found nothing cached", tr.Mode, tr.Rep)
+		}
+		var model, tools float64
+		for _, tn := range tr.Turns {
+			if tn.OverheadUS != tn.LatencyUS-tn.ModelUS || tn.FloorUS <= 0 || tn.Events < 3 {
+				t.Errorf("%s turn %d: %+v", tr.Mode, tn.Turn, tn)
+			}
+			model += tn.ModelUS
+			tools += tn.ToolsUS
+		}
+		if tr.ModelUS != 0 || model != 0 { // unpaced
+			t.Errorf("%s: unpaced model time %v", tr.Mode, tr.ModelUS)
+		}
+		if math.Abs(tr.OverheadUS-(tr.ElapsedUS-tr.ModelUS-tr.ToolsUS)) > 1e-6 || tr.ToolsUS != tools || tools < 4000 {
+			t.Errorf("%s: elapsed %v, model %v, tools %v (turns %v), overhead %v", tr.Mode, tr.ElapsedUS, tr.ModelUS, tr.ToolsUS, tools, tr.OverheadUS)
+		}
+	}
+	if len(res.Summary) != 4 {
+		t.Fatalf("%d summary rows, want 4", len(res.Summary))
+	}
+	for _, s := range res.Summary {
+		if s.Trials != 2 || s.RoundTrips != 6 || s.ElapsedMedianUS <= 0 || s.FloorMedianUS <= 0 {
+			t.Errorf("summary %+v", s)
+		}
+		if s.Mode == "stateless" && s.ElapsedVsStateless != 1 {
+			t.Errorf("stateless against itself: %v", s.ElapsedVsStateless)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := res.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, filepath.Join(dir, "results.json"))
+	f, err := os.Open(filepath.Join(dir, "turns.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1+8*5 || len(rows[0]) != len(turnColumns) {
+		t.Errorf("turns.csv: %d rows of %d columns, want %d of %d", len(rows), len(rows[0]), 1+8*5, len(turnColumns))
+	}
+}
+
+func checkSchema(t *testing.T, path string) {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("results.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("results.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("results.json does not follow its schema: %v", err)
+	}
+	var back Results
+	if err := json.Unmarshal(b, &back); err != nil || back.Schema != SchemaVersion {
+		t.Errorf("results.json: %v, schema %q", err, back.Schema)
+	}
+}
+
+// TestTrialsKeptApartByKey: against a server whose caches the harness
+// cannot reset (--url), trials are kept apart by their prompt_cache_key
+// alone; the same prompt under the same key is cached, so the check can fail.
+func TestTrialsKeptApartByKey(t *testing.T) {
+	base := serve(t)
+	w, err := SyntheticWorkload(2, 1, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(t.Context(), Config{Workload: w, Modes: []clienttools.Mode{clienttools.ModeStateless}, Speeds: []float64{0}, Reps: 2, URL: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range res.Trials {
+		if c := tr.Turns[0].CachedTokens; c != 0 {
+			t.Errorf("round %d: the first turn read %d cached tokens", tr.Rep, c)
+		}
+	}
+	// The same request under the first trial's key finds it cached.
+	key := res.Trials[0].PromptCacheKey
+	c := &clienttools.Client{BaseURL: base}
+	again, err := c.Run(t.Context(), clienttools.Rollout{Mode: clienttools.ModeStateless, Funcs: w.Tools(""),
+		Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Turns[0].Usage.InputTokensDetails.CachedTokens == 0 {
+		t.Error("the first trial's prompt under its own key was not cached")
+	}
+}
+
+// serve starts an unpaced tether on loopback and returns its base URL.
+func serve(t *testing.T) string {
+	t.Helper()
+	srv, err := runtime.NewServer(runtime.Options{Models: map[string]runtime.Sampler{
+		sampler.ScriptedModel: sampler.NewScripted(nil, sampler.Timing{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv}
+	go hs.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String() + "/v1"
+}

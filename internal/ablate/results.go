@@ -1,0 +1,127 @@
+package ablate
+
+import (
+	_ "embed"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"time"
+)
+
+// SchemaVersion names the layout of results.json; results.schema.json (in
+// this package) is its JSON Schema. A change that breaks a reader bumps it.
+const SchemaVersion = "tether.ablate/v1"
+
+// Schema is the JSON Schema of results.json.
+//
+//go:embed results.schema.json
+var Schema []byte
+
+// Results is everything one run measured: results.json.
+type Results struct {
+	Schema  string    `json:"schema"`
+	Started time.Time `json:"started"`
+	Machine Machine   `json:"machine"`
+	Config  RunConfig `json:"config"`
+	Trials  []Trial   `json:"trials"`
+	// Summary is one row per mode and speed, in the order of the config.
+	Summary []Summary `json:"summary"`
+}
+
+// Machine is where the run ran.
+type Machine struct {
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go_version"`
+	Revision  string `json:"revision,omitempty"` // tether's VCS revision, when built from a checkout
+	InProcess bool   `json:"in_process"`         // the server ran in the harness's process
+}
+
+// RunConfig is the config as results.json records it.
+type RunConfig struct {
+	Workload string    `json:"workload"`
+	Model    string    `json:"model"`
+	Calls    int       `json:"calls"`
+	Modes    []string  `json:"modes"`
+	Speeds   []float64 `json:"speeds_tps"`
+	TTFTUS   float64   `json:"ttft_us"`
+	Prefill  float64   `json:"prefill_rate"`
+	Reps     int       `json:"reps"`
+	URL      string    `json:"url,omitempty"`
+}
+
+func configOf(cfg Config) RunConfig {
+	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
+		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL}
+	for _, m := range cfg.Modes {
+		rc.Modes = append(rc.Modes, m.String())
+	}
+	return rc
+}
+
+func machine() Machine {
+	m := Machine{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				m.Revision = s.Value
+			}
+		}
+	}
+	return m
+}
+
+// WriteJSON writes results.json.
+func (r *Results) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// turnColumns are the columns of turns.csv.
+var turnColumns = []string{"mode", "tps", "rep", "turn", "context_tokens", "cached_tokens", "output_tokens",
+	"model_us", "latency_us", "first_event_us", "overhead_us", "floor_us", "tools_us", "calls",
+	"bytes_sent", "bytes_received", "events"}
+
+// WriteTurnsCSV writes turns.csv: one row per turn of every trial.
+func (r *Results) WriteTurnsCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write(turnColumns)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	for _, t := range r.Trials {
+		for _, tn := range t.Turns {
+			cw.Write([]string{t.Mode, strconv.FormatFloat(t.TPS, 'f', -1, 64), strconv.Itoa(t.Rep), strconv.Itoa(tn.Turn),
+				strconv.Itoa(tn.ContextTokens), strconv.Itoa(tn.CachedTokens), strconv.Itoa(tn.OutputTokens),
+				f(tn.ModelUS), f(tn.LatencyUS), f(tn.FirstEventUS), f(tn.OverheadUS), f(tn.FloorUS), f(tn.ToolsUS),
+				strconv.Itoa(tn.Calls), strconv.Itoa(tn.BytesSent), strconv.Itoa(tn.BytesReceived), strconv.Itoa(tn.Events)})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteFiles writes results.json and turns.csv into dir, creating it.
+func (r *Results) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{"results.json": r.WriteJSON, "turns.csv": r.WriteTurnsCSV} {
+		f, err := os.Create(dir + string(os.PathSeparator) + name)
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

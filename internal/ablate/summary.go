@@ -1,0 +1,185 @@
+package ablate
+
+import (
+	"math"
+	"slices"
+)
+
+// Summary is one mode at one speed over its trials. Durations are in
+// microseconds; "median" and "p95" are over trials unless they say turns.
+//
+// A round trip is a turn that ends in a pause for client tools: every turn
+// but the first (which sends the task) and the last (which ends with the
+// answer, and in suspend mode with the whole output). Per-turn overhead is
+// the turn's latency minus the timing model's time for its step.
+type Summary struct {
+	Mode   string  `json:"mode"`
+	TPS    float64 `json:"tps"`
+	Trials int     `json:"trials"`
+
+	ElapsedMedianUS  float64 `json:"elapsed_median_us"`
+	ElapsedP95US     float64 `json:"elapsed_p95_us"`
+	ModelMedianUS    float64 `json:"model_median_us"`
+	ToolsMedianUS    float64 `json:"tools_median_us"`
+	OverheadMedianUS float64 `json:"overhead_median_us"` // elapsed - model - tools
+	OverheadP95US    float64 `json:"overhead_p95_us"`
+	// BeyondModelAndTools is elapsed / (model + tools) - 1 of the median
+	// trial: the share the API adds to what the model and the tools take.
+	BeyondModelAndTools float64 `json:"beyond_model_and_tools"`
+
+	// Round trips: overhead at the first three and the last three (mean
+	// over the three, median over trials), their ratio, and the slope of
+	// overhead against the context the step read (least squares over every
+	// round trip of every trial).
+	RoundTrips          int     `json:"round_trips"`
+	FirstOverheadUS     float64 `json:"first_round_trips_overhead_us"`
+	LastOverheadUS      float64 `json:"last_round_trips_overhead_us"`
+	OverheadGrowth      float64 `json:"overhead_growth"` // last / first
+	SlopeUSPer1kTokens  float64 `json:"overhead_slope_us_per_1k_tokens"`
+	RoundTripMedianUS   float64 `json:"round_trip_overhead_median_us"` // over round trips
+	RoundTripP99US      float64 `json:"round_trip_overhead_p99_us"`
+	FloorMedianUS       float64 `json:"floor_median_us"` // the echo floor of the same round trips
+	FloorP99US          float64 `json:"floor_p99_us"`
+	FloorRatioMedian    float64 `json:"floor_ratio_median"` // round trip overhead / floor, at the median
+	FloorRatioP99       float64 `json:"floor_ratio_p99"`
+	BytesSentMedian     float64 `json:"bytes_sent_median"`
+	BytesReceivedMedian float64 `json:"bytes_received_median"`
+	CPUPerTurnUS        float64 `json:"cpu_per_turn_us"` // process CPU (client and in-process server) per turn, median trial
+
+	// Against stateless at the same speed (0 when it did not run).
+	ElapsedVsStateless  float64 `json:"elapsed_vs_stateless"`
+	OverheadVsStateless float64 `json:"overhead_vs_stateless"`
+}
+
+// summarize groups trials by speed and mode, in the order they first ran
+// at each speed.
+func summarize(trials []Trial) []Summary {
+	type key struct {
+		tps  float64
+		mode string
+	}
+	var order []key
+	groups := map[key][]Trial{}
+	for _, t := range trials {
+		k := key{t.TPS, t.Mode}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	var out []Summary
+	for _, k := range order {
+		out = append(out, summarizeGroup(groups[k]))
+	}
+	for i := range out {
+		for _, base := range out {
+			if base.Mode == "stateless" && base.TPS == out[i].TPS {
+				out[i].ElapsedVsStateless = ratio(out[i].ElapsedMedianUS, base.ElapsedMedianUS)
+				out[i].OverheadVsStateless = ratio(out[i].OverheadMedianUS, base.OverheadMedianUS)
+			}
+		}
+	}
+	return out
+}
+
+func summarizeGroup(ts []Trial) Summary {
+	s := Summary{Mode: ts[0].Mode, TPS: ts[0].TPS, Trials: len(ts)}
+	var elapsed, model, tools, overhead, sent, received, cpu, first, last []float64
+	var rt, floor, xs, ys []float64
+	for _, t := range ts {
+		elapsed = append(elapsed, t.ElapsedUS)
+		model = append(model, t.ModelUS)
+		tools = append(tools, t.ToolsUS)
+		overhead = append(overhead, t.OverheadUS)
+		sent = append(sent, float64(t.BytesSent))
+		received = append(received, float64(t.BytesReceived))
+		if len(t.Turns) > 0 {
+			cpu = append(cpu, t.CPUUS/float64(len(t.Turns)))
+		}
+		trips := roundTrips(t.Turns)
+		if len(trips) == 0 {
+			continue
+		}
+		n := min(3, len(trips))
+		first = append(first, meanOverhead(trips[:n]))
+		last = append(last, meanOverhead(trips[len(trips)-n:]))
+		for _, tn := range trips {
+			rt = append(rt, tn.OverheadUS)
+			floor = append(floor, tn.FloorUS)
+			xs = append(xs, float64(tn.ContextTokens)/1000)
+			ys = append(ys, tn.OverheadUS)
+		}
+		s.RoundTrips += len(trips)
+	}
+	s.ElapsedMedianUS, s.ElapsedP95US = quantile(elapsed, 0.5), quantile(elapsed, 0.95)
+	s.ModelMedianUS, s.ToolsMedianUS = quantile(model, 0.5), quantile(tools, 0.5)
+	s.OverheadMedianUS, s.OverheadP95US = quantile(overhead, 0.5), quantile(overhead, 0.95)
+	s.BeyondModelAndTools = ratio(s.ElapsedMedianUS, s.ModelMedianUS+s.ToolsMedianUS) - 1
+	s.FirstOverheadUS, s.LastOverheadUS = quantile(first, 0.5), quantile(last, 0.5)
+	s.OverheadGrowth = ratio(s.LastOverheadUS, s.FirstOverheadUS)
+	s.SlopeUSPer1kTokens = slope(xs, ys)
+	s.RoundTripMedianUS, s.RoundTripP99US = quantile(rt, 0.5), quantile(rt, 0.99)
+	s.FloorMedianUS, s.FloorP99US = quantile(floor, 0.5), quantile(floor, 0.99)
+	s.FloorRatioMedian, s.FloorRatioP99 = ratio(s.RoundTripMedianUS, s.FloorMedianUS), ratio(s.RoundTripP99US, s.FloorP99US)
+	s.BytesSentMedian, s.BytesReceivedMedian = quantile(sent, 0.5), quantile(received, 0.5)
+	s.CPUPerTurnUS = quantile(cpu, 0.5)
+	return s
+}
+
+// roundTrips are the turns between the first and the last.
+func roundTrips(turns []Turn) []Turn {
+	if len(turns) < 3 {
+		return nil
+	}
+	return turns[1 : len(turns)-1]
+}
+
+func meanOverhead(turns []Turn) float64 {
+	var sum float64
+	for _, t := range turns {
+		sum += t.OverheadUS
+	}
+	return sum / float64(len(turns))
+}
+
+// quantile is the q-quantile of xs by linear interpolation between the
+// closest ranks; 0 for none.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// slope is the least-squares slope of ys against xs; 0 when xs do not vary.
+func slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	if n < 2 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

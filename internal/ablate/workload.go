@@ -1,0 +1,174 @@
+package ablate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// Tool modes of a trace workload: what runs a recorded call.
+const (
+	ToolsReal    = "real"    // the local tools, for real, on a fresh copy of the fixture repository
+	ToolsReplay  = "replay"  // the recorded output after the recorded duration (a simulated tool)
+	ToolsInstant = "instant" // the recorded output at once
+)
+
+// Workload is the rollout every trial runs: a model, a task and the client
+// tools that answer the model's calls.
+type Workload struct {
+	Name  string
+	Model string
+	Task  string
+	// Tools builds one trial's tools. dir is a fresh copy of the fixture
+	// repository when Repo is set, "" otherwise.
+	Tools func(dir string) []clienttools.Func
+	Repo  bool
+	// Calls is how many client calls the rollout makes.
+	Calls int
+}
+
+// TraceWorkload replays a recorded coding-agent rollout (model replay:NAME);
+// tools is ToolsReal, ToolsReplay or ToolsInstant.
+func TraceWorkload(tr *sampler.Trace, tools string) (Workload, error) {
+	w := Workload{Name: "trace:" + tr.Name + " tools:" + tools, Model: sampler.ReplayPrefix + tr.Name, Task: tr.Task}
+	for _, s := range tr.Steps {
+		w.Calls += len(s.Calls)
+	}
+	switch tools {
+	case ToolsReal:
+		w.Repo = true
+		w.Tools = func(dir string) []clienttools.Func { return (&clienttools.Tools{Dir: dir}).Funcs() }
+	case ToolsReplay, ToolsInstant:
+		w.Tools = func(string) []clienttools.Func { return recorded(tr, tools == ToolsReplay) }
+	default:
+		return Workload{}, fmt.Errorf("tools %q: want %s, %s or %s", tools, ToolsReal, ToolsReplay, ToolsInstant)
+	}
+	return w, nil
+}
+
+// recorded is the local tools' definitions (so that the prompt is the one
+// the real tools make) answering each call with the trace's recorded
+// output for the same name and arguments, in order, after its recorded
+// duration when wait is set. The wait is a simulated tool, not work.
+func recorded(tr *sampler.Trace, wait bool) []clienttools.Func {
+	var mu sync.Mutex
+	queue := map[string][]sampler.TraceCall{}
+	for _, s := range tr.Steps {
+		for _, c := range s.Calls {
+			queue[c.Name+"\x00"+c.Arguments] = append(queue[c.Name+"\x00"+c.Arguments], c)
+		}
+	}
+	funcs := (&clienttools.Tools{}).Funcs()
+	for i := range funcs {
+		name := funcs[i].Name
+		funcs[i].Run = func(ctx context.Context, args string) (string, error) {
+			mu.Lock()
+			q := queue[name+"\x00"+args]
+			if len(q) == 0 {
+				mu.Unlock()
+				return "", fmt.Errorf("the trace recorded no more %s calls with these arguments", name)
+			}
+			c := q[0]
+			queue[name+"\x00"+args] = q[1:]
+			mu.Unlock()
+			if wait {
+				if err := sleep(ctx, time.Duration(c.DurationMS)*time.Millisecond); err != nil {
+					return "", err
+				}
+			}
+			return c.Output, nil
+		}
+	}
+	return funcs
+}
+
+// SyntheticWorkload is a rollout of the scripted model that makes calls
+// client calls, parallel per step, each answered after latency (a simulated
+// tool) with outputBytes bytes of text.
+func SyntheticWorkload(calls, parallel int, latency time.Duration, outputBytes int) (Workload, error) {
+	if calls < 1 || parallel < 1 || latency < 0 || outputBytes < 0 {
+		return Workload{}, fmt.Errorf("synthetic workload: want calls and parallel >= 1, latency and output bytes >= 0")
+	}
+	var task strings.Builder
+	task.WriteString("Probe the service once per line below and report what it said.\n")
+	for i := 0; i < calls; i += parallel {
+		task.WriteString("call: ")
+		for j := i; j < min(i+parallel, calls); j++ {
+			if j > i {
+				task.WriteString(" | ")
+			}
+			fmt.Fprintf(&task, `probe {"n":%d}`, j)
+		}
+		task.WriteByte('\n')
+	}
+	out := filler(outputBytes)
+	probe := clienttools.Func{
+		Name:        "probe",
+		Description: "Probe the service; returns what it said.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
+		Run: func(ctx context.Context, _ string) (string, error) {
+			if err := sleep(ctx, latency); err != nil {
+				return "", err
+			}
+			return out, nil
+		},
+	}
+	return Workload{
+		Name:  fmt.Sprintf("synthetic calls:%d parallel:%d latency:%v output:%dB", calls, parallel, latency, outputBytes),
+		Model: sampler.ScriptedModel,
+		Task:  task.String(),
+		Tools: func(string) []clienttools.Func { return []clienttools.Func{probe} },
+		Calls: calls,
+	}, nil
+}
+
+// filler is n bytes of plain English-like text, which tokenizes like tool
+// output does (about four bytes a token), unlike a run of one letter.
+func filler(n int) string {
+	const words = "the quick brown fox jumps over the lazy dog while seven tired engineers measure latency "
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(words)
+	}
+	return b.String()[:n]
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// trialDir is a fresh copy of the fixture repository, removed by the
+// returned function.
+func trialDir() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "tether-ablate-")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.CopyFS(dir, sampler.FixtureRepo()); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// userTask is the trial's request input.
+func userTask(task string) protocol.Items { return protocol.Items{protocol.UserMessage(task)} }
