@@ -154,6 +154,9 @@ type Turn struct {
 	// Usage is what the turn's sampling steps read and wrote: the tokens
 	// the model's time depends on.
 	Usage protocol.Usage
+	// Server is the server's timing of the turn's work, when the request
+	// includes protocol.IncludeTimings.
+	Server protocol.Timings
 }
 
 // ResponseError is the error of a rollout whose response failed or was
@@ -223,14 +226,15 @@ func (c *Client) header() http.Header {
 
 // run is one Run's state, owned by Run's goroutine.
 type run struct {
-	c     *Client
-	ro    Rollout
-	exec  *executor
-	start time.Time
-	res   Result
-	turn  *Turn
-	last  time.Time      // the current turn's last event
-	paid  protocol.Usage // the usage at the current response's last pause
+	c        *Client
+	ro       Rollout
+	exec     *executor
+	start    time.Time
+	res      Result
+	turn     *Turn
+	last     time.Time        // the current turn's last event
+	paid     protocol.Usage   // the usage at the current response's last pause
+	paidTime protocol.Timings // its server timings then
 }
 
 // request is the rollout's request for one turn: the caller's, with the
@@ -297,23 +301,24 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, int, er
 	}
 }
 
-// turnUsage sets the turn's usage from the event that ends it: a pause and
-// the end of a response carry the response's usage so far.
+// turnUsage sets the turn's usage and server timings from the event that
+// ends it: a pause and the end of a response carry the response's so far.
 func (r *run) turnUsage(ev *protocol.ResponseEvent) {
-	if ev.Response.Usage == nil {
-		return
+	resp := ev.Response
+	if resp.Usage != nil {
+		r.turn.Usage = resp.Usage.Minus(r.paid)
 	}
-	u, p := *ev.Response.Usage, r.paid
-	r.turn.Usage = protocol.Usage{
-		InputTokens:         u.InputTokens - p.InputTokens,
-		InputTokensDetails:  protocol.InputTokensDetails{CachedTokens: u.InputTokensDetails.CachedTokens - p.InputTokensDetails.CachedTokens},
-		OutputTokens:        u.OutputTokens - p.OutputTokens,
-		OutputTokensDetails: protocol.OutputTokensDetails{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens - p.OutputTokensDetails.ReasoningTokens},
-		TotalTokens:         u.TotalTokens - p.TotalTokens,
+	if resp.Timings != nil {
+		r.turn.Server = resp.Timings.Minus(r.paidTime)
 	}
-	r.paid = protocol.Usage{}
+	r.paid, r.paidTime = protocol.Usage{}, protocol.Timings{}
 	if !ended(ev) {
-		r.paid = u
+		if resp.Usage != nil {
+			r.paid = *resp.Usage
+		}
+		if resp.Timings != nil {
+			r.paidTime = *resp.Timings
+		}
 	}
 }
 
@@ -374,16 +379,7 @@ func (r *run) addUsage(resp *protocol.Response) {
 		r.res.Usage.Add(*resp.Usage)
 	}
 	if t := resp.Timings; t != nil {
-		s := &r.res.Server
-		s.DecodeMicros += t.DecodeMicros
-		s.LoadMicros += t.LoadMicros
-		s.ValidateMicros += t.ValidateMicros
-		s.RenderMicros += t.RenderMicros
-		s.SampleMicros += t.SampleMicros
-		s.StoreMicros += t.StoreMicros
-		s.TotalMicros += t.TotalMicros
-		s.RenderedTokens += t.RenderedTokens
-		s.CachedTokens += t.CachedTokens
+		r.res.Server.Add(*t)
 	}
 }
 

@@ -138,6 +138,18 @@ func (u *Usage) Add(u2 Usage) {
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 }
 
+// Minus is u less an earlier reading of the same response's usage: what
+// was spent in between.
+func (u Usage) Minus(earlier Usage) Usage {
+	return Usage{
+		InputTokens:         u.InputTokens - earlier.InputTokens,
+		InputTokensDetails:  InputTokensDetails{CachedTokens: u.InputTokensDetails.CachedTokens - earlier.InputTokensDetails.CachedTokens},
+		OutputTokens:        u.OutputTokens - earlier.OutputTokens,
+		OutputTokensDetails: OutputTokensDetails{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens - earlier.OutputTokensDetails.ReasoningTokens},
+		TotalTokens:         u.TotalTokens - earlier.TotalTokens,
+	}
+}
+
 // RequiredAction is what a suspended response waits for.
 type RequiredAction struct {
 	Type              string            `json:"type"` // submit_tool_outputs
@@ -165,12 +177,46 @@ type Timings struct {
 	ValidateMicros int64 `json:"validate_us"`
 	RenderMicros   int64 `json:"render_us"`
 	SampleMicros   int64 `json:"sample_us"`
-	StoreMicros    int64 `json:"store_us"`
-	TotalMicros    int64 `json:"total_us"`
+	// PacerLateMicros is how much of SampleMicros the simulated model's
+	// pacing ran late of its timing model (timer resolution): model time
+	// beyond the nominal, not API overhead.
+	PacerLateMicros int64 `json:"pacer_late_us"`
+	StoreMicros     int64 `json:"store_us"`
+	TotalMicros     int64 `json:"total_us"`
 	// RenderedTokens is how many tokens this turn tokenized; CachedTokens how
 	// many came from the connection cache or store without re-rendering.
 	RenderedTokens int `json:"rendered_tokens"`
 	CachedTokens   int `json:"cached_tokens"`
+}
+
+// Add accumulates u into t.
+func (t *Timings) Add(u Timings) {
+	t.DecodeMicros += u.DecodeMicros
+	t.LoadMicros += u.LoadMicros
+	t.ValidateMicros += u.ValidateMicros
+	t.RenderMicros += u.RenderMicros
+	t.SampleMicros += u.SampleMicros
+	t.PacerLateMicros += u.PacerLateMicros
+	t.StoreMicros += u.StoreMicros
+	t.TotalMicros += u.TotalMicros
+	t.RenderedTokens += u.RenderedTokens
+	t.CachedTokens += u.CachedTokens
+}
+
+// Minus is t less an earlier reading of the same response's timings.
+func (t Timings) Minus(earlier Timings) Timings {
+	return Timings{
+		DecodeMicros:    t.DecodeMicros - earlier.DecodeMicros,
+		LoadMicros:      t.LoadMicros - earlier.LoadMicros,
+		ValidateMicros:  t.ValidateMicros - earlier.ValidateMicros,
+		RenderMicros:    t.RenderMicros - earlier.RenderMicros,
+		SampleMicros:    t.SampleMicros - earlier.SampleMicros,
+		PacerLateMicros: t.PacerLateMicros - earlier.PacerLateMicros,
+		StoreMicros:     t.StoreMicros - earlier.StoreMicros,
+		TotalMicros:     t.TotalMicros - earlier.TotalMicros,
+		RenderedTokens:  t.RenderedTokens - earlier.RenderedTokens,
+		CachedTokens:    t.CachedTokens - earlier.CachedTokens,
+	}
 }
 
 // CompactResponse is the body returned by POST /v1/responses/compact.

@@ -165,14 +165,20 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 
 // stepView is the response as a pause shows it: the paused step's items
 // only, with their offset (see protocol.Response.OutputOffset), and the
-// usage so far, so that a client can tell what each step cost. It shares
-// the response's fields; put encodes it before mu is released. The loop
-// wrote usage before the step's tools started, and waits for them.
+// usage (and timings, when asked for) so far, so that a client can tell
+// what each step cost. It shares the response's fields; put encodes it
+// before mu is released. The loop wrote usage and timings before the
+// step's tools started, and waits for them.
 func (r *rollout) stepView() *protocol.Response {
 	view := *r.resp
 	view.Output = r.resp.Output[r.stepAt:]
 	at, usage := r.stepAt, r.usage
 	view.OutputOffset, view.Usage = &at, &usage
+	if r.req.Includes(protocol.IncludeTimings) {
+		tm := r.tm
+		tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
+		view.Timings = &tm
+	}
 	return &view
 }
 

@@ -329,6 +329,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		CacheKey:        derefString(r.req.PromptCacheKey),
 	}, r.onDelta)
 	r.tm.SampleMicros += r.srv.now().Sub(t0).Microseconds()
+	r.tm.PacerLateMicros += res.PacerLate.Microseconds()
 	if r.open != nil { // the backend stopped mid-part: close it as incomplete
 		r.endPart(protocol.StatusIncomplete)
 	}

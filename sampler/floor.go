@@ -57,6 +57,7 @@ func (f *Floored) Sample(ctx context.Context, req *Request, emit func(Delta)) (R
 	if res.PromptTokens == 0 {
 		res.PromptTokens, res.CachedPromptTokens = prompt, cached
 	}
+	res.PacerLate = p.Late()
 	return res, err
 }
 

@@ -17,6 +17,7 @@ type Pacer struct {
 	uncached int
 	start    time.Time   // zero when unpaced
 	timer    *time.Timer // created on the first wait that has to block
+	late     time.Duration
 }
 
 // NewPacer returns the pacer of a sample that started at start and whose
@@ -38,7 +39,8 @@ func NewPacer(t Timing, start time.Time, uncached int) *Pacer {
 // ctx has ended, even if the token was already due.
 func (p *Pacer) Wait(ctx context.Context, i int) error {
 	if !p.start.IsZero() {
-		if d := time.Until(p.start.Add(p.t.Due(p.uncached, i))); d > 0 {
+		due := p.start.Add(p.t.Due(p.uncached, i))
+		if d := time.Until(due); d > 0 {
 			if p.timer == nil {
 				p.timer = time.NewTimer(d)
 			} else {
@@ -50,6 +52,7 @@ func (p *Pacer) Wait(ctx context.Context, i int) error {
 				return ctx.Err()
 			}
 		}
+		p.late = max(time.Since(due), 0)
 	}
 	select {
 	case <-ctx.Done():
@@ -58,6 +61,12 @@ func (p *Pacer) Wait(ctx context.Context, i int) error {
 		return nil
 	}
 }
+
+// Late is how late the last Wait returned after its token was due: the
+// timer's resolution (on Linux, Go's timers wake up to a millisecond late),
+// or a consumer that kept the sample from its schedule. The sample ends that
+// much after the timing model's time; the model, not the API, took it.
+func (p *Pacer) Late() time.Duration { return p.late }
 
 // Stop releases the pacer's timer. The pacer must not be used afterwards.
 func (p *Pacer) Stop() {

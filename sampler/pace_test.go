@@ -126,3 +126,20 @@ func TestPacingCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestPacerLate: Late is how long after its token was due the last Wait
+// returned; a sample that starts behind its schedule is late by as much.
+func TestPacerLate(t *testing.T) {
+	if p := NewPacer(Timing{}, time.Time{}, 0); p.Wait(context.Background(), 5) != nil || p.Late() != 0 {
+		t.Errorf("unpaced: late %v", p.Late())
+	}
+	behind := 50 * time.Millisecond
+	p := NewPacer(Timing{TPS: 1000}, time.Now().Add(-behind), 0)
+	defer p.Stop()
+	if err := p.Wait(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.Late() < behind {
+		t.Errorf("late %v, want at least %v", p.Late(), behind)
+	}
+}

@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -75,6 +76,9 @@ type Result struct {
 	// the client (usage.output_tokens includes them, as OpenAI's does) and
 	// model time to the timing model.
 	ReasoningTokens int
+	// PacerLate is how much later than the timing model's time the sample's
+	// last token came (see Pacer.Late): model time, not API overhead.
+	PacerLate time.Duration
 	// Incomplete reports that the sample stopped at MaxOutputTokens; the open
 	// part was ended with PartEnd and the rest of the step was dropped.
 	Incomplete bool

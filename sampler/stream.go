@@ -28,6 +28,7 @@ func sampleParts(ctx context.Context, r *Renderer, t Timing, cache *PrefixCache,
 	parts, skip := choose(req)
 	res, err := streamParts(ctx, r, pc, skip, parts, req.MaxOutputTokens, emit)
 	res.PromptTokens, res.CachedPromptTokens, res.ReasoningTokens = prompt, cached, skip
+	res.PacerLate = pc.Late()
 	return res, err
 }
 

@@ -29,6 +29,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "ablate":
+		return ablateCmd(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runRollout(ctx, args[1:], stdout, stderr)
 	case "trace":
@@ -50,6 +52,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage: tether <command> [flags]
 
 Commands:
+  ablate  run one agent workload through every design side by side and show
+          where the time goes (model, tools, API overhead, echo floor)
   serve   serve the Responses API over HTTP, SSE and WebSocket on /v1/responses
   run     run one agent rollout with the local tools in one design, shown live
   trace   list the embedded replay traces, show one's steps and token sizes,

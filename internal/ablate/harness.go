@@ -45,7 +45,7 @@ type Trial struct {
 	Rep            int     `json:"rep"`
 	PromptCacheKey string  `json:"prompt_cache_key"`
 	ElapsedUS      float64 `json:"elapsed_us"`  // end to end, on the client
-	ModelUS        float64 `json:"model_us"`    // the timing model's time for every step
+	ModelUS        float64 `json:"model_us"`    // the model's time for every step (see Turn)
 	ToolsUS        float64 `json:"tools_us"`    // waiting on client tools
 	OverheadUS     float64 `json:"overhead_us"` // elapsed - model - tools
 	CPUUS          float64 `json:"cpu_us"`      // process CPU, client and server (in-process) together
@@ -63,11 +63,15 @@ type Turn struct {
 	ContextTokens int     `json:"context_tokens"` // the prompt the step read
 	CachedTokens  int     `json:"cached_tokens"`
 	OutputTokens  int     `json:"output_tokens"`
-	ModelUS       float64 `json:"model_us"`       // the timing model's time for the step
+	ModelUS       float64 `json:"model_us"`       // the model's time for the step: the timing model's, plus pacer_late_us
+	PacerLateUS   float64 `json:"pacer_late_us"`  // how late the simulated model's last token came (timer resolution; the server's timings)
 	LatencyUS     float64 `json:"latency_us"`     // from sending the request to the pause or end
 	FirstEventUS  float64 `json:"first_event_us"` // from sending the request to its first event
 	OverheadUS    float64 `json:"overhead_us"`    // latency - model
 	FloorUS       float64 `json:"floor_us"`       // an echo of the same shape on the same loopback
+	RenderUS      float64 `json:"render_us"`      // the server's tokenizing of the turn's new items (its timings)
+	RenderTokens  int     `json:"render_tokens"`  // how many tokens that was
+	SampleUS      float64 `json:"sample_us"`      // the server's time in the model for the turn (its timings): model_us and the pacer's lateness
 	ToolsUS       float64 `json:"tools_us"`
 	Calls         int     `json:"calls"`
 	BytesSent     int     `json:"bytes_sent"`
@@ -219,7 +223,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	}
 	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey}
 	ro := clienttools.Rollout{Mode: mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
-		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key}}
+		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
 	cpu0 := processCPU()
 	res, err := c.Run(ctx, ro)
 	cpu := processCPU() - cpu0
@@ -233,12 +237,14 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 		Calls: len(res.Calls), Reconnects: res.Reconnects}
 	for i, rt := range res.Turns {
 		u := rt.Usage
-		model := timing.Duration(u.InputTokens-u.InputTokensDetails.CachedTokens, u.OutputTokens)
+		late := time.Duration(rt.Server.PacerLateMicros) * time.Microsecond
+		model := timing.Duration(u.InputTokens-u.InputTokensDetails.CachedTokens, u.OutputTokens) + late
 		latency := rt.FirstEvent + rt.Stream
 		t.Turns = append(t.Turns, Turn{Turn: i, ContextTokens: u.InputTokens, CachedTokens: u.InputTokensDetails.CachedTokens,
 			OutputTokens: u.OutputTokens, ModelUS: us(model), LatencyUS: us(latency),
 			FirstEventUS: us(rt.FirstEvent), OverheadUS: us(latency - model), ToolsUS: us(rt.Tools),
-			Calls: rt.Calls, BytesSent: rt.BytesSent, BytesReceived: rt.BytesReceived, Events: rt.Events})
+			Calls: rt.Calls, BytesSent: rt.BytesSent, BytesReceived: rt.BytesReceived, Events: rt.Events,
+			RenderUS: float64(rt.Server.RenderMicros), RenderTokens: rt.Server.RenderedTokens, SampleUS: float64(rt.Server.SampleMicros), PacerLateUS: us(late)})
 		t.ModelUS += us(model)
 		t.ToolsUS += us(rt.Tools)
 		t.BytesSent += rt.BytesSent

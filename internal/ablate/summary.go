@@ -31,17 +31,23 @@ type Summary struct {
 	// over the three, median over trials), their ratio, and the slope of
 	// overhead against the context the step read (least squares over every
 	// round trip of every trial).
-	RoundTrips          int     `json:"round_trips"`
-	FirstOverheadUS     float64 `json:"first_round_trips_overhead_us"`
-	LastOverheadUS      float64 `json:"last_round_trips_overhead_us"`
-	OverheadGrowth      float64 `json:"overhead_growth"` // last / first
-	SlopeUSPer1kTokens  float64 `json:"overhead_slope_us_per_1k_tokens"`
-	RoundTripMedianUS   float64 `json:"round_trip_overhead_median_us"` // over round trips
-	RoundTripP99US      float64 `json:"round_trip_overhead_p99_us"`
-	FloorMedianUS       float64 `json:"floor_median_us"` // the echo floor of the same round trips
-	FloorP99US          float64 `json:"floor_p99_us"`
-	FloorRatioMedian    float64 `json:"floor_ratio_median"` // round trip overhead / floor, at the median
-	FloorRatioP99       float64 `json:"floor_ratio_p99"`
+	RoundTrips         int     `json:"round_trips"`
+	FirstOverheadUS    float64 `json:"first_round_trips_overhead_us"`
+	LastOverheadUS     float64 `json:"last_round_trips_overhead_us"`
+	OverheadGrowth     float64 `json:"overhead_growth"` // last / first
+	SlopeUSPer1kTokens float64 `json:"overhead_slope_us_per_1k_tokens"`
+	RoundTripMedianUS  float64 `json:"round_trip_overhead_median_us"` // over round trips
+	RoundTripP99US     float64 `json:"round_trip_overhead_p99_us"`
+	FloorMedianUS      float64 `json:"floor_median_us"` // the echo floor of the same round trips
+	FloorP99US         float64 `json:"floor_p99_us"`
+	FloorRatioMedian   float64 `json:"floor_ratio_median"` // round trip overhead / floor, at the median
+	FloorRatioP99      float64 `json:"floor_ratio_p99"`
+	// RenderMedianUS is the server's tokenizing of a round trip's new items
+	// (the tool outputs; a real server does it too), and
+	// FloorRatioExRender the median ratio to the floor without it.
+	RenderMedianUS      float64 `json:"render_median_us"`
+	PacerLateMedianUS   float64 `json:"pacer_late_median_us"` // counted in model time, not overhead
+	FloorRatioExRender  float64 `json:"floor_ratio_ex_render_median"`
 	BytesSentMedian     float64 `json:"bytes_sent_median"`
 	BytesReceivedMedian float64 `json:"bytes_received_median"`
 	CPUPerTurnUS        float64 `json:"cpu_per_turn_us"` // process CPU (client and in-process server) per turn, median trial
@@ -85,7 +91,7 @@ func summarize(trials []Trial) []Summary {
 func summarizeGroup(ts []Trial) Summary {
 	s := Summary{Mode: ts[0].Mode, TPS: ts[0].TPS, Trials: len(ts)}
 	var elapsed, model, tools, overhead, sent, received, cpu, first, last []float64
-	var rt, floor, xs, ys []float64
+	var rt, floor, render, exRender, late, xs, ys []float64
 	for _, t := range ts {
 		elapsed = append(elapsed, t.ElapsedUS)
 		model = append(model, t.ModelUS)
@@ -106,6 +112,9 @@ func summarizeGroup(ts []Trial) Summary {
 		for _, tn := range trips {
 			rt = append(rt, tn.OverheadUS)
 			floor = append(floor, tn.FloorUS)
+			render = append(render, tn.RenderUS)
+			late = append(late, tn.PacerLateUS)
+			exRender = append(exRender, tn.OverheadUS-tn.RenderUS)
 			xs = append(xs, float64(tn.ContextTokens)/1000)
 			ys = append(ys, tn.OverheadUS)
 		}
@@ -121,6 +130,9 @@ func summarizeGroup(ts []Trial) Summary {
 	s.RoundTripMedianUS, s.RoundTripP99US = quantile(rt, 0.5), quantile(rt, 0.99)
 	s.FloorMedianUS, s.FloorP99US = quantile(floor, 0.5), quantile(floor, 0.99)
 	s.FloorRatioMedian, s.FloorRatioP99 = ratio(s.RoundTripMedianUS, s.FloorMedianUS), ratio(s.RoundTripP99US, s.FloorP99US)
+	s.RenderMedianUS = quantile(render, 0.5)
+	s.PacerLateMedianUS = quantile(late, 0.5)
+	s.FloorRatioExRender = ratio(quantile(exRender, 0.5), s.FloorMedianUS)
 	s.BytesSentMedian, s.BytesReceivedMedian = quantile(sent, 0.5), quantile(received, 0.5)
 	s.CPUPerTurnUS = quantile(cpu, 0.5)
 	return s
