@@ -168,54 +168,89 @@ type PendingCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// Timings are server-side phase durations in microseconds.
+// Timings are server-side phase durations in microseconds, for one
+// response (or, in a pause's response, the rollout so far: a client takes
+// one turn's as the difference of two readings, Minus).
+//
+// The pre-inference phases run once per request: decode, queue (waiting in
+// the lane and for an in-flight slot), load (state not in the connection
+// cache), validate, safety (the lexical classifier over new text), render.
+// Per step: first_token (the model's time to its first delta), sample (all
+// of the model's time), tools (dispatching the step's calls: hosted tools
+// run, client calls wait for their outputs). Post-inference: store. hop is
+// the simulated service calls (named in the server's cost model): a
+// deliberate wait, not work. encode is turning events into frames; outbox
+// the time frames waited in the connection's queue for the writer, summed
+// over frames; write the writer's time putting them on the socket. A
+// response's timings are taken when its terminal event is encoded, so
+// encode, outbox and write cover every frame before that one; the metrics
+// (/metrics) count the terminal frame too.
 type Timings struct {
 	DecodeMicros int64 `json:"decode_us"`
+	QueueMicros  int64 `json:"queue_us"`
 	// LoadMicros is the cost of state not found in the connection cache:
 	// reading the chain from the store and rendering all of it.
-	LoadMicros     int64 `json:"load_us"`
-	ValidateMicros int64 `json:"validate_us"`
-	RenderMicros   int64 `json:"render_us"`
-	SampleMicros   int64 `json:"sample_us"`
+	LoadMicros       int64 `json:"load_us"`
+	ValidateMicros   int64 `json:"validate_us"`
+	SafetyMicros     int64 `json:"safety_us"`
+	RenderMicros     int64 `json:"render_us"`
+	FirstTokenMicros int64 `json:"first_token_us"`
+	SampleMicros     int64 `json:"sample_us"`
 	// PacerLateMicros is how much of SampleMicros the simulated model's
 	// pacing ran late of its timing model (timer resolution): model time
 	// beyond the nominal, not API overhead.
 	PacerLateMicros int64 `json:"pacer_late_us"`
+	ToolsMicros     int64 `json:"tools_us"`
 	StoreMicros     int64 `json:"store_us"`
+	HopMicros       int64 `json:"hop_us"` // simulated service calls
+	EncodeMicros    int64 `json:"encode_us"`
+	OutboxMicros    int64 `json:"outbox_us"`
+	WriteMicros     int64 `json:"write_us"`
 	TotalMicros     int64 `json:"total_us"`
+	// Frames is how many frames the writer had put on the wire (those
+	// outbox and write count).
+	Frames int `json:"frames"`
 	// RenderedTokens is how many tokens this turn tokenized; CachedTokens how
 	// many came from the connection cache or store without re-rendering.
 	RenderedTokens int `json:"rendered_tokens"`
 	CachedTokens   int `json:"cached_tokens"`
+	// SafetyBytes is how much text the safety classifier read; SafetyFlags
+	// how many of its patterns it found there.
+	SafetyBytes int `json:"safety_bytes"`
+	SafetyFlags int `json:"safety_flags"`
 }
 
 // Add accumulates u into t.
-func (t *Timings) Add(u Timings) {
-	t.DecodeMicros += u.DecodeMicros
-	t.LoadMicros += u.LoadMicros
-	t.ValidateMicros += u.ValidateMicros
-	t.RenderMicros += u.RenderMicros
-	t.SampleMicros += u.SampleMicros
-	t.PacerLateMicros += u.PacerLateMicros
-	t.StoreMicros += u.StoreMicros
-	t.TotalMicros += u.TotalMicros
-	t.RenderedTokens += u.RenderedTokens
-	t.CachedTokens += u.CachedTokens
-}
+func (t *Timings) Add(u Timings) { *t = t.combine(u, 1) }
 
 // Minus is t less an earlier reading of the same response's timings.
-func (t Timings) Minus(earlier Timings) Timings {
+func (t Timings) Minus(earlier Timings) Timings { return t.combine(earlier, -1) }
+
+// combine is t + sign*u, field by field.
+func (t Timings) combine(u Timings, sign int64) Timings {
+	n := int(sign)
 	return Timings{
-		DecodeMicros:    t.DecodeMicros - earlier.DecodeMicros,
-		LoadMicros:      t.LoadMicros - earlier.LoadMicros,
-		ValidateMicros:  t.ValidateMicros - earlier.ValidateMicros,
-		RenderMicros:    t.RenderMicros - earlier.RenderMicros,
-		SampleMicros:    t.SampleMicros - earlier.SampleMicros,
-		PacerLateMicros: t.PacerLateMicros - earlier.PacerLateMicros,
-		StoreMicros:     t.StoreMicros - earlier.StoreMicros,
-		TotalMicros:     t.TotalMicros - earlier.TotalMicros,
-		RenderedTokens:  t.RenderedTokens - earlier.RenderedTokens,
-		CachedTokens:    t.CachedTokens - earlier.CachedTokens,
+		DecodeMicros:     t.DecodeMicros + sign*u.DecodeMicros,
+		QueueMicros:      t.QueueMicros + sign*u.QueueMicros,
+		LoadMicros:       t.LoadMicros + sign*u.LoadMicros,
+		ValidateMicros:   t.ValidateMicros + sign*u.ValidateMicros,
+		SafetyMicros:     t.SafetyMicros + sign*u.SafetyMicros,
+		RenderMicros:     t.RenderMicros + sign*u.RenderMicros,
+		FirstTokenMicros: t.FirstTokenMicros + sign*u.FirstTokenMicros,
+		SampleMicros:     t.SampleMicros + sign*u.SampleMicros,
+		PacerLateMicros:  t.PacerLateMicros + sign*u.PacerLateMicros,
+		ToolsMicros:      t.ToolsMicros + sign*u.ToolsMicros,
+		StoreMicros:      t.StoreMicros + sign*u.StoreMicros,
+		HopMicros:        t.HopMicros + sign*u.HopMicros,
+		EncodeMicros:     t.EncodeMicros + sign*u.EncodeMicros,
+		OutboxMicros:     t.OutboxMicros + sign*u.OutboxMicros,
+		WriteMicros:      t.WriteMicros + sign*u.WriteMicros,
+		TotalMicros:      t.TotalMicros + sign*u.TotalMicros,
+		Frames:           t.Frames + n*u.Frames,
+		RenderedTokens:   t.RenderedTokens + n*u.RenderedTokens,
+		CachedTokens:     t.CachedTokens + n*u.CachedTokens,
+		SafetyBytes:      t.SafetyBytes + n*u.SafetyBytes,
+		SafetyFlags:      t.SafetyFlags + n*u.SafetyFlags,
 	}
 }
 

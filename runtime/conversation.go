@@ -19,6 +19,7 @@ type conversation struct {
 	lane     string             // the lane that produced it ("" for HTTP)
 	items    protocol.Items     // whole context: every input and output up to and including this response
 	prompt   *sampler.Prompt    // items rendered to tokens
+	rendered int                // tokens of prompt rendered to rebuild it from the store (0 when cached)
 
 	// The rendered system block, reused while instructions and tools stay the same.
 	instructions string
@@ -35,9 +36,10 @@ func sameTools(a, b []protocol.Tool) bool {
 
 // hydrate rebuilds a conversation from the store: the cold path of an HTTP
 // chained request, or of a WebSocket continuation whose id is not cached. It
-// decodes nothing (records hold decoded items) but renders the whole context.
+// decodes nothing (records hold decoded items) but renders the whole
+// context, unless the record kept its tokens (Cost.StoreTokens).
 func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protocol.Error) {
-	resp, items, err := loadChain(ctx, s.store, id)
+	head, items, err := loadChain(ctx, s.store, id)
 	if err != nil {
 		if errors.Is(err, ErrNotStored) {
 			return nil, previousNotFound(id)
@@ -48,11 +50,15 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 	if perr != nil {
 		return nil, perr
 	}
-	var p *sampler.Prompt
-	for _, it := range items {
-		p = p.Append(s.renderer.Item(it))
+	conv := &conversation{response: head.Response, items: items, prompt: head.Prompt}
+	if conv.prompt == nil || !s.opts.Cost.StoreTokens {
+		conv.prompt = nil
+		for _, it := range items {
+			conv.prompt = conv.prompt.Append(s.renderer.Item(it))
+		}
+		conv.rendered = conv.prompt.Len()
 	}
-	return &conversation{response: resp, items: items, prompt: p}, nil
+	return conv, nil
 }
 
 func previousNotFound(id string) *protocol.Error {

@@ -58,6 +58,7 @@ func markStatus(it protocol.Item, status protocol.ItemStatus) {
 // ends this response.
 func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 	calls := r.calls
+	t0 := r.srv.now()
 	beginStep(calls)
 	results := make([]protocol.Item, len(calls))
 	g, gctx := errgroup.WithContext(ctx)
@@ -78,7 +79,10 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 		})
 	}
 	err = g.Wait()
+	tools := r.srv.now().Sub(t0)
+	r.srv.metrics.dispatched(tools)
 	r.mu.Lock()
+	r.tm.ToolsMicros += tools.Microseconds()
 	r.flushDoneLocked()
 	r.mu.Unlock()
 	r.flow()

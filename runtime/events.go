@@ -18,7 +18,7 @@ import (
 // until the consumer has room for more, ctx ends, or the consumer gives up
 // on its client.
 type sink interface {
-	put(ev protocol.Event) error
+	put(ev protocol.Event, acct *delivery) error
 	wait(ctx context.Context) error
 }
 
@@ -26,7 +26,7 @@ type sink interface {
 // without stream: only the final object is sent).
 type discard struct{}
 
-func (discard) put(protocol.Event) error   { return nil }
+func (discard) put(protocol.Event, *delivery) error { return nil }
 func (discard) wait(context.Context) error { return nil }
 
 // eventOrder is the ordering state of a rollout's events, guarded by
@@ -64,7 +64,10 @@ func (r *rollout) emitLocked(ev protocol.Event) {
 	h.SequenceNumber = o.seq
 	h.StreamID = o.streamID
 	o.seq++
-	if err := o.sink.put(ev); err != nil {
+	t0 := r.srv.now()
+	err := o.sink.put(ev, &r.out)
+	r.out.encode.Add(int64(r.srv.now().Sub(t0)))
+	if err != nil {
 		o.err = err
 		r.stop.abort(err)
 	}
@@ -175,8 +178,7 @@ func (r *rollout) stepView() *protocol.Response {
 	at, usage := r.stepAt, r.usage
 	view.OutputOffset, view.Usage = &at, &usage
 	if r.req.Includes(protocol.IncludeTimings) {
-		tm := r.tm
-		tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
+		tm := r.timings()
 		view.Timings = &tm
 	}
 	return &view

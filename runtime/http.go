@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"net/http/pprof"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,14 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/models", s.handleModels)
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	m.Handle("GET /metrics", s.metrics.handler())
+	if s.opts.Pprof {
+		m.HandleFunc("GET /debug/pprof/", pprof.Index)
+		m.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		m.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		m.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		m.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	s.mux = m
 }
 
@@ -67,11 +76,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	t1 := s.now()
 	tm := protocol.Timings{DecodeMicros: t1.Sub(t0).Microseconds()}
 	var parent *conversation
+	path := Path{Transport: transportHTTP, Design: designStateless, State: stateNone}
 	if req.PreviousResponseID != "" {
 		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
 			writeError(w, perr)
 			return
 		}
+		path.Design, path.State = designChained, stateStore
 		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
 	ro, perr := s.prepare(req, parent, t0, tm)
@@ -79,6 +90,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
+	ro.path = path
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	if !req.Streaming() {

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // outbox is the queue of encoded frames between the goroutines that produce
@@ -21,22 +23,48 @@ import (
 type outbox struct {
 	soft, hard int // frames
 
+	now    func() time.Time
+
 	mu     sync.Mutex
-	q      [][]byte      // guarded by mu
-	spare  [][]byte      // the writer's last batch, reused; guarded by mu
+	q      []queued      // guarded by mu
+	spare  []queued      // the writer's last batch, reused; guarded by mu
 	closed bool          // guarded by mu
 	ended  bool          // no more frames will come: take returns nil once empty; guarded by mu
 	full   chan struct{} // non-nil while len(q) >= soft; closed when it drains; guarded by mu
 	ready  chan struct{} // 1-buffered: frames are waiting for the writer
 }
 
-func newOutbox(soft int) *outbox {
-	return &outbox{soft: soft, hard: 4 * soft, ready: make(chan struct{}, 1)}
+// queued is one frame in an outbox: its bytes, when it was queued, and the
+// account of the response it belongs to (nil for a frame of none, such as
+// an error event).
+type queued struct {
+	b    []byte
+	at   time.Time
+	acct *delivery
 }
 
-// put queues b for the writer. It never blocks; it fails once the outbox is
-// closed, or beyond the hard bound.
-func (o *outbox) put(b []byte) error {
+// delivery is what one response's frames cost on their way out: encoding
+// them (counted by the producer), waiting in the outbox and being written
+// (counted by the writer). The rollout reads it when it reports its
+// timings; the fields are atomic because those are different goroutines.
+type delivery struct {
+	frames, encode, outbox, write atomic.Int64 // frames written; nanoseconds
+}
+
+// wrote counts one frame the writer wrote from start to end.
+func (d *delivery) wrote(q queued, start, end time.Time) {
+	d.frames.Add(1)
+	d.outbox.Add(int64(start.Sub(q.at)))
+	d.write.Add(int64(end.Sub(start)))
+}
+
+func newOutbox(soft int, now func() time.Time) *outbox {
+	return &outbox{soft: soft, hard: 4 * soft, now: now, ready: make(chan struct{}, 1)}
+}
+
+// put queues b for the writer, on acct's account (nil for none). It never
+// blocks; it fails once the outbox is closed, or beyond the hard bound.
+func (o *outbox) put(b []byte, acct *delivery) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
@@ -45,7 +73,7 @@ func (o *outbox) put(b []byte) error {
 	case len(o.q) >= o.hard:
 		return errSlowClient
 	}
-	o.q = append(o.q, b)
+	o.q = append(o.q, queued{b: b, at: o.now(), acct: acct})
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
 	}
@@ -70,7 +98,7 @@ func (o *outbox) room() <-chan struct{} {
 // take waits for frames and returns all of them, oldest first, or nil when
 // ctx ends or the outbox has ended and is empty. The returned slice is the
 // writer's until its next take.
-func (o *outbox) take(ctx context.Context) [][]byte {
+func (o *outbox) take(ctx context.Context) []queued {
 	for {
 		o.mu.Lock()
 		if o.closed || o.ended && len(o.q) == 0 {

@@ -35,6 +35,8 @@ type rollout struct {
 	header []sampler.Token // rendered instructions and tools
 	hosted map[string]Tool // hosted tools offered by the request, by call name
 	client Tool            // every other call: the client's functions
+	path   Path            // how it is served, for the metrics and the cost model
+	routed bool            // the connection has resolved this model before: no route hop
 	start  time.Time
 	ctx    context.Context // run's context, set when it starts
 
@@ -50,13 +52,16 @@ type rollout struct {
 	open     protocol.Item
 	openText strings.Builder
 	openCall *stepCall // non-nil while a call's arguments stream
+	firstAt  time.Time // when the current step's first delta came
+	first    bool      // the current step has had its first delta
 
 	mu    sync.Mutex
 	resp  *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
 	order eventOrder         // guarded by mu
 
-	stop  stopper // ends run from any goroutine
-	inbox inbox   // steering messages for the next step
+	stop  stopper  // ends run from any goroutine
+	inbox inbox    // steering messages for the next step
+	out   delivery // what its frames cost on the way out; atomic
 }
 
 // stopper ends a run from any goroutine, whether or not it has started. Its
@@ -160,8 +165,9 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	if parent == nil && len(input) == 0 && req.Generating() {
 		return nil, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input'.")
 	}
+	r.tm.ValidateMicros = s.now().Sub(t0).Microseconds()
+	s.classify(input, &r.tm)
 	t1 := s.now()
-	r.tm.ValidateMicros = t1.Sub(t0).Microseconds()
 
 	// Render: the system block unless it is the parent's, then new items only.
 	instr := ""
@@ -179,7 +185,8 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 		r.base = len(parent.items)
 		r.items = append(slices.Clip(parent.items), input...)
 		r.prompt = parent.prompt
-		r.tm.CachedTokens += parent.prompt.Len()
+		r.tm.RenderedTokens += parent.rendered
+		r.tm.CachedTokens += parent.prompt.Len() - parent.rendered
 	} else {
 		r.items = slices.Clip(input)
 	}
@@ -289,6 +296,7 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	defer cancel(nil)
 	r.ctx = ctx
 	r.order.sink, r.order.streamID = sink, r.lane
+	r.preInference(ctx)
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
 	if !r.req.Generating() {
@@ -318,6 +326,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	r.stepAt = len(r.resp.Output)
 	r.mu.Unlock()
 	t0 := r.srv.now()
+	r.first = false
 	res, err := r.model.Sample(ctx, &sampler.Request{
 		Model:           r.req.Model,
 		Instructions:    derefString(r.req.Instructions),
@@ -328,7 +337,14 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
 	}, r.onDelta)
-	r.tm.SampleMicros += r.srv.now().Sub(t0).Microseconds()
+	sample := r.srv.now().Sub(t0)
+	r.tm.SampleMicros += sample.Microseconds()
+	first := r.firstAt.Sub(t0)
+	if !r.first {
+		first = sample
+	}
+	r.tm.FirstTokenMicros += first.Microseconds()
+	r.srv.metrics.sampled(first, sample)
 	r.tm.PacerLateMicros += res.PacerLate.Microseconds()
 	if r.open != nil { // the backend stopped mid-part: close it as incomplete
 		r.endPart(protocol.StatusIncomplete)
@@ -419,23 +435,59 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
+		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:])}
+		if conv != nil && r.srv.opts.Cost.StoreTokens {
+			rec.Prompt = conv.prompt
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		err := r.srv.store.Put(sctx, &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:])})
+		err := r.srv.store.Put(sctx, rec)
 		cancel()
 		if err != nil {
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
 	}
+	async := r.srv.asyncPost(r.path)
+	if !async {
+		r.tm.HopMicros += r.srv.hop(r.srv.ctx, hopBilling).Microseconds()
+	}
+	tm := r.timings()
+	r.srv.metrics.ended(r.path, r.resp.Status, tm)
 	if r.req.Includes(protocol.IncludeTimings) {
-		r.tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
-		r.resp.Timings = &r.tm
+		r.resp.Timings = &tm
 	}
 	r.mu.Lock()
 	r.flushDoneLocked()
 	r.mu.Unlock()
 	r.emitResponse(terminal)
+	if async {
+		r.srv.hopAsync(hopBilling)
+	}
 	return conv, r.sinkErr()
+}
+
+// preInference makes the simulated service calls before sampling: the
+// model router, unless the connection has routed this model already, and
+// the safety service, when there was new text to classify.
+func (r *rollout) preInference(ctx context.Context) {
+	if !r.routed {
+		r.tm.HopMicros += r.srv.hop(ctx, hopRoute).Microseconds()
+	}
+	if r.tm.SafetyBytes > 0 {
+		r.tm.HopMicros += r.srv.hop(ctx, hopSafety).Microseconds()
+	}
+}
+
+// timings are the response's timings so far, with what its frames have
+// cost on the way out until now.
+func (r *rollout) timings() protocol.Timings {
+	tm := r.tm
+	tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
+	tm.EncodeMicros = r.out.encode.Load() / 1e3
+	tm.OutboxMicros = r.out.outbox.Load() / 1e3
+	tm.WriteMicros = r.out.write.Load() / 1e3
+	tm.Frames = int(r.out.frames.Load())
+	return tm
 }
 
 // publish renders the output onto the prompt and returns the state the next

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/safety"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -77,6 +78,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Nil is time.Now.
 	Now func() time.Time
+	// Pprof serves net/http/pprof's profiles on /debug/pprof/.
+	Pprof bool
+	// Cost is the work around inference a production API does (the safety
+	// classifier, simulated service calls, when post-inference work runs).
+	Cost Cost
 }
 
 // Server serves the Responses API over WebSocket and HTTP. It is an
@@ -91,6 +97,8 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
+	metrics  *metrics
+	safety   *safety.Classifier // nil when Cost.NoSafety
 
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
@@ -166,6 +174,12 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sealer = sl
+	s.metrics = newMetrics()
+	if !opts.Cost.NoSafety {
+		if s.safety, err = safety.New(); err != nil {
+			return nil, err
+		}
+	}
 	s.routes()
 	return s, nil
 }

@@ -54,6 +54,7 @@ type session struct {
 	latest  map[string]string        // lane -> id of its cached response, guarded by mu
 	evicted map[string]struct{}      // ids a failed continuation evicted, guarded by mu
 	pending int                      // creates accepted and not finished, guarded by mu
+	routed  map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 }
 
 // lane is one stream_id's FIFO of creates, and what runs on it.
@@ -87,12 +88,13 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 		srv: s, conn: conn, started: s.now(),
 		creds: credentials(r), suspend: suspendByDefault(r),
 		ctx: ctx, cancel: cancel,
-		out:     newOutbox(outQueueFrames),
+		out:     newOutbox(outQueueFrames, s.now),
 		slots:   make(chan struct{}, s.opts.MaxInFlight),
 		lanes:   make(map[string]*lane),
 		cache:   make(map[string]*conversation),
 		latest:  make(map[string]string),
 		evicted: make(map[string]struct{}),
+		routed:  make(map[string]bool),
 	}
 }
 
@@ -161,10 +163,11 @@ func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
 	}
 }
 
-// send queues a frame without waiting: callers may hold their locks. A
-// client that lets the queue reach its hard bound is too slow.
-func (sess *session) send(b []byte) error {
-	err := sess.out.put(b)
+// send queues a frame without waiting, on acct's account (nil for none):
+// callers may hold their locks. A client that lets the queue reach its hard
+// bound is too slow.
+func (sess *session) send(b []byte, acct *delivery) error {
+	err := sess.out.put(b, acct)
 	if err == errSlowClient {
 		sess.tooSlow()
 	}
@@ -203,7 +206,7 @@ func (sess *session) tooSlow() {
 
 // sendError queues an error event for laneID.
 func (sess *session) sendError(perr *protocol.Error, laneID string) {
-	sess.send(errorFrame(perr, laneID))
+	sess.send(errorFrame(perr, laneID), nil)
 }
 
 // errorFrame encodes the error event for laneID.
@@ -323,7 +326,7 @@ func (sess *session) runJob(ln *lane, j *job) {
 		sess.pending--
 		sess.mu.Unlock()
 		if last != nil {
-			sess.send(last)
+			sess.send(last, nil)
 		}
 		if slot {
 			<-sess.slots
@@ -355,12 +358,16 @@ func (sess *session) runJob(ln *lane, j *job) {
 // create runs a response.create on ln and returns its last frame.
 func (sess *session) create(ln *lane, j *job) (last []byte) {
 	req := j.req
-	tm := protocol.Timings{DecodeMicros: j.decodeUS}
+	t0 := sess.srv.now()
+	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}
+	path := Path{Transport: transportWS, Design: designTurns, State: stateNone}
+	if sess.suspended(req) {
+		path.Design = designSuspend
+	}
 	var parent *conversation
 	if id := req.PreviousResponseID; id != "" {
-		t0 := sess.srv.now()
 		var perr *protocol.Error
-		if parent, perr = sess.resolve(id); perr != nil {
+		if parent, path.State, perr = sess.resolve(id); perr != nil {
 			return errorFrame(perr, ln.id)
 		}
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
@@ -370,8 +377,8 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 		sess.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
-	ro.lane = ln.id
-	if sess.suspended(req) {
+	ro.lane, ro.path, ro.routed = ln.id, path, sess.route(req.Model)
+	if path.Design == designSuspend {
 		sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 		if perr != nil {
 			return errorFrame(perr, ln.id)
@@ -408,7 +415,7 @@ type jobSink struct {
 	last []byte // written under the rollout's lock; read once run has returned
 }
 
-func (s *jobSink) put(ev protocol.Event) error {
+func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
@@ -418,26 +425,37 @@ func (s *jobSink) put(ev protocol.Event) error {
 		s.last = b
 		return nil
 	}
-	return s.sess.send(b)
+	return s.sess.send(b, acct)
 }
 
 func (s *jobSink) wait(ctx context.Context) error { return s.sess.flow(ctx) }
 
 // resolve finds previous_response_id in the connection cache, or hydrates it
 // from the store. An id a failed continuation evicted stays unknown on this
-// connection, stored or not.
-func (sess *session) resolve(id string) (*conversation, *protocol.Error) {
+// connection, stored or not. from says which it was ("cache" or "store").
+func (sess *session) resolve(id string) (conv *conversation, from string, perr *protocol.Error) {
 	sess.mu.Lock()
 	conv, ok := sess.cache[id]
 	_, evicted := sess.evicted[id]
 	sess.mu.Unlock()
 	switch {
 	case ok:
-		return conv, nil
+		return conv, stateCache, nil
 	case evicted:
-		return nil, previousNotFound(id)
+		return nil, "", previousNotFound(id)
 	}
-	return sess.srv.hydrate(sess.ctx, id)
+	conv, perr = sess.srv.hydrate(sess.ctx, id)
+	return conv, stateStore, perr
+}
+
+// route reports whether the connection has resolved model before, and
+// remembers that it has now: the cache reuses model resolution and routing.
+func (sess *session) route(model string) (before bool) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	before = sess.routed[model]
+	sess.routed[model] = true
+	return before
 }
 
 // publish makes conv its lane's cached response, replacing the previous one.

@@ -22,7 +22,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := newOutbox(outQueueFrames)
+	out := newOutbox(outQueueFrames, ro.srv.now)
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
@@ -35,23 +35,32 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 		if batch == nil {
 			return
 		}
-		for _, b := range batch {
-			if _, err := w.Write(b); err != nil {
+		// Each frame is charged its own write; the flush, which puts
+		// the batch on the socket, goes to the last.
+		start := ro.srv.now()
+		for i, q := range batch {
+			if _, err := w.Write(q.b); err != nil {
 				cancel() // the client is gone: stop the rollout
 				return
+			}
+			if i < len(batch)-1 {
+				end := ro.srv.now()
+				ro.srv.wrote(q, start, end)
+				start = end
 			}
 		}
 		if err := rc.Flush(); err != nil {
 			cancel()
 			return
 		}
+		ro.srv.wrote(batch[len(batch)-1], start, ro.srv.now())
 	}
 }
 
 // sseSink frames a rollout's events for streamSSE's writer.
 type sseSink struct{ out *outbox }
 
-func (s sseSink) put(ev protocol.Event) error {
+func (s sseSink) put(ev protocol.Event, acct *delivery) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
@@ -63,7 +72,7 @@ func (s sseSink) put(ev protocol.Event) error {
 	b = append(b, "\ndata: "...)
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
-	return s.out.put(b)
+	return s.out.put(b, acct)
 }
 
 // wait holds the rollout back while the writer is behind: HTTP's own flow

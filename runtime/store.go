@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
 )
 
 // Record is what the store keeps of one response: the response object, the
@@ -17,6 +18,10 @@ type Record struct {
 	Response *protocol.Response
 	Input    protocol.Items
 	Items    protocol.Items // nil in records that predate it: Input then Output
+	// Prompt is the whole conversation up to and including this response,
+	// rendered, when the server keeps tokens with records (Cost.StoreTokens);
+	// nil otherwise, and a store that cannot keep it may drop it.
+	Prompt *sampler.Prompt
 }
 
 // added is what the record contributes to the conversation.
@@ -105,7 +110,7 @@ func (m *MemoryStore) Delete(_ context.Context, id string) error {
 
 // loadChain rebuilds the whole context that ends with response id: every
 // stored input and output from the first response of the chain on.
-func loadChain(ctx context.Context, st Store, id string) (*protocol.Response, protocol.Items, error) {
+func loadChain(ctx context.Context, st Store, id string) (*Record, protocol.Items, error) {
 	var recs []*Record
 	for cur := id; cur != ""; {
 		rec, err := st.Get(ctx, cur)
@@ -125,5 +130,5 @@ func loadChain(ctx context.Context, st Store, id string) (*protocol.Response, pr
 	for i := len(recs) - 1; i >= 0; i-- {
 		items = append(items, recs[i].added()...)
 	}
-	return recs[0].Response, items, nil
+	return recs[0], items, nil
 }

@@ -8,6 +8,9 @@ import (
 // onDelta turns the sampler's deltas into output items and their events.
 // It runs on the loop goroutine while no tool goroutine is running.
 func (r *rollout) onDelta(d sampler.Delta) {
+	if !r.first {
+		r.first, r.firstAt = true, r.srv.now()
+	}
 	idx := len(r.resp.Output)
 	switch d.Kind {
 	case sampler.TextStart:

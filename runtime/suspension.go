@@ -181,7 +181,7 @@ func (sp *suspension) Call(ctx context.Context, call protocol.FunctionCall, _ fu
 // attached, to the connection; detached, only to the log. The terminal frame
 // is held back for the connection that settles the rollout. The pause's
 // response.done parks the rollout as it goes out.
-func (sp *suspension) put(ev protocol.Event) error {
+func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
@@ -203,7 +203,7 @@ func (sp *suspension) put(ev protocol.Event) error {
 	}
 	sp.log = append(sp.log, f)
 	sp.logBytes += len(b)
-	if sp.sess != nil && !sp.replaying && sp.sess.send(b) == nil {
+	if sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
 		sp.sent = f.seq
 		for sp.logBytes > maxDetachedBytes && len(sp.log) > 1 { // sent long ago: beyond replay
 			sp.logBytes -= len(sp.log[0].b)
@@ -237,6 +237,7 @@ func (sp *suspension) wait(ctx context.Context) error {
 func (sp *suspension) parkLocked() {
 	sp.state = suspParked
 	sp.pauses++
+	sp.srv.metrics.pauses.Inc()
 	pause := sp.pauses
 	sp.timer = time.AfterFunc(sp.srv.opts.SuspendTimeout, func() { sp.timeout(pause) })
 }
@@ -435,7 +436,7 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 		sp.sent = max(sp.sent, from)
 		sp.mu.Unlock()
 		for _, b := range batch {
-			if sess.send(b) != nil || sess.flow(ctx) != nil {
+			if sess.send(b, nil) != nil || sess.flow(ctx) != nil {
 				return // the session is ending; it detaches the rollout
 			}
 		}

@@ -124,10 +124,12 @@ func (sess *session) writeLoop(ctx context.Context) error {
 		if batch == nil {
 			return nil
 		}
-		for _, b := range batch {
-			if err := sess.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		for _, q := range batch {
+			start := sess.srv.now()
+			if err := sess.conn.Write(ctx, websocket.MessageText, q.b); err != nil {
 				return err
 			}
+			sess.srv.wrote(q, start, sess.srv.now())
 		}
 	}
 }

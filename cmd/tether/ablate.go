@@ -39,7 +39,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		fs.PrintDefaults()
 	}
 	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (an embedded replay trace; see tether trace list) or synthetic")
-	tools := fs.String("tools", ablate.ToolsReal, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
+	tools := fs.String("tools", ablate.ToolsReplay, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
 	calls := fs.Int("calls", 20, "synthetic: client tool calls")
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")

@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// Path is the way a response was served: its transport, the design, and
+// where its parent state came from. Metrics are labelled with it, and an
+// ablation checks by it that each mode took its own path.
+type Path struct {
+	Transport string // "http" or "ws"
+	Design    string // "stateless", "chained", "turns" or "suspend"
+	State     string // "none" (no parent), "cache" (the connection's), "store"
+}
+
+// The values of Path's fields.
+const (
+	transportHTTP   = "http"
+	transportWS     = "ws"
+	designStateless = "stateless"
+	designChained   = "chained"
+	designTurns     = "turns"
+	designSuspend   = "suspend"
+	stateNone       = "none"
+	stateCache      = "cache"
+	stateStore      = "store"
+)
+
+// metrics are a server's Prometheus collectors, on a registry of its own
+// (two servers in one process do not share counters): /metrics serves it.
+type metrics struct {
+	reg       *prometheus.Registry
+	phase     *prometheus.HistogramVec // per response: tether_phase_seconds
+	step      *prometheus.HistogramVec // per sampling step: tether_step_seconds
+	frame     *prometheus.HistogramVec // per frame: tether_frame_seconds
+	responses *prometheus.CounterVec   // tether_responses_total
+	pauses    prometheus.Counter       // tether_pauses_total
+	tokens    *prometheus.CounterVec   // tether_render_tokens_total
+	safety    prometheus.Counter       // tether_safety_flags_total
+	hops      *prometheus.CounterVec   // tether_simulated_hops_total
+
+	// Looked up once: they are observed per frame and per step.
+	outboxObs, writeObs                   prometheus.Observer
+	stepFirst, stepSample, stepToolsObs prometheus.Observer
+}
+
+// latencyBuckets span 5 µs to 80 s: a frame's write to a whole rollout.
+var latencyBuckets = prometheus.ExponentialBuckets(5e-6, 4, 13)
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	pathLabels := []string{"transport", "design", "state"}
+	m.phase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tether_phase_seconds",
+		Help:    "Time a response spent in each phase (see protocol.Timings): decode, queue, load, validate, safety, render, first_token, sample, tools, store, hop (simulated), encode, outbox, write, total.",
+		Buckets: latencyBuckets,
+	}, append([]string{"phase"}, pathLabels...))
+	m.step = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tether_step_seconds",
+		Help:    "Time one sampling step spent in each phase: first_token, sample, tools.",
+		Buckets: latencyBuckets,
+	}, []string{"phase"})
+	m.frame = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tether_frame_seconds",
+		Help:    "Time one outgoing frame waited in its connection's queue (outbox) and took to write (write).",
+		Buckets: latencyBuckets,
+	}, []string{"stage"})
+	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_responses_total",
+		Help: "Responses ended, by path and status.",
+	}, append(pathLabels, "status"))
+	m.pauses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tether_pauses_total",
+		Help: "Pauses of suspended rollouts for client tool outputs (response.done).",
+	})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_render_tokens_total",
+		Help: "Prompt tokens rendered (tokenized) or taken from a cache without rendering.",
+	}, []string{"source"})
+	m.safety = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tether_safety_flags_total",
+		Help: "Patterns the lexical safety classifier found in request text.",
+	})
+	m.hops = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_simulated_hops_total",
+		Help: "Simulated service calls made (a deliberate wait of --hop-latency each), by name.",
+	}, []string{"hop"})
+	m.reg.MustRegister(m.phase, m.step, m.frame, m.responses, m.pauses, m.tokens, m.safety, m.hops,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.outboxObs, m.writeObs = m.frame.WithLabelValues("outbox"), m.frame.WithLabelValues("write")
+	m.stepFirst, m.stepSample, m.stepToolsObs = m.step.WithLabelValues("first_token"), m.step.WithLabelValues("sample"), m.step.WithLabelValues("tools")
+	return m
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the server's metrics registry, for an embedder that serves
+// it elsewhere or adds its own collectors.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// ended records a response that ended with status, and its phases.
+func (m *metrics) ended(p Path, status protocol.ResponseStatus, tm protocol.Timings) {
+	m.responses.WithLabelValues(p.Transport, p.Design, p.State, string(status)).Inc()
+	for _, ph := range []struct {
+		name string
+		us   int64
+	}{
+		{"decode", tm.DecodeMicros}, {"queue", tm.QueueMicros}, {"load", tm.LoadMicros},
+		{"validate", tm.ValidateMicros}, {"safety", tm.SafetyMicros}, {"render", tm.RenderMicros},
+		{"first_token", tm.FirstTokenMicros}, {"sample", tm.SampleMicros}, {"tools", tm.ToolsMicros},
+		{"store", tm.StoreMicros}, {"hop", tm.HopMicros}, {"encode", tm.EncodeMicros},
+		{"outbox", tm.OutboxMicros}, {"write", tm.WriteMicros}, {"total", tm.TotalMicros},
+	} {
+		m.phase.WithLabelValues(ph.name, p.Transport, p.Design, p.State).Observe(float64(ph.us) / 1e6)
+	}
+	m.tokens.WithLabelValues("rendered").Add(float64(tm.RenderedTokens))
+	m.tokens.WithLabelValues("cached").Add(float64(tm.CachedTokens))
+	m.safety.Add(float64(tm.SafetyFlags))
+}
+
+// sampled records one sampling step's model time.
+func (m *metrics) sampled(firstToken, sample time.Duration) {
+	m.stepFirst.Observe(firstToken.Seconds())
+	m.stepSample.Observe(sample.Seconds())
+}
+
+// dispatched records one step's tool dispatch.
+func (m *metrics) dispatched(d time.Duration) { m.stepToolsObs.Observe(d.Seconds()) }
+
+// wrote counts one frame the writer wrote from start to end: to its
+// response's account and the metrics.
+func (s *Server) wrote(q queued, start, end time.Time) {
+	if q.acct != nil {
+		q.acct.wrote(q, start, end)
+	}
+	s.metrics.outboxObs.Observe(start.Sub(q.at).Seconds())
+	s.metrics.writeObs.Observe(end.Sub(start).Seconds())
+}
