@@ -27,7 +27,7 @@ type sink interface {
 type discard struct{}
 
 func (discard) put(protocol.Event, *delivery) error { return nil }
-func (discard) wait(context.Context) error { return nil }
+func (discard) wait(context.Context) error          { return nil }
 
 // eventOrder is the ordering state of a rollout's events, guarded by
 // rollout.mu. Sequence numbers stay gapless across steps and pauses; hosted

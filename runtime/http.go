@@ -1,12 +1,12 @@
 package runtime
 
 import (
-	"net/http/pprof"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 

@@ -47,7 +47,7 @@ type metrics struct {
 	hops      *prometheus.CounterVec   // tether_simulated_hops_total
 
 	// Looked up once: they are observed per frame and per step.
-	outboxObs, writeObs                   prometheus.Observer
+	outboxObs, writeObs                 prometheus.Observer
 	stepFirst, stepSample, stepToolsObs prometheus.Observer
 }
 

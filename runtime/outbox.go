@@ -23,7 +23,7 @@ import (
 type outbox struct {
 	soft, hard int // frames
 
-	now    func() time.Time
+	now func() time.Time
 
 	mu     sync.Mutex
 	q      []queued      // guarded by mu
