@@ -54,6 +54,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
 	out := fs.String("out", "", "directory to write results.json and turns.csv into")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
+	cost := costFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -87,6 +88,10 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return 2
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.URL, cfg.APIKey = *reps, *ttft, *prefillRate, *url, *apiKey
+	if cfg.Cost, err = cost(); err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 2
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {

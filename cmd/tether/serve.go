@@ -33,6 +33,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
 	verbose := fs.Bool("v", false, "log debug messages to stderr")
+	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
+	cost := costFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -51,13 +53,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tether: --ttft %v is negative\n", *ttft)
 		return 2
 	}
+	costModel, err := cost()
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 2
+	}
 	if *prefixCache != "on" && *prefixCache != "off" {
 		fmt.Fprintf(stderr, "tether: --prefix-cache %q: want on or off\n", *prefixCache)
 		return 2
 	}
 	var cfg *Config
 	if *configPath != "" {
-		var err error
 		if cfg, err = LoadConfig(*configPath); err != nil {
 			fmt.Fprintln(stderr, "tether:", err)
 			return 1
@@ -91,6 +97,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SuspendTimeout: *suspendTimeout,
 		ResumeWindow:   *resumeWindow,
 		Logger:         log,
+		Pprof:          *pprofOn,
+		Cost:           costModel,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)

@@ -26,7 +26,10 @@ type Config struct {
 	Speeds      []float64
 	TTFT        time.Duration
 	PrefillRate float64
-	Reps        int
+	// Cost is the in-process server's cost model (safety classifier,
+	// simulated hops, post-inference work).
+	Cost runtime.Cost
+	Reps int
 	// URL targets a running server (its base URL, as OpenAI clients take
 	// it) instead of one started in-process. Its timing must be the one
 	// given here, or the model time ablate computes is wrong; its caches
@@ -53,7 +56,11 @@ type Trial struct {
 	BytesSent      int     `json:"bytes_sent"`
 	BytesReceived  int     `json:"bytes_received"`
 	Reconnects     int     `json:"reconnects"`
-	Turns          []Turn  `json:"turns"`
+	// Paths counts the responses the server served for the trial by
+	// transport/design/state ("ws/turns/cache"), and its pauses
+	// ("pauses"): that the mode took its own path. In-process only.
+	Paths map[string]int `json:"paths,omitempty"`
+	Turns []Turn         `json:"turns"`
 }
 
 // Turn is one request of a trial and what answered it, up to the pause or
@@ -83,6 +90,7 @@ type Turn struct {
 type target struct {
 	base   string
 	caches []*sampler.PrefixCache // reset before each trial; none with URL
+	srv    *runtime.Server        // nil with URL
 	stop   func()
 }
 
@@ -171,7 +179,7 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		models[sampler.ReplayPrefix+tr.Name] = m
 		caches = append(caches, m.Cache())
 	}
-	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r})
+	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r, Cost: cfg.Cost})
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +189,7 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
-	return &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, stop: func() {
+	return &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv, stop: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
@@ -224,9 +232,17 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey}
 	ro := clienttools.Rollout{Mode: mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
 		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
+	paths0, err := tg.paths()
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := processCPU()
 	res, err := c.Run(ctx, ro)
 	cpu := processCPU() - cpu0
+	if err != nil {
+		return nil, err
+	}
+	paths1, err := tg.paths()
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +267,12 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 		t.BytesReceived += rt.BytesReceived
 	}
 	t.OverheadUS = t.ElapsedUS - t.ModelUS - t.ToolsUS
+	if tg.srv != nil {
+		t.Paths = pathsDelta(paths0, paths1)
+		if err := checkPaths(mode, len(t.Turns), t.Paths); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
 }
 

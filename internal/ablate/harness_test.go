@@ -45,6 +45,9 @@ func TestRunSynthetic(t *testing.T) {
 			t.Errorf("prompt_cache_key %s used twice", tr.PromptCacheKey)
 		}
 		keys[tr.PromptCacheKey] = true
+		if len(tr.Paths) == 0 {
+			t.Errorf("%s: no server paths recorded", tr.Mode)
+		}
 		// A trial starts cold and its later steps find its own prompts.
 		if c := tr.Turns[0].CachedTokens; c != 0 {
 			t.Errorf("%s round %d: first turn read %d cached tokens: another trial's prompts", tr.Mode, tr.Rep, c)
@@ -181,4 +184,29 @@ func serve(t *testing.T) string {
 		hs.Shutdown(ctx)
 	})
 	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// TestCheckPaths: a trial whose server counters show another design's path
+// is refused.
+func TestCheckPaths(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		mode  clienttools.Mode
+		paths map[string]int
+		ok    bool
+	}{
+		{clienttools.ModeStateless, map[string]int{"http/stateless/none": 4}, true},
+		{clienttools.ModeStateless, map[string]int{"http/stateless/none": 1, "http/chained/store": 3}, false},
+		{clienttools.ModeChained, map[string]int{"http/stateless/none": 1, "http/chained/store": 3}, true},
+		{clienttools.ModeTurns, map[string]int{"ws/turns/none": 1, "ws/turns/cache": 3}, true},
+		{clienttools.ModeTurns, map[string]int{"ws/turns/none": 1, "ws/turns/store": 3}, false},
+		{clienttools.ModeSuspend, map[string]int{"ws/suspend/none": 1, "pauses": 3}, true},
+		{clienttools.ModeSuspend, map[string]int{"ws/suspend/none": 1, "pauses": 2}, false},
+		{clienttools.ModeSuspend, map[string]int{"ws/turns/none": 4}, false},
+	}
+	for _, tc := range cases {
+		if err := checkPaths(tc.mode, 4, tc.paths); (err == nil) != tc.ok {
+			t.Errorf("%s %v: err %v, want ok %v", tc.mode, tc.paths, err, tc.ok)
+		}
+	}
 }

@@ -44,20 +44,31 @@ type Machine struct {
 
 // RunConfig is the config as results.json records it.
 type RunConfig struct {
-	Workload string    `json:"workload"`
-	Model    string    `json:"model"`
-	Calls    int       `json:"calls"`
-	Modes    []string  `json:"modes"`
-	Speeds   []float64 `json:"speeds_tps"`
-	TTFTUS   float64   `json:"ttft_us"`
-	Prefill  float64   `json:"prefill_rate"`
-	Reps     int       `json:"reps"`
-	URL      string    `json:"url,omitempty"`
+	Workload string     `json:"workload"`
+	Model    string     `json:"model"`
+	Calls    int        `json:"calls"`
+	Modes    []string   `json:"modes"`
+	Speeds   []float64  `json:"speeds_tps"`
+	TTFTUS   float64    `json:"ttft_us"`
+	Prefill  float64    `json:"prefill_rate"`
+	Reps     int        `json:"reps"`
+	URL      string     `json:"url,omitempty"`
+	Cost     CostConfig `json:"cost"`
+}
+
+// CostConfig is the server's cost model as results.json records it.
+type CostConfig struct {
+	Safety        bool    `json:"safety"`
+	HopLatencyUS  float64 `json:"hop_latency_us"`
+	PostInference string  `json:"post_inference"`
+	StoreTokens   bool    `json:"store_tokens"`
 }
 
 func configOf(cfg Config) RunConfig {
 	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
-		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL}
+		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL,
+		Cost: CostConfig{Safety: !cfg.Cost.NoSafety, HopLatencyUS: us(cfg.Cost.HopLatency),
+			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.Cost.StoreTokens}}
 	for _, m := range cfg.Modes {
 		rc.Modes = append(rc.Modes, m.String())
 	}
@@ -105,12 +116,25 @@ func (r *Results) WriteTurnsCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// WriteFiles writes results.json and turns.csv into dir, creating it.
+// WriteFiles writes into dir, creating it, results.json, turns.csv, each
+// chart as SVG and report.html, which holds them all.
 func (r *Results) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for name, write := range map[string]func(io.Writer) error{"results.json": r.WriteJSON, "turns.csv": r.WriteTurnsCSV} {
+	charts, err := r.Charts()
+	if err != nil {
+		return err
+	}
+	files := map[string]func(io.Writer) error{
+		"results.json": r.WriteJSON,
+		"turns.csv":    r.WriteTurnsCSV,
+		"report.html":  func(w io.Writer) error { return r.WriteReport(w, charts) },
+	}
+	for _, c := range charts {
+		files[c.Name] = func(w io.Writer) error { _, err := w.Write(c.SVG); return err }
+	}
+	for name, write := range files {
 		f, err := os.Create(dir + string(os.PathSeparator) + name)
 		if err != nil {
 			return err
