@@ -143,6 +143,11 @@ func (r *Results) e2eChart() (Chart, error) {
 		return Chart{}, fmt.Errorf("no summary rows")
 	}
 	width := vg.Points(28)
+	var top float64
+	for i := range model {
+		top = max(top, model[i]+tools[i]+over[i])
+	}
+	p.Y.Min, p.Y.Max = 0, 1.3*top // room above the bars for the legend
 	var prev *plotter.BarChart
 	for _, part := range []struct {
 		name string
@@ -206,8 +211,8 @@ func (r *Results) waterfallChart() (Chart, error) {
 		p.Legend.Add(part.name, swatch{part.c})
 	}
 	p.NominalY(modes...)
-	p.Y.Min, p.Y.Max = -0.6, float64(len(modes))-0.4
-	svg, err := render(p, 9*vg.Inch, vg.Length(1.2+0.55*float64(len(modes)))*vg.Inch)
+	p.Y.Min, p.Y.Max = -0.6, float64(len(modes))+0.4 // a free row on top for the legend
+	svg, err := render(p, 9*vg.Inch, vg.Length(1.5+0.55*float64(len(modes)))*vg.Inch)
 	return Chart{Name: "waterfall.svg", Title: p.Title.Text, SVG: svg}, err
 }
 
