@@ -285,15 +285,23 @@ func (r *Renderer) Count(text string) int {
 func (r *Renderer) encode(s string) []Token {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if faithful(s) {
-		return toTokens(nil, s, r)
+		return r.encodeRun(nil, s)
 	}
 	var out []Token
 	r.split(s, func(run string) {
-		out = toTokens(out, run, r)
+		out = r.encodeRun(out, run)
 	}, func(string) {
 		out = append(out, delToken) // the only byte split out of valid UTF-8
 	})
 	return out
+}
+
+// encodeRun appends the tokens of s, which the codec tokenizes faithfully.
+func (r *Renderer) encodeRun(out []Token, s string) []Token {
+	if len(s) >= parallelMin {
+		return r.encodeParallel(out, s, chunkMin)
+	}
+	return toTokens(out, s, r)
 }
 
 func toTokens(out []Token, s string, r *Renderer) []Token {
