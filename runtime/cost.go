@@ -123,7 +123,7 @@ func (s *Server) hopAsync(name string) {
 
 // asyncPost reports whether a response on path runs its post-inference work
 // after its terminal event.
-func (s *Server) asyncPost(p Path) bool {
+func (s *Server) asyncPost(p servePath) bool {
 	switch s.opts.Cost.PostInference {
 	case PostSync:
 		return false

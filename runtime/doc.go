@@ -87,6 +87,20 @@
 // Leaves, taken under any of these: outbox.mu, the rollout's stopper and
 // inbox locks.
 //
+// # Cost model and metrics
+//
+// Around inference the server does what a production API does, each piece a
+// knob of Options.Cost (see Cost for where each runs in each design): the
+// lexical safety classifier over the new text (package
+// runtime/internal/safety), simulated service calls (a named wait each:
+// routing, the safety service, billing), post-inference work before or after
+// the terminal event, tokens kept with stored responses or not. Every phase
+// is timed into protocol.Timings (sent when a request includes
+// protocol.IncludeTimings) and observed into the Prometheus registry that
+// /metrics serves (Registry), labelled with the way the response was served:
+// transport, design and where its state came from. The writers time each
+// frame from the moment it was queued (outbox) to the end of its write.
+//
 // A Server is an http.Handler. Sessions and suspended rollouts are tracked so
 // that Shutdown can drain them, which http.Server.Shutdown does not do for
 // hijacked connections.

@@ -76,7 +76,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	t1 := s.now()
 	tm := protocol.Timings{DecodeMicros: t1.Sub(t0).Microseconds()}
 	var parent *conversation
-	path := Path{Transport: transportHTTP, Design: designStateless, State: stateNone}
+	path := servePath{Transport: transportHTTP, Design: designStateless, State: stateNone}
 	if req.PreviousResponseID != "" {
 		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
 			writeError(w, perr)

@@ -11,16 +11,16 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// Path is the way a response was served: its transport, the design, and
+// servePath is the way a response was served: its transport, the design, and
 // where its parent state came from. Metrics are labelled with it, and an
 // ablation checks by it that each mode took its own path.
-type Path struct {
+type servePath struct {
 	Transport string // "http" or "ws"
 	Design    string // "stateless", "chained", "turns" or "suspend"
 	State     string // "none" (no parent), "cache" (the connection's), "store"
 }
 
-// The values of Path's fields.
+// The values of servePath's fields.
 const (
 	transportHTTP   = "http"
 	transportWS     = "ws"
@@ -109,7 +109,7 @@ func (m *metrics) handler() http.Handler {
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
 // ended records a response that ended with status, and its phases.
-func (m *metrics) ended(p Path, status protocol.ResponseStatus, tm protocol.Timings) {
+func (m *metrics) ended(p servePath, status protocol.ResponseStatus, tm protocol.Timings) {
 	m.responses.WithLabelValues(p.Transport, p.Design, p.State, string(status)).Inc()
 	for _, ph := range []struct {
 		name string

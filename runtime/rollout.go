@@ -35,7 +35,7 @@ type rollout struct {
 	header []sampler.Token // rendered instructions and tools
 	hosted map[string]Tool // hosted tools offered by the request, by call name
 	client Tool            // every other call: the client's functions
-	path   Path            // how it is served, for the metrics and the cost model
+	path   servePath       // how it is served, for the metrics and the cost model
 	routed bool            // the connection has resolved this model before: no route hop
 	start  time.Time
 	ctx    context.Context // run's context, set when it starts

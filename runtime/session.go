@@ -360,7 +360,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	req := j.req
 	t0 := sess.srv.now()
 	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}
-	path := Path{Transport: transportWS, Design: designTurns, State: stateNone}
+	path := servePath{Transport: transportWS, Design: designTurns, State: stateNone}
 	if sess.suspended(req) {
 		path.Design = designSuspend
 	}
