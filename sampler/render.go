@@ -285,23 +285,15 @@ func (r *Renderer) Count(text string) int {
 func (r *Renderer) encode(s string) []Token {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if faithful(s) {
-		return r.encodeRun(nil, s)
+		return toTokens(nil, s, r)
 	}
 	var out []Token
 	r.split(s, func(run string) {
-		out = r.encodeRun(out, run)
+		out = toTokens(out, run, r)
 	}, func(string) {
 		out = append(out, delToken) // the only byte split out of valid UTF-8
 	})
 	return out
-}
-
-// encodeRun appends the tokens of s, which the codec tokenizes faithfully.
-func (r *Renderer) encodeRun(out []Token, s string) []Token {
-	if len(s) >= parallelMin {
-		return r.encodeParallel(out, s, chunkMin)
-	}
-	return toTokens(out, s, r)
 }
 
 func toTokens(out []Token, s string, r *Renderer) []Token {
