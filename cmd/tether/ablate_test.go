@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestAblate runs "tether ablate" on a tiny synthetic workload with the cost
+// model's knobs set: both tables on stdout with a row per mode, progress on
+// stderr, and every file of --out.
+func TestAblate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"ablate", "--workload", "synthetic", "--calls", "3", "--tool-latency", "1ms",
+		"--output-bytes", "100", "--reps", "1", "--tps", "0,4000", "--hop-latency", "1ms", "--post-inference", "sync",
+		"--safety", "off", "--store-tokens", "--out", dir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"API overhead", "round trips", "× floor p50", "wrote " + dir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, mode := range []string{"stateless", "chained", "turns", "suspend"} {
+		rows := regexp.MustCompile(`(?m)^\s+(unpaced|4000)\s+` + mode + `\s`).FindAllString(out, -1)
+		if n := len(rows); n != 4 { // two speeds, two tables
+			t.Errorf("%s: %d rows, want 4:\n%s", mode, n, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "ablate: 8/8 done") {
+		t.Errorf("no progress on stderr: %s", stderr.String())
+	}
+	for _, f := range []string{"results.json", "turns.csv", "report.html", "overhead.svg", "e2e.svg", "waterfall.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "results.json"))
+	for _, want := range []string{`"hop_latency_us": 1000`, `"post_inference": "sync"`, `"safety": false`, `"store_tokens": true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("results.json lacks %s", want)
+		}
+	}
+}
+
+// TestAblateBadFlags: each bad value is an exit 2 that says what a good one
+// looks like.
+func TestAblateBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tps", "fast"}, "like 65,1000,4000"},
+		{[]string{"--safety", "maybe"}, "want on or off"},
+		{[]string{"--post-inference", "later"}, "want auto, sync or async"},
+		{[]string{"--hop-latency", "-1ms"}, "0 or more"},
+		{[]string{"--workload", "trace:nope"}, "the traces are"},
+		{[]string{"--modes", "carrier-pigeon"}, "unknown mode"},
+		{[]string{"extra"}, "takes no arguments"},
+	} {
+		var stdout, stderr strings.Builder
+		code := run(context.Background(), append([]string{"ablate"}, tc.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
