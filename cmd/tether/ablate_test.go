@@ -29,7 +29,7 @@ func TestAblate(t *testing.T) {
 		}
 	}
 	for _, mode := range []string{"stateless", "chained", "turns", "suspend"} {
-		rows := regexp.MustCompile(`(?m)^\s+(unpaced|4000)\s+` + mode + `\s`).FindAllString(out, -1)
+		rows := regexp.MustCompile(`(?m)^\s+(unpaced|4000)\s+`+mode+`\s`).FindAllString(out, -1)
 		if n := len(rows); n != 4 { // two speeds, two tables
 			t.Errorf("%s: %d rows, want 4:\n%s", mode, n, out)
 		}

@@ -27,7 +27,7 @@ type Summary struct {
 	// trial: the share the API adds to what the model and the tools take.
 	BeyondModelAndTools float64 `json:"beyond_model_and_tools"`
 
-	// Round trips: overhead at the first three and the last three (mean
+	// Round trips: overhead at the first three and the last three (median
 	// over the three, median over trials), their ratio, and the slope of
 	// overhead against the context the step read (least squares over every
 	// round trip of every trial).
@@ -107,8 +107,8 @@ func summarizeGroup(ts []Trial) Summary {
 			continue
 		}
 		n := min(3, len(trips))
-		first = append(first, meanOverhead(trips[:n]))
-		last = append(last, meanOverhead(trips[len(trips)-n:]))
+		first = append(first, medianOverhead(trips[:n]))
+		last = append(last, medianOverhead(trips[len(trips)-n:]))
 		for _, tn := range trips {
 			rt = append(rt, tn.OverheadUS)
 			floor = append(floor, tn.FloorUS)
@@ -146,12 +146,14 @@ func roundTrips(turns []Turn) []Turn {
 	return turns[1 : len(turns)-1]
 }
 
-func meanOverhead(turns []Turn) float64 {
-	var sum float64
+// medianOverhead is the median overhead of turns: one turn that the
+// machine slowed does not move it.
+func medianOverhead(turns []Turn) float64 {
+	var xs []float64
 	for _, t := range turns {
-		sum += t.OverheadUS
+		xs = append(xs, t.OverheadUS)
 	}
-	return sum / float64(len(turns))
+	return quantile(xs, 0.5)
 }
 
 // quantile is the q-quantile of xs by linear interpolation between the
