@@ -15,7 +15,13 @@
 // frames over the same loopback with nothing behind it, measured in the
 // same run.
 //
+// After each trial the in-process server's counters must show that the
+// mode took its own path (Trial.Paths): a full history every stateless
+// turn, a store load every chained one, a cache hit every WebSocket turn,
+// one suspended response with a pause per round trip.
+//
 // Results holds every trial and turn and a Summary per mode and speed;
-// WriteFiles writes results.json (whose JSON Schema is Schema) and
-// turns.csv.
+// WriteFiles writes results.json (whose JSON Schema is Schema), turns.csv,
+// the Charts as SVG (drawn with gonum/plot) and report.html, one
+// self-contained page with all of them.
 package ablate
