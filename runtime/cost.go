@@ -30,7 +30,8 @@ import (
 //     inference once, at the end. Appended tool outputs join the context as
 //     a hosted tool's results do, unclassified.
 type Cost struct {
-	// NoSafety turns the lexical safety classifier off.
+	// NoSafety turns the lexical safety classifier off, and with it the
+	// safety service's hop.
 	NoSafety bool
 	// HopLatency is how long each simulated service call takes: the model
 	// router (route), the safety service (safety) and billing (billing). It
