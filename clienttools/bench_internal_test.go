@@ -65,16 +65,12 @@ func BenchmarkClientEvents(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += len(frames) {
-		r.beginTurn(r.start, 0)
+		r.beginTurn(r.start, frameCost{})
 		k := 0
-		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) {
+		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) {
 			f := frames[k]
 			k++
-			ev, perr := protocol.DecodeEvent(f)
-			if perr != nil {
-				return nil, 0, perr
-			}
-			return ev, len(f), nil
+			return decode(f, len(f))
 		})
 		if err != nil || end.Type != protocol.EventDone {
 			b.Fatalf("turn ended with %v, %v", end, err)

@@ -151,6 +151,10 @@ type Turn struct {
 	BytesSent     int
 	BytesReceived int
 	Events        int // server events received
+	// Encode and Decode are the client's JSON time: encoding the request,
+	// decoding the turn's events (most of which arrive while the model
+	// streams).
+	Encode, Decode time.Duration
 	// Usage is what the turn's sampling steps read and wrote: the tokens
 	// the model's time depends on.
 	Usage protocol.Usage
@@ -251,9 +255,9 @@ func (r *run) request(input protocol.Items) *protocol.CreateRequest {
 	return &req
 }
 
-// beginTurn starts timing a request of n bytes.
-func (r *run) beginTurn(start time.Time, n int) {
-	r.res.Turns = append(r.res.Turns, Turn{Start: start, BytesSent: n})
+// beginTurn starts timing a request sent at start.
+func (r *run) beginTurn(start time.Time, sent frameCost) {
+	r.res.Turns = append(r.res.Turns, Turn{Start: start, BytesSent: sent.bytes, Encode: sent.codec})
 	r.turn = &r.res.Turns[len(r.res.Turns)-1]
 }
 
@@ -261,11 +265,12 @@ func (r *run) beginTurn(start time.Time, n int) {
 // end of a response, which it returns. It passes every event to OnEvent,
 // keeps the output items, and with Eager starts client calls as their items
 // are done.
-func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, int, error)) (*protocol.ResponseEvent, error) {
+func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCost, error)) (*protocol.ResponseEvent, error) {
 	first := true
 	for {
-		ev, n, err := next()
-		r.turn.BytesReceived += n
+		ev, cost, err := next()
+		r.turn.BytesReceived += cost.bytes
+		r.turn.Decode += cost.codec
 		if err != nil {
 			return nil, err
 		}
@@ -418,7 +423,7 @@ func (r *run) suspended(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) { return conn.next(ctx) })
+		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) { return conn.next(ctx) })
 		if err != nil {
 			return err
 		}
@@ -459,7 +464,7 @@ func (r *run) turns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		end, err := r.readTurn(ctx, func() (protocol.Event, int, error) { return conn.next(ctx) })
+		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) { return conn.next(ctx) })
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code == protocol.CodeConnectionLimitReached {
 			conn.close()

@@ -50,19 +50,19 @@ func (rc *resumingConn) close() {
 // send sends a create or an append. A send that fails on a broken
 // connection is not an error once the response exists: next resumes, and a
 // lost append is sent again when the server replays its pause.
-func (rc *resumingConn) send(ctx context.Context, ev any) (int, error) {
+func (rc *resumingConn) send(ctx context.Context, ev any) (frameCost, error) {
 	if a, ok := ev.(*protocol.AppendEvent); ok {
 		rc.answer, rc.pause = a, rc.last
 	}
 	if rc.conn == nil {
-		return 0, nil // next reconnects, and the replayed pause brings the append
+		return frameCost{}, nil // next reconnects, and the replayed pause brings the append
 	}
-	n, err := rc.conn.send(ctx, ev)
+	cost, err := rc.conn.send(ctx, ev)
 	if err != nil && rc.id != "" && ctx.Err() == nil {
 		rc.broken()
-		return n, nil
+		return cost, nil
 	}
-	return n, err
+	return cost, err
 }
 
 func (rc *resumingConn) broken() {
@@ -74,11 +74,11 @@ func (rc *resumingConn) broken() {
 
 // next returns the rollout's next event, resuming on a new connection when
 // one drops.
-func (rc *resumingConn) next(ctx context.Context) (protocol.Event, int, error) {
+func (rc *resumingConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	for {
 		if rc.conn == nil {
 			if err := rc.resume(ctx); err != nil {
-				return nil, 0, err
+				return nil, frameCost{}, err
 			}
 		}
 		ev, n, err := rc.conn.next(ctx)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -53,29 +54,50 @@ func (c *Client) dial(ctx context.Context) (*wsConn, error) {
 	return &wsConn{c: conn}, nil
 }
 
-// send writes one client event; it returns the frame's size.
-func (w *wsConn) send(ctx context.Context, ev any) (int, error) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return 0, err
-	}
-	return len(b), w.c.Write(ctx, websocket.MessageText, b)
+// frameCost is what one frame cost the client: its size on the wire and
+// the time spent encoding or decoding it.
+type frameCost struct {
+	bytes int
+	codec time.Duration
 }
 
-// next reads one event and returns it with the frame's size.
-func (w *wsConn) next(ctx context.Context) (protocol.Event, int, error) {
+// encode is ev as JSON, and what encoding it cost.
+func encode(ev any) ([]byte, frameCost, error) {
+	t0 := time.Now()
+	b, err := json.Marshal(ev)
+	return b, frameCost{bytes: len(b), codec: time.Since(t0)}, err
+}
+
+// decode is the server event in b, and what decoding it cost.
+func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
+	t0 := time.Now()
+	ev, perr := protocol.DecodeEvent(b)
+	cost := frameCost{bytes: wire, codec: time.Since(t0)}
+	if perr != nil {
+		return nil, cost, fmt.Errorf("clienttools: server event: %w", perr)
+	}
+	return ev, cost, nil
+}
+
+// send writes one client event.
+func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
+	b, cost, err := encode(ev)
+	if err != nil {
+		return cost, err
+	}
+	return cost, w.c.Write(ctx, websocket.MessageText, b)
+}
+
+// next reads one event.
+func (w *wsConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	typ, b, err := w.c.Read(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, frameCost{}, err
 	}
 	if typ != websocket.MessageText {
-		return nil, len(b), errors.New("clienttools: binary frame from the server")
+		return nil, frameCost{bytes: len(b)}, errors.New("clienttools: binary frame from the server")
 	}
-	ev, perr := protocol.DecodeEvent(b)
-	if perr != nil {
-		return nil, len(b), fmt.Errorf("clienttools: server event: %w", perr)
-	}
-	return ev, len(b), nil
+	return decode(b, len(b))
 }
 
 func (w *wsConn) close() { w.c.Close(websocket.StatusNormalClosure, "") }
@@ -86,16 +108,16 @@ type sseStream struct {
 	r    *bufio.Reader
 }
 
-// post sends req as a streaming create and returns its event stream and the
-// body's size.
-func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStream, int, error) {
-	body, err := json.Marshal(req)
+// post sends req as a streaming create and returns its event stream and
+// what the body cost.
+func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStream, frameCost, error) {
+	body, cost, err := encode(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, cost, err
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/responses", bytes.NewReader(body))
 	if err != nil {
-		return nil, 0, err
+		return nil, cost, err
 	}
 	for k, v := range c.header() {
 		hr.Header[k] = v
@@ -104,24 +126,24 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 	hr.Header.Set("Accept", "text/event-stream")
 	res, err := c.httpClient().Do(hr)
 	if err != nil {
-		return nil, len(body), err
+		return nil, cost, err
 	}
 	if res.StatusCode != http.StatusOK {
 		defer res.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		var e struct{ Error *protocol.ErrorPayload }
 		if json.Unmarshal(msg, &e) != nil || e.Error == nil {
-			return nil, len(body), fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
+			return nil, cost, fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
 		}
 		err := errorOf(&protocol.ErrorEvent{Error: *e.Error})
-		return nil, len(body), fmt.Errorf("POST /responses: %s: %w", res.Status, err)
+		return nil, cost, fmt.Errorf("POST /responses: %s: %w", res.Status, err)
 	}
-	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, len(body), nil
+	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, cost, nil
 }
 
-// next reads one event ("event: T\ndata: JSON\n\n") and returns it with its
-// size on the wire. io.EOF means the stream ended.
-func (s *sseStream) next() (protocol.Event, int, error) {
+// next reads one event ("event: T\ndata: JSON\n\n"). io.EOF means the
+// stream ended.
+func (s *sseStream) next() (protocol.Event, frameCost, error) {
 	n := 0
 	var data []byte
 	for {
@@ -132,12 +154,12 @@ func (s *sseStream) next() (protocol.Event, int, error) {
 				// A data line longer than the buffer: read the rest whole.
 				rest, err := s.r.ReadBytes('\n')
 				if err != nil {
-					return nil, n, err
+					return nil, frameCost{bytes: n}, err
 				}
 				line = append(append([]byte(nil), line...), rest...)
 				n += len(rest)
 			} else {
-				return nil, n, err
+				return nil, frameCost{bytes: n}, err
 			}
 		}
 		line = bytes.TrimRight(line, "\r\n")
@@ -146,15 +168,11 @@ func (s *sseStream) next() (protocol.Event, int, error) {
 			if data == nil {
 				continue
 			}
-			ev, perr := protocol.DecodeEvent(data)
-			if perr != nil {
-				return nil, n, fmt.Errorf("clienttools: server event: %w", perr)
-			}
-			return ev, n, nil
+			return decode(data, n)
 		case bytes.HasPrefix(line, []byte("data:")):
 			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
 			if len(data) > maxFrame {
-				return nil, n, errors.New("clienttools: SSE event too large")
+				return nil, frameCost{bytes: n}, errors.New("clienttools: SSE event too large")
 			}
 		}
 	}

@@ -55,6 +55,9 @@ func TestCostModelByDesign(t *testing.T) {
 		for _, tn := range res.Turns {
 			flags[mode] = append(flags[mode], tn.Server.SafetyFlags)
 			read[mode] = append(read[mode], tn.Server.SafetyBytes)
+			if tn.Encode <= 0 || tn.Decode <= 0 {
+				t.Errorf("%s: client JSON time encode %v, decode %v", mode, tn.Encode, tn.Decode)
+			}
 			// Frames written by then depend on the writer: not checked.
 			if tn.Server.EncodeMicros < 0 || tn.Server.SampleMicros < tn.Server.FirstTokenMicros || tn.Server.RenderedTokens == 0 {
 				t.Errorf("%s: server timings %+v", mode, tn.Server)

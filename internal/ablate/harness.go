@@ -80,10 +80,14 @@ type Turn struct {
 	RenderTokens  int     `json:"render_tokens"`  // how many tokens that was
 	SampleUS      float64 `json:"sample_us"`      // the server's time in the model for the turn (its timings): model_us and the pacer's lateness
 	ToolsUS       float64 `json:"tools_us"`
-	Calls         int     `json:"calls"`
-	BytesSent     int     `json:"bytes_sent"`
-	BytesReceived int     `json:"bytes_received"`
-	Events        int     `json:"events"`
+	// The client's JSON time: encoding the request and decoding the turn's
+	// events (most of them while the model streams).
+	ClientEncodeUS float64 `json:"client_encode_us"`
+	ClientDecodeUS float64 `json:"client_decode_us"`
+	Calls          int     `json:"calls"`
+	BytesSent      int     `json:"bytes_sent"`
+	BytesReceived  int     `json:"bytes_received"`
+	Events         int     `json:"events"`
 }
 
 // target is the server the trials of one speed run against.
@@ -260,7 +264,8 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 			OutputTokens: u.OutputTokens, ModelUS: us(model), LatencyUS: us(latency),
 			FirstEventUS: us(rt.FirstEvent), OverheadUS: us(latency - model), ToolsUS: us(rt.Tools),
 			Calls: rt.Calls, BytesSent: rt.BytesSent, BytesReceived: rt.BytesReceived, Events: rt.Events,
-			RenderUS: float64(rt.Server.RenderMicros), RenderTokens: rt.Server.RenderedTokens, SampleUS: float64(rt.Server.SampleMicros), PacerLateUS: us(late)})
+			RenderUS: float64(rt.Server.RenderMicros), RenderTokens: rt.Server.RenderedTokens, SampleUS: float64(rt.Server.SampleMicros), PacerLateUS: us(late),
+			ClientEncodeUS: us(rt.Encode), ClientDecodeUS: us(rt.Decode)})
 		t.ModelUS += us(model)
 		t.ToolsUS += us(rt.Tools)
 		t.BytesSent += rt.BytesSent
