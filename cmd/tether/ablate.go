@@ -52,7 +52,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one (its timing must match --tps, --ttft, --prefill-rate)")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
-	out := fs.String("out", "", "directory to write results.json and turns.csv into")
+	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	cost := costFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -118,7 +118,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 			fmt.Fprintln(stderr, "tether: ablate:", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "\nwrote %s/results.json and %s/turns.csv\n", *out, *out)
+		fmt.Fprintf(stdout, "\nwrote results.json, turns.csv, overhead.svg, e2e.svg, waterfall.svg and report.html to %s\n", *out)
 	}
 	return 0
 }

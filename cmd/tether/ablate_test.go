@@ -23,7 +23,7 @@ func TestAblate(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"API overhead", "round trips", "× floor p50", "wrote " + dir} {
+	for _, want := range []string{"API overhead", "round trips", "× floor p50", "report.html to " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
