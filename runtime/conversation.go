@@ -50,9 +50,11 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 	if perr != nil {
 		return nil, perr
 	}
-	conv := &conversation{response: head.Response, items: items, prompt: head.Prompt}
-	if conv.prompt == nil || !s.opts.Cost.StoreTokens {
-		conv.prompt = nil
+	conv := &conversation{response: head.Response, items: items}
+	if s.opts.Cost.StoreTokens {
+		conv.prompt = head.Prompt
+	}
+	if conv.prompt == nil {
 		for _, it := range items {
 			conv.prompt = conv.prompt.Append(s.renderer.Item(it))
 		}

@@ -73,7 +73,7 @@ func TestCostModelByDesign(t *testing.T) {
 		clienttools.ModeSuspend:   {1, 0, 0, 0},
 	}
 	for mode, w := range want {
-		if !slicesEqual(flags[mode], w) {
+		if !slices.Equal(flags[mode], w) {
 			t.Errorf("%s: safety flags per turn %v, want %v (bytes read %v)", mode, flags[mode], w, read[mode])
 		}
 	}
@@ -148,8 +148,6 @@ func counter(t *testing.T, reg prometheus.Gatherer, name string, labels map[stri
 	}
 	return 0
 }
-
-func slicesEqual(a, b []int) bool { return slices.Equal(a, b) }
 
 // TestHopLatencyByDesign: on a fake clock where only the simulated service
 // calls take time, each design's rollout takes exactly the hops it makes.

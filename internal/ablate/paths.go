@@ -3,8 +3,6 @@ package ablate
 import (
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 
 	"github.com/tether-run/tether/clienttools"
 )
@@ -72,24 +70,7 @@ func checkPaths(mode clienttools.Mode, turns int, got map[string]int) error {
 		}
 	}
 	if !maps.Equal(got, want) {
-		return fmt.Errorf("ablate: %s took the server's paths %s, want %s", mode, format(got), format(want))
+		return fmt.Errorf("ablate: %s took the server's paths %v, want %v", mode, got, want) // fmt sorts map keys
 	}
 	return nil
-}
-
-func format(m map[string]int) string {
-	var parts []string
-	for _, k := range sortedKeys(m) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-	}
-	return "{" + strings.Join(parts, " ") + "}"
-}
-
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
