@@ -32,11 +32,7 @@ func renderer(tb testing.TB) *Renderer {
 // decode turns tokens back into text.
 func decode(tb testing.TB, r *Renderer, toks []Token) string {
 	tb.Helper()
-	ids := make([]uint, len(toks))
-	for i, t := range toks {
-		ids[i] = uint(t)
-	}
-	s, err := r.codec.Decode(ids)
+	s, err := r.codec.Decode(toks)
 	if err != nil {
 		tb.Fatalf("Decode: %v", err)
 	}
