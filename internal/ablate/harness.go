@@ -88,6 +88,9 @@ type Turn struct {
 	BytesSent      int     `json:"bytes_sent"`
 	BytesReceived  int     `json:"bytes_received"`
 	Events         int     `json:"events"`
+	// Server is the server's timing of the turn, phase by phase (in
+	// process, or from a --url server that sends timings).
+	Server *protocol.Timings `json:"server,omitempty"`
 }
 
 // target is the server the trials of one speed run against.
@@ -265,7 +268,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 			FirstEventUS: us(rt.FirstEvent), OverheadUS: us(latency - model), ToolsUS: us(rt.Tools),
 			Calls: rt.Calls, BytesSent: rt.BytesSent, BytesReceived: rt.BytesReceived, Events: rt.Events,
 			RenderUS: float64(rt.Server.RenderMicros), RenderTokens: rt.Server.RenderedTokens, SampleUS: float64(rt.Server.SampleMicros), PacerLateUS: us(late),
-			ClientEncodeUS: us(rt.Encode), ClientDecodeUS: us(rt.Decode)})
+			ClientEncodeUS: us(rt.Encode), ClientDecodeUS: us(rt.Decode), Server: sent(rt.Server)})
 		t.ModelUS += us(model)
 		t.ToolsUS += us(rt.Tools)
 		t.BytesSent += rt.BytesSent
@@ -283,6 +286,14 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 
 // wsModes are the modes whose turns go over a WebSocket.
 var wsModes = []string{clienttools.ModeSuspend.String(), clienttools.ModeTurns.String()}
+
+// sent is the server's timings of a turn, nil when it sent none.
+func sent(t protocol.Timings) *protocol.Timings {
+	if t == (protocol.Timings{}) {
+		return nil
+	}
+	return &t
+}
 
 // floorTries is how many echoes measure each turn's floor: the floor is the
 // fastest, a lower bound that the machine's noise only ever raises.
