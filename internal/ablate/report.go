@@ -26,6 +26,7 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"div":  ratio,
 	"kb":   func(b float64) string { return strconv.FormatFloat(b/1e3, 'f', 1, 64) },
 	"dur":  func(us float64) string { return time.Duration(us * 1e3).String() },
+	"ci":   WithInterval,
 	"svg":  func(b []byte) template.HTML { return template.HTML(b) }, // our own gonum/plot output
 }).Parse(reportHTML))
 

@@ -1,10 +1,5 @@
 package ablate
 
-import (
-	"math"
-	"slices"
-)
-
 // Summary is one mode at one speed over its trials. Durations are in
 // microseconds; "median" and "p95" are over trials unless they say turns.
 //
@@ -27,21 +22,30 @@ type Summary struct {
 	// trial: the share the API adds to what the model and the tools take.
 	BeyondModelAndTools float64 `json:"beyond_model_and_tools"`
 
-	// Round trips: overhead at the first three and the last three (median
-	// over the three, median over trials), their ratio, and the slope of
-	// overhead against the context the step read (least squares over every
-	// round trip of every trial).
-	RoundTrips         int     `json:"round_trips"`
-	FirstOverheadUS    float64 `json:"first_round_trips_overhead_us"`
-	LastOverheadUS     float64 `json:"last_round_trips_overhead_us"`
-	OverheadGrowth     float64 `json:"overhead_growth"` // last / first
-	SlopeUSPer1kTokens float64 `json:"overhead_slope_us_per_1k_tokens"`
-	RoundTripMedianUS  float64 `json:"round_trip_overhead_median_us"` // over round trips
-	RoundTripP99US     float64 `json:"round_trip_overhead_p99_us"`
-	FloorMedianUS      float64 `json:"floor_median_us"` // the echo floor of the same round trips
-	FloorP99US         float64 `json:"floor_p99_us"`
-	FloorRatioMedian   float64 `json:"floor_ratio_median"` // round trip overhead / floor, at the median
-	FloorRatioP99      float64 `json:"floor_ratio_p99"`
+	// Round trips. First and last are the median overhead of the first
+	// three and the last three (median over trials). The line is a
+	// Theil–Sen fit of overhead against the context each step read, over
+	// every round trip of every trial: its slope, its values at the first
+	// and the last round trip's context, and growth, the ratio of the two.
+	// The ratios to the floor are medians (and p99) of each round trip's
+	// overhead over its own floor. CI95 are 95% bootstrap intervals over
+	// the round trips.
+	RoundTrips         int        `json:"round_trips"`
+	FirstOverheadUS    float64    `json:"first_round_trips_overhead_us"`
+	LastOverheadUS     float64    `json:"last_round_trips_overhead_us"`
+	FitFirstUS         float64    `json:"overhead_fit_first_us"`
+	FitLastUS          float64    `json:"overhead_fit_last_us"`
+	OverheadGrowth     float64    `json:"overhead_growth"` // fit last / fit first
+	OverheadGrowthCI   [2]float64 `json:"overhead_growth_ci95"`
+	SlopeUSPer1kTokens float64    `json:"overhead_slope_us_per_1k_tokens"`
+	SlopeCI            [2]float64 `json:"overhead_slope_ci95"`
+	RoundTripMedianUS  float64    `json:"round_trip_overhead_median_us"` // over round trips
+	RoundTripP99US     float64    `json:"round_trip_overhead_p99_us"`
+	FloorMedianUS      float64    `json:"floor_median_us"` // the echo floor of the same round trips
+	FloorP99US         float64    `json:"floor_p99_us"`
+	FloorRatioMedian   float64    `json:"floor_ratio_median"` // median of overhead / floor
+	FloorRatioMedianCI [2]float64 `json:"floor_ratio_median_ci95"`
+	FloorRatioP99      float64    `json:"floor_ratio_p99"`
 	// RenderMedianUS is the server's tokenizing of a round trip's new items
 	// (the tool outputs; a real server does it too), and
 	// FloorRatioExRender the median ratio to the floor without it.
@@ -90,8 +94,8 @@ func summarize(trials []Trial) []Summary {
 
 func summarizeGroup(ts []Trial) Summary {
 	s := Summary{Mode: ts[0].Mode, TPS: ts[0].TPS, Trials: len(ts)}
-	var elapsed, model, tools, overhead, sent, received, cpu, first, last []float64
-	var rt, floor, render, exRender, late, xs, ys []float64
+	var elapsed, model, tools, overhead, sent, received, cpu, first, last, firstCtx, lastCtx []float64
+	var rt, floor, render, late, ctx, vsFloor, exRender []float64
 	for _, t := range ts {
 		elapsed = append(elapsed, t.ElapsedUS)
 		model = append(model, t.ModelUS)
@@ -109,14 +113,16 @@ func summarizeGroup(ts []Trial) Summary {
 		n := min(3, len(trips))
 		first = append(first, medianOverhead(trips[:n]))
 		last = append(last, medianOverhead(trips[len(trips)-n:]))
+		firstCtx = append(firstCtx, float64(trips[0].ContextTokens)/1000)
+		lastCtx = append(lastCtx, float64(trips[len(trips)-1].ContextTokens)/1000)
 		for _, tn := range trips {
 			rt = append(rt, tn.OverheadUS)
 			floor = append(floor, tn.FloorUS)
 			render = append(render, tn.RenderUS)
 			late = append(late, tn.PacerLateUS)
-			exRender = append(exRender, tn.OverheadUS-tn.RenderUS)
-			xs = append(xs, float64(tn.ContextTokens)/1000)
-			ys = append(ys, tn.OverheadUS)
+			ctx = append(ctx, float64(tn.ContextTokens)/1000)
+			vsFloor = append(vsFloor, ratio(tn.OverheadUS, tn.FloorUS))
+			exRender = append(exRender, ratio(tn.OverheadUS-tn.RenderUS, tn.FloorUS))
 		}
 		s.RoundTrips += len(trips)
 	}
@@ -125,14 +131,26 @@ func summarizeGroup(ts []Trial) Summary {
 	s.OverheadMedianUS, s.OverheadP95US = quantile(overhead, 0.5), quantile(overhead, 0.95)
 	s.BeyondModelAndTools = ratio(s.ElapsedMedianUS, s.ModelMedianUS+s.ToolsMedianUS) - 1
 	s.FirstOverheadUS, s.LastOverheadUS = quantile(first, 0.5), quantile(last, 0.5)
-	s.OverheadGrowth = ratio(s.LastOverheadUS, s.FirstOverheadUS)
-	s.SlopeUSPer1kTokens = slope(xs, ys)
+
+	x0, x1 := quantile(firstCtx, 0.5), quantile(lastCtx, 0.5)
+	growth := func(a, b float64) float64 { return ratio(a+b*x1, a+b*x0) }
+	a, b := fit(ctx, rt)
+	s.SlopeUSPer1kTokens, s.FitFirstUS, s.FitLastUS, s.OverheadGrowth = b, a+b*x0, a+b*x1, growth(a, b)
+	var slopes, growths, medians []float64
+	resample(len(rt), func(idx []int) {
+		a, b := fit(pick(ctx, idx), pick(rt, idx))
+		slopes, growths = append(slopes, b), append(growths, growth(a, b))
+		medians = append(medians, quantile(pick(vsFloor, idx), 0.5))
+	})
+	s.SlopeCI, s.OverheadGrowthCI = ci95(slopes), ci95(growths)
+
 	s.RoundTripMedianUS, s.RoundTripP99US = quantile(rt, 0.5), quantile(rt, 0.99)
 	s.FloorMedianUS, s.FloorP99US = quantile(floor, 0.5), quantile(floor, 0.99)
-	s.FloorRatioMedian, s.FloorRatioP99 = ratio(s.RoundTripMedianUS, s.FloorMedianUS), ratio(s.RoundTripP99US, s.FloorP99US)
+	s.FloorRatioMedian, s.FloorRatioP99 = quantile(vsFloor, 0.5), quantile(vsFloor, 0.99)
+	s.FloorRatioMedianCI = ci95(medians)
 	s.RenderMedianUS = quantile(render, 0.5)
 	s.PacerLateMedianUS = quantile(late, 0.5)
-	s.FloorRatioExRender = ratio(quantile(exRender, 0.5), s.FloorMedianUS)
+	s.FloorRatioExRender = quantile(exRender, 0.5)
 	s.BytesSentMedian, s.BytesReceivedMedian = quantile(sent, 0.5), quantile(received, 0.5)
 	s.CPUPerTurnUS = quantile(cpu, 0.5)
 	return s
@@ -154,46 +172,4 @@ func medianOverhead(turns []Turn) float64 {
 		xs = append(xs, t.OverheadUS)
 	}
 	return quantile(xs, 0.5)
-}
-
-// quantile is the q-quantile of xs by linear interpolation between the
-// closest ranks; 0 for none.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-}
-
-// slope is the least-squares slope of ys against xs; 0 when xs do not vary.
-func slope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	if n < 2 {
-		return 0
-	}
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
-	}
-	d := n*sxx - sx*sx
-	if d == 0 {
-		return 0
-	}
-	return (n*sxy - sx*sy) / d
-}
-
-// ratio is a/b, 0 when b is 0.
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
 }

@@ -1,0 +1,73 @@
+package ablate
+
+import (
+	"math"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
+
+// TestFit: the Theil–Sen line goes through points on a line exactly, and a
+// few wild points (a slow round trip) do not move it, where least squares
+// would.
+func TestFit(t *testing.T) {
+	var xs, ys []float64
+	for i := range 20 {
+		x := float64(i)
+		xs, ys = append(xs, x), append(ys, 1000+3*x)
+	}
+	if a, b := fit(xs, ys); !near(a, 1000) || !near(b, 3) {
+		t.Errorf("fit of y = 1000 + 3x: %v + %vx", a, b)
+	}
+	ys[17], ys[18] = 40000, 25000 // two round trips the machine slowed
+	if a, b := fit(xs, ys); math.Abs(a-1000) > 1 || math.Abs(b-3) > 0.5 {
+		t.Errorf("with two outliers: %v + %vx, want about 1000 + 3x", a, b)
+	}
+	if a, b := fit([]float64{2, 2, 2}, []float64{1, 5, 9}); a != 0 || b != 0 {
+		t.Errorf("no distinct x: %v + %vx, want 0 + 0x", a, b)
+	}
+}
+
+// TestSummaryRoundTrips checks the round-trip arithmetic on made-up
+// trials: overhead that grows 10 µs per 1k tokens from 1,000 µs, against
+// a floor of 500 µs.
+func TestSummaryRoundTrips(t *testing.T) {
+	var ts []Trial
+	for rep := range 3 {
+		tr := Trial{Mode: "suspend", TPS: 1000, Rep: rep}
+		for i := range 12 {
+			ctx := 1000 * (i + 1)
+			o := 1000 + 10*float64(i+1)
+			tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: ctx, OverheadUS: o, FloorUS: 500, RenderUS: 100})
+		}
+		ts = append(ts, tr)
+	}
+	s := summarizeGroup(ts)
+	if s.RoundTrips != 30 {
+		t.Fatalf("%d round trips, want 30 (12 turns less the first and last, ×3)", s.RoundTrips)
+	}
+	if !near(s.SlopeUSPer1kTokens, 10) || !near(s.FitFirstUS, 1020) || !near(s.FitLastUS, 1110) || !near(s.OverheadGrowth, 1110.0/1020) {
+		t.Errorf("line: slope %v, first %v, last %v, growth %v", s.SlopeUSPer1kTokens, s.FitFirstUS, s.FitLastUS, s.OverheadGrowth)
+	}
+	if !near(s.FirstOverheadUS, 1030) || !near(s.LastOverheadUS, 1100) {
+		t.Errorf("first 3 %v, last 3 %v, want 1030 and 1100", s.FirstOverheadUS, s.LastOverheadUS)
+	}
+	// Round trips 2..11 at 500 µs of floor: overhead/floor from 2.04 to 2.22.
+	if !near(s.FloorRatioMedian, (1060+1070)/2/500.0) || !near(s.FloorRatioExRender, (960+970)/2/500.0) {
+		t.Errorf("floor ratios: median %v, without render %v", s.FloorRatioMedian, s.FloorRatioExRender)
+	}
+	for name, ci := range map[string][2]float64{"growth": s.OverheadGrowthCI, "slope": s.SlopeCI, "floor ratio": s.FloorRatioMedianCI} {
+		if ci[0] > ci[1] {
+			t.Errorf("%s interval %v is upside down", name, ci)
+		}
+	}
+	if !near(s.SlopeCI[0], 10) || !near(s.SlopeCI[1], 10) {
+		t.Errorf("slope interval %v of points on a line, want [10, 10]", s.SlopeCI)
+	}
+	if s.FloorRatioMedianCI[0] > s.FloorRatioMedian || s.FloorRatioMedianCI[1] < s.FloorRatioMedian || s.FloorRatioMedianCI[0] < 2.04 || s.FloorRatioMedianCI[1] > 2.22 {
+		t.Errorf("floor ratio interval %v around %v", s.FloorRatioMedianCI, s.FloorRatioMedian)
+	}
+	if again := summarizeGroup(ts); again.FloorRatioMedianCI != s.FloorRatioMedianCI {
+		t.Errorf("intervals differ between two summaries of the same trials: %v, %v", again.FloorRatioMedianCI, s.FloorRatioMedianCI)
+	}
+}
