@@ -355,7 +355,7 @@ func openCalls(resp *protocol.Response) []protocol.PendingCall {
 	var calls []protocol.PendingCall
 	for _, it := range resp.Output {
 		if fc, ok := it.(*protocol.FunctionCall); ok && fc.Status != protocol.StatusIncomplete {
-			calls = append(calls, protocol.PendingCall{CallID: fc.CallID, Name: fc.Name, Arguments: fc.Arguments})
+			calls = append(calls, protocol.PendingCall{CallID: fc.CallID, Name: fc.Name, Namespace: fc.Namespace, Arguments: fc.Arguments})
 		}
 	}
 	return calls

@@ -32,6 +32,7 @@ const (
 	CodeInvalidValue         = "invalid_value"
 	CodeInvalidType          = "invalid_type"
 	CodeToolCallNotFound     = "tool_call_not_found"
+	CodeToolNotAvailable     = "tool_not_available" // a hosted tool type this server does not run
 	CodeUnsupportedParameter = "unsupported_parameter"
 	CodeQueueFull            = "websocket_queue_full"
 	CodeBinaryFrame          = "unsupported_frame_type"

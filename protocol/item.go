@@ -59,19 +59,23 @@ type Message struct {
 
 // FunctionCall is the model's call of a function tool.
 type FunctionCall struct {
-	ID        string     `json:"id,omitempty"`
-	CallID    string     `json:"call_id"`
-	Name      string     `json:"name"`
+	ID     string `json:"id,omitempty"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Namespace is the namespace tool whose member Name is, "" for a
+	// top-level function.
+	Namespace string     `json:"namespace,omitempty"`
 	Arguments string     `json:"arguments"`
 	Status    ItemStatus `json:"status,omitempty"`
 }
 
 // FunctionCallOutput is the result of a function call, sent by the client.
 type FunctionCallOutput struct {
-	ID     string     `json:"id,omitempty"`
-	CallID string     `json:"call_id"`
-	Output ToolOutput `json:"output"`
-	Status ItemStatus `json:"status,omitempty"`
+	ID        string     `json:"id,omitempty"`
+	CallID    string     `json:"call_id"`
+	Namespace string     `json:"namespace,omitempty"` // as on the call, when the client sends it
+	Output    ToolOutput `json:"output"`
+	Status    ItemStatus `json:"status,omitempty"`
 }
 
 // ToolOutput is a function call's output: a string, or content parts.
@@ -231,14 +235,15 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 		}
 		out := new(FunctionCallOutput)
 		var w struct {
-			ID     string     `json:"id"`
-			CallID string     `json:"call_id"`
-			Status ItemStatus `json:"status"`
+			ID        string     `json:"id"`
+			CallID    string     `json:"call_id"`
+			Namespace string     `json:"namespace"`
+			Status    ItemStatus `json:"status"`
 		}
 		if err := json.Unmarshal(raw, &w); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid function_call_output item: %s.", jsonReason(err))
 		}
-		out.ID, out.CallID, out.Status = w.ID, w.CallID, w.Status
+		out.ID, out.CallID, out.Namespace, out.Status = w.ID, w.CallID, w.Namespace, w.Status
 		o := trimSpace(head.Output)
 		if o[0] == '"' {
 			if err := json.Unmarshal(o, &out.Output.Text); err != nil {

@@ -165,6 +165,7 @@ type SubmitToolOutputs struct {
 type PendingCall struct {
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 	Arguments string `json:"arguments"`
 }
 

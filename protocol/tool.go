@@ -7,10 +7,25 @@ import (
 // ToolType names a tool.
 type ToolType string
 
-// Tool types.
+// Tool types: every type of the Responses API's tools array (see
+// tooltypes.go for who runs which).
 const (
-	ToolFunction  ToolType = "function"
-	ToolWebSearch ToolType = "web_search"
+	ToolFunction           ToolType = "function"
+	ToolNamespace          ToolType = "namespace"
+	ToolCustom             ToolType = "custom"
+	ToolLocalShell         ToolType = "local_shell"
+	ToolShell              ToolType = "shell"
+	ToolApplyPatch         ToolType = "apply_patch"
+	ToolComputer           ToolType = "computer"
+	ToolComputerUsePreview ToolType = "computer_use_preview"
+	ToolToolSearch         ToolType = "tool_search"
+	ToolWebSearch          ToolType = "web_search"
+	ToolWebSearchPreview   ToolType = "web_search_preview"
+	ToolFileSearch         ToolType = "file_search"
+	ToolCodeInterpreter    ToolType = "code_interpreter"
+	ToolImageGeneration    ToolType = "image_generation"
+	ToolMCP                ToolType = "mcp"
+	ToolProgrammatic       ToolType = "programmatic_tool_calling"
 )
 
 // Tool is a tool definition offered to the model. Function tools echo back
@@ -23,8 +38,33 @@ type Tool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 	Strict      *bool           `json:"strict"`
 
+	// Tools are a namespace's members: function and custom tools, which
+	// the model calls by name with the namespace beside it.
+	Tools []Tool `json:"tools,omitempty"`
+	// Format is a custom tool's input format; nil is free text.
+	Format *CustomFormat `json:"format,omitempty"`
+	// Environment is where a shell tool's commands run; nil is local.
+	Environment *ShellEnvironment `json:"environment,omitempty"`
+	// Execution says who runs a tool_search: "server" (the default) or
+	// "client".
+	Execution string `json:"execution,omitempty"`
+
 	// Raw is the definition as the client sent it, for non-function tools.
 	Raw json.RawMessage `json:"-"`
+}
+
+// CustomFormat is what a custom tool's input must be: free text, or text
+// that a grammar accepts.
+type CustomFormat struct {
+	Type       string `json:"type"`                 // "text" or "grammar"
+	Syntax     string `json:"syntax,omitempty"`     // grammar: "lark" or "regex"
+	Definition string `json:"definition,omitempty"` // grammar: its source
+}
+
+// ShellEnvironment is a shell tool's environment; only its type matters to
+// tether (the rest echoes back as sent).
+type ShellEnvironment struct {
+	Type string `json:"type"` // "local", "container_auto" or "container_reference"
 }
 
 type wireTool Tool
@@ -40,14 +80,25 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 	return json.Marshal(wireTool(t))
 }
 
-// UnmarshalJSON keeps the raw form of every tool.
+// UnmarshalJSON keeps the raw form of every tool. A field that means
+// different things in different types (computer_use_preview's environment
+// is a string, shell's an object) is read only for the type it belongs to.
 func (t *Tool) UnmarshalJSON(b []byte) error {
-	var w wireTool
+	var w struct {
+		wireTool
+		Environment json.RawMessage `json:"environment"`
+	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	if w.Type == ToolShell && !isNull(w.Environment) {
+		w.wireTool.Environment = new(ShellEnvironment)
+		if err := json.Unmarshal(w.Environment, w.wireTool.Environment); err != nil {
+			return err
+		}
+	}
 	w.Raw = append(json.RawMessage(nil), b...)
-	*t = Tool(w)
+	*t = Tool(w.wireTool)
 	return nil
 }
 

@@ -98,39 +98,13 @@ func (r *CreateRequest) Validate() *Error {
 	return nil
 }
 
-func validateTools(tools []Tool) *Error {
-	if len(tools) > MaxTools {
-		return Invalid(CodeInvalidValue, "tools", "Invalid 'tools': at most %d tools are allowed, got %d.", MaxTools, len(tools))
-	}
-	seen := make(map[string]bool, len(tools))
-	for i, t := range tools {
-		param := indexParam("tools", i)
-		switch t.Type {
-		case ToolFunction:
-			if perr := validateFunction(t, param, seen); perr != nil {
-				return perr
-			}
-		case ToolWebSearch, "web_search_preview":
-		case "":
-			return Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
-		default:
-			return Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported tool types are: 'function' and 'web_search'.", t.Type)
-		}
-	}
-	return nil
-}
-
 // validateFunction checks a function tool's name, unique among seen (which
 // it adds to), and parameters, found at fields+".name" and
 // fields+".parameters".
 func validateFunction(t Tool, fields string, seen map[string]bool) *Error {
-	if perr := validateName(t.Name, fields+".name"); perr != nil {
+	if perr := claimName(t.Name, fields+".name", seen); perr != nil {
 		return perr
 	}
-	if seen[t.Name] {
-		return Invalid(CodeInvalidValue, fields+".name", "Duplicate tool name '%s': function names must be unique.", t.Name)
-	}
-	seen[t.Name] = true
 	if !isNull(t.Parameters) && trimSpace(t.Parameters)[0] != '{' {
 		return Invalid(CodeInvalidType, fields+".parameters", "Invalid '%s.parameters': expected a JSON Schema object.", fields)
 	}

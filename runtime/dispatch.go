@@ -20,9 +20,10 @@ type stepCall struct {
 }
 
 // toolFor routes a sampled call: a hosted tool the request offered, else the
-// client.
-func (r *rollout) toolFor(name string) Tool {
-	if t, ok := r.hosted[name]; ok {
+// client (protocol.RunnerOf says which types are which; a namespace's
+// members are always the client's).
+func (r *rollout) toolFor(namespace, name string) Tool {
+	if t, ok := r.hosted[name]; ok && namespace == "" {
 		return t
 	}
 	return r.client
@@ -37,7 +38,7 @@ func startItem(c *stepCall) protocol.Item {
 		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
 	default:
 		c.call.ID = newID("fc")
-		return &protocol.FunctionCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Status: protocol.StatusInProgress}
+		return &protocol.FunctionCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Namespace: c.call.Namespace, Status: protocol.StatusInProgress}
 	}
 }
 

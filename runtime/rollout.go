@@ -134,15 +134,15 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	r.model = model
 	r.hosted = make(map[string]Tool)
 	for i, t := range req.Tools {
-		if t.Type == protocol.ToolFunction {
+		if protocol.RunnerOf(t) != protocol.RunsHosted {
 			continue
 		}
-		h, ok := s.hosted[t.Type]
+		h, ok := s.hosted[t.Type.Canonical()]
 		if !ok {
-			return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, indexParam("tools", i)+".type",
-				"This server does not run the hosted tool '%s' (start it with a search backend to enable web_search).", t.Type)
+			return nil, protocol.Invalid(protocol.CodeToolNotAvailable, indexParam("tools", i)+".type",
+				"The hosted tool '%s' is not available on this server (an embedding program enables it with a %s tool in Options.HostedTools; tether serve always has it).", t.Type, t.Type.Canonical())
 		}
-		r.hosted[string(t.Type)] = h
+		r.hosted[string(t.Type.Canonical())] = h
 	}
 	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {
 		return nil, perr

@@ -37,7 +37,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.emit(&protocol.AnnotationAddedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventAnnotationAdded},
 			ItemID: msg.ID, OutputIndex: idx, AnnotationIndex: len(part.Annotations) - 1, Annotation: *d.Annotation})
 	case sampler.CallStart:
-		call := &stepCall{call: protocol.FunctionCall{CallID: d.CallID, Name: d.Name}, tool: r.toolFor(d.Name)}
+		call := &stepCall{call: protocol.FunctionCall{CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}, tool: r.toolFor(d.Namespace, d.Name)}
 		r.openCall = call
 		r.openText.Reset()
 		item := startItem(call)

@@ -161,7 +161,7 @@ func (sp *suspension) Call(ctx context.Context, call protocol.FunctionCall, _ fu
 	var pause []protocol.PendingCall
 	if len(sp.waiting) == len(sp.step) {
 		for _, c := range sp.step {
-			pause = append(pause, protocol.PendingCall{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+			pause = append(pause, protocol.PendingCall{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Arguments})
 		}
 	}
 	sp.mu.Unlock()

@@ -8,12 +8,14 @@ import (
 
 // directiveCall is one call of a scripted step.
 type directiveCall struct {
-	Name string
-	Args string // a JSON object: as written, or "{}"
+	Namespace string // "NS" of "NS.NAME": the call is of NAME inside the namespace tool NS
+	Name      string
+	Args      string // a JSON object: as written, or "{}"
 }
 
 // parseDirectives returns the steps scripted in a user message: one step per
-// line of the form "call: NAME {json} | NAME {json} ...". Lines are matched
+// line of the form "call: NAME {json} | NS.NAME {json} ...", where NS.NAME
+// calls the function NAME of the namespace tool NS. Lines are matched
 // after trimming; "call:" is case-insensitive. A call whose arguments are
 // missing or are not a JSON object gets "{}"; a line with no named call is not
 // a step.
@@ -86,7 +88,8 @@ func splitCalls(s string) []string {
 	return append(out, s[from:])
 }
 
-// parseCall parses "NAME {json}". The name runs to the first space or '{'.
+// parseCall parses "NAME {json}" or "NS.NAME {json}". The name runs to the
+// first space or '{'.
 func parseCall(seg string) (directiveCall, bool) {
 	seg = strings.TrimSpace(seg)
 	end := strings.IndexFunc(seg, func(r rune) bool { return r == '{' || unicode.IsSpace(r) })
@@ -100,7 +103,14 @@ func parseCall(seg string) (directiveCall, bool) {
 	if !isJSONObject(args) {
 		args = "{}"
 	}
-	return directiveCall{Name: name, Args: args}, true
+	ns, short, ok := strings.Cut(name, ".")
+	if !ok {
+		ns, short = "", name
+	}
+	if short == "" {
+		return directiveCall{}, false
+	}
+	return directiveCall{Namespace: ns, Name: short, Args: args}, true
 }
 
 func isJSONObject(s string) bool {

@@ -96,12 +96,43 @@ func writeHeader(b *strings.Builder, instructions string, tools []protocol.Tool)
 }
 
 // writeTool writes one tool line: "name: description; parameters: {json}".
+// A namespace is a line of its own ("name: description; namespace") and a
+// line per member, named "namespace.member"; a custom tool shows its format
+// ("format: grammar lark: definition") where a function shows parameters.
 func writeTool(b *strings.Builder, t protocol.Tool) {
+	writeToolIn(b, "", t)
+}
+
+func writeToolIn(b *strings.Builder, namespace string, t protocol.Tool) {
 	name, desc, params := t.Name, "", []byte(t.Parameters)
 	if t.Description != nil {
 		desc = *t.Description
 	}
-	if t.Type != protocol.ToolFunction {
+	switch t.Type {
+	case protocol.ToolFunction:
+	case protocol.ToolNamespace:
+		b.WriteString(oneLine(name))
+		b.WriteString(": ")
+		b.WriteString(oneLine(desc))
+		b.WriteString("; namespace")
+		for _, m := range t.Tools {
+			b.WriteByte('\n')
+			writeToolIn(b, name, m)
+		}
+		return
+	case protocol.ToolCustom:
+		b.WriteString(oneLine(qualified(namespace, name)))
+		b.WriteString(": ")
+		b.WriteString(oneLine(desc))
+		b.WriteString("; format: ")
+		switch f := t.Format; {
+		case f == nil || f.Type != "grammar":
+			b.WriteString("text")
+		default:
+			b.WriteString("grammar " + f.Syntax + ": " + oneLine(f.Definition))
+		}
+		return
+	default:
 		// Hosted tools have no name or schema: show the definition as sent.
 		if name == "" {
 			name = string(t.Type)
@@ -111,7 +142,7 @@ func writeTool(b *strings.Builder, t protocol.Tool) {
 		}
 		params = t.Raw
 	}
-	b.WriteString(oneLine(name))
+	b.WriteString(oneLine(qualified(namespace, name)))
 	b.WriteString(": ")
 	b.WriteString(oneLine(desc))
 	b.WriteString("; parameters: ")
@@ -147,7 +178,7 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		if it == nil {
 			return false
 		}
-		block(b, "assistant to="+it.Name)
+		block(b, "assistant to="+qualified(it.Namespace, it.Name))
 		b.WriteString(it.Arguments)
 	case *protocol.FunctionCallOutput:
 		if it == nil {
@@ -329,6 +360,16 @@ func (r *Renderer) split(text string, run func(string), raw func(string)) {
 	if from < len(text) {
 		run(text[from:])
 	}
+}
+
+// qualified is "namespace.name", or name outside a namespace: how the
+// template names a namespace's member, and one string that tells two calls
+// apart (tool names have no dots).
+func qualified(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "." + name
 }
 
 // oneLine folds line breaks to spaces so a tool stays on one line.

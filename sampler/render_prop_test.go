@@ -95,7 +95,11 @@ func randItem(rng *rand.Rand) protocol.Item {
 		role := roles[rng.IntN(len(roles))]
 		return &protocol.Message{Role: role, Content: randContents(rng, role == protocol.RoleAssistant)}
 	case 2:
-		return &protocol.FunctionCall{CallID: "call_" + strconv.Itoa(rng.IntN(1000)), Name: "fn" + randText(rng), Arguments: randJSON(rng)}
+		fc := &protocol.FunctionCall{CallID: "call_" + strconv.Itoa(rng.IntN(1000)), Name: "fn" + randText(rng), Arguments: randJSON(rng)}
+		if rng.IntN(3) == 0 {
+			fc.Namespace = "ns" + randText(rng)
+		}
+		return fc
 	case 3:
 		out := protocol.ToolOutput{Text: randText(rng)}
 		if rng.IntN(2) == 0 {

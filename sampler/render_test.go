@@ -66,6 +66,14 @@ func TestHeader(t *testing.T) {
 		{"instructions only", "Be brief.", nil, "<|im_start|>system\nBe brief.<|im_end|>\n"},
 		{"tools only", "", []protocol.Tool{bare}, "<|im_start|>system\n# Tools\nnoop: ; parameters: {}<|im_end|>\n"},
 		{
+			"namespace and custom", "", []protocol.Tool{{Type: protocol.ToolNamespace, Name: "agents", Description: ptr("Sub-agents."),
+				Tools: []protocol.Tool{bare, {Type: protocol.ToolCustom, Name: "exec"}}},
+				{Type: protocol.ToolCustom, Name: "apply_patch", Description: ptr("Edit."),
+					Format: &protocol.CustomFormat{Type: "grammar", Syntax: "lark", Definition: "start: a\na: \"x\""}}},
+			"<|im_start|>system\n# Tools\nagents: Sub-agents.; namespace\nagents.noop: ; parameters: {}\nagents.exec: ; format: text\n" +
+				`apply_patch: Edit.; format: grammar lark: start: a a: "x"` + "<|im_end|>\n",
+		},
+		{
 			"both", "Be brief.", []protocol.Tool{weather, search},
 			"<|im_start|>system\nBe brief.\n# Tools\n" +
 				`get_weather: Current weather. Use it often.; parameters: {"type":"object","properties":{"location":{"type":"string"}}}` + "\n" +
@@ -112,6 +120,8 @@ func TestItem(t *testing.T) {
 			&protocol.InputImage{ImageURL: ptr("data:image/png;base64," + strings.Repeat("A", 5000))},
 			&protocol.InputFile{Filename: "a.pdf", FileData: strings.Repeat("B", 5000)},
 		}}, "<|im_start|>user\nlook: [image][file a.pdf]<|im_end|>\n"},
+		{"namespaced call", &protocol.FunctionCall{CallID: "call_1", Name: "wait_agent", Namespace: "multi_agent_v1", Arguments: `{}`},
+			"<|im_start|>assistant to=multi_agent_v1.wait_agent\n{}<|im_end|>\n"},
 		{"function call", &protocol.FunctionCall{CallID: "call_1", Name: "get_weather", Arguments: `{"location":"Paris"}`},
 			"<|im_start|>assistant to=get_weather\n{\"location\":\"Paris\"}<|im_end|>\n"},
 		{"output text", &protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "sunny"}},

@@ -33,13 +33,16 @@ func (k DeltaKind) String() string {
 }
 
 // Delta is one step of a streamed sample. Within a function call, ArgsDelta
-// and PartEnd repeat the call's CallID and Name, so a consumer may route
+// and PartEnd repeat the call's CallID, Name and Namespace, so a consumer may route
 // deltas without remembering the open part.
 type Delta struct {
 	Kind   DeltaKind
 	Text   string
 	CallID string
 	Name   string
+	// Namespace is the namespace tool a call's Name belongs to, "" for a
+	// top-level function.
+	Namespace string
 	// Incomplete marks a PartEnd that cut the part off at MaxOutputTokens.
 	Incomplete bool
 	// Annotation is the citation of a Citation delta; its indices count

@@ -47,10 +47,10 @@ func (s *Scripted) Cache() *PrefixCache { return s.cache }
 
 // part is one planned message or function call.
 type part struct {
-	call         bool
-	callID, name string
-	text         string                // message text, or call arguments
-	cites        []protocol.Annotation // citations of text spans, by end index
+	call                    bool
+	callID, name, namespace string
+	text                    string                // message text, or call arguments
+	cites                   []protocol.Annotation // citations of text spans, by end index
 }
 
 // Sample streams the policy's answer to req through emit, synchronously and
@@ -76,15 +76,15 @@ func plan(req *Request) []part {
 		if k := stepsTaken(items[at+1:], steps); k < len(steps) {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
-				parts[i] = part{call: true, callID: callID(len(items), k, i, c.Name), name: c.Name, text: c.Args}
+				parts[i] = part{call: true, callID: callID(len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
 			}
 			return parts
 		}
 	}
 	if len(items) > 0 && isUser(items[len(items)-1]) {
-		if t, ok := pickTool(req); ok {
+		if t, ns, ok := pickTool(req); ok {
 			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
-			return []part{{call: true, callID: callID(len(items), -1, 0, t.Name), name: t.Name, text: args}}
+			return []part{{call: true, callID: callID(len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
 		}
 	}
 	text, cites := answer(items)
@@ -115,7 +115,7 @@ func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
 		switch it := it.(type) {
 		case *protocol.FunctionCall:
 			if it != nil {
-				names = append(names, it.Name)
+				names = append(names, qualified(it.Namespace, it.Name))
 			}
 		case *protocol.WebSearchCall:
 			if it != nil {
@@ -126,7 +126,7 @@ func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
 	k := 0
 	for ; k < len(steps) && len(names) >= len(steps[k]); k++ {
 		for i, c := range steps[k] {
-			if names[i] != c.Name {
+			if names[i] != qualified(c.Namespace, c.Name) {
 				return k
 			}
 		}
@@ -135,28 +135,40 @@ func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
 	return k
 }
 
-// pickTool is the function tool to call: the forced one, else the first
-// function tool allowed.
-func pickTool(req *Request) (protocol.Tool, bool) {
+// pickTool is the function tool to call, and the namespace it is in: the
+// forced one, else the first function allowed, top-level functions before
+// namespaces' members.
+func pickTool(req *Request) (t protocol.Tool, namespace string, ok bool) {
 	tc := req.ToolChoice
-	for _, t := range req.Tools {
+	allowed := func(t protocol.Tool) bool {
 		if t.Type != protocol.ToolFunction || t.Name == "" {
+			return false
+		}
+		if tc.Function != "" {
+			return t.Name == tc.Function
+		}
+		return tc.Allowed == nil || containsString(tc.Allowed, t.Name)
+	}
+	for _, t := range req.Tools {
+		if allowed(t) {
+			return t, "", true
+		}
+	}
+	for _, ns := range req.Tools {
+		if ns.Type != protocol.ToolNamespace {
 			continue
 		}
-		switch {
-		case tc.Function != "":
-			if t.Name == tc.Function {
-				return t, true
+		for _, t := range ns.Tools {
+			if allowed(t) {
+				return t, ns.Name, true
 			}
-		case tc.Allowed == nil || containsString(tc.Allowed, t.Name):
-			return t, true
 		}
 	}
 	if tc.Function != "" {
 		// Forced but not offered: call it anyway, with no schema to follow.
-		return protocol.Tool{Type: protocol.ToolFunction, Name: tc.Function}, true
+		return protocol.Tool{Type: protocol.ToolFunction, Name: tc.Function}, "", true
 	}
-	return protocol.Tool{}, false
+	return protocol.Tool{}, "", false
 }
 
 func containsString(list []string, s string) bool {

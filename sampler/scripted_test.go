@@ -77,7 +77,7 @@ func output(deltas []Delta) protocol.Items {
 			b.WriteString(d.Text)
 		case PartEnd:
 			if d.CallID != "" {
-				items = append(items, &protocol.FunctionCall{CallID: d.CallID, Name: d.Name, Arguments: b.String()})
+				items = append(items, &protocol.FunctionCall{CallID: d.CallID, Name: d.Name, Namespace: d.Namespace, Arguments: b.String()})
 			} else {
 				items = append(items, &protocol.Message{Role: protocol.RoleAssistant, Content: protocol.Contents{&protocol.OutputText{Text: b.String()}}})
 			}
@@ -215,6 +215,7 @@ func TestPolicyCalls(t *testing.T) {
 	search := protocol.Tool{Type: protocol.ToolWebSearch, Raw: json.RawMessage(`{"type":"web_search"}`)}
 	a := fnTool("a", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
 	b := fnTool("b", `{"type":"object","properties":{"query":{"type":"string"}}}`)
+	agents := protocol.Tool{Type: protocol.ToolNamespace, Name: "agents", Tools: []protocol.Tool{b}}
 	user := protocol.Items{userMsg("Find the docs about pacing")}
 	answered := protocol.Items{
 		userMsg("Find the docs about pacing"),
@@ -226,9 +227,12 @@ func TestPolicyCalls(t *testing.T) {
 		items    protocol.Items
 		tools    []protocol.Tool
 		choice   protocol.ToolChoice
-		wantCall string // "" for a text answer
+		wantCall string // "" for a text answer, "NS.NAME" for a namespace's member
 		wantArgs string
 	}{
+		{"namespace member when no plain function", user, []protocol.Tool{search, agents}, protocol.ToolChoice{}, "agents.b", `{"query":"Find the docs about pacing"}`},
+		{"plain function before namespaces", user, []protocol.Tool{agents, a}, protocol.ToolChoice{}, "a", `{"path":"README.md"}`},
+		{"directive into a namespace", protocol.Items{userMsg("call: agents.b {\"query\":\"x\"}")}, []protocol.Tool{a, agents}, protocol.ToolChoice{}, "agents.b", `{"query":"x"}`},
 		{"first function tool", user, []protocol.Tool{search, a, b}, protocol.ToolChoice{}, "a", `{"path":"README.md"}`},
 		{"required", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "required"}, "a", `{"path":"README.md"}`},
 		{"forced", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "required", Function: "b"}, "b", `{"query":"Find the docs about pacing"}`},
@@ -252,8 +256,8 @@ func TestPolicyCalls(t *testing.T) {
 			case tt.wantCall == "":
 			case len(cs) != 1:
 				t.Fatalf("%d calls, want one call of %s", len(cs), tt.wantCall)
-			case cs[0].Name != tt.wantCall || cs[0].Arguments != tt.wantArgs:
-				t.Fatalf("called %s(%s), want %s(%s)", cs[0].Name, cs[0].Arguments, tt.wantCall, tt.wantArgs)
+			case qualified(cs[0].Namespace, cs[0].Name) != tt.wantCall || cs[0].Arguments != tt.wantArgs:
+				t.Fatalf("called %s(%s), want %s(%s)", qualified(cs[0].Namespace, cs[0].Name), cs[0].Arguments, tt.wantCall, tt.wantArgs)
 			}
 		})
 	}

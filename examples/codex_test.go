@@ -1,0 +1,146 @@
+package examples_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCodexCLI runs the Codex CLI (npm @openai/codex, pinned in
+// examples/codex) against tether as a custom provider, with the scripted
+// model, over WebSocket and over HTTP: its warm-up, an exec_command call
+// that Codex runs, a call of a function in Codex's own multi_agent_v1
+// namespace, and the final message. .ci/run installs the package; without
+// node or the package the test skips.
+func TestCodexCLI(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH: skipping the Codex CLI")
+	}
+	codex, err := filepath.Abs("codex/node_modules/.bin/codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(codex); err != nil {
+		t.Skip("examples/codex/node_modules/.bin/codex is missing: run npm ci in examples/codex")
+	}
+	for _, ws := range []bool{true, false} {
+		name := map[bool]string{true: "websocket", false: "http"}[ws]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			base := serve(t)
+			work := t.TempDir()
+			out := runCodex(t, codex, base, ws, work, `call: exec_command {"cmd":"echo tether-ok > proof.txt"}`)
+			if b, err := os.ReadFile(filepath.Join(work, "proof.txt")); err != nil || strings.TrimSpace(string(b)) != "tether-ok" {
+				t.Fatalf("exec_command did not run: proof.txt %q, %v", b, err)
+			}
+			if cmd := codexItem(out, "command_execution"); cmd == nil || cmd["exit_code"] != float64(0) {
+				t.Errorf("command item %v", cmd)
+			}
+			if msg := codexItem(out, "agent_message"); msg == nil || !strings.HasPrefix(msg["text"].(string), "exec_command returned:") {
+				t.Errorf("final message %v", msg)
+			}
+			// The two turns, and on a WebSocket the warm-up before them
+			// (generate: false), each once: nothing retried, nothing fell
+			// back to the other transport.
+			wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
+
+			out = runCodex(t, codex, base, ws, t.TempDir(), `call: multi_agent_v1.wait_agent {"targets":["agent_1"],"timeout_ms":1000}`)
+			msg := codexItem(out, "agent_message")
+			if msg == nil || !strings.HasPrefix(msg["text"].(string), "wait_agent returned:") || strings.Contains(msg["text"].(string), "unsupported call") {
+				t.Errorf("after the namespaced call: %v (want the function_call_output Codex sent back)", msg)
+			}
+		})
+	}
+}
+
+// runCodex runs codex exec --json in work with a throw-away CODEX_HOME whose
+// config makes tether at base its model provider, and returns its JSON
+// events. It fails the test unless the turn completed.
+func runCodex(t *testing.T, codex, base string, ws bool, work, prompt string) []map[string]any {
+	t.Helper()
+	home := t.TempDir()
+	config := `model = "tether-scripted"
+model_provider = "tether"
+
+[model_providers.tether]
+name = "tether"
+base_url = "` + base + `"
+wire_api = "responses"
+supports_websockets = ` + strconv.FormatBool(ws) + "\n"
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, work, []string{"CODEX_HOME=" + home, "OPENAI_API_KEY=sk-tether-test"},
+		codex, "exec", "--json", "--skip-git-repo-check", "--sandbox", "danger-full-access", prompt)
+	if code != 0 {
+		t.Fatalf("codex exit %d:\n%s", code, stderr)
+	}
+	if regexp.MustCompile(`(?i)retry|reconnect|fall(ing)? ?back to`).MatchString(stderr) {
+		t.Errorf("codex retried or fell back:\n%s", stderr)
+	}
+	var events []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("codex --json line %q: %v", sc.Text(), err)
+		}
+		events = append(events, ev)
+		if ev["type"] == "turn.failed" || ev["type"] == "error" {
+			t.Fatalf("codex: %v", ev)
+		}
+	}
+	if len(events) == 0 || events[len(events)-1]["type"] != "turn.completed" {
+		t.Fatalf("the turn did not complete:\n%s", stdout)
+	}
+	return events
+}
+
+// codexItem is the last completed item of a type in codex's events.
+func codexItem(events []map[string]any, typ string) map[string]any {
+	var found map[string]any
+	for _, ev := range events {
+		if it, ok := ev["item"].(map[string]any); ok && ev["type"] == "item.completed" && it["type"] == typ {
+			found = it
+		}
+	}
+	return found
+}
+
+// wantPaths checks tether's response counters: n responses, every one on
+// the transport Codex was configured for.
+func wantPaths(t *testing.T, base string, ws bool, n int) {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(base, "/v1") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := map[bool]string{true: `transport="ws"`, false: `transport="http"`}[ws]
+	total := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "tether_responses_total{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.Atoi(f[len(f)-1])
+		if !strings.Contains(line, want) || !strings.Contains(line, `status="completed"`) {
+			t.Errorf("a response off the expected path: %s", line)
+		}
+		total += v
+	}
+	if total != n {
+		t.Errorf("%d responses, want %d (a retry or a fallback adds some):\n%s", total, n, b)
+	}
+}

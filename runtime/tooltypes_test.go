@@ -1,0 +1,107 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// codexTools is the tool list the Codex CLI sends (plain functions, the
+// multi_agent_v1 namespace, a freeform apply_patch with a Lark grammar,
+// client-side tool search and web_search), cut down.
+func codexTools() []any {
+	var tools []any
+	json.Unmarshal([]byte(`[
+		{"type":"function","name":"exec_command","description":"Run a command.","parameters":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]},"strict":false},
+		{"type":"namespace","name":"multi_agent_v1","description":"Tools in the multi_agent_v1 namespace.","tools":[
+			{"type":"function","name":"spawn_agent","parameters":{"type":"object","properties":{"message":{"type":"string"}}}},
+			{"type":"function","name":"wait_agent","parameters":{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"}}}}}]},
+		{"type":"custom","name":"apply_patch","description":"Edit files.","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch hunk+ end_patch"}},
+		{"type":"tool_search","execution":"client","description":"Find deferred tools.","parameters":{"type":"object"}},
+		{"type":"web_search","external_web_access":false}]`), &tools)
+	return tools
+}
+
+// TestNamespacedCallSuspended: a call of a namespace's member parks a
+// suspended rollout with its namespace beside its name, in the call item
+// and in the pause's pending calls, and its output resumes it.
+func TestNamespacedCallSuspended(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{HostedTools: []runtime.Tool{searchTool()}})
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "tools": codexTools(),
+		"input": `call: multi_agent_v1.wait_agent {"ids":["agent_1"]}`}))
+	ev := untilPause(t, c)
+	done := ev[len(ev)-1]
+	calls := pendingCalls(t, done)
+	if len(calls) != 1 || calls[0]["name"] != "wait_agent" || calls[0]["namespace"] != "multi_agent_v1" {
+		t.Fatalf("pending calls %v, want wait_agent in multi_agent_v1", calls)
+	}
+	var item map[string]any
+	for _, b := range ev {
+		if eventType(t, b) == "response.output_item.done" {
+			item = obj(t, b)["item"].(map[string]any)
+		}
+	}
+	if item["type"] != "function_call" || item["name"] != "wait_agent" || item["namespace"] != "multi_agent_v1" {
+		t.Fatalf("call item %v", item)
+	}
+	out := fco(calls[0]["call_id"].(string), "agent_1 finished")
+	out["namespace"] = "multi_agent_v1"
+	c.send(t, appendEv(respID(t, done), "", out))
+	end := untilPause(t, c)
+	if last := end[len(end)-1]; eventType(t, last) != "response.completed" {
+		t.Fatalf("after the output: %s", last)
+	}
+	checkStreamInvariants(t, append(ev, end...))
+}
+
+// TestNamespacedCallTurns: in cached-state turns the namespaced call ends
+// the response with the call open; the output continues it.
+func TestNamespacedCallTurns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{HostedTools: []runtime.Tool{searchTool()}})
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(),
+		"input": `call: multi_agent_v1.spawn_agent {"message":"hi"}`}))
+	evs := c.untilTerminal(t)
+	r := obj(t, terminalResponse(t, evs[len(evs)-1]))
+	if r["status"] != "completed" {
+		t.Fatalf("status %v", r["status"])
+	}
+	fc := r["output"].([]any)[0].(map[string]any)
+	if fc["type"] != "function_call" || fc["name"] != "spawn_agent" || fc["namespace"] != "multi_agent_v1" {
+		t.Fatalf("output %v", r["output"])
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(), "previous_response_id": r["id"],
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": fc["call_id"], "namespace": "multi_agent_v1", "output": "agent_1"}}}))
+	evs = c.untilTerminal(t)
+	if r := obj(t, terminalResponse(t, evs[len(evs)-1])); r["status"] != "completed" || r["output"].([]any)[0].(map[string]any)["type"] != "message" {
+		t.Fatalf("continuation: %v", r)
+	}
+}
+
+// TestHostedToolNotAvailable: a hosted type tether does not run is refused
+// with one code and the tool's param, and the connection stays usable.
+func TestHostedToolNotAvailable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	c := h.dial(t, nil)
+	for _, tool := range []map[string]any{
+		{"type": "file_search", "vector_store_ids": []string{"vs_1"}},
+		{"type": "web_search"}, // no search backend in this server
+		{"type": "shell", "environment": map[string]any{"type": "container_auto"}},
+	} {
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "hi",
+			"tools": []any{map[string]any{"type": "function", "name": "f"}, tool}}))
+		e := decodeEv(t, c.recv(t))
+		if e.Type != "error" || e.Error.Code != "tool_not_available" || e.Error.Param != "tools[1].type" {
+			t.Fatalf("%v: got %+v", tool["type"], e.Error)
+		}
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "hi"}))
+	if evs := c.untilTerminal(t); eventType(t, evs[len(evs)-1]) != "response.completed" {
+		t.Fatalf("after the refusals: %s", evs[len(evs)-1])
+	}
+}
