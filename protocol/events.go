@@ -219,6 +219,10 @@ func DecodeEvent(data []byte) (Event, *Error) {
 		e = new(FunctionArgsDeltaEvent)
 	case EventFunctionArgsDone:
 		e = new(FunctionArgsDoneEvent)
+	case EventCustomToolInputDelta:
+		e = new(CustomToolInputDeltaEvent)
+	case EventCustomToolInputDone:
+		e = new(CustomToolInputDoneEvent)
 	case EventWebSearchInProgress, EventWebSearchSearching, EventWebSearchCompleted:
 		e = new(WebSearchCallEvent)
 	case EventError:

@@ -229,10 +229,11 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 			return nil, Invalid(CodeInvalidType, param, "Invalid function_call item: %s.", jsonReason(err))
 		}
 		return fc, nil
+	case ItemCustomToolCall:
+		return decodeCustomToolCall(raw, param)
+	case ItemCustomToolCallOutput:
+		return decodeCustomToolCallOutput(raw, head, param)
 	case ItemFunctionCallOutput:
-		if isNull(head.Output) {
-			return nil, Invalid(CodeMissingRequired, param+".output", "Missing required parameter: '%s.output'.", param)
-		}
 		out := new(FunctionCallOutput)
 		var w struct {
 			ID        string     `json:"id"`
@@ -244,17 +245,9 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 			return nil, Invalid(CodeInvalidType, param, "Invalid function_call_output item: %s.", jsonReason(err))
 		}
 		out.ID, out.CallID, out.Namespace, out.Status = w.ID, w.CallID, w.Namespace, w.Status
-		o := trimSpace(head.Output)
-		if o[0] == '"' {
-			if err := json.Unmarshal(o, &out.Output.Text); err != nil {
-				return nil, Invalid(CodeInvalidType, param+".output", "Invalid output: %s.", jsonReason(err))
-			}
-		} else {
-			parts, perr := decodeContents(o, param+".output", func(s string) Content { return &InputText{Text: s} })
-			if perr != nil {
-				return nil, perr
-			}
-			out.Output.Parts = parts
+		var perr *Error
+		if out.Output, perr = decodeToolOutput(head.Output, param+".output"); perr != nil {
+			return nil, perr
 		}
 		return out, nil
 	case ItemReasoning:
@@ -280,7 +273,7 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	case "":
 		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
 	default:
-		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'web_search_call' and 'item_reference'.", typ)
+		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'reasoning', 'compaction', 'web_search_call' and 'item_reference'.", typ)
 	}
 }
 

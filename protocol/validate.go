@@ -188,14 +188,23 @@ func validateItem(it Item, p string) *Error {
 		if perr := validateCallID(it.CallID, p+".call_id"); perr != nil {
 			return perr
 		}
-		for j, c := range it.Output.Parts {
-			switch c.ContentType() {
-			case ContentInputText, ContentInputImage, ContentInputFile, ContentInputVideo:
-			default:
-				return Invalid(CodeInvalidValue, indexParam(p+".output", j)+".type", "Invalid content type '%s' in a function_call_output: expected input_text, input_image, input_file or input_video.", c.ContentType())
-			}
+		if perr := validateToolOutputParts(it.Output.Parts, p, ItemFunctionCallOutput); perr != nil {
+			return perr
 		}
 		return validateStatus(it.Status, p)
+	case *CustomToolCall:
+		if perr := validateCallID(it.CallID, p+".call_id"); perr != nil {
+			return perr
+		}
+		if perr := validateName(it.Name, p+".name"); perr != nil {
+			return perr
+		}
+		return validateStatus(it.Status, p)
+	case *CustomToolCallOutput:
+		if perr := validateCallID(it.CallID, p+".call_id"); perr != nil {
+			return perr
+		}
+		return validateToolOutputParts(it.Output.Parts, p, ItemCustomToolCallOutput)
 	case *Reasoning:
 		for j, c := range it.Summary {
 			if c.ContentType() != ContentSummaryText {

@@ -1,0 +1,77 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// TestCustomToolItems: custom tool calls and their outputs decode, validate
+// and encode back to the same JSON, and their streaming events decode.
+func TestCustomToolItems(t *testing.T) {
+	for _, raw := range []string{
+		`{"type":"custom_tool_call","id":"ctc_1","call_id":"call_1","name":"apply_patch","input":"*** Begin Patch\n*** End Patch","status":"completed"}`,
+		`{"type":"custom_tool_call","call_id":"call_2","name":"exec","namespace":"code","input":""}`,
+		`{"type":"custom_tool_call_output","call_id":"call_1","output":"Done!"}`,
+		`{"type":"custom_tool_call_output","call_id":"call_1","output":[{"type":"input_text","text":"Done"}]}`,
+	} {
+		it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
+		if perr != nil {
+			t.Fatalf("%s: %v", raw, perr)
+		}
+		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
+			t.Fatalf("%s: %v", raw, perr)
+		}
+		back, err := json.Marshal(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		json.Unmarshal([]byte(raw), &a)
+		json.Unmarshal(back, &b)
+		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
+			t.Errorf("round trip:\n got %s\nwant %s", jb, ja)
+		}
+	}
+	for _, tt := range []struct{ raw, code, param string }{
+		{`{"type":"custom_tool_call_output","call_id":"call_1"}`, protocol.CodeMissingRequired, "input[0].output"},
+		{`{"type":"custom_tool_call_output","output":"x"}`, protocol.CodeMissingRequired, "input[0].call_id"},
+		{`{"type":"custom_tool_call_output","call_id":"c","output":[{"type":"output_text","text":"x"}]}`, protocol.CodeInvalidValue, "input[0].output[0].type"},
+		{`{"type":"custom_tool_call","call_id":"c","input":"x"}`, protocol.CodeMissingRequired, "input[0].name"},
+		{`{"type":"custom_tool_call","call_id":"c","name":"n","input":7}`, protocol.CodeInvalidType, "input[0]"},
+	} {
+		it, perr := protocol.DecodeItem(json.RawMessage(tt.raw), "input[0]")
+		if perr == nil {
+			perr = protocol.ValidateItems(protocol.Items{it}, "input")
+		}
+		if perr == nil || perr.Code != tt.code || perr.Param != tt.param {
+			t.Errorf("%s: got %v, want %s at %s", tt.raw, perr, tt.code, tt.param)
+		}
+	}
+	for _, raw := range []string{
+		`{"type":"response.custom_tool_call_input.delta","sequence_number":4,"item_id":"ctc_1","output_index":0,"delta":"*** Begin"}`,
+		`{"type":"response.custom_tool_call_input.done","sequence_number":9,"item_id":"ctc_1","output_index":0,"input":"*** Begin Patch"}`,
+	} {
+		ev, perr := protocol.DecodeEvent([]byte(raw))
+		if perr != nil {
+			t.Fatalf("%s: %v", raw, perr)
+		}
+		back, _ := json.Marshal(ev)
+		var a, b any
+		json.Unmarshal([]byte(raw), &a)
+		json.Unmarshal(back, &b)
+		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
+			t.Errorf("event round trip:\n got %s\nwant %s", jb, ja)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
