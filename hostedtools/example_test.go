@@ -43,7 +43,7 @@ func ExampleWebSearch() {
 	defer ix.Close()
 
 	var tool runtime.Tool = hostedtools.NewWebSearch(ix) // as a tether server calls it
-	call := protocol.FunctionCall{ID: "ws_1", CallID: "call_1", Name: "web_search", Arguments: `{"query":"parse a URL query string"}`}
+	call := protocol.Call{Type: protocol.ItemFunctionCall, ID: "ws_1", CallID: "call_1", Name: "web_search", Input: `{"query":"parse a URL query string"}`}
 	item, err := tool.Call(context.Background(), call, func(e protocol.Event) {
 		fmt.Println(protocol.Header(e).Type)
 	})

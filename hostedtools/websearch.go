@@ -40,8 +40,8 @@ type webSearchArgs struct {
 // holds the query and the sources. Nothing is emitted for arguments that do
 // not parse. A failed or cancelled search returns an error after
 // .searching and emits no .completed.
-func (w *WebSearch) Call(ctx context.Context, call protocol.FunctionCall, emit func(protocol.Event)) (protocol.Item, error) {
-	query, err := parseQuery(call.Arguments)
+func (w *WebSearch) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
+	query, err := parseQuery(call.Input)
 	if err != nil {
 		return nil, err
 	}

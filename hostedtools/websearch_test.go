@@ -58,8 +58,8 @@ func (r *recorder) types() []protocol.EventType {
 	return slices.Clone(r.events)
 }
 
-func searchCall(args string) protocol.FunctionCall {
-	return protocol.FunctionCall{ID: "ws_1", CallID: "call_1", Name: "web_search", Arguments: args}
+func searchCall(args string) protocol.Call {
+	return protocol.Call{Type: protocol.ItemFunctionCall, ID: "ws_1", CallID: "call_1", Name: "web_search", Input: args}
 }
 
 var (

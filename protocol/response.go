@@ -163,10 +163,12 @@ type SubmitToolOutputs struct {
 
 // PendingCall is one client tool call awaiting its output.
 type PendingCall struct {
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
-	Arguments string `json:"arguments"`
+	Type      ItemType `json:"type,omitempty"` // the call's item type; "" is function_call
+	CallID    string   `json:"call_id"`
+	Name      string   `json:"name"`
+	Namespace string   `json:"namespace,omitempty"`
+	Arguments string   `json:"arguments"`       // a function's
+	Input     string   `json:"input,omitempty"` // a custom tool's
 }
 
 // Timings are server-side phase durations in microseconds, for one

@@ -11,7 +11,7 @@ import (
 
 // stepCall is one tool call sampled in the current step.
 type stepCall struct {
-	call  protocol.FunctionCall
+	call  protocol.Call
 	tool  Tool
 	index int // output index of the call's item
 	pos   int // position of the call's item in the rollout's items
@@ -114,11 +114,11 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 // beginStep tells the tools that see their calls of a step together which
 // calls are theirs, in output order.
 func beginStep(calls []*stepCall) {
-	var byTool map[stepTool][]protocol.FunctionCall
+	var byTool map[stepTool][]protocol.Call
 	for _, c := range calls {
 		if t, ok := c.tool.(stepTool); ok {
 			if byTool == nil {
-				byTool = make(map[stepTool][]protocol.FunctionCall)
+				byTool = make(map[stepTool][]protocol.Call)
 			}
 			byTool[t] = append(byTool[t], c.call)
 		}

@@ -37,7 +37,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.emit(&protocol.AnnotationAddedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventAnnotationAdded},
 			ItemID: msg.ID, OutputIndex: idx, AnnotationIndex: len(part.Annotations) - 1, Annotation: *d.Annotation})
 	case sampler.CallStart:
-		call := &stepCall{call: protocol.FunctionCall{CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}, tool: r.toolFor(d.Namespace, d.Name)}
+		call := &stepCall{call: protocol.Call{Type: protocol.ItemFunctionCall, CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}, tool: r.toolFor(d.Namespace, d.Name)}
 		r.openCall = call
 		r.openText.Reset()
 		item := startItem(call)
@@ -97,7 +97,7 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 	_, isFunc := r.open.(*protocol.FunctionCall)
 	toolFinishes := r.openCall != nil && !isFunc
 	if c := r.openCall; c != nil && status == protocol.StatusCompleted {
-		c.call.Arguments = text
+		c.call.Input = text
 		c.index, c.pos, c.toolFinishes = idx, len(r.items), toolFinishes
 		r.calls = append(r.calls, c)
 	}

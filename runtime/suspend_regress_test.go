@@ -402,7 +402,7 @@ type sideOutputTool struct{}
 
 func (sideOutputTool) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolWebSearch} }
 
-func (sideOutputTool) Call(ctx context.Context, call protocol.FunctionCall, emit func(protocol.Event)) (protocol.Item, error) {
+func (sideOutputTool) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
 	return &protocol.FunctionCallOutput{CallID: call.CallID, Output: protocol.ToolOutput{Text: "the secret word is papaya"}}, nil
 }
 

@@ -47,7 +47,7 @@ type suspension struct {
 
 	// The current step's client calls, guarded by mu.
 	steps    int                                          // steps begun
-	step     []protocol.FunctionCall                      // in output order
+	step     []protocol.Call                              // in output order
 	waiting  map[string]chan *protocol.FunctionCallOutput // call_id -> 1-buffered, once its Call runs
 	left     int                                          // calls of the step without an output
 	answered map[string]int                               // call_id -> the step it got its output in, over the rollout
@@ -140,7 +140,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 func (sp *suspension) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolFunction} }
 
 // beginStep opens the step's client calls for outputs.
-func (sp *suspension) beginStep(calls []protocol.FunctionCall) {
+func (sp *suspension) beginStep(calls []protocol.Call) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.steps++
@@ -154,14 +154,14 @@ func (sp *suspension) beginStep(calls []protocol.FunctionCall) {
 // Call parks a client call until response.append delivers its output. The
 // step's last call to arrive asks the rollout to announce the pause, with
 // every call of the step, once their output_item.done events are out.
-func (sp *suspension) Call(ctx context.Context, call protocol.FunctionCall, _ func(protocol.Event)) (protocol.Item, error) {
+func (sp *suspension) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
 	ch := make(chan *protocol.FunctionCallOutput, 1)
 	sp.mu.Lock()
 	sp.waiting[call.CallID] = ch
 	var pause []protocol.PendingCall
 	if len(sp.waiting) == len(sp.step) {
 		for _, c := range sp.step {
-			pause = append(pause, protocol.PendingCall{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Arguments})
+			pause = append(pause, pendingCall(c))
 		}
 	}
 	sp.mu.Unlock()
@@ -175,6 +175,17 @@ func (sp *suspension) Call(ctx context.Context, call protocol.FunctionCall, _ fu
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
+}
+
+// pendingCall is a call as a pause lists it.
+func pendingCall(c protocol.Call) protocol.PendingCall {
+	p := protocol.PendingCall{Type: c.Type, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace}
+	if c.Type == protocol.ItemCustomToolCall {
+		p.Input = c.Input
+	} else {
+		p.Arguments = c.Input
+	}
+	return p
 }
 
 // put is the rollout's sink. Every frame goes into the replay log and, when

@@ -13,7 +13,8 @@ import (
 // Call runs one call, on a goroutine of its own: a step's calls run
 // concurrently, so Call must be safe for concurrent use, and it must honour
 // ctx. call.ID is the id of the output item the rollout started for the
-// call; call.CallID, call.Name and call.Arguments are what the model sampled.
+// call; call.Type, CallID, Name, Namespace and Input are what the model
+// sampled.
 // emit sends progress events (web_search_call.searching); the rollout stamps
 // sequence_number, output_index and item_id on them, so a tool sets only the
 // event type. emit is called on Call's goroutine and returns before Call
@@ -33,7 +34,7 @@ import (
 //     rollout is ending and the error is its cause.
 type Tool interface {
 	Definition() protocol.Tool
-	Call(ctx context.Context, call protocol.FunctionCall, emit func(protocol.Event)) (protocol.Item, error)
+	Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error)
 }
 
 // stepTool is a Tool that is told a step's calls before they run, all of
@@ -41,7 +42,7 @@ type Tool interface {
 // together, in one response.done.
 type stepTool interface {
 	Tool
-	beginStep(calls []protocol.FunctionCall)
+	beginStep(calls []protocol.Call)
 }
 
 // openCalls is the client's tool in the cached-state design and over HTTP:
@@ -52,6 +53,6 @@ type openCalls struct{}
 
 func (openCalls) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolFunction} }
 
-func (openCalls) Call(context.Context, protocol.FunctionCall, func(protocol.Event)) (protocol.Item, error) {
+func (openCalls) Call(context.Context, protocol.Call, func(protocol.Event)) (protocol.Item, error) {
 	return nil, nil
 }
