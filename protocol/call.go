@@ -53,3 +53,16 @@ func OutputFor(call ItemType) ItemType {
 	}
 	return ItemFunctionCallOutput
 }
+
+// OutputMismatch refuses an output item, at param, that answers a call of
+// another type.
+func OutputMismatch(out Item, callID string, call ItemType, param string) *Error {
+	return Invalid(CodeToolOutputMismatch, param+".type",
+		"Invalid '%s.type': '%s' answers a %s, but the call '%s' is a %s: answer it with a %s.",
+		param, out.ItemType(), outputAnswers(out), callID, call, OutputFor(call))
+}
+
+func outputAnswers(out Item) ItemType {
+	_, answers, _ := AnswerOf(out)
+	return answers
+}

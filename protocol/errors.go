@@ -32,7 +32,8 @@ const (
 	CodeInvalidValue         = "invalid_value"
 	CodeInvalidType          = "invalid_type"
 	CodeToolCallNotFound     = "tool_call_not_found"
-	CodeToolNotAvailable     = "tool_not_available" // a hosted tool type this server does not run
+	CodeToolNotAvailable     = "tool_not_available"        // a hosted tool type this server does not run
+	CodeToolOutputMismatch   = "tool_output_type_mismatch" // an output item of the wrong type for its call
 	CodeUnsupportedParameter = "unsupported_parameter"
 	CodeQueueFull            = "websocket_queue_full"
 	CodeBinaryFrame          = "unsupported_frame_type"

@@ -116,13 +116,13 @@ func findItem(items protocol.Items, id string) protocol.Item {
 	return nil
 }
 
-// hasCall reports whether a function call with callID is in items; it scans
-// from the newest item, where the call almost always is.
-func hasCall(items protocol.Items, callID string) bool {
+// findCall is the call item with callID in items (function or custom); it
+// scans from the newest item, where the call almost always is.
+func findCall(items protocol.Items, callID string) (protocol.Call, bool) {
 	for i := len(items) - 1; i >= 0; i-- {
-		if fc, ok := items[i].(*protocol.FunctionCall); ok && fc.CallID == callID {
-			return true
+		if c, ok := protocol.CallOf(items[i]); ok && c.CallID == callID {
+			return c, true
 		}
 	}
-	return false
+	return protocol.Call{}, false
 }

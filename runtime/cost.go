@@ -149,8 +149,12 @@ func (s *Server) classify(items protocol.Items, tm *protocol.Timings) {
 			}
 		case *protocol.FunctionCallOutput:
 			buf = safety.AppendText(buf, it.Output.String())
-		case *protocol.FunctionCall:
-			buf = safety.AppendText(buf, it.Arguments)
+		case *protocol.CustomToolCallOutput:
+			buf = safety.AppendText(buf, it.Output.String())
+		default:
+			if c, ok := protocol.CallOf(it); ok {
+				buf = safety.AppendText(buf, c.Input)
+			}
 		}
 	}
 	r := s.safety.Scan(buf)

@@ -22,20 +22,25 @@ type stepCall struct {
 // toolFor routes a sampled call: a hosted tool the request offered, else the
 // client (protocol.RunnerOf says which types are which; a namespace's
 // members are always the client's).
-func (r *rollout) toolFor(namespace, name string) Tool {
-	if t, ok := r.hosted[name]; ok && namespace == "" {
+func (r *rollout) toolFor(c protocol.Call) Tool {
+	if t, ok := r.hosted[c.Name]; ok && c.Namespace == "" && c.Type == protocol.ItemFunctionCall {
 		return t
 	}
 	return r.client
 }
 
-// startItem is the in-progress output item of a call: a function_call for
-// the client, the hosted tool's own item type otherwise.
+// startItem is the in-progress output item of a call: a function_call or a
+// custom_tool_call for the client, the hosted tool's own item type otherwise.
 func startItem(c *stepCall) protocol.Item {
 	switch c.tool.Definition().Type {
 	case protocol.ToolWebSearch:
 		c.call.ID = newID("ws")
 		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
+	}
+	switch c.call.Type {
+	case protocol.ItemCustomToolCall:
+		c.call.ID = newID("ctc")
+		return &protocol.CustomToolCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Namespace: c.call.Namespace, Status: protocol.StatusInProgress}
 	default:
 		c.call.ID = newID("fc")
 		return &protocol.FunctionCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Namespace: c.call.Namespace, Status: protocol.StatusInProgress}
@@ -47,6 +52,8 @@ func markStatus(it protocol.Item, status protocol.ItemStatus) {
 	case *protocol.WebSearchCall:
 		it.Status = status
 	case *protocol.FunctionCall:
+		it.Status = status
+	case *protocol.CustomToolCall:
 		it.Status = status
 	case *protocol.Message:
 		it.Status = status

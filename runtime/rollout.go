@@ -156,10 +156,20 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 		return nil, perr
 	}
 	for i, it := range req.Input {
-		out, ok := it.(*protocol.FunctionCallOutput)
-		if ok && !hasCall(req.Input[:i], out.CallID) && !hasCall(ctxItems, out.CallID) {
+		callID, answers, ok := protocol.AnswerOf(it)
+		if !ok {
+			continue
+		}
+		call, found := findCall(req.Input[:i], callID)
+		if !found {
+			call, found = findCall(ctxItems, callID)
+		}
+		switch {
+		case !found:
 			return nil, protocol.Invalid(protocol.CodeToolCallNotFound, indexParam("input", i)+".call_id",
-				"No tool call found for function call output with call_id '%s'.", out.CallID)
+				"No tool call found for %s with call_id '%s'.", it.ItemType(), callID)
+		case call.Type != answers:
+			return nil, protocol.OutputMismatch(it, callID, call.Type, indexParam("input", i))
 		}
 	}
 	if parent == nil && len(input) == 0 && req.Generating() {

@@ -37,7 +37,12 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.emit(&protocol.AnnotationAddedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventAnnotationAdded},
 			ItemID: msg.ID, OutputIndex: idx, AnnotationIndex: len(part.Annotations) - 1, Annotation: *d.Annotation})
 	case sampler.CallStart:
-		call := &stepCall{call: protocol.Call{Type: protocol.ItemFunctionCall, CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}, tool: r.toolFor(d.Namespace, d.Name)}
+		typ := d.CallType
+		if typ == "" {
+			typ = protocol.ItemFunctionCall
+		}
+		c := protocol.Call{Type: typ, CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}
+		call := &stepCall{call: c, tool: r.toolFor(c)}
 		r.openCall = call
 		r.openText.Reset()
 		item := startItem(call)
@@ -48,9 +53,13 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			return
 		}
 		r.openText.WriteString(d.Text)
-		if fc, ok := r.open.(*protocol.FunctionCall); ok { // hosted calls do not stream arguments
+		switch it := r.open.(type) { // hosted calls do not stream arguments
+		case *protocol.FunctionCall:
 			r.emit(&protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
-				ItemID: fc.ID, OutputIndex: idx, Delta: d.Text})
+				ItemID: it.ID, OutputIndex: idx, Delta: d.Text})
+		case *protocol.CustomToolCall:
+			r.emit(&protocol.CustomToolInputDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDelta},
+				ItemID: it.ID, OutputIndex: idx, Delta: d.Text})
 		}
 	case sampler.PartEnd:
 		if d.Incomplete {
@@ -89,13 +98,18 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		it.Status = status
 		r.emit(&protocol.FunctionArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDone},
 			ItemID: it.ID, OutputIndex: idx, Name: it.Name, Arguments: text})
+	case *protocol.CustomToolCall:
+		it.Input = text
+		it.Status = status
+		r.emit(&protocol.CustomToolInputDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDone},
+			ItemID: it.ID, OutputIndex: idx, Input: text})
 	case nil:
 		return
 	}
-	// A function_call item is done when its arguments are; a hosted tool's
-	// own item (web_search_call) is done when its tool returns.
-	_, isFunc := r.open.(*protocol.FunctionCall)
-	toolFinishes := r.openCall != nil && !isFunc
+	// A client's call item is done when its input is; a hosted tool's own
+	// item (web_search_call) is done when its tool returns.
+	_, isClientCall := protocol.CallOf(r.open)
+	toolFinishes := r.openCall != nil && !isClientCall
 	if c := r.openCall; c != nil && status == protocol.StatusCompleted {
 		c.call.Input = text
 		c.index, c.pos, c.toolFinishes = idx, len(r.items), toolFinishes

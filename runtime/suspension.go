@@ -46,13 +46,13 @@ type suspension struct {
 	expiry *time.Timer   // the resume window, while detached; guarded by mu
 
 	// The current step's client calls, guarded by mu.
-	steps    int                                          // steps begun
-	step     []protocol.Call                              // in output order
-	waiting  map[string]chan *protocol.FunctionCallOutput // call_id -> 1-buffered, once its Call runs
-	left     int                                          // calls of the step without an output
-	answered map[string]int                               // call_id -> the step it got its output in, over the rollout
-	pauses   int                                          // pauses so far: names the one timer is for
-	timer    *time.Timer                                  // SuspendTimeout of the current pause
+	steps    int                           // steps begun
+	step     []protocol.Call               // in output order
+	waiting  map[string]chan protocol.Item // call_id -> 1-buffered, once its Call runs: the call's output item
+	left     int                           // calls of the step without an output
+	answered map[string]int                // call_id -> the step it got its output in, over the rollout
+	pauses   int                           // pauses so far: names the one timer is for
+	timer    *time.Timer                   // SuspendTimeout of the current pause
 
 	// The replay log, guarded by mu: frames since the client last appended
 	// (appending proves it saw the pause).
@@ -145,7 +145,7 @@ func (sp *suspension) beginStep(calls []protocol.Call) {
 	defer sp.mu.Unlock()
 	sp.steps++
 	sp.step, sp.left = calls, len(calls)
-	sp.waiting = make(map[string]chan *protocol.FunctionCallOutput, len(calls))
+	sp.waiting = make(map[string]chan protocol.Item, len(calls))
 	if sp.answered == nil {
 		sp.answered = make(map[string]int)
 	}
@@ -155,7 +155,7 @@ func (sp *suspension) beginStep(calls []protocol.Call) {
 // step's last call to arrive asks the rollout to announce the pause, with
 // every call of the step, once their output_item.done events are out.
 func (sp *suspension) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
-	ch := make(chan *protocol.FunctionCallOutput, 1)
+	ch := make(chan protocol.Item, 1)
 	sp.mu.Lock()
 	sp.waiting[call.CallID] = ch
 	var pause []protocol.PendingCall
@@ -307,22 +307,27 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	var steering protocol.Items
 	for i, it := range items {
 		param := indexParam("input", i)
-		switch it := it.(type) {
-		case *protocol.FunctionCallOutput:
+		if callID, answers, ok := protocol.AnswerOf(it); ok {
 			// Call ids need only be unique within a step: some backends
 			// number them per completion (call_0 in every step). An id of
 			// an earlier step that is not pending now was answered then.
-			step, answered := sp.answered[it.CallID]
-			_, pending := sp.waiting[it.CallID]
+			step, answered := sp.answered[callID]
+			_, pending := sp.waiting[callID]
 			switch {
-			case seen[it.CallID] || answered && (step == sp.steps || !pending):
+			case seen[callID] || answered && (step == sp.steps || !pending):
 				return protocol.Invalid(protocol.CodeDuplicateToolOutput, param+".call_id",
-					"The tool call '%s' already has an output.", it.CallID)
+					"The tool call '%s' already has an output.", callID)
 			case !pending:
 				return protocol.Invalid(protocol.CodeToolCallNotFound, param+".call_id",
-					"No pending tool call with call_id '%s' in response '%s'.", it.CallID, sp.id)
+					"No pending tool call with call_id '%s' in response '%s'.", callID, sp.id)
 			}
-			seen[it.CallID] = true
+			if call := sp.stepCall(callID); call.Type != answers {
+				return protocol.OutputMismatch(it, callID, call.Type, param)
+			}
+			seen[callID] = true
+			continue
+		}
+		switch it := it.(type) {
 		case *protocol.Message:
 			if it.Role != protocol.RoleUser {
 				return protocol.Invalid(protocol.CodeInvalidValue, param+".role",
@@ -331,7 +336,7 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 			steering = append(steering, it)
 		default:
 			return protocol.Invalid(protocol.CodeInvalidValue, param+".type",
-				"response.append takes function_call_output items and user messages, not '%s'.", it.ItemType())
+				"response.append takes tool outputs (function_call_output, custom_tool_call_output) and user messages, not '%s'.", it.ItemType())
 		}
 	}
 	// Steering first: it must be in the rollout's inbox when the step ends.
@@ -339,20 +344,39 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 		sp.ro.steer(steering...)
 	}
 	for _, it := range items {
-		if out, ok := it.(*protocol.FunctionCallOutput); ok {
+		callID, _, ok := protocol.AnswerOf(it)
+		if !ok {
+			continue
+		}
+		switch out := it.(type) {
+		case *protocol.FunctionCallOutput:
 			if out.ID == "" {
 				out.ID = newID("fco")
 			}
-			sp.answered[out.CallID] = sp.steps
-			sp.left--
-			sp.waiting[out.CallID] <- out
+		case *protocol.CustomToolCallOutput:
+			if out.ID == "" {
+				out.ID = newID("ctco")
+			}
 		}
+		sp.answered[callID] = sp.steps
+		sp.left--
+		sp.waiting[callID] <- it
 	}
 	if sp.left == 0 {
 		sp.state = suspRunning
 		sp.stopTimerLocked()
 	}
 	return nil
+}
+
+// stepCall is the current step's call with callID (which is pending).
+func (sp *suspension) stepCall(callID string) protocol.Call {
+	for _, c := range sp.step {
+		if c.CallID == callID {
+			return c
+		}
+	}
+	return protocol.Call{}
 }
 
 // cancel handles response.cancel from sess: the rollout ends with status

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tether-run/tether/runtime"
@@ -104,4 +105,108 @@ func TestHostedToolNotAvailable(t *testing.T) {
 	if evs := c.untilTerminal(t); eventType(t, evs[len(evs)-1]) != "response.completed" {
 		t.Fatalf("after the refusals: %s", evs[len(evs)-1])
 	}
+}
+
+// patch is a custom apply_patch input, as a scripted directive carries it
+// (a JSON string: line breaks and all).
+const patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch"
+
+func patchDirective() string {
+	b, _ := json.Marshal(patch)
+	return "call: apply_patch " + string(b)
+}
+
+// TestCustomCallSuspended: a custom tool's call streams its input as
+// custom_tool_call_input events, parks the rollout with the call's type and
+// input in the pause, refuses an output of the wrong type (the connection
+// stays usable), and resumes on a custom_tool_call_output.
+func TestCustomCallSuspended(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{HostedTools: []runtime.Tool{searchTool()}})
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "tools": codexTools(),
+		"input": patchDirective()}))
+	ev := untilPause(t, c)
+	done := ev[len(ev)-1]
+	calls := pendingCalls(t, done)
+	if len(calls) != 1 || calls[0]["type"] != "custom_tool_call" || calls[0]["name"] != "apply_patch" || calls[0]["input"] != patch {
+		t.Fatalf("pending calls %v", calls)
+	}
+	var deltas strings.Builder
+	var item map[string]any
+	var inputDone string
+	for _, b := range ev {
+		switch m := obj(t, b); m["type"] {
+		case "response.custom_tool_call_input.delta":
+			deltas.WriteString(m["delta"].(string))
+		case "response.custom_tool_call_input.done":
+			inputDone = m["input"].(string)
+		case "response.output_item.done":
+			item = m["item"].(map[string]any)
+		case "response.function_call_arguments.delta":
+			t.Fatalf("a custom call streamed function arguments: %s", b)
+		}
+	}
+	if deltas.String() != patch || inputDone != patch || item["type"] != "custom_tool_call" || item["input"] != patch {
+		t.Fatalf("deltas %q, done %q, item %v", deltas.String(), inputDone, item)
+	}
+	id, callID := respID(t, done), calls[0]["call_id"].(string)
+	c.send(t, appendEv(id, "", fco(callID, "wrong type")))
+	e := decodeEv(t, c.recv(t))
+	if e.Type != "error" || e.Error.Code != "tool_output_type_mismatch" || e.Error.Param != "input[0].type" {
+		t.Fatalf("a function_call_output for a custom call: %+v", e.Error)
+	}
+	c.send(t, appendEv(id, "", map[string]any{"type": "custom_tool_call_output", "call_id": callID, "output": "Done!"}))
+	end := untilPause(t, c)
+	last := obj(t, terminalResponse(t, end[len(end)-1]))
+	if last["status"] != "completed" {
+		t.Fatalf("after the output: %v", last)
+	}
+	out := last["output"].([]any)
+	if msg := out[len(out)-1].(map[string]any); !strings.Contains(mustText(t, msg), "apply_patch returned: Done!") {
+		t.Fatalf("answer %v", msg)
+	}
+	checkStreamInvariants(t, append(ev, end...))
+}
+
+// TestCustomCallTurns: in cached-state turns a custom call ends the
+// response; the continuation takes a custom_tool_call_output and refuses a
+// function_call_output for it.
+func TestCustomCallTurns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{HostedTools: []runtime.Tool{searchTool()}})
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(), "input": patchDirective()}))
+	evs := c.untilTerminal(t)
+	r := obj(t, terminalResponse(t, evs[len(evs)-1]))
+	call := r["output"].([]any)[0].(map[string]any)
+	if call["type"] != "custom_tool_call" || call["input"] != patch {
+		t.Fatalf("output %v", r["output"])
+	}
+	cont := func(out map[string]any) map[string]any {
+		return create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(), "previous_response_id": r["id"], "input": []any{out}})
+	}
+	c.send(t, cont(fco(call["call_id"].(string), "wrong type")))
+	if e := decodeEv(t, c.recv(t)); e.Type != "error" || e.Error.Code != "tool_output_type_mismatch" || e.Error.Param != "input[0].type" {
+		t.Fatalf("a function_call_output for a custom call: %+v", e.Error)
+	}
+	// The refusal evicted the cached response: continue from the store's
+	// absence by sending the call again with its output.
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(), "input": []any{
+		call, map[string]any{"type": "custom_tool_call_output", "call_id": call["call_id"], "output": "Done!"}}}))
+	evs = c.untilTerminal(t)
+	if r := obj(t, terminalResponse(t, evs[len(evs)-1])); r["status"] != "completed" || !strings.Contains(mustText(t, r["output"].([]any)[0].(map[string]any)), "apply_patch returned: Done!") {
+		t.Fatalf("continuation: %v", r)
+	}
+}
+
+// mustText is the text of a message item.
+func mustText(t *testing.T, msg map[string]any) string {
+	t.Helper()
+	content, _ := msg["content"].([]any)
+	if msg["type"] != "message" || len(content) == 0 {
+		t.Fatalf("not a message with content: %v", msg)
+	}
+	text, _ := content[0].(map[string]any)["text"].(string)
+	return text
 }

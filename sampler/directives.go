@@ -11,6 +11,9 @@ type directiveCall struct {
 	Namespace string // "NS" of "NS.NAME": the call is of NAME inside the namespace tool NS
 	Name      string
 	Args      string // a JSON object: as written, or "{}"
+	// Input is a custom tool's input: the JSON string after the name,
+	// decoded, or the text after the name as written.
+	Input string
 }
 
 // parseDirectives returns the steps scripted in a user message: one step per
@@ -88,8 +91,9 @@ func splitCalls(s string) []string {
 	return append(out, s[from:])
 }
 
-// parseCall parses "NAME {json}" or "NS.NAME {json}". The name runs to the
-// first space or '{'.
+// parseCall parses "NAME {json}" or "NS.NAME {json}", or for a custom
+// tool "NAME \"input\"" (a JSON string, so that it holds line breaks and
+// '|'). The name runs to the first space or '{'.
 func parseCall(seg string) (directiveCall, bool) {
 	seg = strings.TrimSpace(seg)
 	end := strings.IndexFunc(seg, func(r rune) bool { return r == '{' || unicode.IsSpace(r) })
@@ -99,6 +103,10 @@ func parseCall(seg string) (directiveCall, bool) {
 	name, args := seg[:end], strings.TrimSpace(seg[end:])
 	if name == "" {
 		return directiveCall{}, false
+	}
+	input := args
+	if err := json.Unmarshal([]byte(args), &input); err != nil {
+		input = args
 	}
 	if !isJSONObject(args) {
 		args = "{}"
@@ -110,7 +118,7 @@ func parseCall(seg string) (directiveCall, bool) {
 	if short == "" {
 		return directiveCall{}, false
 	}
-	return directiveCall{Namespace: ns, Name: short, Args: args}, true
+	return directiveCall{Namespace: ns, Name: short, Args: args, Input: input}, true
 }
 
 func isJSONObject(s string) bool {

@@ -15,24 +15,24 @@ var directiveTests = []struct {
 }{
 	{"prose only", "What's the weather in Paris?", nil},
 	{"single", `call: get_weather {"location":"Paris"}`,
-		[][]directiveCall{{{"", "get_weather", `{"location":"Paris"}`}}}},
+		[][]directiveCall{{{"", "get_weather", `{"location":"Paris"}`, ""}}}},
 	{"parallel", `call: a {"x":1} | b {"y":"p|q"} |c`,
-		[][]directiveCall{{{"", "a", `{"x":1}`}, {"", "b", `{"y":"p|q"}`}, {"", "c", "{}"}}}},
-	{"invalid json", `call: a {"x":`, [][]directiveCall{{{"", "a", "{}"}}}},
-	{"missing args", "call: a", [][]directiveCall{{{"", "a", "{}"}}}},
-	{"array args", "call: a [1,2]", [][]directiveCall{{{"", "a", "{}"}}}},
-	{"trailing garbage", "call: a {} then more", [][]directiveCall{{{"", "a", "{}"}}}},
-	{"args kept as written", `call: a {  "k" : [1, 2] }`, [][]directiveCall{{{"", "a", `{  "k" : [1, 2] }`}}}},
-	{"no space", `call:a{"x":1}`, [][]directiveCall{{{"", "a", `{"x":1}`}}}},
+		[][]directiveCall{{{"", "a", `{"x":1}`, ""}, {"", "b", `{"y":"p|q"}`, ""}, {"", "c", "{}", ""}}}},
+	{"invalid json", `call: a {"x":`, [][]directiveCall{{{"", "a", "{}", ""}}}},
+	{"missing args", "call: a", [][]directiveCall{{{"", "a", "{}", ""}}}},
+	{"array args", "call: a [1,2]", [][]directiveCall{{{"", "a", "{}", ""}}}},
+	{"trailing garbage", "call: a {} then more", [][]directiveCall{{{"", "a", "{}", ""}}}},
+	{"args kept as written", `call: a {  "k" : [1, 2] }`, [][]directiveCall{{{"", "a", `{  "k" : [1, 2] }`, ""}}}},
+	{"no space", `call:a{"x":1}`, [][]directiveCall{{{"", "a", `{"x":1}`, ""}}}},
 	{"braces and quotes in strings", `call: a {"s":"he said \"|\" {"} | b`,
-		[][]directiveCall{{{"", "a", `{"s":"he said \"|\" {"}`}, {"", "b", "{}"}}}},
+		[][]directiveCall{{{"", "a", `{"s":"he said \"|\" {"}`, ""}, {"", "b", "{}", ""}}}},
 	{"steps with prose", "Please:\ncall: a {}\n  CALL: b {\"k\":true}\nthanks\r\ncall: c {}\r\n",
-		[][]directiveCall{{{"", "a", "{}"}}, {{"", "b", `{"k":true}`}}, {{"", "c", "{}"}}}},
+		[][]directiveCall{{{"", "a", "{}", ""}}, {{"", "b", `{"k":true}`, ""}}, {{"", "c", "{}", ""}}}},
 	{"no name", `call:  | {"x":1}`, nil},
 	{"empty directive", "call:", nil},
 	{"not at line start", "please call: a {}", nil},
 	{"namespaced", `call: multi_agent_v1.wait_agent {"ids":["a"]} | f`,
-		[][]directiveCall{{{"multi_agent_v1", "wait_agent", `{"ids":["a"]}`}, {"", "f", "{}"}}}},
+		[][]directiveCall{{{"multi_agent_v1", "wait_agent", `{"ids":["a"]}`, ""}, {"", "f", "{}", ""}}}},
 	{"namespace without a name", "call: ns. {}", nil},
 }
 
@@ -41,10 +41,32 @@ func TestParseDirectives(t *testing.T) {
 	for _, tt := range directiveTests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := parseDirectives(tt.text); !reflect.DeepEqual(got, tt.want) {
+			got := parseDirectives(tt.text)
+			for _, step := range got {
+				for i := range step {
+					step[i].Input = "" // TestCustomInput checks it
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("parseDirectives(%q) =\n%q\nwant\n%q", tt.text, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCustomInput: a custom tool's input is the JSON string after its
+// name, decoded (line breaks and '|' included), or the text as written.
+func TestCustomInput(t *testing.T) {
+	for text, want := range map[string]string{
+		`call: apply_patch "*** Begin Patch\n*** Add File: a|b\n*** End Patch"`: "*** Begin Patch\n*** Add File: a|b\n*** End Patch",
+		`call: code.exec print(1)`:      "print(1)",
+		`call: raw {"not":"json args"}`: `{"not":"json args"}`,
+		`call: empty`:                   "",
+	} {
+		steps := parseDirectives(text)
+		if len(steps) != 1 || len(steps[0]) != 1 || steps[0][0].Input != want {
+			t.Errorf("%s: %+v, want input %q", text, steps, want)
+		}
 	}
 }
 

@@ -180,6 +180,22 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		}
 		block(b, "assistant to="+qualified(it.Namespace, it.Name))
 		b.WriteString(it.Arguments)
+	case *protocol.CustomToolCall:
+		if it == nil {
+			return false
+		}
+		block(b, "assistant to="+qualified(it.Namespace, it.Name)+" custom")
+		b.WriteString(it.Input)
+	case *protocol.CustomToolCallOutput:
+		if it == nil {
+			return false
+		}
+		block(b, "tool call_id="+it.CallID)
+		if it.Output.Parts != nil {
+			writeContents(b, it.Output.Parts)
+		} else {
+			b.WriteString(it.Output.Text)
+		}
 	case *protocol.FunctionCallOutput:
 		if it == nil {
 			return false

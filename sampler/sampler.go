@@ -43,6 +43,9 @@ type Delta struct {
 	// Namespace is the namespace tool a call's Name belongs to, "" for a
 	// top-level function.
 	Namespace string
+	// CallType is a call's item type: protocol.ItemCustomToolCall for a
+	// custom tool, whose deltas are its input text; "" is a function call.
+	CallType protocol.ItemType
 	// Incomplete marks a PartEnd that cut the part off at MaxOutputTokens.
 	Incomplete bool
 	// Annotation is the citation of a Citation delta; its indices count

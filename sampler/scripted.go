@@ -48,6 +48,7 @@ func (s *Scripted) Cache() *PrefixCache { return s.cache }
 // part is one planned message or function call.
 type part struct {
 	call                    bool
+	callType                protocol.ItemType // "" for a function call
 	callID, name, namespace string
 	text                    string                // message text, or call arguments
 	cites                   []protocol.Annotation // citations of text spans, by end index
@@ -77,6 +78,9 @@ func plan(req *Request) []part {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
 				parts[i] = part{call: true, callID: callID(len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
+				if isCustom(req.Tools, c.Namespace, c.Name) {
+					parts[i].callType, parts[i].text = protocol.ItemCustomToolCall, c.Input
+				}
 			}
 			return parts
 		}
@@ -112,11 +116,11 @@ func findScript(items protocol.Items) (int, [][]directiveCall) {
 func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
 	var names []string
 	for _, it := range items {
+		if c, ok := protocol.CallOf(it); ok {
+			names = append(names, qualified(c.Namespace, c.Name))
+			continue
+		}
 		switch it := it.(type) {
-		case *protocol.FunctionCall:
-			if it != nil {
-				names = append(names, qualified(it.Namespace, it.Name))
-			}
 		case *protocol.WebSearchCall:
 			if it != nil {
 				names = append(names, string(protocol.ToolWebSearch))
@@ -171,6 +175,20 @@ func pickTool(req *Request) (t protocol.Tool, namespace string, ok bool) {
 	return protocol.Tool{}, "", false
 }
 
+// isCustom reports whether tools offer a custom tool name (in the namespace
+// tool namespace, when there is one).
+func isCustom(tools []protocol.Tool, namespace, name string) bool {
+	for _, t := range tools {
+		switch {
+		case namespace == "" && t.Type == protocol.ToolCustom && t.Name == name:
+			return true
+		case namespace != "" && t.Type == protocol.ToolNamespace && t.Name == namespace:
+			return isCustom(t.Tools, "", name)
+		}
+	}
+	return false
+}
+
 func containsString(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -214,18 +232,16 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 		if k > 0 {
 			w.text("; ")
 		}
-		switch it := it.(type) {
-		case *protocol.FunctionCallOutput:
-			w.text(callName(items[:j], it.CallID))
-			text := it.Output.Text
-			if it.Output.Parts != nil {
-				text = contentsText(it.Output.Parts)
-			}
-			if q := quote(text); q != "" {
+		if callID, _, ok := protocol.AnswerOf(it); ok {
+			w.text(callName(items[:j], callID))
+			if q := quote(toolOutputText(it)); q != "" {
 				w.text(" returned: " + q)
 			} else {
 				w.text(" returned nothing")
 			}
+			continue
+		}
+		switch it := it.(type) {
 		case *protocol.WebSearchCall:
 			if it.Action == nil || len(it.Action.Sources) == 0 {
 				w.text("the web search found nothing")
@@ -271,12 +287,28 @@ func (w *citingWriter) cite(title, url string) {
 	w.cites = append(w.cites, protocol.Annotation{Type: "url_citation", URL: url, Title: title, StartIndex: start, EndIndex: w.runes})
 }
 
-// isResult reports whether it is a tool's result: a function call output or
-// a finished web search.
-func isResult(it protocol.Item) bool {
+// toolOutputText is the text of an output item's output.
+func toolOutputText(it protocol.Item) string {
+	var o protocol.ToolOutput
 	switch it := it.(type) {
 	case *protocol.FunctionCallOutput:
-		return it != nil
+		o = it.Output
+	case *protocol.CustomToolCallOutput:
+		o = it.Output
+	}
+	if o.Parts != nil {
+		return contentsText(o.Parts)
+	}
+	return o.Text
+}
+
+// isResult reports whether it is a tool's result: a call's output or a
+// finished web search.
+func isResult(it protocol.Item) bool {
+	if _, _, ok := protocol.AnswerOf(it); ok {
+		return true
+	}
+	switch it := it.(type) {
 	case *protocol.WebSearchCall:
 		return it != nil
 	}
@@ -286,7 +318,7 @@ func isResult(it protocol.Item) bool {
 // callName is the name of the function call with callID, or "the tool".
 func callName(items protocol.Items, callID string) string {
 	for i := len(items) - 1; i >= 0; i-- {
-		if c, ok := items[i].(*protocol.FunctionCall); ok && c != nil && c.CallID == callID && c.Name != "" {
+		if c, ok := protocol.CallOf(items[i]); ok && c.CallID == callID && c.Name != "" {
 			return c.Name
 		}
 	}

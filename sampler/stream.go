@@ -54,10 +54,10 @@ func streamParts(ctx context.Context, r *Renderer, pc *Pacer, skip int, parts []
 		}
 		start, tok := Delta{Kind: TextStart}, Delta{Kind: TextDelta}
 		if p.call {
-			start = Delta{Kind: CallStart, CallID: p.callID, Name: p.name, Namespace: p.namespace}
-			tok = Delta{Kind: ArgsDelta, CallID: p.callID, Name: p.name, Namespace: p.namespace}
+			start = Delta{Kind: CallStart, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType}
+			tok = Delta{Kind: ArgsDelta, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType}
 		}
-		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name, Namespace: start.Namespace}
+		end := Delta{Kind: PartEnd, CallID: start.CallID, Name: start.Name, Namespace: start.Namespace, CallType: start.CallType}
 		emit(start)
 		runes, cites := 0, p.cites
 		for i, t := range toks[k] {
