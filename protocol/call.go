@@ -3,13 +3,15 @@ package protocol
 // Call is what every call item the model samples has in common: what a tool
 // is given to run, whatever the call's type.
 type Call struct {
-	Type      ItemType // ItemFunctionCall or ItemCustomToolCall
+	Type      ItemType // the call item's type: function_call, custom_tool_call, shell_call, …
 	ID        string   // the call item's id
 	CallID    string
 	Name      string
 	Namespace string // the namespace tool Name is in, "" at the top level
 	// Input is what the model wrote: a function's arguments (JSON), a
-	// custom tool's input (text).
+	// custom tool's input (text), a typed call's payload (JSON: a shell's
+	// or computer's action, a patch's operation, a tool search's
+	// arguments).
 	Input string
 }
 
@@ -23,6 +25,30 @@ func CallOf(it Item) (Call, bool) {
 	case *CustomToolCall:
 		if it != nil {
 			return Call{Type: ItemCustomToolCall, ID: it.ID, CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Input: it.Input}, true
+		}
+	case *ShellCall:
+		if it != nil {
+			return Call{Type: ItemShellCall, ID: it.ID, CallID: it.CallID, Name: string(ToolShell), Input: string(it.Action)}, true
+		}
+	case *LocalShellCall:
+		if it != nil {
+			return Call{Type: ItemLocalShellCall, ID: it.ID, CallID: it.CallID, Name: string(ToolLocalShell), Input: string(it.Action)}, true
+		}
+	case *ApplyPatchCall:
+		if it != nil {
+			return Call{Type: ItemApplyPatchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolApplyPatch), Input: string(it.Operation)}, true
+		}
+	case *ComputerCall:
+		if it != nil {
+			in := it.Action
+			if isNull(in) {
+				in = it.Actions
+			}
+			return Call{Type: ItemComputerCall, ID: it.ID, CallID: it.CallID, Name: string(ToolComputer), Input: string(in)}, true
+		}
+	case *ToolSearchCall:
+		if it != nil {
+			return Call{Type: ItemToolSearchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolToolSearch), Input: string(it.Arguments)}, true
 		}
 	}
 	return Call{}, false
@@ -42,16 +68,49 @@ func AnswerOf(it Item) (callID string, answers ItemType, ok bool) {
 		if it != nil {
 			return it.CallID, ItemCustomToolCall, true
 		}
+	case *ShellCallOutput:
+		if it != nil {
+			return it.CallID, ItemShellCall, true
+		}
+	case *LocalShellCallOutput:
+		if it != nil {
+			return it.ID, ItemLocalShellCall, true // its id names the call
+		}
+	case *ApplyPatchCallOutput:
+		if it != nil {
+			return it.CallID, ItemApplyPatchCall, true
+		}
+	case *ComputerCallOutput:
+		if it != nil {
+			return it.CallID, ItemComputerCall, true
+		}
+	case *ToolSearchOutput:
+		if it != nil {
+			return it.CallID, ItemToolSearchCall, true
+		}
 	}
 	return "", "", false
 }
 
+// outputs maps each call type to the output type that answers it.
+var outputs = map[ItemType]ItemType{
+	ItemFunctionCall:   ItemFunctionCallOutput,
+	ItemCustomToolCall: ItemCustomToolCallOutput,
+	ItemShellCall:      ItemShellCallOutput,
+	ItemLocalShellCall: ItemLocalShellCallOutput,
+	ItemApplyPatchCall: ItemApplyPatchCallOutput,
+	ItemComputerCall:   ItemComputerCallOutput,
+	ItemToolSearchCall: ItemToolSearchOutput,
+}
+
 // OutputFor is the output type that answers a call of type call.
-func OutputFor(call ItemType) ItemType {
-	if call == ItemCustomToolCall {
-		return ItemCustomToolCallOutput
-	}
-	return ItemFunctionCallOutput
+func OutputFor(call ItemType) ItemType { return outputs[call] }
+
+// AnsweredBy reports whether an output naming callID answers c:
+// by call_id, or for a local_shell_call_output (whose id names the call)
+// by the call item's id as well.
+func (c Call) AnsweredBy(callID string) bool {
+	return c.CallID == callID || c.Type == ItemLocalShellCall && c.ID == callID
 }
 
 // OutputMismatch refuses an output item, at param, that answers a call of

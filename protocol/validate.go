@@ -219,6 +219,8 @@ func validateItem(it Item, p string) *Error {
 		if it.ID == "" {
 			return Invalid(CodeMissingRequired, p+".id", "Missing required parameter: '%s.id'.", p)
 		}
+	default:
+		return validateTyped(it, p)
 	}
 	return nil
 }

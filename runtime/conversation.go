@@ -120,7 +120,7 @@ func findItem(items protocol.Items, id string) protocol.Item {
 // scans from the newest item, where the call almost always is.
 func findCall(items protocol.Items, callID string) (protocol.Call, bool) {
 	for i := len(items) - 1; i >= 0; i-- {
-		if c, ok := protocol.CallOf(items[i]); ok && c.CallID == callID {
+		if c, ok := protocol.CallOf(items[i]); ok && c.AnsweredBy(callID) {
 			return c, true
 		}
 	}

@@ -307,7 +307,11 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	var steering protocol.Items
 	for i, it := range items {
 		param := indexParam("input", i)
-		if callID, answers, ok := protocol.AnswerOf(it); ok {
+		if named, answers, ok := protocol.AnswerOf(it); ok {
+			callID := sp.stepCall(named).CallID
+			if callID == "" {
+				callID = named
+			}
 			// Call ids need only be unique within a step: some backends
 			// number them per completion (call_0 in every step). An id of
 			// an earlier step that is not pending now was answered then.
@@ -336,7 +340,7 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 			steering = append(steering, it)
 		default:
 			return protocol.Invalid(protocol.CodeInvalidValue, param+".type",
-				"response.append takes tool outputs (function_call_output, custom_tool_call_output) and user messages, not '%s'.", it.ItemType())
+				"response.append takes tool outputs (function_call_output, custom_tool_call_output, shell_call_output, …) and user messages, not '%s'.", it.ItemType())
 		}
 	}
 	// Steering first: it must be in the rollout's inbox when the step ends.
@@ -344,19 +348,13 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 		sp.ro.steer(steering...)
 	}
 	for _, it := range items {
-		callID, _, ok := protocol.AnswerOf(it)
+		named, _, ok := protocol.AnswerOf(it)
 		if !ok {
 			continue
 		}
-		switch out := it.(type) {
-		case *protocol.FunctionCallOutput:
-			if out.ID == "" {
-				out.ID = newID("fco")
-			}
-		case *protocol.CustomToolCallOutput:
-			if out.ID == "" {
-				out.ID = newID("ctco")
-			}
+		callID := sp.stepCall(named).CallID
+		if out, ok := it.(*protocol.FunctionCallOutput); ok && out.ID == "" {
+			out.ID = newID("fco")
 		}
 		sp.answered[callID] = sp.steps
 		sp.left--
@@ -369,10 +367,11 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	return nil
 }
 
-// stepCall is the current step's call with callID (which is pending).
+// stepCall is the current step's call that an output naming callID
+// answers; the zero Call when there is none.
 func (sp *suspension) stepCall(callID string) protocol.Call {
 	for _, c := range sp.step {
-		if c.CallID == callID {
+		if c.AnsweredBy(callID) {
 			return c
 		}
 	}
