@@ -1,5 +1,7 @@
 package protocol
 
+import "encoding/json"
+
 // Call is what every call item the model samples has in common: what a tool
 // is given to run, whatever the call's type.
 type Call struct {
@@ -124,4 +126,33 @@ func OutputMismatch(out Item, callID string, call ItemType, param string) *Error
 func outputAnswers(out Item) ItemType {
 	_, answers, _ := AnswerOf(out)
 	return answers
+}
+
+// ItemOf is the call item of c with status: the inverse of CallOf. A typed
+// call's Input is its payload; one that is not JSON is kept as a JSON
+// string, so that the item stays valid.
+func ItemOf(c Call, status ItemStatus) Item {
+	payload := json.RawMessage(c.Input)
+	if c.Input != "" && !json.Valid(payload) {
+		payload, _ = json.Marshal(c.Input)
+	}
+	if c.Input == "" {
+		payload = json.RawMessage("{}")
+	}
+	switch c.Type {
+	case ItemCustomToolCall:
+		return &CustomToolCall{ID: c.ID, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Input: c.Input, Status: status}
+	case ItemShellCall:
+		return &ShellCall{ID: c.ID, CallID: c.CallID, Action: payload, Status: status}
+	case ItemLocalShellCall:
+		return &LocalShellCall{ID: c.ID, CallID: c.CallID, Action: payload, Status: status}
+	case ItemApplyPatchCall:
+		return &ApplyPatchCall{ID: c.ID, CallID: c.CallID, Operation: payload, Status: status}
+	case ItemComputerCall:
+		return &ComputerCall{ID: c.ID, CallID: c.CallID, Action: payload, PendingSafetyChecks: json.RawMessage("[]"), Status: status}
+	case ItemToolSearchCall:
+		return &ToolSearchCall{ID: c.ID, CallID: c.CallID, Execution: "client", Arguments: payload, Status: status}
+	default:
+		return &FunctionCall{ID: c.ID, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Input, Status: status}
+	}
 }

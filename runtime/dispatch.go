@@ -37,14 +37,19 @@ func startItem(c *stepCall) protocol.Item {
 		c.call.ID = newID("ws")
 		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
 	}
-	switch c.call.Type {
-	case protocol.ItemCustomToolCall:
-		c.call.ID = newID("ctc")
-		return &protocol.CustomToolCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Namespace: c.call.Namespace, Status: protocol.StatusInProgress}
-	default:
-		c.call.ID = newID("fc")
-		return &protocol.FunctionCall{ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Namespace: c.call.Namespace, Status: protocol.StatusInProgress}
-	}
+	c.call.ID = newID(idPrefixes[c.call.Type])
+	return protocol.ItemOf(c.call, protocol.StatusInProgress)
+}
+
+// idPrefixes are the id prefixes of the client's call items, as OpenAI's.
+var idPrefixes = map[protocol.ItemType]string{
+	protocol.ItemFunctionCall:   "fc",
+	protocol.ItemCustomToolCall: "ctc",
+	protocol.ItemShellCall:      "sh",
+	protocol.ItemLocalShellCall: "lsh",
+	protocol.ItemApplyPatchCall: "apc",
+	protocol.ItemComputerCall:   "cu",
+	protocol.ItemToolSearchCall: "tsc",
 }
 
 func markStatus(it protocol.Item, status protocol.ItemStatus) {

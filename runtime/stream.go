@@ -105,6 +105,13 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 			ItemID: it.ID, OutputIndex: idx, Input: text})
 	case nil:
 		return
+	default:
+		// A typed call (shell, apply_patch, …): its payload streams no
+		// events of its own; the item is done with it.
+		if c, ok := protocol.CallOf(it); ok {
+			c.Input = text
+			r.open = protocol.ItemOf(c, status)
+		}
 	}
 	// A client's call item is done when its input is; a hosted tool's own
 	// item (web_search_call) is done when its tool returns.

@@ -252,9 +252,58 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		b.WriteString(it.ID)
 		b.WriteString("]")
 	default:
-		return false
+		if !writeTyped(b, it) {
+			return false
+		}
 	}
 	b.WriteString(imEnd)
+	return true
+}
+
+// writeTyped writes a typed call (shell, local_shell, apply_patch,
+// computer, tool_search) as the assistant addressing the tool with its
+// payload, and a typed output as the tool's answer; it reports false for
+// anything else.
+func writeTyped(b *strings.Builder, it protocol.Item) bool {
+	if c, ok := protocol.CallOf(it); ok {
+		block(b, "assistant to="+c.Name)
+		b.WriteString(compactJSON([]byte(c.Input)))
+		return true
+	}
+	callID, _, ok := protocol.AnswerOf(it)
+	if !ok {
+		if t, ok := it.(*protocol.AdditionalTools); ok && t != nil {
+			block(b, "system")
+			b.WriteString("# Tools")
+			for _, tool := range t.Tools {
+				b.WriteByte('\n')
+				writeTool(b, tool)
+			}
+			return true
+		}
+		return false
+	}
+	block(b, "tool call_id="+callID)
+	switch it := it.(type) {
+	case *protocol.ShellCallOutput:
+		b.WriteString(compactJSON(it.Output))
+	case *protocol.LocalShellCallOutput:
+		b.WriteString(it.Output)
+	case *protocol.ApplyPatchCallOutput:
+		b.WriteString(string(it.Status))
+		if it.Output != nil {
+			b.WriteString(": " + *it.Output)
+		}
+	case *protocol.ComputerCallOutput:
+		b.WriteString(imagePlaceholder)
+	case *protocol.ToolSearchOutput:
+		for i, tool := range it.Tools {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			writeTool(b, tool)
+		}
+	}
 	return true
 }
 

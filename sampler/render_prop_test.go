@@ -90,7 +90,7 @@ var roles = []protocol.Role{"", protocol.RoleUser, protocol.RoleAssistant, proto
 // randItem is a random item of any kind the renderer knows, or now and then
 // one it renders to nothing.
 func randItem(rng *rand.Rand) protocol.Item {
-	switch rng.IntN(9) {
+	switch rng.IntN(12) {
 	case 0, 1:
 		role := roles[rng.IntN(len(roles))]
 		return &protocol.Message{Role: role, Content: randContents(rng, role == protocol.RoleAssistant)}
@@ -127,6 +127,18 @@ func randItem(rng *rand.Rand) protocol.Item {
 		return &protocol.Compaction{EncryptedContent: randText(rng)}
 	case 7:
 		return &protocol.ItemReferenceItem{ID: randText(rng)}
+	case 8:
+		return &protocol.CustomToolCall{CallID: "call_" + strconv.Itoa(rng.IntN(1000)), Name: "c" + randText(rng), Input: randText(rng)}
+	case 9:
+		return &protocol.ShellCall{CallID: "call_" + strconv.Itoa(rng.IntN(1000)), Action: json.RawMessage(randJSON(rng))}
+	case 10:
+		switch rng.IntN(3) {
+		case 0:
+			return &protocol.ShellCallOutput{CallID: randText(rng), Output: json.RawMessage(randJSON(rng))}
+		case 1:
+			return &protocol.ApplyPatchCallOutput{CallID: randText(rng), Status: protocol.StatusCompleted, Output: ptr(randText(rng))}
+		}
+		return &protocol.CustomToolCallOutput{CallID: randText(rng), Output: protocol.ToolOutput{Text: randText(rng)}}
 	default:
 		if rng.IntN(2) == 0 {
 			return nil

@@ -78,8 +78,11 @@ func plan(req *Request) []part {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
 				parts[i] = part{call: true, callID: callID(len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
-				if isCustom(req.Tools, c.Namespace, c.Name) {
+				switch {
+				case isCustom(req.Tools, c.Namespace, c.Name):
 					parts[i].callType, parts[i].text = protocol.ItemCustomToolCall, c.Input
+				case c.Namespace == "":
+					parts[i].callType = typedCall(req.Tools, c.Name) // its payload is the directive's JSON object
 				}
 			}
 			return parts
@@ -187,6 +190,30 @@ func isCustom(tools []protocol.Tool, namespace, name string) bool {
 		}
 	}
 	return false
+}
+
+// typedCalls are the built-in client tools a directive names by their
+// type, and the call items they make.
+var typedCalls = map[protocol.ToolType]protocol.ItemType{
+	protocol.ToolShell:              protocol.ItemShellCall,
+	protocol.ToolLocalShell:         protocol.ItemLocalShellCall,
+	protocol.ToolApplyPatch:         protocol.ItemApplyPatchCall,
+	protocol.ToolComputer:           protocol.ItemComputerCall,
+	protocol.ToolComputerUsePreview: protocol.ItemComputerCall,
+	protocol.ToolToolSearch:         protocol.ItemToolSearchCall,
+}
+
+// typedCall is the call type of "call: shell {…}" and the like when tools
+// offer a client tool of that type ("computer" stands for either computer
+// tool), and "" (a function call) otherwise.
+func typedCall(tools []protocol.Tool, name string) protocol.ItemType {
+	for _, t := range tools {
+		typ, ok := typedCalls[t.Type]
+		if ok && protocol.RunnerOf(t) == protocol.RunsOnClient && (string(t.Type) == name || name == "computer" && typ == protocol.ItemComputerCall) {
+			return typ
+		}
+	}
+	return ""
 }
 
 func containsString(list []string, s string) bool {
