@@ -172,9 +172,11 @@ func (c ChatToolChoice) MarshalJSON() ([]byte, error) {
 	case c.Function != "":
 		return json.Marshal(namedFunction(c.Function))
 	case c.Allowed != nil:
-		refs := make([]chatNamed, len(c.Allowed))
-		for i, n := range c.Allowed {
-			refs[i] = namedFunction(n)
+		refs := make([]chatNamed, 0, len(c.Allowed))
+		for _, r := range c.Allowed {
+			if r.Type == ToolFunction { // chat has functions only
+				refs = append(refs, namedFunction(r.Name))
+			}
 		}
 		var w struct {
 			Type    string `json:"type"`
@@ -221,11 +223,11 @@ func (c *ChatToolChoice) UnmarshalJSON(b []byte) error {
 		if w.Allowed == nil {
 			return Invalid(CodeMissingRequired, "tool_choice.allowed_tools", "Missing required parameter: 'tool_choice.allowed_tools'.")
 		}
-		names := make([]string, 0, len(w.Allowed.Tools))
+		refs := make([]ToolRef, 0, len(w.Allowed.Tools))
 		for _, t := range w.Allowed.Tools {
-			names = append(names, t.Function.Name)
+			refs = append(refs, ToolRef{ToolFunction, t.Function.Name})
 		}
-		*c = ChatToolChoice{Mode: w.Allowed.Mode, Allowed: names}
+		*c = ChatToolChoice{Mode: w.Allowed.Mode, Allowed: refs}
 	default:
 		return Invalid(CodeInvalidValue, "tool_choice.type", "Invalid value: '%s'. Supported tool_choice types are: 'function' and 'allowed_tools'.", w.Type)
 	}

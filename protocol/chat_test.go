@@ -54,7 +54,7 @@ var chatCases = []struct {
 		want: protocol.ChatContext{
 			Items:           protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: "hi"}}}},
 			Tools:           []protocol.Tool{{Type: protocol.ToolFunction, Name: "a"}, {Type: protocol.ToolFunction, Name: "b"}},
-			ToolChoice:      protocol.ToolChoice{Mode: "required", Allowed: []string{"b"}},
+			ToolChoice:      protocol.ToolChoice{Mode: "required", Allowed: []protocol.ToolRef{{Type: "function", Name: "b"}}},
 			MaxOutputTokens: 7,
 		},
 	},
@@ -132,7 +132,7 @@ func TestChatToolChoiceRoundTrip(t *testing.T) {
 		`"auto"`:     {Mode: "auto"},
 		`"required"`: {Mode: "required"},
 		`{"type":"function","function":{"name":"f"}}`:                                                                    {Mode: "required", Function: "f"},
-		`{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[{"type":"function","function":{"name":"a"}}]}}`: {Mode: "auto", Allowed: []string{"a"}},
+		`{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[{"type":"function","function":{"name":"a"}}]}}`: {Mode: "auto", Allowed: []protocol.ToolRef{{Type: "function", Name: "a"}}},
 	} {
 		var c protocol.ChatToolChoice
 		if err := json.Unmarshal([]byte(in), &c); err != nil {

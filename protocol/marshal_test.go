@@ -176,17 +176,25 @@ func TestToolChoiceRoundTrip(t *testing.T) {
 		{"none", `"none"`, protocol.ToolChoice{Mode: "none"}, `"none"`},
 		{"required", `"required"`, protocol.ToolChoice{Mode: "required"}, `"required"`},
 		{"empty string means auto", `""`, protocol.ToolChoice{}, `"auto"`},
-		{"function", `{"type":"function","name":"get_weather"}`, protocol.ToolChoice{Mode: "required", Function: "get_weather"}, `{"name":"get_weather","type":"function"}`},
+		{"function", `{"type":"function","name":"get_weather"}`, protocol.ToolChoice{Mode: "required", Function: "get_weather"}, `{"type":"function","name":"get_weather"}`},
+		{"custom", `{"type":"custom","name":"apply_patch"}`, protocol.ToolChoice{Mode: "required", Custom: "apply_patch"}, `{"type":"custom","name":"apply_patch"}`},
+		{"built-in", `{"type":"web_search_preview"}`, protocol.ToolChoice{Mode: "required", Builtin: "web_search_preview"}, `{"type":"web_search_preview"}`},
+		{
+			"allowed_tools of every kind",
+			`{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"c"},{"type":"shell"},{"type":"web_search"}]}`,
+			protocol.ToolChoice{Mode: "auto", Allowed: []protocol.ToolRef{{Type: "custom", Name: "c"}, {Type: "shell"}, {Type: "web_search"}}},
+			`{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"c"},{"type":"shell"},{"type":"web_search"}]}`,
+		},
 		{
 			"allowed_tools",
 			`{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"a"},{"type":"function","name":"b"}]}`,
-			protocol.ToolChoice{Mode: "required", Allowed: []string{"a", "b"}},
+			protocol.ToolChoice{Mode: "required", Allowed: []protocol.ToolRef{{Type: "function", Name: "a"}, {Type: "function", Name: "b"}}},
 			`{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"a"},{"type":"function","name":"b"}]}`,
 		},
 		{
 			"allowed_tools without mode is auto",
 			`{"type":"allowed_tools","tools":[]}`,
-			protocol.ToolChoice{Allowed: []string{}},
+			protocol.ToolChoice{Allowed: []protocol.ToolRef{}},
 			`{"type":"allowed_tools","mode":"auto","tools":[]}`,
 		},
 	}

@@ -44,7 +44,7 @@ func TestSchemaResponse(t *testing.T) {
 			)
 		}},
 		{"allowed_tools", func(r *protocol.Response) {
-			r.ToolChoice = protocol.ToolChoice{Allowed: []string{"get_weather"}}
+			r.ToolChoice = protocol.ToolChoice{Allowed: []protocol.ToolRef{{Type: "function", Name: "get_weather"}}}
 		}},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // ToolType names a tool.
@@ -103,43 +104,77 @@ func (t *Tool) UnmarshalJSON(b []byte) error {
 }
 
 // ToolChoice says which tool the model must, may or may not call. The zero
-// value is "auto".
+// value is "auto". At most one of Function, Custom and Builtin is set: the
+// one tool the model must call.
 type ToolChoice struct {
-	Mode     string   // none, auto or required; "" means auto
-	Function string   // the one function to call, when forced
-	Allowed  []string // allowed_tools: function names the model may call
+	Mode     string    // none, auto or required; "" means auto
+	Function string    // {"type":"function","name"}: the one function to call
+	Custom   string    // {"type":"custom","name"}: the one custom tool to call
+	Builtin  ToolType  // {"type":"web_search_preview"}, {"type":"shell"}…: the one built-in tool to call
+	Allowed  []ToolRef // allowed_tools: the tools the model may call; nil is every tool
 }
+
+// ToolRef names a tool in tool_choice: functions and custom tools by name,
+// built-in tools by type.
+type ToolRef struct {
+	Type ToolType `json:"type"`
+	Name string   `json:"name,omitempty"`
+}
+
+// Refers reports whether r names t.
+func (r ToolRef) Refers(t Tool) bool {
+	switch r.Type {
+	case ToolFunction, ToolCustom:
+		return t.Type == r.Type && t.Name == r.Name
+	}
+	return t.Type.Canonical() == r.Type.Canonical()
+}
+
+// Allows reports whether the choice lets the model call t (a top-level tool,
+// or a namespace's member).
+func (c ToolChoice) Allows(t Tool) bool {
+	if c.Allowed == nil {
+		return true
+	}
+	for _, r := range c.Allowed {
+		if r.Refers(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// builtinChoices are the tool types tool_choice may force by type alone.
+var builtinChoices = []ToolType{ToolFileSearch, ToolWebSearchPreview, ToolWebSearch, ToolComputer, ToolComputerUsePreview, "computer_use",
+	ToolImageGeneration, ToolCodeInterpreter, ToolProgrammatic, ToolApplyPatch, ToolShell, ToolLocalShell, ToolToolSearch, ToolMCP}
 
 // MarshalJSON writes the string or object form.
 func (c ToolChoice) MarshalJSON() ([]byte, error) {
 	switch {
 	case c.Function != "":
-		return json.Marshal(map[string]string{"type": "function", "name": c.Function})
+		return json.Marshal(ToolRef{ToolFunction, c.Function})
+	case c.Custom != "":
+		return json.Marshal(ToolRef{ToolCustom, c.Custom})
+	case c.Builtin != "":
+		return json.Marshal(ToolRef{Type: c.Builtin})
 	case c.Allowed != nil:
-		type ref struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-		}
-		refs := make([]ref, len(c.Allowed))
-		for i, n := range c.Allowed {
-			refs[i] = ref{"function", n}
-		}
 		mode := c.Mode
 		if mode == "" {
 			mode = "auto"
 		}
 		return json.Marshal(struct {
-			Type  string `json:"type"`
-			Mode  string `json:"mode"`
-			Tools []ref  `json:"tools"`
-		}{"allowed_tools", mode, refs})
+			Type  string    `json:"type"`
+			Mode  string    `json:"mode"`
+			Tools []ToolRef `json:"tools"`
+		}{"allowed_tools", mode, c.Allowed})
 	case c.Mode == "":
 		return []byte(`"auto"`), nil
 	}
 	return json.Marshal(c.Mode)
 }
 
-// UnmarshalJSON accepts "none" | "auto" | "required", {"type":"function","name"},
+// UnmarshalJSON accepts "none" | "auto" | "required", {"type":"function",
+// "name"}, {"type":"custom","name"}, {"type": a built-in type},
 // and {"type":"allowed_tools","mode","tools":[...]}.
 func (c *ToolChoice) UnmarshalJSON(b []byte) error {
 	b = trimSpace(b)
@@ -148,31 +183,55 @@ func (c *ToolChoice) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(b, &c.Mode)
 	}
 	var w struct {
-		Type  string `json:"type"`
-		Name  string `json:"name"`
-		Mode  string `json:"mode"`
-		Tools []struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-		} `json:"tools"`
+		Type  ToolType  `json:"type"`
+		Name  string    `json:"name"`
+		Mode  string    `json:"mode"`
+		Tools []ToolRef `json:"tools"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	switch w.Type {
-	case "function":
+	case ToolFunction, ToolCustom:
 		if w.Name == "" {
 			return Invalid(CodeMissingRequired, "tool_choice.name", "Missing required parameter: 'tool_choice.name'.")
 		}
 		*c = ToolChoice{Mode: "required", Function: w.Name}
-	case "allowed_tools":
-		names := make([]string, 0, len(w.Tools))
-		for _, t := range w.Tools {
-			names = append(names, t.Name)
+		if w.Type == ToolCustom {
+			*c = ToolChoice{Mode: "required", Custom: w.Name}
 		}
-		*c = ToolChoice{Mode: w.Mode, Allowed: names}
+	case "allowed_tools":
+		for i, r := range w.Tools {
+			if perr := validateRef(r, indexParam("tool_choice.tools", i)); perr != nil {
+				return perr
+			}
+		}
+		if w.Tools == nil {
+			w.Tools = []ToolRef{}
+		}
+		*c = ToolChoice{Mode: w.Mode, Allowed: w.Tools}
 	default:
-		return Invalid(CodeInvalidValue, "tool_choice.type", "Invalid value: '%s'. Supported tool_choice types are: 'function' and 'allowed_tools'.", w.Type)
+		if !slices.Contains(builtinChoices, w.Type) {
+			return Invalid(CodeInvalidValue, "tool_choice.type", "Invalid value: '%s'. Supported tool_choice types are: 'function', 'custom', 'allowed_tools' and the built-in tools %s.", w.Type, quotedList(builtinChoices))
+		}
+		*c = ToolChoice{Mode: "required", Builtin: w.Type}
+	}
+	return nil
+}
+
+// validateRef checks one entry of allowed_tools.
+func validateRef(r ToolRef, param string) *Error {
+	switch r.Type {
+	case ToolFunction, ToolCustom:
+		if r.Name == "" {
+			return Invalid(CodeMissingRequired, param+".name", "Missing required parameter: '%s.name'.", param)
+		}
+	case "":
+		return Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
+	default:
+		if !knownToolType(r.Type) {
+			return Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported tool types are: %s.", r.Type, quotedList(toolTypes))
+		}
 	}
 	return nil
 }

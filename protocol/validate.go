@@ -121,20 +121,36 @@ func (r *CreateRequest) validateToolChoice() *Error {
 	default:
 		return Invalid(CodeInvalidValue, "tool_choice", "Invalid 'tool_choice': '%s'. Supported values are: 'none', 'auto' and 'required'.", c.Mode)
 	}
-	names := c.Allowed
-	if c.Function != "" {
-		names = []string{c.Function}
+	refs := c.Allowed
+	switch {
+	case c.Function != "":
+		refs = []ToolRef{{ToolFunction, c.Function}}
+	case c.Custom != "":
+		refs = []ToolRef{{ToolCustom, c.Custom}}
+	case c.Builtin != "":
+		refs = []ToolRef{{Type: c.Builtin}}
 	}
-	for _, n := range names {
-		found := false
-		for _, t := range r.Tools {
-			found = found || (t.Type == ToolFunction && t.Name == n)
-		}
-		if !found {
-			return Invalid(CodeInvalidValue, "tool_choice", "Tool choice '%s' not found in 'tools' parameter.", n)
+	for _, ref := range refs {
+		if !offered(r.Tools, ref) {
+			name := ref.Name
+			if name == "" {
+				name = string(ref.Type)
+			}
+			return Invalid(CodeInvalidValue, "tool_choice", "Tool choice '%s' not found in 'tools' parameter.", name)
 		}
 	}
 	return nil
+}
+
+// offered reports whether tools (or a namespace among them) hold the tool
+// ref names.
+func offered(tools []Tool, ref ToolRef) bool {
+	for _, t := range tools {
+		if ref.Refers(t) || t.Type == ToolNamespace && offered(t.Tools, ref) {
+			return true
+		}
+	}
+	return false
 }
 
 func validateName(name, param string) *Error {

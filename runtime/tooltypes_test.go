@@ -210,3 +210,30 @@ func mustText(t *testing.T, msg map[string]any) string {
 	text, _ := content[0].(map[string]any)["text"].(string)
 	return text
 }
+
+// TestForcedToolChoice: a tool_choice that forces a built-in or custom
+// tool makes the scripted model call it, and one that names a tool the
+// request does not offer is refused at tool_choice.
+func TestForcedToolChoice(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{HostedTools: []runtime.Tool{searchTool()}})
+	c := h.dial(t, nil)
+	for choice, want := range map[string]string{
+		`{"type":"web_search_preview"}`:             "web_search_call",
+		`{"type":"custom","name":"apply_patch"}`:    "custom_tool_call",
+		`{"type":"function","name":"exec_command"}`: "function_call",
+	} {
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(),
+			"tool_choice": json.RawMessage(choice), "input": "go vet ./..."}))
+		evs := c.untilTerminal(t)
+		r := obj(t, terminalResponse(t, evs[len(evs)-1]))
+		if got := r["output"].([]any)[0].(map[string]any)["type"]; got != want {
+			t.Errorf("tool_choice %s: first output item %v, want %s", choice, got, want)
+		}
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": codexTools(),
+		"tool_choice": map[string]any{"type": "apply_patch"}, "input": "hi"}))
+	if e := decodeEv(t, c.recv(t)); e.Type != "error" || e.Error.Code != "invalid_value" || e.Error.Param != "tool_choice" {
+		t.Fatalf("apply_patch forced but not offered (only a custom tool of that name): %+v", e.Error)
+	}
+}

@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"context"
+	"encoding/json"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -89,6 +90,9 @@ func plan(req *Request) []part {
 		}
 	}
 	if len(items) > 0 && isUser(items[len(items)-1]) {
+		if p, ok := forcedPart(req); ok {
+			return []part{p}
+		}
 		if t, ns, ok := pickTool(req); ok {
 			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
 			return []part{{call: true, callID: callID(len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
@@ -154,7 +158,7 @@ func pickTool(req *Request) (t protocol.Tool, namespace string, ok bool) {
 		if tc.Function != "" {
 			return t.Name == tc.Function
 		}
-		return tc.Allowed == nil || containsString(tc.Allowed, t.Name)
+		return tc.Allows(t)
 	}
 	for _, t := range req.Tools {
 		if allowed(t) {
@@ -176,6 +180,34 @@ func pickTool(req *Request) (t protocol.Tool, namespace string, ok bool) {
 		return protocol.Tool{Type: protocol.ToolFunction, Name: tc.Function}, "", true
 	}
 	return protocol.Tool{}, "", false
+}
+
+// forcedPart is the call a tool_choice that forces a custom or built-in
+// tool asks for: the custom tool with the user's text as its input, a web
+// search for the user's text, a shell running it as a command, another
+// built-in tool with an empty payload.
+func forcedPart(req *Request) (part, bool) {
+	tc, text := req.ToolChoice, stripDirectives(newestUserText(req.Items))
+	id := func(name string) string { return callID(len(req.Items), -1, 0, name) }
+	switch {
+	case tc.Custom != "":
+		return part{call: true, callType: protocol.ItemCustomToolCall, callID: id(tc.Custom), name: tc.Custom, text: text}, true
+	case tc.Builtin.Canonical() == protocol.ToolWebSearch:
+		args, _ := json.Marshal(map[string]string{"query": text})
+		return part{call: true, callID: id("web_search"), name: string(protocol.ToolWebSearch), text: string(args)}, true
+	case tc.Builtin != "":
+		name := string(tc.Builtin)
+		typ := typedCall(req.Tools, name)
+		if typ == "" {
+			return part{}, false
+		}
+		payload := []byte("{}")
+		if typ == protocol.ItemShellCall {
+			payload, _ = json.Marshal(map[string][]string{"commands": {text}})
+		}
+		return part{call: true, callType: typ, callID: id(name), name: name, text: string(payload)}, true
+	}
+	return part{}, false
 }
 
 // isCustom reports whether tools offer a custom tool name (in the namespace

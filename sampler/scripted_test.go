@@ -230,6 +230,10 @@ func TestPolicyCalls(t *testing.T) {
 		wantCall string // "" for a text answer, "NS.NAME" for a namespace's member
 		wantArgs string
 	}{
+		{"forced custom", user, []protocol.Tool{a, {Type: protocol.ToolCustom, Name: "c"}}, protocol.ToolChoice{Mode: "required", Custom: "c"}, "c", "Find the docs about pacing"},
+		{"forced web search", user, []protocol.Tool{a, search}, protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolWebSearchPreview}, "web_search", `{"query":"Find the docs about pacing"}`},
+		{"forced shell", user, []protocol.Tool{a, {Type: protocol.ToolShell}}, protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolShell}, "shell", `{"commands":["Find the docs about pacing"]}`},
+		{"forced built-in not offered", user, []protocol.Tool{a}, protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolApplyPatch}, "a", `{"path":"README.md"}`},
 		{"namespace member when no plain function", user, []protocol.Tool{search, agents}, protocol.ToolChoice{}, "agents.b", `{"query":"Find the docs about pacing"}`},
 		{"plain function before namespaces", user, []protocol.Tool{agents, a}, protocol.ToolChoice{}, "a", `{"path":"README.md"}`},
 		{"directive into a namespace", protocol.Items{userMsg("call: agents.b {\"query\":\"x\"}")}, []protocol.Tool{a, agents}, protocol.ToolChoice{}, "agents.b", `{"query":"x"}`},
@@ -237,7 +241,7 @@ func TestPolicyCalls(t *testing.T) {
 		{"required", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "required"}, "a", `{"path":"README.md"}`},
 		{"forced", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "required", Function: "b"}, "b", `{"query":"Find the docs about pacing"}`},
 		{"forced but not offered", user, []protocol.Tool{a}, protocol.ToolChoice{Mode: "required", Function: "zed"}, "zed", "{}"},
-		{"allowed tools", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "auto", Allowed: []string{"b"}}, "b", `{"query":"Find the docs about pacing"}`},
+		{"allowed tools", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "auto", Allowed: []protocol.ToolRef{{Type: "function", Name: "b"}}}, "b", `{"query":"Find the docs about pacing"}`},
 		{"none", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "none"}, "", ""},
 		{"hosted tools only", user, []protocol.Tool{search}, protocol.ToolChoice{}, "", ""},
 		{"no tools", user, nil, protocol.ToolChoice{}, "", ""},

@@ -37,6 +37,37 @@ func upstreamTools(tools []protocol.Tool) []protocol.Tool {
 	return out
 }
 
+// upstreamChoice is the tool choice as the upstream sees it: web_search is
+// a function there, and the tools it is not offered cannot be chosen.
+func upstreamChoice(c protocol.ToolChoice) protocol.ToolChoice {
+	asFunction := func(r protocol.ToolRef) (protocol.ToolRef, bool) {
+		switch {
+		case r.Type == protocol.ToolFunction:
+			return r, true
+		case r.Type.Canonical() == protocol.ToolWebSearch:
+			return protocol.ToolRef{Type: protocol.ToolFunction, Name: string(protocol.ToolWebSearch)}, true
+		}
+		return protocol.ToolRef{}, false
+	}
+	if c.Builtin != "" {
+		if r, ok := asFunction(protocol.ToolRef{Type: c.Builtin}); ok {
+			c.Function = r.Name
+		}
+		c.Builtin = ""
+	}
+	c.Custom = ""
+	if c.Allowed != nil {
+		refs := make([]protocol.ToolRef, 0, len(c.Allowed))
+		for _, r := range c.Allowed {
+			if r, ok := asFunction(r); ok {
+				refs = append(refs, r)
+			}
+		}
+		c.Allowed = refs
+	}
+	return c
+}
+
 // upstreamItems is the context as the upstream is sent it: items without
 // their ids and statuses (ids are this server's, unknown upstream), hosted
 // web searches as a web_search function call and its output, and without
@@ -116,8 +147,8 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Tools:        upstreamTools(req.Tools),
 		Stream:       true,
 	}
-	if len(body.Tools) > 0 && !isAuto(req.ToolChoice) {
-		body.ToolChoice = &req.ToolChoice
+	if choice := upstreamChoice(req.ToolChoice); len(body.Tools) > 0 && !isAuto(choice) {
+		body.ToolChoice = &choice
 	}
 	body.MaxOutputTokens = max(req.MaxOutputTokens, 0)
 	return json.Marshal(body)
@@ -133,9 +164,9 @@ func chatBody(model string, req *Request) ([]byte, error) {
 		Stream:        true,
 		StreamOptions: &protocol.ChatStreamOptions{IncludeUsage: true},
 	}
-	choice := req.ToolChoice
+	choice := upstreamChoice(req.ToolChoice)
 	for _, t := range upstreamTools(req.Tools) {
-		if choice.Allowed != nil && !containsString(choice.Allowed, t.Name) {
+		if !choice.Allows(t) {
 			continue
 		}
 		f := protocol.ChatFunction{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict}
@@ -156,7 +187,7 @@ func chatBody(model string, req *Request) ([]byte, error) {
 }
 
 func isAuto(c protocol.ToolChoice) bool {
-	return (c.Mode == "" || c.Mode == "auto") && c.Function == "" && c.Allowed == nil
+	return (c.Mode == "" || c.Mode == "auto") && c.Function == "" && c.Custom == "" && c.Builtin == "" && c.Allowed == nil
 }
 
 // chatMessages is the context as chat messages: the instructions as a

@@ -483,7 +483,7 @@ func TestChatBody(t *testing.T) {
 			{Type: protocol.ToolFunction, Name: "g"},
 			{Type: protocol.ToolWebSearch, Raw: json.RawMessage(`{"type":"web_search"}`)},
 		},
-		ToolChoice:      protocol.ToolChoice{Mode: "required", Allowed: []string{"g", "web_search"}},
+		ToolChoice:      protocol.ToolChoice{Mode: "required", Allowed: []protocol.ToolRef{{Type: "function", Name: "g"}, {Type: "web_search"}}},
 		MaxOutputTokens: 50,
 	}
 	b, err := chatBody("m", req)
@@ -534,7 +534,7 @@ func TestResponsesBody(t *testing.T) {
 			&protocol.FunctionCallOutput{ID: "fco_1", CallID: "call_1", Output: protocol.ToolOutput{Text: "ok"}},
 		},
 		Tools:           []protocol.Tool{{Type: protocol.ToolFunction, Name: "f"}},
-		ToolChoice:      protocol.ToolChoice{Allowed: []string{"f"}},
+		ToolChoice:      protocol.ToolChoice{Allowed: []protocol.ToolRef{{Type: "function", Name: "f"}}},
 		MaxOutputTokens: -3, // what the runtime passes when no limit was set
 	}
 	b, err := responsesBody("m", req)
