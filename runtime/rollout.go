@@ -343,6 +343,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Items:           r.items,
 		Tools:           r.req.Tools,
 		ToolChoice:      r.resp.ToolChoice,
+		Serial:          !r.resp.ParallelToolCalls,
 		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),

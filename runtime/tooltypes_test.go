@@ -237,3 +237,41 @@ func TestForcedToolChoice(t *testing.T) {
 		t.Fatalf("apply_patch forced but not offered (only a custom tool of that name): %+v", e.Error)
 	}
 }
+
+// TestSerialToolCalls: with parallel_tool_calls false, a scripted step of
+// two calls becomes two turns of one call each.
+func TestSerialToolCalls(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	c := h.dial(t, nil)
+	tools := []any{map[string]any{"type": "function", "name": "a"}, map[string]any{"type": "function", "name": "b"}}
+	var input any = "call: a {} | b {}"
+	prev := ""
+	var calls []string
+	for turn := 0; turn < 4; turn++ {
+		body := map[string]any{"model": "tether-scripted", "store": false, "tools": tools, "parallel_tool_calls": false, "input": input}
+		if prev != "" {
+			body["previous_response_id"] = prev
+		}
+		c.send(t, create(body))
+		evs := c.untilTerminal(t)
+		r := obj(t, terminalResponse(t, evs[len(evs)-1]))
+		var outs []any
+		for _, it := range r["output"].([]any) {
+			if it := it.(map[string]any); it["type"] == "function_call" {
+				calls = append(calls, it["name"].(string))
+				outs = append(outs, fco(it["call_id"].(string), "ok"))
+			}
+		}
+		if len(outs) > 1 {
+			t.Fatalf("turn %d made %d calls with parallel_tool_calls false", turn, len(outs))
+		}
+		if len(outs) == 0 {
+			break
+		}
+		prev, input = r["id"].(string), outs
+	}
+	if strings.Join(calls, ",") != "a,b" {
+		t.Fatalf("calls %v, want a then b", calls)
+	}
+}

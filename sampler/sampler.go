@@ -56,11 +56,13 @@ type Delta struct {
 // Request is what a backend samples from. Backends must not modify it or
 // anything it points to.
 type Request struct {
-	Model           string
-	Instructions    string
-	Items           protocol.Items // the whole context, oldest first (previous input+output + new input)
-	Tools           []protocol.Tool
-	ToolChoice      protocol.ToolChoice
+	Model        string
+	Instructions string
+	Items        protocol.Items // the whole context, oldest first (previous input+output + new input)
+	Tools        []protocol.Tool
+	ToolChoice   protocol.ToolChoice
+	// Serial is parallel_tool_calls: false: a step calls at most one tool.
+	Serial          bool
 	MaxOutputTokens int // 0 = no limit
 	// Prompt is Items rendered, without the system block of Instructions
 	// and Tools. It may be nil; backends that need it render Items

@@ -75,6 +75,9 @@ func plan(req *Request) []part {
 		return []part{{text: text, cites: cites}}
 	}
 	if at, steps := findScript(items); len(steps) > 0 {
+		if req.Serial {
+			steps = oneCallPerStep(steps)
+		}
 		if k := stepsTaken(items[at+1:], steps); k < len(steps) {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
@@ -100,6 +103,18 @@ func plan(req *Request) []part {
 	}
 	text, cites := answer(items)
 	return []part{{text: text, cites: cites}}
+}
+
+// oneCallPerStep is a script's steps with their parallel calls made one
+// after another: the script under parallel_tool_calls: false.
+func oneCallPerStep(steps [][]directiveCall) [][]directiveCall {
+	var out [][]directiveCall
+	for _, step := range steps {
+		for _, c := range step {
+			out = append(out, []directiveCall{c})
+		}
+	}
+	return out
 }
 
 // findScript returns the index and steps of the newest user message that

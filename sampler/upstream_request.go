@@ -137,6 +137,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Input           protocol.Items       `json:"input"`
 		Tools           []protocol.Tool      `json:"tools,omitempty"`
 		ToolChoice      *protocol.ToolChoice `json:"tool_choice,omitempty"`
+		Parallel        *bool                `json:"parallel_tool_calls,omitempty"`
 		MaxOutputTokens int                  `json:"max_output_tokens,omitempty"`
 		Stream          bool                 `json:"stream"`
 		Store           bool                 `json:"store"`
@@ -146,6 +147,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Input:        upstreamItems(req.Items),
 		Tools:        upstreamTools(req.Tools),
 		Stream:       true,
+		Parallel:     serial(req),
 	}
 	if choice := upstreamChoice(req.ToolChoice); len(body.Tools) > 0 && !isAuto(choice) {
 		body.ToolChoice = &choice
@@ -164,6 +166,7 @@ func chatBody(model string, req *Request) ([]byte, error) {
 		Stream:        true,
 		StreamOptions: &protocol.ChatStreamOptions{IncludeUsage: true},
 	}
+	body.ParallelToolCalls = serial(req)
 	choice := upstreamChoice(req.ToolChoice)
 	for _, t := range upstreamTools(req.Tools) {
 		if !choice.Allows(t) {
@@ -184,6 +187,15 @@ func chatBody(model string, req *Request) ([]byte, error) {
 		body.MaxTokens = &req.MaxOutputTokens
 	}
 	return json.Marshal(body)
+}
+
+// serial is parallel_tool_calls: false for a request that asks for one
+// call per step, and nil (the upstream's default) otherwise.
+func serial(req *Request) *bool {
+	if !req.Serial || len(req.Tools) == 0 {
+		return nil
+	}
+	return new(false)
 }
 
 func isAuto(c protocol.ToolChoice) bool {
