@@ -107,3 +107,111 @@ func TestSDKCustomCallSSE(t *testing.T) {
 	wantCompleted(t, next)
 	wantText(t, next, "apply_patch returned: Done!")
 }
+
+// sdkBuiltinTools are the client's built-in tools as openai-go params:
+// apply_patch and a shell with a local environment (and a function).
+func sdkBuiltinTools() []responses.ToolUnionParam {
+	return append([]responses.ToolUnionParam{sdkWeatherTool()},
+		responses.ToolUnionParam{OfApplyPatch: &responses.ApplyPatchToolParam{}},
+		responses.ToolUnionParam{OfShell: &responses.FunctionShellToolParam{
+			Environment: responses.FunctionShellToolEnvironmentUnionParam{OfLocal: &responses.LocalEnvironmentParam{}}}})
+}
+
+const typedScript = `call: apply_patch {"type":"create_file","path":"a.txt","diff":"+a\n"} | shell {"commands":["ls"],"timeout_ms":1000,"max_output_length":100}`
+
+// sdkTypedOutputs answers the typed calls among items with openai-go's
+// typed output params, checking each call's typed fields.
+func sdkTypedOutputs(t *testing.T, items []responses.ResponseOutputItemUnion) []responses.ResponseInputItemUnionParam {
+	t.Helper()
+	var outs []responses.ResponseInputItemUnionParam
+	for _, it := range items {
+		switch it.Type {
+		case "apply_patch_call":
+			ap := it.AsApplyPatchCall()
+			if ap.Operation.Type != "create_file" || ap.Operation.Path != "a.txt" || ap.CallID == "" {
+				t.Fatalf("apply_patch_call %s", it.RawJSON())
+			}
+			outs = append(outs, responses.ResponseInputItemParamOfApplyPatchCallOutput(ap.CallID, "completed"))
+		case "shell_call":
+			sh := it.AsShellCall()
+			if len(sh.Action.Commands) != 1 || sh.Action.Commands[0] != "ls" || sh.CallID == "" {
+				t.Fatalf("shell_call %s", it.RawJSON())
+			}
+			outs = append(outs, responses.ResponseInputItemParamOfShellCallOutput(sh.CallID, []responses.ResponseFunctionShellCallOutputContentParam{{
+				Stdout: "a.txt\n", Outcome: responses.ResponseFunctionShellCallOutputContentOutcomeUnionParam{
+					OfExit: &responses.ResponseFunctionShellCallOutputContentOutcomeExitParam{ExitCode: 0}}}}))
+		}
+	}
+	if len(outs) != 2 {
+		t.Fatalf("%d typed calls, want apply_patch_call and shell_call", len(outs))
+	}
+	return outs
+}
+
+// TestSDKTypedCallsWebSocket: openai-go reads apply_patch_call and
+// shell_call as typed items (AsApplyPatchCall, AsShellCall) in cached-state
+// turns, and its typed outputs continue them.
+func TestSDKTypedCallsWebSocket(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	conn := sdkConnect(t, ctx, sdkClient(t, h))
+	first := sdkTurn(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false),
+		Tools: sdkBuiltinTools(), Input: textInput(typedScript)})
+	wantCompleted(t, first)
+	done := sdkTurn(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false),
+		Tools: sdkBuiltinTools(), PreviousResponseID: param.NewOpt(first.ID), Input: itemsInput(sdkTypedOutputs(t, first.Output)...)})
+	wantCompleted(t, done)
+	wantText(t, done, "apply_patch returned: completed")
+}
+
+// TestSDKTypedCallsSuspended: the same calls park a suspended rollout
+// (openai-go's Create with "suspend": true, its raw receive and send), the
+// pause's items read as typed items, and openai-go's typed outputs,
+// appended, finish it.
+func TestSDKTypedCallsSuspended(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	conn := sdkConnect(t, ctx, sdkClient(t, h))
+	create := responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false),
+		Tools: sdkBuiltinTools(), Input: textInput(typedScript)}
+	create.SetExtraFields(map[string]any{"suspend": true})
+	if err := conn.Create(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	pauses := 0
+	for {
+		raw, err := conn.RecvRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev struct {
+			Type     string             `json:"type"`
+			Response responses.Response `json:"response"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case "response.done":
+			pauses++
+			input, err := json.Marshal(sdkTypedOutputs(t, ev.Response.Output))
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendEv, _ := json.Marshal(map[string]any{"type": "response.append", "response_id": ev.Response.ID, "input": json.RawMessage(input)})
+			if err := conn.SendRaw(ctx, appendEv); err != nil {
+				t.Fatal(err)
+			}
+		case "response.completed":
+			if pauses != 1 {
+				t.Fatalf("%d pauses, want 1", pauses)
+			}
+			wantText(t, &ev.Response, "shell returned: ")
+			return
+		case "response.failed", "response.incomplete", "error":
+			t.Fatalf("ended with %s", raw)
+		}
+	}
+}

@@ -369,6 +369,25 @@ func toolOutputText(it protocol.Item) string {
 		o = it.Output
 	case *protocol.CustomToolCallOutput:
 		o = it.Output
+	case *protocol.ShellCallOutput:
+		var runs []struct{ Stdout, Stderr string }
+		json.Unmarshal(it.Output, &runs)
+		for _, r := range runs {
+			o.Text += r.Stdout + r.Stderr
+		}
+	case *protocol.LocalShellCallOutput:
+		o.Text = it.Output
+	case *protocol.ApplyPatchCallOutput:
+		o.Text = string(it.Status)
+		if it.Output != nil && *it.Output != "" {
+			o.Text += ": " + *it.Output
+		}
+	case *protocol.ComputerCallOutput:
+		o.Text = imagePlaceholder
+	case *protocol.ToolSearchOutput:
+		for _, t := range it.Tools {
+			o.Text += t.Name + " "
+		}
 	}
 	if o.Parts != nil {
 		return contentsText(o.Parts)
