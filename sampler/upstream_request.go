@@ -37,6 +37,19 @@ func upstreamTools(tools []protocol.Tool) []protocol.Tool {
 	return out
 }
 
+// responsesTools are the tools to offer a Responses upstream: what
+// upstreamTools offers, and namespaces and custom tools as they were sent,
+// since the Responses API has them.
+func responsesTools(tools []protocol.Tool) []protocol.Tool {
+	out := upstreamTools(tools)
+	for _, t := range tools {
+		if t.Type == protocol.ToolNamespace || t.Type == protocol.ToolCustom {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // upstreamChoice is the tool choice as the upstream sees it: web_search is
 // a function there, and the tools it is not offered cannot be chosen.
 func upstreamChoice(c protocol.ToolChoice) protocol.ToolChoice {
@@ -82,7 +95,15 @@ func upstreamItems(items protocol.Items) protocol.Items {
 			}
 		case *protocol.FunctionCall:
 			if it != nil {
-				out = append(out, &protocol.FunctionCall{CallID: it.CallID, Name: it.Name, Arguments: it.Arguments})
+				out = append(out, &protocol.FunctionCall{CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Arguments: it.Arguments})
+			}
+		case *protocol.CustomToolCall:
+			if it != nil {
+				out = append(out, &protocol.CustomToolCall{CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Input: it.Input})
+			}
+		case *protocol.CustomToolCallOutput:
+			if it != nil {
+				out = append(out, &protocol.CustomToolCallOutput{CallID: it.CallID, Output: it.Output})
 			}
 		case *protocol.FunctionCallOutput:
 			if it != nil {
@@ -145,7 +166,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Model:        model,
 		Instructions: req.Instructions,
 		Input:        upstreamItems(req.Items),
-		Tools:        upstreamTools(req.Tools),
+		Tools:        responsesTools(req.Tools),
 		Stream:       true,
 		Parallel:     serial(req),
 	}

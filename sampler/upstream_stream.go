@@ -101,6 +101,8 @@ func (s *sseReader) readLine() ([]byte, error) {
 type upPart struct {
 	call         bool
 	callID, name string
+	namespace    string            // a namespace's member (Responses upstreams)
+	callType     protocol.ItemType // "" for a function call; custom_tool_call (Responses upstreams)
 	named        bool            // name is whole: arguments came after it, or the upstream sends names whole
 	text         strings.Builder // everything received: the message text or call arguments
 	pending      []string        // received, not yet emitted
@@ -175,14 +177,14 @@ func (a *assembler) pump() error {
 				if p.callID == "" {
 					p.callID = newCallID()
 				}
-				a.emit(Delta{Kind: CallStart, CallID: p.callID, Name: p.name})
+				a.emit(Delta{Kind: CallStart, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType})
 			} else {
 				a.emit(Delta{Kind: TextStart})
 			}
 		}
 		for _, s := range p.pending {
 			if p.call {
-				a.emit(Delta{Kind: ArgsDelta, Text: s, CallID: p.callID, Name: p.name})
+				a.emit(Delta{Kind: ArgsDelta, Text: s, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType})
 			} else {
 				a.emit(Delta{Kind: TextDelta, Text: s})
 			}
@@ -192,7 +194,7 @@ func (a *assembler) pump() error {
 		if !p.done && (a.live == len(a.parts)-1 || !a.mayEnd(p)) {
 			return nil
 		}
-		a.emit(Delta{Kind: PartEnd, CallID: p.callID, Name: p.name, Incomplete: p.incomplete})
+		a.emit(Delta{Kind: PartEnd, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType, Incomplete: p.incomplete})
 		p.ended = true
 		a.live++
 	}
@@ -385,7 +387,9 @@ type respEvent struct {
 		Type      string `json:"type"`
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
 		Arguments string `json:"arguments"`
+		Input     string `json:"input"` // a custom tool call's
 		Status    string `json:"status"`
 		Content   []struct {
 			Type    string `json:"type"`
@@ -407,7 +411,8 @@ type respEvent struct {
 }
 
 // decodeResponsesStream reads a Responses event stream to its terminal event.
-// Items other than messages and function calls (reasoning) are skipped.
+// Items other than messages, function calls (namespaced or not) and custom
+// tool calls (reasoning) are skipped.
 func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 	sr := newSSEReader(r)
 	a := &assembler{emit: emit, mayEnd: func(*upPart) bool { return false }}
@@ -446,7 +451,9 @@ func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 			case "message":
 				p = &upPart{}
 			case "function_call":
-				p = &upPart{call: true, callID: e.Item.CallID, name: e.Item.Name, named: true}
+				p = &upPart{call: true, callID: e.Item.CallID, name: e.Item.Name, namespace: e.Item.Namespace, named: true}
+			case "custom_tool_call":
+				p = &upPart{call: true, callID: e.Item.CallID, name: e.Item.Name, namespace: e.Item.Namespace, callType: protocol.ItemCustomToolCall, named: true}
 			default:
 				continue
 			}
@@ -456,7 +463,7 @@ func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 			if p != nil && !p.call && !p.done {
 				err = a.push(p, e.Delta)
 			}
-		case "response.function_call_arguments.delta":
+		case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
 			if p != nil && p.call && !p.done {
 				err = a.push(p, e.Delta)
 			}
@@ -467,6 +474,9 @@ func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 			// A server that sent the whole item only here (or sent part of it
 			// as deltas) still gets it all through.
 			full := e.Item.Arguments
+			if p.callType == protocol.ItemCustomToolCall {
+				full = e.Item.Input
+			}
 			if !p.call {
 				var b strings.Builder
 				for _, c := range e.Item.Content {
