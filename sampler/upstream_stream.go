@@ -103,13 +103,13 @@ type upPart struct {
 	callID, name string
 	namespace    string            // a namespace's member (Responses upstreams)
 	callType     protocol.ItemType // "" for a function call; custom_tool_call (Responses upstreams)
-	named        bool            // name is whole: arguments came after it, or the upstream sends names whole
-	text         strings.Builder // everything received: the message text or call arguments
-	pending      []string        // received, not yet emitted
-	started      bool            // its Start delta went out
-	done         bool            // the upstream ended it
-	ended        bool            // its PartEnd went out
-	incomplete   bool            // the upstream cut it off at the token limit
+	named        bool              // name is whole: arguments came after it, or the upstream sends names whole
+	text         strings.Builder   // everything received: the message text or call arguments
+	pending      []string          // received, not yet emitted
+	started      bool              // its Start delta went out
+	done         bool              // the upstream ended it
+	ended        bool              // its PartEnd went out
+	incomplete   bool              // the upstream cut it off at the token limit
 }
 
 // assembler turns upstream parts, which may arrive interleaved, into sampler
