@@ -223,6 +223,8 @@ func DecodeEvent(data []byte) (Event, *Error) {
 		e = new(CustomToolInputDeltaEvent)
 	case EventCustomToolInputDone:
 		e = new(CustomToolInputDoneEvent)
+	case EventShellCommandAdded, EventShellCommandDelta, EventShellCommandDone:
+		e = new(ShellCommandEvent)
 	case EventWebSearchInProgress, EventWebSearchSearching, EventWebSearchCompleted:
 		e = new(WebSearchCallEvent)
 	case EventError:

@@ -302,3 +302,21 @@ func validateTyped(it Item, p string) *Error {
 	}
 	return validateCallID(callID, p+".call_id")
 }
+
+// Shell call events: a shell_call's commands, each added, streamed and done
+// (command_index counts them in the call's action).
+const (
+	EventShellCommandAdded EventType = "response.shell_call_command.added"
+	EventShellCommandDelta EventType = "response.shell_call_command.delta"
+	EventShellCommandDone  EventType = "response.shell_call_command.done"
+)
+
+// ShellCommandEvent is shell_call_command.added and .done (Command) and
+// .delta (Delta).
+type ShellCommandEvent struct {
+	EventHeader
+	OutputIndex  int     `json:"output_index"`
+	CommandIndex int     `json:"command_index"`
+	Command      *string `json:"command,omitempty"`
+	Delta        *string `json:"delta,omitempty"`
+}

@@ -108,3 +108,25 @@ func TestTypedItemsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestShellCommandEvents: the shell call's command events decode and
+// encode back unchanged.
+func TestShellCommandEvents(t *testing.T) {
+	for _, raw := range []string{
+		`{"type":"response.shell_call_command.added","sequence_number":3,"output_index":1,"command_index":0,"command":""}`,
+		`{"type":"response.shell_call_command.delta","sequence_number":4,"output_index":1,"command_index":0,"delta":"ls -la"}`,
+		`{"type":"response.shell_call_command.done","sequence_number":5,"output_index":1,"command_index":0,"command":"ls -la"}`,
+	} {
+		ev, perr := protocol.DecodeEvent([]byte(raw))
+		if perr != nil {
+			t.Fatalf("%s: %v", raw, perr)
+		}
+		back, _ := json.Marshal(ev)
+		var a, b any
+		json.Unmarshal([]byte(raw), &a)
+		json.Unmarshal(back, &b)
+		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
+			t.Errorf("round trip:\n got %s\nwant %s", jb, ja)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"encoding/json"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -70,6 +72,26 @@ func (r *rollout) onDelta(d sampler.Delta) {
 	}
 }
 
+// emitCommands streams a shell call's commands, each added, its text and
+// done, once its action is whole.
+func (r *rollout) emitCommands(sh *protocol.ShellCall, idx int) {
+	var action struct {
+		Commands []string `json:"commands"`
+	}
+	if json.Unmarshal(sh.Action, &action) != nil {
+		return
+	}
+	for i, cmd := range action.Commands {
+		empty := ""
+		for _, ev := range []struct {
+			typ            protocol.EventType
+			command, delta *string
+		}{{protocol.EventShellCommandAdded, &empty, nil}, {protocol.EventShellCommandDelta, nil, &cmd}, {protocol.EventShellCommandDone, &cmd, nil}} {
+			r.emit(&protocol.ShellCommandEvent{EventHeader: protocol.EventHeader{Type: ev.typ}, OutputIndex: idx, CommandIndex: i, Command: ev.command, Delta: ev.delta})
+		}
+	}
+}
+
 // openPart is the output_text part of the open message, kept on the message
 // so that annotations accumulate on it.
 func (r *rollout) openPart(msg *protocol.Message) *protocol.OutputText {
@@ -111,6 +133,9 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		if c, ok := protocol.CallOf(it); ok {
 			c.Input = text
 			r.open = protocol.ItemOf(c, status)
+			if sh, ok := r.open.(*protocol.ShellCall); ok {
+				r.emitCommands(sh, idx)
+			}
 		}
 	}
 	// A client's call item is done when its input is; a hosted tool's own

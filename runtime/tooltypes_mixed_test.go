@@ -114,6 +114,15 @@ func TestMixedCallTypes(t *testing.T) {
 		c.send(t, appendEv(respID(t, last), "", outs...))
 	}
 	checkStreamInvariants(t, suspended)
+	var commands []string
+	for _, b := range suspended {
+		if m := obj(t, b); m["type"] == "response.shell_call_command.done" {
+			commands = append(commands, m["command"].(string))
+		}
+	}
+	if !slices.Equal(commands, []string{"ls", "go test ./..."}) {
+		t.Errorf("shell_call_command.done commands %q", commands)
+	}
 	want := [][]string{{"function_call", "custom_tool_call", "apply_patch_call", "shell_call"}, {"shell_call"}}
 	if len(pauses) != 2 || !slices.Equal(pauses[0], want[0]) || !slices.Equal(pauses[1], want[1]) {
 		t.Fatalf("pauses %v, want %v", pauses, want)
