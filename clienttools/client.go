@@ -248,8 +248,9 @@ func (r *run) request(input protocol.Items) *protocol.CreateRequest {
 	req.Input = input
 	req.Tools = slices.Clone(req.Tools)
 	for _, f := range r.ro.Funcs {
-		if !slices.ContainsFunc(req.Tools, func(t protocol.Tool) bool { return t.Name == f.Name }) {
-			req.Tools = append(req.Tools, f.Definition())
+		def := f.Definition()
+		if !slices.ContainsFunc(req.Tools, func(t protocol.Tool) bool { return t.Type == def.Type && t.Name == def.Name }) {
+			req.Tools = append(req.Tools, def)
 		}
 	}
 	return &req
@@ -290,8 +291,8 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCo
 				continue
 			}
 			r.res.Output = append(r.res.Output, ev.Item)
-			if fc, ok := ev.Item.(*protocol.FunctionCall); ok && r.c.Eager && fc.Status != protocol.StatusIncomplete {
-				r.exec.start(ctx, len(r.res.Turns)-1, fc.CallID, fc.Name, fc.Arguments, true)
+			if c, ok := protocol.CallOf(ev.Item); ok && r.c.Eager && c.Status != protocol.StatusIncomplete {
+				r.exec.start(ctx, len(r.res.Turns)-1, c, true)
 			}
 		case *protocol.ResponseEvent:
 			switch ev.Type {
@@ -329,7 +330,7 @@ func (r *run) turnUsage(ev *protocol.ResponseEvent) {
 
 // runCalls runs the turn's client calls (those Eager started are only
 // waited for) and returns their outputs, in the calls' order.
-func (r *run) runCalls(ctx context.Context, calls []protocol.PendingCall) (protocol.Items, error) {
+func (r *run) runCalls(ctx context.Context, calls []protocol.Call) (protocol.Items, error) {
 	done, err := r.exec.finish(ctx, len(r.res.Turns)-1, calls)
 	if err != nil {
 		return nil, err
@@ -349,13 +350,13 @@ func (r *run) runCalls(ctx context.Context, calls []protocol.PendingCall) (proto
 	return outs, nil
 }
 
-// openCalls lists the function calls a finished response left for the
-// client, in output order.
-func openCalls(resp *protocol.Response) []protocol.PendingCall {
-	var calls []protocol.PendingCall
+// openCalls lists the calls a finished response left for the client (of
+// every client type), in output order.
+func openCalls(resp *protocol.Response) []protocol.Call {
+	var calls []protocol.Call
 	for _, it := range resp.Output {
-		if fc, ok := it.(*protocol.FunctionCall); ok && fc.Status != protocol.StatusIncomplete {
-			calls = append(calls, protocol.PendingCall{CallID: fc.CallID, Name: fc.Name, Namespace: fc.Namespace, Arguments: fc.Arguments})
+		if c, ok := protocol.CallOf(it); ok && c.Status != protocol.StatusIncomplete {
+			calls = append(calls, c)
 		}
 	}
 	return calls
@@ -435,7 +436,11 @@ func (r *run) suspended(ctx context.Context) error {
 		if ra == nil || len(ra.SubmitToolOutputs.ToolCalls) == 0 {
 			return fmt.Errorf("clienttools: a pause with no pending call")
 		}
-		outs, err := r.runCalls(ctx, ra.SubmitToolOutputs.ToolCalls)
+		calls := make([]protocol.Call, len(ra.SubmitToolOutputs.ToolCalls))
+		for i, pc := range ra.SubmitToolOutputs.ToolCalls {
+			calls[i] = pc.Call()
+		}
+		outs, err := r.runCalls(ctx, calls)
 		if err != nil {
 			return err
 		}

@@ -16,19 +16,57 @@ type Func struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage
+	// Type is the tool's type: "" (a function), protocol.ToolCustom (a
+	// freeform tool: Run gets the model's raw input), or a built-in client
+	// tool, protocol.ToolShell, ToolLocalShell or ToolApplyPatch (Run gets
+	// the call's payload JSON: its action or operation). A built-in tool's
+	// Name is its type.
+	Type protocol.ToolType
 	// Run runs one call with the model's arguments (JSON) and returns the
 	// output the model reads. An error is sent to the model as the output
 	// ("error: ..."), as a failed command's message would be.
 	Run func(ctx context.Context, arguments string) (string, error)
 }
 
-// Definition is the function tool a request declares for f.
+// Definition is the tool a request declares for f.
 func (f Func) Definition() protocol.Tool {
+	switch f.Type {
+	case protocol.ToolShell:
+		return protocol.Tool{Type: f.Type, Environment: &protocol.ShellEnvironment{Type: "local"},
+			Raw: json.RawMessage(`{"type":"shell","environment":{"type":"local"}}`)}
+	case protocol.ToolLocalShell, protocol.ToolApplyPatch:
+		return protocol.Tool{Type: f.Type, Raw: json.RawMessage(`{"type":"` + string(f.Type) + `"}`)}
+	}
 	t := protocol.Tool{Type: protocol.ToolFunction, Name: f.Name, Parameters: f.Parameters}
 	if f.Description != "" {
 		t.Description = &f.Description
 	}
+	if f.Type == protocol.ToolCustom {
+		raw, _ := json.Marshal(map[string]string{"type": "custom", "name": f.Name, "description": f.Description})
+		t = protocol.Tool{Type: protocol.ToolCustom, Name: f.Name, Description: t.Description, Raw: raw}
+	}
 	return t
+}
+
+// key is what a call of f looks like: its item type and name.
+func (f Func) key() callKey {
+	switch f.Type {
+	case protocol.ToolCustom:
+		return callKey{protocol.ItemCustomToolCall, f.Name}
+	case protocol.ToolShell:
+		return callKey{protocol.ItemShellCall, string(f.Type)}
+	case protocol.ToolLocalShell:
+		return callKey{protocol.ItemLocalShellCall, string(f.Type)}
+	case protocol.ToolApplyPatch:
+		return callKey{protocol.ItemApplyPatchCall, string(f.Type)}
+	}
+	return callKey{protocol.ItemFunctionCall, f.Name}
+}
+
+// callKey picks the Func that runs a call.
+type callKey struct {
+	typ  protocol.ItemType
+	name string
 }
 
 // Funcs returns the local tools as client tools.
@@ -52,10 +90,11 @@ func derefString(s *string) string {
 
 // Call is one client tool call the client ran.
 type Call struct {
-	Turn      int // the turn whose calls it was part of
+	Turn      int               // the turn whose calls it was part of
+	Type      protocol.ItemType // the call item's type: function_call, custom_tool_call, shell_call…
 	CallID    string
 	Name      string
-	Arguments string
+	Arguments string // a function's arguments, a custom tool's input, a typed call's payload
 	Output    string
 	Err       error         // the tool's error, sent to the model as the output
 	Start     time.Time     // when it began
@@ -67,7 +106,7 @@ type Call struct {
 // A call may start as soon as its output item is done (eager) and is
 // started at most once per turn.
 type executor struct {
-	funcs map[string]Func
+	funcs map[callKey]Func
 	sem   chan struct{}
 
 	mu      sync.Mutex
@@ -81,22 +120,22 @@ type running struct {
 }
 
 func newExecutor(funcs []Func, limit int) *executor {
-	e := &executor{funcs: make(map[string]Func, len(funcs)), sem: make(chan struct{}, limit), started: map[string]*running{}}
+	e := &executor{funcs: make(map[callKey]Func, len(funcs)), sem: make(chan struct{}, limit), started: map[string]*running{}}
 	for _, f := range funcs {
-		e.funcs[f.Name] = f
+		e.funcs[f.key()] = f
 	}
 	return e
 }
 
 // start runs the call unless it runs already.
-func (e *executor) start(ctx context.Context, turn int, callID, name, args string, eager bool) {
+func (e *executor) start(ctx context.Context, turn int, c protocol.Call, eager bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.started[callID]; ok {
+	if _, ok := e.started[c.CallID]; ok {
 		return
 	}
-	r := &running{call: Call{Turn: turn, CallID: callID, Name: name, Arguments: args, Eager: eager}, done: make(chan struct{})}
-	e.started[callID] = r
+	r := &running{call: Call{Turn: turn, Type: c.Type, CallID: c.CallID, Name: c.Name, Arguments: c.Input, Eager: eager}, done: make(chan struct{})}
+	e.started[c.CallID] = r
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -109,20 +148,23 @@ func (e *executor) start(ctx context.Context, turn int, callID, name, args strin
 		}
 		defer func() { <-e.sem }()
 		r.call.Start = time.Now()
-		r.call.Output, r.call.Err = e.run(ctx, name, args)
+		r.call.Output, r.call.Err = e.run(ctx, callKey{c.Type, c.Name}, c.Input)
 		r.call.Duration = time.Since(r.call.Start)
 	}()
 }
 
 // run runs one call; a panic in the tool is its error, not the client's end.
-func (e *executor) run(ctx context.Context, name, args string) (out string, err error) {
-	f, ok := e.funcs[name]
+func (e *executor) run(ctx context.Context, k callKey, args string) (out string, err error) {
+	f, ok := e.funcs[k]
+	if !ok && k.typ == protocol.ItemFunctionCall {
+		return "", fmt.Errorf("unknown tool %q", k.name)
+	}
 	if !ok {
-		return "", fmt.Errorf("unknown tool %q", name)
+		return "", fmt.Errorf("unknown tool %q (a %s)", k.name, k.typ)
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("tool %s panicked: %v", name, p)
+			err = fmt.Errorf("tool %s panicked: %v", k.name, p)
 		}
 	}()
 	return f.Run(ctx, args)
@@ -130,9 +172,9 @@ func (e *executor) run(ctx context.Context, name, args string) (out string, err 
 
 // finish waits for the calls, in the order given, starting those not yet
 // started, and returns them; the next turn starts afresh.
-func (e *executor) finish(ctx context.Context, turn int, calls []protocol.PendingCall) ([]Call, error) {
+func (e *executor) finish(ctx context.Context, turn int, calls []protocol.Call) ([]Call, error) {
 	for _, c := range calls {
-		e.start(ctx, turn, c.CallID, c.Name, c.Arguments, false)
+		e.start(ctx, turn, c, false)
 	}
 	e.mu.Lock()
 	started := e.started
@@ -154,11 +196,32 @@ func (e *executor) finish(ctx context.Context, turn int, calls []protocol.Pendin
 // wait joins every tool goroutine (at the end of a rollout).
 func (e *executor) wait() { e.wg.Wait() }
 
-// output is the function_call_output item of a finished call.
-func (c *Call) output() *protocol.FunctionCallOutput {
+// output is the output item of a finished call, of the type that answers
+// it.
+func (c *Call) output() protocol.Item {
 	text := c.Output
 	if c.Err != nil {
 		text = "error: " + c.Err.Error()
+	}
+	switch c.Type {
+	case protocol.ItemCustomToolCall:
+		return &protocol.CustomToolCallOutput{CallID: c.CallID, Output: protocol.ToolOutput{Text: text}}
+	case protocol.ItemShellCall:
+		run := map[string]any{"stdout": c.Output, "stderr": "", "outcome": map[string]any{"type": "exit", "exit_code": 0}}
+		if c.Err != nil {
+			run = map[string]any{"stdout": c.Output, "stderr": c.Err.Error(), "outcome": map[string]any{"type": "exit", "exit_code": 1}}
+		}
+		out, _ := json.Marshal([]any{run})
+		return &protocol.ShellCallOutput{CallID: c.CallID, Output: out}
+	case protocol.ItemLocalShellCall:
+		out, _ := json.Marshal(map[string]string{"output": text})
+		return &protocol.LocalShellCallOutput{ID: c.CallID, Output: string(out)}
+	case protocol.ItemApplyPatchCall:
+		status := protocol.StatusCompleted
+		if c.Err != nil {
+			status = "failed"
+		}
+		return &protocol.ApplyPatchCallOutput{CallID: c.CallID, Status: status, Output: &text}
 	}
 	return &protocol.FunctionCallOutput{CallID: c.CallID, Output: protocol.ToolOutput{Text: text}}
 }

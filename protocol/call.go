@@ -14,7 +14,17 @@ type Call struct {
 	// custom tool's input (text), a typed call's payload (JSON: a shell's
 	// or computer's action, a patch's operation, a tool search's
 	// arguments).
-	Input string
+	Input  string
+	Status ItemStatus // the call item's status, when it came from one
+}
+
+// Call is the pending call as a Call.
+func (p PendingCall) Call() Call {
+	typ := p.Type
+	if typ == "" {
+		typ = ItemFunctionCall
+	}
+	return Call{Type: typ, CallID: p.CallID, Name: p.Name, Namespace: p.Namespace, Input: p.Arguments + p.Input}
 }
 
 // CallOf is it as a Call, and whether it is a call item.
@@ -22,23 +32,23 @@ func CallOf(it Item) (Call, bool) {
 	switch it := it.(type) {
 	case *FunctionCall:
 		if it != nil {
-			return Call{Type: ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Input: it.Arguments}, true
+			return Call{Type: ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Input: it.Arguments, Status: it.Status}, true
 		}
 	case *CustomToolCall:
 		if it != nil {
-			return Call{Type: ItemCustomToolCall, ID: it.ID, CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Input: it.Input}, true
+			return Call{Type: ItemCustomToolCall, ID: it.ID, CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Input: it.Input, Status: it.Status}, true
 		}
 	case *ShellCall:
 		if it != nil {
-			return Call{Type: ItemShellCall, ID: it.ID, CallID: it.CallID, Name: string(ToolShell), Input: string(it.Action)}, true
+			return Call{Type: ItemShellCall, ID: it.ID, CallID: it.CallID, Name: string(ToolShell), Input: string(it.Action), Status: it.Status}, true
 		}
 	case *LocalShellCall:
 		if it != nil {
-			return Call{Type: ItemLocalShellCall, ID: it.ID, CallID: it.CallID, Name: string(ToolLocalShell), Input: string(it.Action)}, true
+			return Call{Type: ItemLocalShellCall, ID: it.ID, CallID: it.CallID, Name: string(ToolLocalShell), Input: string(it.Action), Status: it.Status}, true
 		}
 	case *ApplyPatchCall:
 		if it != nil {
-			return Call{Type: ItemApplyPatchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolApplyPatch), Input: string(it.Operation)}, true
+			return Call{Type: ItemApplyPatchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolApplyPatch), Input: string(it.Operation), Status: it.Status}, true
 		}
 	case *ComputerCall:
 		if it != nil {
@@ -46,11 +56,11 @@ func CallOf(it Item) (Call, bool) {
 			if isNull(in) {
 				in = it.Actions
 			}
-			return Call{Type: ItemComputerCall, ID: it.ID, CallID: it.CallID, Name: string(ToolComputer), Input: string(in)}, true
+			return Call{Type: ItemComputerCall, ID: it.ID, CallID: it.CallID, Name: string(ToolComputer), Input: string(in), Status: it.Status}, true
 		}
 	case *ToolSearchCall:
 		if it != nil {
-			return Call{Type: ItemToolSearchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolToolSearch), Input: string(it.Arguments)}, true
+			return Call{Type: ItemToolSearchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolToolSearch), Input: string(it.Arguments), Status: it.Status}, true
 		}
 	}
 	return Call{}, false
