@@ -142,6 +142,10 @@ func (u *Upstream) Sample(ctx context.Context, req *Request, emit func(Delta)) (
 		body, err = responsesBody(model, req)
 	} else {
 		body, err = chatBody(model, req)
+		// Namespaces' members and custom tools went as chat functions:
+		// their calls come back as what they stand for.
+		_, names := chatFunctions(req.Tools, req.ToolChoice)
+		emit = names.mapBack(emit)
 	}
 	if err != nil {
 		return Result{}, err

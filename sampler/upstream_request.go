@@ -189,15 +189,21 @@ func chatBody(model string, req *Request) ([]byte, error) {
 	}
 	body.ParallelToolCalls = serial(req)
 	choice := upstreamChoice(req.ToolChoice)
-	for _, t := range upstreamTools(req.Tools) {
-		if !choice.Allows(t) {
-			continue
-		}
+	offer := func(t protocol.Tool) {
 		f := protocol.ChatFunction{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict}
 		if t.Description != nil {
 			f.Description = *t.Description
 		}
 		body.Tools = append(body.Tools, protocol.ChatTool{Type: "function", Function: f})
+	}
+	for _, t := range upstreamTools(req.Tools) {
+		if choice.Allows(t) {
+			offer(t)
+		}
+	}
+	mapped, _ := chatFunctions(req.Tools, req.ToolChoice) // already as the choice allows
+	for _, t := range mapped {
+		offer(t)
 	}
 	choice.Allowed = nil
 	if len(body.Tools) > 0 && !isAuto(choice) {
@@ -240,15 +246,24 @@ func chatMessages(instructions string, items protocol.Items) []protocol.ChatMess
 				role = protocol.RoleUser
 			}
 			msgs = append(msgs, protocol.ChatMessage{Role: role, Content: chatContent(it.Content)})
-		case *protocol.FunctionCall:
-			call := protocol.ChatToolCall{ID: it.CallID, Type: "function",
-				Function: protocol.ChatFunctionCall{Name: it.Name, Arguments: it.Arguments}}
+		case *protocol.FunctionCall, *protocol.CustomToolCall:
+			c, _ := protocol.CallOf(it)
+			args := c.Input
+			if c.Type == protocol.ItemCustomToolCall {
+				b, _ := json.Marshal(map[string]string{"input": c.Input})
+				args = string(b)
+			}
+			call := protocol.ChatToolCall{ID: c.CallID, Type: "function",
+				Function: protocol.ChatFunctionCall{Name: chatName(c.Namespace, c.Name), Arguments: args}}
 			if n := len(msgs); n > 0 && msgs[n-1].Role == protocol.RoleAssistant {
 				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 				continue
 			}
 			msgs = append(msgs, protocol.ChatMessage{Role: protocol.RoleAssistant, ToolCalls: []protocol.ChatToolCall{call}})
 		case *protocol.FunctionCallOutput:
+			msgs = append(msgs, protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: it.CallID,
+				Content: &protocol.ChatContent{Text: it.Output.String()}})
+		case *protocol.CustomToolCallOutput:
 			msgs = append(msgs, protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: it.CallID,
 				Content: &protocol.ChatContent{Text: it.Output.String()}})
 		}
