@@ -215,3 +215,181 @@ func TestSDKTypedCallsSuspended(t *testing.T) {
 		}
 	}
 }
+
+// sdkTypedCase is one client-executed call type as openai-go sees it: the
+// directive that makes the scripted model call it, a check of the typed
+// output item that makes the typed output param answering it, and what the
+// model's answer then says.
+type sdkTypedCase struct {
+	name, directive string
+	check           func(responses.ResponseOutputItemUnion) (responses.ResponseInputItemUnionParam, bool)
+	answer          string
+}
+
+// sdkAllTools offer one tool of every client-executed type.
+func sdkAllTools() []responses.ToolUnionParam {
+	localShell := responses.NewToolLocalShellParam()
+	return append(sdkCodexTools(),
+		responses.ToolUnionParam{OfApplyPatch: &responses.ApplyPatchToolParam{}},
+		responses.ToolUnionParam{OfShell: &responses.FunctionShellToolParam{
+			Environment: responses.FunctionShellToolEnvironmentUnionParam{OfLocal: &responses.LocalEnvironmentParam{}}}},
+		responses.ToolUnionParam{OfComputer: &responses.ComputerToolParam{}},
+		responses.ToolUnionParam{OfLocalShell: &localShell},
+		responses.ToolUnionParam{OfToolSearch: &responses.ToolSearchToolParam{Execution: "client", Description: param.NewOpt("Find tools."), Parameters: map[string]any{"type": "object"}}})
+}
+
+func sdkTypedCases() []sdkTypedCase {
+	input, _ := json.Marshal(patch)
+	return []sdkTypedCase{
+		{"namespaced function", `call: multi_agent_v1.wait_agent {"ids":["a"]}`, func(it responses.ResponseOutputItemUnion) (responses.ResponseInputItemUnionParam, bool) {
+			fc := it.AsFunctionCall()
+			out := responses.ResponseInputItemParamOfFunctionCallOutput("agent a done")
+			out.OfFunctionCallOutput.CallID = param.NewOpt(fc.CallID)
+			out.OfFunctionCallOutput.Namespace = param.NewOpt(fc.Namespace)
+			return out, it.Type == "function_call" && fc.Name == "wait_agent" && fc.Namespace == "multi_agent_v1"
+		}, "wait_agent returned: agent a done"},
+		{"custom", "call: apply_patch " + string(input), func(it responses.ResponseOutputItemUnion) (responses.ResponseInputItemUnionParam, bool) {
+			ctc := it.AsCustomToolCall()
+			return responses.ResponseInputItemParamOfCustomToolCallOutput(ctc.CallID, "Done!"), it.Type == "custom_tool_call" && ctc.Input == patch
+		}, "apply_patch returned: Done!"},
+		{"computer", `call: computer {"type":"click","x":10,"y":20,"button":"left"}`, func(it responses.ResponseOutputItemUnion) (responses.ResponseInputItemUnionParam, bool) {
+			cu := it.AsComputerCall()
+			ok := it.Type == "computer_call" && cu.Action.Type == "click" && cu.Action.X == 10 && cu.Action.Button == "left"
+			return responses.ResponseInputItemParamOfComputerCallOutput(cu.CallID,
+				responses.ResponseComputerToolCallOutputScreenshotParam{ImageURL: param.NewOpt("data:image/png;base64,AAAA")}), ok
+		}, "computer returned: [image]"},
+		{"local_shell", `call: local_shell {"type":"exec","command":["ls","-la"],"env":{}}`, func(it responses.ResponseOutputItemUnion) (responses.ResponseInputItemUnionParam, bool) {
+			ls := it.AsLocalShellCall()
+			ok := it.Type == "local_shell_call" && len(ls.Action.Command) == 2 && ls.Action.Command[1] == "-la"
+			return responses.ResponseInputItemUnionParam{OfLocalShellCallOutput: &responses.ResponseInputItemLocalShellCallOutputParam{
+				ID: ls.CallID, Output: `{"output":"a.txt"}`}}, ok
+		}, `local_shell returned: {"output":"a.txt"}`},
+		{"tool_search", `call: tool_search {"query":"crm"}`, func(it responses.ResponseOutputItemUnion) (responses.ResponseInputItemUnionParam, bool) {
+			ts := it.AsToolSearchCall()
+			found := responses.ToolParamOfFunction("list_orders", map[string]any{"type": "object"}, false)
+			out := responses.ResponseInputItemParamOfToolSearchOutput([]responses.ResponseToolSearchOutputItemParamToolUnion{{OfFunction: found.OfFunction}})
+			out.OfToolSearchOutput.CallID = param.NewOpt(ts.CallID)
+			out.OfToolSearchOutput.Execution = "client"
+			out.OfToolSearchOutput.Status = "completed"
+			return out, it.Type == "tool_search_call" && ts.CallID != ""
+		}, "tool_search returned: list_orders"},
+	}
+}
+
+// sdkTypedStep is the output of a typed case's call in items, checked.
+func sdkTypedStep(t *testing.T, tc sdkTypedCase, items []responses.ResponseOutputItemUnion, raw string) responses.ResponseInputItemUnionParam {
+	t.Helper()
+	if len(items) == 0 {
+		t.Fatalf("%s: no output: %s", tc.name, raw)
+	}
+	out, ok := tc.check(items[0])
+	if !ok {
+		t.Fatalf("%s: output %s", tc.name, raw)
+	}
+	return out
+}
+
+// TestSDKEveryTypeWebSocket, …HTTP and …Suspended: each client-executed
+// type (the namespaced function, custom, computer, local_shell and
+// tool_search here; apply_patch and shell above) round-trips through
+// openai-go as typed items and typed outputs, in each design.
+func TestSDKEveryTypeWebSocket(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	conn := sdkConnect(t, ctx, sdkClient(t, h))
+	for _, tc := range sdkTypedCases() {
+		call := sdkTurn(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false), Tools: sdkAllTools(), Input: textInput(tc.directive)})
+		wantCompleted(t, call)
+		out := sdkTypedStep(t, tc, call.Output, call.RawJSON())
+		done := sdkTurn(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false), Tools: sdkAllTools(),
+			PreviousResponseID: param.NewOpt(call.ID), Input: itemsInput(out)})
+		wantCompleted(t, done)
+		wantText(t, done, tc.answer)
+	}
+}
+
+func TestSDKEveryTypeHTTP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	client := sdkClient(t, h)
+	for _, tc := range sdkTypedCases() {
+		call, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Tools: sdkAllTools(),
+			Input: responses.ResponseNewParamsInputUnion{OfString: param.NewOpt(tc.directive)}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, sdkErrorDetail(err))
+		}
+		out := sdkTypedStep(t, tc, call.Output, call.RawJSON())
+		done, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Tools: sdkAllTools(), PreviousResponseID: param.NewOpt(call.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+		if err != nil {
+			t.Fatalf("%s: continue: %v", tc.name, sdkErrorDetail(err))
+		}
+		wantCompleted(t, done)
+		wantText(t, done, tc.answer)
+	}
+}
+
+func TestSDKEveryTypeSuspended(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	conn := sdkConnect(t, ctx, sdkClient(t, h))
+	for _, tc := range sdkTypedCases() {
+		create := responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false), Tools: sdkAllTools(), Input: textInput(tc.directive)}
+		create.SetExtraFields(map[string]any{"suspend": true})
+		if err := conn.Create(ctx, create); err != nil {
+			t.Fatal(err)
+		}
+		for ended := false; !ended; {
+			raw, err := conn.RecvRaw(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev struct {
+				Type     string             `json:"type"`
+				Response responses.Response `json:"response"`
+			}
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				t.Fatal(err)
+			}
+			switch ev.Type {
+			case "response.done":
+				out := sdkTypedStep(t, tc, ev.Response.Output, string(raw))
+				input, _ := json.Marshal([]responses.ResponseInputItemUnionParam{out})
+				appendEv, _ := json.Marshal(map[string]any{"type": "response.append", "response_id": ev.Response.ID, "input": json.RawMessage(input)})
+				if err := conn.SendRaw(ctx, appendEv); err != nil {
+					t.Fatal(err)
+				}
+			case "response.completed":
+				wantText(t, &ev.Response, tc.answer)
+				ended = true
+			case "response.failed", "response.incomplete", "error":
+				t.Fatalf("%s: ended with %s", tc.name, raw)
+			}
+		}
+	}
+}
+
+// TestSDKTypedCallsHTTP is TestSDKTypedCallsWebSocket over HTTP: the
+// apply_patch and shell calls, read and continued through
+// client.Responses.New.
+func TestSDKTypedCallsHTTP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	client := sdkClient(t, h)
+	first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Tools: sdkBuiltinTools(),
+		Input: responses.ResponseNewParamsInputUnion{OfString: param.NewOpt(typedScript)}})
+	if err != nil {
+		t.Fatal(sdkErrorDetail(err))
+	}
+	done, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Tools: sdkBuiltinTools(), PreviousResponseID: param.NewOpt(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: sdkTypedOutputs(t, first.Output)}})
+	if err != nil {
+		t.Fatal(sdkErrorDetail(err))
+	}
+	wantCompleted(t, done)
+	wantText(t, done, "apply_patch returned: completed")
+}
