@@ -100,6 +100,9 @@ func plan(req *Request) []part {
 			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
 			return []part{{call: true, callID: callID(len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
 		}
+		if p, ok := otherClientTool(req); ok {
+			return []part{p}
+		}
 	}
 	text, cites := answer(items)
 	return []part{{text: text, cites: cites}}
@@ -221,6 +224,33 @@ func forcedPart(req *Request) (part, bool) {
 			payload, _ = json.Marshal(map[string][]string{"commands": {text}})
 		}
 		return part{call: true, callType: typ, callID: id(name), name: name, text: string(payload)}, true
+	}
+	return part{}, false
+}
+
+// otherClientTool is the call of the first custom or built-in client tool
+// allowed, for a request that offers no function: made as forcedPart
+// makes a forced one (the user's text as the input or the command).
+func otherClientTool(req *Request) (part, bool) {
+	if req.ToolChoice.Mode == "none" || req.ToolChoice.Function != "" {
+		return part{}, false
+	}
+	for _, t := range req.Tools {
+		if !req.ToolChoice.Allows(t) || protocol.RunnerOf(t) != protocol.RunsOnClient {
+			continue
+		}
+		forced := *req
+		switch {
+		case t.Type == protocol.ToolCustom:
+			forced.ToolChoice = protocol.ToolChoice{Mode: "required", Custom: t.Name}
+		case typedCalls[t.Type] != "":
+			forced.ToolChoice = protocol.ToolChoice{Mode: "required", Builtin: t.Type}
+		default:
+			continue
+		}
+		if p, ok := forcedPart(&forced); ok {
+			return p, true
+		}
 	}
 	return part{}, false
 }

@@ -233,6 +233,8 @@ func TestPolicyCalls(t *testing.T) {
 		{"forced custom", user, []protocol.Tool{a, {Type: protocol.ToolCustom, Name: "c"}}, protocol.ToolChoice{Mode: "required", Custom: "c"}, "c", "Find the docs about pacing"},
 		{"forced web search", user, []protocol.Tool{a, search}, protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolWebSearchPreview}, "web_search", `{"query":"Find the docs about pacing"}`},
 		{"forced shell", user, []protocol.Tool{a, {Type: protocol.ToolShell}}, protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolShell}, "shell", `{"commands":["Find the docs about pacing"]}`},
+		{"custom tool when no function", user, []protocol.Tool{search, {Type: protocol.ToolCustom, Name: "c"}}, protocol.ToolChoice{}, "c", "Find the docs about pacing"},
+		{"shell when no function", user, []protocol.Tool{{Type: protocol.ToolShell}}, protocol.ToolChoice{}, "shell", `{"commands":["Find the docs about pacing"]}`},
 		{"forced built-in not offered", user, []protocol.Tool{a}, protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolApplyPatch}, "a", `{"path":"README.md"}`},
 		{"namespace member when no plain function", user, []protocol.Tool{search, agents}, protocol.ToolChoice{}, "agents.b", `{"query":"Find the docs about pacing"}`},
 		{"plain function before namespaces", user, []protocol.Tool{agents, a}, protocol.ToolChoice{}, "a", `{"path":"README.md"}`},
