@@ -118,11 +118,13 @@ var outputs = map[ItemType]ItemType{
 // OutputFor is the output type that answers a call of type call.
 func OutputFor(call ItemType) ItemType { return outputs[call] }
 
-// AnsweredBy reports whether an output naming callID answers c:
-// by call_id, or for a local_shell_call_output (whose id names the call)
-// by the call item's id as well.
-func (c Call) AnsweredBy(callID string) bool {
-	return c.CallID == callID || c.Type == ItemLocalShellCall && c.ID == callID
+// Names are the ids an output may name c by: its call_id, and for a local
+// shell call (whose output's id names the call) its item id as well.
+func (c Call) Names() []string {
+	if c.Type == ItemLocalShellCall && c.ID != "" && c.ID != c.CallID {
+		return []string{c.CallID, c.ID}
+	}
+	return []string{c.CallID}
 }
 
 // OutputMismatch refuses an output item, at param, that answers a call of

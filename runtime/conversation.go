@@ -116,13 +116,63 @@ func findItem(items protocol.Items, id string) protocol.Item {
 	return nil
 }
 
-// findCall is the call item with callID in items (function or custom); it
-// scans from the newest item, where the call almost always is.
-func findCall(items protocol.Items, callID string) (protocol.Call, bool) {
-	for i := len(items) - 1; i >= 0; i-- {
-		if c, ok := protocol.CallOf(items[i]); ok && c.AnsweredBy(callID) {
-			return c, true
+// checkOutputs checks that every output item of input answers a call of
+// its type: the newest such call before it in input, else in ctx. It is
+// linear: one pass over input with its calls indexed by id, then ctx read
+// from its newest item only as far back as the oldest call still wanted
+// (usually the last step's). The first output in input order that fails
+// is the error.
+func checkOutputs(input, ctx protocol.Items) *protocol.Error {
+	type output struct {
+		i       int
+		callID  string
+		answers protocol.ItemType
+		call    protocol.Call
+		found   bool
+	}
+	var outs []output
+	seen := map[string]protocol.Call{} // calls of input so far, by call_id (and a local shell call's id)
+	want := map[string]bool{}          // call ids looked for in ctx
+	for i, it := range input {
+		if c, ok := protocol.CallOf(it); ok {
+			for _, id := range c.Names() {
+				seen[id] = c
+			}
+			continue
+		}
+		callID, answers, ok := protocol.AnswerOf(it)
+		if !ok {
+			continue
+		}
+		c, found := seen[callID]
+		if !found {
+			want[callID] = true
+		}
+		outs = append(outs, output{i, callID, answers, c, found})
+	}
+	got := map[string]protocol.Call{}
+	for k := len(ctx) - 1; k >= 0 && len(got) < len(want); k-- {
+		c, ok := protocol.CallOf(ctx[k])
+		if !ok {
+			continue
+		}
+		for _, id := range c.Names() {
+			if _, have := got[id]; want[id] && !have {
+				got[id] = c
+			}
 		}
 	}
-	return protocol.Call{}, false
+	for _, o := range outs {
+		if !o.found {
+			o.call, o.found = got[o.callID]
+		}
+		switch {
+		case !o.found:
+			return protocol.Invalid(protocol.CodeToolCallNotFound, indexParam("input", o.i)+".call_id",
+				"No tool call found for %s with call_id '%s'.", input[o.i].ItemType(), o.callID)
+		case o.call.Type != o.answers:
+			return protocol.OutputMismatch(input[o.i], o.callID, o.call.Type, indexParam("input", o.i))
+		}
+	}
+	return nil
 }

@@ -155,22 +155,8 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	if perr != nil {
 		return nil, perr
 	}
-	for i, it := range req.Input {
-		callID, answers, ok := protocol.AnswerOf(it)
-		if !ok {
-			continue
-		}
-		call, found := findCall(req.Input[:i], callID)
-		if !found {
-			call, found = findCall(ctxItems, callID)
-		}
-		switch {
-		case !found:
-			return nil, protocol.Invalid(protocol.CodeToolCallNotFound, indexParam("input", i)+".call_id",
-				"No tool call found for %s with call_id '%s'.", it.ItemType(), callID)
-		case call.Type != answers:
-			return nil, protocol.OutputMismatch(it, callID, call.Type, indexParam("input", i))
-		}
+	if perr := checkOutputs(req.Input, ctxItems); perr != nil {
+		return nil, perr
 	}
 	if parent == nil && len(input) == 0 && req.Generating() {
 		return nil, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input'.")

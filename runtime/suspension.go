@@ -48,6 +48,7 @@ type suspension struct {
 	// The current step's client calls, guarded by mu.
 	steps    int                           // steps begun
 	step     []protocol.Call               // in output order
+	byID     map[string]protocol.Call      // the step's calls by what an output names them by (call_id; a local shell call's id too)
 	waiting  map[string]chan protocol.Item // call_id -> 1-buffered, once its Call runs: the call's output item
 	left     int                           // calls of the step without an output
 	answered map[string]int                // call_id -> the step it got its output in, over the rollout
@@ -145,6 +146,12 @@ func (sp *suspension) beginStep(calls []protocol.Call) {
 	defer sp.mu.Unlock()
 	sp.steps++
 	sp.step, sp.left = calls, len(calls)
+	sp.byID = make(map[string]protocol.Call, len(calls))
+	for _, c := range calls {
+		for _, id := range c.Names() {
+			sp.byID[id] = c
+		}
+	}
 	sp.waiting = make(map[string]chan protocol.Item, len(calls))
 	if sp.answered == nil {
 		sp.answered = make(map[string]int)
@@ -369,14 +376,7 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 
 // stepCall is the current step's call that an output naming callID
 // answers; the zero Call when there is none.
-func (sp *suspension) stepCall(callID string) protocol.Call {
-	for _, c := range sp.step {
-		if c.AnsweredBy(callID) {
-			return c
-		}
-	}
-	return protocol.Call{}
-}
+func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[callID] }
 
 // cancel handles response.cancel from sess: the rollout ends with status
 // cancelled.
