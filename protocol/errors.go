@@ -38,6 +38,7 @@ const (
 	CodeQueueFull            = "websocket_queue_full"
 	CodeBinaryFrame          = "unsupported_frame_type"
 	CodeRequestTooLarge      = "request_too_large"
+	CodeRequestTimeout       = "request_timeout"
 	CodeInvalidEncrypted     = "invalid_encrypted_content"
 	CodeMethodNotAllowed     = "method_not_allowed"
 

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -35,11 +37,19 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// readBody reads at most MaxFrame bytes of a request body.
+// readBody reads at most MaxFrame bytes of a request body, within
+// BodyTimeout.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *protocol.Error) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // not every ResponseWriter can: then there is none
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxFrame))
+	rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		return nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "",
+			"The request body did not arrive within %s.", s.opts.BodyTimeout)
 	case errors.As(err, &tooBig):
 		return nil, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeRequestTooLarge, "",
 			"The request body exceeds the %d-byte limit of this server (--max-frame).", tooBig.Limit)

@@ -31,6 +31,7 @@ const (
 	DefaultMaxLanes       = 32
 	DefaultMaxQueued      = 256
 	DefaultWriteTimeout   = 10 * time.Second
+	DefaultBodyTimeout    = 30 * time.Second
 	DefaultSuspendTimeout = 10 * time.Minute
 	DefaultResumeWindow   = 60 * time.Second
 	DefaultMaxSuspended   = 1024
@@ -69,8 +70,13 @@ type Options struct {
 	// finished (running or waiting); beyond it a create is refused.
 	MaxQueued int
 	// WriteTimeout is how long a rollout waits for a slow client's queue to
-	// drain before the connection is closed with a policy violation.
+	// drain before the connection is closed with a policy violation, and
+	// how long one write of an SSE stream may stall before the stream is
+	// cut.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds reading an HTTP request's body: a body trickled
+	// slower is refused (408) and its connection closed.
+	BodyTimeout time.Duration
 	// CompactionKey seals compaction items (32 bytes). Nil draws a random key:
 	// windows then open only on this server process.
 	CompactionKey []byte
@@ -144,6 +150,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.WriteTimeout <= 0 {
 		s.opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if s.opts.BodyTimeout <= 0 {
+		s.opts.BodyTimeout = DefaultBodyTimeout
 	}
 	s.now = opts.Now
 	if s.now == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -19,6 +20,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve the next request
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -36,7 +38,10 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 			return
 		}
 		// Each frame is charged its own write; the flush, which puts
-		// the batch on the socket, goes to the last.
+		// the batch on the socket, goes to the last. A client that
+		// stops reading stalls the writes: past WriteTimeout the stream
+		// is cut.
+		rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.WriteTimeout))
 		start := ro.srv.now()
 		for i, q := range batch {
 			if _, err := w.Write(q.b); err != nil {

@@ -29,6 +29,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wsMaxAge := fs.Duration("ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
 	suspendTimeout := fs.Duration("suspend-timeout", runtime.DefaultSuspendTimeout, "how long a suspended rollout waits for client tool outputs")
 	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
+	bodyTimeout := fs.Duration("body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
+	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
+	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
@@ -96,6 +99,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		WSMaxAge:       *wsMaxAge,
 		SuspendTimeout: *suspendTimeout,
 		ResumeWindow:   *resumeWindow,
+		BodyTimeout:    *bodyTimeout,
+		WriteTimeout:   *writeTimeout,
 		Logger:         log,
 		Pprof:          *pprofOn,
 		Cost:           costModel,
@@ -109,7 +114,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 
 	errc := make(chan error, 1)
