@@ -44,6 +44,7 @@ const (
 
 	// Suspended rollouts (tether's extension).
 	CodeClientToolTimeout   = "client_tool_timeout"
+	CodeTooManyToolCalls    = "too_many_tool_calls"
 	CodeDuplicateToolOutput = "duplicate_tool_output"
 	CodeNothingSuspended    = "response_not_suspended"
 	CodeStreamMismatch      = "stream_id_mismatch"

@@ -12,11 +12,13 @@ var (
 )
 
 // Causes of a rollout's end other than its own completion, given to
-// rollout.abort. The first two are told to the client (cancelled; failed
-// with client_tool_timeout); the others end a rollout nobody is attached to.
+// rollout.abort. The first three are told to the client (cancelled; failed
+// with client_tool_timeout or too_many_tool_calls); the others end a
+// rollout nobody is attached to.
 var (
 	errCancelled     = errors.New("runtime: response cancelled by the client")
 	errToolTimeout   = errors.New("runtime: client tool outputs did not arrive in time")
+	errTooManyCalls  = errors.New("runtime: a step made more tool calls than MaxCallsPerStep")
 	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
 	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
 )

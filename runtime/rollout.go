@@ -406,6 +406,11 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeClientToolTimeout,
 			Message: fmt.Sprintf("No output arrived for the pending tool calls within %s.", r.srv.opts.SuspendTimeout)}
 		terminal = protocol.EventFailed
+	case cause == errTooManyCalls:
+		r.resp.Status = protocol.ResponseFailed
+		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeTooManyToolCalls,
+			Message: fmt.Sprintf("A sampling step made more than %d tool calls, this server's limit per step (MaxCallsPerStep).", r.srv.opts.MaxCallsPerStep)}
+		terminal = protocol.EventFailed
 	case serr != nil && ctx.Err() != nil:
 		// The client went away, the server is shutting down, or nobody
 		// resumed a detached rollout: nobody to tell.

@@ -25,16 +25,17 @@ type Sampler interface {
 
 // Defaults of Options.
 const (
-	DefaultMaxFrame       = 16 << 20
-	DefaultWSMaxAge       = 60 * time.Minute
-	DefaultMaxInFlight    = 16
-	DefaultMaxLanes       = 32
-	DefaultMaxQueued      = 256
-	DefaultWriteTimeout   = 10 * time.Second
-	DefaultBodyTimeout    = 30 * time.Second
-	DefaultSuspendTimeout = 10 * time.Minute
-	DefaultResumeWindow   = 60 * time.Second
-	DefaultMaxSuspended   = 1024
+	DefaultMaxFrame        = 16 << 20
+	DefaultWSMaxAge        = 60 * time.Minute
+	DefaultMaxInFlight     = 16
+	DefaultMaxLanes        = 32
+	DefaultMaxQueued       = 256
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultBodyTimeout     = 30 * time.Second
+	DefaultMaxCallsPerStep = 256
+	DefaultSuspendTimeout  = 10 * time.Minute
+	DefaultResumeWindow    = 60 * time.Second
+	DefaultMaxSuspended    = 1024
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -77,6 +78,9 @@ type Options struct {
 	// BodyTimeout bounds reading an HTTP request's body: a body trickled
 	// slower is refused (408) and its connection closed.
 	BodyTimeout time.Duration
+	// MaxCallsPerStep bounds the tool calls of one sampling step: a step
+	// that makes more fails the response (too_many_tool_calls).
+	MaxCallsPerStep int
 	// CompactionKey seals compaction items (32 bytes). Nil draws a random key:
 	// windows then open only on this server process.
 	CompactionKey []byte
@@ -153,6 +157,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.BodyTimeout <= 0 {
 		s.opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if s.opts.MaxCallsPerStep <= 0 {
+		s.opts.MaxCallsPerStep = DefaultMaxCallsPerStep
 	}
 	s.now = opts.Now
 	if s.now == nil {

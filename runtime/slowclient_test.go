@@ -41,3 +41,27 @@ func TestTrickledBody(t *testing.T) {
 		t.Fatalf("body %s", body.String())
 	}
 }
+
+// TestTooManyCallsPerStep: a step that makes more calls than
+// MaxCallsPerStep fails the response with too_many_tool_calls, in both
+// designs, instead of parking thousands of calls; the connection stays
+// usable.
+func TestTooManyCallsPerStep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{MaxCallsPerStep: 8})
+	calls := strings.TrimSuffix(strings.Repeat("f {} | ", 20), " | ")
+	c := h.dial(t, nil)
+	for _, suspend := range []bool{false, true} {
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": suspend,
+			"tools": []any{map[string]any{"type": "function", "name": "f"}}, "input": "call: " + calls}))
+		evs := untilPause(t, c)
+		e := decodeEv(t, evs[len(evs)-1])
+		if e.Type != "response.failed" || e.Response.Error == nil || e.Response.Error.Code != "too_many_tool_calls" {
+			t.Fatalf("suspend %v: ended with %s", suspend, evs[len(evs)-1])
+		}
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "hi"}))
+	if evs := c.untilTerminal(t); eventType(t, evs[len(evs)-1]) != "response.completed" {
+		t.Fatalf("after the refusals: %s", evs[len(evs)-1])
+	}
+}

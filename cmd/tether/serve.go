@@ -31,6 +31,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
 	bodyTimeout := fs.Duration("body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
 	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
+	maxCalls := fs.Int("max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
@@ -92,18 +93,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
 	srv, err := runtime.NewServer(runtime.Options{
-		Models:         served,
-		Renderer:       renderer,
-		HostedTools:    []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
-		MaxFrame:       *maxFrame,
-		WSMaxAge:       *wsMaxAge,
-		SuspendTimeout: *suspendTimeout,
-		ResumeWindow:   *resumeWindow,
-		BodyTimeout:    *bodyTimeout,
-		WriteTimeout:   *writeTimeout,
-		Logger:         log,
-		Pprof:          *pprofOn,
-		Cost:           costModel,
+		Models:          served,
+		Renderer:        renderer,
+		HostedTools:     []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
+		MaxFrame:        *maxFrame,
+		WSMaxAge:        *wsMaxAge,
+		SuspendTimeout:  *suspendTimeout,
+		ResumeWindow:    *resumeWindow,
+		BodyTimeout:     *bodyTimeout,
+		WriteTimeout:    *writeTimeout,
+		MaxCallsPerStep: *maxCalls,
+		Logger:          log,
+		Pprof:           *pprofOn,
+		Cost:            costModel,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
