@@ -39,6 +39,7 @@ const (
 	CodeBinaryFrame          = "unsupported_frame_type"
 	CodeRequestTooLarge      = "request_too_large"
 	CodeRequestTimeout       = "request_timeout"
+	CodeInvalidAPIKey        = "invalid_api_key"
 	CodeInvalidEncrypted     = "invalid_encrypted_content"
 	CodeMethodNotAllowed     = "method_not_allowed"
 

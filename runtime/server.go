@@ -81,6 +81,9 @@ type Options struct {
 	// MaxCallsPerStep bounds the tool calls of one sampling step: a step
 	// that makes more fails the response (too_many_tool_calls).
 	MaxCallsPerStep int
+	// Keys, when set, are the API keys every request must bear (see Keys).
+	// Nil admits every request: run such a server on loopback only.
+	Keys *Keys
 	// CompactionKey seals compaction items (32 bytes). Nil draws a random key:
 	// windows then open only on this server process.
 	CompactionKey []byte
@@ -220,7 +223,12 @@ func (s *Server) model(name string) (Sampler, *protocol.Error) {
 }
 
 // ServeHTTP routes a request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, ok := s.authenticate(w, r)
+	if ok {
+		s.mux.ServeHTTP(w, r)
+	}
+}
 
 // Shutdown closes every WebSocket session (close status 1001), ends the
 // responses still streaming over HTTP and the suspended rollouts, and waits

@@ -32,6 +32,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bodyTimeout := fs.Duration("body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
 	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
 	maxCalls := fs.Int("max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
+	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
+	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
@@ -65,6 +67,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *prefixCache != "on" && *prefixCache != "off" {
 		fmt.Fprintf(stderr, "tether: --prefix-cache %q: want on or off\n", *prefixCache)
 		return 2
+	}
+	keyMap, err := loadKeys(*apiKeys)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 2
+	}
+	if keyMap == nil && !loopback(*addr) && !*insecure {
+		fmt.Fprintf(stderr, "tether: --addr %s is not loopback and no API keys are set: give --api-keys FILE (or $%s), or --insecure to serve anyone who can connect\n", *addr, keysEnv)
+		return 2
+	}
+	var keys *runtime.Keys
+	if keyMap != nil {
+		keys = new(runtime.Keys)
+		keys.Store(keyMap)
 	}
 	var cfg *Config
 	if *configPath != "" {
@@ -106,6 +122,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Logger:          log,
 		Pprof:           *pprofOn,
 		Cost:            costModel,
+		Keys:            keys,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
@@ -118,6 +135,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	if keys == nil {
+		log.Warn("no API keys: every request is served (give --api-keys FILE to require them)", "addr", ln.Addr().String())
+	} else {
+		log.Info("API keys required", "keys", keys.Len())
+		if *apiKeys != "" {
+			reloadKeys(ctx, *apiKeys, keys, log)
+		}
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -1,0 +1,99 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// TestAPIKeys: with keys, every endpoint and the WebSocket upgrade refuse a
+// missing or wrong key with 401 invalid_api_key and the standard error
+// body, /healthz stays open, and a listed key is served.
+func TestAPIKeys(t *testing.T) {
+	t.Parallel()
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+	h := newHarness(t, runtime.Options{Keys: keys})
+	do := func(method, path, auth, body string) (int, string) {
+		req, _ := http.NewRequest(method, h.hs.URL+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	create := `{"model":"tether-scripted","input":"hi"}`
+	endpoints := []struct{ method, path, body string }{
+		{"POST", "/v1/responses", create},
+		{"GET", "/v1/responses/resp_x", ""},
+		{"DELETE", "/v1/responses/resp_x", ""},
+		{"GET", "/v1/responses/resp_x/input_items", ""},
+		{"POST", "/v1/responses/compact", `{"model":"tether-scripted","input":"hi"}`},
+		{"POST", "/v1/chat/completions", `{"model":"tether-scripted","messages":[{"role":"user","content":"hi"}]}`},
+		{"GET", "/v1/models", ""},
+		{"GET", "/metrics", ""},
+	}
+	for _, auth := range []string{"", "Bearer sk-mallory", "sk-alice", "Bearer sk-alic"} {
+		for _, e := range endpoints {
+			code, body := do(e.method, e.path, auth, e.body)
+			var env struct {
+				Error struct{ Code, Type string } `json:"error"`
+			}
+			json.Unmarshal([]byte(body), &env)
+			if code != http.StatusUnauthorized || env.Error.Code != "invalid_api_key" || env.Error.Type != "invalid_request_error" {
+				t.Errorf("%s %s with %q: %d %s", e.method, e.path, auth, code, body)
+			}
+			if strings.Contains(body, "sk-") {
+				t.Errorf("%s %s: the answer repeats a key: %s", e.method, e.path, body)
+			}
+		}
+		_, resp, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {auth}}})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("WebSocket upgrade with %q: %v %v", auth, resp, err)
+		}
+	}
+	if code, _ := do("GET", "/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("healthz without a key: %d", code)
+	}
+	if code, body := do("POST", "/v1/responses", "Bearer sk-bob", create); code != http.StatusOK {
+		t.Errorf("a listed key: %d %s", code, body)
+	}
+	c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}})
+	if err != nil {
+		t.Fatalf("WebSocket with a listed key: %v", err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+	// A reload takes effect at once.
+	keys.Store(map[string]string{"sk-carol": "carol"})
+	if code, _ := do("POST", "/v1/responses", "Bearer sk-bob", create); code != http.StatusUnauthorized {
+		t.Errorf("a removed key after the reload: %d", code)
+	}
+	if code, _ := do("POST", "/v1/responses", "Bearer sk-carol", create); code != http.StatusOK {
+		t.Errorf("an added key after the reload: %d", code)
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	keys, err := runtime.ParseKeys(strings.NewReader("# keys\nsk-a alice\n\nsk-b\n"))
+	if err != nil || keys["sk-a"] != "alice" || keys["sk-b"] != "line4" || len(keys) != 2 {
+		t.Fatalf("%v %v", keys, err)
+	}
+	for _, bad := range []string{"sk-a alice extra\n", "sk-a a\nsk-a b\n"} {
+		if _, err := runtime.ParseKeys(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
