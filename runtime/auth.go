@@ -104,6 +104,12 @@ func Tenant(ctx context.Context) string {
 	return t
 }
 
+// withTenant is ctx carrying tenant, for work that outlives its request
+// (a WebSocket session, a rollout's store write).
+func withTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
 // authenticate admits r or answers 401.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	k := s.opts.Keys
@@ -120,5 +126,5 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s", msg))
 		return r, false
 	}
-	return r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)), true
+	return r.WithContext(withTenant(r.Context(), tenant)), true
 }

@@ -97,3 +97,78 @@ func TestParseKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsAreApart: a stored response is its tenant's: another tenant's
+// GET, input_items, DELETE and previous_response_id (over HTTP, and over a
+// WebSocket whose cache does not hold it) answer exactly as for an unknown
+// id, and the owner's response is still there.
+func TestTenantsAreApart(t *testing.T) {
+	t.Parallel()
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+	h := newHarness(t, runtime.Options{Keys: keys})
+	do := func(method, path, key, body string) (int, string) {
+		req, _ := http.NewRequest(method, h.hs.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := do("POST", "/v1/responses", "sk-alice", `{"model":"tether-scripted","input":"alice's secret plan"}`)
+	if code != 200 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var created struct{ ID string }
+	json.Unmarshal([]byte(body), &created)
+	unknown := "resp_00000000000000000000000000000000000000000000000"
+	same := func(what string, code1 int, body1 string, code2 int, body2 string) {
+		t.Helper()
+		if code1 != code2 || strings.ReplaceAll(body1, created.ID, "ID") != strings.ReplaceAll(body2, unknown, "ID") {
+			t.Errorf("%s: another tenant's id %d %s, an unknown id %d %s", what, code1, body1, code2, body2)
+		}
+		if strings.Contains(body1, "secret") {
+			t.Errorf("%s leaks the other tenant's content: %s", what, body1)
+		}
+	}
+	for _, p := range []string{"/v1/responses/", "/v1/responses/%s/input_items"} {
+		path := func(id string) string {
+			if strings.Contains(p, "%s") {
+				return strings.Replace(p, "%s", id, 1)
+			}
+			return p + id
+		}
+		c1, b1 := do("GET", path(created.ID), "sk-bob", "")
+		c2, b2 := do("GET", path(unknown), "sk-bob", "")
+		same("GET "+p, c1, b1, c2, b2)
+	}
+	cont := func(id string) string {
+		return `{"model":"tether-scripted","previous_response_id":"` + id + `","input":[]}`
+	}
+	c1, b1 := do("POST", "/v1/responses", "sk-bob", cont(created.ID))
+	c2, b2 := do("POST", "/v1/responses", "sk-bob", cont(unknown))
+	same("previous_response_id over HTTP", c1, b1, c2, b2)
+	c1, b1 = do("DELETE", "/v1/responses/"+created.ID, "sk-bob", "")
+	c2, b2 = do("DELETE", "/v1/responses/"+unknown, "sk-bob", "")
+	same("DELETE", c1, b1, c2, b2)
+	if code, _ := do("GET", "/v1/responses/"+created.ID, "sk-alice", ""); code != 200 {
+		t.Errorf("the owner's response after another tenant's DELETE: %d", code)
+	}
+	c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(websocket.StatusNormalClosure, "")
+	ws := &wsConn{c: c}
+	ws.send(t, create(map[string]any{"model": "tether-scripted", "store": true, "previous_response_id": created.ID, "input": []any{}}))
+	if e := decodeEv(t, ws.recv(t)); e.Type != "error" || e.Error.Code != "previous_response_not_found" {
+		t.Errorf("previous_response_id of another tenant over WebSocket: %+v", e.Error)
+	}
+	if code, _ := do("DELETE", "/v1/responses/"+created.ID, "sk-alice", ""); code != 200 {
+		t.Errorf("the owner's DELETE: %d", code)
+	}
+}

@@ -100,6 +100,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
+	ro.tenant = Tenant(r.Context())
 	ro.path = path
 	ctx, cancel := s.requestContext(r)
 	defer cancel()

@@ -31,6 +31,7 @@ type rollout struct {
 	req    *protocol.CreateRequest
 	model  Sampler
 	lane   string
+	tenant string          // whose key created it: its stored record is that tenant's
 	base   int             // items[:base] came from the parent
 	header []sampler.Token // rendered instructions and tools
 	hosted map[string]Tool // hosted tools offered by the request, by call name
@@ -441,7 +442,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		if conv != nil && r.srv.opts.Cost.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		sctx, cancel := context.WithTimeout(withTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
 		err := r.srv.store.Put(sctx, rec)
 		cancel()
 		if err != nil {

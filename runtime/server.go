@@ -184,10 +184,11 @@ func NewServer(opts Options) (*Server, error) {
 	if s.models == nil {
 		s.models = map[string]Sampler{"tether-scripted": sampler.NewScripted(s.renderer, sampler.Pacing{})}
 	}
-	s.store = opts.Store
-	if s.store == nil {
-		s.store = NewMemoryStore(0)
+	inner := opts.Store
+	if inner == nil {
+		inner = NewMemoryStore(0)
 	}
+	s.store = scopedStore{inner}
 	sl, err := newSealer(opts.CompactionKey)
 	if err != nil {
 		return nil, err

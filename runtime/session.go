@@ -83,7 +83,7 @@ type job struct {
 }
 
 func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
 	return &session{
 		srv: s, conn: conn, started: s.now(),
 		creds: credentials(r), suspend: suspendByDefault(r),
@@ -373,6 +373,9 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
+	if ro != nil {
+		ro.tenant = Tenant(sess.ctx)
+	}
 	if perr != nil {
 		sess.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)

@@ -22,6 +22,9 @@ type Record struct {
 	// rendered, when the server keeps tokens with records (Cost.StoreTokens);
 	// nil otherwise, and a store that cannot keep it may drop it.
 	Prompt *sampler.Prompt
+	// Tenant is the tenant whose key created the response ("" without
+	// keys): only that tenant reads, continues or deletes it.
+	Tenant string
 }
 
 // added is what the record contributes to the conversation.
@@ -38,6 +41,32 @@ type Store interface {
 	Put(ctx context.Context, rec *Record) error
 	Get(ctx context.Context, id string) (*Record, error)
 	Delete(ctx context.Context, id string) error
+}
+
+// scopedStore is the server's view of its Store: every record belongs to
+// the tenant of the context it was put with, and another tenant's id reads
+// exactly as an unknown one (ErrNotStored), for Get and Delete alike.
+type scopedStore struct{ Store }
+
+func (st scopedStore) Put(ctx context.Context, rec *Record) error {
+	own := *rec
+	own.Tenant = Tenant(ctx)
+	return st.Store.Put(ctx, &own)
+}
+
+func (st scopedStore) Get(ctx context.Context, id string) (*Record, error) {
+	rec, err := st.Store.Get(ctx, id)
+	if err == nil && rec.Tenant != Tenant(ctx) {
+		return nil, ErrNotStored
+	}
+	return rec, err
+}
+
+func (st scopedStore) Delete(ctx context.Context, id string) error {
+	if _, err := st.Get(ctx, id); err != nil {
+		return err
+	}
+	return st.Store.Delete(ctx, id)
 }
 
 // MemoryStore is the default Store: a map guarded by a mutex, holding at
