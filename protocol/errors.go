@@ -51,6 +51,7 @@ const (
 	CodeStreamMismatch      = "stream_id_mismatch"
 	CodeStreamSuspended     = "stream_suspended"
 	CodeTooManySuspended    = "too_many_suspended"
+	CodeTenantSuspended     = "tenant_suspended_limit"
 
 	// Upstream models (a sampler that forwards to another server).
 	CodeUpstreamError   = "upstream_error"

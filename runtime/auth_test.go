@@ -172,3 +172,39 @@ func TestTenantsAreApart(t *testing.T) {
 		t.Errorf("the owner's DELETE: %d", code)
 	}
 }
+
+// TestTenantSuspendedLimit: one tenant cannot hold more than
+// TenantSuspended suspended rollouts, and the others still get theirs.
+func TestTenantSuspendedLimit(t *testing.T) {
+	t.Parallel()
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+	h := newHarness(t, runtime.Options{Keys: keys, TenantSuspended: 2})
+	dial := func(key string) *wsConn {
+		c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(websocket.StatusNormalClosure, "") })
+		return &wsConn{c: c}
+	}
+	park := func(c *wsConn, lane string) string {
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": lane,
+			"tools": []any{map[string]any{"type": "function", "name": "f"}}, "input": "call: f {}"}))
+		evs := untilPause(t, c)
+		return eventType(t, evs[len(evs)-1])
+	}
+	alice := dial("sk-alice")
+	for _, lane := range []string{"a", "b"} {
+		if got := park(alice, lane); got != "response.done" {
+			t.Fatalf("alice's rollout on lane %s: %s", lane, got)
+		}
+	}
+	alice.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "c", "input": "hi"}))
+	if e := decodeEv(t, alice.recv(t)); e.Type != "error" || e.Error.Code != "tenant_suspended_limit" {
+		t.Fatalf("alice's third: %+v", e.Error)
+	}
+	if got := park(dial("sk-bob"), "a"); got != "response.done" {
+		t.Fatalf("bob's rollout: %s", got)
+	}
+}

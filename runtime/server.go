@@ -36,6 +36,7 @@ const (
 	DefaultSuspendTimeout  = 10 * time.Minute
 	DefaultResumeWindow    = 60 * time.Second
 	DefaultMaxSuspended    = 1024
+	DefaultTenantSuspended = 256
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -54,6 +55,9 @@ type Options struct {
 	// MaxSuspended bounds the suspended rollouts a server holds at once
 	// (running, parked or detached); beyond it a suspended create is refused.
 	MaxSuspended int
+	// TenantSuspended bounds those of one tenant, when the server has Keys
+	// (tenant_suspended_limit), so that one key cannot take every slot.
+	TenantSuspended int
 	// ResumeWindow is how long a suspended rollout outlives its connection,
 	// waiting for response.resume on a new one.
 	ResumeWindow time.Duration
@@ -147,6 +151,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.MaxSuspended <= 0 {
 		s.opts.MaxSuspended = DefaultMaxSuspended
+	}
+	if s.opts.TenantSuspended <= 0 {
+		s.opts.TenantSuspended = DefaultTenantSuspended
 	}
 	if s.opts.ResumeWindow <= 0 {
 		s.opts.ResumeWindow = DefaultResumeWindow
@@ -290,6 +297,18 @@ func (s *Server) register(sp *suspension) *protocol.Error {
 	if len(s.suspended) >= s.opts.MaxSuspended {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
 			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.MaxSuspended)
+	}
+	if t := sp.ro.tenant; t != "" {
+		n := 0
+		for _, other := range s.suspended {
+			if other.ro.tenant == t {
+				n++
+			}
+		}
+		if n >= s.opts.TenantSuspended {
+			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantSuspended, "suspend",
+				"Your key's tenant already holds %d suspended rollouts, its limit on this server. Finish or cancel one, or retry without 'suspend'.", n)
+		}
 	}
 	s.suspended[sp.id] = sp
 	s.wg.Add(1)

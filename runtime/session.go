@@ -373,13 +373,11 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
-	if ro != nil {
-		ro.tenant = Tenant(sess.ctx)
-	}
 	if perr != nil {
 		sess.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
+	ro.tenant = Tenant(sess.ctx)
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.route(req.Model)
 	if path.Design == designSuspend {
 		sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)

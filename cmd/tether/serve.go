@@ -31,6 +31,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
 	bodyTimeout := fs.Duration("body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
 	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
+	maxSuspended := fs.Int("max-suspended", runtime.DefaultMaxSuspended, "most suspended rollouts the server holds at once (running, parked or detached)")
+	tenantSuspended := fs.Int("tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
 	maxCalls := fs.Int("max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
@@ -119,6 +121,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BodyTimeout:     *bodyTimeout,
 		WriteTimeout:    *writeTimeout,
 		MaxCallsPerStep: *maxCalls,
+		MaxSuspended:    *maxSuspended,
+		TenantSuspended: *tenantSuspended,
 		Logger:          log,
 		Pprof:           *pprofOn,
 		Cost:            costModel,
