@@ -52,6 +52,9 @@ const (
 	CodeStreamSuspended     = "stream_suspended"
 	CodeTooManySuspended    = "too_many_suspended"
 	CodeTenantSuspended     = "tenant_suspended_limit"
+	CodeTooManyConnections  = "too_many_connections"
+	CodeTenantConnections   = "tenant_connection_limit"
+	CodeRateLimited         = "rate_limit_exceeded"
 
 	// Upstream models (a sampler that forwards to another server).
 	CodeUpstreamError   = "upstream_error"

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"golang.org/x/time/rate"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -126,5 +128,21 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s", msg))
 		return r, false
 	}
+	if s.opts.TenantRPM > 0 && !s.limiter(tenant).Allow() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "",
+			"Your key's tenant made more than %d requests in a minute, its limit on this server (--tenant-rpm). Retry shortly.", s.opts.TenantRPM))
+		return r, false
+	}
 	return r.WithContext(withTenant(r.Context(), tenant)), true
+}
+
+// limiter is tenant's request bucket: TenantRPM requests, refilled at
+// TenantRPM a minute.
+func (s *Server) limiter(tenant string) *rate.Limiter {
+	if l, ok := s.limiters.Load(tenant); ok {
+		return l.(*rate.Limiter)
+	}
+	l, _ := s.limiters.LoadOrStore(tenant, rate.NewLimiter(rate.Limit(float64(s.opts.TenantRPM)/60), s.opts.TenantRPM))
+	return l.(*rate.Limiter)
 }

@@ -37,6 +37,8 @@ const (
 	DefaultResumeWindow    = 60 * time.Second
 	DefaultMaxSuspended    = 1024
 	DefaultTenantSuspended = 256
+	DefaultMaxConnections  = 4096
+	DefaultTenantConns     = 256
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -58,6 +60,14 @@ type Options struct {
 	// TenantSuspended bounds those of one tenant, when the server has Keys
 	// (tenant_suspended_limit), so that one key cannot take every slot.
 	TenantSuspended int
+	// MaxConnections bounds the WebSocket connections open at once
+	// (too_many_connections, before the upgrade); TenantConns those of one
+	// tenant, with Keys (tenant_connection_limit).
+	MaxConnections, TenantConns int
+	// TenantRPM, with Keys, bounds each tenant's HTTP requests and
+	// WebSocket upgrades per minute (rate_limit_exceeded, 429); 0 is no
+	// bound.
+	TenantRPM int
 	// ResumeWindow is how long a suspended rollout outlives its connection,
 	// waiting for response.resume on a new one.
 	ResumeWindow time.Duration
@@ -122,14 +132,16 @@ type Server struct {
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}  // guarded by mu
+	conns     map[string]int         // live sessions by tenant, guarded by mu
 	suspended map[string]*suspension // suspended rollouts by response id, guarded by mu
 	closed    bool                   // guarded by mu
+	limiters  sync.Map               // tenant -> *rate.Limiter, with TenantRPM
 	wg        sync.WaitGroup         // one per live session and per suspended rollout
 }
 
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
-	s := &Server{opts: opts, sessions: make(map[*session]struct{}), suspended: make(map[string]*suspension)}
+	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxFrame <= 0 {
 		s.opts.MaxFrame = DefaultMaxFrame
@@ -154,6 +166,12 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.TenantSuspended <= 0 {
 		s.opts.TenantSuspended = DefaultTenantSuspended
+	}
+	if s.opts.MaxConnections <= 0 {
+		s.opts.MaxConnections = DefaultMaxConnections
+	}
+	if s.opts.TenantConns <= 0 {
+		s.opts.TenantConns = DefaultTenantConns
 	}
 	if s.opts.ResumeWindow <= 0 {
 		s.opts.ResumeWindow = DefaultResumeWindow
@@ -267,10 +285,34 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// admitConn takes a connection slot for tenant, or says why there is none.
+// The slot is given back by untrack.
+func (s *Server) admitConn(tenant string) *protocol.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	for _, n := range s.conns {
+		total += n
+	}
+	switch {
+	case s.closed:
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerError, "", "The server is shutting down.")
+	case total >= s.opts.MaxConnections:
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeTooManyConnections, "",
+			"This server already holds %d WebSocket connections, its limit (--max-connections). Retry later.", total)
+	case tenant != "" && s.conns[tenant] >= s.opts.TenantConns:
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantConnections, "",
+			"Your key's tenant already holds %d WebSocket connections, its limit on this server (--tenant-connections). Close one first.", s.conns[tenant])
+	}
+	s.conns[tenant]++
+	return nil
+}
+
 func (s *Server) track(sess *session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		s.conns[sess.tenant]--
 		return false
 	}
 	s.sessions[sess] = struct{}{}
@@ -281,6 +323,7 @@ func (s *Server) track(sess *session) bool {
 func (s *Server) untrack(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
+	s.conns[sess.tenant]--
 	s.mu.Unlock()
 	s.wg.Done()
 }

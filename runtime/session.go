@@ -35,6 +35,7 @@ type session struct {
 	conn    *websocket.Conn
 	started time.Time
 	creds   string // hash of the Authorization header: suspended rollouts resume only under it
+	tenant  string // its key's tenant, "" without keys
 	suspend bool   // suspended rollouts by default (OpenAI-Beta: responses_websockets=2026-02-04)
 
 	ctx    context.Context    // cancelled when the session ends
@@ -85,7 +86,7 @@ type job struct {
 func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
 	return &session{
-		srv: s, conn: conn, started: s.now(),
+		srv: s, conn: conn, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r),
 		ctx: ctx, cancel: cancel,
 		out:     newOutbox(outQueueFrames, s.now),

@@ -20,11 +20,18 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "", "GET /v1/responses is the WebSocket endpoint: connect with a WebSocket client, or POST to create a response over HTTP."))
 		return
 	}
+	if perr := s.admitConn(Tenant(r.Context())); perr != nil {
+		writeError(w, perr)
+		return
+	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Codex offers permessage-deflate (with context takeover); openai-go does not.
 		CompressionMode: websocket.CompressionContextTakeover,
 	})
 	if err != nil {
+		s.mu.Lock()
+		s.conns[Tenant(r.Context())]--
+		s.mu.Unlock()
 		return // Accept has written the HTTP error
 	}
 	conn.SetReadLimit(s.opts.MaxFrame)

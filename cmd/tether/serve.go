@@ -33,6 +33,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
 	maxSuspended := fs.Int("max-suspended", runtime.DefaultMaxSuspended, "most suspended rollouts the server holds at once (running, parked or detached)")
 	tenantSuspended := fs.Int("tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
+	maxConns := fs.Int("max-connections", runtime.DefaultMaxConnections, "most WebSocket connections open at once")
+	tenantConns := fs.Int("tenant-connections", runtime.DefaultTenantConns, "most WebSocket connections one tenant holds at once, with --api-keys")
+	tenantRPM := fs.Int("tenant-rpm", 0, "most HTTP requests and WebSocket upgrades one tenant makes a minute, with --api-keys; 0 is no limit")
 	maxCalls := fs.Int("max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
@@ -123,6 +126,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		MaxCallsPerStep: *maxCalls,
 		MaxSuspended:    *maxSuspended,
 		TenantSuspended: *tenantSuspended,
+		MaxConnections:  *maxConns,
+		TenantConns:     *tenantConns,
+		TenantRPM:       *tenantRPM,
 		Logger:          log,
 		Pprof:           *pprofOn,
 		Cost:            costModel,
