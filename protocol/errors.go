@@ -55,6 +55,7 @@ const (
 	CodeTooManyConnections  = "too_many_connections"
 	CodeTenantConnections   = "tenant_connection_limit"
 	CodeRateLimited         = "rate_limit_exceeded"
+	CodeShuttingDown        = "server_shutting_down"
 
 	// Upstream models (a sampler that forwards to another server).
 	CodeUpstreamError   = "upstream_error"

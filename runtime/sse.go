@@ -13,7 +13,12 @@ import (
 // ("event: TYPE\ndata: JSON\n\n"). The rollout runs on a goroutine of its
 // own and the handler's goroutine is the writer, as a WebSocket session's
 // writeLoop is: the rollout never holds a lock across a network write.
+//
+// A stream that Shutdown ends before its terminal event gets what was
+// queued and then an error event (server_shutting_down), while its client
+// is still there to read it.
 func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
+	client := context.WithoutCancel(ctx) // for the last words; the stream itself ends with ctx
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -26,15 +31,20 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 	defer cancel()
 	out := newOutbox(outQueueFrames, ro.srv.now)
 	ran := make(chan struct{})
+	var runErr error
 	go func() {
 		defer close(ran)
 		defer out.end()
-		ro.run(ctx, sseSink{out})
+		_, runErr = ro.run(ctx, sseSink{out})
 	}()
 	defer func() { <-ran }()
 	for {
 		batch := out.take(ctx)
 		if batch == nil {
+			if ro.srv.ctx.Err() != nil {
+				<-ran
+				lastWords(client, w, rc, out, ro, runErr)
+			}
 			return
 		}
 		// Each frame is charged its own write; the flush, which puts
@@ -62,13 +72,44 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 	}
 }
 
+// lastWords ends a stream that Shutdown cut: the frames still queued, then,
+// unless the rollout ended on its own terminal event, an error event.
+func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, out *outbox, ro *rollout, runErr error) {
+	rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.WriteTimeout))
+	for batch := out.take(ctx); batch != nil; batch = out.take(ctx) {
+		for _, q := range batch {
+			if _, err := w.Write(q.b); err != nil {
+				return
+			}
+		}
+	}
+	if runErr != nil {
+		ev := protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeShuttingDown, "",
+			"The server is shutting down: this response ended before it finished. Retry it on a server that is up.").StreamError()
+		ev.SequenceNumber = ro.order.seq
+		if b, err := sseFrame(ev); err == nil {
+			w.Write(b)
+		}
+	}
+	rc.Flush()
+}
+
 // sseSink frames a rollout's events for streamSSE's writer.
 type sseSink struct{ out *outbox }
 
 func (s sseSink) put(ev protocol.Event, acct *delivery) error {
-	data, err := json.Marshal(ev)
+	b, err := sseFrame(ev)
 	if err != nil {
 		return err
+	}
+	return s.out.put(b, acct)
+}
+
+// sseFrame is ev as a server-sent event: "event: TYPE\ndata: JSON\n\n".
+func sseFrame(ev protocol.Event) ([]byte, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
 	}
 	typ := protocol.Type(ev)
 	b := make([]byte, 0, len("event: \ndata: \n\n")+len(typ)+len(data))
@@ -76,8 +117,7 @@ func (s sseSink) put(ev protocol.Event, acct *delivery) error {
 	b = append(b, typ...)
 	b = append(b, "\ndata: "...)
 	b = append(b, data...)
-	b = append(b, "\n\n"...)
-	return s.out.put(b, acct)
+	return append(b, "\n\n"...), nil
 }
 
 // wait holds the rollout back while the writer is behind: HTTP's own flow

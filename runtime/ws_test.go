@@ -74,7 +74,12 @@ func TestShutdownEndsHTTPStreams(t *testing.T) {
 				t.Fatalf("first line %q, %v", line, err)
 			}
 			done := make(chan error, 1)
-			go func() { _, err := io.ReadAll(br); done <- err }()
+			var rest []byte
+			go func() {
+				var err error
+				rest, err = io.ReadAll(br)
+				done <- err
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := h.srv.Shutdown(ctx); err != nil {
@@ -85,6 +90,13 @@ func TestShutdownEndsHTTPStreams(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the HTTP stream outlived Shutdown")
 			}
+			// A Responses stream ends with an error event that says why.
+			if tc.path == "/responses" && (!strings.Contains(string(rest), "event: error\ndata: ") || !strings.Contains(string(rest), `"code":"server_shutting_down"`)) {
+				t.Errorf("the stream cut by Shutdown ended with %q", tail(string(rest)))
+			}
 		})
 	}
 }
+
+// tail is the end of s, for messages.
+func tail(s string) string { return s[max(0, len(s)-300):] }
