@@ -1,6 +1,11 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+	"net/http"
+
+	"github.com/tether-run/tether/protocol"
+)
 
 // ErrNotStored is returned by a Store for an id it does not hold.
 var ErrNotStored = errors.New("runtime: response not stored")
@@ -25,3 +30,9 @@ var (
 
 // errChainTooLong ends a store load that never reaches the first response.
 var errChainTooLong = errors.New("runtime: response chain too long or cyclic")
+
+// errShutdown is what a client whose response Shutdown cut is told.
+func errShutdown() *protocol.Error {
+	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeShuttingDown, "",
+		"The server is shutting down: this response ended before it finished. Retry it on a server that is up.")
+}

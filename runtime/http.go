@@ -106,7 +106,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if !req.Streaming() {
 		if _, err := ro.run(ctx, discard{}); err != nil {
-			return // the client is gone
+			if s.ctx.Err() != nil && r.Context().Err() == nil { // cut by Shutdown, not by the client
+				writeError(w, errShutdown())
+			}
+			return
 		}
 		writeJSON(w, http.StatusOK, ro.resp)
 		return

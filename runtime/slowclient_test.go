@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestTrickledBody: a request body that does not arrive within BodyTimeout
@@ -63,5 +65,50 @@ func TestTooManyCallsPerStep(t *testing.T) {
 	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "hi"}))
 	if evs := c.untilTerminal(t); eventType(t, evs[len(evs)-1]) != "response.completed" {
 		t.Fatalf("after the refusals: %s", evs[len(evs)-1])
+	}
+}
+
+// blockingSampler starts a sample, says so on started, and ends it only
+// with its context.
+type blockingSampler struct{ started chan struct{} }
+
+func (b blockingSampler) Sample(ctx context.Context, _ *sampler.Request, _ func(sampler.Delta)) (sampler.Result, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return sampler.Result{}, ctx.Err()
+}
+
+// TestShutdownAnswersJSONCreate: a non-streaming create that Shutdown cuts
+// is answered 503 server_shutting_down, not with a closed connection.
+func TestShutdownAnswersJSONCreate(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 1)
+	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"blocks": blockingSampler{started}}})
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(h.base+"/responses", "application/json", strings.NewReader(`{"model":"blocks","input":"hi"}`))
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		bufio.NewReader(resp.Body).WriteTo(&b)
+		got <- answer{code: resp.StatusCode, body: b.String()}
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-got
+	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, `"code":"server_shutting_down"`) {
+		t.Fatalf("%d %s %v", a.code, a.body, a.err)
 	}
 }

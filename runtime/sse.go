@@ -84,8 +84,7 @@ func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseCont
 		}
 	}
 	if runErr != nil {
-		ev := protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeShuttingDown, "",
-			"The server is shutting down: this response ended before it finished. Retry it on a server that is up.").StreamError()
+		ev := errShutdown().StreamError()
 		ev.SequenceNumber = ro.order.seq
 		if b, err := sseFrame(ev); err == nil {
 			w.Write(b)
