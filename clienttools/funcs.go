@@ -30,37 +30,33 @@ type Func struct {
 
 // Definition is the tool a request declares for f.
 func (f Func) Definition() protocol.Tool {
+	var desc *string
+	if f.Description != "" {
+		desc = &f.Description
+	}
 	switch f.Type {
 	case protocol.ToolShell:
 		return protocol.Tool{Type: f.Type, Environment: &protocol.ShellEnvironment{Type: "local"},
 			Raw: json.RawMessage(`{"type":"shell","environment":{"type":"local"}}`)}
 	case protocol.ToolLocalShell, protocol.ToolApplyPatch:
 		return protocol.Tool{Type: f.Type, Raw: json.RawMessage(`{"type":"` + string(f.Type) + `"}`)}
-	}
-	t := protocol.Tool{Type: protocol.ToolFunction, Name: f.Name, Parameters: f.Parameters}
-	if f.Description != "" {
-		t.Description = &f.Description
-	}
-	if f.Type == protocol.ToolCustom {
+	case protocol.ToolCustom:
 		raw, _ := json.Marshal(map[string]string{"type": "custom", "name": f.Name, "description": f.Description})
-		t = protocol.Tool{Type: protocol.ToolCustom, Name: f.Name, Description: t.Description, Raw: raw}
+		return protocol.Tool{Type: f.Type, Name: f.Name, Description: desc, Raw: raw}
 	}
-	return t
+	return protocol.Tool{Type: protocol.ToolFunction, Name: f.Name, Description: desc, Parameters: f.Parameters}
 }
 
-// key is what a call of f looks like: its item type and name.
+// key is what a call of f looks like: its item type, and its name (a
+// built-in tool's calls are named by the tool's type).
 func (f Func) key() callKey {
 	switch f.Type {
+	case "", protocol.ToolFunction:
+		return callKey{protocol.ItemFunctionCall, f.Name}
 	case protocol.ToolCustom:
 		return callKey{protocol.ItemCustomToolCall, f.Name}
-	case protocol.ToolShell:
-		return callKey{protocol.ItemShellCall, string(f.Type)}
-	case protocol.ToolLocalShell:
-		return callKey{protocol.ItemLocalShellCall, string(f.Type)}
-	case protocol.ToolApplyPatch:
-		return callKey{protocol.ItemApplyPatchCall, string(f.Type)}
 	}
-	return callKey{protocol.ItemFunctionCall, f.Name}
+	return callKey{protocol.CallTypeOf(f.Type), string(f.Type)}
 }
 
 // callKey picks the Func that runs a call.

@@ -168,3 +168,26 @@ func ItemOf(c Call, status ItemStatus) Item {
 		return &FunctionCall{ID: c.ID, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Input, Status: status}
 	}
 }
+
+// CallTypeOf is the item type of the calls of a client tool of type t:
+// function_call for a function (or a namespace's), custom_tool_call,
+// shell_call and so on; "" for a tool the client does not run.
+func CallTypeOf(t ToolType) ItemType {
+	switch t {
+	case ToolFunction, ToolNamespace:
+		return ItemFunctionCall
+	case ToolCustom:
+		return ItemCustomToolCall
+	case ToolShell:
+		return ItemShellCall
+	case ToolLocalShell:
+		return ItemLocalShellCall
+	case ToolApplyPatch:
+		return ItemApplyPatchCall
+	case ToolComputer, ToolComputerUsePreview:
+		return ItemComputerCall
+	case ToolToolSearch:
+		return ItemToolSearchCall
+	}
+	return ""
+}

@@ -243,7 +243,7 @@ func otherClientTool(req *Request) (part, bool) {
 		switch {
 		case t.Type == protocol.ToolCustom:
 			forced.ToolChoice = protocol.ToolChoice{Mode: "required", Custom: t.Name}
-		case typedCalls[t.Type] != "":
+		case builtin(protocol.CallTypeOf(t.Type)):
 			forced.ToolChoice = protocol.ToolChoice{Mode: "required", Builtin: t.Type}
 		default:
 			continue
@@ -269,28 +269,23 @@ func isCustom(tools []protocol.Tool, namespace, name string) bool {
 	return false
 }
 
-// typedCalls are the built-in client tools a directive names by their
-// type, and the call items they make.
-var typedCalls = map[protocol.ToolType]protocol.ItemType{
-	protocol.ToolShell:              protocol.ItemShellCall,
-	protocol.ToolLocalShell:         protocol.ItemLocalShellCall,
-	protocol.ToolApplyPatch:         protocol.ItemApplyPatchCall,
-	protocol.ToolComputer:           protocol.ItemComputerCall,
-	protocol.ToolComputerUsePreview: protocol.ItemComputerCall,
-	protocol.ToolToolSearch:         protocol.ItemToolSearchCall,
-}
-
 // typedCall is the call type of "call: shell {…}" and the like when tools
 // offer a client tool of that type ("computer" stands for either computer
 // tool), and "" (a function call) otherwise.
 func typedCall(tools []protocol.Tool, name string) protocol.ItemType {
 	for _, t := range tools {
-		typ, ok := typedCalls[t.Type]
-		if ok && protocol.RunnerOf(t) == protocol.RunsOnClient && (string(t.Type) == name || name == "computer" && typ == protocol.ItemComputerCall) {
+		typ := protocol.CallTypeOf(t.Type)
+		if builtin(typ) && protocol.RunnerOf(t) == protocol.RunsOnClient && (string(t.Type) == name || name == "computer" && typ == protocol.ItemComputerCall) {
 			return typ
 		}
 	}
 	return ""
+}
+
+// builtin reports whether typ is a built-in client tool's call (shell,
+// apply_patch, computer…), which a directive names by the tool's type.
+func builtin(typ protocol.ItemType) bool {
+	return typ != "" && typ != protocol.ItemFunctionCall && typ != protocol.ItemCustomToolCall
 }
 
 func containsString(list []string, s string) bool {
