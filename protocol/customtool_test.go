@@ -23,16 +23,7 @@ func TestCustomToolItems(t *testing.T) {
 		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
 			t.Fatalf("%s: %v", raw, perr)
 		}
-		back, err := json.Marshal(it)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var a, b any
-		json.Unmarshal([]byte(raw), &a)
-		json.Unmarshal(back, &b)
-		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
-			t.Errorf("round trip:\n got %s\nwant %s", jb, ja)
-		}
+		wantSameJSON(t, raw, it)
 	}
 	for _, tt := range []struct{ raw, code, param string }{
 		{`{"type":"custom_tool_call_output","call_id":"call_1"}`, protocol.CodeMissingRequired, "input[0].output"},
@@ -57,21 +48,24 @@ func TestCustomToolItems(t *testing.T) {
 		if perr != nil {
 			t.Fatalf("%s: %v", raw, perr)
 		}
-		back, _ := json.Marshal(ev)
-		var a, b any
-		json.Unmarshal([]byte(raw), &a)
-		json.Unmarshal(back, &b)
-		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
-			t.Errorf("event round trip:\n got %s\nwant %s", jb, ja)
-		}
+		wantSameJSON(t, raw, ev)
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
+// wantSameJSON fails t unless v encodes to the JSON raw holds (key order
+// and spacing aside).
+func wantSameJSON(t *testing.T, raw string, v any) {
 	t.Helper()
-	b, err := json.Marshal(v)
+	back, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	var a, b any
+	json.Unmarshal([]byte(raw), &a)
+	json.Unmarshal(back, &b)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Errorf("round trip:\n got %s\nwant %s", jb, ja)
+	}
 }

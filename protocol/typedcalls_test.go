@@ -37,13 +37,7 @@ func TestTypedItems(t *testing.T) {
 		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
 			t.Fatalf("%s: %v", raw, perr)
 		}
-		back, _ := json.Marshal(it)
-		var a, b any
-		json.Unmarshal([]byte(raw), &a)
-		json.Unmarshal(back, &b)
-		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
-			t.Errorf("round trip:\n got %s\nwant %s", jb, ja)
-		}
+		wantSameJSON(t, raw, it)
 		if c, ok := protocol.CallOf(it); ok {
 			calls[c.CallID] = c.Type
 			if c.Input == "" || protocol.OutputFor(c.Type) == "" {
@@ -121,12 +115,6 @@ func TestShellCommandEvents(t *testing.T) {
 		if perr != nil {
 			t.Fatalf("%s: %v", raw, perr)
 		}
-		back, _ := json.Marshal(ev)
-		var a, b any
-		json.Unmarshal([]byte(raw), &a)
-		json.Unmarshal(back, &b)
-		if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
-			t.Errorf("round trip:\n got %s\nwant %s", jb, ja)
-		}
+		wantSameJSON(t, raw, ev)
 	}
 }

@@ -21,20 +21,7 @@ func TestAPIKeys(t *testing.T) {
 	keys := new(runtime.Keys)
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
 	h := newHarness(t, runtime.Options{Keys: keys})
-	do := func(method, path, auth, body string) (int, string) {
-		req, _ := http.NewRequest(method, h.hs.URL+path, strings.NewReader(body))
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	do := func(method, path, auth, body string) (int, string) { return authed(t, h, method, path, auth, body) }
 	create := `{"model":"tether-scripted","input":"hi"}`
 	endpoints := []struct{ method, path, body string }{
 		{"POST", "/v1/responses", create},
@@ -86,6 +73,24 @@ func TestAPIKeys(t *testing.T) {
 	}
 }
 
+// authed sends a request with the Authorization header auth ("" for none)
+// and returns the status and body.
+func authed(t *testing.T, h *harness, method, path, auth, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, h.hs.URL+path, strings.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func TestParseKeys(t *testing.T) {
 	keys, err := runtime.ParseKeys(strings.NewReader("# keys\nsk-a alice\n\nsk-b\n"))
 	if err != nil || keys["sk-a"] != "alice" || keys["sk-b"] != "line4" || len(keys) != 2 {
@@ -108,16 +113,7 @@ func TestTenantsAreApart(t *testing.T) {
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
 	h := newHarness(t, runtime.Options{Keys: keys})
 	do := func(method, path, key, body string) (int, string) {
-		req, _ := http.NewRequest(method, h.hs.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return authed(t, h, method, path, "Bearer "+key, body)
 	}
 	code, body := do("POST", "/v1/responses", "sk-alice", `{"model":"tether-scripted","input":"alice's secret plan"}`)
 	if code != 200 {

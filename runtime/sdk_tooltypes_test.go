@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -174,8 +175,23 @@ func TestSDKTypedCallsSuspended(t *testing.T) {
 	h := newHarness(t, runtime.Options{})
 	ctx := sdkContext(t)
 	conn := sdkConnect(t, ctx, sdkClient(t, h))
-	create := responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false),
-		Tools: sdkBuiltinTools(), Input: textInput(typedScript)}
+	final, pauses := sdkSuspended(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false),
+		Tools: sdkBuiltinTools(), Input: textInput(typedScript)}, func(items []responses.ResponseOutputItemUnion, _ string) []responses.ResponseInputItemUnionParam {
+		return sdkTypedOutputs(t, items)
+	})
+	if pauses != 1 {
+		t.Fatalf("%d pauses, want 1", pauses)
+	}
+	wantText(t, &final, "shell returned: ")
+}
+
+// sdkSuspended runs create as a suspended rollout through openai-go
+// (Create with "suspend": true, then its raw receive and send), answering
+// each pause's items with answer, and returns the completed response and
+// the number of pauses.
+func sdkSuspended(t *testing.T, ctx context.Context, conn *responses.ResponseConnection, create responses.ResponsesClientEventResponseCreateParam,
+	answer func(items []responses.ResponseOutputItemUnion, raw string) []responses.ResponseInputItemUnionParam) (responses.Response, int) {
+	t.Helper()
 	create.SetExtraFields(map[string]any{"suspend": true})
 	if err := conn.Create(ctx, create); err != nil {
 		t.Fatal(err)
@@ -196,7 +212,7 @@ func TestSDKTypedCallsSuspended(t *testing.T) {
 		switch ev.Type {
 		case "response.done":
 			pauses++
-			input, err := json.Marshal(sdkTypedOutputs(t, ev.Response.Output))
+			input, err := json.Marshal(answer(ev.Response.Output, string(raw)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,11 +221,7 @@ func TestSDKTypedCallsSuspended(t *testing.T) {
 				t.Fatal(err)
 			}
 		case "response.completed":
-			if pauses != 1 {
-				t.Fatalf("%d pauses, want 1", pauses)
-			}
-			wantText(t, &ev.Response, "shell returned: ")
-			return
+			return ev.Response, pauses
 		case "response.failed", "response.incomplete", "error":
 			t.Fatalf("ended with %s", raw)
 		}
@@ -337,38 +349,11 @@ func TestSDKEveryTypeSuspended(t *testing.T) {
 	ctx := sdkContext(t)
 	conn := sdkConnect(t, ctx, sdkClient(t, h))
 	for _, tc := range sdkTypedCases() {
-		create := responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false), Tools: sdkAllTools(), Input: textInput(tc.directive)}
-		create.SetExtraFields(map[string]any{"suspend": true})
-		if err := conn.Create(ctx, create); err != nil {
-			t.Fatal(err)
-		}
-		for ended := false; !ended; {
-			raw, err := conn.RecvRaw(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ev struct {
-				Type     string             `json:"type"`
-				Response responses.Response `json:"response"`
-			}
-			if err := json.Unmarshal(raw, &ev); err != nil {
-				t.Fatal(err)
-			}
-			switch ev.Type {
-			case "response.done":
-				out := sdkTypedStep(t, tc, ev.Response.Output, string(raw))
-				input, _ := json.Marshal([]responses.ResponseInputItemUnionParam{out})
-				appendEv, _ := json.Marshal(map[string]any{"type": "response.append", "response_id": ev.Response.ID, "input": json.RawMessage(input)})
-				if err := conn.SendRaw(ctx, appendEv); err != nil {
-					t.Fatal(err)
-				}
-			case "response.completed":
-				wantText(t, &ev.Response, tc.answer)
-				ended = true
-			case "response.failed", "response.incomplete", "error":
-				t.Fatalf("%s: ended with %s", tc.name, raw)
-			}
-		}
+		final, _ := sdkSuspended(t, ctx, conn, responses.ResponsesClientEventResponseCreateParam{Model: sdkModel, Store: param.NewOpt(false),
+			Tools: sdkAllTools(), Input: textInput(tc.directive)}, func(items []responses.ResponseOutputItemUnion, raw string) []responses.ResponseInputItemUnionParam {
+			return []responses.ResponseInputItemUnionParam{sdkTypedStep(t, tc, items, raw)}
+		})
+		wantText(t, &final, tc.answer)
 	}
 }
 

@@ -190,22 +190,12 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		if it == nil {
 			return false
 		}
-		block(b, "tool call_id="+it.CallID)
-		if it.Output.Parts != nil {
-			writeContents(b, it.Output.Parts)
-		} else {
-			b.WriteString(it.Output.Text)
-		}
+		writeToolOutput(b, it.CallID, it.Output)
 	case *protocol.FunctionCallOutput:
 		if it == nil {
 			return false
 		}
-		block(b, "tool call_id="+it.CallID)
-		if it.Output.Parts != nil {
-			writeContents(b, it.Output.Parts)
-		} else {
-			b.WriteString(it.Output.Text)
-		}
+		writeToolOutput(b, it.CallID, it.Output)
 	case *protocol.Reasoning:
 		if it == nil {
 			return false
@@ -258,6 +248,17 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 	}
 	b.WriteString(imEnd)
 	return true
+}
+
+// writeToolOutput writes a function's or custom tool's output as the
+// tool's answer.
+func writeToolOutput(b *strings.Builder, callID string, out protocol.ToolOutput) {
+	block(b, "tool call_id="+callID)
+	if out.Parts != nil {
+		writeContents(b, out.Parts)
+	} else {
+		b.WriteString(out.Text)
+	}
 }
 
 // writeTyped writes a typed call (shell, local_shell, apply_patch,
