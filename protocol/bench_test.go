@@ -85,3 +85,38 @@ func BenchmarkDecodeCreateRequest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeEvent measures a client decoding the events of a suspended
+// rollout's step: a text delta (one per token) and the pause's
+// response.done, which carries the response object with its tools, the
+// step's output and the pending call.
+func BenchmarkDecodeEvent(b *testing.B) {
+	req, perr := protocol.DecodeCreateRequest(createBody50())
+	if perr != nil {
+		b.Fatal(perr)
+	}
+	call := &protocol.FunctionCall{ID: "fc_1", CallID: "call_1", Name: "read_file", Arguments: `{"path":"src/main.go"}`, Status: protocol.StatusCompleted}
+	resp := &protocol.Response{ID: "resp_1", Object: "response", Status: protocol.ResponseRequiresAction, Model: "gpt-5",
+		Output: req.Input[len(req.Input)-3:], Tools: req.Tools, Metadata: map[string]string{},
+		RequiredAction: &protocol.RequiredAction{Type: "submit_tool_outputs", SubmitToolOutputs: protocol.SubmitToolOutputs{
+			ToolCalls: []protocol.PendingCall{{CallID: call.CallID, Name: call.Name, Arguments: call.Arguments}}}}}
+	resp.Output = append(resp.Output, call)
+	for name, ev := range map[string]protocol.Event{
+		"text_delta": textDelta(),
+		"pause":      &protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone, SequenceNumber: 80}, Response: resp},
+	} {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, perr := protocol.DecodeEvent(data); perr != nil {
+					b.Fatal(perr)
+				}
+			}
+		})
+	}
+}

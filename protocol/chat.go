@@ -103,10 +103,10 @@ func (c *ChatContent) UnmarshalJSON(b []byte) error {
 	b = trimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		*c = ChatContent{}
-		return json.Unmarshal(b, &c.Text)
+		return unmarshal(b, &c.Text)
 	}
 	var parts []ChatPart
-	if err := json.Unmarshal(b, &parts); err != nil {
+	if err := unmarshal(b, &parts); err != nil {
 		return err
 	}
 	if parts == nil {
@@ -201,7 +201,7 @@ func (c *ChatToolChoice) UnmarshalJSON(b []byte) error {
 	b = trimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		*c = ChatToolChoice{}
-		return json.Unmarshal(b, &c.Mode)
+		return unmarshal(b, &c.Mode)
 	}
 	var w struct {
 		chatNamed
@@ -210,7 +210,7 @@ func (c *ChatToolChoice) UnmarshalJSON(b []byte) error {
 			Tools []chatNamed `json:"tools"`
 		} `json:"allowed_tools"`
 	}
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return err
 	}
 	switch w.Type {

@@ -10,7 +10,7 @@ import (
 // Context does, as it converts.
 func DecodeChatRequest(data []byte) (*ChatRequest, *Error) {
 	var r ChatRequest
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := unmarshal(data, &r); err != nil {
 		return nil, bodyError(err)
 	}
 	return &r, nil

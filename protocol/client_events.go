@@ -144,7 +144,7 @@ type clientHead struct {
 // the right stream_id; the returned event is then nil.
 func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 	var head clientHead
-	if err := json.Unmarshal(data, &head); err != nil {
+	if err := unmarshal(data, &head); err != nil {
 		return nil, "", Invalid(CodeInvalidJSON, "", "Invalid frame: every client event must be a JSON object (%s).", jsonReason(err))
 	}
 	lane := ""

@@ -195,7 +195,7 @@ func DecodeContent(raw json.RawMessage, param string) (Content, *Error) {
 	var head struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
+	if err := unmarshal(raw, &head); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid content part: expected an object with a 'type' field.")
 	}
 	var c Content
@@ -223,7 +223,7 @@ func DecodeContent(raw json.RawMessage, param string) (Content, *Error) {
 	default:
 		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported content types are: 'input_text', 'input_image', 'input_file', 'input_video', 'output_text', 'refusal', 'text', 'summary_text' and 'reasoning_text'.", head.Type)
 	}
-	if err := json.Unmarshal(raw, c); err != nil {
+	if err := unmarshal(raw, c); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid %s content part: %v.", head.Type, jsonReason(err))
 	}
 	return c, nil
@@ -234,13 +234,13 @@ func decodeContents(raw json.RawMessage, param string, text func(string) Content
 	raw = trimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := unmarshal(raw, &s); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid string: %v.", jsonReason(err))
 		}
 		return Contents{text(s)}, nil
 	}
 	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil || parts == nil {
+	if err := unmarshal(raw, &parts); err != nil || parts == nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid type for '%s': expected a string or an array of content parts.", param)
 	}
 	out := make(Contents, len(parts))

@@ -71,7 +71,7 @@ type CustomToolInputDoneEvent struct {
 
 func decodeCustomToolCall(raw json.RawMessage, param string) (Item, *Error) {
 	c := new(CustomToolCall)
-	if err := json.Unmarshal(raw, (*wireCustomToolCall)(c)); err != nil {
+	if err := unmarshal(raw, (*wireCustomToolCall)(c)); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid custom_tool_call item: %s.", jsonReason(err))
 	}
 	return c, nil
@@ -82,7 +82,7 @@ func decodeCustomToolCallOutput(raw json.RawMessage, head itemHead, param string
 		ID     string `json:"id"`
 		CallID string `json:"call_id"`
 	}
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := unmarshal(raw, &w); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid custom_tool_call_output item: %s.", jsonReason(err))
 	}
 	out, perr := decodeToolOutput(head.Output, param+".output")
@@ -101,7 +101,7 @@ func decodeToolOutput(raw json.RawMessage, param string) (ToolOutput, *Error) {
 	o := trimSpace(raw)
 	if o[0] == '"' {
 		var out ToolOutput
-		if err := json.Unmarshal(o, &out.Text); err != nil {
+		if err := unmarshal(o, &out.Text); err != nil {
 			return ToolOutput{}, Invalid(CodeInvalidType, param, "Invalid output: %s.", jsonReason(err))
 		}
 		return out, nil

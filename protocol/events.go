@@ -162,14 +162,28 @@ func Type(e Event) EventType { return e.header().Type }
 // DecodeEvent decodes a server event, for clients and tests. Unknown types
 // are an error.
 func DecodeEvent(data []byte) (Event, *Error) {
+	// Servers write the type first, as tether and OpenAI do: then it is
+	// read off the frame's head instead of decoding the frame twice. The
+	// event decoded must agree (a repeated "type" takes its last value), or
+	// the frame is read the long way.
+	if t, ok := leadingType(data); ok {
+		if e, perr := decodeEventAs(EventType(t), data); perr == nil && Type(e) == EventType(t) {
+			return e, nil
+		}
+	}
 	var head struct {
 		Type EventType `json:"type"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
+	if err := unmarshal(data, &head); err != nil {
 		return nil, Invalid(CodeInvalidJSON, "", "Event is not a JSON object: %s.", jsonReason(err))
 	}
+	return decodeEventAs(head.Type, data)
+}
+
+// decodeEventAs decodes data as an event of type t.
+func decodeEventAs(t EventType, data []byte) (Event, *Error) {
 	var e Event
-	switch head.Type {
+	switch t {
 	case EventCreated, EventQueued, EventInProgress, EventCompleted, EventFailed,
 		EventIncomplete, EventCancelled, EventDone:
 		e = new(ResponseEvent)
@@ -179,8 +193,8 @@ func DecodeEvent(data []byte) (Event, *Error) {
 			OutputIndex int             `json:"output_index"`
 			Item        json.RawMessage `json:"item"`
 		}
-		if err := json.Unmarshal(data, &w); err != nil {
-			return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", head.Type, jsonReason(err))
+		if err := unmarshal(data, &w); err != nil {
+			return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", t, jsonReason(err))
 		}
 		it, perr := DecodeItem(w.Item, "item")
 		if perr != nil {
@@ -196,14 +210,14 @@ func DecodeEvent(data []byte) (Event, *Error) {
 			SummaryIndex int             `json:"summary_index"`
 			Part         json.RawMessage `json:"part"`
 		}
-		if err := json.Unmarshal(data, &w); err != nil {
-			return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", head.Type, jsonReason(err))
+		if err := unmarshal(data, &w); err != nil {
+			return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", t, jsonReason(err))
 		}
 		part, perr := DecodeContent(w.Part, "part")
 		if perr != nil {
 			return nil, perr
 		}
-		if head.Type == EventSummaryPartAdded || head.Type == EventSummaryPartDone {
+		if t == EventSummaryPartAdded || t == EventSummaryPartDone {
 			return &SummaryPartEvent{EventHeader: w.EventHeader, ItemID: w.ItemID, OutputIndex: w.OutputIndex, SummaryIndex: w.SummaryIndex, Part: part}, nil
 		}
 		return &ContentPartEvent{EventHeader: w.EventHeader, ItemID: w.ItemID, OutputIndex: w.OutputIndex, ContentIndex: w.ContentIndex, Part: part}, nil
@@ -232,10 +246,10 @@ func DecodeEvent(data []byte) (Event, *Error) {
 	case "":
 		return nil, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'.")
 	default:
-		return nil, Invalid(CodeUnknownEventType, "type", "Unknown event type '%s'.", head.Type)
+		return nil, Invalid(CodeUnknownEventType, "type", "Unknown event type '%s'.", t)
 	}
-	if err := json.Unmarshal(data, e); err != nil {
-		return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", head.Type, jsonReason(err))
+	if err := unmarshal(data, e); err != nil {
+		return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", t, jsonReason(err))
 	}
 	return e, nil
 }

@@ -187,7 +187,7 @@ func (o *ToolOutput) UnmarshalJSON(b []byte) error {
 	b = trimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		o.Parts = nil
-		return json.Unmarshal(b, &o.Text)
+		return unmarshal(b, &o.Text)
 	}
 	var parts Contents
 	if err := parts.UnmarshalJSON(b); err != nil {
@@ -211,7 +211,7 @@ type itemHead struct {
 // output_text for an assistant).
 func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	var head itemHead
-	if err := json.Unmarshal(raw, &head); err != nil {
+	if err := unmarshal(raw, &head); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid item: expected an object with a 'type' field (%s).", jsonReason(err))
 	}
 	typ := ItemMessage
@@ -228,7 +228,7 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 		return decodeMessage(raw, head, param)
 	case ItemFunctionCall:
 		fc := new(FunctionCall)
-		if err := json.Unmarshal(raw, fc); err != nil {
+		if err := unmarshal(raw, fc); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid function_call item: %s.", jsonReason(err))
 		}
 		return fc, nil
@@ -244,7 +244,7 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 			Namespace string     `json:"namespace"`
 			Status    ItemStatus `json:"status"`
 		}
-		if err := json.Unmarshal(raw, &w); err != nil {
+		if err := unmarshal(raw, &w); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid function_call_output item: %s.", jsonReason(err))
 		}
 		out.ID, out.CallID, out.Namespace, out.Status = w.ID, w.CallID, w.Namespace, w.Status
@@ -257,19 +257,19 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 		return decodeReasoning(raw, param)
 	case ItemCompaction:
 		c := new(Compaction)
-		if err := json.Unmarshal(raw, c); err != nil {
+		if err := unmarshal(raw, c); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid compaction item: %s.", jsonReason(err))
 		}
 		return c, nil
 	case ItemWebSearchCall:
 		ws := new(WebSearchCall)
-		if err := json.Unmarshal(raw, ws); err != nil {
+		if err := unmarshal(raw, ws); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid web_search_call item: %s.", jsonReason(err))
 		}
 		return ws, nil
 	case ItemReference:
 		r := new(ItemReferenceItem)
-		if err := json.Unmarshal(raw, r); err != nil {
+		if err := unmarshal(raw, r); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid item_reference: %s.", jsonReason(err))
 		}
 		return r, nil
@@ -287,7 +287,7 @@ func decodeMessage(raw json.RawMessage, head itemHead, param string) (Item, *Err
 		Role   Role       `json:"role"`
 		Phase  string     `json:"phase"`
 	}
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := unmarshal(raw, &w); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid message item: %s.", jsonReason(err))
 	}
 	if isNull(head.Content) {
@@ -313,7 +313,7 @@ func decodeReasoning(raw json.RawMessage, param string) (Item, *Error) {
 		Content          json.RawMessage `json:"content"`
 		EncryptedContent *string         `json:"encrypted_content"`
 	}
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := unmarshal(raw, &w); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid reasoning item: %s.", jsonReason(err))
 	}
 	r := &Reasoning{ID: w.ID, EncryptedContent: w.EncryptedContent}
@@ -352,7 +352,7 @@ func (is *Items) UnmarshalJSON(b []byte) error {
 // DecodeItems decodes a JSON array of items; param names the array in errors.
 func DecodeItems(raw json.RawMessage, param string) (Items, *Error) {
 	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	if err := unmarshal(raw, &elems); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid type for '%s': expected an array of items (%s).", param, jsonReason(err))
 	}
 	out := make(Items, len(elems))

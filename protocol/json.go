@@ -5,18 +5,27 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
+
+// unmarshal is json.Unmarshal as encoding/json defines it (case-insensitive
+// names, duplicate names allowed, invalid UTF-8 replaced), run by the json v2
+// engine, which reads our nested events about twice as fast: it validates
+// the input once, where encoding/json validates it again at every level that
+// has an UnmarshalJSON method. Every decoder of the package goes through it.
+func unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
 
 // jsonReason turns an encoding/json error into a short, user-facing reason.
 func jsonReason(err error) string {
-	var te *json.UnmarshalTypeError
+	var te *jsonv1.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field != "" {
 			return "'" + wireField(te.Field) + "' must be " + article(te.Type.Kind().String()) + ", not " + te.Value
 		}
 		return "expected " + article(te.Type.Kind().String()) + ", got " + te.Value
 	}
-	var se *json.SyntaxError
+	var se *jsonv1.SyntaxError
 	if errors.As(err, &se) {
 		return "malformed JSON at byte " + strconv.FormatInt(se.Offset, 10) + ": " + se.Error()
 	}
@@ -48,6 +57,25 @@ func article(kind string) string {
 
 func indexParam(param string, i int) string {
 	return param + "[" + strconv.Itoa(i) + "]"
+}
+
+// leadingType is the value of a "type" member that opens the object in
+// data, when it is a plain ASCII name ({"type":"response.done",…), as
+// tether and OpenAI write every event. ok is false for anything else.
+func leadingType(data []byte) (t string, ok bool) {
+	const open = `{"type":"`
+	if len(data) < len(open) || string(data[:len(open)]) != open {
+		return "", false
+	}
+	for i := len(open); i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			return string(data[len(open):i]), i > len(open)
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return "", false
+		}
+	}
+	return "", false
 }
 
 func trimSpace(b []byte) []byte {

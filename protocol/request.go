@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"encoding/json"
 	"errors"
 )
@@ -71,7 +73,7 @@ type wireCreate struct {
 // error param. It does not validate: call Validate.
 func DecodeCreateRequest(data []byte) (*CreateRequest, *Error) {
 	var w wireCreate
-	if err := json.Unmarshal(data, &w); err != nil {
+	if err := unmarshal(data, &w); err != nil {
 		return nil, bodyError(err)
 	}
 	req := w.CreateRequest
@@ -90,7 +92,7 @@ func decodeInput(raw json.RawMessage) (Items, *Error) {
 	raw = trimSpace(raw)
 	if raw[0] == '"' {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := unmarshal(raw, &s); err != nil {
 			return nil, Invalid(CodeInvalidType, "input", "Invalid input: %s.", jsonReason(err))
 		}
 		return Items{&Message{Role: RoleUser, Content: Contents{&InputText{Text: s}}}}, nil
@@ -117,7 +119,7 @@ func bodyError(err error) *Error {
 	if errors.As(err, &pe) {
 		return pe
 	}
-	var te *json.UnmarshalTypeError
+	var te *jsonv1.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		field := wireField(te.Field)
 		return Invalid(CodeInvalidType, field, "Invalid type for '%s': expected %s, but got %s.", field, article(te.Type.Kind().String()), te.Value)

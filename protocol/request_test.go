@@ -141,7 +141,7 @@ var createErrCases = []errCase{
 	{"model a number", `{"model":5}`, protocol.CodeInvalidType, "model"},
 	{"temperature a string", `{"model":"m","temperature":"hot"}`, protocol.CodeInvalidType, "temperature"},
 	{"nested field wrong type", `{"model":"m","text":{"format":{"type":1}}}`, protocol.CodeInvalidType, "text.format.type"},
-	{"metadata value a number", `{"model":"m","metadata":{"k":1}}`, protocol.CodeInvalidType, "metadata"},
+	{"metadata value a number", `{"model":"m","metadata":{"k":1}}`, protocol.CodeInvalidType, "metadata.k"},
 	{"input a number", `{"model":"m","input":5}`, protocol.CodeInvalidType, "input"},
 	{"input an object", `{"model":"m","input":{"role":"user","content":"hi"}}`, protocol.CodeInvalidType, "input"},
 	{"second item's content part type", `{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"image"}]}]}`, protocol.CodeInvalidValue, "input[1].content[0].type"},

@@ -89,12 +89,12 @@ func (t *Tool) UnmarshalJSON(b []byte) error {
 		wireTool
 		Environment json.RawMessage `json:"environment"`
 	}
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return err
 	}
 	if w.Type == ToolShell && !isNull(w.Environment) {
 		w.wireTool.Environment = new(ShellEnvironment)
-		if err := json.Unmarshal(w.Environment, w.wireTool.Environment); err != nil {
+		if err := unmarshal(w.Environment, w.wireTool.Environment); err != nil {
 			return err
 		}
 	}
@@ -180,7 +180,10 @@ func (c *ToolChoice) UnmarshalJSON(b []byte) error {
 	b = trimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		*c = ToolChoice{}
-		return json.Unmarshal(b, &c.Mode)
+		return unmarshal(b, &c.Mode)
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return Invalid(CodeInvalidType, "tool_choice", "Invalid type for 'tool_choice': expected a string or an object.")
 	}
 	var w struct {
 		Type  ToolType  `json:"type"`
@@ -188,7 +191,7 @@ func (c *ToolChoice) UnmarshalJSON(b []byte) error {
 		Mode  string    `json:"mode"`
 		Tools []ToolRef `json:"tools"`
 	}
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return err
 	}
 	switch w.Type {

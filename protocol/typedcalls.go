@@ -245,7 +245,7 @@ func decodeTyped(raw json.RawMessage, typ ItemType, param string) (Item, *Error,
 	default:
 		return nil, nil, false
 	}
-	if err := json.Unmarshal(raw, wire); err != nil {
+	if err := unmarshal(raw, wire); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid %s item: %s.", typ, jsonReason(err)), true
 	}
 	return it.(Item), nil, true
