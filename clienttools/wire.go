@@ -64,7 +64,7 @@ type frameCost struct {
 // encode is ev as JSON, and what encoding it cost.
 func encode(ev any) ([]byte, frameCost, error) {
 	t0 := time.Now()
-	b, err := json.Marshal(ev)
+	b, err := protocol.Marshal(ev)
 	return b, frameCost{bytes: len(b), codec: time.Since(t0)}, err
 }
 

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	"encoding/json"
 )
 
@@ -91,12 +93,15 @@ type ChatFile struct {
 }
 
 // MarshalJSON writes the string, or the array when c has parts.
-func (c ChatContent) MarshalJSON() ([]byte, error) {
+func (c ChatContent) MarshalJSONTo(enc *jsontext.Encoder) error {
 	if c.Parts != nil {
-		return json.Marshal(c.Parts)
+		return marshalTo(enc, c.Parts)
 	}
-	return json.Marshal(c.Text)
+	return marshalTo(enc, c.Text)
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c ChatContent) MarshalJSON() ([]byte, error) { return Marshal(c) }
 
 // UnmarshalJSON accepts a string or an array of parts.
 func (c *ChatContent) UnmarshalJSON(b []byte) error {
@@ -167,10 +172,10 @@ func namedFunction(name string) chatNamed {
 }
 
 // MarshalJSON writes the string or object form.
-func (c ChatToolChoice) MarshalJSON() ([]byte, error) {
+func (c ChatToolChoice) MarshalJSONTo(enc *jsontext.Encoder) error {
 	switch {
 	case c.Function != "":
-		return json.Marshal(namedFunction(c.Function))
+		return marshalTo(enc, namedFunction(c.Function))
 	case c.Allowed != nil:
 		refs := make([]chatNamed, 0, len(c.Allowed))
 		for _, r := range c.Allowed {
@@ -189,12 +194,15 @@ func (c ChatToolChoice) MarshalJSON() ([]byte, error) {
 		if w.Allowed.Mode == "" {
 			w.Allowed.Mode = "auto"
 		}
-		return json.Marshal(w)
+		return marshalTo(enc, w)
 	case c.Mode == "":
-		return []byte(`"auto"`), nil
+		return enc.WriteToken(jsontext.String("auto"))
 	}
-	return json.Marshal(c.Mode)
+	return marshalTo(enc, c.Mode)
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c ChatToolChoice) MarshalJSON() ([]byte, error) { return Marshal(c) }
 
 // UnmarshalJSON accepts every form MarshalJSON writes.
 func (c *ChatToolChoice) UnmarshalJSON(b []byte) error {

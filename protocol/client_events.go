@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	"encoding/json"
 )
 
@@ -72,30 +74,25 @@ func (e *CancelEvent) Lane() string  { return e.StreamID }
 func (e *ResumeEvent) Lane() string  { return e.StreamID }
 func (*ProcessedEvent) Lane() string { return "" }
 
-// MarshalJSON writes the flat response.create frame.
-func (e *CreateEvent) MarshalJSON() ([]byte, error) {
+// MarshalJSONTo writes the flat response.create frame.
+func (e *CreateEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
 	req := e.Request
 	if req == nil {
 		req = new(CreateRequest)
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	head := `{"type":"response.create"`
-	if e.StreamID != "" {
-		sid, _ := json.Marshal(e.StreamID)
-		head += `,"stream_id":` + string(sid)
-	}
-	if len(body) > 2 {
-		head += ","
-	}
-	return append([]byte(head), body[1:]...), nil
+	return marshalTo(enc, struct {
+		Type     ClientEventType `json:"type"`
+		StreamID string          `json:"stream_id,omitempty"`
+		*wireCreateRequest
+	}{ClientCreate, e.StreamID, req.wire()})
 }
 
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (e *CreateEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
+
 // MarshalJSON writes response.append.
-func (e *AppendEvent) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
+func (e *AppendEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return marshalTo(enc, struct {
 		Type       ClientEventType `json:"type"`
 		StreamID   string          `json:"stream_id,omitempty"`
 		ResponseID string          `json:"response_id"`
@@ -103,14 +100,20 @@ func (e *AppendEvent) MarshalJSON() ([]byte, error) {
 	}{ClientAppend, e.StreamID, e.ResponseID, e.Input})
 }
 
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (e *AppendEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
+
 // MarshalJSON writes response.cancel.
-func (e *CancelEvent) MarshalJSON() ([]byte, error) {
-	return marshalRef(ClientCancel, e.StreamID, e.ResponseID)
+func (e *CancelEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return marshalRef(enc, ClientCancel, e.StreamID, e.ResponseID)
 }
 
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (e *CancelEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
+
 // MarshalJSON writes response.resume.
-func (e *ResumeEvent) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
+func (e *ResumeEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return marshalTo(enc, struct {
 		Type       ClientEventType `json:"type"`
 		StreamID   string          `json:"stream_id,omitempty"`
 		ResponseID string          `json:"response_id"`
@@ -118,13 +121,19 @@ func (e *ResumeEvent) MarshalJSON() ([]byte, error) {
 	}{ClientResume, e.StreamID, e.ResponseID, e.After})
 }
 
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (e *ResumeEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
+
 // MarshalJSON writes response.processed.
-func (e *ProcessedEvent) MarshalJSON() ([]byte, error) {
-	return marshalRef(ClientProcessed, "", e.ResponseID)
+func (e *ProcessedEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return marshalRef(enc, ClientProcessed, "", e.ResponseID)
 }
 
-func marshalRef(t ClientEventType, streamID, responseID string) ([]byte, error) {
-	return json.Marshal(struct {
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (e *ProcessedEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
+
+func marshalRef(enc *jsontext.Encoder, t ClientEventType, streamID, responseID string) error {
+	return marshalTo(enc, struct {
 		Type       ClientEventType `json:"type"`
 		StreamID   string          `json:"stream_id,omitempty"`
 		ResponseID string          `json:"response_id"`

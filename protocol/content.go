@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	"encoding/json"
 )
 
@@ -122,20 +124,13 @@ func (c *TextPart) PlainText() string      { return c.Text }
 func (c *SummaryText) PlainText() string   { return c.Text }
 func (c *ReasoningText) PlainText() string { return c.Text }
 
-// typed marshals v (a method-free wire type) and puts "type" first.
-func typed(typ string, v any) ([]byte, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(body)+len(typ)+10)
-	out = append(out, `{"type":"`...)
-	out = append(out, typ...)
-	out = append(out, '"')
-	if len(body) > 2 {
-		out = append(out, ',')
-	}
-	return append(out, body[1:]...), nil
+// typedTo writes v (a method-free wire type) as an object with "type"
+// first.
+func typedTo[T any](enc *jsontext.Encoder, typ string, v *T) error {
+	return marshalTo(enc, struct {
+		Type string `json:"type"`
+		V    *T     `json:",embed"`
+	}{typ, v})
 }
 
 type (
@@ -150,41 +145,68 @@ type (
 	wireReasoningText ReasoningText
 )
 
-func (c *InputText) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentInputText), (*wireInputText)(c))
+func (c *InputText) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentInputText), (*wireInputText)(c))
 }
-func (c *OutputText) MarshalJSON() ([]byte, error) {
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *InputText) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *OutputText) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *c
 	if w.Annotations == nil {
 		w.Annotations = []Annotation{}
 	}
-	return typed(string(ContentOutputText), (*wireOutputText)(&w))
+	return typedTo(enc, string(ContentOutputText), (*wireOutputText)(&w))
 }
-func (c *Refusal) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentRefusal), (*wireRefusal)(c))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *OutputText) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *Refusal) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentRefusal), (*wireRefusal)(c))
 }
-func (c *InputImage) MarshalJSON() ([]byte, error) {
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *Refusal) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *InputImage) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *c
 	if w.Detail == "" {
 		w.Detail = "auto"
 	}
-	return typed(string(ContentInputImage), (*wireInputImage)(&w))
+	return typedTo(enc, string(ContentInputImage), (*wireInputImage)(&w))
 }
-func (c *InputFile) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentInputFile), (*wireInputFile)(c))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *InputImage) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *InputFile) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentInputFile), (*wireInputFile)(c))
 }
-func (c *InputVideo) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentInputVideo), (*wireInputVideo)(c))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *InputFile) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *InputVideo) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentInputVideo), (*wireInputVideo)(c))
 }
-func (c *TextPart) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentText), (*wireTextPart)(c))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *InputVideo) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *TextPart) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentText), (*wireTextPart)(c))
 }
-func (c *SummaryText) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentSummaryText), (*wireSummaryText)(c))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *TextPart) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *SummaryText) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentSummaryText), (*wireSummaryText)(c))
 }
-func (c *ReasoningText) MarshalJSON() ([]byte, error) {
-	return typed(string(ContentReasoningText), (*wireReasoningText)(c))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *SummaryText) MarshalJSON() ([]byte, error) { return Marshal(c) }
+func (c *ReasoningText) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ContentReasoningText), (*wireReasoningText)(c))
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c *ReasoningText) MarshalJSON() ([]byte, error) { return Marshal(c) }
 
 // Contents is a list of content parts that decodes from a JSON array, or from
 // a plain string (the shorthand for one text part).

@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
 
 // Custom tools take free text (or text their grammar accepts) instead of
 // JSON arguments: the model's call is a custom_tool_call whose input
@@ -46,12 +49,18 @@ type (
 	wireCustomToolCallOutput CustomToolCallOutput
 )
 
-func (i *CustomToolCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemCustomToolCall), (*wireCustomToolCall)(i))
+func (i *CustomToolCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemCustomToolCall), (*wireCustomToolCall)(i))
 }
-func (i *CustomToolCallOutput) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemCustomToolCallOutput), (*wireCustomToolCallOutput)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *CustomToolCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *CustomToolCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemCustomToolCallOutput), (*wireCustomToolCallOutput)(i))
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *CustomToolCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
 
 // CustomToolInputDeltaEvent is custom_tool_call_input.delta.
 type CustomToolInputDeltaEvent struct {

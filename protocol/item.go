@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	"encoding/json"
 )
 
@@ -129,40 +131,61 @@ type (
 	wireItemReference      ItemReferenceItem
 )
 
-func (i *Message) MarshalJSON() ([]byte, error) {
+func (i *Message) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Content == nil {
 		w.Content = Contents{}
 	}
-	return typed(string(ItemMessage), (*wireMessage)(&w))
+	return typedTo(enc, string(ItemMessage), (*wireMessage)(&w))
 }
-func (i *FunctionCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemFunctionCall), (*wireFunctionCall)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *Message) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *FunctionCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemFunctionCall), (*wireFunctionCall)(i))
 }
-func (i *FunctionCallOutput) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemFunctionCallOutput), (*wireFunctionCallOutput)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *FunctionCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *FunctionCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemFunctionCallOutput), (*wireFunctionCallOutput)(i))
 }
-func (i *Reasoning) MarshalJSON() ([]byte, error) {
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *FunctionCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *Reasoning) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Summary == nil {
 		w.Summary = Contents{}
 	}
-	return typed(string(ItemReasoning), (*wireReasoning)(&w))
-}
-func (i *Compaction) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemCompaction), (*wireCompaction)(i))
-}
-func (i *ItemReferenceItem) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemReference), (*wireItemReference)(i))
+	return typedTo(enc, string(ItemReasoning), (*wireReasoning)(&w))
 }
 
-// MarshalJSON writes a string, or an array when the output has parts.
-func (o ToolOutput) MarshalJSON() ([]byte, error) {
-	if o.Parts != nil {
-		return json.Marshal([]Content(o.Parts))
-	}
-	return json.Marshal(o.Text)
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *Reasoning) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *Compaction) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemCompaction), (*wireCompaction)(i))
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *Compaction) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ItemReferenceItem) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemReference), (*wireItemReference)(i))
+}
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ItemReferenceItem) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
+// MarshalJSON writes a string, or an array when the output has parts.
+func (o ToolOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	if o.Parts != nil {
+		return marshalTo(enc, []Content(o.Parts))
+	}
+	return marshalTo(enc, o.Text)
+}
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (o ToolOutput) MarshalJSON() ([]byte, error) { return Marshal(o) }
 
 // String is the output as text: the string, or the text of its parts.
 func (o ToolOutput) String() string {

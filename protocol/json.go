@@ -9,13 +9,6 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
-// unmarshal is json.Unmarshal as encoding/json defines it (case-insensitive
-// names, duplicate names allowed, invalid UTF-8 replaced), run by the json v2
-// engine, which reads our nested events about twice as fast: it validates
-// the input once, where encoding/json validates it again at every level that
-// has an UnmarshalJSON method. Every decoder of the package goes through it.
-func unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
-
 // jsonReason turns an encoding/json error into a short, user-facing reason.
 func jsonReason(err error) string {
 	var te *jsonv1.UnmarshalTypeError

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"encoding/json"
@@ -100,18 +102,30 @@ func decodeInput(raw json.RawMessage) (Items, *Error) {
 	return DecodeItems(raw, "input")
 }
 
-// MarshalJSON writes the request with its input, for clients.
-func (r *CreateRequest) MarshalJSON() ([]byte, error) {
-	type plain CreateRequest
+// MarshalJSONTo writes the request with its input, for clients.
+func (r *CreateRequest) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return marshalTo(enc, r.wire())
+}
+
+// wireCreateRequest is a request as it is written: its input always an
+// array.
+type wireCreateRequest struct {
+	*plainCreateRequest
+	Input Items `json:"input"`
+}
+
+type plainCreateRequest CreateRequest
+
+func (r *CreateRequest) wire() *wireCreateRequest {
 	input := r.Input
 	if input == nil {
 		input = Items{}
 	}
-	return json.Marshal(struct {
-		*plain
-		Input Items `json:"input"`
-	}{(*plain)(r), input})
+	return &wireCreateRequest{(*plainCreateRequest)(r), input}
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (r *CreateRequest) MarshalJSON() ([]byte, error) { return Marshal(r) }
 
 // bodyError classifies a failure to decode a request body.
 func bodyError(err error) *Error {

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/go-json-experiment/json/jsontext"
+
 	"encoding/json"
 	"slices"
 )
@@ -71,15 +73,18 @@ type ShellEnvironment struct {
 type wireTool Tool
 
 // MarshalJSON writes a function tool with all its fields, others verbatim.
-func (t Tool) MarshalJSON() ([]byte, error) {
+func (t Tool) MarshalJSONTo(enc *jsontext.Encoder) error {
 	if t.Type != ToolFunction && t.Raw != nil {
-		return t.Raw, nil
+		return enc.WriteValue(jsontext.Value(t.Raw))
 	}
 	if t.Parameters == nil {
 		t.Parameters = json.RawMessage("null")
 	}
-	return json.Marshal(wireTool(t))
+	return marshalTo(enc, wireTool(t))
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (t Tool) MarshalJSON() ([]byte, error) { return Marshal(t) }
 
 // UnmarshalJSON keeps the raw form of every tool. A field that means
 // different things in different types (computer_use_preview's environment
@@ -149,29 +154,32 @@ var builtinChoices = []ToolType{ToolFileSearch, ToolWebSearchPreview, ToolWebSea
 	ToolImageGeneration, ToolCodeInterpreter, ToolProgrammatic, ToolApplyPatch, ToolShell, ToolLocalShell, ToolToolSearch, ToolMCP}
 
 // MarshalJSON writes the string or object form.
-func (c ToolChoice) MarshalJSON() ([]byte, error) {
+func (c ToolChoice) MarshalJSONTo(enc *jsontext.Encoder) error {
 	switch {
 	case c.Function != "":
-		return json.Marshal(ToolRef{ToolFunction, c.Function})
+		return marshalTo(enc, ToolRef{ToolFunction, c.Function})
 	case c.Custom != "":
-		return json.Marshal(ToolRef{ToolCustom, c.Custom})
+		return marshalTo(enc, ToolRef{ToolCustom, c.Custom})
 	case c.Builtin != "":
-		return json.Marshal(ToolRef{Type: c.Builtin})
+		return marshalTo(enc, ToolRef{Type: c.Builtin})
 	case c.Allowed != nil:
 		mode := c.Mode
 		if mode == "" {
 			mode = "auto"
 		}
-		return json.Marshal(struct {
+		return marshalTo(enc, struct {
 			Type  string    `json:"type"`
 			Mode  string    `json:"mode"`
 			Tools []ToolRef `json:"tools"`
 		}{"allowed_tools", mode, c.Allowed})
 	case c.Mode == "":
-		return []byte(`"auto"`), nil
+		return enc.WriteToken(jsontext.String("auto"))
 	}
-	return json.Marshal(c.Mode)
+	return marshalTo(enc, c.Mode)
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (c ToolChoice) MarshalJSON() ([]byte, error) { return Marshal(c) }
 
 // UnmarshalJSON accepts "none" | "auto" | "required", {"type":"function",
 // "name"}, {"type":"custom","name"}, {"type": a built-in type},

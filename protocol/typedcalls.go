@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
 
 // The typed calls: built-in client tools whose calls carry a structured
 // payload instead of JSON-string arguments (a shell's action, a patch's
@@ -162,47 +165,80 @@ type (
 	wireAdditionalTools      AdditionalTools
 )
 
-func (i *ShellCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemShellCall), (*wireShellCall)(i))
+func (i *ShellCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemShellCall), (*wireShellCall)(i))
 }
-func (i *ShellCallOutput) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemShellCallOutput), (*wireShellCallOutput)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ShellCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ShellCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemShellCallOutput), (*wireShellCallOutput)(i))
 }
-func (i *LocalShellCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemLocalShellCall), (*wireLocalShellCall)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ShellCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *LocalShellCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemLocalShellCall), (*wireLocalShellCall)(i))
 }
-func (i *LocalShellCallOutput) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemLocalShellCallOutput), (*wireLocalShellCallOutput)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *LocalShellCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *LocalShellCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemLocalShellCallOutput), (*wireLocalShellCallOutput)(i))
 }
-func (i *ApplyPatchCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemApplyPatchCall), (*wireApplyPatchCall)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *LocalShellCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ApplyPatchCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemApplyPatchCall), (*wireApplyPatchCall)(i))
 }
-func (i *ApplyPatchCallOutput) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemApplyPatchCallOutput), (*wireApplyPatchCallOutput)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ApplyPatchCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ApplyPatchCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemApplyPatchCallOutput), (*wireApplyPatchCallOutput)(i))
 }
-func (i *ComputerCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemComputerCall), (*wireComputerCall)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ApplyPatchCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ComputerCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemComputerCall), (*wireComputerCall)(i))
 }
-func (i *ComputerCallOutput) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemComputerCallOutput), (*wireComputerCallOutput)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ComputerCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ComputerCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemComputerCallOutput), (*wireComputerCallOutput)(i))
 }
-func (i *ToolSearchCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemToolSearchCall), (*wireToolSearchCall)(i))
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ComputerCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ToolSearchCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemToolSearchCall), (*wireToolSearchCall)(i))
 }
-func (i *ToolSearchOutput) MarshalJSON() ([]byte, error) {
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ToolSearchCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *ToolSearchOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Tools == nil {
 		w.Tools = []Tool{}
 	}
-	return typed(string(ItemToolSearchOutput), (*wireToolSearchOutput)(&w))
+	return typedTo(enc, string(ItemToolSearchOutput), (*wireToolSearchOutput)(&w))
 }
-func (i *AdditionalTools) MarshalJSON() ([]byte, error) {
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *ToolSearchOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+func (i *AdditionalTools) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Tools == nil {
 		w.Tools = []Tool{}
 	}
-	return typed(string(ItemAdditionalTools), (*wireAdditionalTools)(&w))
+	return typedTo(enc, string(ItemAdditionalTools), (*wireAdditionalTools)(&w))
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *AdditionalTools) MarshalJSON() ([]byte, error) { return Marshal(i) }
 
 // decodeTyped decodes the typed call and output items, or reports that typ
 // is not one of them.

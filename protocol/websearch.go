@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/go-json-experiment/json/jsontext"
+
 // ItemWebSearchCall is the item of a hosted web search.
 const ItemWebSearchCall ItemType = "web_search_call"
 
@@ -56,6 +58,9 @@ func (i *WebSearchCall) ItemID() string { return i.ID }
 
 type wireWebSearchCall WebSearchCall
 
-func (i *WebSearchCall) MarshalJSON() ([]byte, error) {
-	return typed(string(ItemWebSearchCall), (*wireWebSearchCall)(i))
+func (i *WebSearchCall) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return typedTo(enc, string(ItemWebSearchCall), (*wireWebSearchCall)(i))
 }
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (i *WebSearchCall) MarshalJSON() ([]byte, error) { return Marshal(i) }

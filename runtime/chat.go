@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -219,7 +218,7 @@ func (c *chatAnswer) endStream(res sampler.Result) {
 }
 
 func (c *chatAnswer) send(chunk *protocol.ChatCompletion) {
-	b, err := json.Marshal(chunk)
+	b, err := protocol.Marshal(chunk)
 	if err == nil {
 		err = c.stream.data(b)
 	}

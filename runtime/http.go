@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -126,7 +125,7 @@ func (s *Server) requestContext(r *http.Request) (context.Context, context.Cance
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := protocol.Marshal(v)
 	if err != nil {
 		writeError(w, protocol.AsError(err))
 		return

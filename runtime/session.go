@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -212,7 +211,7 @@ func (sess *session) sendError(perr *protocol.Error, laneID string) {
 
 // errorFrame encodes the error event for laneID.
 func errorFrame(perr *protocol.Error, laneID string) []byte {
-	b, _ := json.Marshal(perr.WebSocketError(laneID))
+	b, _ := protocol.Marshal(perr.WebSocketError(laneID))
 	return b
 }
 
@@ -418,7 +417,7 @@ type jobSink struct {
 }
 
 func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
-	b, err := json.Marshal(ev)
+	b, err := protocol.Marshal(ev)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -106,7 +105,7 @@ func (s sseSink) put(ev protocol.Event, acct *delivery) error {
 
 // sseFrame is ev as a server-sent event: "event: TYPE\ndata: JSON\n\n".
 func sseFrame(ev protocol.Event) ([]byte, error) {
-	data, err := json.Marshal(ev)
+	data, err := protocol.Marshal(ev)
 	if err != nil {
 		return nil, err
 	}

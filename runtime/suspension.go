@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -200,7 +199,7 @@ func pendingCall(c protocol.Call) protocol.PendingCall {
 // is held back for the connection that settles the rollout. The pause's
 // response.done parks the rollout as it goes out.
 func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
-	b, err := json.Marshal(ev)
+	b, err := protocol.Marshal(ev)
 	if err != nil {
 		return err
 	}
