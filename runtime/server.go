@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"container/list"
 	"context"
 	"io"
 	"log/slog"
@@ -86,8 +87,8 @@ type Options struct {
 	MaxQueued int
 	// WriteTimeout is how long a rollout waits for a slow client's queue to
 	// drain before the connection is closed with a policy violation, and
-	// how long one write of an SSE stream may stall before the stream is
-	// cut.
+	// how long one batch of writes to a WebSocket or an SSE stream may
+	// stall before the connection is cut.
 	WriteTimeout time.Duration
 	// BodyTimeout bounds reading an HTTP request's body: a body trickled
 	// slower is refused (408) and its connection closed.
@@ -134,6 +135,9 @@ type Server struct {
 	sessions  map[*session]struct{}  // guarded by mu
 	conns     map[string]int         // live sessions by tenant, guarded by mu
 	suspended map[string]*suspension // suspended rollouts by response id, guarded by mu
+	tails     map[string]*tail       // the ends of settled suspended rollouts, by response id (tail.go); guarded by mu
+	tailOrder *list.List             // of *tail, oldest first; guarded by mu
+	tailBytes int                    // guarded by mu
 	closed    bool                   // guarded by mu
 	limiters  sync.Map               // tenant -> *rate.Limiter, with TenantRPM
 	wg        sync.WaitGroup         // one per live session and per suspended rollout
@@ -141,7 +145,8 @@ type Server struct {
 
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
-	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension)}
+	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension),
+		tails: make(map[string]*tail), tailOrder: list.New()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxFrame <= 0 {
 		s.opts.MaxFrame = DefaultMaxFrame
@@ -273,6 +278,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	for _, sp := range s.suspended {
 		sp.shutdown()
+	}
+	for _, t := range s.tails {
+		s.dropTailLocked(t)
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})

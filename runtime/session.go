@@ -79,6 +79,7 @@ type job struct {
 	received time.Time
 	decodeUS int64       // microseconds spent decoding the frame
 	resume   *suspension // response.resume: reattach this suspended rollout
+	tail     *tail       // response.resume of one that has ended: read its tail back
 	after    *int        // the last sequence_number the resuming client received
 }
 
@@ -348,8 +349,12 @@ func (sess *session) runJob(ln *lane, j *job) {
 	case <-sess.ctx.Done():
 		return
 	}
-	if j.resume != nil {
+	switch {
+	case j.resume != nil:
 		last = sess.resumeOn(ln, j)
+		return
+	case j.tail != nil:
+		last = sess.replayTail(j)
 		return
 	}
 	last = sess.create(ln, j)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tether-run/tether/runtime"
@@ -111,4 +112,45 @@ func TestShutdownAnswersJSONCreate(t *testing.T) {
 	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, `"code":"server_shutting_down"`) {
 		t.Fatalf("%d %s %v", a.code, a.body, a.err)
 	}
+}
+
+// TestNonReadingWebSocket: a client that stops reading while its suspended
+// rollout streams has its connection cut once a write has stalled for
+// WriteTimeout, instead of holding the writer forever; the rollout lives
+// on, detached, and a resume on a new connection gets the whole stream.
+// Fake time; in-memory connections, which hold no frame unread, so the
+// first write stalls.
+func TestNonReadingWebSocket(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeHarness(t, runtime.Options{WriteTimeout: 5 * time.Second, ResumeWindow: time.Minute})
+		c1 := p.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": longText}))
+		id := respID(t, c1.recv(t)) // response.created; then the client reads no more
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if len(serverGoroutines(t)) == 0 {
+			t.Fatal("the server gave up before WriteTimeout")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		// Cut: whatever part of a frame the pipe holds, then the end.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		for {
+			if _, _, err := c1.c.Read(ctx); err != nil {
+				if ctx.Err() != nil {
+					t.Fatal("the connection is still open after WriteTimeout")
+				}
+				break
+			}
+		}
+
+		c2 := p.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = -1
+		c2.send(t, resume)
+		events := c2.untilTerminal(t)
+		checkStreamInvariants(t, events)
+	})
 }

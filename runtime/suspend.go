@@ -113,18 +113,35 @@ func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 // resume handles response.resume: a suspended rollout whose connection
 // dropped reports here from now on, in its lane's turn.
 func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
-	sp := sess.srv.lookupSuspended(ev.ResponseID)
-	if sp == nil || !sp.resumable(sess, sess.creds) {
+	j := &job{after: ev.After, received: received}
+	var lane string
+	if sp := sess.srv.lookupSuspended(ev.ResponseID); sp != nil && sp.resumable(sess, sess.creds) {
+		j.resume, lane = sp, sp.lane
+	} else if t := sess.srv.lookupTail(ev.ResponseID, sess.creds); t != nil {
+		j.tail, lane = t, t.lane
+	} else {
 		sess.sendError(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 			"No suspended response '%s' to resume under these credentials.", ev.ResponseID), ev.StreamID)
 		return
 	}
-	if sp.lane != ev.StreamID {
+	if lane != ev.StreamID {
 		sess.sendError(protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, sp.lane), ev.StreamID)
+			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, lane), ev.StreamID)
 		return
 	}
-	sess.admit(ev.StreamID, &job{resume: sp, after: ev.After, received: received}, nil)
+	sess.admit(ev.StreamID, j, nil)
+}
+
+// replayTail runs a resume of a rollout that has ended: its client gets the
+// frames it missed, then the terminal frame, returned as the job's last.
+func (sess *session) replayTail(j *job) (last []byte) {
+	frames := j.tail.since(j.after)
+	for _, b := range frames[:len(frames)-1] {
+		if sess.send(b, nil) != nil || sess.flow(sess.ctx) != nil {
+			return nil
+		}
+	}
+	return frames[len(frames)-1]
 }
 
 // resumeOn runs a resume job: the rollout reports to this connection, which

@@ -68,9 +68,12 @@ func TestSuspendedResume(t *testing.T) {
 		if end.Response.ID != id || len(end.Response.Output) != 5 {
 			t.Fatalf("resumed rollout ended with %s", last(events))
 		}
-		// Settled on the new connection: its lane continues from it.
+		// Settled on the new connection: a resume reads its end back (its
+		// tail, kept for the resume window), and its lane continues from it.
 		c2.send(t, refEv("response.resume", id, "work"))
-		c2.wantError(t, "response_not_found")
+		if again := c2.recv(t); !bytes.Equal(again, last(events)) {
+			t.Fatalf("resume of a settled rollout sent %s, want its terminal event", again)
+		}
 		c2.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work", "previous_response_id": id, "input": "thanks"}))
 		if evs := c2.next(t); eventType(t, last(evs)) != "response.completed" {
 			t.Fatalf("continuation: %s", last(evs))

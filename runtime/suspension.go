@@ -213,10 +213,6 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	case protocol.EventDone:
 		sp.lastDone = &f
 		sp.parkLocked()
-	case protocol.EventInProgress:
-		if f.seq > 1 { // resuming after a pause: the client has seen everything before
-			sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
-		}
 	}
 	sp.log = append(sp.log, f)
 	sp.logBytes += len(b)
@@ -369,6 +365,9 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	if sp.left == 0 {
 		sp.state = suspRunning
 		sp.stopTimerLocked()
+		// Appending proves the client saw the pause and everything before
+		// it: a resume from now on replays what follows, never the pause.
+		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
 	}
 	return nil
 }
@@ -521,7 +520,7 @@ func (sp *suspension) follow(ctx context.Context, gone <-chan struct{}) bool {
 }
 
 // settle hands the ended rollout's result to sess, if sess is where it
-// reports; the rollout then leaves the server.
+// reports; the rollout then leaves the server, all but its tail.
 func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte, ok bool) {
 	sp.mu.Lock()
 	if sp.sess != sess || sp.state != suspEnded {
@@ -530,8 +529,13 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 	}
 	sp.state = suspSettled
 	conv, terminal = sp.conv, sp.terminal
+	var t *tail
+	if terminal != nil {
+		t = &tail{id: sp.id, creds: sp.creds, lane: sp.lane, frames: sp.log, terminal: terminal, bytes: sp.logBytes + len(terminal)}
+	}
+	sp.log, sp.lastDone = nil, nil
 	sp.mu.Unlock()
-	sp.srv.unregister(sp)
+	sp.srv.retire(sp, t)
 	return conv, terminal, true
 }
 

@@ -84,7 +84,9 @@ func (sess *session) readLoop(ctx context.Context) error {
 		case *protocol.ResumeEvent:
 			sess.resume(ev, received)
 		case *protocol.ProcessedEvent:
-			// Codex acknowledges responses with response.processed; nothing to do.
+			// Codex acknowledges every response it has read: a suspended
+			// rollout's tail is no longer needed.
+			sess.srv.processed(ev.ResponseID, sess.creds)
 		}
 	}
 }
@@ -124,21 +126,33 @@ func outOfBand(data []byte) bool {
 }
 
 // writeLoop owns the connection's write side: it writes queued frames in
-// order until the session ends.
+// order until the session ends. A batch that the client does not take
+// within WriteTimeout (it stopped reading, or its connection is gone
+// without a word) fails the write, which ends the session: its suspended
+// rollouts detach, to be resumed.
 func (sess *session) writeLoop(ctx context.Context) error {
 	for {
 		batch := sess.out.take(ctx)
 		if batch == nil {
 			return nil
 		}
-		for _, q := range batch {
-			start := sess.srv.now()
-			if err := sess.conn.Write(ctx, websocket.MessageText, q.b); err != nil {
-				return err
-			}
-			sess.srv.wrote(q, start, sess.srv.now())
+		if err := sess.writeBatch(ctx, batch); err != nil {
+			return err
 		}
 	}
+}
+
+func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
+	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.WriteTimeout)
+	defer cancel()
+	for _, q := range batch {
+		start := sess.srv.now()
+		if err := sess.conn.Write(ctx, websocket.MessageText, q.b); err != nil {
+			return err
+		}
+		sess.srv.wrote(q, start, sess.srv.now())
+	}
+	return nil
 }
 
 // isNormalClose reports whether err is an ordinary end of a connection.

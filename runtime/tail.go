@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"container/list"
+	"time"
+)
+
+// maxTailBytes bounds the tails a server keeps, all together; beyond it the
+// oldest go first.
+const maxTailBytes = 64 << 20
+
+// A tail is the end of a suspended rollout that ended on a connection: the
+// frames since its client last appended, and its terminal frame. The
+// connection it went out on may have been dying (half-open: the writes
+// succeed, nothing arrives), and nothing but the client can tell, so the
+// server keeps the tail for the resume window, and a response.resume with
+// the same credentials reads it back from the sequence_number it names,
+// store or not. response.processed (Codex sends it for every response it
+// has read) lets it go early. A tail is immutable once kept.
+type tail struct {
+	id, creds, lane string
+	frames          []frame // in sequence order
+	terminal        []byte
+	bytes           int
+	elem            *list.Element // in the server's tails, oldest first
+	expiry          *time.Timer
+}
+
+// since is what a client that has seen every frame up to after (nil: all
+// that went out) has not: the frames after it, then the terminal frame.
+func (t *tail) since(after *int) [][]byte {
+	var out [][]byte
+	if after != nil {
+		for _, f := range t.frames {
+			if f.seq > *after {
+				out = append(out, f.b)
+			}
+		}
+	}
+	return append(out, t.terminal)
+}
+
+// retire takes a settled rollout off the server's suspended rollouts and
+// keeps its tail.
+func (s *Server) retire(sp *suspension, t *tail) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.suspended[sp.id] == sp {
+		delete(s.suspended, sp.id)
+	}
+	if t == nil || t.bytes > maxTailBytes || s.closed {
+		return
+	}
+	if old := s.tails[t.id]; old != nil {
+		s.dropTailLocked(old)
+	}
+	t.elem = s.tailOrder.PushBack(t)
+	s.tails[t.id] = t
+	s.tailBytes += t.bytes
+	for s.tailBytes > maxTailBytes {
+		s.dropTailLocked(s.tailOrder.Front().Value.(*tail))
+	}
+	t.expiry = time.AfterFunc(s.opts.ResumeWindow, func() { s.dropTail(t) })
+}
+
+// lookupTail is the tail of response id, for a resume with creds; nil when
+// there is none under them.
+func (s *Server) lookupTail(id, creds string) *tail {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tails[id]; t != nil && t.creds == creds {
+		return t
+	}
+	return nil
+}
+
+// processed lets the tail of response id go: its client says it has read
+// the response.
+func (s *Server) processed(id, creds string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tails[id]; t != nil && t.creds == creds {
+		s.dropTailLocked(t)
+	}
+}
+
+func (s *Server) dropTail(t *tail) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropTailLocked(t)
+}
+
+func (s *Server) dropTailLocked(t *tail) {
+	if s.tails[t.id] != t {
+		return
+	}
+	delete(s.tails, t.id)
+	s.tailOrder.Remove(t.elem)
+	s.tailBytes -= t.bytes
+	if t.expiry != nil {
+		t.expiry.Stop()
+	}
+}
