@@ -154,3 +154,30 @@ func TestNonReadingWebSocket(t *testing.T) {
 		checkStreamInvariants(t, events)
 	})
 }
+
+// TestNonReadingSSE: an SSE client that stops reading has its stream cut
+// once a write has stalled for WriteTimeout: the body ends without a
+// terminal event, and the handler is gone. Fake time, in-memory
+// connections.
+func TestNonReadingSSE(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeHarness(t, runtime.Options{WriteTimeout: 5 * time.Second})
+		body := `{"model":"tether-scripted","stream":true,"input":"Please read this back: ` + strings.Repeat("the quick brown fox ", 2000) + `"}`
+		resp, err := p.client.Post("http://tether.test/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		time.Sleep(6 * time.Second) // the client reads nothing
+		synctest.Wait()
+		if n := len(serverGoroutines(t)); n != 0 {
+			t.Fatalf("%d server goroutines left after WriteTimeout: the stalled stream was not cut", n)
+		}
+		var got strings.Builder
+		bufio.NewReader(resp.Body).WriteTo(&got)
+		if strings.Contains(got.String(), "response.completed") {
+			t.Fatal("the stream completed: it never stalled")
+		}
+	})
+}
