@@ -64,13 +64,17 @@
 //   - response.resume, same credentials, from a connection it is not
 //     attached to: running, parked or ended: attaches, replays what the
 //     client missed (the pending response.done again when parked), and the
-//     lane follows it; settled, expired: response_not_found.
+//     lane follows it; settled: its tail (tail.go) is read back, for the
+//     resume window, in case the connection that settled it was dying;
+//     expired: response_not_found.
 //   - connection drops: attached becomes detached and the resume window
 //     starts; its frames go to the replay log meanwhile.
 //   - run returns: ended; the connection it is attached to settles it
 //     (caches its conversation, sends its terminal frame). Ended while
 //     detached, it waits for a resume, or expires.
-//   - Shutdown: the rollout ends with the server; no window starts.
+//   - Shutdown: after the drain (shutdown.go), running or parked, the
+//     rollout fails with server_shutting_down, told to the connection it
+//     is attached to; no window starts.
 //
 // # Locks
 //
@@ -80,7 +84,7 @@
 // takes only such locks, so it never waits on a rollout. Lock order, outer
 // first:
 //
-//	Server.mu -> suspension.mu
+//	Server.mu -> suspension.mu, rollout.mu
 //	session.mu -> suspension.mu
 //	rollout.mu -> suspension.mu -> outbox.mu
 //

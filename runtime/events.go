@@ -160,10 +160,18 @@ func (r *rollout) requireAction(calls []protocol.PendingCall) {
 }
 
 func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
+	defer r.srv.notify() // a draining Shutdown waits for busy rollouts only
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
 	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: r.stepView()})
+}
+
+// parked reports whether the rollout waits for its client's tool outputs.
+func (r *rollout) parked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resp.Status == protocol.ResponseRequiresAction
 }
 
 // stepView is the response as a pause shows it: the paused step's items

@@ -62,6 +62,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *prot
 // The state comes from the request alone (stateless) or from the store
 // (previous_response_id): HTTP has no connection to cache it on.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	if s.closing() {
+		writeError(w, errShutdown())
+		return
+	}
 	body, perr := s.readBody(w, r)
 	if perr != nil {
 		writeError(w, perr)
@@ -104,10 +108,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	if !req.Streaming() {
-		if _, err := ro.run(ctx, discard{}); err != nil {
-			if s.ctx.Err() != nil && r.Context().Err() == nil { // cut by Shutdown, not by the client
-				writeError(w, errShutdown())
-			}
+		_, err := ro.run(ctx, discard{})
+		switch {
+		case err != nil && (s.ctx.Err() == nil || r.Context().Err() != nil):
+			return // the client went away
+		case err != nil || ro.resp.Error != nil && ro.resp.Error.Code == protocol.CodeShuttingDown:
+			writeError(w, errShutdown()) // cut by Shutdown
 			return
 		}
 		writeJSON(w, http.StatusOK, ro.resp)

@@ -289,6 +289,8 @@ const maxSteps = 1024
 // what was steered in to the context and samples again, until a step makes
 // no call or a call stays open for the next turn.
 func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
+	r.srv.began(r)
+	defer r.srv.ended(r)
 	ctx, cancel := r.stop.start(ctx)
 	defer cancel(nil)
 	r.ctx = ctx
@@ -406,6 +408,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeClientToolTimeout,
 			Message: fmt.Sprintf("No output arrived for the pending tool calls within %s.", r.srv.opts.SuspendTimeout)}
+		terminal = protocol.EventFailed
+	case cause == errShuttingDown:
+		r.resp.Status = protocol.ResponseFailed
+		r.resp.Error = errShutdown().ResponseError()
 		terminal = protocol.EventFailed
 	case cause == errTooManyCalls:
 		r.resp.Status = protocol.ResponseFailed

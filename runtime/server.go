@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/safety"
 	"github.com/tether-run/tether/sampler"
@@ -32,6 +30,7 @@ const (
 	DefaultMaxLanes        = 32
 	DefaultMaxQueued       = 256
 	DefaultWriteTimeout    = 10 * time.Second
+	DefaultDrainTimeout    = 10 * time.Second
 	DefaultBodyTimeout     = 30 * time.Second
 	DefaultMaxCallsPerStep = 256
 	DefaultSuspendTimeout  = 10 * time.Minute
@@ -85,6 +84,9 @@ type Options struct {
 	// MaxQueued bounds the creates a connection may have accepted and not yet
 	// finished (running or waiting); beyond it a create is refused.
 	MaxQueued int
+	// DrainTimeout is how long Shutdown lets running responses finish
+	// before it ends them with server_shutting_down.
+	DrainTimeout time.Duration
 	// WriteTimeout is how long a rollout waits for a slow client's queue to
 	// drain before the connection is closed with a policy violation, and
 	// how long one batch of writes to a WebSocket or an SSE stream may
@@ -138,7 +140,10 @@ type Server struct {
 	tails     map[string]*tail       // the ends of settled suspended rollouts, by response id (tail.go); guarded by mu
 	tailOrder *list.List             // of *tail, oldest first; guarded by mu
 	tailBytes int                    // guarded by mu
-	closed    bool                   // guarded by mu
+	rollouts  map[*rollout]struct{}  // every rollout running, for Shutdown to drain (shutdown.go); guarded by mu
+	changed   chan struct{}          // 1-buffered: a rollout ended or parked
+	closed    bool                   // Shutdown has begun; guarded by mu
+	aborting  bool                   // and its drain is over; guarded by mu
 	limiters  sync.Map               // tenant -> *rate.Limiter, with TenantRPM
 	wg        sync.WaitGroup         // one per live session and per suspended rollout
 }
@@ -146,7 +151,7 @@ type Server struct {
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension),
-		tails: make(map[string]*tail), tailOrder: list.New()}
+		tails: make(map[string]*tail), tailOrder: list.New(), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxFrame <= 0 {
 		s.opts.MaxFrame = DefaultMaxFrame
@@ -184,6 +189,9 @@ func NewServer(opts Options) (*Server, error) {
 	s.hosted = make(map[protocol.ToolType]Tool, len(opts.HostedTools))
 	for _, t := range opts.HostedTools {
 		s.hosted[t.Definition().Type] = t
+	}
+	if s.opts.DrainTimeout <= 0 {
+		s.opts.DrainTimeout = DefaultDrainTimeout
 	}
 	if s.opts.WriteTimeout <= 0 {
 		s.opts.WriteTimeout = DefaultWriteTimeout
@@ -261,38 +269,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Shutdown closes every WebSocket session (close status 1001), ends the
-// responses still streaming over HTTP and the suspended rollouts, and waits
-// for their goroutines, or for ctx. Call it before http.Server.Shutdown,
-// which neither waits for hijacked connections nor ends running handlers.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	// Cancelled first: a session torn down from now on starts no resume
-	// window, and a suspended rollout ends with the server.
-	s.cancel()
-	s.mu.Lock()
-	for sess := range s.sessions {
-		sess.stop(websocket.StatusGoingAway, "server shutting down")
-	}
-	for _, sp := range s.suspended {
-		sp.shutdown()
-	}
-	for _, t := range s.tails {
-		s.dropTailLocked(t)
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // admitConn takes a connection slot for tenant, or says why there is none.
 // The slot is given back by untrack.
 func (s *Server) admitConn(tenant string) *protocol.Error {
@@ -304,7 +280,7 @@ func (s *Server) admitConn(tenant string) *protocol.Error {
 	}
 	switch {
 	case s.closed:
-		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerError, "", "The server is shutting down.")
+		return errShutdown()
 	case total >= s.opts.MaxConnections:
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeTooManyConnections, "",
 			"This server already holds %d WebSocket connections, its limit (--max-connections). Retry later.", total)
@@ -343,7 +319,7 @@ func (s *Server) register(sp *suspension) *protocol.Error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerError, "", "The server is shutting down.")
+		return errShutdown()
 	}
 	if len(s.suspended) >= s.opts.MaxSuspended {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",

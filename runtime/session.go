@@ -37,11 +37,14 @@ type session struct {
 	tenant  string // its key's tenant, "" without keys
 	suspend bool   // suspended rollouts by default (OpenAI-Beta: responses_websockets=2026-02-04)
 
-	ctx    context.Context    // cancelled when the session ends
-	cancel context.CancelFunc //
-	out    *outbox            // frames for writeLoop
-	slots  chan struct{}      // one token per response in flight
-	wg     sync.WaitGroup     // lane workers
+	ctx        context.Context    // cancelled when the session ends
+	cancel     context.CancelFunc //
+	out        *outbox            // frames for writeLoop
+	slots      chan struct{}      // one token per response in flight
+	wg         sync.WaitGroup     // lane workers
+	quit       chan struct{}      // closed by goAway: lanes finish the job in hand and stop
+	quitOnce   sync.Once
+	writerDone chan struct{} // closed when writeLoop has returned
 
 	stopOnce    sync.Once
 	closeStatus websocket.StatusCode // set once by stop, before ctx ends; read by the closer after
@@ -88,7 +91,7 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 	return &session{
 		srv: s, conn: conn, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r),
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
 		out:     newOutbox(outQueueFrames, s.now),
 		slots:   make(chan struct{}, s.opts.MaxInFlight),
 		lanes:   make(map[string]*lane),
@@ -101,7 +104,7 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 
 // run serves the connection until it ends, then joins every goroutine.
 func (sess *session) run(reqCtx context.Context) {
-	writerDone := make(chan struct{})
+	writerDone := sess.writerDone
 	go func() {
 		defer close(writerDone)
 		if err := sess.writeLoop(sess.ctx); err != nil {
@@ -240,10 +243,13 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, received time.Time, decod
 // once (an error event) when the connection is at a limit that queuing
 // would not resolve, or when check, called under mu, says why.
 func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Error) {
+	closing := sess.srv.closing()
 	sess.mu.Lock()
 	var ln *lane
 	var perr *protocol.Error
-	if sess.pending >= sess.srv.opts.MaxQueued {
+	if closing {
+		perr = errShutdown()
+	} else if sess.pending >= sess.srv.opts.MaxQueued {
 		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
 			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
 	} else if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
@@ -299,9 +305,36 @@ func (sess *session) laneWorker(ln *lane) {
 	defer sess.wg.Done()
 	for {
 		select {
-		case j := <-ln.queue:
-			sess.runJob(ln, j)
+		case <-sess.quit:
+			sess.refuseQueued(ln, nil)
+			return
 		case <-sess.ctx.Done():
+			return
+		case j := <-ln.queue:
+			select {
+			case <-sess.quit: // a job taken as shutdown began is refused with the rest
+				sess.refuseQueued(ln, j)
+				return
+			default:
+				sess.runJob(ln, j)
+			}
+		}
+	}
+}
+
+// refuseQueued answers j (if any) and the jobs still queued on ln at
+// shutdown, in order.
+func (sess *session) refuseQueued(ln *lane, j *job) {
+	for {
+		if j != nil {
+			sess.mu.Lock()
+			sess.pending--
+			sess.mu.Unlock()
+			sess.send(errorFrame(errShutdown(), ln.id), nil)
+		}
+		select {
+		case j = <-ln.queue:
+		default:
 			return
 		}
 	}
@@ -355,6 +388,9 @@ func (sess *session) runJob(ln *lane, j *job) {
 		return
 	case j.tail != nil:
 		last = sess.replayTail(j)
+		return
+	case sess.srv.closing(): // queued before Shutdown, not begun: refused
+		last = errorFrame(errShutdown(), ln.id)
 		return
 	}
 	last = sess.create(ln, j)

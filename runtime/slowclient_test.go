@@ -79,12 +79,13 @@ func (b blockingSampler) Sample(ctx context.Context, _ *sampler.Request, _ func(
 	return sampler.Result{}, ctx.Err()
 }
 
-// TestShutdownAnswersJSONCreate: a non-streaming create that Shutdown cuts
-// is answered 503 server_shutting_down, not with a closed connection.
+// TestShutdownAnswersJSONCreate: a non-streaming create that outlasts
+// Shutdown's drain is answered 503 server_shutting_down, not with a closed
+// connection.
 func TestShutdownAnswersJSONCreate(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 1)
-	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"blocks": blockingSampler{started}}})
+	h := newHarness(t, runtime.Options{DrainTimeout: 50 * time.Millisecond, Models: map[string]runtime.Sampler{"blocks": blockingSampler{started}}})
 	type answer struct {
 		code int
 		body string

@@ -61,7 +61,7 @@ func TestShutdownEndsHTTPStreams(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Pacing{TPS: 2})}})
+			h := newHarness(t, runtime.Options{Renderer: r, DrainTimeout: 50 * time.Millisecond, Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Pacing{TPS: 2})}})
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
 			resp, err := client.Post(h.base+tc.path, "application/json", strings.NewReader(tc.body))
@@ -90,8 +90,8 @@ func TestShutdownEndsHTTPStreams(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the HTTP stream outlived Shutdown")
 			}
-			// A Responses stream ends with an error event that says why.
-			if tc.path == "/responses" && (!strings.Contains(string(rest), "event: error\ndata: ") || !strings.Contains(string(rest), `"code":"server_shutting_down"`)) {
+			// A Responses stream that outlasts the drain fails, and says why.
+			if tc.path == "/responses" && (!strings.Contains(string(rest), "event: response.failed\ndata: ") || !strings.Contains(string(rest), `"code":"server_shutting_down"`)) {
 				t.Errorf("the stream cut by Shutdown ended with %q", tail(string(rest)))
 			}
 		})

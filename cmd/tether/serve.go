@@ -40,6 +40,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
+	drainTimeout := fs.Duration("drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
@@ -123,6 +124,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ResumeWindow:    *resumeWindow,
 		BodyTimeout:     *bodyTimeout,
 		WriteTimeout:    *writeTimeout,
+		DrainTimeout:    *drainTimeout,
 		MaxCallsPerStep: *maxCalls,
 		MaxSuspended:    *maxSuspended,
 		TenantSuspended: *tenantSuspended,
@@ -162,7 +164,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The drain, then time for the close handshakes.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), *drainTimeout+10*time.Second)
 	defer cancel()
 	// Sessions and rollouts first: http.Server.Shutdown waits for handlers,
 	// and the server's Shutdown is what ends them.

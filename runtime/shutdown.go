@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// errShuttingDown ends the rollouts still running when the drain is over:
+// they fail with server_shutting_down, and their clients are told.
+var errShuttingDown = errors.New("runtime: the server is shutting down")
+
+// Shutdown stops taking work and lets the work in hand end, in three
+// steps, each told to the clients concerned:
+//
+//  1. New connections and new responses are refused (server_shutting_down),
+//     those queued on a lane too;
+//     the responses running get DrainTimeout to finish (tool outputs that
+//     clients append meanwhile are taken: their rollouts run on).
+//  2. What still runs or waits, parked or detached, fails with
+//     server_shutting_down: a response.failed (an error event on SSE
+//     streams cut later than that) for every client that is connected.
+//  3. Every WebSocket session writes what it has queued, then its close
+//     frame (1001), and waits for the client's.
+//
+// Shutdown returns when every goroutine of the server's has ended, or when
+// ctx does. Call it before http.Server.Shutdown, which neither waits for
+// hijacked connections nor ends running handlers.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+
+	s.drain(ctx)
+	s.mu.Lock()
+	s.aborting = true
+	for r := range s.rollouts {
+		r.abort(errShuttingDown)
+	}
+	for _, sp := range s.suspended {
+		sp.shutdown()
+	}
+	for _, t := range s.tails {
+		s.dropTailLocked(t)
+	}
+	s.mu.Unlock()
+	s.awaitRollouts(ctx)
+
+	// Cancelled once the rollouts have had their say: a session torn down
+	// from now on starts no resume window, and an HTTP stream still open
+	// ends.
+	s.cancel()
+	s.mu.Lock()
+	for sess := range s.sessions {
+		go sess.goAway(ctx)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closing reports whether Shutdown has begun.
+func (s *Server) closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// drain waits until no rollout is busy (running rather than parked on its
+// client), for DrainTimeout at most.
+func (s *Server) drain(ctx context.Context) {
+	t := time.NewTimer(s.opts.DrainTimeout)
+	defer t.Stop()
+	for s.busy() > 0 {
+		select {
+		case <-s.changed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// awaitRollouts waits until every rollout has returned, or ctx ends.
+func (s *Server) awaitRollouts(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		n := len(s.rollouts)
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-s.changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// busy counts the rollouts running, not parked.
+func (s *Server) busy() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for r := range s.rollouts {
+		if !r.parked() {
+			n++
+		}
+	}
+	return n
+}
+
+// began and ended keep the registry of running rollouts that Shutdown
+// drains.
+func (s *Server) began(r *rollout) {
+	s.mu.Lock()
+	s.rollouts[r] = struct{}{}
+	if s.aborting { // it slipped past every check for closing
+		r.abort(errShuttingDown)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) ended(r *rollout) {
+	s.mu.Lock()
+	delete(s.rollouts, r)
+	s.mu.Unlock()
+	s.notify()
+}
+
+// notify tells a draining Shutdown that a rollout ended or parked.
+func (s *Server) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// goAway ends a session at shutdown, in order: its lanes finish the job in
+// hand and answer the ones queued with server_shutting_down, the writer
+// writes everything queued, then the close frame goes out (1001).
+func (sess *session) goAway(ctx context.Context) {
+	sess.quitOnce.Do(func() { close(sess.quit) })
+	lanes := make(chan struct{})
+	go func() { sess.wg.Wait(); close(lanes) }()
+	select {
+	case <-lanes:
+	case <-ctx.Done():
+	}
+	sess.out.end()
+	select {
+	case <-sess.writerDone:
+	case <-ctx.Done():
+	}
+	sess.stop(websocket.StatusGoingAway, "server shutting down")
+}
