@@ -144,8 +144,34 @@ type clientHead struct {
 	Type       *ClientEventType `json:"type"`
 	StreamID   *string          `json:"stream_id"`
 	ResponseID string           `json:"response_id"`
-	Input      json.RawMessage  `json:"input"`
 	After      *int             `json:"sequence_number"`
+	// No input: a create's is decoded once, by DecodeCreateRequest, and an
+	// append's by decodeAppendInput, rather than copied here first.
+}
+
+// PeekClientEvent reads only the type and lane of a client frame, without
+// decoding (or copying) its body: for a server that may refuse a large
+// frame before it decodes it. ok is false when the head does not decode.
+func PeekClientEvent(data []byte) (typ ClientEventType, lane string, ok bool) {
+	var head clientHead
+	if unmarshal(data, &head) != nil || head.Type == nil {
+		return "", "", false
+	}
+	if head.StreamID != nil {
+		lane = *head.StreamID
+	}
+	return *head.Type, lane, true
+}
+
+// decodeAppendInput is the input of a response.append frame.
+func decodeAppendInput(data []byte) (Items, *Error) {
+	var in struct {
+		Input jsontext.Value `json:"input"`
+	}
+	if err := unmarshal(data, &in); err != nil {
+		return nil, Invalid(CodeInvalidType, "input", "Invalid input: %s.", jsonReason(err))
+	}
+	return decodeInput(json.RawMessage(in.Input))
 }
 
 // DecodeClientEvent decodes one inbound WebSocket frame. On error it still
@@ -177,7 +203,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 		if head.ResponseID == "" {
 			return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
 		}
-		items, perr := decodeInput(head.Input)
+		items, perr := decodeAppendInput(data)
 		if perr != nil {
 			return nil, lane, perr
 		}

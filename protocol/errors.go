@@ -36,6 +36,7 @@ const (
 	CodeToolOutputMismatch   = "tool_output_type_mismatch" // an output item of the wrong type for its call
 	CodeUnsupportedParameter = "unsupported_parameter"
 	CodeQueueFull            = "websocket_queue_full"
+	CodeConnectionBytes      = "websocket_bytes_in_flight" // a connection's requests in flight past ConnBytes
 	CodeBinaryFrame          = "unsupported_frame_type"
 	CodeRequestTooLarge      = "request_too_large"
 	CodeRequestTimeout       = "request_timeout"

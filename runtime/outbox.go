@@ -22,11 +22,13 @@ import (
 // rule, in one place (session.tooSlow).
 type outbox struct {
 	soft, hard int // frames
+	hardBytes  int // and bytes: a queue past either bound is a client too slow
 
 	now func() time.Time
 
 	mu     sync.Mutex
 	q      []queued      // guarded by mu
+	bytes  int           // of the frames in q, guarded by mu
 	spare  []queued      // the writer's last batch, reused; guarded by mu
 	closed bool          // guarded by mu
 	ended  bool          // no more frames will come: take returns nil once empty; guarded by mu
@@ -58,8 +60,11 @@ func (d *delivery) wrote(q queued, start, end time.Time) {
 	d.write.Add(int64(end.Sub(start)))
 }
 
+// outQueueBytes is an outbox's hard bound in bytes (see outbox).
+const outQueueBytes = 16 << 20
+
 func newOutbox(soft int, now func() time.Time) *outbox {
-	return &outbox{soft: soft, hard: 4 * soft, now: now, ready: make(chan struct{}, 1)}
+	return &outbox{soft: soft, hard: 4 * soft, hardBytes: outQueueBytes, now: now, ready: make(chan struct{}, 1)}
 }
 
 // put queues b for the writer, on acct's account (nil for none). It never
@@ -70,10 +75,11 @@ func (o *outbox) put(b []byte, acct *delivery) error {
 	switch {
 	case o.closed || o.ended:
 		return errSessionClosed
-	case len(o.q) >= o.hard:
+	case len(o.q) >= o.hard, len(o.q) > 0 && o.bytes+len(b) > o.hardBytes:
 		return errSlowClient
 	}
 	o.q = append(o.q, queued{b: b, at: o.now(), acct: acct})
+	o.bytes += len(b)
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
 	}
@@ -108,7 +114,7 @@ func (o *outbox) take(ctx context.Context) []queued {
 		if len(o.q) > 0 {
 			batch := o.q
 			clear(o.spare) // the frames the writer has written
-			o.q, o.spare = o.spare[:0], batch
+			o.q, o.spare, o.bytes = o.spare[:0], batch, 0
 			o.drainedLocked()
 			o.mu.Unlock()
 			return batch
@@ -140,7 +146,7 @@ func (o *outbox) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
-	o.q = nil
+	o.q, o.bytes = nil, 0
 	o.drainedLocked()
 	select {
 	case o.ready <- struct{}{}:

@@ -31,6 +31,7 @@ const (
 	DefaultMaxQueued       = 256
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultDrainTimeout    = 10 * time.Second
+	DefaultConnBytes       = 16 << 20
 	DefaultBodyTimeout     = 30 * time.Second
 	DefaultMaxCallsPerStep = 256
 	DefaultSuspendTimeout  = 10 * time.Minute
@@ -84,6 +85,12 @@ type Options struct {
 	// MaxQueued bounds the creates a connection may have accepted and not yet
 	// finished (running or waiting); beyond it a create is refused.
 	MaxQueued int
+	// ConnBytes bounds the bytes of the creates a WebSocket connection has
+	// in flight (queued, running or parked), by their frames' size: past it a
+	// create is refused (websocket_bytes_in_flight), unless nothing else is
+	// in flight, so that any frame up to MaxFrame can be served alone. A
+	// request costs a few times its size in memory while it is served.
+	ConnBytes int
 	// DrainTimeout is how long Shutdown lets running responses finish
 	// before it ends them with server_shutting_down.
 	DrainTimeout time.Duration
@@ -189,6 +196,9 @@ func NewServer(opts Options) (*Server, error) {
 	s.hosted = make(map[protocol.ToolType]Tool, len(opts.HostedTools))
 	for _, t := range opts.HostedTools {
 		s.hosted[t.Definition().Type] = t
+	}
+	if s.opts.ConnBytes <= 0 {
+		s.opts.ConnBytes = DefaultConnBytes
 	}
 	if s.opts.DrainTimeout <= 0 {
 		s.opts.DrainTimeout = DefaultDrainTimeout

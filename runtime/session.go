@@ -57,6 +57,7 @@ type session struct {
 	latest  map[string]string        // lane -> id of its cached response, guarded by mu
 	evicted map[string]struct{}      // ids a failed continuation evicted, guarded by mu
 	pending int                      // creates accepted and not finished, guarded by mu
+	inBytes int                      // the frame bytes of those creates (ConnBytes), guarded by mu
 	routed  map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 }
 
@@ -81,6 +82,7 @@ type job struct {
 	parent   string // previous_response_id of a refused create: the refusal evicts it
 	received time.Time
 	decodeUS int64       // microseconds spent decoding the frame
+	bytes    int         // a create's frame size, on the connection's ConnBytes account
 	resume   *suspension // response.resume: reattach this suspended rollout
 	tail     *tail       // response.resume of one that has ended: read its tail back
 	after    *int        // the last sequence_number the resuming client received
@@ -221,8 +223,8 @@ func errorFrame(perr *protocol.Error, laneID string) []byte {
 
 // enqueue puts a create on its lane, or refuses it at once when the
 // connection is at a limit that queuing would not resolve.
-func (sess *session) enqueue(ev *protocol.CreateEvent, received time.Time, decodeUS int64) {
-	j := &job{req: ev.Request, parent: ev.Request.PreviousResponseID, received: received, decodeUS: decodeUS}
+func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.Time, decodeUS int64) {
+	j := &job{req: ev.Request, parent: ev.Request.PreviousResponseID, received: received, decodeUS: decodeUS, bytes: size}
 	switch {
 	case received.Sub(sess.started) >= sess.srv.opts.WSMaxAge:
 		j.refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
@@ -246,14 +248,18 @@ func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Er
 	closing := sess.srv.closing()
 	sess.mu.Lock()
 	var ln *lane
-	var perr *protocol.Error
-	if closing {
+	perr := sess.overBudgetLocked(j.bytes)
+	switch {
+	case closing:
 		perr = errShutdown()
-	} else if sess.pending >= sess.srv.opts.MaxQueued {
+	case sess.pending >= sess.srv.opts.MaxQueued:
 		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
 			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
-	} else if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
-		perr = check(ln)
+	case perr != nil:
+	default:
+		if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
+			perr = check(ln)
+		}
 	}
 	if perr != nil {
 		sess.mu.Unlock()
@@ -261,8 +267,25 @@ func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Er
 		return
 	}
 	sess.pending++
+	sess.inBytes += j.bytes
 	sess.mu.Unlock()
 	ln.queue <- j // never blocks: the queue holds MaxQueued and pending < MaxQueued
+}
+
+// overBudget says why a create of size bytes does not fit the
+// connection's byte budget now, or returns nil.
+func (sess *session) overBudget(size int) *protocol.Error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.overBudgetLocked(size)
+}
+
+func (sess *session) overBudgetLocked(size int) *protocol.Error {
+	if sess.inBytes > 0 && sess.inBytes+size > sess.srv.opts.ConnBytes {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeConnectionBytes, "",
+			"This connection already has %d bytes of requests running or queued, and this one would take it past its limit of %d. Wait for one to finish, or open another connection.", sess.inBytes, sess.srv.opts.ConnBytes)
+	}
+	return nil
 }
 
 // refuse answers a frame that could not be decoded: in its lane's order when
@@ -329,6 +352,7 @@ func (sess *session) refuseQueued(ln *lane, j *job) {
 		if j != nil {
 			sess.mu.Lock()
 			sess.pending--
+			sess.inBytes -= j.bytes
 			sess.mu.Unlock()
 			sess.send(errorFrame(errShutdown(), ln.id), nil)
 		}
@@ -358,6 +382,7 @@ func (sess *session) runJob(ln *lane, j *job) {
 		}
 		sess.mu.Lock()
 		sess.pending--
+		sess.inBytes -= j.bytes
 		sess.mu.Unlock()
 		if last != nil {
 			sess.send(last, nil)

@@ -44,6 +44,10 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	sess.run(r.Context())
 }
 
+// peekFrame is the frame size from which the read loop checks a create
+// against the connection's byte budget before decoding it.
+const peekFrame = 64 << 10
+
 // readLoop reads frames until the connection fails; it runs on the handler
 // goroutine. Every frame gets an answer: events, or an error event.
 func (sess *session) readLoop(ctx context.Context) error {
@@ -57,6 +61,16 @@ func (sess *session) readLoop(ctx context.Context) error {
 			sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
 				"Binary frames are not supported on this connection: send each client event as one JSON text frame."), "")
 			continue
+		}
+		if len(data) > peekFrame {
+			// A large create past the connection's budget is refused
+			// before it is decoded into a copy of itself.
+			if typ, lane, ok := protocol.PeekClientEvent(data); ok && typ == protocol.ClientCreate {
+				if perr := sess.overBudget(len(data)); perr != nil {
+					sess.sendError(perr, lane)
+					continue
+				}
+			}
 		}
 		ev, lane, perr := protocol.DecodeClientEvent(data)
 		decodeMicros := sess.srv.now().Sub(received).Microseconds()
@@ -72,7 +86,7 @@ func (sess *session) readLoop(ctx context.Context) error {
 		}
 		switch ev := ev.(type) {
 		case *protocol.CreateEvent:
-			sess.enqueue(ev, received, decodeMicros)
+			sess.enqueue(ev, len(data), received, decodeMicros)
 		case *protocol.AppendEvent:
 			if perr := sess.appendOutputs(ev); perr != nil {
 				sess.sendError(perr, lane)

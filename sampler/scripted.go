@@ -473,9 +473,22 @@ func contentsText(cs protocol.Contents) string {
 
 // quote is s on one line, whitespace collapsed, cut to quoteLimit characters.
 func quote(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= quoteLimit {
-		return s
+	// The words joined by single spaces, only as far as the quote reaches:
+	// the message may be megabytes long.
+	var b strings.Builder
+	n := 0
+	for w := range strings.FieldsSeq(s) {
+		if n > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		if left := quoteLimit + 1 - n; len(w) > 4*left { // a word longer than the quote: its start is enough
+			w = w[:4*left]
+		}
+		b.WriteString(w)
+		if n += utf8.RuneCountInString(w); n > quoteLimit {
+			return strings.TrimSpace(string([]rune(b.String())[:quoteLimit])) + "…"
+		}
 	}
-	return strings.TrimSpace(string([]rune(s)[:quoteLimit])) + "…"
+	return b.String()
 }

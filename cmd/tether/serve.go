@@ -40,6 +40,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
+	connBytes := fs.Int("conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
 	drainTimeout := fs.Duration("drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
@@ -125,6 +126,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BodyTimeout:     *bodyTimeout,
 		WriteTimeout:    *writeTimeout,
 		DrainTimeout:    *drainTimeout,
+		ConnBytes:       *connBytes,
 		MaxCallsPerStep: *maxCalls,
 		MaxSuspended:    *maxSuspended,
 		TenantSuspended: *tenantSuspended,

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
 )
@@ -101,10 +102,28 @@ func (e *Encoder) Count(s string) int {
 	return n
 }
 
+// maxCodecRun bounds the text given to the codec at once. Its expression
+// engine and merge take memory many times the text's size (a 12 MB run of
+// one letter took 800 MB), so a longer run (a piece of 16 KB without a
+// space, a digit or punctuation, or as much non-ASCII text with no place
+// to cut it: only made-up text has one) is split at that length, on a
+// character boundary. Only there can the tokens differ from the codec's.
+const maxCodecRun = 16 << 10
+
 func (e *Encoder) eachCodec(s string, yield func(uint32, string)) {
-	ids, toks, _ := e.codec.Encode(s)
-	for i, id := range ids {
-		yield(uint32(id), toks[i])
+	for len(s) > 0 {
+		n := len(s)
+		if n > maxCodecRun {
+			n = maxCodecRun
+			for n > 0 && !utf8.RuneStart(s[n]) {
+				n--
+			}
+		}
+		ids, toks, _ := e.codec.Encode(s[:n])
+		for i, id := range ids {
+			yield(uint32(id), toks[i])
+		}
+		s = s[n:]
 	}
 }
 

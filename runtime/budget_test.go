@@ -1,0 +1,144 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	goruntime "runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// heapPeak runs f and returns the peak of the live heap over it (the bytes
+// each garbage collection during f found reachable: what the server held,
+// not its garbage) above the live heap before f, and the peak of the whole
+// heap, garbage not yet collected included (what RSS follows, within the
+// collector's pacing). The tests that use it do not run in parallel, so the
+// heap is theirs.
+func heapPeak(f func()) (live, total uint64) {
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() (uint64, uint64) {
+		metrics.Read(samples)
+		return samples[0].Value.Uint64(), samples[1].Value.Uint64()
+	}
+	runtimeGC()
+	base, baseTotal := read()
+	var peakLive, peakTotal uint64
+	sample := func() {
+		l, t := read()
+		peakLive, peakTotal = max(peakLive, l), max(peakTotal, t)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	f()
+	close(stop)
+	wg.Wait()
+	runtimeGC() // a last cycle: what f left reachable counts too
+	sample()
+	return peakLive - min(peakLive, base), peakTotal - min(peakTotal, baseTotal)
+}
+
+const mib = 1 << 20
+
+// TestHostileFramesMemory: the frames that cost far more than their size
+// before are refused or served within a stated bound of live heap, each on
+// one connection: a 136 KB frame that asks one step for 20,000 parallel
+// calls; 16 pipelined creates of 12 MB each; a client that does not read
+// while 32 MiB of events queue for it. None may take more than 64 MiB.
+func TestHostileFramesMemory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")
+	}
+	h := newHarness(t, runtime.Options{})
+	ctx := context.Background()
+
+	t.Run("20k parallel calls", func(t *testing.T) {
+		c := h.dial(t, nil)
+		calls := strings.TrimSuffix(strings.Repeat("f {} | ", 20000), " | ")
+		frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+			"tools": []any{map[string]any{"type": "function", "name": "f"}}, "input": "call: " + calls}))
+		peak, total := heapPeak(func() {
+			c.send(t, frame)
+			evs := untilPause(t, c)
+			if e := decodeEv(t, last(evs)); e.Type != "response.failed" || e.Response.Error.Code != "too_many_tool_calls" {
+				t.Fatalf("ended with %.300s", last(evs))
+			}
+		})
+		t.Logf("%d KB frame: peak live heap %.1f MiB (heap with garbage %.1f MiB)", len(calls)/1000, float64(peak)/mib, float64(total)/mib)
+		if peak > 64*mib {
+			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
+		}
+	})
+
+	t.Run("16 creates of 12 MB", func(t *testing.T) {
+		c := h.dial(t, nil)
+		c.c.SetReadLimit(64 * mib)
+		big, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "input": "Please read this back: " + strings.Repeat("x", 12<<20)}))
+		answers := map[string]int{}
+		peak, total := heapPeak(func() {
+			for range 16 {
+				c.send(t, big)
+			}
+			for range 16 {
+				evs := c.untilTerminal(t)
+				e := decodeEv(t, last(evs))
+				if e.Error != nil {
+					answers[e.Error.Code]++
+				} else {
+					answers[e.Type]++
+				}
+			}
+		})
+		t.Logf("answers %v: peak live heap %.1f MiB (heap with garbage %.1f MiB)", answers, float64(peak)/mib, float64(total)/mib)
+		if answers["response.completed"] == 0 || answers["response.completed"]+answers["websocket_bytes_in_flight"] != 16 {
+			t.Errorf("answers %v: want completed ones and websocket_bytes_in_flight refusals only", answers)
+		}
+		if peak > 64*mib {
+			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
+		}
+	})
+
+	t.Run("a client that does not read", func(t *testing.T) {
+		c := h.dial(t, nil)
+		// Responses of about 1 MiB of events each, never read.
+		text := "Please read this back: " + strings.Repeat("word ", 100_000)
+		var frames [][]byte
+		for i := range 32 {
+			f, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": fmt.Sprint("l", i), "input": text}))
+			frames = append(frames, f)
+		}
+		peak, total := heapPeak(func() {
+			for _, f := range frames {
+				c.send(t, f)
+			}
+			time.Sleep(2 * time.Second) // the server produces what it will; the client reads nothing
+		})
+		c.c.Close(websocket.StatusNormalClosure, "")
+		t.Logf("peak live heap %.1f MiB (heap with garbage %.1f MiB)", float64(peak)/mib, float64(total)/mib)
+		if peak > 64*mib {
+			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
+		}
+		_ = ctx
+	})
+}
+
+func runtimeGC() { goruntime.GC() }
