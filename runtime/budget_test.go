@@ -57,6 +57,14 @@ func heapPeak(f func()) (live, total uint64) {
 	return peakLive - min(peakLive, base), peakTotal - min(peakTotal, baseTotal)
 }
 
+// liveHeap is the live heap after a collection.
+func liveHeap() uint64 {
+	runtimeGC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 const mib = 1 << 20
 
 // TestHostileFramesMemory: the frames that cost far more than their size
