@@ -167,6 +167,37 @@ func TestTenantsAreApart(t *testing.T) {
 	if code, _ := do("DELETE", "/v1/responses/"+created.ID, "sk-alice", ""); code != 200 {
 		t.Errorf("the owner's DELETE: %d", code)
 	}
+
+	// A suspended rollout: another tenant's response.resume (parked, and
+	// once it has ended, its tail) answers as for an unknown id.
+	ac, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close(websocket.StatusNormalClosure, "")
+	alice := &wsConn{c: ac}
+	alice.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+		"input": "alice's secret plan\n" + script([][]dcall{{{"read_file", `{"path":"plan.txt"}`}}})}))
+	pause := last(alice.next(t))
+	id := respID(t, pause)
+	resumeAs := func(what, rid string) string {
+		ws.send(t, refEv("response.resume", rid, ""))
+		b := ws.recv(t)
+		if strings.Contains(string(b), "secret") {
+			t.Errorf("%s leaks the other tenant's content: %s", what, b)
+		}
+		return strings.ReplaceAll(string(b), rid, "ID")
+	}
+	if a, b := resumeAs("resume of a parked rollout", id), resumeAs("resume of an unknown id", unknown); a != b {
+		t.Errorf("another tenant's parked rollout: %s; an unknown id: %s", a, b)
+	}
+	alice.send(t, appendEv(id, "", outputsFor(t, pause)...))
+	if typ := eventType(t, last(alice.untilTerminal(t))); typ != "response.completed" {
+		t.Fatalf("alice's rollout ended with %s", typ)
+	}
+	if a, b := resumeAs("resume of an ended rollout's tail", id), resumeAs("resume of an unknown id", unknown); a != b {
+		t.Errorf("another tenant's tail: %s; an unknown id: %s", a, b)
+	}
 }
 
 // TestTenantSuspendedLimit: one tenant cannot hold more than
