@@ -52,7 +52,7 @@ func ExampleNewServer() {
 func Example_httpServer() {
 	srv, err := runtime.NewServer(runtime.Options{
 		HostedTools: nil, // e.g. hostedtools.NewWebSearch(index)
-		Store:       runtime.NewMemoryStore(1000),
+		Store:       runtime.NewMemoryStore(runtime.MemoryStoreOptions{MaxRecords: 1000}),
 	})
 	if err != nil {
 		panic(err)

@@ -149,7 +149,7 @@ func (s reviewWrappingStore) Get(ctx context.Context, id string) (*runtime.Recor
 // HTTP and WebSocket; it used to be a 500 server_error.
 func TestReviewWrappedNotStored(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), Store: reviewWrappingStore{runtime.NewMemoryStore(0)}})
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), Store: reviewWrappingStore{runtime.NewMemoryStore(runtime.MemoryStoreOptions{})}})
 	const missing = "resp_0123456789abcdef0123456789abcdef0123456789abcdef"
 	status, body := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": missing, "input": "hi"})
 	if status != 400 || !strings.Contains(string(body), `"previous_response_not_found"`) || !strings.Contains(string(body), `"previous_response_id"`) {

@@ -72,8 +72,10 @@ type Options struct {
 	// ResumeWindow is how long a suspended rollout outlives its connection,
 	// waiting for response.resume on a new one.
 	ResumeWindow time.Duration
-	// Store keeps store: true responses. Nil is a MemoryStore.
-	Store Store
+	// Store keeps store: true responses. Nil is a MemoryStore bounded by
+	// StoreBytes and TenantStoreBytes (its defaults when zero).
+	Store                        Store
+	StoreBytes, TenantStoreBytes int
 	// MaxFrame bounds a WebSocket frame and an HTTP body, in bytes.
 	MaxFrame int64
 	// WSMaxAge is the WebSocket connection age limit.
@@ -234,7 +236,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	inner := opts.Store
 	if inner == nil {
-		inner = NewMemoryStore(0)
+		inner = NewMemoryStore(MemoryStoreOptions{MaxBytes: opts.StoreBytes, MaxTenantBytes: opts.TenantStoreBytes})
 	}
 	s.store = scopedStore{inner}
 	sl, err := newSealer(opts.CompactionKey)

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"container/list"
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/tether-run/tether/protocol"
@@ -69,71 +71,143 @@ func (st scopedStore) Delete(ctx context.Context, id string) error {
 	return st.Store.Delete(ctx, id)
 }
 
-// MemoryStore is the default Store: a map guarded by a mutex, holding at
-// most Max records (the oldest go first).
+// MemoryStore is the default Store: records in memory, bounded by count
+// and by bytes, in all and per tenant. A record's bytes are its encoded
+// size (the response, its input and items, and its tokens when kept). Past
+// a bound the oldest records go first: the tenant's own oldest for its
+// bound, the oldest of all for the others. A record larger than a bound on
+// its own is not kept (Put returns ErrTooLarge; the response is served all
+// the same, and reads as not stored).
 type MemoryStore struct {
-	max int
+	opts MemoryStoreOptions
 
-	mu    sync.RWMutex
-	recs  map[string]*Record // guarded by mu
-	order []string           // ids, oldest first, guarded by mu
+	mu      sync.RWMutex
+	recs    map[string]*stored // guarded by mu
+	all     list.List          // of *stored, oldest first; guarded by mu
+	tenants map[string]*tenantRecords
+	bytes   int // guarded by mu
 }
 
-// DefaultStoreMax is how many responses a MemoryStore keeps by default.
-const DefaultStoreMax = 100_000
+// MemoryStoreOptions bound a MemoryStore; zero fields take the defaults.
+type MemoryStoreOptions struct {
+	MaxRecords     int // DefaultStoreMax
+	MaxBytes       int // DefaultStoreBytes
+	MaxTenantBytes int // DefaultTenantStoreBytes
+}
 
-// NewMemoryStore returns an empty in-memory store that keeps at most max
-// records; max <= 0 means DefaultStoreMax.
-func NewMemoryStore(max int) *MemoryStore {
-	if max <= 0 {
-		max = DefaultStoreMax
+type stored struct {
+	rec       *Record
+	bytes     int
+	all, mine *list.Element
+}
+
+// tenantRecords are one tenant's records, oldest first, and their bytes.
+type tenantRecords struct {
+	list  list.List
+	bytes int
+}
+
+// The default bounds of a MemoryStore.
+const (
+	DefaultStoreMax         = 100_000
+	DefaultStoreBytes       = 1 << 30
+	DefaultTenantStoreBytes = 256 << 20
+)
+
+// ErrTooLarge is a record larger than a store's bound on its own.
+var ErrTooLarge = errors.New("runtime: record larger than the store's bound")
+
+// NewMemoryStore returns an empty in-memory store.
+func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
+	if opts.MaxRecords <= 0 {
+		opts.MaxRecords = DefaultStoreMax
 	}
-	return &MemoryStore{max: max, recs: make(map[string]*Record)}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultStoreBytes
+	}
+	if opts.MaxTenantBytes <= 0 {
+		opts.MaxTenantBytes = DefaultTenantStoreBytes
+	}
+	return &MemoryStore{opts: opts, recs: make(map[string]*stored), tenants: make(map[string]*tenantRecords)}
 }
 
-// Put stores rec under its response id, dropping the oldest record when full.
+// recordBytes is a record's size as a store would write it.
+func recordBytes(rec *Record) int {
+	n := 0
+	for _, v := range []any{rec.Response, rec.Input, rec.Items} {
+		if b, err := protocol.Marshal(v); err == nil {
+			n += len(b)
+		}
+	}
+	if rec.Prompt != nil {
+		n += 4 * rec.Prompt.Len()
+	}
+	return n
+}
+
+// Put stores rec under its response id, replacing a record of that id and
+// making room as the bounds say.
 func (m *MemoryStore) Put(_ context.Context, rec *Record) error {
+	size := recordBytes(rec)
+	if size > m.opts.MaxBytes || size > m.opts.MaxTenantBytes {
+		return ErrTooLarge
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.recs[rec.Response.ID]; !ok {
-		m.order = append(m.order, rec.Response.ID)
+	if old := m.recs[rec.Response.ID]; old != nil {
+		m.removeLocked(old)
 	}
-	m.recs[rec.Response.ID] = rec
-	for len(m.recs) > m.max && len(m.order) > 0 {
-		delete(m.recs, m.order[0])
-		m.order = m.order[1:]
+	t := m.tenants[rec.Tenant]
+	if t == nil {
+		t = new(tenantRecords)
+		m.tenants[rec.Tenant] = t
 	}
-	if len(m.order) > 2*m.max { // ids of deleted records linger: compact
-		live := m.order[:0:0]
-		for _, id := range m.order {
-			if _, ok := m.recs[id]; ok {
-				live = append(live, id)
-			}
-		}
-		m.order = live
+	e := &stored{rec: rec, bytes: size}
+	e.all, e.mine = m.all.PushBack(e), t.list.PushBack(e)
+	m.recs[rec.Response.ID] = e
+	m.bytes += size
+	t.bytes += size
+	for t.bytes > m.opts.MaxTenantBytes {
+		m.removeLocked(t.list.Front().Value.(*stored))
+	}
+	for len(m.recs) > m.opts.MaxRecords || m.bytes > m.opts.MaxBytes {
+		m.removeLocked(m.all.Front().Value.(*stored))
 	}
 	return nil
+}
+
+func (m *MemoryStore) removeLocked(e *stored) {
+	delete(m.recs, e.rec.Response.ID)
+	m.all.Remove(e.all)
+	t := m.tenants[e.rec.Tenant]
+	t.list.Remove(e.mine)
+	t.bytes -= e.bytes
+	m.bytes -= e.bytes
+	if t.list.Len() == 0 {
+		delete(m.tenants, e.rec.Tenant)
+	}
 }
 
 // Get returns the record for id, or ErrNotStored.
 func (m *MemoryStore) Get(_ context.Context, id string) (*Record, error) {
 	m.mu.RLock()
-	rec, ok := m.recs[id]
+	e, ok := m.recs[id]
 	m.mu.RUnlock()
 	if !ok {
 		return nil, ErrNotStored
 	}
-	return rec, nil
+	return e.rec, nil
 }
 
 // Delete removes id, or returns ErrNotStored.
 func (m *MemoryStore) Delete(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.recs[id]; !ok {
+	e, ok := m.recs[id]
+	if !ok {
 		return ErrNotStored
 	}
-	delete(m.recs, id)
+	m.removeLocked(e)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tether-run/tether/protocol"
@@ -12,7 +14,7 @@ import (
 // TestMemoryStoreBound: a full MemoryStore drops its oldest records.
 func TestMemoryStoreBound(t *testing.T) {
 	t.Parallel()
-	st := runtime.NewMemoryStore(3)
+	st := runtime.NewMemoryStore(runtime.MemoryStoreOptions{MaxRecords: 3})
 	ctx := context.Background()
 	for i := range 5 {
 		st.Put(ctx, &runtime.Record{Response: &protocol.Response{ID: fmt.Sprintf("resp_%d", i)}})
@@ -28,5 +30,47 @@ func TestMemoryStoreBound(t *testing.T) {
 	}
 	if _, err := st.Get(ctx, "resp_4"); err != runtime.ErrNotStored {
 		t.Fatalf("after Delete: %v", err)
+	}
+}
+
+// TestMemoryStoreBytes: past its bytes in all, a MemoryStore drops the
+// oldest records of all; past a tenant's bytes, that tenant's oldest only;
+// a record larger than a bound is not kept.
+func TestMemoryStoreBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := func(tenant string, i int) *runtime.Record {
+		text := strings.Repeat("x", 10_000)
+		return &runtime.Record{Tenant: tenant, Response: &protocol.Response{ID: fmt.Sprintf("resp_%s%d", tenant, i)},
+			Input: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}}}
+	}
+	kept := func(st *runtime.MemoryStore, tenant string, n int) (ids []int) {
+		for i := range n {
+			if _, err := st.Get(ctx, fmt.Sprintf("resp_%s%d", tenant, i)); err == nil {
+				ids = append(ids, i)
+			}
+		}
+		return ids
+	}
+	// Each record is a little over 10 KB: a tenant keeps 3, all keep 5.
+	st := runtime.NewMemoryStore(runtime.MemoryStoreOptions{MaxBytes: 56_000, MaxTenantBytes: 35_000})
+	for i := range 4 {
+		if err := st.Put(ctx, rec("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := kept(st, "a", 4); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("tenant a past its bytes kept %v, want its newest three", got)
+	}
+	for i := range 3 {
+		st.Put(ctx, rec("b", i))
+	}
+	if a, b := kept(st, "a", 4), kept(st, "b", 3); !slices.Equal(a, []int{2, 3}) || !slices.Equal(b, []int{0, 1, 2}) {
+		t.Fatalf("past the bytes in all: a kept %v, b kept %v; want the oldest of all gone first", a, b)
+	}
+	big := rec("a", 9)
+	big.Input = protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: strings.Repeat("y", 60_000)}}}}
+	if err := st.Put(ctx, big); err != runtime.ErrTooLarge {
+		t.Fatalf("a record past a bound on its own: %v", err)
 	}
 }

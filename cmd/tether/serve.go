@@ -40,6 +40,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
+	storeBytes := fs.Int("store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
+	tenantStoreBytes := fs.Int("tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
 	connBytes := fs.Int("conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
 	drainTimeout := fs.Duration("drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
@@ -116,27 +118,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
 	srv, err := runtime.NewServer(runtime.Options{
-		Models:          served,
-		Renderer:        renderer,
-		HostedTools:     []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
-		MaxFrame:        *maxFrame,
-		WSMaxAge:        *wsMaxAge,
-		SuspendTimeout:  *suspendTimeout,
-		ResumeWindow:    *resumeWindow,
-		BodyTimeout:     *bodyTimeout,
-		WriteTimeout:    *writeTimeout,
-		DrainTimeout:    *drainTimeout,
-		ConnBytes:       *connBytes,
-		MaxCallsPerStep: *maxCalls,
-		MaxSuspended:    *maxSuspended,
-		TenantSuspended: *tenantSuspended,
-		MaxConnections:  *maxConns,
-		TenantConns:     *tenantConns,
-		TenantRPM:       *tenantRPM,
-		Logger:          log,
-		Pprof:           *pprofOn,
-		Cost:            costModel,
-		Keys:            keys,
+		Models:           served,
+		Renderer:         renderer,
+		HostedTools:      []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
+		MaxFrame:         *maxFrame,
+		WSMaxAge:         *wsMaxAge,
+		SuspendTimeout:   *suspendTimeout,
+		ResumeWindow:     *resumeWindow,
+		BodyTimeout:      *bodyTimeout,
+		WriteTimeout:     *writeTimeout,
+		DrainTimeout:     *drainTimeout,
+		ConnBytes:        *connBytes,
+		StoreBytes:       *storeBytes,
+		TenantStoreBytes: *tenantStoreBytes,
+		MaxCallsPerStep:  *maxCalls,
+		MaxSuspended:     *maxSuspended,
+		TenantSuspended:  *tenantSuspended,
+		MaxConnections:   *maxConns,
+		TenantConns:      *tenantConns,
+		TenantRPM:        *tenantRPM,
+		Logger:           log,
+		Pprof:            *pprofOn,
+		Cost:             costModel,
+		Keys:             keys,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
