@@ -56,6 +56,7 @@ const (
 	CodeTooManyConnections  = "too_many_connections"
 	CodeTenantConnections   = "tenant_connection_limit"
 	CodeRateLimited         = "rate_limit_exceeded"
+	CodeTenantInFlight      = "tenant_inflight_limit"
 	CodeShuttingDown        = "server_shutting_down"
 
 	// Upstream models (a sampler that forwards to another server).

@@ -128,13 +128,45 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s", msg))
 		return r, false
 	}
-	if s.opts.TenantRPM > 0 && !s.limiter(tenant).Allow() {
+	if perr := s.rateLimit(tenant); perr != nil {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "",
-			"Your key's tenant made more than %d requests in a minute, its limit on this server (--tenant-rpm). Retry shortly.", s.opts.TenantRPM))
+		writeError(w, perr)
 		return r, false
 	}
 	return r.WithContext(withTenant(r.Context(), tenant)), true
+}
+
+// rateLimit takes one request from tenant's bucket, or says why it is
+// empty: an HTTP request, a WebSocket upgrade and a response.create on a
+// WebSocket are each a request.
+func (s *Server) rateLimit(tenant string) *protocol.Error {
+	if s.opts.TenantRPM <= 0 || tenant == "" || s.limiter(tenant).Allow() {
+		return nil
+	}
+	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "",
+		"Your key's tenant made more than %d requests in a minute, its limit on this server (--tenant-rpm). Retry shortly.", s.opts.TenantRPM)
+}
+
+// inFlight says why tenant may not start another response now: it has
+// TenantInFlight running (parked suspended rollouts included); nil when it
+// may.
+func (s *Server) inFlight(tenant string) *protocol.Error {
+	if tenant == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for r := range s.rollouts {
+		if r.tenant == tenant {
+			n++
+		}
+	}
+	if n < s.opts.TenantInFlight {
+		return nil
+	}
+	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantInFlight, "",
+		"Your key's tenant already has %d responses in progress, its limit on this server (--tenant-inflight). Wait for one to finish.", n)
 }
 
 // limiter is tenant's request bucket: TenantRPM requests, refilled at

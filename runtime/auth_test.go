@@ -296,3 +296,50 @@ func TestConnectionAndRateLimits(t *testing.T) {
 		t.Errorf("bob after carol's burst: %d", code)
 	}
 }
+
+// TestTenantInFlightAndWebSocketRate: a response.create on a WebSocket is a
+// request of its tenant's --tenant-rpm bucket, refused with
+// rate_limit_exceeded in its lane's order when the bucket is empty; and a
+// tenant with TenantInFlight responses in progress (parked suspended
+// rollouts count) is refused another with tenant_inflight_limit, over
+// WebSocket and HTTP, while another tenant is served.
+func TestTenantInFlightAndWebSocketRate(t *testing.T) {
+	t.Parallel()
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+	h := newHarness(t, runtime.Options{Keys: keys, TenantInFlight: 2, TenantRPM: 8})
+	dial := func(key string) *wsConn {
+		c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.CloseNow() })
+		return &wsConn{c: c}
+	}
+	alice := dial("sk-alice") // 1 of alice's 8
+	park := create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script([][]dcall{{{"read_file", `{}`}}})})
+	for _, lane := range []string{"a", "b"} { // 2, 3
+		park["stream_id"] = lane
+		alice.send(t, park)
+		if typ := eventType(t, last(alice.next(t))); typ != "response.done" {
+			t.Fatalf("parking on %s: %s", lane, typ)
+		}
+	}
+	park["stream_id"] = "c" // 4
+	alice.send(t, park)
+	alice.wantError(t, "tenant_inflight_limit")
+	if code, body := authed(t, h, "POST", "/v1/responses", "Bearer sk-alice", `{"model":"tether-scripted","input":"hi"}`); code != http.StatusTooManyRequests || !strings.Contains(body, "tenant_inflight_limit") { // 5
+		t.Errorf("alice over HTTP at her in-flight limit: %d %s", code, body)
+	}
+	if code, _ := authed(t, h, "POST", "/v1/responses", "Bearer sk-bob", `{"model":"tether-scripted","input":"hi"}`); code != http.StatusOK {
+		t.Errorf("bob while alice is at her limit: %d", code)
+	}
+	// Alice's bucket: 5 taken; 3 more creates pass the bucket (and are
+	// refused for in-flight), the next is rate limited.
+	for range 3 {
+		alice.send(t, park)
+		alice.wantError(t, "tenant_inflight_limit")
+	}
+	alice.send(t, park)
+	alice.wantError(t, "rate_limit_exceeded")
+}

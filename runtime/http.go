@@ -98,6 +98,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		path.Design, path.State = designChained, stateStore
 		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
+	if perr := s.inFlight(Tenant(r.Context())); perr != nil {
+		writeError(w, perr)
+		return
+	}
 	ro, perr := s.prepare(req, parent, t0, tm)
 	if perr != nil {
 		writeError(w, perr)

@@ -32,6 +32,7 @@ const (
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultDrainTimeout    = 10 * time.Second
 	DefaultConnBytes       = 16 << 20
+	DefaultTenantInFlight  = 512
 	DefaultBodyTimeout     = 30 * time.Second
 	DefaultMaxCallsPerStep = 256
 	DefaultSuspendTimeout  = 10 * time.Minute
@@ -87,6 +88,10 @@ type Options struct {
 	// MaxQueued bounds the creates a connection may have accepted and not yet
 	// finished (running or waiting); beyond it a create is refused.
 	MaxQueued int
+	// TenantInFlight bounds the responses one tenant has in progress at
+	// once, over every connection and HTTP (suspended rollouts, parked or
+	// not, included), with Keys.
+	TenantInFlight int
 	// ConnBytes bounds the bytes of the creates a WebSocket connection has
 	// in flight (queued, running or parked), by their frames' size: past it a
 	// create is refused (websocket_bytes_in_flight), unless nothing else is
@@ -198,6 +203,9 @@ func NewServer(opts Options) (*Server, error) {
 	s.hosted = make(map[protocol.ToolType]Tool, len(opts.HostedTools))
 	for _, t := range opts.HostedTools {
 		s.hosted[t.Definition().Type] = t
+	}
+	if s.opts.TenantInFlight <= 0 {
+		s.opts.TenantInFlight = DefaultTenantInFlight
 	}
 	if s.opts.ConnBytes <= 0 {
 		s.opts.ConnBytes = DefaultConnBytes

@@ -231,6 +231,8 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 			"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", formatAge(sess.srv.opts.WSMaxAge))
 	case ev.Request.Background != nil && *ev.Request.Background:
 		j.refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
+	default:
+		j.refusal = sess.srv.rateLimit(sess.tenant)
 	}
 	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error {
 		if ln.sp != nil && ln.sp.parkedOn(sess) {
@@ -437,6 +439,9 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 			return errorFrame(perr, ln.id)
 		}
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
+	}
+	if perr := sess.srv.inFlight(sess.tenant); perr != nil {
+		return errorFrame(perr, ln.id)
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {

@@ -40,6 +40,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
+	tenantInFlight := fs.Int("tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
 	storeBytes := fs.Int("store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
 	tenantStoreBytes := fs.Int("tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
 	connBytes := fs.Int("conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
@@ -130,6 +131,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DrainTimeout:     *drainTimeout,
 		ConnBytes:        *connBytes,
 		StoreBytes:       *storeBytes,
+		TenantInFlight:   *tenantInFlight,
 		TenantStoreBytes: *tenantStoreBytes,
 		MaxCallsPerStep:  *maxCalls,
 		MaxSuspended:     *maxSuspended,
