@@ -150,3 +150,24 @@ func TestHostileFramesMemory(t *testing.T) {
 }
 
 func runtimeGC() { goruntime.GC() }
+
+// TestConnectionCacheBytes: past CacheBytes a connection drops the least
+// recently cached lanes' responses, never the newest: a continuation of a
+// dropped one (store false) gets previous_response_not_found, the newest
+// continues.
+func TestConnectionCacheBytes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{CacheBytes: 1})
+	c := h.dial(t, nil)
+	ids := map[string]string{}
+	for _, lane := range []string{"a", "b"} {
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": lane, "input": "hello " + lane}))
+		ids[lane] = respID(t, last(c.untilTerminal(t)))
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "a", "previous_response_id": ids["a"], "input": "again"}))
+	c.wantError(t, "previous_response_not_found")
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "b", "previous_response_id": ids["b"], "input": "again"}))
+	if typ := eventType(t, last(c.untilTerminal(t))); typ != "response.completed" {
+		t.Fatalf("continuing the newest: %s", typ)
+	}
+}

@@ -27,6 +27,12 @@ type conversation struct {
 	header       []sampler.Token
 }
 
+// bytes estimates what the conversation holds in memory, for the
+// connection's CacheBytes: about 4 bytes of item text and 4 of token per
+// rendered token. It costs nothing to compute, and conversations of one
+// chain share most of it, so it errs on the safe side.
+func (c *conversation) bytes() int { return 8 * (c.prompt.Len() + len(c.header)) }
+
 // sameTools reports whether two tool lists are byte-for-byte the same definitions.
 func sameTools(a, b []protocol.Tool) bool {
 	return slices.EqualFunc(a, b, func(x, y protocol.Tool) bool {

@@ -32,6 +32,7 @@ const (
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultDrainTimeout    = 10 * time.Second
 	DefaultConnBytes       = 16 << 20
+	DefaultCacheBytes      = 32 << 20
 	DefaultTenantInFlight  = 512
 	DefaultBodyTimeout     = 30 * time.Second
 	DefaultMaxCallsPerStep = 256
@@ -92,6 +93,10 @@ type Options struct {
 	// once, over every connection and HTTP (suspended rollouts, parked or
 	// not, included), with Keys.
 	TenantInFlight int
+	// CacheBytes bounds what a WebSocket connection caches (the latest
+	// response of each lane, by conversation.bytes' estimate): past it the
+	// least recently cached lanes' responses are dropped, all but the newest.
+	CacheBytes int
 	// ConnBytes bounds the bytes of the creates a WebSocket connection has
 	// in flight (queued, running or parked), by their frames' size: past it a
 	// create is refused (websocket_bytes_in_flight), unless nothing else is
@@ -206,6 +211,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.TenantInFlight <= 0 {
 		s.opts.TenantInFlight = DefaultTenantInFlight
+	}
+	if s.opts.CacheBytes <= 0 {
+		s.opts.CacheBytes = DefaultCacheBytes
 	}
 	if s.opts.ConnBytes <= 0 {
 		s.opts.ConnBytes = DefaultConnBytes

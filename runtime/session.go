@@ -50,15 +50,18 @@ type session struct {
 	closeStatus websocket.StatusCode // set once by stop, before ctx ends; read by the closer after
 	closeReason string               //
 
-	mu      sync.Mutex
-	lanes   map[string]*lane         // guarded by mu; "" is the default lane
-	named   int                      // named lanes, guarded by mu
-	cache   map[string]*conversation // response id -> state, guarded by mu
-	latest  map[string]string        // lane -> id of its cached response, guarded by mu
-	evicted map[string]struct{}      // ids a failed continuation evicted, guarded by mu
-	pending int                      // creates accepted and not finished, guarded by mu
-	inBytes int                      // the frame bytes of those creates (ConnBytes), guarded by mu
-	routed  map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
+	mu         sync.Mutex
+	lanes      map[string]*lane         // guarded by mu; "" is the default lane
+	named      int                      // named lanes, guarded by mu
+	cache      map[string]*conversation // response id -> state, guarded by mu
+	cachedAt   map[string]uint64        // response id -> when it was cached (published), guarded by mu
+	published  uint64                   // responses cached so far, guarded by mu
+	cacheBytes int                      // conversation.bytes of the cache, guarded by mu (CacheBytes)
+	latest     map[string]string        // lane -> id of its cached response, guarded by mu
+	evicted    map[string]struct{}      // ids a failed continuation evicted, guarded by mu
+	pending    int                      // creates accepted and not finished, guarded by mu
+	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
+	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 }
 
 // lane is one stream_id's FIFO of creates, and what runs on it.
@@ -94,10 +97,10 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 		srv: s, conn: conn, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r),
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
-		out:     newOutbox(outQueueFrames, s.now),
-		slots:   make(chan struct{}, s.opts.MaxInFlight),
-		lanes:   make(map[string]*lane),
-		cache:   make(map[string]*conversation),
+		out:   newOutbox(outQueueFrames, s.now),
+		slots: make(chan struct{}, s.opts.MaxInFlight),
+		lanes: make(map[string]*lane),
+		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
 		latest:  make(map[string]string),
 		evicted: make(map[string]struct{}),
 		routed:  make(map[string]bool),
@@ -535,10 +538,39 @@ func (sess *session) publish(ln *lane, conv *conversation) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if old, ok := sess.latest[ln.id]; ok {
-		delete(sess.cache, old)
+		sess.uncacheLocked(old)
 	}
 	sess.latest[ln.id] = conv.response.ID
 	sess.cache[conv.response.ID] = conv
+	sess.cacheBytes += conv.bytes()
+	sess.published++
+	sess.cachedAt[conv.response.ID] = sess.published
+	// Past CacheBytes the other lanes' responses go, least recently
+	// cached first; a continuation of one then reads the store, or gets
+	// previous_response_not_found, as after OpenAI's cache evicts it.
+	for sess.cacheBytes > sess.srv.opts.CacheBytes && len(sess.cache) > 1 {
+		oldest, at := "", uint64(0)
+		for id, n := range sess.cachedAt {
+			if id != conv.response.ID && (oldest == "" || n < at) {
+				oldest, at = id, n
+			}
+		}
+		sess.uncacheLocked(oldest)
+		for lane, id := range sess.latest {
+			if id == oldest {
+				delete(sess.latest, lane)
+			}
+		}
+	}
+}
+
+// uncacheLocked drops id from the cache.
+func (sess *session) uncacheLocked(id string) {
+	if conv, ok := sess.cache[id]; ok {
+		sess.cacheBytes -= conv.bytes()
+		delete(sess.cache, id)
+		delete(sess.cachedAt, id)
+	}
 }
 
 // evictAfterFailure drops the parent of a failed continuation from the cache,
@@ -553,7 +585,7 @@ func (sess *session) evictAfterFailure(ln *lane, parent *conversation) {
 	if _, ok := sess.cache[id]; !ok {
 		return
 	}
-	delete(sess.cache, id)
+	sess.uncacheLocked(id)
 	if sess.latest[ln.id] == id {
 		delete(sess.latest, ln.id)
 	}
