@@ -430,6 +430,9 @@ func (r *run) suspended(ctx context.Context) error {
 		}
 		if ended(end) {
 			r.addUsage(end.Response)
+			// Read: the server may let go of the rollout's tail, kept for
+			// a resume in case this connection was dying (as Codex does).
+			conn.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
 			return nil
 		}
 		ra := end.Response.RequiredAction
