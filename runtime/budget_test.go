@@ -70,8 +70,9 @@ const mib = 1 << 20
 // TestHostileFramesMemory: the frames that cost far more than their size
 // before are refused or served within a stated bound of live heap, each on
 // one connection: a 136 KB frame that asks one step for 20,000 parallel
-// calls; 16 pipelined creates of 12 MB each; a client that does not read
-// while 32 MiB of events queue for it. None may take more than 64 MiB.
+// calls; an input of 40,000 call and output pairs (7.4 MB); 16 pipelined
+// creates of 12 MB each; a client that does not read while 32 streams
+// queue for it. None may take more than 64 MiB.
 func TestHostileFramesMemory(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")
@@ -92,6 +93,27 @@ func TestHostileFramesMemory(t *testing.T) {
 			}
 		})
 		t.Logf("%d KB frame: peak live heap %.1f MiB (heap with garbage %.1f MiB)", len(calls)/1000, float64(peak)/mib, float64(total)/mib)
+		if peak > 64*mib {
+			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
+		}
+	})
+
+	t.Run("40k call and output pairs", func(t *testing.T) {
+		c := h.dial(t, nil)
+		var items []string
+		for i := range 40_000 {
+			items = append(items,
+				fmt.Sprintf(`{"type":"function_call","call_id":"call_%d","name":"read_file","arguments":"{\"path\":\"f%d.go\"}"}`, i, i),
+				fmt.Sprintf(`{"type":"function_call_output","call_id":"call_%d","output":"package f%d"}`, i, i))
+		}
+		frame := []byte(`{"type":"response.create","model":"tether-scripted","store":false,"input":[` + strings.Join(items, ",") + `,{"role":"user","content":"done?"}]}`)
+		peak, total := heapPeak(func() {
+			c.send(t, frame)
+			if e := decodeEv(t, last(c.untilTerminal(t))); e.Type != "response.completed" {
+				t.Fatalf("ended with %+v", e)
+			}
+		})
+		t.Logf("%.1f MB of input: peak live heap %.1f MiB (heap with garbage %.1f MiB)", float64(len(frame))/1e6, float64(peak)/mib, float64(total)/mib)
 		if peak > 64*mib {
 			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
 		}

@@ -102,3 +102,31 @@ func TestShutdownTellsEveryone(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownStuckWriter: a client that reads nothing does not hold
+// Shutdown past its budget: the drain, then the stalled write cut after
+// WriteTimeout, then the close handshake's own bound. Fake time.
+func TestShutdownStuckWriter(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		opts := slowModel(t)
+		opts.DrainTimeout, opts.WriteTimeout = 2*time.Second, 3*time.Second
+		p := newPipeHarness(t, opts)
+		c := p.dial(t, "Bearer a")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": longText}))
+		c.recv(t) // response.created; then the client reads nothing, ever
+		synctest.Wait()
+		start := time.Now()
+		if err := p.srv.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// coder/websocket waits 5 s for the client's close frame.
+		if took, budget := time.Since(start), opts.DrainTimeout+opts.WriteTimeout+5*time.Second+time.Second; took > budget {
+			t.Fatalf("Shutdown took %s with a stuck writer, budget %s", took, budget)
+		}
+		synctest.Wait()
+		if g := serverGoroutines(t); len(g) != 0 {
+			t.Fatalf("%d goroutines left:\n%s", len(g), strings.Join(g, "\n\n"))
+		}
+	})
+}

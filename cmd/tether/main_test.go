@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,4 +75,46 @@ func TestUsage(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--no-such-flag"}, &out, &errOut); code != 2 {
 		t.Fatalf("bad flag: code %d", code)
 	}
+}
+
+// TestServeIdleTimeout: an idle keep-alive connection is closed after
+// --idle-timeout instead of holding a goroutine for as long as the client
+// likes.
+func TestServeIdleTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--idle-timeout", "300ms"}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	addr := strings.TrimPrefix(strings.TrimSpace(line), "listening on http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound on the test, not the thing measured
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle keep-alive: %v after %s, want the server to close it", err, time.Since(start))
+	}
+	cancel()
+	<-done
 }
