@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -136,4 +139,83 @@ func serverMicros(tb testing.TB, raw []byte) int64 {
 		tb.Fatalf("no timings in %s", raw)
 	}
 	return t.TotalMicros
+}
+
+// countingListener counts the writes to the sockets it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	return countingConn{c, l.writes}, err
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// BenchmarkStreamFrames measures the server's path per frame over
+// WebSocket: an unpaced response of about 2,000 text deltas, read by a
+// client that does nothing else. frames/write is how many frames each
+// write to the socket carried (the writer takes every frame queued at
+// once).
+func BenchmarkStreamFrames(b *testing.B) {
+	srv, err := runtime.NewServer(runtime.Options{Renderer: renderer(b), Models: map[string]runtime.Sampler{"deltas": deltaSampler(2000)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var writes atomic.Int64
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Listener = countingListener{hs.Listener, &writes}
+	hs.Start()
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+	ctx := context.Background()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	frame, _ := json.Marshal(create(map[string]any{"model": "deltas", "store": false, "input": "go"}))
+	frames := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		writes.Store(0)
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			frames++
+			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.completed"`)) {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(frames), "ns/frame")
+	b.ReportMetric(float64(frames)/float64(b.N)/float64(max(writes.Load(), 1)), "frames/write")
+}
+
+// deltaSampler answers every request with one message of n tokens, at once.
+type deltaSampler int
+
+func (n deltaSampler) Sample(ctx context.Context, _ *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	emit(sampler.Delta{Kind: sampler.TextStart})
+	for range int(n) {
+		emit(sampler.Delta{Kind: sampler.TextDelta, Text: " tok"})
+	}
+	emit(sampler.Delta{Kind: sampler.PartEnd})
+	return sampler.Result{OutputTokens: int(n), PromptTokens: 1}, ctx.Err()
 }

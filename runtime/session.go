@@ -32,6 +32,7 @@ const outQueueFrames = 1024
 type session struct {
 	srv     *Server
 	conn    *websocket.Conn
+	cork    *corkedConn // conn's socket, whose writes writeBatch holds back per batch; nil if not hijacked through corkingWriter
 	started time.Time
 	creds   string // hash of the Authorization header: suspended rollouts resume only under it
 	tenant  string // its key's tenant, "" without keys

@@ -24,7 +24,8 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	cw := &corkingWriter{ResponseWriter: w}
+	conn, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		// Codex offers permessage-deflate (with context takeover); openai-go does not.
 		CompressionMode: websocket.CompressionContextTakeover,
 	})
@@ -36,6 +37,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetReadLimit(s.opts.MaxFrame)
 	sess := newSession(s, conn, r)
+	sess.cork = cw.conn
 	if !s.track(sess) {
 		conn.Close(websocket.StatusGoingAway, "server shutting down")
 		return
@@ -156,17 +158,37 @@ func (sess *session) writeLoop(ctx context.Context) error {
 	}
 }
 
+// writeBatch writes a batch of frames in one write to the socket (see
+// corkedConn). Each frame is charged the time from the end of the one
+// before; the last also the write.
 func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.WriteTimeout)
 	defer cancel()
-	for _, q := range batch {
-		start := sess.srv.now()
-		if err := sess.conn.Write(ctx, websocket.MessageText, q.b); err != nil {
-			return err
-		}
-		sess.srv.wrote(q, start, sess.srv.now())
+	if sess.cork != nil {
+		sess.cork.cork()
 	}
-	return nil
+	start := sess.srv.now()
+	var err error
+	for i, q := range batch {
+		if err = sess.conn.Write(ctx, websocket.MessageText, q.b); err != nil {
+			break
+		}
+		if i < len(batch)-1 {
+			end := sess.srv.now()
+			sess.srv.wrote(q, start, end)
+			start = end
+		}
+	}
+	if sess.cork != nil { // on every path: a close frame the library wrote meanwhile is held too
+		deadline, _ := ctx.Deadline()
+		if uerr := sess.cork.uncork(deadline); err == nil {
+			err = uerr
+		}
+	}
+	if err == nil {
+		sess.srv.wrote(batch[len(batch)-1], start, sess.srv.now())
+	}
+	return err
 }
 
 // isNormalClose reports whether err is an ordinary end of a connection.
