@@ -1,9 +1,9 @@
 package protocol
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
 	"encoding/json"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // This file is the wire vocabulary of Chat Completions (POST

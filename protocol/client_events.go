@@ -1,9 +1,9 @@
 package protocol
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
 	"encoding/json"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ClientEventType names a client (inbound WebSocket) event.

@@ -1,9 +1,9 @@
 package protocol
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
 	"encoding/json"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ContentType names a content part.
@@ -151,6 +151,7 @@ func (c *InputText) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *InputText) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *OutputText) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *c
 	if w.Annotations == nil {
@@ -161,12 +162,14 @@ func (c *OutputText) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *OutputText) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *Refusal) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ContentRefusal), (*wireRefusal)(c))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *Refusal) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *InputImage) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *c
 	if w.Detail == "" {
@@ -177,30 +180,35 @@ func (c *InputImage) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *InputImage) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *InputFile) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ContentInputFile), (*wireInputFile)(c))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *InputFile) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *InputVideo) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ContentInputVideo), (*wireInputVideo)(c))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *InputVideo) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *TextPart) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ContentText), (*wireTextPart)(c))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *TextPart) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *SummaryText) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ContentSummaryText), (*wireSummaryText)(c))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c *SummaryText) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
 func (c *ReasoningText) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ContentReasoningText), (*wireReasoningText)(c))
 }

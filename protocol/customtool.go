@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -55,6 +56,7 @@ func (i *CustomToolCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *CustomToolCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *CustomToolCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemCustomToolCallOutput), (*wireCustomToolCallOutput)(i))
 }

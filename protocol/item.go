@@ -1,9 +1,9 @@
 package protocol
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
 	"encoding/json"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ItemType names an item of input or output.
@@ -141,18 +141,21 @@ func (i *Message) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *Message) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *FunctionCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemFunctionCall), (*wireFunctionCall)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *FunctionCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *FunctionCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemFunctionCallOutput), (*wireFunctionCallOutput)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *FunctionCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *Reasoning) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Summary == nil {
@@ -163,12 +166,14 @@ func (i *Reasoning) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *Reasoning) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *Compaction) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemCompaction), (*wireCompaction)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *Compaction) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ItemReferenceItem) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemReference), (*wireItemReference)(i))
 }

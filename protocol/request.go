@@ -1,12 +1,11 @@
 package protocol
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
-	jsonv1 "github.com/go-json-experiment/json/v1"
-
 	"encoding/json"
 	"errors"
+
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // CreateRequest is the body of POST /v1/responses, and of a WebSocket

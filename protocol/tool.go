@@ -1,10 +1,10 @@
 package protocol
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
 	"encoding/json"
 	"slices"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ToolType names a tool.

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -171,54 +172,63 @@ func (i *ShellCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ShellCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ShellCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemShellCallOutput), (*wireShellCallOutput)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ShellCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *LocalShellCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemLocalShellCall), (*wireLocalShellCall)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *LocalShellCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *LocalShellCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemLocalShellCallOutput), (*wireLocalShellCallOutput)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *LocalShellCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ApplyPatchCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemApplyPatchCall), (*wireApplyPatchCall)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ApplyPatchCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ApplyPatchCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemApplyPatchCallOutput), (*wireApplyPatchCallOutput)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ApplyPatchCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ComputerCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemComputerCall), (*wireComputerCall)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ComputerCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ComputerCallOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemComputerCallOutput), (*wireComputerCallOutput)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ComputerCallOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ToolSearchCall) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return typedTo(enc, string(ItemToolSearchCall), (*wireToolSearchCall)(i))
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ToolSearchCall) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *ToolSearchOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Tools == nil {
@@ -229,6 +239,7 @@ func (i *ToolSearchOutput) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (i *ToolSearchOutput) MarshalJSON() ([]byte, error) { return Marshal(i) }
+
 func (i *AdditionalTools) MarshalJSONTo(enc *jsontext.Encoder) error {
 	w := *i
 	if w.Tools == nil {
