@@ -14,6 +14,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -215,6 +216,7 @@ type Replay struct {
 	timing Timing
 	cache  *PrefixCache
 	trace  *Trace
+	toks   sync.Map // a step's text or arguments -> its tokens: each is tokenized once, not at every sample
 }
 
 // NewReplay returns a backend that replays trace, streaming o200k_base
@@ -248,12 +250,22 @@ func (p *Replay) next(req *Request) ([]part, int) {
 	step := p.trace.Steps[k]
 	var parts []part
 	if step.Text != "" {
-		parts = append(parts, part{text: step.Text})
+		parts = append(parts, part{text: step.Text, toks: p.tokens(step.Text)})
 	}
 	for i, c := range step.Calls {
-		parts = append(parts, part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments})
+		parts = append(parts, part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments, toks: p.tokens(c.Arguments)})
 	}
 	return parts, step.ReasoningTokens
+}
+
+// tokens are s's tokens, tokenized the first time s is replayed.
+func (p *Replay) tokens(s string) []string {
+	if t, ok := p.toks.Load(s); ok {
+		return t.([]string)
+	}
+	t := p.r.Tokens(s)
+	p.toks.Store(s, t)
+	return t
 }
 
 // stepsDone is the number of the trace's steps with calls whose calls are

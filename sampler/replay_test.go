@@ -204,3 +204,35 @@ func TestReplayPacing(t *testing.T) {
 		t.Fatalf("limited: %+v", res)
 	}
 }
+
+// BenchmarkReplayStep measures the replay backend's own work for the first
+// step of each trace, unpaced (its deltas go nowhere): looking the prompt up
+// in its prefix cache, choosing the step and streaming its tokens, which it
+// tokenizes the first time only.
+func BenchmarkReplayStep(b *testing.B) {
+	traces, err := LoadTraces()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := NewRenderer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: "any task"}}}}
+	var replays []*Replay
+	for _, tr := range traces {
+		replays = append(replays, NewReplay(r, Timing{}, tr))
+	}
+	deltas := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, p := range replays {
+			res, err := p.Sample(context.Background(), &Request{Items: items}, func(Delta) {})
+			if err != nil {
+				b.Fatal(err)
+			}
+			deltas += res.OutputTokens
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(deltas), "ns/token")
+}

@@ -52,6 +52,7 @@ type part struct {
 	callType                protocol.ItemType // "" for a function call
 	callID, name, namespace string
 	text                    string                // message text, or call arguments
+	toks                    []string              // text's tokens when the backend has them already (read only); nil: streamParts tokenizes
 	cites                   []protocol.Annotation // citations of text spans, by end index
 }
 

@@ -41,7 +41,9 @@ func sampleParts(ctx context.Context, r *Renderer, t Timing, cache *PrefixCache,
 func streamParts(ctx context.Context, r *Renderer, pc *Pacer, skip int, parts []part, limit int, emit func(Delta)) (Result, error) {
 	toks := make([][]string, len(parts))
 	for i, p := range parts {
-		toks[i] = r.Tokens(p.text)
+		if toks[i] = p.toks; toks[i] == nil {
+			toks[i] = r.Tokens(p.text)
+		}
 	}
 	var res Result
 	for k, p := range parts {
