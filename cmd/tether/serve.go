@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tether-run/tether/runtime"
@@ -51,6 +55,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
 	verbose := fs.Bool("v", false, "log debug messages to stderr")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
+	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT takes it (2GiB, 1500MiB): the collector works harder near it instead of letting garbage grow the heap to twice what is live; empty: $GOMEMLIMIT, or none")
 	cost := costFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,6 +97,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if keyMap != nil {
 		keys = new(runtime.Keys)
 		keys.Store(keyMap)
+	}
+	if *memoryLimit != "" {
+		n, err := parseBytes(*memoryLimit)
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: --memory-limit:", err)
+			return 2
+		}
+		debug.SetMemoryLimit(n)
 	}
 	var cfg *Config
 	if *configPath != "" {
@@ -197,4 +210,25 @@ func configureCaches(models map[string]runtime.Sampler, opts sampler.PrefixCache
 			c.Cache().Configure(opts)
 		}
 	}
+}
+
+// parseBytes reads a size as GOMEMLIMIT does: a number and a unit, B,
+// KiB, MiB, GiB or TiB (no unit: bytes).
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+	num, shift := s, uint(0)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, shift = n, u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is not a size: give bytes with a unit, such as 2GiB or 1500MiB", s)
+	}
+	return n << shift, nil
 }
