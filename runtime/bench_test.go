@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -218,4 +219,50 @@ func (n deltaSampler) Sample(ctx context.Context, _ *sampler.Request, emit func(
 	}
 	emit(sampler.Delta{Kind: sampler.PartEnd})
 	return sampler.Result{OutputTokens: int(n), PromptTokens: 1}, ctx.Err()
+}
+
+// BenchmarkParkedRollout measures what a parked suspended rollout holds:
+// b.N rollouts, each on its own WebSocket with about 8k tokens of context,
+// parked on one client call at once. bytes/rollout is the live heap they
+// add (after a collection), goroutines/rollout the goroutines, both the
+// server's and the client's connection's (this process has both). The
+// figures issue 12's compact parked state is measured against.
+func BenchmarkParkedRollout(b *testing.B) {
+	h := newHarness(b, runtime.Options{Renderer: renderer(b), MaxSuspended: 1 << 20, MaxConnections: 1 << 20})
+	ctx := context.Background()
+	ctxItems := history(b, renderer(b), 8_000)
+	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+		"input": append(ctxItems, userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})))}))
+	before, goroutines := liveHeap(), goruntime.NumGoroutine()
+	b.ResetTimer()
+	var conns []*websocket.Conn
+	for range b.N {
+		c, _, err := websocket.Dial(ctx, h.ws, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.done"`)) {
+				break
+			}
+		}
+	}
+	b.StopTimer()
+	// The client's side of each connection is in this process too, and
+	// counted: its connection's buffers and goroutines.
+	held := int64(liveHeap()) - int64(before)
+	g := goruntime.NumGoroutine() - goroutines
+	b.ReportMetric(float64(held)/float64(b.N), "bytes/rollout")
+	b.ReportMetric(float64(g)/float64(b.N), "goroutines/rollout")
+	for _, c := range conns {
+		c.CloseNow()
+	}
 }
