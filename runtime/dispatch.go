@@ -75,7 +75,12 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 	beginStep(calls)
 	results := make([]protocol.Item, len(calls))
 	g, gctx := errgroup.WithContext(ctx)
+	var parked []int // the calls a parker answers, waited for below
 	for i, c := range calls {
+		if _, ok := c.tool.(parker); ok {
+			parked = append(parked, i)
+			continue
+		}
 		g.Go(func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -91,7 +96,21 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 			return nil
 		})
 	}
-	err = g.Wait()
+	var parkErr error
+	if len(parked) > 0 {
+		outs, err := calls[parked[0]].tool.(parker).park(gctx)
+		if err != nil {
+			parkErr = err // the rollout is ending
+		}
+		for _, i := range parked {
+			if err == nil {
+				results[i] = r.settleCall(calls[i], outs[calls[i].call.CallID], nil)
+			}
+		}
+	}
+	if err = g.Wait(); err == nil {
+		err = parkErr
+	}
 	tools := r.srv.now().Sub(t0)
 	r.srv.metrics.dispatched(tools)
 	r.mu.Lock()

@@ -21,9 +21,9 @@ const maxDetachedBytes = 8 << 20
 // session keeps a reference per lane and asks. The state machine is drawn
 // in doc.go.
 //
-// A suspension is also its rollout's client Tool (and its sink): Call parks
-// a client call until response.append delivers the output, and the last
-// call of a step to arrive asks the rollout to announce the pause.
+// A suspension is also its rollout's client Tool (and its sink): the
+// rollout's own goroutine parks on a step's client calls (park) until
+// response.append has delivered every output; no goroutine waits per call.
 //
 // The rollout runs on a goroutine of the server's, so that it outlives its
 // connection: detached, it keeps its frames until a connection with the
@@ -45,14 +45,15 @@ type suspension struct {
 	expiry *time.Timer   // the resume window, while detached; guarded by mu
 
 	// The current step's client calls, guarded by mu.
-	steps    int                           // steps begun
-	step     []protocol.Call               // in output order
-	byID     map[string]protocol.Call      // the step's calls by what an output names them by (call_id; a local shell call's id too)
-	waiting  map[string]chan protocol.Item // call_id -> 1-buffered, once its Call runs: the call's output item
-	left     int                           // calls of the step without an output
-	answered map[string]int                // call_id -> the step it got its output in, over the rollout
-	pauses   int                           // pauses so far: names the one timer is for
-	timer    *time.Timer                   // SuspendTimeout of the current pause
+	steps    int                      // steps begun
+	step     []protocol.Call          // in output order
+	byID     map[string]protocol.Call // the step's calls by what an output names them by (call_id; a local shell call's id too)
+	outputs  map[string]protocol.Item // call_id -> the output appended for it
+	answer   chan struct{}            // closed when the last call of the step has its output
+	left     int                      // calls of the step without an output
+	answered map[string]int           // call_id -> the step it got its output in, over the rollout
+	pauses   int                      // pauses so far: names the one timer is for
+	timer    *time.Timer              // SuspendTimeout of the current pause
 
 	// The replay log, guarded by mu: frames since the client last appended
 	// (appending proves it saw the pause).
@@ -151,36 +152,41 @@ func (sp *suspension) beginStep(calls []protocol.Call) {
 			sp.byID[id] = c
 		}
 	}
-	sp.waiting = make(map[string]chan protocol.Item, len(calls))
+	sp.outputs, sp.answer = make(map[string]protocol.Item, len(calls)), make(chan struct{})
 	if sp.answered == nil {
 		sp.answered = make(map[string]int)
 	}
 }
 
-// Call parks a client call until response.append delivers its output. The
-// step's last call to arrive asks the rollout to announce the pause, with
-// every call of the step, once their output_item.done events are out.
-func (sp *suspension) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
-	ch := make(chan protocol.Item, 1)
+// park announces the pause of the step's client calls (with every one of
+// them, once their output_item.done events are out) and waits until
+// response.append has delivered all their outputs, which it returns by
+// call_id; the rollout's goroutine runs it, while the step's hosted calls
+// go on. It is the one place a suspended rollout parks.
+func (sp *suspension) park(ctx context.Context) (map[string]protocol.Item, error) {
 	sp.mu.Lock()
-	sp.waiting[call.CallID] = ch
-	var pause []protocol.PendingCall
-	if len(sp.waiting) == len(sp.step) {
-		for _, c := range sp.step {
-			pause = append(pause, pendingCall(c))
-		}
+	pause := make([]protocol.PendingCall, len(sp.step))
+	for i, c := range sp.step {
+		pause[i] = pendingCall(c)
 	}
+	answer := sp.answer
 	sp.mu.Unlock()
-	if pause != nil {
-		sp.ro.requireAction(pause)
-	}
-	// The one place a suspended rollout parks.
+	sp.ro.requireAction(pause)
 	select {
-	case out := <-ch:
-		return out, nil
+	case <-answer:
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return sp.outputs, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
+}
+
+// Call is park, for a step of the one call: the rollout parks a step's
+// client calls together (parker), never through Call.
+func (sp *suspension) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
+	outs, err := sp.park(ctx)
+	return outs[call.CallID], err
 }
 
 // pendingCall is a call as a pause lists it.
@@ -318,7 +324,9 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 			// number them per completion (call_0 in every step). An id of
 			// an earlier step that is not pending now was answered then.
 			step, answered := sp.answered[callID]
-			_, pending := sp.waiting[callID]
+			_, inStep := sp.byID[callID]
+			_, has := sp.outputs[callID]
+			pending := inStep && !has
 			switch {
 			case seen[callID] || answered && (step == sp.steps || !pending):
 				return protocol.Invalid(protocol.CodeDuplicateToolOutput, param+".call_id",
@@ -360,9 +368,10 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 		}
 		sp.answered[callID] = sp.steps
 		sp.left--
-		sp.waiting[callID] <- it
+		sp.outputs[callID] = it
 	}
 	if sp.left == 0 {
+		close(sp.answer)
 		sp.state = suspRunning
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before

@@ -45,6 +45,14 @@ type stepTool interface {
 	beginStep(calls []protocol.Call)
 }
 
+// parker is a stepTool whose calls of a step the rollout waits for on its
+// own goroutine, all at once (park returns their results by call_id),
+// rather than on a goroutine per call: the suspended rollout's client.
+type parker interface {
+	stepTool
+	park(ctx context.Context) (map[string]protocol.Item, error)
+}
+
 // openCalls is the client's tool in the cached-state design and over HTTP:
 // every call stays open. The response ends, its state stays in the
 // connection cache (or the store), and the client's next response.create
