@@ -21,9 +21,10 @@
 // In cached-state turns (and over HTTP) that tool leaves them open: the
 // response ends and its state stays in the connection cache for the next
 // response.create with previous_response_id. In a suspended rollout
-// (suspend: true) the client tool is the rollout's suspension: it parks the
-// calls, has the pause announced with response.done and returns the outputs
-// response.append delivers; the whole rollout is one response, which
+// (suspend: true) the client tool is the rollout's suspension: the loop's
+// own goroutine parks on the step's client calls there (while the hosted
+// ones run), has the pause announced with response.done and takes the
+// outputs response.append delivers; the whole rollout is one response, which
 // outlives its connection for the resume window. Over HTTP the state comes
 // from the request or the store.
 //
