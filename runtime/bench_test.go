@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -262,7 +264,25 @@ func BenchmarkParkedRollout(b *testing.B) {
 	g := goruntime.NumGoroutine() - goroutines
 	b.ReportMetric(float64(held)/float64(b.N), "bytes/rollout")
 	b.ReportMetric(float64(g)/float64(b.N), "goroutines/rollout")
+	if rss := residentBytes(); rss > 0 {
+		b.ReportMetric(float64(rss)/(1<<20), "process-RSS-MiB")
+	}
 	for _, c := range conns {
 		c.CloseNow()
 	}
+}
+
+// residentBytes is the process's resident memory, from /proc (0 where there
+// is none).
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }
