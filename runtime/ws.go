@@ -164,13 +164,17 @@ func (sess *session) writeLoop(ctx context.Context) error {
 func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.WriteTimeout)
 	defer cancel()
+	wctx := ctx
 	if sess.cork != nil {
 		sess.cork.cork()
+		// Corked, a frame's write only fills memory: the deadline is the
+		// uncork's, and the library need not arm a timer per frame.
+		wctx = context.WithoutCancel(ctx)
 	}
 	start := sess.srv.now()
 	var err error
 	for i, q := range batch {
-		if err = sess.conn.Write(ctx, websocket.MessageText, q.b); err != nil {
+		if err = sess.conn.Write(wctx, websocket.MessageText, q.b); err != nil {
 			break
 		}
 		if i < len(batch)-1 {
