@@ -238,6 +238,9 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 	default:
 		j.refusal = sess.srv.rateLimit(sess.tenant)
 	}
+	if j.refusal != nil {
+		j.bytes = 0 // a refusal holds no request
+	}
 	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error {
 		if ln.sp != nil && ln.sp.parkedOn(sess) {
 			return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
@@ -254,17 +257,18 @@ func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Er
 	closing := sess.srv.closing()
 	sess.mu.Lock()
 	var ln *lane
-	perr := sess.overBudgetLocked(j.bytes)
+	var perr *protocol.Error
 	switch {
 	case closing:
 		perr = errShutdown()
 	case sess.pending >= sess.srv.opts.MaxQueued:
 		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
 			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
-	case perr != nil:
 	default:
-		if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
-			perr = check(ln)
+		if perr = sess.overBudgetLocked(j.bytes); perr == nil {
+			if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
+				perr = check(ln)
+			}
 		}
 	}
 	if perr != nil {
