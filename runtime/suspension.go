@@ -542,7 +542,7 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 	if terminal != nil {
 		t = &tail{id: sp.id, creds: sp.creds, lane: sp.lane, frames: sp.log, terminal: terminal, bytes: sp.logBytes + len(terminal)}
 	}
-	sp.log, sp.lastDone = nil, nil
+	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
 	sp.mu.Unlock()
 	sp.srv.retire(sp, t)
 	return conv, terminal, true
