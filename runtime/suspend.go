@@ -152,6 +152,10 @@ func (sess *session) resumeOn(ln *lane, j *job) (last []byte) {
 	gone, from, ok := sp.attach(sess, j.after)
 	if !ok {
 		sess.setRunning(ln, nil, nil)
+		if t := sess.srv.lookupTail(sp.id, sess.creds); t != nil { // settled since the resume was admitted
+			j.tail = t
+			return sess.replayTail(j)
+		}
 		return errorFrame(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 			"No suspended response '%s' to resume: it ended, or its resume window passed.", sp.id), ln.id)
 	}

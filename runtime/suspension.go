@@ -531,6 +531,10 @@ func (sp *suspension) follow(ctx context.Context, gone <-chan struct{}) bool {
 // settle hands the ended rollout's result to sess, if sess is where it
 // reports; the rollout then leaves the server, all but its tail.
 func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte, ok bool) {
+	// Under the server's lock too: a resume that finds the rollout settled
+	// finds its tail kept.
+	sp.srv.mu.Lock()
+	defer sp.srv.mu.Unlock()
 	sp.mu.Lock()
 	if sp.sess != sess || sp.state != suspEnded {
 		sp.mu.Unlock()
@@ -544,7 +548,7 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 	}
 	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
 	sp.mu.Unlock()
-	sp.srv.retire(sp, t)
+	sp.srv.retireLocked(sp, t)
 	return conv, terminal, true
 }
 

@@ -40,11 +40,9 @@ func (t *tail) since(after *int) [][]byte {
 	return append(out, t.terminal)
 }
 
-// retire takes a settled rollout off the server's suspended rollouts and
-// keeps its tail.
-func (s *Server) retire(sp *suspension, t *tail) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// retireLocked takes a settled rollout off the server's suspended rollouts
+// and keeps its tail.
+func (s *Server) retireLocked(sp *suspension, t *tail) {
 	if s.suspended[sp.id] == sp {
 		delete(s.suspended, sp.id)
 	}
