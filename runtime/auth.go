@@ -155,13 +155,8 @@ func (s *Server) inFlight(tenant string) *protocol.Error {
 		return nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for r := range s.rollouts {
-		if r.tenant == tenant {
-			n++
-		}
-	}
+	n := s.inFlightBy[tenant]
+	s.mu.Unlock()
 	if n < s.opts.TenantInFlight {
 		return nil
 	}

@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	goruntime "runtime"
@@ -78,7 +77,6 @@ func TestHostileFramesMemory(t *testing.T) {
 		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")
 	}
 	h := newHarness(t, runtime.Options{})
-	ctx := context.Background()
 
 	t.Run("20k parallel calls", func(t *testing.T) {
 		c := h.dial(t, nil)
@@ -167,7 +165,6 @@ func TestHostileFramesMemory(t *testing.T) {
 		if peak > 64*mib {
 			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
 		}
-		_ = ctx
 	})
 }
 

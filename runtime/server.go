@@ -152,25 +152,26 @@ type Server struct {
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
 
-	mu        sync.Mutex
-	sessions  map[*session]struct{}  // guarded by mu
-	conns     map[string]int         // live sessions by tenant, guarded by mu
-	suspended map[string]*suspension // suspended rollouts by response id, guarded by mu
-	tails     map[string]*tail       // the ends of settled suspended rollouts, by response id (tail.go); guarded by mu
-	tailOrder *list.List             // of *tail, oldest first; guarded by mu
-	tailBytes int                    // guarded by mu
-	rollouts  map[*rollout]struct{}  // every rollout running, for Shutdown to drain (shutdown.go); guarded by mu
-	changed   chan struct{}          // 1-buffered: a rollout ended or parked
-	closed    bool                   // Shutdown has begun; guarded by mu
-	aborting  bool                   // and its drain is over; guarded by mu
-	limiters  sync.Map               // tenant -> *rate.Limiter, with TenantRPM
-	wg        sync.WaitGroup         // one per live session and per suspended rollout
+	mu         sync.Mutex
+	sessions   map[*session]struct{}  // guarded by mu
+	conns      map[string]int         // live sessions by tenant, guarded by mu
+	suspended  map[string]*suspension // suspended rollouts by response id, guarded by mu
+	tails      map[string]*tail       // the ends of settled suspended rollouts, by response id (tail.go); guarded by mu
+	tailOrder  *list.List             // of *tail, oldest first; guarded by mu
+	tailBytes  int                    // guarded by mu
+	rollouts   map[*rollout]struct{}  // every rollout running, for Shutdown to drain (shutdown.go); guarded by mu
+	inFlightBy map[string]int         // those rollouts by tenant (TenantInFlight); guarded by mu
+	changed    chan struct{}          // 1-buffered: a rollout ended or parked
+	closed     bool                   // Shutdown has begun; guarded by mu
+	aborting   bool                   // and its drain is over; guarded by mu
+	limiters   sync.Map               // tenant -> *rate.Limiter, with TenantRPM
+	wg         sync.WaitGroup         // one per live session and per suspended rollout
 }
 
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension),
-		tails: make(map[string]*tail), tailOrder: list.New(), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
+		tails: make(map[string]*tail), tailOrder: list.New(), rollouts: map[*rollout]struct{}{}, inFlightBy: map[string]int{}, changed: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxFrame <= 0 {
 		s.opts.MaxFrame = DefaultMaxFrame

@@ -125,6 +125,7 @@ func (s *Server) busy() int {
 func (s *Server) began(r *rollout) {
 	s.mu.Lock()
 	s.rollouts[r] = struct{}{}
+	s.inFlightBy[r.tenant]++
 	if s.aborting { // it slipped past every check for closing
 		r.abort(errShuttingDown)
 	}
@@ -134,6 +135,9 @@ func (s *Server) began(r *rollout) {
 func (s *Server) ended(r *rollout) {
 	s.mu.Lock()
 	delete(s.rollouts, r)
+	if s.inFlightBy[r.tenant]--; s.inFlightBy[r.tenant] == 0 {
+		delete(s.inFlightBy, r.tenant)
+	}
 	s.mu.Unlock()
 	s.notify()
 }

@@ -39,7 +39,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tenantSuspended := fs.Int("tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
 	maxConns := fs.Int("max-connections", runtime.DefaultMaxConnections, "most WebSocket connections open at once")
 	tenantConns := fs.Int("tenant-connections", runtime.DefaultTenantConns, "most WebSocket connections one tenant holds at once, with --api-keys")
-	tenantRPM := fs.Int("tenant-rpm", 0, "most HTTP requests and WebSocket upgrades one tenant makes a minute, with --api-keys; 0 is no limit")
+	tenantRPM := fs.Int("tenant-rpm", 0, "most requests one tenant makes a minute (HTTP requests, WebSocket upgrades, response.create on a WebSocket), with --api-keys; 0 is no limit")
 	maxCalls := fs.Int("max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
