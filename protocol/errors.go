@@ -43,6 +43,7 @@ const (
 	CodeInvalidAPIKey        = "invalid_api_key"
 	CodeInvalidEncrypted     = "invalid_encrypted_content"
 	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeClientTooSlow        = "client_too_slow" // the last event before a close 1008: the client fell behind past the slow-client timeout
 
 	// Suspended rollouts (tether's extension).
 	CodeClientToolTimeout   = "client_tool_timeout"

@@ -117,7 +117,6 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 	r.tm.ToolsMicros += tools.Microseconds()
 	r.flushDoneLocked()
 	r.mu.Unlock()
-	r.flow()
 	if err != nil {
 		return false, err
 	}
@@ -138,7 +137,6 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 	r.mu.Lock()
 	r.resumeLocked()
 	r.mu.Unlock()
-	r.flow()
 	return false, nil
 }
 
@@ -169,7 +167,6 @@ func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protoco
 		r.srv.log.Warn("tool failed", "tool", c.call.Name, "err", err)
 	}
 	r.mu.Lock()
-	defer r.flow()
 	defer r.mu.Unlock()
 	switch {
 	case err != nil:

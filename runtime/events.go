@@ -1,7 +1,7 @@
 package runtime
 
 import (
-	"context"
+	"strings"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -14,12 +14,13 @@ import (
 // rollout keeps mutating what ev points to) and queues it without blocking.
 // An error means nobody will read the stream: the rollout stops.
 //
-// wait is the flow control, called with no lock held after a put: it blocks
-// until the consumer has room for more, ctx ends, or the consumer gives up
-// on its client.
+// behind, also called with the rollout's lock held, reports whether the
+// consumer's client has not yet taken frames put on acct's account (or
+// cannot take any now): the rollout then holds its deltas back and merges
+// them. Nothing a sink does waits for the client.
 type sink interface {
 	put(ev protocol.Event, acct *delivery) error
-	wait(ctx context.Context) error
+	behind(acct *delivery) bool
 }
 
 // discard is the sink of a response whose events nobody streams (HTTP
@@ -27,7 +28,7 @@ type sink interface {
 type discard struct{}
 
 func (discard) put(protocol.Event, *delivery) error { return nil }
-func (discard) wait(context.Context) error          { return nil }
+func (discard) behind(*delivery) bool               { return true }
 
 // eventOrder is the ordering state of a rollout's events, guarded by
 // rollout.mu. Sequence numbers stay gapless across steps and pauses; hosted
@@ -43,19 +44,99 @@ type eventOrder struct {
 	doneNext int                               // lowest output index whose output_item.done has not gone out
 	held     map[int]*protocol.OutputItemEvent // done events waiting for a lower index's
 	pause    []protocol.PendingCall            // a response.done waiting for the held events
+
+	merging *mergedDelta // deltas held back while the client is behind
 }
 
-// emit stamps ev, sends it and waits for the sink to take more.
+// mergedDelta is a run of text or argument deltas of one item that the
+// rollout holds back while its client is behind: they go out as one delta
+// event (the first's, with their text joined) when the client has caught up
+// or any other event is due, so their concatenation, and the sequence
+// numbers, are what the client would have read one by one.
+type mergedDelta struct {
+	ev    protocol.Event // the first delta held
+	delta *string        // its Delta field, set to text when it goes out
+	text  strings.Builder
+}
+
+// emit stamps ev and sends it.
 func (r *rollout) emit(ev protocol.Event) {
 	r.mu.Lock()
 	r.emitLocked(ev)
 	r.mu.Unlock()
-	r.flow()
 }
 
-// emitLocked stamps the next sequence number and the lane on ev and puts it
-// on the sink. The caller calls flow once it has released mu.
+// maxMergedDelta bounds the text of one merged delta: past it the delta
+// goes out behind or not, so that what a slow or departed client has not
+// read is held where its bounds apply (the outbox, the replay log).
+const maxMergedDelta = 64 << 10
+
+// emitDelta sends a text or argument delta (ev, whose Delta field is delta)
+// unless the client is behind: then it holds it back, merged with the
+// deltas of the same item held before it (see mergedDelta). Merging is what
+// keeps a slow reader's queue short without the loop ever waiting for it.
+func (r *rollout) emitDelta(ev protocol.Event, delta *string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.srv.opts.EveryDelta {
+		r.emitLocked(ev)
+		return
+	}
+	o := &r.order
+	if m := o.merging; m != nil && deltaItem(m.ev) == deltaItem(ev) && protocol.Type(m.ev) == protocol.Type(ev) {
+		m.text.WriteString(*delta)
+	} else {
+		r.flushDeltaLocked()
+		m = &mergedDelta{ev: ev, delta: delta}
+		m.text.WriteString(*delta)
+		o.merging = m
+		r.out.holding.Store(true) // before behind looks at queued: see delivery
+	}
+	if o.merging.text.Len() >= maxMergedDelta || !o.sink.behind(&r.out) {
+		r.flushDeltaLocked()
+	}
+}
+
+// flushDelta sends the merged delta held back, if any: the writer calls it
+// (delivery.flush) when the client has caught up.
+func (r *rollout) flushDelta() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushDeltaLocked()
+}
+
+func (r *rollout) flushDeltaLocked() {
+	m := r.order.merging
+	if m == nil {
+		return
+	}
+	r.order.merging = nil
+	r.out.holding.Store(false)
+	*m.delta = m.text.String()
+	r.putLocked(m.ev)
+}
+
+// deltaItem is the item_id of a delta event.
+func deltaItem(ev protocol.Event) string {
+	switch ev := ev.(type) {
+	case *protocol.TextDeltaEvent:
+		return ev.ItemID
+	case *protocol.FunctionArgsDeltaEvent:
+		return ev.ItemID
+	case *protocol.CustomToolInputDeltaEvent:
+		return ev.ItemID
+	}
+	return ""
+}
+
+// emitLocked sends the merged delta held back, if any, then ev: it stamps
+// the next sequence number and the lane on each and puts it on the sink.
 func (r *rollout) emitLocked(ev protocol.Event) {
+	r.flushDeltaLocked()
+	r.putLocked(ev)
+}
+
+func (r *rollout) putLocked(ev protocol.Event) {
 	o := &r.order
 	if o.err != nil {
 		return
@@ -69,19 +150,6 @@ func (r *rollout) emitLocked(ev protocol.Event) {
 	r.out.encode.Add(int64(r.srv.now().Sub(t0)))
 	if err != nil {
 		o.err = err
-		r.stop.abort(err)
-	}
-}
-
-// flow waits, with no lock held, until the sink can take more events. A sink
-// that gives up stops the rollout as a failed put does.
-func (r *rollout) flow() {
-	if err := r.order.sink.wait(r.ctx); err != nil && r.ctx.Err() == nil {
-		r.mu.Lock()
-		if r.order.err == nil {
-			r.order.err = err
-		}
-		r.mu.Unlock()
 		r.stop.abort(err)
 	}
 }
@@ -156,7 +224,6 @@ func (r *rollout) requireAction(calls []protocol.PendingCall) {
 		r.pauseLocked(calls)
 	}
 	r.mu.Unlock()
-	r.flow()
 }
 
 func (r *rollout) pauseLocked(calls []protocol.PendingCall) {

@@ -14,15 +14,18 @@ import (
 // Putting a frame never blocks, so producers may hold their own locks while
 // they put: a rollout keeps its events in order under its lock, a suspended
 // rollout keeps its replay log in step with the connection under its own.
-// Flow control is separate: a producer that can afford to wait calls room,
-// with no lock held, and waits on the channel it returns. Each producer thus
-// runs at most one batch of frames past the soft bound; the hard bound
-// catches those that never wait (the read loop's error replies) when the
-// client does not read at all. What a session does then is its slow-client
-// rule, in one place (session.tooSlow).
+// A rollout never waits for its client: while frames of its account wait
+// for the writer (delivery.queued), it holds its deltas back and merges
+// them (see rollout.emitDelta), so a reader that falls behind gets fewer,
+// larger deltas rather than a longer queue. A replay that can afford to
+// wait calls room, with no lock held, and waits on the channel it returns.
+// A client is too slow when the queue passes its hard bound, or when the
+// oldest frame not yet written is older than slowAfter; what a session
+// does then is its slow-client rule, in one place (session.tooSlow).
 type outbox struct {
-	soft, hard int // frames
-	hardBytes  int // and bytes: a queue past either bound is a client too slow
+	soft, hard int           // frames
+	hardBytes  int           // and bytes: a queue past either bound is a client too slow
+	slowAfter  time.Duration // a frame unwritten for longer is a client too slow; 0: no bound
 
 	now func() time.Time
 
@@ -30,6 +33,7 @@ type outbox struct {
 	q      []queued      // guarded by mu
 	bytes  int           // of the frames in q, guarded by mu
 	spare  []queued      // the writer's last batch, reused; guarded by mu
+	taking time.Time     // when the first frame of the batch the writer has in hand was queued; guarded by mu
 	closed bool          // guarded by mu
 	ended  bool          // no more frames will come: take returns nil once empty; guarded by mu
 	full   chan struct{} // non-nil while len(q) >= soft; closed when it drains; guarded by mu
@@ -49,8 +53,19 @@ type queued struct {
 // them (counted by the producer), waiting in the outbox and being written
 // (counted by the writer). The rollout reads it when it reports its
 // timings; the fields are atomic because those are different goroutines.
+//
+// queued counts the response's frames in an outbox that its writer has not
+// taken yet: while there are any, the client is behind and the rollout
+// merges its deltas. holding says it holds a merged delta back; the writer
+// that takes the last of its queued frames calls flush to send it, so that
+// a delta never waits for the model's next one once the client has caught
+// up. The rollout sets holding before it looks at queued, and the writer
+// lowers queued before it looks at holding: one of them sees the other.
 type delivery struct {
 	frames, encode, outbox, write atomic.Int64 // frames written; nanoseconds
+	queued                        atomic.Int64
+	holding                       atomic.Bool
+	flush                         func() // set before the first frame; takes the rollout's lock
 }
 
 // wrote counts one frame the writer wrote from start to end.
@@ -63,22 +78,27 @@ func (d *delivery) wrote(q queued, start, end time.Time) {
 // outQueueBytes is an outbox's hard bound in bytes (see outbox).
 const outQueueBytes = 16 << 20
 
-func newOutbox(soft int, now func() time.Time) *outbox {
-	return &outbox{soft: soft, hard: 4 * soft, hardBytes: outQueueBytes, now: now, ready: make(chan struct{}, 1)}
+func newOutbox(soft int, slowAfter time.Duration, now func() time.Time) *outbox {
+	return &outbox{soft: soft, hard: 4 * soft, hardBytes: outQueueBytes, slowAfter: slowAfter, now: now, ready: make(chan struct{}, 1)}
 }
 
 // put queues b for the writer, on acct's account (nil for none). It never
-// blocks; it fails once the outbox is closed, or beyond the hard bound.
+// blocks; it fails once the outbox is closed, beyond the hard bound, or when
+// the client has not taken a frame queued slowAfter ago.
 func (o *outbox) put(b []byte, acct *delivery) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	now := o.now()
 	switch {
 	case o.closed || o.ended:
 		return errSessionClosed
-	case len(o.q) >= o.hard, len(o.q) > 0 && o.bytes+len(b) > o.hardBytes:
+	case len(o.q) >= o.hard, len(o.q) > 0 && o.bytes+len(b) > o.hardBytes, o.lateLocked(now):
 		return errSlowClient
 	}
-	o.q = append(o.q, queued{b: b, at: o.now(), acct: acct})
+	if acct != nil {
+		acct.queued.Add(1)
+	}
+	o.q = append(o.q, queued{b: b, at: now, acct: acct})
 	o.bytes += len(b)
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
@@ -88,6 +108,16 @@ func (o *outbox) put(b []byte, acct *delivery) error {
 	default:
 	}
 	return nil
+}
+
+// lateLocked reports whether the oldest frame not yet written, in the
+// writer's hands or queued, waited longer than slowAfter.
+func (o *outbox) lateLocked(now time.Time) bool {
+	oldest := o.taking
+	if oldest.IsZero() && len(o.q) > 0 {
+		oldest = o.q[0].at
+	}
+	return o.slowAfter > 0 && !oldest.IsZero() && now.Sub(oldest) > o.slowAfter
 }
 
 // room returns nil when the outbox is below its soft bound, and otherwise a
@@ -103,10 +133,22 @@ func (o *outbox) room() <-chan struct{} {
 
 // take waits for frames and returns all of them, oldest first, or nil when
 // ctx ends or the outbox has ended and is empty. The returned slice is the
-// writer's until its next take.
+// writer's until its next take. A response whose frames it has now all
+// taken sends the delta it holds back (see delivery), into the next batch.
 func (o *outbox) take(ctx context.Context) []queued {
+	batch := o.takeBatch(ctx)
+	for _, q := range batch {
+		if a := q.acct; a != nil && a.queued.Load() == 0 && a.holding.Load() {
+			a.flush()
+		}
+	}
+	return batch
+}
+
+func (o *outbox) takeBatch(ctx context.Context) []queued {
 	for {
 		o.mu.Lock()
+		o.taking = time.Time{} // the last batch is written
 		if o.closed || o.ended && len(o.q) == 0 {
 			o.mu.Unlock()
 			return nil
@@ -114,7 +156,8 @@ func (o *outbox) take(ctx context.Context) []queued {
 		if len(o.q) > 0 {
 			batch := o.q
 			clear(o.spare) // the frames the writer has written
-			o.q, o.spare, o.bytes = o.spare[:0], batch, 0
+			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].at
+			untake(batch)
 			o.drainedLocked()
 			o.mu.Unlock()
 			return batch
@@ -146,11 +189,39 @@ func (o *outbox) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
+	untake(o.q)
 	o.q, o.bytes = nil, 0
 	o.drainedLocked()
 	select {
 	case o.ready <- struct{}{}:
 	default:
+	}
+}
+
+// finish drops the frames still queued, queues last alone and ends the
+// outbox: the writer writes last after the batch in its hands, then stops.
+func (o *outbox) finish(last []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.ended {
+		return
+	}
+	untake(o.q)
+	o.q, o.bytes, o.ended = append(o.q[:0], queued{b: last, at: o.now()}), len(last), true
+	o.drainedLocked()
+	select {
+	case o.ready <- struct{}{}:
+	default:
+	}
+}
+
+// untake takes frames off their responses' queued counts: the writer has
+// them, or nobody will.
+func untake(qs []queued) {
+	for _, q := range qs {
+		if q.acct != nil {
+			q.acct.queued.Add(-1)
+		}
 	}
 }
 

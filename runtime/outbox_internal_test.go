@@ -11,7 +11,7 @@ import (
 // frame larger than the byte bound is taken into an empty queue; taking
 // the queue resets both.
 func TestOutboxBounds(t *testing.T) {
-	o := newOutbox(2, time.Now)
+	o := newOutbox(2, 0, time.Now)
 	for i := range o.hard {
 		if err := o.put([]byte("x"), nil); err != nil {
 			t.Fatalf("frame %d: %v", i, err)

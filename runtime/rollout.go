@@ -295,6 +295,7 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	defer cancel(nil)
 	r.ctx = ctx
 	r.order.sink, r.order.streamID = sink, r.lane
+	r.out.flush = r.flushDelta
 	r.preInference(ctx)
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)

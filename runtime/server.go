@@ -30,6 +30,7 @@ const (
 	DefaultMaxLanes        = 32
 	DefaultMaxQueued       = 256
 	DefaultWriteTimeout    = 10 * time.Second
+	DefaultSlowClient      = 10 * time.Second
 	DefaultDrainTimeout    = 10 * time.Second
 	DefaultConnBytes       = 16 << 20
 	DefaultCacheBytes      = 32 << 20
@@ -106,11 +107,21 @@ type Options struct {
 	// DrainTimeout is how long Shutdown lets running responses finish
 	// before it ends them with server_shutting_down.
 	DrainTimeout time.Duration
-	// WriteTimeout is how long a rollout waits for a slow client's queue to
-	// drain before the connection is closed with a policy violation, and
-	// how long one batch of writes to a WebSocket or an SSE stream may
-	// stall before the connection is cut.
+	// WriteTimeout is how long one batch of writes to a WebSocket or an SSE
+	// stream may stall before the connection is cut.
 	WriteTimeout time.Duration
+	// SlowClientTimeout is how far behind a client may fall: when a frame
+	// queued for it longer ago is still not written, the connection is
+	// closed with a policy violation (1008) after an error event
+	// (client_too_slow), and an SSE stream is cut. Until then a rollout
+	// never waits for its client: it merges the deltas the client has not
+	// yet taken into fewer, larger ones.
+	SlowClientTimeout time.Duration
+	// EveryDelta sends every text and argument delta as the model made it,
+	// never merged, even to a client that is behind (whose queue then
+	// grows to its bound): for tests and recordings that compare streams
+	// token by token.
+	EveryDelta bool
 	// BodyTimeout bounds reading an HTTP request's body: a body trickled
 	// slower is refused (408) and its connection closed.
 	BodyTimeout time.Duration
@@ -224,6 +235,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.WriteTimeout <= 0 {
 		s.opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if s.opts.SlowClientTimeout <= 0 {
+		s.opts.SlowClientTimeout = DefaultSlowClient
 	}
 	if s.opts.BodyTimeout <= 0 {
 		s.opts.BodyTimeout = DefaultBodyTimeout

@@ -48,6 +48,7 @@ type session struct {
 	writerDone chan struct{} // closed when writeLoop has returned
 
 	stopOnce    sync.Once
+	tooSlowOnce sync.Once
 	closeStatus websocket.StatusCode // set once by stop, before ctx ends; read by the closer after
 	closeReason string               //
 
@@ -98,7 +99,7 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 		srv: s, conn: conn, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r),
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
-		out:   newOutbox(outQueueFrames, s.now),
+		out:   newOutbox(outQueueFrames, s.opts.SlowClientTimeout, s.now),
 		slots: make(chan struct{}, s.opts.MaxInFlight),
 		lanes: make(map[string]*lane),
 		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
@@ -208,10 +209,22 @@ func (sess *session) flow(ctx context.Context) error {
 }
 
 // tooSlow is the slow-client rule, in one place: rather than buffer without
-// bound or stall every lane, close the connection with a policy violation.
+// bound or stall every lane, drop what is queued, tell the client why in one
+// last error event (client_too_slow) and close the connection with a policy
+// violation. The writer writes the error after the batch in its hands, within
+// WriteTimeout; the close follows. Its suspended rollouts detach, to be
+// resumed (their replay logs keep what was dropped).
 func (sess *session) tooSlow() {
-	sess.srv.log.Warn("closing slow websocket client")
-	sess.stop(websocket.StatusPolicyViolation, "client too slow: event queue full")
+	sess.tooSlowOnce.Do(func() {
+		sess.srv.log.Warn("closing slow websocket client")
+		perr := protocol.Errorf(http.StatusTooManyRequests, protocol.CodeClientTooSlow, "",
+			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout)
+		sess.out.finish(errorFrame(perr, ""))
+		go func() {
+			<-sess.writerDone
+			sess.stop(websocket.StatusPolicyViolation, "client too slow")
+		}()
+	})
 }
 
 // sendError queues an error event for laneID.
@@ -508,7 +521,7 @@ func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
 	return s.sess.send(b, acct)
 }
 
-func (s *jobSink) wait(ctx context.Context) error { return s.sess.flow(ctx) }
+func (s *jobSink) behind(acct *delivery) bool { return acct.queued.Load() > 0 }
 
 // resolve finds previous_response_id in the connection cache, or hydrates it
 // from the store. An id a failed continuation evicted stays unknown on this

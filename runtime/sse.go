@@ -28,7 +28,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := newOutbox(outQueueFrames, ro.srv.now)
+	out := newOutbox(outQueueFrames, ro.srv.opts.SlowClientTimeout, ro.srv.now)
 	ran := make(chan struct{})
 	var runErr error
 	go func() {
@@ -118,17 +118,4 @@ func sseFrame(ev protocol.Event) ([]byte, error) {
 	return append(b, "\n\n"...), nil
 }
 
-// wait holds the rollout back while the writer is behind: HTTP's own flow
-// control (a client that reads slowly) reaches the rollout this way.
-func (s sseSink) wait(ctx context.Context) error {
-	room := s.out.room()
-	if room == nil {
-		return nil
-	}
-	select {
-	case <-room:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
+func (s sseSink) behind(acct *delivery) bool { return acct.queued.Load() > 0 }

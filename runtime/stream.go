@@ -27,8 +27,9 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			return
 		}
 		r.openText.WriteString(d.Text)
-		r.emit(&protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
-			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text, Logprobs: &[]protocol.LogProb{}})
+		ev := &protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
+			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text, Logprobs: &[]protocol.LogProb{}}
+		r.emitDelta(ev, &ev.Delta)
 	case sampler.Citation:
 		msg, ok := r.open.(*protocol.Message)
 		if !ok || d.Annotation == nil {
@@ -64,11 +65,13 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.openText.WriteString(d.Text)
 		switch it := r.open.(type) { // hosted calls do not stream arguments
 		case *protocol.FunctionCall:
-			r.emit(&protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
-				ItemID: it.ID, OutputIndex: idx, Delta: d.Text})
+			ev := &protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
+				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
+			r.emitDelta(ev, &ev.Delta)
 		case *protocol.CustomToolCall:
-			r.emit(&protocol.CustomToolInputDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDelta},
-				ItemID: it.ID, OutputIndex: idx, Delta: d.Text})
+			ev := &protocol.CustomToolInputDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDelta},
+				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
+			r.emitDelta(ev, &ev.Delta)
 		}
 	case sampler.PartEnd:
 		if d.Incomplete {
@@ -163,7 +166,6 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		r.mu.Lock()
 		r.itemDoneLocked(idx, r.open)
 		r.mu.Unlock()
-		r.flow()
 	}
 	// Otherwise the item's output_item.done comes from dispatch, when its tool returns.
 	r.resp.Output = append(r.resp.Output, r.open)

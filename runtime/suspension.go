@@ -238,17 +238,13 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	return nil
 }
 
-// wait is the rollout's flow control: it waits for room on the connection it
-// reports to, if any. A connection that gives up on its client does not end
-// the rollout: it is detached when the session ends.
-func (sp *suspension) wait(ctx context.Context) error {
+// behind reports whether the rollout's frames wait for a client: on the
+// connection it reports to, or in the replay log while it is detached or a
+// resuming client catches up. Merged there, deltas keep the log short.
+func (sp *suspension) behind(acct *delivery) bool {
 	sp.mu.Lock()
-	sess := sp.sess
-	sp.mu.Unlock()
-	if sess != nil {
-		sess.flow(ctx)
-	}
-	return nil
+	defer sp.mu.Unlock()
+	return sp.sess == nil || sp.replaying || acct.queued.Load() > 0
 }
 
 // parkLocked: the pause's response.done is going out; from now on the step
@@ -472,6 +468,7 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 		if len(batch) == 0 {
 			sp.replaying = false
 			sp.mu.Unlock()
+			sp.ro.flushDelta() // what it merged while the client was away
 			return
 		}
 		sp.sent = max(sp.sent, from)

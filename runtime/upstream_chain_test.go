@@ -73,8 +73,8 @@ var weatherToolJSON = map[string]any{
 // quoting it.
 func TestUpstreamChainTurns(t *testing.T) {
 	t.Parallel()
-	b := newHarness(t, runtime.Options{Renderer: renderer(t)})
-	a := newChain(t, b, runtime.Options{}, nil)
+	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
+	a := newChain(t, b, runtime.Options{EveryDelta: true}, nil)
 
 	for _, model := range sortedRemotes() {
 		for _, transport := range []string{"http", "ws"} {
@@ -170,8 +170,8 @@ func streamedText(t *testing.T, evs [][]byte) string {
 // must be the same, since B's model sees the same context.
 func TestUpstreamChainMatchesLocal(t *testing.T) {
 	t.Parallel()
-	b := newHarness(t, runtime.Options{Renderer: renderer(t)})
-	a := newChain(t, b, runtime.Options{}, nil)
+	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
+	a := newChain(t, b, runtime.Options{EveryDelta: true}, nil)
 	steps := [][]dcall{
 		{{"read_file", `{"path":"main.go"}`}},
 		{{"grep", `{"pattern":"TODO","path":"."}`}, {"list_dir", `{"path":"cmd"}`}, {"read_file", `{"path":"go.mod"}`}},
@@ -223,8 +223,8 @@ func firstDiff(a, b []string) int {
 // results A sends back.
 func TestUpstreamChainHostedSearch(t *testing.T) {
 	t.Parallel()
-	b := newHarness(t, runtime.Options{Renderer: renderer(t)})
-	a := newChain(t, b, runtime.Options{HostedTools: []runtime.Tool{searchTool()}}, nil)
+	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
+	a := newChain(t, b, runtime.Options{EveryDelta: true, HostedTools: []runtime.Tool{searchTool()}}, nil)
 	for _, model := range sortedRemotes() {
 		t.Run(model, func(t *testing.T) {
 			t.Parallel()
@@ -251,12 +251,12 @@ func TestUpstreamChainHostedSearch(t *testing.T) {
 // /v1/chat/completions.
 func TestUpstreamChainErrors(t *testing.T) {
 	t.Parallel()
-	b := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
 	extra := map[string]runtime.Sampler{}
 	for name, api := range remoteModels {
 		extra["missing-"+name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: b.base, API: api, Model: "no-such-model"})
 	}
-	a := newChain(t, b, runtime.Options{}, extra)
+	a := newChain(t, b, runtime.Options{EveryDelta: true}, extra)
 	const bSays = "The model 'no-such-model' does not exist. Models served here: tether-scripted."
 
 	for _, name := range sortedRemotes() {
@@ -297,7 +297,7 @@ func TestUpstreamChainErrors(t *testing.T) {
 // upstream_error.
 func TestUpstreamChainTimeoutAndUnreachable(t *testing.T) {
 	t.Parallel()
-	b := newHarness(t, runtime.Options{Renderer: renderer(t),
+	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true,
 		Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Pacing{TTFT: time.Minute})}})
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
@@ -306,7 +306,7 @@ func TestUpstreamChainTimeoutAndUnreachable(t *testing.T) {
 		extra["slow-"+name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: b.base, API: api, Timeout: 200 * time.Millisecond, Model: "tether-scripted"})
 		extra["gone-"+name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: gone.URL + "/v1", API: api})
 	}
-	a := newChain(t, b, runtime.Options{}, extra)
+	a := newChain(t, b, runtime.Options{EveryDelta: true}, extra)
 	for _, tc := range []struct{ prefix, code, says string }{
 		{"slow-", "upstream_timeout", "did not finish within 200ms"},
 		{"gone-", "upstream_error", "could not complete the request"},
@@ -347,7 +347,7 @@ func TestUpstreamChainCancel(t *testing.T) {
 		hs.Close()
 	})
 	b := &harness{srv: srv, hs: hs, base: hs.URL + "/v1"}
-	a := newChain(t, b, runtime.Options{}, nil)
+	a := newChain(t, b, runtime.Options{EveryDelta: true}, nil)
 	// B's answer quotes 200 characters: some 45 tokens, 4.5 s at 10 per second.
 	long := strings.Repeat("please answer slowly ", 12)
 
@@ -401,7 +401,7 @@ func TestUpstreamChainCancel(t *testing.T) {
 // locally, and returns the same result, over both APIs.
 func TestUpstreamDeltasMatchScripted(t *testing.T) {
 	t.Parallel()
-	b := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
 	local := sampler.NewScripted(renderer(t), sampler.Pacing{})
 	req := func(input string, max int) *sampler.Request {
 		body, _ := json.Marshal(map[string]any{"model": "tether-scripted", "input": input, "tools": []any{weatherToolJSON}})

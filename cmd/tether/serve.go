@@ -35,6 +35,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
 	bodyTimeout := fs.Duration("body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
 	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
+	slowClient := fs.Duration("slow-client-timeout", runtime.DefaultSlowClient, "how far behind a client may fall: a frame queued for it longer ago and not yet written closes a WebSocket with 1008 after a client_too_slow error (an SSE stream is cut)")
+	everyDelta := fs.Bool("every-delta", false, "send every text and argument delta as the model made it, even to a client that is behind (by default those a client has not yet taken are merged)")
 	maxSuspended := fs.Int("max-suspended", runtime.DefaultMaxSuspended, "most suspended rollouts the server holds at once (running, parked or detached)")
 	tenantSuspended := fs.Int("tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
 	maxConns := fs.Int("max-connections", runtime.DefaultMaxConnections, "most WebSocket connections open at once")
@@ -133,31 +135,33 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
 	srv, err := runtime.NewServer(runtime.Options{
-		Models:           served,
-		Renderer:         renderer,
-		HostedTools:      []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
-		MaxFrame:         *maxFrame,
-		WSMaxAge:         *wsMaxAge,
-		SuspendTimeout:   *suspendTimeout,
-		ResumeWindow:     *resumeWindow,
-		BodyTimeout:      *bodyTimeout,
-		WriteTimeout:     *writeTimeout,
-		DrainTimeout:     *drainTimeout,
-		ConnBytes:        *connBytes,
-		CacheBytes:       *cacheBytes,
-		StoreBytes:       *storeBytes,
-		TenantInFlight:   *tenantInFlight,
-		TenantStoreBytes: *tenantStoreBytes,
-		MaxCallsPerStep:  *maxCalls,
-		MaxSuspended:     *maxSuspended,
-		TenantSuspended:  *tenantSuspended,
-		MaxConnections:   *maxConns,
-		TenantConns:      *tenantConns,
-		TenantRPM:        *tenantRPM,
-		Logger:           log,
-		Pprof:            *pprofOn,
-		Cost:             costModel,
-		Keys:             keys,
+		Models:            served,
+		Renderer:          renderer,
+		HostedTools:       []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
+		MaxFrame:          *maxFrame,
+		WSMaxAge:          *wsMaxAge,
+		SuspendTimeout:    *suspendTimeout,
+		ResumeWindow:      *resumeWindow,
+		BodyTimeout:       *bodyTimeout,
+		WriteTimeout:      *writeTimeout,
+		SlowClientTimeout: *slowClient,
+		EveryDelta:        *everyDelta,
+		DrainTimeout:      *drainTimeout,
+		ConnBytes:         *connBytes,
+		CacheBytes:        *cacheBytes,
+		StoreBytes:        *storeBytes,
+		TenantInFlight:    *tenantInFlight,
+		TenantStoreBytes:  *tenantStoreBytes,
+		MaxCallsPerStep:   *maxCalls,
+		MaxSuspended:      *maxSuspended,
+		TenantSuspended:   *tenantSuspended,
+		MaxConnections:    *maxConns,
+		TenantConns:       *tenantConns,
+		TenantRPM:         *tenantRPM,
+		Logger:            log,
+		Pprof:             *pprofOn,
+		Cost:              costModel,
+		Keys:              keys,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
