@@ -55,6 +55,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	cost := costFlags(fs)
+	load := declareLoadFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -65,9 +66,12 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		fmt.Fprintf(stderr, "tether: ablate takes no arguments, got %q\n", fs.Args())
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *load.clients != "" && !set["tools"] {
+		*tools = ablate.ToolsInstant // streams that run on without idling on tools
+	}
 	if *quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["workload"] {
 			*workload = "trace:calc-fix-12"
 		}
@@ -91,6 +95,12 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	if cfg.Cost, err = cost(); err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 2
+	}
+	if *load.park > 0 {
+		return runPark(ctx, load, stdout, stderr)
+	}
+	if *load.clients != "" {
+		return runLoad(ctx, load, cfg, fs, *out, stdout, stderr)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

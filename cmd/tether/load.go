@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/internal/ablate"
+)
+
+// loadFlags are ablate's flags for a load run (--load).
+type loadFlags struct {
+	clients  *string
+	duration *time.Duration
+	mode     *string
+	server   *string
+	park     *int
+	parkCtx  *int
+}
+
+func declareLoadFlags(fs *flag.FlagSet) loadFlags {
+	return loadFlags{
+		clients:  fs.String("load", "", "a load run instead of the comparison: this many concurrent clients (comma-separated: one run each, like 100,300,500), each running the workload again and again for --duration against a tether serve started as a child process, so that client and server CPU are apart"),
+		duration: fs.Duration("duration", time.Minute, "with --load: how long each run lasts"),
+		mode:     fs.String("load-mode", "suspend", "with --load: the design the clients use"),
+		park:     fs.Int("park", 0, "a parking run instead of the comparison: park this many suspended rollouts, each on its own WebSocket waiting for a client call's output, against a tether serve started as a child process, and report its memory and goroutines per rollout"),
+		parkCtx:  fs.Int("park-context", 8000, "with --park: tokens of context each parked rollout holds"),
+		server:   fs.String("load-server", "", "with --load: the tether binary to serve (default: this one); another build, to compare two"),
+	}
+}
+
+// runPark runs `tether ablate --park`.
+func runPark(ctx context.Context, lf loadFlags, stdout, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if *lf.server != "" {
+		exe = *lf.server
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
+	}
+	k := *lf.park
+	server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--pprof",
+		"--max-suspended", strconv.Itoa(max(k, 1024)), "--max-connections", strconv.Itoa(max(k, 4096))}
+	bar := newProgress(stderr)
+	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server,
+		Progress: func(done, total int) { bar.update(done, total, "parked") }})
+	bar.end()
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%d suspended rollouts parked in %.1f s, each on its own WebSocket with %d tokens of context\n\n",
+		res.Rollouts, res.ParkSeconds, res.ContextTokens)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tserver RSS\theap in use\tstacks\tgoroutines\t")
+	fmt.Fprintf(tw, "before\t%.0f MiB\t%.0f MiB\t%.1f MiB\t%d\t\n", res.BaselineRSSMiB, res.BaselineHeapMiB, res.BaselineStackMiB, res.BaselineGoroutines)
+	fmt.Fprintf(tw, "parked\t%.0f MiB\t%.0f MiB\t%.1f MiB\t%d\t\n", res.ParkedRSSMiB, res.ParkedHeapMiB, res.ParkedStackMiB, res.ParkedGoroutines)
+	n := float64(res.Rollouts)
+	fmt.Fprintf(tw, "per rollout\t%.1f KiB\t%.1f KiB\t%.1f KiB\t%.2f\t\n", res.RSSPerRollout/1024, res.HeapPerRollout/1024,
+		(res.ParkedStackMiB-res.BaselineStackMiB)*1024/n, res.GoroutinesPerRollout)
+	tw.Flush()
+	fmt.Fprint(stdout, "\nHeap in use is read after a collection; RSS also holds what the collector has not yet returned.\n")
+	return 0
+}
+
+// runLoad runs `tether ablate --load`: one load run per number of clients,
+// each against a fresh server.
+func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, fs *flag.FlagSet, out string, stdout, stderr io.Writer) int {
+	mode, err := clienttools.ParseMode(*lf.mode)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate: --load-mode:", err)
+		return 2
+	}
+	var counts []int
+	for _, s := range strings.Split(*lf.clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "tether: ablate: --load %q: want numbers of clients, like 100,500\n", *lf.clients)
+			return 2
+		}
+		counts = append(counts, n)
+	}
+	if len(cfg.Speeds) != 1 || cfg.Speeds[0] <= 0 || *lf.duration <= 0 {
+		fmt.Fprintln(stderr, "tether: ablate: --load takes one paced --tps and a positive --duration")
+		return 2
+	}
+	exe, err := os.Executable()
+	if *lf.server != "" {
+		exe = *lf.server
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
+	}
+	run := ablate.NewLoadRun()
+	for _, n := range counts {
+		server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64),
+			"--ttft", cfg.TTFT.String(), "--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64),
+			"--max-suspended", strconv.Itoa(max(2*n, 1024)), "--max-connections", strconv.Itoa(max(2*n, 4096))}
+		fs.Visit(func(f *flag.Flag) { // the cost model, as given
+			switch f.Name {
+			case "safety", "hop-latency", "post-inference", "store-tokens":
+				server = append(server, "--"+f.Name+"="+f.Value.String())
+			}
+		})
+		bar := newProgress(stderr)
+		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: mode, Workload: cfg.Workload, Duration: *lf.duration,
+			TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey,
+			Progress: func(elapsed, total time.Duration) {
+				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
+			}})
+		bar.end()
+		if err != nil {
+			fmt.Fprintln(stderr, "tether:", err)
+			return 1
+		}
+		run.Results = append(run.Results, res)
+	}
+	printLoad(stdout, run)
+	if out != "" {
+		if err := run.WriteFiles(out); err != nil {
+			fmt.Fprintln(stderr, "tether: ablate:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nwrote load.json, load-lag.svg and load-rss.svg to %s\n", out)
+	}
+	return 0
+}
+
+func printLoad(w io.Writer, run *ablate.LoadRun) {
+	if len(run.Results) == 0 {
+		return
+	}
+	r0 := run.Results[0]
+	fmt.Fprintf(w, "%s, %s, %s tok/s a stream, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), r0.DurationS,
+		run.Machine.CPUs, run.Machine.GoVersion)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\tserver CPU\tclient CPU\tserver RSS max\tgoroutines max\t")
+	for _, r := range run.Results {
+		errs := "0"
+		if len(r.Errors) > 0 {
+			var parts []string
+			for code, n := range r.Errors {
+				parts = append(parts, fmt.Sprintf("%s %d", code, n))
+			}
+			errs = strings.Join(parts, ", ")
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%.2f cores\t%.2f cores\t%.0f MiB\t%d\t\n", r.Clients, r.Rollouts,
+			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, errs, r.ServerCPU, r.ClientCPU,
+			r.ServerRSSMaxMiB, r.ServerGoroutines)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+Lag is each streamed token's arrival on its client against its stream's own
+schedule: a step's tokens are due 1/TPS apart from the earliest start that no
+token beat, so a late or merged delta's tokens lag (the model's time to its
+first token does not). CPU is cores busy on average, the server (a child
+process) and the clients (this one) apart; errors are failed rollouts by code.
+`)
+}

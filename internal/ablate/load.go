@@ -1,0 +1,421 @@
+package ablate
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// LoadConfig is one load run: Clients clients at once, each running the
+// workload's rollout in Mode again and again for Duration, against a tether
+// started as a child process (Server, so that its CPU and memory are its
+// own, apart from the clients') or at URL.
+type LoadConfig struct {
+	Clients  int
+	Mode     clienttools.Mode
+	Workload Workload
+	Duration time.Duration
+	TPS      float64 // the server's speed: each stream's schedule is 1/TPS a token
+	// Server is the command that starts the server; it must print
+	// "listening on URL" on its first line of output. Ignored with URL.
+	Server      []string
+	URL, APIKey string
+	Progress    func(elapsed, total time.Duration)
+}
+
+// LoadResult is what a load run measured. Token delivery lag is each
+// token's arrival on the client against its stream's own schedule (see
+// lagRecorder); CPU is in cores (seconds of CPU a second), client and
+// server apart.
+type LoadResult struct {
+	Clients    int     `json:"clients"`
+	Mode       string  `json:"mode"`
+	Workload   string  `json:"workload"`
+	TPS        float64 `json:"tps"`
+	DurationS  float64 `json:"duration_s"`
+	Rollouts   int     `json:"rollouts"` // completed within the duration
+	Tokens     int64   `json:"tokens"`   // streamed tokens that reached the clients
+	Frames     int64   `json:"delta_frames"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	FramesPerS float64 `json:"delta_frames_per_s"`
+	LagP50US   float64 `json:"lag_p50_us"`
+	LagP99US   float64 `json:"lag_p99_us"`
+	LagMaxUS   float64 `json:"lag_max_us"`
+	// Errors counts the rollouts that failed, by error code (or the
+	// client's error when the server sent none).
+	Errors           map[string]int `json:"errors"`
+	ServerCPU        float64        `json:"server_cpu_cores"`
+	ClientCPU        float64        `json:"client_cpu_cores"`
+	ServerRSSMaxMiB  float64        `json:"server_rss_max_mib"`
+	ServerGoroutines int            `json:"server_goroutines_max"`
+	Samples          []LoadSample   `json:"samples"`
+}
+
+// LoadSample is one second of a load run.
+type LoadSample struct {
+	T                float64 `json:"t_s"`
+	ServerRSSMiB     float64 `json:"server_rss_mib"`
+	ClientRSSMiB     float64 `json:"client_rss_mib"`
+	ServerGoroutines int     `json:"server_goroutines"`
+	ServerCPU        float64 `json:"server_cpu_cores"`
+	ClientCPU        float64 `json:"client_cpu_cores"`
+	TokensPerS       float64 `json:"tokens_per_s"`
+	LagP99US         float64 `json:"lag_p99_us"`
+}
+
+// RunLoad runs one load run.
+func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
+	if cfg.Clients < 1 || cfg.Duration <= 0 || cfg.Workload.Tools == nil || cfg.TPS <= 0 {
+		return nil, errors.New("ablate: a load run needs clients, a duration, a workload and a paced speed")
+	}
+	srv, err := startServer(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		return nil, err
+	}
+	res := &LoadResult{Clients: cfg.Clients, Mode: cfg.Mode.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
+		Errors: map[string]int{}}
+	lags := &lagWindows{}
+	var mu sync.Mutex // guards res's counts
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	start := time.Now()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		res.Samples = sample(runCtx, srv, lags, start, cfg.Progress, cfg.Duration)
+	}()
+	var wg sync.WaitGroup
+	for i := range cfg.Clients {
+		wg.Go(func() {
+			rec := &lagRecorder{tps: cfg.TPS, r: r, out: lags, start: start, now: time.Now}
+			c := &clienttools.Client{BaseURL: srv.base, APIKey: cfg.APIKey}
+			for n := 0; runCtx.Err() == nil; n++ {
+				key := fmt.Sprintf("load-%d-%d", i, n)
+				_, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event,
+					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key}})
+				mu.Lock()
+				switch {
+				case err == nil:
+					res.Rollouts++
+				case runCtx.Err() == nil:
+					res.Errors[errorCode(err)]++
+				}
+				mu.Unlock()
+			}
+			mu.Lock()
+			res.Tokens += rec.tokens
+			res.Frames += rec.frames
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	cancel()
+	<-sampled
+	elapsed := time.Since(start)
+	res.DurationS = elapsed.Seconds()
+	res.TokensPerS, res.FramesPerS = float64(res.Tokens)/res.DurationS, float64(res.Frames)/res.DurationS
+	all := lags.all()
+	res.LagP50US, res.LagP99US, res.LagMaxUS = all.quantile(0.5), all.quantile(0.99), all.quantile(1)
+	var serverCPU, clientCPU float64
+	for _, s := range res.Samples {
+		res.ServerRSSMaxMiB = max(res.ServerRSSMaxMiB, s.ServerRSSMiB)
+		res.ServerGoroutines = max(res.ServerGoroutines, s.ServerGoroutines)
+		serverCPU += s.ServerCPU
+		clientCPU += s.ClientCPU
+	}
+	if n := float64(len(res.Samples)); n > 0 {
+		res.ServerCPU, res.ClientCPU = serverCPU/n, clientCPU/n
+	}
+	return res, nil
+}
+
+// errorCode names a failed rollout's error: the server's code, or the
+// client's own error.
+func errorCode(err error) string {
+	var re *clienttools.ResponseError
+	if errors.As(err, &re) && re.Code != "" {
+		return re.Code
+	}
+	if perr := protocol.AsError(err); perr != nil && perr.Code != "" {
+		return perr.Code
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return "client: " + msg
+}
+
+// server is the load run's target: a child process of ours, or a URL.
+type server struct {
+	base string
+	pid  int // 0 for a URL: its CPU and memory are not measured
+	stop func()
+}
+
+// startServer starts cfg.Server and waits for its "listening on" line, or
+// points at cfg.URL.
+func startServer(ctx context.Context, cfg LoadConfig) (*server, error) {
+	if cfg.URL != "" {
+		return &server{base: cfg.URL, stop: func() {}}, nil
+	}
+	if len(cfg.Server) == 0 {
+		return nil, errors.New("ablate: a load run needs a server command or a URL")
+	}
+	cmd := exec.Command(cfg.Server[0], cfg.Server[1:]...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ablate: starting the server: %w", err)
+	}
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	go io.Copy(io.Discard, out)
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		stop()
+		return nil, fmt.Errorf("ablate: the server printed %q, not its address (%v)", line, err)
+	}
+	return &server{base: url + "/v1", pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// sample reads the server's and the client's CPU, memory and goroutines
+// every second until ctx ends.
+func sample(ctx context.Context, srv *server, lags *lagWindows, start time.Time, progress func(elapsed, total time.Duration), total time.Duration) []LoadSample {
+	var out []LoadSample
+	prevServer, prevClient, prevAt := procCPU(srv.pid), processCPU(), time.Now()
+	var prevTokens int64
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case now := <-t.C:
+			s, c := procCPU(srv.pid), processCPU()
+			dt := now.Sub(prevAt).Seconds()
+			sec := int(now.Sub(start) / time.Second)
+			win, tokens := lags.window(sec - 1)
+			out = append(out, LoadSample{T: now.Sub(start).Seconds(), ServerRSSMiB: procRSS(srv.pid), ClientRSSMiB: procRSS(os.Getpid()),
+				ServerGoroutines: goroutines(ctx, srv), ServerCPU: (s - prevServer).Seconds() / dt, ClientCPU: (c - prevClient).Seconds() / dt,
+				TokensPerS: float64(tokens-prevTokens) / dt, LagP99US: win.quantile(0.99)})
+			prevServer, prevClient, prevAt, prevTokens = s, c, now, tokens
+			if progress != nil {
+				progress(now.Sub(start), total)
+			}
+		}
+	}
+}
+
+// goroutines reads go_goroutines off the server's /metrics; 0 when it has
+// none to read.
+func goroutines(ctx context.Context, srv *server) int {
+	return int(metric(ctx, srv, "go_goroutines"))
+}
+
+// metric reads an unlabelled metric off the server's /metrics; 0 when it has
+// none to read.
+func metric(ctx context.Context, srv *server, name string) float64 {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(srv.base, "/v1")+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			var n float64
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	return 0
+}
+
+// lagRecorder turns one client's delta events into token delivery lags.
+// A sampling step's tokens are due 1/TPS apart; the step's schedule is the
+// earliest that no token beat: t0 = min over deltas of (arrival − i/TPS),
+// i the index in the step of the delta's last token. Each token i of a delta
+// that arrived at a lags arrival − (t0 + i/TPS): a merged delta's earlier
+// tokens lag more. A late first token therefore counts too (against the
+// schedule the later ones kept), while the model's time to its first token
+// does not. Tokens are counted with o200k_base on each delta's text.
+type lagRecorder struct {
+	tps   float64
+	r     *sampler.Renderer
+	out   *lagWindows
+	start time.Time
+	now   func() time.Time // time.Now; a test's clock
+
+	at     []time.Time // the step's deltas: arrival
+	last   []int       // and index of their last token
+	n      int         // tokens in the step so far
+	tokens int64       // in all
+	frames int64
+}
+
+func (l *lagRecorder) event(ev protocol.Event) {
+	var delta string
+	switch e := ev.(type) {
+	case *protocol.TextDeltaEvent:
+		delta = e.Delta
+	case *protocol.FunctionArgsDeltaEvent:
+		delta = e.Delta
+	case *protocol.CustomToolInputDeltaEvent:
+		delta = e.Delta
+	case *protocol.ResponseEvent:
+		l.endStep() // a pause or an end; created and in_progress start none
+		return
+	default:
+		return
+	}
+	n := max(l.r.Count(delta), 1)
+	l.n += n
+	l.at, l.last = append(l.at, l.now()), append(l.last, l.n-1)
+	l.tokens += int64(n)
+	l.frames++
+}
+
+func (l *lagRecorder) endStep() {
+	if len(l.at) == 0 {
+		return
+	}
+	per := float64(time.Second) / l.tps
+	t0 := math.Inf(1)
+	for i, at := range l.at {
+		t0 = min(t0, float64(at.Sub(l.start))-float64(l.last[i])*per)
+	}
+	var h histogram
+	first := 0
+	for i, at := range l.at {
+		a := float64(at.Sub(l.start))
+		for tok := first; tok <= l.last[i]; tok++ {
+			h.add((a - t0 - float64(tok)*per) / 1e3)
+		}
+		first = l.last[i] + 1
+	}
+	l.out.add(int(l.at[len(l.at)-1].Sub(l.start)/time.Second), &h, int64(l.n))
+	l.at, l.last, l.n = l.at[:0], l.last[:0], 0
+}
+
+// lagWindows gathers the clients' lags by the second their step ended in.
+type lagWindows struct {
+	mu     sync.Mutex
+	secs   []*histogram
+	tokens int64
+}
+
+func (w *lagWindows) add(sec int, h *histogram, tokens int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.secs) <= sec {
+		w.secs = append(w.secs, &histogram{})
+	}
+	w.secs[sec].merge(h)
+	w.tokens += tokens
+}
+
+// window is second sec's histogram, and the tokens recorded so far.
+func (w *lagWindows) window(sec int) (*histogram, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &histogram{}
+	if sec >= 0 && sec < len(w.secs) {
+		h.merge(w.secs[sec])
+	}
+	return h, w.tokens
+}
+
+func (w *lagWindows) all() *histogram {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &histogram{}
+	for _, s := range w.secs {
+		h.merge(s)
+	}
+	return h
+}
+
+// histogram counts values (microseconds, ≥ 0) in buckets 1% wide, so that
+// any quantile of millions of lags is read to within 1% in a few KB.
+type histogram struct {
+	counts []int64
+	n      int64
+}
+
+const histGrowth = 1.01
+
+func (h *histogram) add(us float64) {
+	i := 0
+	if us > 1 {
+		i = int(math.Ceil(math.Log(us) / math.Log(histGrowth)))
+	}
+	for len(h.counts) <= i {
+		h.counts = append(h.counts, 0)
+	}
+	h.counts[i]++
+	h.n++
+}
+
+func (h *histogram) merge(o *histogram) {
+	for len(h.counts) < len(o.counts) {
+		h.counts = append(h.counts, 0)
+	}
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+}
+
+// quantile is the upper bound of the bucket that holds quantile q; 0 for
+// no values.
+func (h *histogram) quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var seen int64
+	for i, c := range h.counts {
+		if seen += c; seen >= max(rank, 1) {
+			if i == 0 {
+				return 1
+			}
+			return math.Pow(histGrowth, float64(i))
+		}
+	}
+	return math.Pow(histGrowth, float64(len(h.counts)-1))
+}

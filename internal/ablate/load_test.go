@@ -1,0 +1,120 @@
+package ablate
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// TestLagRecorder checks the lag arithmetic on a step whose arrivals are
+// given: tokens due 1 ms apart from the earliest start no token beat, and a
+// merged delta's earlier tokens lagging more.
+func TestLagRecorder(t *testing.T) {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Unix(0, 0)
+	var now time.Time
+	lags := &lagWindows{}
+	rec := &lagRecorder{tps: 1000, r: r, out: lags, start: start, now: func() time.Time { return now }}
+	delta := func(ms float64, text string) {
+		now = start.Add(time.Duration(ms * float64(time.Millisecond)))
+		rec.event(&protocol.TextDeltaEvent{Delta: text})
+	}
+	// Tokens 0..4: on time at 10, 11 ms; token 2 late by 3 ms; tokens 3
+	// and 4 merged into one delta at 14 ms (token 3 then 1 ms late).
+	delta(10, " one")
+	delta(11, " two")
+	delta(15, " three")
+	delta(14.5, " four five") // two tokens
+	rec.event(&protocol.ResponseEvent{})
+	h := lags.all()
+	if h.n != 5 || rec.tokens != 5 || rec.frames != 4 {
+		t.Fatalf("%d lags, %d tokens, %d frames; want 5, 5, 4", h.n, rec.tokens, rec.frames)
+	}
+	// Lags (ms): 0, 0, 3, 1.5, 0.5: the median 0.5 ms, the largest 3 ms.
+	for _, c := range []struct{ q, want float64 }{{0.5, 500}, {1, 3000}, {0.2, 1}} {
+		if got := h.quantile(c.q); got < c.want*0.99 || got > c.want*1.01+1 {
+			t.Errorf("quantile %.1f: %.0f µs, want %.0f", c.q, got, c.want)
+		}
+	}
+	rec.event(&protocol.ResponseEvent{}) // an empty step records nothing
+	if lags.all().n != 5 {
+		t.Error("an empty step recorded lags")
+	}
+}
+
+// TestRunLoad runs two clients for a second against an in-process tether
+// at 1000 tokens/s, then writes the files: rollouts done, tokens counted,
+// lags measured, no errors, a sample a second.
+func TestRunLoad(t *testing.T) {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runtime.NewServer(runtime.Options{Renderer: r,
+		Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{TPS: 1000})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(t.Context())
+	w, err := SyntheticWorkload(3, 1, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunLoad(t.Context(), LoadConfig{Clients: 2, Mode: clienttools.ModeSuspend, Workload: w,
+		Duration: 2 * time.Second, TPS: 1000, URL: hs.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rollouts < 2 || res.Tokens == 0 || res.Frames == 0 || len(res.Errors) != 0 {
+		t.Fatalf("%d rollouts, %d tokens in %d frames, errors %v", res.Rollouts, res.Tokens, res.Frames, res.Errors)
+	}
+	if res.LagP99US <= 0 || res.LagP50US > res.LagP99US || len(res.Samples) == 0 || res.ClientCPU <= 0 {
+		t.Fatalf("lag p50 %.0f p99 %.0f µs, %d samples, client CPU %.2f", res.LagP50US, res.LagP99US, len(res.Samples), res.ClientCPU)
+	}
+	run := NewLoadRun()
+	run.Results = append(run.Results, res)
+	dir := t.TempDir()
+	if err := run.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"load.json", "load-lag.svg", "load-rss.svg"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestRunPark parks 20 suspended rollouts of 2,000 tokens of context on an
+// in-process tether and reads what they hold: every one parked on its own
+// connection, the prompt the size asked for, goroutines and heap counted.
+func TestRunPark(t *testing.T) {
+	srv, err := runtime.NewServer(runtime.Options{Pprof: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(t.Context())
+	res, err := RunPark(t.Context(), ParkConfig{Rollouts: 20, ContextTokens: 2000, URL: hs.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ContextTokens < 2000 || res.ContextTokens > 2200 {
+		t.Errorf("%d tokens of context, want 2,000 and the request's own", res.ContextTokens)
+	}
+	if res.ParkedGoroutines < res.BaselineGoroutines+20 || res.ParkedHeapMiB <= 0 || res.HeapPerRollout <= 0 {
+		t.Errorf("goroutines %d -> %d, heap %.1f -> %.1f MiB", res.BaselineGoroutines, res.ParkedGoroutines, res.BaselineHeapMiB, res.ParkedHeapMiB)
+	}
+}
