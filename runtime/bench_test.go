@@ -166,12 +166,26 @@ func (c countingConn) Write(p []byte) (int, error) {
 }
 
 // BenchmarkStreamFrames measures the server's path per frame over
-// WebSocket: an unpaced response of about 2,000 text deltas, read by a
-// client that does nothing else. frames/write is how many frames each
-// write to the socket carried (the writer takes every frame queued at
-// once).
+// WebSocket: an unpaced response of 2,000 text deltas, read by a client that
+// does nothing else. every-delta sends each token as its own frame (the
+// path per frame); merged is the default, where the deltas a client has not
+// yet taken are merged (an unpaced model outruns any client, so most are).
+// frames/write is how many frames each write to the socket carried (the
+// writer takes every frame queued at once); ns/token is per streamed token.
 func BenchmarkStreamFrames(b *testing.B) {
-	srv, err := runtime.NewServer(runtime.Options{Renderer: renderer(b), Models: map[string]runtime.Sampler{"deltas": deltaSampler(2000)}})
+	for _, every := range []bool{true, false} {
+		name := "merged"
+		if every {
+			name = "every-delta"
+		}
+		b.Run(name, func(b *testing.B) { benchStreamFrames(b, every) })
+	}
+}
+
+func benchStreamFrames(b *testing.B, every bool) {
+	const tokens = 2000
+	srv, err := runtime.NewServer(runtime.Options{Renderer: renderer(b), EveryDelta: every,
+		Models: map[string]runtime.Sampler{"deltas": deltaSampler(tokens)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,6 +222,8 @@ func BenchmarkStreamFrames(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(frames), "ns/frame")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(tokens*b.N), "ns/token")
+	b.ReportMetric(float64(frames)/float64(b.N), "frames/response")
 	b.ReportMetric(float64(frames)/float64(b.N)/float64(max(writes.Load(), 1)), "frames/write")
 }
 

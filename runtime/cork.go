@@ -39,9 +39,11 @@ func (c *corkedConn) cork() {
 	c.mu.Unlock()
 }
 
-// maxHeldCap is the held buffer kept between batches; a larger one, left
-// by an unusually large batch, is let go.
-const maxHeldCap = 256 << 10
+// maxHeldCap is the held buffer kept between batches; a larger one is let
+// go, so that an idle connection (a parked rollout's) does not keep its last
+// batch's: a streaming batch is a few hundred bytes, and a larger one costs
+// an allocation next to its write.
+const maxHeldCap = 1 << 10
 
 // uncork writes what was held back in one write, which must end by
 // deadline (a client that does not read is cut there), and lets writes
@@ -77,9 +79,27 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	// net/http has flushed the response headers; what is buffered to read
-	// stays in brw.Reader.
+	// stays in brw.Reader. Every frame the library writes goes to the held
+	// buffer of a batch anyway, so its own write buffer need only take a
+	// frame's header: a small one saves 4 KB a connection, which a server
+	// holding thousands of idle ones (parked rollouts) feels.
+	// Likewise net/http's 4 KB read buffer gives way to a small one unless
+	// it holds bytes already (a frame sent right behind the upgrade): a
+	// frame's payload larger than the buffer is read straight into place.
 	w.conn = &corkedConn{Conn: conn}
-	return w.conn, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.conn, brw.Writer.Available())), nil
+	br := brw.Reader
+	if br.Buffered() == 0 {
+		br = bufio.NewReaderSize(w.conn, wsReadBuffer)
+	}
+	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, wsWriteBuffer)), nil
 }
+
+// wsWriteBuffer and wsReadBuffer are the sizes of the library's buffers on
+// a corked connection: a frame larger goes straight to the held batch, or
+// is read straight into the message.
+const (
+	wsWriteBuffer = 512
+	wsReadBuffer  = 1 << 10
+)
 
 func (w *corkingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -121,16 +121,17 @@ func (sess *session) run(reqCtx context.Context) {
 			sess.conn.CloseNow()
 		}
 	}()
+	// The closer runs once the session ends (no goroutine waits for that
+	// meanwhile: a connection holding a parked rollout costs its stack).
 	closerDone := make(chan struct{})
-	go func() {
+	context.AfterFunc(sess.ctx, func() {
 		defer close(closerDone)
-		<-sess.ctx.Done()
 		if sess.closeStatus != 0 {
 			// Close sends the close frame and waits for the client's; the
 			// read loop then returns.
 			sess.conn.Close(sess.closeStatus, sess.closeReason)
 		}
-	}()
+	})
 	// Deferred, so that even a panic in the read loop joins the goroutines and
 	// hands suspended rollouts to their resume window.
 	defer sess.teardown(writerDone, closerDone)

@@ -42,16 +42,24 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		conn.Close(websocket.StatusGoingAway, "server shutting down")
 		return
 	}
-	defer s.untrack(sess)
-	sess.run(r.Context())
+	// The session runs on a goroutine of its own and the handler returns,
+	// so that net/http lets go of what it kept for the connection (its
+	// write buffer, the handler's deep stack): thousands of idle
+	// connections, each holding a parked rollout, feel every KB. Shutdown
+	// waits for tracked sessions.
+	ctx := context.WithoutCancel(r.Context()) // the request's ends with the handler
+	go func() {
+		defer s.untrack(sess)
+		sess.run(ctx)
+	}()
 }
 
 // peekFrame is the frame size from which the read loop checks a create
 // against the connection's byte budget before decoding it.
 const peekFrame = 64 << 10
 
-// readLoop reads frames until the connection fails; it runs on the handler
-// goroutine. Every frame gets an answer: events, or an error event.
+// readLoop reads frames until the connection fails; it runs on the
+// session's own goroutine. Every frame gets an answer: events, or an error event.
 func (sess *session) readLoop(ctx context.Context) error {
 	for {
 		typ, data, err := sess.conn.Read(ctx)

@@ -1,5 +1,7 @@
 package sampler
 
+import "encoding/binary"
+
 // Prompt is an immutable, persistent list of rendered items: a linked list of
 // segments, newest first, each holding one item's tokens and the running
 // totals, among them the hash of every token so far that a PrefixCache
@@ -7,9 +9,13 @@ package sampler
 // receiver, so any number of continuations may fork from the same Prompt, and
 // a Prompt may be shared by goroutines without locking. The nil *Prompt is
 // the empty prompt.
+//
+// A segment keeps its tokens packed as unsigned varints, 1 to 3 bytes a
+// token (o200k_base's ids are below 2^18) instead of 4: a suspended rollout
+// parked for long holds its prompt this way, and only All unpacks it.
 type Prompt struct {
 	parent *Prompt // older items; nil at the oldest segment
-	tokens []Token // this item's tokens; owned, never modified
+	tokens []byte  // this item's tokens, packed (binary.AppendUvarint); owned, never modified
 	len    int     // tokens in the whole chain, this segment included
 	items  int     // segments in the whole chain, this one included
 	sum    uint64  // tokenHash of the whole chain's tokens, oldest first
@@ -19,11 +25,33 @@ type Prompt struct {
 // tokens (the caller may reuse the slice) and costs O(len(tokens)), whatever
 // the length of p.
 func (p *Prompt) Append(tokens []Token) *Prompt {
-	var own []Token
+	var packed []byte
 	if len(tokens) > 0 {
-		own = append([]Token(nil), tokens...) // no zeroing, unlike make+copy
+		n := 0
+		for _, t := range tokens {
+			n += uvarintLen(t)
+		}
+		packed = make([]byte, 0, n)
+		for _, t := range tokens {
+			packed = binary.AppendUvarint(packed, uint64(t))
+		}
 	}
-	return &Prompt{parent: p, tokens: own, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), own)}
+	return &Prompt{parent: p, tokens: packed, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens)}
+}
+
+// uvarintLen is the bytes binary.AppendUvarint takes for t.
+func uvarintLen(t Token) int {
+	switch {
+	case t < 1<<7:
+		return 1
+	case t < 1<<14:
+		return 2
+	case t < 1<<21:
+		return 3
+	case t < 1<<28:
+		return 4
+	}
+	return 5
 }
 
 // hash is the tokenHash of the whole prompt. It depends on the tokens only,
@@ -58,8 +86,11 @@ func (p *Prompt) All() []Token {
 	out := make([]Token, p.Len())
 	end := len(out)
 	for s := p; s != nil; s = s.parent {
-		end -= len(s.tokens)
-		copy(out[end:], s.tokens)
+		end -= s.len - s.parent.Len()
+		for i, b := end, s.tokens; len(b) > 0; i++ {
+			t, n := binary.Uvarint(b)
+			out[i], b = Token(t), b[n:]
+		}
 	}
 	return out
 }

@@ -383,3 +383,16 @@ func BenchmarkPromptAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestPromptPacked: tokens of every packed width (1, 2 and 3 bytes, and
+// beyond o200k_base's ids) come back from All as they went in.
+func TestPromptPacked(t *testing.T) {
+	want := []Token{0, 127, 128, 16383, 16384, 199_997, 1 << 21, 1<<32 - 1}
+	p := (*Prompt)(nil).Append(want[:3]).Append(nil).Append(want[3:])
+	if got := p.All(); !slices.Equal(got, want) || p.Len() != len(want) || p.Items() != 3 {
+		t.Fatalf("All = %v (Len %d, Items %d), want %v", got, p.Len(), p.Items(), want)
+	}
+	if p.hash() != (*Prompt)(nil).Append(want).hash() {
+		t.Fatal("the hash depends on how the tokens were split into items")
+	}
+}
