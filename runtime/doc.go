@@ -80,9 +80,13 @@
 // # Locks
 //
 // No lock is held across anything that waits on a client: events are
-// encoded under locks and queued without blocking (outbox.put); flow control
-// (waiting for the client to read) happens with no lock held. The read loop
-// takes only such locks, so it never waits on a rollout. Lock order, outer
+// encoded under locks and queued without blocking (outbox.put). A rollout
+// never waits for its client at all: while its frames wait for the writer,
+// it merges its text and argument deltas instead (rollout.emitDelta), and a
+// client that falls further behind than SlowClientTimeout is cut
+// (session.tooSlow). Only a resume's replay waits for room, with no lock
+// held. The read loop takes only such locks, so it never waits on a
+// rollout. Lock order, outer
 // first:
 //
 //	Server.mu -> suspension.mu, rollout.mu

@@ -72,29 +72,49 @@ func (r *rollout) emit(ev protocol.Event) {
 const maxMergedDelta = 64 << 10
 
 // emitDelta sends a text or argument delta (ev, whose Delta field is delta)
-// unless the client is behind: then it holds it back, merged with the
-// deltas of the same item held before it (see mergedDelta). Merging is what
-// keeps a slow reader's queue short without the loop ever waiting for it.
+// unless the client is behind: then it holds it back, and the deltas of the
+// same item that follow join it (moreDelta) until it goes out (see
+// mergedDelta). Merging is what keeps a slow reader's queue short without
+// the loop ever waiting for it.
 func (r *rollout) emitDelta(ev protocol.Event, delta *string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.srv.opts.EveryDelta {
-		r.emitLocked(ev)
+		r.emit(ev)
 		return
 	}
-	o := &r.order
-	if m := o.merging; m != nil && deltaItem(m.ev) == deltaItem(ev) && protocol.Type(m.ev) == protocol.Type(ev) {
-		m.text.WriteString(*delta)
-	} else {
-		r.flushDeltaLocked()
-		m = &mergedDelta{ev: ev, delta: delta}
-		m.text.WriteString(*delta)
-		o.merging = m
-		r.out.holding.Store(true) // before behind looks at queued: see delivery
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushDeltaLocked()      // another item's
+	r.out.holding.Store(true) // before behind looks at queued: see delivery
+	if len(*delta) >= maxMergedDelta || !r.order.sink.behind(&r.out) {
+		r.out.holding.Store(false)
+		r.putLocked(ev)
+		return
 	}
-	if o.merging.text.Len() >= maxMergedDelta || !o.sink.behind(&r.out) {
+	m := &mergedDelta{ev: ev, delta: delta}
+	m.text.WriteString(*delta)
+	r.order.merging = m
+}
+
+// moreDelta adds text to the delta held back, if it is one of typ for
+// itemID, and reports whether it did; the merged delta goes out once the
+// client has caught up or it is maxMergedDelta long. The caller builds an
+// event only when it did not: most deltas to a client that is behind cost
+// no event and no encoding.
+func (r *rollout) moreDelta(typ protocol.EventType, itemID, text string) bool {
+	if r.srv.opts.EveryDelta {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.order.merging
+	if m == nil || protocol.Type(m.ev) != typ || deltaItem(m.ev) != itemID {
+		return false
+	}
+	m.text.WriteString(text)
+	if m.text.Len() >= maxMergedDelta || !r.order.sink.behind(&r.out) {
 		r.flushDeltaLocked()
 	}
+	return true
 }
 
 // flushDelta sends the merged delta held back, if any: the writer calls it

@@ -187,14 +187,15 @@ func (sess *session) send(b []byte, acct *delivery) error {
 }
 
 // flow waits, with no lock held, until the client has room for more frames:
-// it is what makes a rollout keep pace with its client. A queue that stays
-// full for WriteTimeout means the client is not reading.
+// a replay (of a resumed rollout's log, or of a tail) keeps pace with its
+// client this way; a rollout never waits. A queue that stays full for
+// SlowClientTimeout means the client is not reading.
 func (sess *session) flow(ctx context.Context) error {
 	room := sess.out.room()
 	if room == nil {
 		return nil
 	}
-	t := time.NewTimer(sess.srv.opts.WriteTimeout)
+	t := time.NewTimer(sess.srv.opts.SlowClientTimeout)
 	defer t.Stop()
 	select {
 	case <-room:

@@ -27,6 +27,9 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			return
 		}
 		r.openText.WriteString(d.Text)
+		if r.moreDelta(protocol.EventOutputTextDelta, r.open.ItemID(), d.Text) {
+			return
+		}
 		ev := &protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
 			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text, Logprobs: &[]protocol.LogProb{}}
 		r.emitDelta(ev, &ev.Delta)
@@ -65,10 +68,16 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.openText.WriteString(d.Text)
 		switch it := r.open.(type) { // hosted calls do not stream arguments
 		case *protocol.FunctionCall:
+			if r.moreDelta(protocol.EventFunctionArgsDelta, it.ID, d.Text) {
+				return
+			}
 			ev := &protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
 				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
 			r.emitDelta(ev, &ev.Delta)
 		case *protocol.CustomToolCall:
+			if r.moreDelta(protocol.EventCustomToolInputDelta, it.ID, d.Text) {
+				return
+			}
 			ev := &protocol.CustomToolInputDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDelta},
 				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
 			r.emitDelta(ev, &ev.Delta)

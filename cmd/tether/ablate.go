@@ -96,12 +96,6 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 2
 	}
-	if *load.park > 0 {
-		return runPark(ctx, load, stdout, stderr)
-	}
-	if *load.clients != "" {
-		return runLoad(ctx, load, cfg, fs, *out, stdout, stderr)
-	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -113,6 +107,12 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
+	}
+	if *load.park > 0 {
+		return runPark(ctx, load, stdout, stderr)
+	}
+	if *load.clients != "" {
+		return runLoad(ctx, load, cfg, fs, *out, stdout, stderr)
 	}
 	bar := newProgress(stderr)
 	cfg.Progress = bar.update
