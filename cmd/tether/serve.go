@@ -39,6 +39,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	everyDelta := fs.Bool("every-delta", false, "send every text and argument delta as the model made it, even to a client that is behind (by default those a client has not yet taken are merged)")
 	maxSuspended := fs.Int("max-suspended", runtime.DefaultMaxSuspended, "most suspended rollouts the server holds at once (running, parked or detached)")
 	tenantSuspended := fs.Int("tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
+	maxInFlight := fs.Int("max-inflight", runtime.DefaultMaxInFlight, "most responses running at once on one WebSocket connection; more wait in their lane")
+	maxLanes := fs.Int("max-lanes", runtime.DefaultMaxLanes, "most distinct stream_id lanes one WebSocket connection may open (websocket_stream_limit_reached)")
+	maxQueued := fs.Int("max-queued", runtime.DefaultMaxQueued, "most creates one WebSocket connection may have accepted and not finished (websocket_queue_full)")
 	maxConns := fs.Int("max-connections", runtime.DefaultMaxConnections, "most WebSocket connections open at once")
 	tenantConns := fs.Int("tenant-connections", runtime.DefaultTenantConns, "most WebSocket connections one tenant holds at once, with --api-keys")
 	tenantRPM := fs.Int("tenant-rpm", 0, "most requests one tenant makes a minute (HTTP requests, WebSocket upgrades, response.create on a WebSocket), with --api-keys; 0 is no limit")
@@ -154,6 +157,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TenantStoreBytes:  *tenantStoreBytes,
 		MaxCallsPerStep:   *maxCalls,
 		MaxSuspended:      *maxSuspended,
+		MaxInFlight:       *maxInFlight,
+		MaxLanes:          *maxLanes,
+		MaxQueued:         *maxQueued,
 		TenantSuspended:   *tenantSuspended,
 		MaxConnections:    *maxConns,
 		TenantConns:       *tenantConns,
