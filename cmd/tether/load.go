@@ -32,16 +32,21 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		mode:     fs.String("load-mode", "suspend", "with --load: the design the clients use"),
 		park:     fs.Int("park", 0, "a parking run instead of the comparison: park this many suspended rollouts, each on its own WebSocket waiting for a client call's output, against a tether serve started as a child process, and report its memory and goroutines per rollout"),
 		parkCtx:  fs.Int("park-context", 8000, "with --park: tokens of context each parked rollout holds"),
-		server:   fs.String("load-server", "", "with --load: the tether binary to serve (default: this one); another build, to compare two"),
+		server:   fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
+}
+
+// binary is the tether the run serves: --load-server, or this one.
+func (lf loadFlags) binary() (string, error) {
+	if *lf.server != "" {
+		return *lf.server, nil
+	}
+	return os.Executable()
 }
 
 // runPark runs `tether ablate --park`.
 func runPark(ctx context.Context, lf loadFlags, stdout, stderr io.Writer) int {
-	exe, err := os.Executable()
-	if *lf.server != "" {
-		exe = *lf.server
-	}
+	exe, err := lf.binary()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 1
@@ -92,10 +97,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, fs *flag.Flag
 		fmt.Fprintln(stderr, "tether: ablate: --load takes one paced --tps and a positive --duration")
 		return 2
 	}
-	exe, err := os.Executable()
-	if *lf.server != "" {
-		exe = *lf.server
-	}
+	exe, err := lf.binary()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 1
