@@ -75,8 +75,12 @@ func (d *delivery) wrote(q queued, start, end time.Time) {
 	d.write.Add(int64(end.Sub(start)))
 }
 
-// outQueueBytes is an outbox's hard bound in bytes (see outbox).
-const outQueueBytes = 16 << 20
+// outQueueBytes is an outbox's hard bound in bytes (see outbox). A
+// response's end repeats its largest item in four events (the text's done,
+// the part's, the item's and the terminal response), which go out at once:
+// an item as large as the largest frame a client may send (16 MiB) must fit,
+// or a client that reads well is cut for the size of an answer.
+const outQueueBytes = 64 << 20
 
 func newOutbox(soft int, slowAfter time.Duration, now func() time.Time) *outbox {
 	return &outbox{soft: soft, hard: 4 * soft, hardBytes: outQueueBytes, slowAfter: slowAfter, now: now, ready: make(chan struct{}, 1)}

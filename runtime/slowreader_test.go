@@ -168,3 +168,32 @@ func TestSlowClientTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestLargeItemReachesClient: a 6 MiB message, whose end repeats it in
+// four events at once (24 MiB queued together), reaches a client that reads
+// them after they were all queued; it is not taken for a slow one. Fake
+// time, in-memory connections (a write waits for the client's read).
+func TestLargeItemReachesClient(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		text := strings.Repeat("abcd", 6<<18)
+		p := newPipeHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"big": floodModel{1, text, make(chan struct{})}}})
+		c := p.dial(t, "")
+		c.c.SetReadLimit(64 << 20)
+		c.send(t, create(map[string]any{"model": "big", "store": false, "input": "go"}))
+		synctest.Wait() // every event is queued; the writer waits for the client
+		for {
+			b := c.recv(t)
+			e := decodeEv(t, b)
+			if e.Type == "error" {
+				t.Fatalf("%.200s", b)
+			}
+			if isEnd(e.Type) {
+				if e.Type != "response.completed" {
+					t.Fatalf("ended with %s", e.Type)
+				}
+				return
+			}
+		}
+	})
+}
