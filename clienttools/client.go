@@ -73,6 +73,11 @@ type Client struct {
 	// MaxParallel bounds the client tool calls of one step that run at
 	// once; 0 means DefaultMaxParallel.
 	MaxParallel int
+	// Encoding is the frames' encoding on a WebSocket (turns and suspended
+	// rollouts): JSON, the zero value, or msgpack, asked for with the
+	// msgpack subprotocol (binary frames of the same objects). HTTP is
+	// JSON whatever it says.
+	Encoding protocol.Encoding
 	// Eager starts a client call as soon as its function_call item is done,
 	// before the step's pause (or the turn's end), so that the tool
 	// overlaps the rest of the step.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -394,5 +395,77 @@ func TestRunRefused(t *testing.T) {
 				t.Fatalf("err = %v, want a *protocol.Error %s (model)", err, protocol.CodeModelNotFound)
 			}
 		})
+	}
+}
+
+// TestRunMsgpack runs the 24-call replay trace with instant recorded
+// tools over WebSocket in both designs, with JSON and with msgpack frames:
+// the same calls, outputs and answer either way, and fewer bytes received
+// with msgpack. The server transcodes in its writer, so a suspended
+// rollout's frames are the same objects in either encoding.
+func TestRunMsgpack(t *testing.T) {
+	t.Parallel()
+	base := server(t, runtime.Options{})
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr *sampler.Trace
+	for _, x := range traces {
+		if x.Name == "calc-fix-24" {
+			tr = x
+		}
+	}
+	answers := map[callKey][]string{}
+	for _, s := range tr.Steps {
+		for _, c := range s.Calls {
+			answers[callKey{c.Name, c.Arguments}] = append(answers[callKey{c.Name, c.Arguments}], c.Output)
+		}
+	}
+	run := func(mode clienttools.Mode, enc protocol.Encoding) (calls []callKey, text string, received int, types []protocol.EventType) {
+		left := maps.Clone(answers)
+		var mu sync.Mutex
+		var funcs []clienttools.Func
+		for _, f := range (&clienttools.Tools{}).Funcs() {
+			f.Run = func(ctx context.Context, args string) (string, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				k := callKey{f.Name, args}
+				out := left[k][0]
+				left[k] = left[k][1:]
+				return out, nil
+			}
+			funcs = append(funcs, f)
+		}
+		c := &clienttools.Client{BaseURL: base, Encoding: enc}
+		res, err := c.Run(t.Context(), clienttools.Rollout{Mode: mode, Funcs: funcs,
+			Request: &protocol.CreateRequest{Model: sampler.ReplayPrefix + tr.Name, Input: userInput(tr.Task)},
+			OnEvent: func(ev protocol.Event) {
+				if !strings.HasSuffix(string(protocol.Type(ev)), ".delta") { // merged as the client keeps up or not
+					types = append(types, protocol.Type(ev))
+				}
+			}})
+		if err != nil {
+			t.Fatalf("%s over %s: %v", mode, enc, err)
+		}
+		for _, call := range res.Calls {
+			calls = append(calls, callKey{call.Name, call.Arguments})
+		}
+		for _, tn := range res.Turns {
+			received += tn.BytesReceived
+		}
+		return calls, finalText(res), received, types
+	}
+	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
+		jsCalls, jsText, jsBytes, jsTypes := run(mode, protocol.EncodingJSON)
+		mpCalls, mpText, mpBytes, mpTypes := run(mode, protocol.EncodingMsgpack)
+		if len(jsCalls) != 24 || !slices.Equal(mpCalls, jsCalls) || mpText != jsText || !slices.Equal(mpTypes, jsTypes) {
+			t.Errorf("%s: msgpack made %d calls and %d events besides deltas, JSON %d and %d; answers equal: %v",
+				mode, len(mpCalls), len(mpTypes), len(jsCalls), len(jsTypes), mpText == jsText)
+		}
+		if mpBytes >= jsBytes {
+			t.Errorf("%s: received %d bytes of msgpack, %d of JSON", mode, mpBytes, jsBytes)
+		}
+		t.Logf("%s: %d bytes received as JSON, %d as msgpack", mode, jsBytes, mpBytes)
 	}
 }

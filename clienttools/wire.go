@@ -38,7 +38,8 @@ func wsURL(base string) (string, error) {
 // wsConn is one WebSocket connection to /v1/responses. It is used by one
 // goroutine at a time.
 type wsConn struct {
-	c *websocket.Conn
+	c   *websocket.Conn
+	enc protocol.Encoding // the frames' encoding, agreed in the upgrade
 }
 
 func (c *Client) dial(ctx context.Context) (*wsConn, error) {
@@ -46,12 +47,20 @@ func (c *Client) dial(ctx context.Context) (*wsConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.HTTPClient, HTTPHeader: c.header()})
+	opts := &websocket.DialOptions{HTTPClient: c.HTTPClient, HTTPHeader: c.header()}
+	if c.Encoding == protocol.EncodingMsgpack {
+		opts.Subprotocols = []string{c.Encoding.String()}
+	}
+	conn, _, err := websocket.Dial(ctx, u, opts)
 	if err != nil {
 		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
 	}
+	if c.Encoding == protocol.EncodingMsgpack && conn.Subprotocol() != c.Encoding.String() {
+		conn.CloseNow()
+		return nil, fmt.Errorf("clienttools: %s does not speak msgpack (no msgpack subprotocol in its upgrade)", u)
+	}
 	conn.SetReadLimit(maxFrame)
-	return &wsConn{c: conn}, nil
+	return &wsConn{c: conn, enc: c.Encoding}, nil
 }
 
 // frameCost is what one frame cost the client: its size on the wire and
@@ -79,8 +88,17 @@ func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
 	return ev, cost, nil
 }
 
-// send writes one client event.
+// send writes one client event, in the connection's encoding.
 func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
+	if w.enc == protocol.EncodingMsgpack {
+		t0 := time.Now()
+		b, err := protocol.MarshalAs(w.enc, ev)
+		cost := frameCost{bytes: len(b), codec: time.Since(t0)}
+		if err != nil {
+			return cost, err
+		}
+		return cost, w.c.Write(ctx, websocket.MessageBinary, b)
+	}
 	b, cost, err := encode(ev)
 	if err != nil {
 		return cost, err
@@ -94,7 +112,17 @@ func (w *wsConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	if err != nil {
 		return nil, frameCost{}, err
 	}
-	if typ != websocket.MessageText {
+	switch {
+	case typ == websocket.MessageBinary && w.enc == protocol.EncodingMsgpack:
+		t0 := time.Now()
+		js, err := protocol.ToJSON(w.enc, b)
+		if err != nil {
+			return nil, frameCost{bytes: len(b)}, fmt.Errorf("clienttools: server event: %w", err)
+		}
+		ev, cost, err := decode(js, len(b))
+		cost.codec = time.Since(t0)
+		return ev, cost, err
+	case typ != websocket.MessageText:
 		return nil, frameCost{bytes: len(b)}, errors.New("clienttools: binary frame from the server")
 	}
 	return decode(b, len(b))

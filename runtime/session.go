@@ -37,6 +37,10 @@ type session struct {
 	creds   string // hash of the Authorization header: suspended rollouts resume only under it
 	tenant  string // its key's tenant, "" without keys
 	suspend bool   // suspended rollouts by default (OpenAI-Beta: responses_websockets=2026-02-04)
+	// encoding is the frames' encoding, negotiated in the upgrade. Every
+	// producer queues JSON (a suspended rollout's replay log and tail may be
+	// read back on a connection of either encoding); the writer transcodes.
+	encoding protocol.Encoding
 
 	ctx        context.Context    // cancelled when the session ends
 	cancel     context.CancelFunc //
@@ -97,7 +101,7 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
 	return &session{
 		srv: s, conn: conn, started: s.now(), tenant: Tenant(r.Context()),
-		creds: credentials(r), suspend: suspendByDefault(r),
+		creds: credentials(r), suspend: suspendByDefault(r), encoding: encodingOf(conn),
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
 		out:   newOutbox(outQueueFrames, s.opts.SlowClientTimeout, s.now),
 		slots: make(chan struct{}, s.opts.MaxInFlight),
@@ -107,6 +111,14 @@ func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
 		evicted: make(map[string]struct{}),
 		routed:  make(map[string]bool),
 	}
+}
+
+// encodingOf is the encoding conn's client chose with its subprotocol.
+func encodingOf(conn *websocket.Conn) protocol.Encoding {
+	if conn != nil && conn.Subprotocol() == protocol.EncodingMsgpack.String() {
+		return protocol.EncodingMsgpack
+	}
+	return protocol.EncodingJSON
 }
 
 // run serves the connection until it ends, then joins every goroutine.

@@ -28,6 +28,9 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	conn, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		// Codex offers permessage-deflate (with context takeover); openai-go does not.
 		CompressionMode: websocket.CompressionContextTakeover,
+		// A client that offers the msgpack subprotocol gets every frame
+		// as msgpack binary (see session.encoding); JSON text otherwise.
+		Subprotocols: []string{protocol.EncodingMsgpack.String()},
 	})
 	if err != nil {
 		s.mu.Lock()
@@ -67,9 +70,16 @@ func (sess *session) readLoop(ctx context.Context) error {
 			return err
 		}
 		received := sess.srv.now()
-		if typ != websocket.MessageText {
+		switch {
+		case typ == websocket.MessageBinary && sess.encoding == protocol.EncodingMsgpack:
+			if data, err = protocol.MsgpackToJSON(data); err != nil {
+				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
+					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
+				continue
+			}
+		case typ != websocket.MessageText:
 			sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
-				"Binary frames are not supported on this connection: send each client event as one JSON text frame."), "")
+				"Binary frames are not supported on this connection: send each client event as one JSON text frame (or connect with the msgpack subprotocol)."), "")
 			continue
 		}
 		if len(data) > peekFrame {
@@ -182,7 +192,14 @@ func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 	start := sess.srv.now()
 	var err error
 	for i, q := range batch {
-		if err = sess.conn.Write(wctx, websocket.MessageText, q.b); err != nil {
+		typ, b := websocket.MessageText, q.b
+		if sess.encoding == protocol.EncodingMsgpack {
+			typ = websocket.MessageBinary
+			if b, err = protocol.JSONToMsgpack(b); err != nil {
+				break // a frame of ours that is not JSON: a bug, not the client's doing
+			}
+		}
+		if err = sess.conn.Write(wctx, typ, b); err != nil {
 			break
 		}
 		if i < len(batch)-1 {
