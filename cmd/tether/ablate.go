@@ -15,6 +15,7 @@ import (
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -53,6 +54,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one (its timing must match --tps, --ttft, --prefill-rate)")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
+	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	cost := costFlags(fs)
 	load := declareLoadFlags(fs)
@@ -92,6 +94,10 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return 2
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.URL, cfg.APIKey = *reps, *ttft, *prefillRate, *url, *apiKey
+	if cfg.Encoding, err = protocol.ParseEncoding(*encoding); err != nil {
+		fmt.Fprintln(stderr, "tether: ablate: --encoding:", err)
+		return 2
+	}
 	if cfg.Cost, err = cost(); err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 2
@@ -189,8 +195,8 @@ func printAblation(w io.Writer, res *ablate.Results) {
 	if c.Prefill > 0 {
 		prefill = strconv.FormatFloat(c.Prefill, 'f', -1, 64) + " tok/s"
 	}
-	fmt.Fprintf(w, "%s (%s, %d calls), %d rounds, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, c.Calls, c.Reps,
-		time.Duration(c.TTFTUS*1e3), prefill, res.Machine.CPUs, res.Machine.GoVersion)
+	fmt.Fprintf(w, "%s (%s, %d calls), %d rounds, ttft %v, prefill %s, WebSocket frames %s; %d CPUs, %s\n\n", c.Workload, c.Model, c.Calls, c.Reps,
+		time.Duration(c.TTFTUS*1e3), prefill, c.Encoding, res.Machine.CPUs, res.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tok/s\tmode\tend to end\tp95\tmodel\ttools\tAPI overhead\tof e2e\te2e vs stateless\tsent\treceived\t")
 	for _, s := range res.Summary {

@@ -115,7 +115,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, fs *flag.Flag
 		})
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: mode, Workload: cfg.Workload, Duration: *lf.duration,
-			TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey,
+			TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey, Encoding: cfg.Encoding,
 			Progress: func(elapsed, total time.Duration) {
 				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
 			}})

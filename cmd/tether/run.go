@@ -40,6 +40,7 @@ models.
 	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository)")
 	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
 	eager := fs.Bool("eager", false, "start each client tool as soon as its call is done, before the step ends")
+	encoding := fs.String("encoding", "json", "WebSocket frames (modes suspend and turns): json, or msgpack")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
 	tps := fs.Float64("tps", 400, "in-process server: output tokens per second (0 is unpaced)")
 	ttft := fs.Duration("ttft", 150*time.Millisecond, "in-process server: time to first token")
@@ -48,6 +49,11 @@ models.
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	enc, err := protocol.ParseEncoding(*encoding)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: run: --encoding:", err)
 		return 2
 	}
 	mode, err := clienttools.ParseMode(*modeName)
@@ -88,7 +94,7 @@ models.
 	defer v.close()
 	v.header(fmt.Sprintf("%s rollout of %s at %s, tools in %s", mode, *model, base, *workdir))
 	tools := &clienttools.Tools{Dir: *workdir}
-	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager}
+	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager, Encoding: enc}
 	res, err := c.Run(ctx, clienttools.Rollout{
 		Mode: mode,
 		Request: &protocol.CreateRequest{Model: *model, Include: []string{protocol.IncludeTimings},

@@ -36,6 +36,9 @@ type Config struct {
 	// cannot be reset, so trials are kept apart by prompt_cache_key alone.
 	URL    string
 	APIKey string
+	// Encoding is the WebSocket modes' frames (turns, suspend): JSON, or
+	// msgpack. The HTTP modes are JSON whatever it says.
+	Encoding protocol.Encoding
 	// Progress, when set, is told of each trial as it starts.
 	Progress func(done, total int, trial string)
 }
@@ -213,7 +216,7 @@ func warmUp(ctx context.Context, cfg Config, tg *target) error {
 		return err
 	}
 	for _, mode := range cfg.Modes {
-		c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey}
+		c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: cfg.Encoding}
 		key := "ablate-warm-up"
 		if _, err := c.Run(ctx, clienttools.Rollout{Mode: mode, Funcs: w.Tools(""),
 			Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}}); err != nil {
@@ -236,7 +239,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	for _, c := range tg.caches {
 		c.Configure(sampler.PrefixCacheOptions{})
 	}
-	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey}
+	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: cfg.Encoding}
 	ro := clienttools.Rollout{Mode: mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
 		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
 	paths0, err := tg.paths()

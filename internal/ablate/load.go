@@ -33,6 +33,7 @@ type LoadConfig struct {
 	// "listening on URL" on its first line of output. Ignored with URL.
 	Server      []string
 	URL, APIKey string
+	Encoding    protocol.Encoding // the clients' frames, as Config.Encoding
 	Progress    func(elapsed, total time.Duration)
 }
 
@@ -106,7 +107,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	for i := range cfg.Clients {
 		wg.Go(func() {
 			rec := &lagRecorder{tps: cfg.TPS, r: r, out: lags, start: start, now: time.Now}
-			c := &clienttools.Client{BaseURL: srv.base, APIKey: cfg.APIKey}
+			c := &clienttools.Client{BaseURL: srv.base, APIKey: cfg.APIKey, Encoding: cfg.Encoding}
 			for n := 0; runCtx.Err() == nil; n++ {
 				key := fmt.Sprintf("load-%d-%d", i, n)
 				_, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event,
