@@ -45,7 +45,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")
 	outputBytes := fs.Int("output-bytes", 2000, "synthetic: bytes of each call's output")
-	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated")
+	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend, and turns+msgpack, suspend+msgpack (msgpack frames)")
 	speeds := fs.String("tps", "1000", "model output tokens per second, comma-separated; 0 is unpaced")
 	ttft := fs.Duration("ttft", 0, "model time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")
@@ -54,7 +54,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one (its timing must match --tps, --ttft, --prefill-rate)")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
-	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects)")
+	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects); --modes suspend+msgpack,turns+msgpack runs them beside the JSON ones")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	cost := costFlags(fs)
 	load := declareLoadFlags(fs)
@@ -94,9 +94,15 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return 2
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.URL, cfg.APIKey = *reps, *ttft, *prefillRate, *url, *apiKey
-	if cfg.Encoding, err = protocol.ParseEncoding(*encoding); err != nil {
+	enc, err := protocol.ParseEncoding(*encoding)
+	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate: --encoding:", err)
 		return 2
+	}
+	for i, d := range cfg.Modes {
+		if d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns {
+			cfg.Modes[i].Encoding = max(d.Encoding, enc)
+		}
 	}
 	if cfg.Cost, err = cost(); err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
@@ -118,7 +124,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return runPark(ctx, load, stdout, stderr)
 	}
 	if *load.clients != "" {
-		return runLoad(ctx, load, cfg, fs, *out, stdout, stderr)
+		return runLoad(ctx, load, cfg, enc, fs, *out, stdout, stderr)
 	}
 	bar := newProgress(stderr)
 	cfg.Progress = bar.update
@@ -168,11 +174,11 @@ func ablateConfig(workload, tools string, calls, parallel int, latency time.Dura
 		return cfg, err
 	}
 	for _, m := range strings.Split(modes, ",") {
-		mode, err := clienttools.ParseMode(strings.TrimSpace(m))
+		d, err := ablate.ParseDesign(strings.TrimSpace(m))
 		if err != nil {
 			return cfg, fmt.Errorf("--modes: %w", err)
 		}
-		cfg.Modes = append(cfg.Modes, mode)
+		cfg.Modes = append(cfg.Modes, d)
 	}
 	for _, s := range strings.Split(speeds, ",") {
 		tps, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -195,8 +201,8 @@ func printAblation(w io.Writer, res *ablate.Results) {
 	if c.Prefill > 0 {
 		prefill = strconv.FormatFloat(c.Prefill, 'f', -1, 64) + " tok/s"
 	}
-	fmt.Fprintf(w, "%s (%s, %d calls), %d rounds, ttft %v, prefill %s, WebSocket frames %s; %d CPUs, %s\n\n", c.Workload, c.Model, c.Calls, c.Reps,
-		time.Duration(c.TTFTUS*1e3), prefill, c.Encoding, res.Machine.CPUs, res.Machine.GoVersion)
+	fmt.Fprintf(w, "%s (%s, %d calls), %d rounds, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, c.Calls, c.Reps,
+		time.Duration(c.TTFTUS*1e3), prefill, res.Machine.CPUs, res.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tok/s\tmode\tend to end\tp95\tmodel\ttools\tAPI overhead\tof e2e\te2e vs stateless\tsent\treceived\t")
 	for _, s := range res.Summary {

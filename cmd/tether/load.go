@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
+	"github.com/tether-run/tether/protocol"
 )
 
 // loadFlags are ablate's flags for a load run (--load).
@@ -29,7 +30,7 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 	return loadFlags{
 		clients:  fs.String("load", "", "a load run instead of the comparison: this many concurrent clients (comma-separated: one run each, like 100,300,500), each running the workload again and again for --duration against a tether serve started as a child process, so that client and server CPU are apart"),
 		duration: fs.Duration("duration", time.Minute, "with --load: how long each run lasts"),
-		mode:     fs.String("load-mode", "suspend", "with --load: the design the clients use"),
+		mode:     fs.String("load-mode", "suspend", "with --load: the design the clients use (a --modes name: suspend, suspend+msgpack, turns, …)"),
 		park:     fs.Int("park", 0, "a parking run instead of the comparison: park this many suspended rollouts, each on its own WebSocket waiting for a client call's output, against a tether serve started as a child process, and report its memory and goroutines per rollout"),
 		parkCtx:  fs.Int("park-context", 8000, "with --park: tokens of context each parked rollout holds"),
 		server:   fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
@@ -78,11 +79,14 @@ func runPark(ctx context.Context, lf loadFlags, stdout, stderr io.Writer) int {
 
 // runLoad runs `tether ablate --load`: one load run per number of clients,
 // each against a fresh server.
-func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, fs *flag.FlagSet, out string, stdout, stderr io.Writer) int {
-	mode, err := clienttools.ParseMode(*lf.mode)
+func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.Encoding, fs *flag.FlagSet, out string, stdout, stderr io.Writer) int {
+	design, err := ablate.ParseDesign(*lf.mode)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate: --load-mode:", err)
 		return 2
+	}
+	if design.Mode == clienttools.ModeSuspend || design.Mode == clienttools.ModeTurns {
+		design.Encoding = max(design.Encoding, enc)
 	}
 	var counts []int
 	for _, s := range strings.Split(*lf.clients, ",") {
@@ -114,8 +118,8 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, fs *flag.Flag
 			}
 		})
 		bar := newProgress(stderr)
-		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: mode, Workload: cfg.Workload, Duration: *lf.duration,
-			TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey, Encoding: cfg.Encoding,
+		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
+			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey,
 			Progress: func(elapsed, total time.Duration) {
 				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
 			}})

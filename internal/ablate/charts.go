@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -31,6 +32,19 @@ var modeColors = map[string]color.Color{
 	"chained":   color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	"turns":     color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	"suspend":   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+// modeColor is a design's color: its mode's, darker for msgpack frames.
+func modeColor(design string) color.Color {
+	mode, variant, _ := strings.Cut(design, "+")
+	c, ok := modeColors[mode].(color.RGBA)
+	if !ok {
+		return color.Black
+	}
+	if variant != "" {
+		c.R, c.G, c.B = c.R/2, c.G/2, c.B/2
+	}
+	return c
 }
 
 // The parts of a rollout's time, the same in every chart.
@@ -100,7 +114,7 @@ func (r *Results) overheadChart() (Chart, error) {
 		if err != nil {
 			return Chart{}, err
 		}
-		l.Color, s.Color = modeColors[mode], modeColors[mode]
+		l.Color, s.Color = modeColor(mode), modeColor(mode)
 		s.Shape = draw.CircleGlyph{}
 		p.Add(l, s)
 		p.Legend.Add(mode, l, s)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 // Reps times.
 type Config struct {
 	Workload Workload
-	Modes    []clienttools.Mode
+	Modes    []Design
 	// Speeds are the models' output tokens per second, one server (or, with
 	// URL, one pass) each; 0 is unpaced.
 	Speeds      []float64
@@ -36,9 +35,6 @@ type Config struct {
 	// cannot be reset, so trials are kept apart by prompt_cache_key alone.
 	URL    string
 	APIKey string
-	// Encoding is the WebSocket modes' frames (turns, suspend): JSON, or
-	// msgpack. The HTTP modes are JSON whatever it says.
-	Encoding protocol.Encoding
 	// Progress, when set, is told of each trial as it starts.
 	Progress func(done, total int, trial string)
 }
@@ -216,9 +212,9 @@ func warmUp(ctx context.Context, cfg Config, tg *target) error {
 		return err
 	}
 	for _, mode := range cfg.Modes {
-		c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: cfg.Encoding}
+		c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: mode.Encoding}
 		key := "ablate-warm-up"
-		if _, err := c.Run(ctx, clienttools.Rollout{Mode: mode, Funcs: w.Tools(""),
+		if _, err := c.Run(ctx, clienttools.Rollout{Mode: mode.Mode, Funcs: w.Tools(""),
 			Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}}); err != nil {
 			return fmt.Errorf("ablate: warm-up in %s: %w", mode, err)
 		}
@@ -227,7 +223,7 @@ func warmUp(ctx context.Context, cfg Config, tg *target) error {
 }
 
 // trial runs the workload once in mode with a fresh cache.
-func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, mode clienttools.Mode, key string) (*Trial, error) {
+func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, mode Design, key string) (*Trial, error) {
 	dir, cleanup := "", func() {}
 	if cfg.Workload.Repo {
 		var err error
@@ -239,8 +235,8 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	for _, c := range tg.caches {
 		c.Configure(sampler.PrefixCacheOptions{})
 	}
-	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: cfg.Encoding}
-	ro := clienttools.Rollout{Mode: mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
+	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: mode.Encoding}
+	ro := clienttools.Rollout{Mode: mode.Mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
 		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
 	paths0, err := tg.paths()
 	if err != nil {
@@ -280,15 +276,12 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	t.OverheadUS = t.ElapsedUS - t.ModelUS - t.ToolsUS
 	if tg.srv != nil {
 		t.Paths = pathsDelta(paths0, paths1)
-		if err := checkPaths(mode, len(t.Turns), t.Paths); err != nil {
+		if err := checkPaths(mode.Mode, len(t.Turns), t.Paths); err != nil {
 			return nil, err
 		}
 	}
 	return t, nil
 }
-
-// wsModes are the modes whose turns go over a WebSocket.
-var wsModes = []string{clienttools.ModeSuspend.String(), clienttools.ModeTurns.String()}
 
 // sent is the server's timings of a turn, nil when it sent none.
 func sent(t protocol.Timings) *protocol.Timings {
@@ -304,9 +297,9 @@ const floorTries = 3
 
 // measureFloor measures the echo floor of each of t's turns, right after
 // the trial, over the transport its mode used.
-func measureFloor(ctx context.Context, c *echoClient, mode clienttools.Mode, t *Trial) error {
+func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) error {
 	rt := c.roundTripHTTP
-	if slices.Contains(wsModes, mode.String()) {
+	if mode.webSocket() {
 		rt = c.roundTripWS
 	}
 	for i := range t.Turns {

@@ -29,7 +29,7 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(t.Context(), Config{Workload: w, Modes: clienttools.Modes, Speeds: []float64{0}, Reps: 2})
+	res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.Modes...), Speeds: []float64{0}, Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestTrialsKeptApartByKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(t.Context(), Config{Workload: w, Modes: []clienttools.Mode{clienttools.ModeStateless}, Speeds: []float64{0}, Reps: 2, URL: base})
+	res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.ModeStateless), Speeds: []float64{0}, Reps: 2, URL: base})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(t.Context(), Config{Workload: w, Modes: clienttools.Modes, Speeds: []float64{0, 4000}, Reps: 2})
+	res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.Modes...), Speeds: []float64{0, 4000}, Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,6 @@ type RunConfig struct {
 	Prefill  float64    `json:"prefill_rate"`
 	Reps     int        `json:"reps"`
 	URL      string     `json:"url,omitempty"`
-	Encoding string     `json:"encoding"`
 	Cost     CostConfig `json:"cost"`
 }
 
@@ -67,7 +66,7 @@ type CostConfig struct {
 
 func configOf(cfg Config) RunConfig {
 	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
-		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL, Encoding: cfg.Encoding.String(),
+		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL,
 		Cost: CostConfig{Safety: !cfg.Cost.NoSafety, HopLatencyUS: us(cfg.Cost.HopLatency),
 			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.Cost.StoreTokens}}
 	for _, m := range cfg.Modes {
