@@ -68,6 +68,9 @@ type delivery struct {
 	flush                         func() // set before the first frame; takes the rollout's lock
 }
 
+// behind reports whether frames of the response wait for the writer.
+func (d *delivery) behind() bool { return d.queued.Load() > 0 }
+
 // wrote counts one frame the writer wrote from start to end.
 func (d *delivery) wrote(q queued, start, end time.Time) {
 	d.frames.Add(1)

@@ -231,7 +231,7 @@ func (sess *session) flow(ctx context.Context) error {
 func (sess *session) tooSlow() {
 	sess.tooSlowOnce.Do(func() {
 		sess.srv.log.Warn("closing slow websocket client")
-		perr := protocol.Errorf(http.StatusTooManyRequests, protocol.CodeClientTooSlow, "",
+		perr := protocol.Errorf(http.StatusRequestTimeout, protocol.CodeClientTooSlow, "",
 			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout)
 		sess.out.finish(errorFrame(perr, ""))
 		go func() {
@@ -535,7 +535,7 @@ func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
 	return s.sess.send(b, acct)
 }
 
-func (s *jobSink) behind(acct *delivery) bool { return acct.queued.Load() > 0 }
+func (s *jobSink) behind(acct *delivery) bool { return acct.behind() }
 
 // resolve finds previous_response_id in the connection cache, or hydrates it
 // from the store. An id a failed continuation evicted stays unknown on this

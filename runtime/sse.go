@@ -118,4 +118,4 @@ func sseFrame(ev protocol.Event) ([]byte, error) {
 	return append(b, "\n\n"...), nil
 }
 
-func (s sseSink) behind(acct *delivery) bool { return acct.queued.Load() > 0 }
+func (s sseSink) behind(acct *delivery) bool { return acct.behind() }

@@ -244,7 +244,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 func (sp *suspension) behind(acct *delivery) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.sess == nil || sp.replaying || acct.queued.Load() > 0
+	return sp.sess == nil || sp.replaying || acct.behind()
 }
 
 // parkLocked: the pause's response.done is going out; from now on the step
