@@ -228,3 +228,37 @@ func BenchmarkEncodings(b *testing.B) {
 		}
 	}
 }
+
+// TestPeekClientEventMsgpack: a msgpack frame's type and lane are read
+// where they lie, whatever comes before them, and a frame that is not a
+// msgpack map, or lies about a length, peeks as nothing.
+func TestPeekClientEventMsgpack(t *testing.T) {
+	t.Parallel()
+	frame := func(js string) []byte {
+		mp, err := protocol.JSONToMsgpack([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mp
+	}
+	big := strings.Repeat("x", 70000)
+	for _, tc := range []struct {
+		in   []byte
+		typ  protocol.ClientEventType
+		lane string
+		ok   bool
+	}{
+		{frame(`{"input":[{"role":"user","content":"` + big + `"}],"n":[1,-2,3.5,null,true,{"a":{}}],"stream_id":"l1","type":"response.create"}`), protocol.ClientCreate, "l1", true},
+		{frame(`{"type":"response.append","response_id":"resp_1"}`), protocol.ClientAppend, "", true},
+		{frame(`{"stream_id":"l2"}`), "", "l2", false},
+		{frame(`[1,2]`), "", "", false},
+		{[]byte{0x81, 0xa4, 't', 'y', 'p', 'e', 0xdb, 0xff, 0xff, 0xff, 0xff}, "", "", false},
+		{[]byte{0x82, 0xa1, 'a', 0xdd, 0xff, 0xff, 0xff, 0xff}, "", "", false},
+		{[]byte{0xc1}, "", "", false},
+	} {
+		typ, lane, ok := protocol.PeekClientEventAs(protocol.EncodingMsgpack, tc.in)
+		if ok != tc.ok || ok && (typ != tc.typ || lane != tc.lane) {
+			t.Errorf("%.40x: %q %q %v, want %q %q %v", tc.in, typ, lane, ok, tc.typ, tc.lane, tc.ok)
+		}
+	}
+}

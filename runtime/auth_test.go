@@ -47,7 +47,7 @@ func TestAPIKeys(t *testing.T) {
 				t.Errorf("%s %s: the answer repeats a key: %s", e.method, e.path, body)
 			}
 		}
-		_, resp, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {auth}}})
+		_, resp, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {auth}}}))
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("WebSocket upgrade with %q: %v %v", auth, resp, err)
 		}
@@ -58,7 +58,7 @@ func TestAPIKeys(t *testing.T) {
 	if code, body := do("POST", "/v1/responses", "Bearer sk-bob", create); code != http.StatusOK {
 		t.Errorf("a listed key: %d %s", code, body)
 	}
-	c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}})
+	c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}}))
 	if err != nil {
 		t.Fatalf("WebSocket with a listed key: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestTenantsAreApart(t *testing.T) {
 	if code, _ := do("GET", "/v1/responses/"+created.ID, "sk-alice", ""); code != 200 {
 		t.Errorf("the owner's response after another tenant's DELETE: %d", code)
 	}
-	c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-bob"}}})
+	c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-bob"}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestTenantsAreApart(t *testing.T) {
 
 	// A suspended rollout: another tenant's response.resume (parked, and
 	// once it has ended, its tail) answers as for an unknown id.
-	ac, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}})
+	ac, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestTenantSuspendedLimit(t *testing.T) {
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
 	h := newHarness(t, runtime.Options{Keys: keys, TenantSuspended: 2})
 	dial := func(key string) *wsConn {
-		c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func TestConnectionAndRateLimits(t *testing.T) {
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob", "sk-carol": "carol"})
 	h := newHarness(t, runtime.Options{Keys: keys, TenantConns: 2, MaxConnections: 3, TenantRPM: 30})
 	dial := func(key string) (*websocket.Conn, int) {
-		c, resp, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		c, resp, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}))
 		if err != nil {
 			if resp == nil {
 				t.Fatal(err)
@@ -309,7 +309,7 @@ func TestTenantInFlightAndWebSocketRate(t *testing.T) {
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
 	h := newHarness(t, runtime.Options{Keys: keys, TenantInFlight: 2, TenantRPM: 8})
 	dial := func(key string) *wsConn {
-		c, _, err := websocket.Dial(context.Background(), h.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}))
 		if err != nil {
 			t.Fatal(err)
 		}

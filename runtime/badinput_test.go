@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -181,6 +182,15 @@ func biWith(lane, prev string, fields map[string]any) map[string]any {
 	return f
 }
 
+// binaryFrameCode is the error a binary frame that is not msgpack gets:
+// unsupported on a JSON connection, invalid msgpack on a msgpack one.
+func binaryFrameCode() string {
+	if testEncoding == protocol.EncodingMsgpack {
+		return "invalid_json"
+	}
+	return "unsupported_frame_type"
+}
+
 func biSendBinary(t testing.TB, c *wsConn, b []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -218,7 +228,7 @@ func TestBadInputWebSocket(t *testing.T) {
 		{name: "empty frame", frame: func(string, string) any { return []byte{} },
 			want: biWant{400, "invalid_json", ""}, noLane: true},
 		{name: "binary frame", binary: true, frame: func(lane, prev string) any { return biCreate(lane, prev, "hi") },
-			want: biWant{400, "unsupported_frame_type", ""}, noLane: true},
+			want: biWant{400, binaryFrameCode(), ""}, noLane: true},
 		{name: "unknown event type", frame: func(lane, _ string) any { return biWith(lane, "", map[string]any{"type": "response.frobnicate"}) },
 			want: biWant{400, "unknown_event_type", "type"}},
 		{name: "missing event type", frame: func(lane, _ string) any { return biWith(lane, "", map[string]any{"type": nil}) },

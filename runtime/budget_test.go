@@ -121,10 +121,17 @@ func TestHostileFramesMemory(t *testing.T) {
 		c := h.dial(t, nil)
 		c.c.SetReadLimit(64 * mib)
 		big, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "input": "Please read this back: " + strings.Repeat("x", 12<<20)}))
+		typ, frame, err := c.encoded(big) // before the measure: what the server holds is measured, not the client's encoding
+		if err != nil {
+			t.Fatal(err)
+		}
+		big = nil
 		answers := map[string]int{}
 		peak, total := heapPeak(func() {
 			for range 16 {
-				c.send(t, big)
+				if err := c.c.Write(t.Context(), typ, frame); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for range 16 {
 				evs := c.untilTerminal(t)

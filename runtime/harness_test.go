@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -147,11 +149,74 @@ type wsConn struct {
 	c *websocket.Conn
 }
 
+// testEncoding is the encoding the tests' WebSocket clients ask for:
+// TETHER_TEST_ENCODING=msgpack runs the package's WebSocket tests over
+// msgpack frames (.ci/run does, after the JSON run). The helpers below
+// speak it and hand the tests JSON, so a test reads the same either way.
+var testEncoding = func() protocol.Encoding {
+	e, err := protocol.ParseEncoding(os.Getenv("TETHER_TEST_ENCODING"))
+	if err != nil {
+		return protocol.EncodingJSON
+	}
+	return e
+}()
+
+// testDialOptions are o (nil: none) with the test encoding's subprotocol.
+func testDialOptions(o *websocket.DialOptions) *websocket.DialOptions {
+	if o == nil {
+		o = &websocket.DialOptions{}
+	}
+	if testEncoding == protocol.EncodingMsgpack {
+		o.Subprotocols = append(o.Subprotocols, testEncoding.String())
+	}
+	return o
+}
+
+// msgpack reports whether the connection speaks msgpack.
+func (w *wsConn) msgpack() bool { return w.c.Subprotocol() == protocol.EncodingMsgpack.String() }
+
+// frame turns a frame read off w into JSON; a test gets JSON text whatever
+// the connection's encoding.
+func (w *wsConn) frame(tb testing.TB, typ websocket.MessageType, b []byte) []byte {
+	tb.Helper()
+	switch {
+	case typ == websocket.MessageBinary && w.msgpack():
+		js, err := protocol.MsgpackToJSON(b)
+		if err != nil {
+			tb.Fatalf("msgpack frame: %v", err)
+		}
+		return js
+	case typ != websocket.MessageText:
+		tb.Fatalf("got a binary frame")
+	}
+	return b
+}
+
+// encoded is a client event given as JSON as w sends it: msgpack on a
+// msgpack connection, unless it is not JSON at all (a bad-input test's),
+// which goes as the text frame it is.
+func (w *wsConn) encoded(b []byte) (websocket.MessageType, []byte, error) {
+	if w.msgpack() && json.Valid(b) {
+		mp, err := protocol.JSONToMsgpack(b)
+		return websocket.MessageBinary, mp, err
+	}
+	return websocket.MessageText, b, nil
+}
+
+// write sends a client event given as JSON (see encoded).
+func (w *wsConn) write(ctx context.Context, b []byte) error {
+	typ, frame, err := w.encoded(b)
+	if err != nil {
+		return err
+	}
+	return w.c.Write(ctx, typ, frame)
+}
+
 func (h *harness) dial(t testing.TB, header http.Header) *wsConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, h.ws, &websocket.DialOptions{HTTPHeader: header})
+	c, _, err := websocket.Dial(ctx, h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: header}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +236,7 @@ func (w *wsConn) send(t testing.TB, v any) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.c.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := w.write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -185,10 +250,7 @@ func (w *wsConn) recv(t testing.TB) []byte {
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	if typ != websocket.MessageText {
-		t.Fatalf("got a binary frame")
-	}
-	return b
+	return w.frame(t, typ, b)
 }
 
 // untilTerminal reads events until a terminal event or an error and returns

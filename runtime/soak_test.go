@@ -100,7 +100,7 @@ func TestFaultSoak(t *testing.T) {
 func soakDial(t *testing.T, h *harness, auth http.Header) *wsConn {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, h.ws, &websocket.DialOptions{HTTPHeader: auth})
+	c, _, err := websocket.Dial(ctx, h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: auth}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +154,13 @@ func soakRollout(t *testing.T, h *harness, auth http.Header, rng *rand.Rand, cou
 	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, b, err := c.c.Read(ctx)
+		typ, b, err := c.c.Read(ctx)
 		cancel()
 		if err != nil {
 			t.Errorf("rollout %s after sequence_number %d: %v (lost)", id, lastSeq, err)
 			return
 		}
+		b = c.frame(t, typ, b)
 		e := decodeEv(t, b)
 		if e.Type == "error" {
 			switch e.Error.Code {

@@ -210,6 +210,11 @@ func (f *fzSession) dial() {
 			if err != nil {
 				return
 			}
+			if typ == websocket.MessageBinary && c.msgpack() {
+				if js, err := protocol.MsgpackToJSON(b); err == nil {
+					typ, b = websocket.MessageText, js // the frame as JSON; a bad one stays binary, and fails
+				}
+			}
 			fc.mu.Lock()
 			fc.frames = append(fc.frames, fzFrame{typ == websocket.MessageBinary, b})
 			fc.mu.Unlock()
@@ -675,7 +680,7 @@ func (f *fzSession) garbage() {
 		refusal("unknown_event_type")
 		frame = `{"type":"response.frobnicate"` + sid + `}`
 	case 2:
-		f.expect("", "unsupported_frame_type")
+		f.expect("", binaryFrameCode())
 		f.log = append(f.log, "binary frame")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -317,7 +317,7 @@ func (p *pipeHarness) dial(t *testing.T, auth string) *wsConn {
 	if auth != "" {
 		h.Set("Authorization", auth)
 	}
-	c, _, err := websocket.Dial(ctx, "ws://tether.test/v1/responses", &websocket.DialOptions{HTTPHeader: h, HTTPClient: p.client})
+	c, _, err := websocket.Dial(ctx, "ws://tether.test/v1/responses", testDialOptions(&websocket.DialOptions{HTTPHeader: h, HTTPClient: p.client}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,8 +422,5 @@ func recvWithin(tb testing.TB, w *wsConn, d time.Duration) []byte {
 	if err != nil {
 		tb.Fatalf("read: %v", err)
 	}
-	if typ != websocket.MessageText {
-		tb.Fatalf("got a binary frame")
-	}
-	return b
+	return w.frame(tb, typ, b)
 }

@@ -70,13 +70,10 @@ func (sess *session) readLoop(ctx context.Context) error {
 			return err
 		}
 		received := sess.srv.now()
+		enc := protocol.EncodingJSON
 		switch {
 		case typ == websocket.MessageBinary && sess.encoding == protocol.EncodingMsgpack:
-			if data, err = protocol.MsgpackToJSON(data); err != nil {
-				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
-					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
-				continue
-			}
+			enc = protocol.EncodingMsgpack
 		case typ != websocket.MessageText:
 			sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
 				"Binary frames are not supported on this connection: send each client event as one JSON text frame (or connect with the msgpack subprotocol)."), "")
@@ -84,12 +81,19 @@ func (sess *session) readLoop(ctx context.Context) error {
 		}
 		if len(data) > peekFrame {
 			// A large create past the connection's budget is refused
-			// before it is decoded into a copy of itself.
-			if typ, lane, ok := protocol.PeekClientEvent(data); ok && typ == protocol.ClientCreate {
+			// before it is decoded (or transcoded) into a copy of itself.
+			if typ, lane, ok := protocol.PeekClientEventAs(enc, data); ok && typ == protocol.ClientCreate {
 				if perr := sess.overBudget(len(data)); perr != nil {
 					sess.sendError(perr, lane)
 					continue
 				}
+			}
+		}
+		if enc == protocol.EncodingMsgpack {
+			if data, err = protocol.MsgpackToJSON(data); err != nil {
+				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
+					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
+				continue
 			}
 		}
 		ev, lane, perr := protocol.DecodeClientEvent(data)

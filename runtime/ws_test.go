@@ -22,8 +22,8 @@ func TestWebSocketCompression(t *testing.T) {
 	h := newHarness(t, runtime.Options{})
 	for _, mode := range []websocket.CompressionMode{websocket.CompressionContextTakeover, websocket.CompressionNoContextTakeover, websocket.CompressionDisabled} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, resp, err := websocket.Dial(ctx, h.ws, &websocket.DialOptions{CompressionMode: mode,
-			HTTPHeader: http.Header{"OpenAI-Beta": {"responses_websockets=2026-02-06"}, "Authorization": {"Bearer test"}}})
+		c, resp, err := websocket.Dial(ctx, h.ws, testDialOptions(&websocket.DialOptions{CompressionMode: mode,
+			HTTPHeader: http.Header{"OpenAI-Beta": {"responses_websockets=2026-02-06"}, "Authorization": {"Bearer test"}}}))
 		cancel()
 		if err != nil {
 			t.Fatal(err)
