@@ -136,7 +136,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 			fmt.Fprintln(stderr, "tether: ablate:", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "\nwrote load.json, load-lag.svg and load-rss.svg to %s\n", out)
+		fmt.Fprintf(stdout, "\nwrote load.json, load-lag.svg, load-rss.svg and load-goroutines.svg to %s\n", out)
 	}
 	return 0
 }

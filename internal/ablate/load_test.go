@@ -89,7 +89,7 @@ func TestRunLoad(t *testing.T) {
 	if err := run.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"load.json", "load-lag.svg", "load-rss.svg"} {
+	for _, name := range []string{"load.json", "load-lag.svg", "load-rss.svg", "load-goroutines.svg"} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}

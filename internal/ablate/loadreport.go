@@ -23,9 +23,10 @@ type LoadRun struct {
 // LoadSchemaVersion names load.json's shape.
 const LoadSchemaVersion = "tether.ablate.load/1"
 
-// WriteFiles writes load.json and the run's two charts, load-lag.svg (the
-// p99 token delivery lag of each second) and load-rss.svg (the server's
-// resident memory over time), one line per number of clients, into dir.
+// WriteFiles writes load.json and the run's charts, load-lag.svg (the p99
+// token delivery lag of each second), load-rss.svg (the server's resident
+// memory over time) and load-goroutines.svg (its goroutines), one line per
+// number of clients, into dir.
 func (lr *LoadRun) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -43,6 +44,7 @@ func (lr *LoadRun) WriteFiles(dir string) error {
 	}{
 		{"load-lag.svg", "Token delivery lag, p99 of each second", "lag (ms)", func(s LoadSample) float64 { return s.LagP99US / 1e3 }},
 		{"load-rss.svg", "Server resident memory", "RSS (MiB)", func(s LoadSample) float64 { return s.ServerRSSMiB }},
+		{"load-goroutines.svg", "Server goroutines", "goroutines", func(s LoadSample) float64 { return float64(s.ServerGoroutines) }},
 	} {
 		svg, err := lr.chart(c.title, c.y, c.v)
 		if err != nil {
