@@ -23,5 +23,13 @@
 // Results holds every trial and turn and a Summary per mode and speed;
 // WriteFiles writes results.json (whose JSON Schema is Schema), turns.csv,
 // the Charts as SVG (drawn with gonum/plot) and report.html, one
-// self-contained page with all of them.
+// self-contained page with all of them. A mode is a Design: a mode of the
+// client kit and, on a WebSocket, the frames' encoding ("suspend+msgpack").
+//
+// Two other runs measure the server under many rollouts at once, against a
+// tether serve started as a child process so that its CPU and memory are
+// its own: RunLoad (N clients running the workload again and again; each
+// streamed token's delivery lag against its stream's schedule, CPU of
+// server and clients apart, RSS and goroutines over time) and RunPark (K
+// suspended rollouts parked on their own connections; what each holds).
 package ablate
