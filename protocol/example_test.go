@@ -58,3 +58,18 @@ func ExampleError_WebSocketError() {
 	//   }
 	// }
 }
+
+// A msgpack connection carries the very same objects: an event written as
+// msgpack is its JSON, transcoded, and reads back as that JSON byte for
+// byte.
+func ExampleMarshalAs() {
+	ev := &protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta, SequenceNumber: 7},
+		ItemID: "msg_1", Delta: "Hello <world>", Logprobs: &[]protocol.LogProb{}}
+	js, _ := protocol.MarshalAs(protocol.EncodingJSON, ev)
+	mp, _ := protocol.MarshalAs(protocol.EncodingMsgpack, ev)
+	back, _ := protocol.ToJSON(protocol.EncodingMsgpack, mp)
+	fmt.Printf("%s\n%d bytes of JSON, %d of msgpack; the same after the trip: %v\n", js, len(js), len(mp), string(back) == string(js))
+	// Output:
+	// {"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello \u003cworld\u003e","logprobs":[]}
+	// 158 bytes of JSON, 123 of msgpack; the same after the trip: true
+}
