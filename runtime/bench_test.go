@@ -247,32 +247,9 @@ func (n deltaSampler) Sample(ctx context.Context, _ *sampler.Request, emit func(
 // figures issue 12's compact parked state is measured against.
 func BenchmarkParkedRollout(b *testing.B) {
 	h := newHarness(b, runtime.Options{Renderer: renderer(b), MaxSuspended: 1 << 20, MaxConnections: 1 << 20})
-	ctx := context.Background()
-	ctxItems := history(b, renderer(b), 8_000)
-	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
-		"input": append(ctxItems, userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})))}))
 	before, goroutines := liveHeap(), goruntime.NumGoroutine()
 	b.ResetTimer()
-	var conns []*websocket.Conn
-	for range b.N {
-		c, _, err := websocket.Dial(ctx, h.ws, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		conns = append(conns, c)
-		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
-			b.Fatal(err)
-		}
-		for {
-			_, data, err := c.Read(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.done"`)) {
-				break
-			}
-		}
-	}
+	conns := parkRollouts(b, h, b.N)
 	b.StopTimer()
 	// The client's side of each connection is in this process too, and
 	// counted: its connection's buffers and goroutines.
@@ -286,6 +263,61 @@ func BenchmarkParkedRollout(b *testing.B) {
 	for _, c := range conns {
 		c.CloseNow()
 	}
+}
+
+// TestParkedRolloutMemory guards the compact parked state: 300 suspended
+// rollouts, each on its own WebSocket with about 8k tokens of context,
+// parked at once, hold at most 110 KB of live heap and 4 goroutines
+// apiece, the client's side of each connection included (86 KB and 4 on
+// 2026-12-02; 126 KB and 5 the day before).
+func TestParkedRolloutMemory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")
+	}
+	const n = 300
+	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	before, goroutines := liveHeap(), goruntime.NumGoroutine()
+	conns := parkRollouts(t, h, n)
+	held := float64(int64(liveHeap())-int64(before)) / n
+	g := float64(goruntime.NumGoroutine()-goroutines) / n
+	t.Logf("%d parked rollouts: %.1f KB of live heap and %.2f goroutines apiece", n, held/1000, g)
+	if held > 110_000 || g > 4.05 {
+		t.Errorf("a parked rollout holds %.1f KB and %.2f goroutines, bound 110 KB and 4", held/1000, g)
+	}
+	for _, c := range conns {
+		c.CloseNow()
+	}
+}
+
+// parkRollouts parks n suspended rollouts of about 8k tokens of context on
+// h, each on its own WebSocket, and returns the connections.
+func parkRollouts(tb testing.TB, h *harness, n int) []*websocket.Conn {
+	tb.Helper()
+	ctx := context.Background()
+	ctxItems := history(tb, renderer(tb), 8_000)
+	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+		"input": append(ctxItems, userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})))}))
+	var conns []*websocket.Conn
+	for range n {
+		c, _, err := websocket.Dial(ctx, h.ws, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conns = append(conns, c)
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			tb.Fatal(err)
+		}
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.done"`)) {
+				break
+			}
+		}
+	}
+	return conns
 }
 
 // residentBytes is the process's resident memory, from /proc (0 where there
