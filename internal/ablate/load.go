@@ -120,6 +120,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 					res.Errors[errorCode(err)]++
 				}
 				mu.Unlock()
+				if err != nil {
+					rec.drop() // a step cut off has no schedule to keep
+					// A refused rollout is tried again after a breath, not in
+					// a loop as fast as the server can refuse it.
+					sleep(runCtx, 10*time.Millisecond)
+				}
 			}
 			mu.Lock()
 			res.Tokens += rec.tokens
@@ -311,6 +317,9 @@ func (l *lagRecorder) event(ev protocol.Event) {
 	l.frames++
 }
 
+// drop forgets the step in progress.
+func (l *lagRecorder) drop() { l.at, l.last, l.n = l.at[:0], l.last[:0], 0 }
+
 func (l *lagRecorder) endStep() {
 	if len(l.at) == 0 {
 		return
@@ -330,7 +339,7 @@ func (l *lagRecorder) endStep() {
 		first = l.last[i] + 1
 	}
 	l.out.add(int(l.at[len(l.at)-1].Sub(l.start)/time.Second), &h, int64(l.n))
-	l.at, l.last, l.n = l.at[:0], l.last[:0], 0
+	l.drop()
 }
 
 // lagWindows gathers the clients' lags by the second their step ended in.
