@@ -90,20 +90,17 @@ func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
 
 // send writes one client event, in the connection's encoding.
 func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
-	if w.enc == protocol.EncodingMsgpack {
-		t0 := time.Now()
-		b, err := protocol.MarshalAs(w.enc, ev)
-		cost := frameCost{bytes: len(b), codec: time.Since(t0)}
-		if err != nil {
-			return cost, err
-		}
-		return cost, w.c.Write(ctx, websocket.MessageBinary, b)
-	}
-	b, cost, err := encode(ev)
+	t0 := time.Now()
+	b, err := protocol.MarshalAs(w.enc, ev)
+	cost := frameCost{bytes: len(b), codec: time.Since(t0)}
 	if err != nil {
 		return cost, err
 	}
-	return cost, w.c.Write(ctx, websocket.MessageText, b)
+	typ := websocket.MessageText
+	if w.enc == protocol.EncodingMsgpack {
+		typ = websocket.MessageBinary
+	}
+	return cost, w.c.Write(ctx, typ, b)
 }
 
 // next reads one event.

@@ -327,46 +327,37 @@ func (t *toJSON) value(depth, left int) error {
 			return err
 		}
 		return t.enc.WriteToken(jsontext.String(s))
-	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
-		n, err := t.dec.DecodeMapLen()
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32,
+		msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		isMap := msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32
+		decodeLen, begin, end := t.dec.DecodeArrayLen, jsontext.BeginArray, jsontext.EndArray
+		if isMap {
+			decodeLen, begin, end = t.dec.DecodeMapLen, jsontext.BeginObject, jsontext.EndObject
+		}
+		n, err := decodeLen()
 		if err != nil {
 			return err
 		}
 		if n > left {
-			return fmt.Errorf("a map of %d entries in %d bytes", n, left)
+			return fmt.Errorf("%d items declared in %d bytes", n, left)
 		}
-		if err := t.enc.WriteToken(jsontext.BeginObject); err != nil {
+		if err := t.enc.WriteToken(begin); err != nil {
 			return err
 		}
 		for range n {
-			if k, err := t.dec.PeekCode(); err != nil || !msgpcode.IsString(k) && !msgpcode.IsBin(k) {
-				return errors.New("a map key that is not a string")
+			if isMap {
+				if k, err := t.dec.PeekCode(); err != nil || !msgpcode.IsString(k) && !msgpcode.IsBin(k) {
+					return errors.New("a map key that is not a string")
+				}
+				if err := t.value(depth+1, left); err != nil {
+					return err
+				}
 			}
 			if err := t.value(depth+1, left); err != nil {
 				return err
 			}
-			if err := t.value(depth+1, left); err != nil {
-				return err
-			}
 		}
-		return t.enc.WriteToken(jsontext.EndObject)
-	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
-		n, err := t.dec.DecodeArrayLen()
-		if err != nil {
-			return err
-		}
-		if n > left {
-			return fmt.Errorf("an array of %d items in %d bytes", n, left)
-		}
-		if err := t.enc.WriteToken(jsontext.BeginArray); err != nil {
-			return err
-		}
-		for range n {
-			if err := t.value(depth+1, left); err != nil {
-				return err
-			}
-		}
-		return t.enc.WriteToken(jsontext.EndArray)
+		return t.enc.WriteToken(end)
 	}
 	return fmt.Errorf("msgpack code 0x%02x has no JSON", c)
 }

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -100,9 +99,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return 2
 	}
 	for i, d := range cfg.Modes {
-		if d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns {
-			cfg.Modes[i].Encoding = max(d.Encoding, enc)
-		}
+		cfg.Modes[i] = d.On(enc)
 	}
 	if cfg.Cost, err = cost(); err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)

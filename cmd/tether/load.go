@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/protocol"
 )
@@ -85,9 +84,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		fmt.Fprintln(stderr, "tether: ablate: --load-mode:", err)
 		return 2
 	}
-	if design.Mode == clienttools.ModeSuspend || design.Mode == clienttools.ModeTurns {
-		design.Encoding = max(design.Encoding, enc)
-	}
+	design = design.On(enc)
 	var counts []int
 	for _, s := range strings.Split(*lf.clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -29,6 +29,16 @@ func (d Design) webSocket() bool {
 	return d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns
 }
 
+// On is d with its frames in enc when it runs over a WebSocket; an HTTP
+// design is JSON whatever enc is, and a design named with its encoding
+// keeps it.
+func (d Design) On(enc protocol.Encoding) Design {
+	if d.webSocket() && d.Encoding == protocol.EncodingJSON {
+		d.Encoding = enc
+	}
+	return d
+}
+
 // ParseDesign reads a design's name: a mode (stateless, chained, turns,
 // suspend), and for turns and suspend optionally "+msgpack".
 func ParseDesign(s string) (Design, error) {

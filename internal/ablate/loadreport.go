@@ -87,9 +87,9 @@ func (lr *LoadRun) chart(title, y string, v func(LoadSample) float64) ([]byte, e
 }
 
 // plotColor is the i-th color of gonum's palette.
-func plotColor(i int) color.Color { return plotutilColors[i%len(plotutilColors)] }
+func plotColor(i int) color.Color { return lineColors[i%len(lineColors)] }
 
-var plotutilColors = []color.Color{
+var lineColors = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},

@@ -1,0 +1,35 @@
+package ablate
+
+import (
+	"testing"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+)
+
+// TestDesigns: names parse to designs and back; msgpack only over a
+// WebSocket; On switches the WebSocket designs' frames and no others.
+func TestDesigns(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack"} {
+		d, err := ParseDesign(name)
+		if err != nil || d.String() != name {
+			t.Errorf("%s: %v, %v", name, d, err)
+		}
+	}
+	for _, bad := range []string{"stateless+msgpack", "chained+msgpack", "suspend+cbor", "rpc"} {
+		if _, err := ParseDesign(bad); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+	got := map[string]string{}
+	for _, d := range Designs(clienttools.Modes...) {
+		got[d.String()] = d.On(protocol.EncodingMsgpack).String()
+	}
+	want := map[string]string{"stateless": "stateless", "chained": "chained", "turns": "turns+msgpack", "suspend": "suspend+msgpack"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s on msgpack: %s, want %s", k, got[k], v)
+		}
+	}
+}
