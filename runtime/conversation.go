@@ -16,7 +16,6 @@ import (
 // immutable once published, so forks from two lanes can share it.
 type conversation struct {
 	response *protocol.Response // terminal snapshot
-	lane     string             // the lane that produced it ("" for HTTP)
 	items    protocol.Items     // whole context: every input and output up to and including this response
 	prompt   *sampler.Prompt    // items rendered to tokens
 	rendered int                // tokens of prompt rendered to rebuild it from the store (0 when cached)

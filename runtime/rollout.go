@@ -505,7 +505,7 @@ func (r *rollout) timings() protocol.Timings {
 func (r *rollout) publish() *conversation {
 	r.renderPending()
 	return &conversation{
-		response: r.resp, lane: r.lane, items: r.items, prompt: r.prompt,
+		response: r.resp, items: r.items, prompt: r.prompt,
 		instructions: derefString(r.req.Instructions), tools: r.req.Tools, header: r.header,
 	}
 }

@@ -335,11 +335,18 @@ func (s *Server) admitConn(tenant string) *protocol.Error {
 	return nil
 }
 
+// releaseConn gives back the place admitConn took.
+func (s *Server) releaseConn(tenant string) {
+	s.mu.Lock()
+	s.conns[tenant]--
+	s.mu.Unlock()
+}
+
+// track lists a session, so that Shutdown closes it and waits for it.
 func (s *Server) track(sess *session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		s.conns[sess.tenant]--
 		return false
 	}
 	s.sessions[sess] = struct{}{}
@@ -350,7 +357,6 @@ func (s *Server) track(sess *session) bool {
 func (s *Server) untrack(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
-	s.conns[sess.tenant]--
 	s.mu.Unlock()
 	s.wg.Done()
 }

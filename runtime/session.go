@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -19,33 +17,37 @@ const maxEvicted = 1024
 // (see outbox).
 const outQueueFrames = 1024
 
-// session is one WebSocket connection: its lanes (stream_id), their FIFO
-// queues, the in-flight limit, and the connection-local cache of the latest
-// response of each lane.
+// session is one connection's lanes: a WebSocket's (named by stream_id),
+// or one WebTransport stream, which is one lane. It holds their FIFO
+// queues and what runs on them; the cache and the limits are its scope's,
+// which the streams of one WebTransport connection share.
 //
-// The read loop runs on the handler goroutine and never waits on a rollout:
-// it takes only locks that nobody holds across a wait. Each lane has one
-// worker goroutine that runs its responses in order; one writer goroutine
-// owns the socket's write side, and one closer closes it when the session is
-// stopped. Everything the session starts is joined before the handler
-// returns.
+// The read loop runs on the session's own goroutine and never waits on a
+// rollout: it takes only locks that nobody holds across a wait. Each lane
+// has one worker goroutine that runs its responses in order; one writer
+// goroutine owns the connection's write side, and one closer closes it when
+// the session is stopped. Everything the session starts is joined before
+// run returns.
 type session struct {
 	srv     *Server
-	conn    *websocket.Conn
-	cork    *corkedConn // conn's socket, whose writes writeBatch holds back per batch; nil if not hijacked through corkingWriter
+	conn    frameConn
+	scope   *connScope
 	started time.Time
 	creds   string // hash of the Authorization header: suspended rollouts resume only under it
 	tenant  string // its key's tenant, "" without keys
 	suspend bool   // suspended rollouts by default (OpenAI-Beta: responses_websockets=2026-02-04)
-	// encoding is the frames' encoding, negotiated in the upgrade. Every
-	// producer queues JSON (a suspended rollout's replay log and tail may be
-	// read back on a connection of either encoding); the writer transcodes.
+	// encoding is the frames' encoding, negotiated in the upgrade (or a
+	// WebTransport stream's header). Every producer queues JSON (a
+	// suspended rollout's replay log and tail may be read back on a
+	// connection of either encoding); the writer transcodes.
 	encoding protocol.Encoding
+	// oneLane: the connection is one lane (a WebTransport stream, which
+	// replaces stream_id); a frame that names another is refused.
+	oneLane bool
 
 	ctx        context.Context    // cancelled when the session ends
 	cancel     context.CancelFunc //
 	out        *outbox            // frames for writeLoop
-	slots      chan struct{}      // one token per response in flight
 	wg         sync.WaitGroup     // lane workers
 	quit       chan struct{}      // closed by goAway: lanes finish the job in hand and stop
 	quitOnce   sync.Once
@@ -53,21 +55,12 @@ type session struct {
 
 	stopOnce    sync.Once
 	tooSlowOnce sync.Once
-	closeStatus websocket.StatusCode // set once by stop, before ctx ends; read by the closer after
-	closeReason string               //
+	closeStatus closeStatus // set once by stop, before ctx ends; read by the closer after
+	closeReason string      //
 
-	mu         sync.Mutex
-	lanes      map[string]*lane         // guarded by mu; "" is the default lane
-	named      int                      // named lanes, guarded by mu
-	cache      map[string]*conversation // response id -> state, guarded by mu
-	cachedAt   map[string]uint64        // response id -> when it was cached (published), guarded by mu
-	published  uint64                   // responses cached so far, guarded by mu
-	cacheBytes int                      // conversation.bytes of the cache, guarded by mu (CacheBytes)
-	latest     map[string]string        // lane -> id of its cached response, guarded by mu
-	evicted    map[string]struct{}      // ids a failed continuation evicted, guarded by mu
-	pending    int                      // creates accepted and not finished, guarded by mu
-	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
-	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
+	mu    sync.Mutex
+	lanes map[string]*lane // guarded by mu; "" is the default lane
+	named int              // named lanes, guarded by mu
 }
 
 // lane is one stream_id's FIFO of creates, and what runs on it.
@@ -97,28 +90,20 @@ type job struct {
 	after    *int        // the last sequence_number the resuming client received
 }
 
-func newSession(s *Server, conn *websocket.Conn, r *http.Request) *session {
+// newSession makes the session of conn, whose upgrade request was r, in
+// scope (nil: a scope of its own).
+func newSession(s *Server, conn frameConn, r *http.Request, enc protocol.Encoding, scope *connScope) *session {
+	if scope == nil {
+		scope = newConnScope(&s.opts)
+	}
 	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
 	return &session{
-		srv: s, conn: conn, started: s.now(), tenant: Tenant(r.Context()),
-		creds: credentials(r), suspend: suspendByDefault(r), encoding: encodingOf(conn),
+		srv: s, conn: conn, scope: scope, started: s.now(), tenant: Tenant(r.Context()),
+		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
 		out:   newOutbox(outQueueFrames, s.opts.SlowClientTimeout, s.now),
-		slots: make(chan struct{}, s.opts.MaxInFlight),
 		lanes: make(map[string]*lane),
-		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
-		latest:  make(map[string]string),
-		evicted: make(map[string]struct{}),
-		routed:  make(map[string]bool),
 	}
-}
-
-// encodingOf is the encoding conn's client chose with its subprotocol.
-func encodingOf(conn *websocket.Conn) protocol.Encoding {
-	if conn != nil && conn.Subprotocol() == protocol.EncodingMsgpack.String() {
-		return protocol.EncodingMsgpack
-	}
-	return protocol.EncodingJSON
 }
 
 // run serves the connection until it ends, then joins every goroutine.
@@ -130,7 +115,7 @@ func (sess *session) run(reqCtx context.Context) {
 			// The socket cannot be written: end the session now rather than
 			// let the queue fill and blame a slow client.
 			sess.stop(0, "")
-			sess.conn.CloseNow()
+			sess.conn.abort()
 		}
 	}()
 	// The closer runs once the session ends (no goroutine waits for that
@@ -141,22 +126,21 @@ func (sess *session) run(reqCtx context.Context) {
 		if sess.closeStatus != 0 {
 			// Close sends the close frame and waits for the client's; the
 			// read loop then returns.
-			sess.conn.Close(sess.closeStatus, sess.closeReason)
+			sess.conn.close(sess.closeStatus, sess.closeReason)
 		}
 	})
 	// Deferred, so that even a panic in the read loop joins the goroutines and
 	// hands suspended rollouts to their resume window.
 	defer sess.teardown(writerDone, closerDone)
-	err := sess.readLoop(reqCtx)
-	if err != nil && !isNormalClose(err) && websocket.CloseStatus(err) == -1 {
-		sess.srv.log.Debug("websocket read ended", "err", err)
+	if err := sess.readLoop(reqCtx); err != nil && !sess.conn.ordinary(err) {
+		sess.srv.log.Debug("connection read ended", "err", err)
 	}
 }
 
 // stop ends the session; a non-zero status closes the connection with it
 // (1001 at shutdown, 1008 for a client too slow). The first stop wins. It
 // takes no lock but the outbox's, so a producer may call it under its own.
-func (sess *session) stop(status websocket.StatusCode, reason string) {
+func (sess *session) stop(status closeStatus, reason string) {
 	sess.stopOnce.Do(func() {
 		sess.closeStatus, sess.closeReason = status, reason
 		sess.out.close()
@@ -172,7 +156,7 @@ func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
 	sess.wg.Wait()
 	<-writerDone
 	<-closerDone
-	sess.conn.CloseNow()
+	sess.conn.done()
 	sess.mu.Lock()
 	var sps []*suspension
 	for _, ln := range sess.lanes {
@@ -236,7 +220,7 @@ func (sess *session) tooSlow() {
 		sess.out.finish(errorFrame(perr, ""))
 		go func() {
 			<-sess.writerDone
-			sess.stop(websocket.StatusPolicyViolation, "client too slow")
+			sess.stop(closePolicy, "client too slow")
 		}()
 	})
 }
@@ -281,48 +265,26 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 // once (an error event) when the connection is at a limit that queuing
 // would not resolve, or when check, called under mu, says why.
 func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Error) {
-	closing := sess.srv.closing()
-	sess.mu.Lock()
-	var ln *lane
-	var perr *protocol.Error
-	switch {
-	case closing:
-		perr = errShutdown()
-	case sess.pending >= sess.srv.opts.MaxQueued:
-		perr = protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
-			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", sess.srv.opts.MaxQueued)
-	default:
-		if perr = sess.overBudgetLocked(j.bytes); perr == nil {
-			if ln, perr = sess.laneLocked(laneID); perr == nil && check != nil {
-				perr = check(ln)
-			}
-		}
+	if sess.srv.closing() {
+		sess.sendError(errShutdown(), laneID)
+		return
 	}
-	if perr != nil {
-		sess.mu.Unlock()
+	if perr := sess.scope.reserve(j.bytes, &sess.srv.opts); perr != nil {
 		sess.sendError(perr, laneID)
 		return
 	}
-	sess.pending++
-	sess.inBytes += j.bytes
-	sess.mu.Unlock()
-	ln.queue <- j // never blocks: the queue holds MaxQueued and pending < MaxQueued
-}
-
-// overBudget says why a create of size bytes does not fit the
-// connection's byte budget now, or returns nil.
-func (sess *session) overBudget(size int) *protocol.Error {
 	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	return sess.overBudgetLocked(size)
-}
-
-func (sess *session) overBudgetLocked(size int) *protocol.Error {
-	if sess.inBytes > 0 && sess.inBytes+size > sess.srv.opts.ConnBytes {
-		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeConnectionBytes, "",
-			"This connection already has %d bytes of requests running or queued, and this one would take it past its limit of %d. Wait for one to finish, or open another connection.", sess.inBytes, sess.srv.opts.ConnBytes)
+	ln, perr := sess.laneLocked(laneID)
+	if perr == nil && check != nil {
+		perr = check(ln)
 	}
-	return nil
+	sess.mu.Unlock()
+	if perr != nil {
+		sess.scope.release(j.bytes)
+		sess.sendError(perr, laneID)
+		return
+	}
+	ln.queue <- j // never blocks: the queue holds MaxQueued, and the scope holds fewer
 }
 
 // refuse answers a frame that could not be decoded: in its lane's order when
@@ -331,13 +293,11 @@ func (sess *session) overBudgetLocked(size int) *protocol.Error {
 func (sess *session) refuse(laneID string, perr *protocol.Error, parent string, received time.Time) {
 	sess.mu.Lock()
 	ln, ok := sess.lanes[laneID]
-	if ok && sess.pending < sess.srv.opts.MaxQueued {
-		sess.pending++
-		sess.mu.Unlock()
+	sess.mu.Unlock()
+	if ok && sess.scope.reserve(0, &sess.srv.opts) == nil {
 		ln.queue <- &job{refusal: perr, parent: parent, received: received}
 		return
 	}
-	sess.mu.Unlock()
 	sess.sendError(perr, laneID)
 }
 
@@ -347,6 +307,10 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 		return ln, nil
 	}
 	if id != "" {
+		if sess.oneLane {
+			return nil, protocol.Invalid(protocol.CodeInvalidStreamID, "stream_id",
+				"On WebTransport each stream is one lane: omit stream_id, and open another stream for another lane.")
+		}
 		if sess.named >= sess.srv.opts.MaxLanes {
 			return nil, protocol.Invalid(protocol.CodeStreamLimitReached, "stream_id",
 				"This WebSocket connection has reached its maximum number of distinct stream IDs (%d). Reuse an existing stream_id or open a new WebSocket connection.", sess.srv.opts.MaxLanes)
@@ -387,10 +351,7 @@ func (sess *session) laneWorker(ln *lane) {
 func (sess *session) refuseQueued(ln *lane, j *job) {
 	for {
 		if j != nil {
-			sess.mu.Lock()
-			sess.pending--
-			sess.inBytes -= j.bytes
-			sess.mu.Unlock()
+			sess.scope.release(j.bytes)
 			sess.send(errorFrame(errShutdown(), ln.id), nil)
 		}
 		select {
@@ -417,29 +378,24 @@ func (sess *session) runJob(ln *lane, j *job) {
 			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
 				"The server had an error while processing the request."), ln.id)
 		}
-		sess.mu.Lock()
-		sess.pending--
-		sess.inBytes -= j.bytes
-		sess.mu.Unlock()
+		sess.scope.release(j.bytes)
 		if last != nil {
 			sess.send(last, nil)
 		}
 		if slot {
-			<-sess.slots
+			<-sess.scope.slots
 		}
 	}()
 	if j.refusal != nil {
 		if j.parent != "" { // a continuation refused before it ran failed too
-			sess.mu.Lock()
-			parent := sess.cache[j.parent]
-			sess.mu.Unlock()
-			sess.evictAfterFailure(ln, parent)
+			parent, _ := sess.scope.lookup(j.parent)
+			sess.scope.evictAfterFailure(ln, parent)
 		}
 		last = errorFrame(j.refusal, ln.id)
 		return
 	}
 	select {
-	case sess.slots <- struct{}{}:
+	case sess.scope.slots <- struct{}{}:
 		slot = true
 	case <-sess.ctx.Done():
 		return
@@ -480,11 +436,11 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
-		sess.evictAfterFailure(ln, parent)
+		sess.scope.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
 	ro.tenant = Tenant(sess.ctx)
-	ro.lane, ro.path, ro.routed = ln.id, path, sess.route(req.Model)
+	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
 	if path.Design == designSuspend {
 		sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 		if perr != nil {
@@ -500,9 +456,9 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	conv, err := ro.run(sess.ctx, sink)
 	switch {
 	case conv != nil:
-		sess.publish(ln, conv)
+		sess.scope.publish(ln, conv, sess.srv.opts.CacheBytes)
 	case err == nil: // the response failed
-		sess.evictAfterFailure(ln, parent)
+		sess.scope.evictAfterFailure(ln, parent)
 	}
 	return sink.last
 }
@@ -541,89 +497,15 @@ func (s *jobSink) behind(acct *delivery) bool { return acct.behind() }
 // from the store. An id a failed continuation evicted stays unknown on this
 // connection, stored or not. from says which it was ("cache" or "store").
 func (sess *session) resolve(id string) (conv *conversation, from string, perr *protocol.Error) {
-	sess.mu.Lock()
-	conv, ok := sess.cache[id]
-	_, evicted := sess.evicted[id]
-	sess.mu.Unlock()
+	conv, evicted := sess.scope.lookup(id)
 	switch {
-	case ok:
+	case conv != nil:
 		return conv, stateCache, nil
 	case evicted:
 		return nil, "", previousNotFound(id)
 	}
 	conv, perr = sess.srv.hydrate(sess.ctx, id)
 	return conv, stateStore, perr
-}
-
-// route reports whether the connection has resolved model before, and
-// remembers that it has now: the cache reuses model resolution and routing.
-func (sess *session) route(model string) (before bool) {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	before = sess.routed[model]
-	sess.routed[model] = true
-	return before
-}
-
-// publish makes conv its lane's cached response, replacing the previous one.
-func (sess *session) publish(ln *lane, conv *conversation) {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if old, ok := sess.latest[ln.id]; ok {
-		sess.uncacheLocked(old)
-	}
-	sess.latest[ln.id] = conv.response.ID
-	sess.cache[conv.response.ID] = conv
-	sess.cacheBytes += conv.bytes()
-	sess.published++
-	sess.cachedAt[conv.response.ID] = sess.published
-	// Past CacheBytes the other lanes' responses go, least recently
-	// cached first; a continuation of one then reads the store, or gets
-	// previous_response_not_found, as after OpenAI's cache evicts it.
-	for sess.cacheBytes > sess.srv.opts.CacheBytes && len(sess.cache) > 1 {
-		oldest, at := "", uint64(0)
-		for id, n := range sess.cachedAt {
-			if id != conv.response.ID && (oldest == "" || n < at) {
-				oldest, at = id, n
-			}
-		}
-		sess.uncacheLocked(oldest)
-		for lane, id := range sess.latest {
-			if id == oldest {
-				delete(sess.latest, lane)
-			}
-		}
-	}
-}
-
-// uncacheLocked drops id from the cache.
-func (sess *session) uncacheLocked(id string) {
-	if conv, ok := sess.cache[id]; ok {
-		sess.cacheBytes -= conv.bytes()
-		delete(sess.cache, id)
-		delete(sess.cachedAt, id)
-	}
-}
-
-// evictAfterFailure drops the parent of a failed continuation from the cache,
-// as OpenAI does; a fork from another lane keeps its parent.
-func (sess *session) evictAfterFailure(ln *lane, parent *conversation) {
-	if parent == nil || parent.lane != ln.id {
-		return
-	}
-	id := parent.response.ID
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if _, ok := sess.cache[id]; !ok {
-		return
-	}
-	sess.uncacheLocked(id)
-	if sess.latest[ln.id] == id {
-		delete(sess.latest, ln.id)
-	}
-	if len(sess.evicted) < maxEvicted {
-		sess.evicted[id] = struct{}{}
-	}
 }
 
 func formatAge(d time.Duration) string {

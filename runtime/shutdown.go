@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // errShuttingDown ends the rollouts still running when the drain is over:
@@ -166,5 +164,5 @@ func (sess *session) goAway(ctx context.Context) {
 	case <-sess.writerDone:
 	case <-ctx.Done():
 	}
-	sess.stop(websocket.StatusGoingAway, "server shutting down")
+	sess.stop(closeGoingAway, "server shutting down")
 }

@@ -56,9 +56,9 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 		return nil
 	}
 	if conv != nil {
-		sess.publish(ln, conv)
+		sess.scope.publish(ln, conv, sess.srv.opts.CacheBytes)
 	} else {
-		sess.evictAfterFailure(ln, parent)
+		sess.scope.evictAfterFailure(ln, parent)
 	}
 	return terminal
 }

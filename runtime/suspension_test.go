@@ -21,7 +21,7 @@ func TestShutdownStartsNoResumeWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sess := newSession(srv, nil, httptest.NewRequest("GET", "/v1/responses", nil))
+			sess := newSession(srv, nil, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
 			req, perr := protocol.DecodeCreateRequest([]byte(`{"model":"tether-scripted","store":false,"input":"call: read_file {}"}`))
 			if perr != nil {
 				t.Fatal(perr)

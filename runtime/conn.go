@@ -1,0 +1,196 @@
+package runtime
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// frameConn is a session's connection as the session sees it: whole client
+// frames in, batches of frames out. A WebSocket is one (wsConn); a
+// WebTransport stream is another (wtStream). Everything above it (lanes,
+// limits, the cache, suspended rollouts) is the same code on both.
+type frameConn interface {
+	// read returns the next client frame, and whether it came as binary
+	// (a msgpack frame; JSON comes as text). An error ends the session.
+	read(ctx context.Context) (b []byte, binary bool, err error)
+	// write adds a frame to the batch being written; flush sends the batch,
+	// by deadline (a client that does not read is cut there).
+	write(ctx context.Context, b []byte, binary bool) error
+	flush(deadline time.Time) error
+	// close ends the connection in order, telling the client why when the
+	// transport can (a WebSocket close frame; status 1001 at shutdown,
+	// 1008 for a client too slow). It may run while the writer writes.
+	close(status closeStatus, reason string)
+	// abort ends the connection at once: the writer failed. done ends it
+	// once the writer has returned: frames written are delivered.
+	abort()
+	done()
+	// ordinary reports whether a read error is an ordinary end of the
+	// connection (a close by the client), not worth a log line.
+	ordinary(err error) bool
+}
+
+// closeStatus is why the server closes a connection, as WebSocket close
+// codes say it; a WebTransport stream reports it as its stream error code.
+type closeStatus int
+
+const (
+	closeGoingAway closeStatus = 1001 // the server is shutting down
+	closePolicy    closeStatus = 1008 // the client was too slow
+)
+
+// connScope is what the lanes of one connection share: the connection-local
+// cache of responses, the in-flight and queue limits, and the models it has
+// routed. A WebSocket session has one of its own; on WebTransport each
+// stream is a session of one lane, and the streams of a connection share
+// one scope, as the lanes of a WebSocket do.
+type connScope struct {
+	slots chan struct{} // one token per response in flight
+
+	mu         sync.Mutex
+	cache      map[string]*conversation // response id -> state, guarded by mu
+	cachedAt   map[string]uint64        // response id -> when it was cached (published), guarded by mu
+	published  uint64                   // responses cached so far, guarded by mu
+	cacheBytes int                      // conversation.bytes of the cache, guarded by mu (CacheBytes)
+	latest     map[*lane]string         // lane -> id of its cached response, guarded by mu
+	evicted    map[string]struct{}      // ids a failed continuation evicted, guarded by mu
+	pending    int                      // creates accepted and not finished, guarded by mu
+	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
+	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
+}
+
+func newConnScope(opts *Options) *connScope {
+	return &connScope{
+		slots: make(chan struct{}, opts.MaxInFlight),
+		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
+		latest:  make(map[*lane]string),
+		evicted: make(map[string]struct{}),
+		routed:  make(map[string]bool),
+	}
+}
+
+// reserve takes a place in the connection's queue for a create of size
+// bytes, or says why there is none: the queue is full, or the create does
+// not fit the connection's byte budget.
+func (c *connScope) reserve(size int, opts *Options) *protocol.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending >= opts.MaxQueued {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
+			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", opts.MaxQueued)
+	}
+	if perr := c.overBudgetLocked(size, opts); perr != nil {
+		return perr
+	}
+	c.pending++
+	c.inBytes += size
+	return nil
+}
+
+// release gives back what reserve took.
+func (c *connScope) release(size int) {
+	c.mu.Lock()
+	c.pending--
+	c.inBytes -= size
+	c.mu.Unlock()
+}
+
+// overBudget says why a create of size bytes does not fit the
+// connection's byte budget now, or returns nil.
+func (c *connScope) overBudget(size int, opts *Options) *protocol.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overBudgetLocked(size, opts)
+}
+
+func (c *connScope) overBudgetLocked(size int, opts *Options) *protocol.Error {
+	if c.inBytes > 0 && c.inBytes+size > opts.ConnBytes {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeConnectionBytes, "",
+			"This connection already has %d bytes of requests running or queued, and this one would take it past its limit of %d. Wait for one to finish, or open another connection.", c.inBytes, opts.ConnBytes)
+	}
+	return nil
+}
+
+// lookup finds id in the cache; evicted says a failed continuation evicted
+// it, and it stays unknown on this connection.
+func (c *connScope) lookup(id string) (conv *conversation, evicted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, evicted = c.evicted[id]
+	return c.cache[id], evicted
+}
+
+// route reports whether the connection has resolved model before, and
+// remembers that it has now: the cache reuses model resolution and routing.
+func (c *connScope) route(model string) (before bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before = c.routed[model]
+	c.routed[model] = true
+	return before
+}
+
+// publish makes conv ln's cached response, replacing the lane's previous
+// one. Past limit bytes the other lanes' responses go, least recently cached
+// first; a continuation of one then reads the store, or gets
+// previous_response_not_found, as after OpenAI's cache evicts it.
+func (c *connScope) publish(ln *lane, conv *conversation, limit int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.latest[ln]; ok {
+		c.uncacheLocked(old)
+	}
+	id := conv.response.ID
+	c.latest[ln] = id
+	c.cache[id] = conv
+	c.cacheBytes += conv.bytes()
+	c.published++
+	c.cachedAt[id] = c.published
+	for c.cacheBytes > limit && len(c.cache) > 1 {
+		oldest, at := "", uint64(0)
+		for other, n := range c.cachedAt {
+			if other != id && (oldest == "" || n < at) {
+				oldest, at = other, n
+			}
+		}
+		c.uncacheLocked(oldest)
+		for l, cached := range c.latest {
+			if cached == oldest {
+				delete(c.latest, l)
+			}
+		}
+	}
+}
+
+// uncacheLocked drops id from the cache.
+func (c *connScope) uncacheLocked(id string) {
+	if conv, ok := c.cache[id]; ok {
+		c.cacheBytes -= conv.bytes()
+		delete(c.cache, id)
+		delete(c.cachedAt, id)
+	}
+}
+
+// evictAfterFailure drops parent, the response a continuation on ln failed
+// from, when it is ln's cached response, as OpenAI does; a fork from another
+// lane keeps its parent.
+func (c *connScope) evictAfterFailure(ln *lane, parent *conversation) {
+	if parent == nil {
+		return
+	}
+	id := parent.response.ID
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.latest[ln] != id {
+		return
+	}
+	c.uncacheLocked(id)
+	delete(c.latest, ln)
+	if len(c.evicted) < maxEvicted {
+		c.evicted[id] = struct{}{}
+	}
+}

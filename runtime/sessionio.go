@@ -1,0 +1,170 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file is a session's reading and writing, the same on every
+// transport (frameConn): a read loop that answers every client frame, and
+// a writer that owns the write side.
+
+// peekFrame is the frame size from which the read loop checks a create
+// against the connection's byte budget before decoding it.
+const peekFrame = 64 << 10
+
+// readLoop reads frames until the connection fails; it runs on the
+// session's own goroutine. Every frame gets an answer: events, or an error event.
+func (sess *session) readLoop(ctx context.Context) error {
+	for {
+		data, binary, err := sess.conn.read(ctx)
+		if err != nil {
+			return err
+		}
+		received := sess.srv.now()
+		enc := protocol.EncodingJSON
+		switch {
+		case binary && sess.encoding == protocol.EncodingMsgpack:
+			enc = protocol.EncodingMsgpack
+		case binary:
+			sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
+				"Binary frames are not supported on this connection: send each client event as one JSON text frame (or connect with the msgpack subprotocol)."), "")
+			continue
+		}
+		if len(data) > peekFrame {
+			// A large create past the connection's budget is refused
+			// before it is decoded (or transcoded) into a copy of itself.
+			if typ, lane, ok := protocol.PeekClientEventAs(enc, data); ok && typ == protocol.ClientCreate {
+				if perr := sess.scope.overBudget(len(data), &sess.srv.opts); perr != nil {
+					sess.sendError(perr, lane)
+					continue
+				}
+			}
+		}
+		if enc == protocol.EncodingMsgpack {
+			if data, err = protocol.MsgpackToJSON(data); err != nil {
+				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
+					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
+				continue
+			}
+		}
+		ev, lane, perr := protocol.DecodeClientEvent(data)
+		decodeMicros := sess.srv.now().Sub(received).Microseconds()
+		if perr != nil {
+			if outOfBand(data) {
+				// Answered at once, as when it decodes: in lane order it
+				// would wait behind the very response it names.
+				sess.sendError(perr, lane)
+				continue
+			}
+			sess.refuse(lane, perr, refusedParent(data, perr), received)
+			continue
+		}
+		switch ev := ev.(type) {
+		case *protocol.CreateEvent:
+			sess.enqueue(ev, len(data), received, decodeMicros)
+		case *protocol.AppendEvent:
+			if perr := sess.appendOutputs(ev); perr != nil {
+				sess.sendError(perr, lane)
+			}
+		case *protocol.CancelEvent:
+			if perr := sess.cancelResponse(ev); perr != nil {
+				sess.sendError(perr, lane)
+			}
+		case *protocol.ResumeEvent:
+			sess.resume(ev, received)
+		case *protocol.ProcessedEvent:
+			// Codex acknowledges every response it has read: a suspended
+			// rollout's tail is no longer needed.
+			sess.srv.processed(ev.ResponseID, sess.creds)
+		}
+	}
+}
+
+// refusedParent returns the previous_response_id of a response.create frame
+// that failed to decode, so that the failed continuation evicts it. A frame
+// with an invalid stream_id names no lane, and so no cached response.
+func refusedParent(data []byte, perr *protocol.Error) string {
+	if perr.Code == protocol.CodeInvalidStreamID {
+		return ""
+	}
+	var head struct {
+		Type               protocol.ClientEventType `json:"type"`
+		PreviousResponseID string                   `json:"previous_response_id"`
+	}
+	if json.Unmarshal(data, &head) != nil || head.Type != protocol.ClientCreate {
+		return ""
+	}
+	return head.PreviousResponseID
+}
+
+// outOfBand reports whether a frame that failed to decode is a
+// response.append, response.cancel or response.resume: events about a
+// response already running, which do not take a place in their lane.
+func outOfBand(data []byte) bool {
+	var head struct {
+		Type protocol.ClientEventType `json:"type"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return false
+	}
+	switch head.Type {
+	case protocol.ClientAppend, protocol.ClientCancel, protocol.ClientResume:
+		return true
+	}
+	return false
+}
+
+// writeLoop owns the connection's write side: it writes queued frames in
+// order until the session ends. A batch that the client does not take
+// within WriteTimeout (it stopped reading, or its connection is gone
+// without a word) fails the write, which ends the session: its suspended
+// rollouts detach, to be resumed.
+func (sess *session) writeLoop(ctx context.Context) error {
+	for {
+		batch := sess.out.take(ctx)
+		if batch == nil {
+			return nil
+		}
+		if err := sess.writeBatch(ctx, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// writeBatch writes a batch of frames, which leave in one write to the
+// socket where the transport can (see corkedConn). Each frame is charged
+// the time from the end of the one before; the last also the flush.
+func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
+	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.WriteTimeout)
+	defer cancel()
+	binary := sess.encoding == protocol.EncodingMsgpack
+	start := sess.srv.now()
+	var err error
+	for i, q := range batch {
+		b := q.b
+		if binary {
+			if b, err = protocol.JSONToMsgpack(b); err != nil {
+				break // a frame of ours that is not JSON: a bug, not the client's doing
+			}
+		}
+		if err = sess.conn.write(ctx, b, binary); err != nil {
+			break
+		}
+		if i < len(batch)-1 {
+			end := sess.srv.now()
+			sess.srv.wrote(q, start, end)
+			start = end
+		}
+	}
+	deadline, _ := ctx.Deadline()
+	if ferr := sess.conn.flush(deadline); err == nil {
+		err = ferr
+	}
+	if err == nil {
+		sess.srv.wrote(batch[len(batch)-1], start, sess.srv.now())
+	}
+	return err
+}
