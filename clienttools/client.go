@@ -2,6 +2,7 @@ package clienttools
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,6 +79,17 @@ type Client struct {
 	// msgpack subprotocol (binary frames of the same objects). HTTP is
 	// JSON whatever it says.
 	Encoding protocol.Encoding
+	// Transport carries the WebSocket designs: a WebSocket (the zero
+	// value), or WebTransport, for which BaseURL is the server's
+	// WebTransport address, https://HOST:PORT/v1 (tether serve --wt-addr),
+	// and each rollout runs on a stream of a connection of its own.
+	Transport Transport
+	// CertHash pins the WebTransport server's certificate by its SHA-256,
+	// in hex, as tether serve prints it: the certificate need not chain to
+	// a root (a self-signed one). TLSConfig, if set, is used instead;
+	// neither: the system's roots.
+	CertHash  string
+	TLSConfig *tls.Config
 	// Eager starts a client call as soon as its function_call item is done,
 	// before the step's pause (or the turn's end), so that the tool
 	// overlaps the rest of the step.

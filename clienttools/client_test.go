@@ -3,11 +3,13 @@ package clienttools_test
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -33,6 +35,18 @@ var sharedRenderer = sync.OnceValues(sampler.NewRenderer)
 // embedded trace as replay:NAME, unpaced, and returns its base URL.
 func server(t testing.TB, opts runtime.Options) string {
 	t.Helper()
+	base, _ := serverWT(t, opts, false)
+	return base
+}
+
+// wtServer is a tether's WebTransport endpoint: its base URL and the hash
+// that pins its certificate.
+type wtServer struct{ base, hash string }
+
+// serverWT is server, also serving WebTransport on a loopback UDP port when
+// wt is set.
+func serverWT(t testing.TB, opts runtime.Options, wt bool) (string, wtServer) {
+	t.Helper()
 	r, err := sharedRenderer()
 	if err != nil {
 		t.Fatal(err)
@@ -53,13 +67,32 @@ func server(t testing.TB, opts runtime.Options) string {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
+	var w wtServer
+	var wts *runtime.WebTransport
+	if wt {
+		cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wts = srv.NewWebTransport(&tls.Config{Certificates: []tls.Certificate{cert}})
+		go wts.Serve(pc)
+		sum := runtime.CertificateHash(cert)
+		w = wtServer{base: "https://" + pc.LocalAddr().String() + "/v1", hash: hex.EncodeToString(sum[:])}
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		if wts != nil {
+			wts.Close()
+		}
 		hs.Close()
 	})
-	return hs.URL + "/v1"
+	return hs.URL + "/v1", w
 }
 
 // copyTree copies the directory src into a new temporary directory.
@@ -398,14 +431,15 @@ func TestRunRefused(t *testing.T) {
 	}
 }
 
-// TestRunMsgpack runs the 24-call replay trace with instant recorded
-// tools over WebSocket in both designs, with JSON and with msgpack frames:
-// the same calls, outputs and answer either way, and fewer bytes received
-// with msgpack. The server transcodes in its writer, so a suspended
-// rollout's frames are the same objects in either encoding.
-func TestRunMsgpack(t *testing.T) {
+// TestRunWires runs the 24-call replay trace with instant recorded tools
+// in both connection designs over WebSocket and WebTransport, with JSON and
+// with msgpack frames: the same calls, outputs, answer and events either
+// way, and fewer bytes received with msgpack. The server transcodes in its
+// writer, so a suspended rollout's frames are the same objects in either
+// encoding.
+func TestRunWires(t *testing.T) {
 	t.Parallel()
-	base := server(t, runtime.Options{})
+	base, wt := serverWT(t, runtime.Options{}, true)
 	traces, err := sampler.LoadTraces()
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +456,7 @@ func TestRunMsgpack(t *testing.T) {
 			answers[callKey{c.Name, c.Arguments}] = append(answers[callKey{c.Name, c.Arguments}], c.Output)
 		}
 	}
-	run := func(mode clienttools.Mode, enc protocol.Encoding) (calls []callKey, text string, received int, types []protocol.EventType) {
+	run := func(mode clienttools.Mode, tp clienttools.Transport, enc protocol.Encoding) (calls []callKey, text string, received int, types []protocol.EventType) {
 		left := maps.Clone(answers)
 		var mu sync.Mutex
 		var funcs []clienttools.Func
@@ -438,6 +472,9 @@ func TestRunMsgpack(t *testing.T) {
 			funcs = append(funcs, f)
 		}
 		c := &clienttools.Client{BaseURL: base, Encoding: enc}
+		if tp == clienttools.TransportWebTransport {
+			c = &clienttools.Client{BaseURL: wt.base, CertHash: wt.hash, Transport: tp, Encoding: enc}
+		}
 		res, err := c.Run(t.Context(), clienttools.Rollout{Mode: mode, Funcs: funcs,
 			Request: &protocol.CreateRequest{Model: sampler.ReplayPrefix + tr.Name, Input: userInput(tr.Task)},
 			OnEvent: func(ev protocol.Event) {
@@ -446,7 +483,7 @@ func TestRunMsgpack(t *testing.T) {
 				}
 			}})
 		if err != nil {
-			t.Fatalf("%s over %s: %v", mode, enc, err)
+			t.Fatalf("%s over %s+%s: %v", mode, tp, enc, err)
 		}
 		for _, call := range res.Calls {
 			calls = append(calls, callKey{call.Name, call.Arguments})
@@ -457,15 +494,28 @@ func TestRunMsgpack(t *testing.T) {
 		return calls, finalText(res), received, types
 	}
 	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
-		jsCalls, jsText, jsBytes, jsTypes := run(mode, protocol.EncodingJSON)
-		mpCalls, mpText, mpBytes, mpTypes := run(mode, protocol.EncodingMsgpack)
-		if len(jsCalls) != 24 || !slices.Equal(mpCalls, jsCalls) || mpText != jsText || !slices.Equal(mpTypes, jsTypes) {
-			t.Errorf("%s: msgpack made %d calls and %d events besides deltas, JSON %d and %d; answers equal: %v",
-				mode, len(mpCalls), len(mpTypes), len(jsCalls), len(jsTypes), mpText == jsText)
+		wsCalls, wsText, _, wsTypes := run(mode, clienttools.TransportWebSocket, protocol.EncodingJSON)
+		if len(wsCalls) != 24 {
+			t.Fatalf("%s: %d calls, want 24", mode, len(wsCalls))
 		}
-		if mpBytes >= jsBytes {
-			t.Errorf("%s: received %d bytes of msgpack, %d of JSON", mode, mpBytes, jsBytes)
+		for _, tp := range []clienttools.Transport{clienttools.TransportWebSocket, clienttools.TransportWebTransport} {
+			jsCalls, jsText, jsBytes, jsTypes := run(mode, tp, protocol.EncodingJSON)
+			mpCalls, mpText, mpBytes, mpTypes := run(mode, tp, protocol.EncodingMsgpack)
+			for _, got := range []struct {
+				enc   protocol.Encoding
+				calls []callKey
+				text  string
+				types []protocol.EventType
+			}{{protocol.EncodingJSON, jsCalls, jsText, jsTypes}, {protocol.EncodingMsgpack, mpCalls, mpText, mpTypes}} {
+				if !slices.Equal(got.calls, wsCalls) || got.text != wsText || !slices.Equal(got.types, wsTypes) {
+					t.Errorf("%s over %s+%s: %d calls and %d events besides deltas, WebSocket+JSON %d and %d; answers equal: %v",
+						mode, tp, got.enc, len(got.calls), len(got.types), len(wsCalls), len(wsTypes), got.text == wsText)
+				}
+			}
+			if mpBytes >= jsBytes {
+				t.Errorf("%s over %s: received %d bytes of msgpack, %d of JSON", mode, tp, mpBytes, jsBytes)
+			}
+			t.Logf("%s over %s: %d bytes received as JSON, %d as msgpack", mode, tp, jsBytes, mpBytes)
 		}
-		t.Logf("%s: %d bytes received as JSON, %d as msgpack", mode, jsBytes, mpBytes)
 	}
 }

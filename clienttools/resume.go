@@ -23,7 +23,7 @@ const (
 // again with the same outputs. The caller sees one unbroken stream.
 type resumingConn struct {
 	c    *Client
-	conn *wsConn // nil while broken
+	conn conn // nil while broken
 
 	id     string                // the response, once response.created has come
 	last   int                   // the last sequence_number passed on
@@ -67,7 +67,7 @@ func (rc *resumingConn) send(ctx context.Context, ev any) (frameCost, error) {
 
 func (rc *resumingConn) broken() {
 	if rc.conn != nil {
-		rc.conn.c.CloseNow()
+		rc.conn.abort()
 		rc.conn = nil
 	}
 }
@@ -120,15 +120,15 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 	wait := reconnectFirst
 	var err error
 	for range reconnectAttempts {
-		var conn *wsConn
-		if conn, err = rc.c.dial(ctx); err == nil {
+		var nc conn
+		if nc, err = rc.c.dial(ctx); err == nil {
 			after := rc.last
-			if _, err = conn.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after}); err == nil {
-				rc.conn = conn
+			if _, err = nc.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after}); err == nil {
+				rc.conn = nc
 				rc.reconnects++
 				return nil
 			}
-			conn.c.CloseNow()
+			nc.abort()
 		}
 		t := time.NewTimer(wait)
 		select {

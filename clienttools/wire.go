@@ -35,14 +35,34 @@ func wsURL(base string) (string, error) {
 	return strings.TrimSuffix(base, "/") + "/responses", nil
 }
 
-// wsConn is one WebSocket connection to /v1/responses. It is used by one
-// goroutine at a time.
+// conn is a connection for the WebSocket designs (turns, suspend): a
+// WebSocket, or a WebTransport stream. It is used by one goroutine at a
+// time.
+type conn interface {
+	// send writes one client event, in the connection's encoding.
+	send(ctx context.Context, ev any) (frameCost, error)
+	// next reads one server event.
+	next(ctx context.Context) (protocol.Event, frameCost, error)
+	// close ends the connection in order; abort at once (it is broken).
+	close()
+	abort()
+}
+
+// dial connects to the server's /v1/responses over c.Transport.
+func (c *Client) dial(ctx context.Context) (conn, error) {
+	if c.Transport == TransportWebTransport {
+		return c.dialWebTransport(ctx)
+	}
+	return c.dialWebSocket(ctx)
+}
+
+// wsConn is one WebSocket connection to /v1/responses.
 type wsConn struct {
 	c   *websocket.Conn
 	enc protocol.Encoding // the frames' encoding, agreed in the upgrade
 }
 
-func (c *Client) dial(ctx context.Context) (*wsConn, error) {
+func (c *Client) dialWebSocket(ctx context.Context) (*wsConn, error) {
 	u, err := wsURL(c.BaseURL)
 	if err != nil {
 		return nil, err
@@ -88,11 +108,31 @@ func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
 	return ev, cost, nil
 }
 
-// send writes one client event, in the connection's encoding.
-func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
+// encodeAs is the client event ev in enc, and what encoding it cost.
+func encodeAs(enc protocol.Encoding, ev any) ([]byte, frameCost, error) {
 	t0 := time.Now()
-	b, err := protocol.MarshalAs(w.enc, ev)
-	cost := frameCost{bytes: len(b), codec: time.Since(t0)}
+	b, err := protocol.MarshalAs(enc, ev)
+	return b, frameCost{bytes: len(b), codec: time.Since(t0)}, err
+}
+
+// decodeAs is the server event in b, a frame in enc, and what decoding it
+// cost.
+func decodeAs(enc protocol.Encoding, b []byte) (protocol.Event, frameCost, error) {
+	if enc == protocol.EncodingJSON {
+		return decode(b, len(b))
+	}
+	t0 := time.Now()
+	js, err := protocol.ToJSON(enc, b)
+	if err != nil {
+		return nil, frameCost{bytes: len(b)}, fmt.Errorf("clienttools: server event: %w", err)
+	}
+	ev, cost, err := decode(js, len(b))
+	cost.codec = time.Since(t0)
+	return ev, cost, err
+}
+
+func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
+	b, cost, err := encodeAs(w.enc, ev)
 	if err != nil {
 		return cost, err
 	}
@@ -103,29 +143,19 @@ func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
 	return cost, w.c.Write(ctx, typ, b)
 }
 
-// next reads one event.
 func (w *wsConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	typ, b, err := w.c.Read(ctx)
 	if err != nil {
 		return nil, frameCost{}, err
 	}
-	switch {
-	case typ == websocket.MessageBinary && w.enc == protocol.EncodingMsgpack:
-		t0 := time.Now()
-		js, err := protocol.ToJSON(w.enc, b)
-		if err != nil {
-			return nil, frameCost{bytes: len(b)}, fmt.Errorf("clienttools: server event: %w", err)
-		}
-		ev, cost, err := decode(js, len(b))
-		cost.codec = time.Since(t0)
-		return ev, cost, err
-	case typ != websocket.MessageText:
-		return nil, frameCost{bytes: len(b)}, errors.New("clienttools: binary frame from the server")
+	if (typ == websocket.MessageBinary) != (w.enc == protocol.EncodingMsgpack) {
+		return nil, frameCost{bytes: len(b)}, fmt.Errorf("clienttools: a %v frame from the server on a %v connection", typ, w.enc)
 	}
-	return decode(b, len(b))
+	return decodeAs(w.enc, b)
 }
 
 func (w *wsConn) close() { w.c.Close(websocket.StatusNormalClosure, "") }
+func (w *wsConn) abort() { w.c.CloseNow() }
 
 // sseStream is the body of one streaming POST /v1/responses.
 type sseStream struct {

@@ -43,7 +43,8 @@ const (
 	CodeInvalidAPIKey        = "invalid_api_key"
 	CodeInvalidEncrypted     = "invalid_encrypted_content"
 	CodeMethodNotAllowed     = "method_not_allowed"
-	CodeClientTooSlow        = "client_too_slow" // the last event before a close 1008: the client fell behind past the slow-client timeout
+	CodeClientTooSlow        = "client_too_slow"      // the last event before a close 1008: the client fell behind past the slow-client timeout
+	CodeUnsupportedEncoding  = "unsupported_encoding" // a WebTransport stream's header names no encoding this server speaks
 
 	// Suspended rollouts (tether's extension).
 	CodeClientToolTimeout   = "client_tool_timeout"

@@ -41,6 +41,7 @@ type closeStatus int
 const (
 	closeGoingAway closeStatus = 1001 // the server is shutting down
 	closePolicy    closeStatus = 1008 // the client was too slow
+	closeTooBig    closeStatus = 1009 // a frame past MaxFrame
 )
 
 // connScope is what the lanes of one connection share: the connection-local

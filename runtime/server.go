@@ -79,6 +79,10 @@ type Options struct {
 	// StoreBytes and TenantStoreBytes (its defaults when zero).
 	Store                        Store
 	StoreBytes, TenantStoreBytes int
+	// OriginPatterns are the origins, besides the server's own host, whose
+	// pages may open a WebSocket or a WebTransport connection: host
+	// patterns as path.Match takes them ("localhost:*", "*.example.com").
+	OriginPatterns []string
 	// MaxFrame bounds a WebSocket frame and an HTTP body, in bytes.
 	MaxFrame int64
 	// WSMaxAge is the WebSocket connection age limit.

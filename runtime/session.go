@@ -209,20 +209,26 @@ func (sess *session) flow(ctx context.Context) error {
 // tooSlow is the slow-client rule, in one place: rather than buffer without
 // bound or stall every lane, drop what is queued, tell the client why in one
 // last error event (client_too_slow) and close the connection with a policy
-// violation. The writer writes the error after the batch in its hands, within
-// WriteTimeout; the close follows. Its suspended rollouts detach, to be
-// resumed (their replay logs keep what was dropped).
+// violation. Its suspended rollouts detach, to be resumed (their replay logs
+// keep what was dropped).
 func (sess *session) tooSlow() {
 	sess.tooSlowOnce.Do(func() {
-		sess.srv.log.Warn("closing slow websocket client")
-		perr := protocol.Errorf(http.StatusRequestTimeout, protocol.CodeClientTooSlow, "",
-			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout)
-		sess.out.finish(errorFrame(perr, ""))
-		go func() {
-			<-sess.writerDone
-			sess.stop(closePolicy, "client too slow")
-		}()
+		sess.srv.log.Warn("closing slow client")
+		sess.fail(protocol.Errorf(http.StatusRequestTimeout, protocol.CodeClientTooSlow, "",
+			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout), closePolicy, "client too slow")
 	})
+}
+
+// fail ends the session with one last error event: what is queued is
+// dropped, the writer writes perr after the batch in its hands (within
+// WriteTimeout), then the connection closes with status and reason (a
+// WebSocket close frame's, at most 123 bytes).
+func (sess *session) fail(perr *protocol.Error, status closeStatus, reason string) {
+	sess.out.finish(errorFrame(perr, ""))
+	go func() {
+		<-sess.writerDone
+		sess.stop(status, reason)
+	}()
 }
 
 // sendError queues an error event for laneID.

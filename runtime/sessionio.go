@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -20,6 +21,15 @@ const peekFrame = 64 << 10
 func (sess *session) readLoop(ctx context.Context) error {
 	for {
 		data, binary, err := sess.conn.read(ctx)
+		var perr *protocol.Error
+		if errors.As(err, &perr) {
+			// A frame the connection cannot skip (a WebTransport length
+			// prefix past MaxFrame): the client is told, then the
+			// connection closes.
+			sess.fail(perr, closeTooBig, "frame too large")
+			<-sess.writerDone
+			return nil
+		}
 		if err != nil {
 			return err
 		}

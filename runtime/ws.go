@@ -30,7 +30,8 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		CompressionMode: websocket.CompressionContextTakeover,
 		// A client that offers the msgpack subprotocol gets every frame
 		// as msgpack binary (see session.encoding); JSON text otherwise.
-		Subprotocols: []string{protocol.EncodingMsgpack.String()},
+		Subprotocols:   []string{protocol.EncodingMsgpack.String()},
+		OriginPatterns: s.opts.OriginPatterns,
 	})
 	if err != nil {
 		s.releaseConn(Tenant(r.Context()))

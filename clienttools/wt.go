@@ -1,0 +1,189 @@
+package clienttools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/quic-go/webtransport-go"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// Transport is what carries the WebSocket designs (turns, suspend).
+type Transport int
+
+const (
+	// TransportWebSocket is a WebSocket to /v1/responses, lanes named by
+	// stream_id.
+	TransportWebSocket Transport = iota
+	// TransportWebTransport is a WebTransport connection (HTTP/3 over
+	// UDP) to /v1/responses, each lane a stream of its own.
+	TransportWebTransport
+)
+
+func (t Transport) String() string {
+	if t == TransportWebTransport {
+		return "webtransport"
+	}
+	return "websocket"
+}
+
+// wtURL derives the WebTransport endpoint from a base URL: https://HOST:PORT/v1
+// (or wt://HOST:PORT/v1) gives https://HOST:PORT/v1/responses.
+func wtURL(base string) (string, error) {
+	switch {
+	case strings.HasPrefix(base, "wt://"):
+		base = "https://" + strings.TrimPrefix(base, "wt://")
+	case strings.HasPrefix(base, "https://"):
+	default:
+		return "", fmt.Errorf("clienttools: WebTransport base URL %q: want https:// or wt://", base)
+	}
+	return strings.TrimSuffix(base, "/") + "/responses", nil
+}
+
+// tlsConfig verifies the server: by CertHash when it is set (the
+// certificate need not chain to a root), else by the system's roots.
+func (c *Client) tlsConfig() (*tls.Config, error) {
+	if c.TLSConfig != nil {
+		return c.TLSConfig.Clone(), nil
+	}
+	if c.CertHash == "" {
+		return &tls.Config{}, nil
+	}
+	want, err := hex.DecodeString(strings.ReplaceAll(c.CertHash, ":", ""))
+	if err != nil || len(want) != sha256.Size {
+		return nil, fmt.Errorf("clienttools: CertHash %q: want the certificate's SHA-256 in hex", c.CertHash)
+	}
+	return &tls.Config{
+		InsecureSkipVerify: true, // verified below, by the pinned hash
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("clienttools: the server sent no certificate")
+			}
+			leaf := cs.PeerCertificates[0]
+			if sum := sha256.Sum256(leaf.Raw); !bytes.Equal(sum[:], want) {
+				return fmt.Errorf("clienttools: the server's certificate has SHA-256 %x, not the pinned %x", sum, want)
+			}
+			now := time.Now()
+			if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+				return x509.CertificateInvalidError{Cert: leaf, Reason: x509.Expired}
+			}
+			return nil
+		},
+	}, nil
+}
+
+// wtConn is one WebTransport connection to /v1/responses, with the one
+// stream its rollout runs on.
+type wtConn struct {
+	tr   *webtransport.Transport
+	sess *webtransport.Session
+	str  *webtransport.Stream
+	r    *bufio.Reader
+	enc  protocol.Encoding
+	buf  []byte // the frame being written
+}
+
+func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
+	u, err := wtURL(c.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	tlsConf, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	tr := &webtransport.Transport{TLSClientConfig: tlsConf}
+	_, sess, err := tr.Dial(ctx, u, c.header())
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
+	}
+	w, err := openStream(ctx, sess, c.Encoding)
+	if err != nil {
+		sess.CloseWithError(0, "")
+		tr.Close()
+		return nil, fmt.Errorf("clienttools: %s: %w", u, err)
+	}
+	w.tr = tr
+	return w, nil
+}
+
+// openStream opens a lane on sess and sends its header, which names enc.
+func openStream(ctx context.Context, sess *webtransport.Session, enc protocol.Encoding) (*wtConn, error) {
+	str, err := sess.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := &wtConn{sess: sess, str: str, r: bufio.NewReaderSize(str, 16<<10), enc: enc}
+	if err := w.writeFrame(fmt.Appendf(nil, `{"encoding":%q}`, enc.String())); err != nil {
+		str.CancelWrite(0)
+		return nil, err
+	}
+	return w, nil
+}
+
+// writeFrame writes b with its length prefix, in one write.
+func (w *wtConn) writeFrame(b []byte) error {
+	w.buf = binary.BigEndian.AppendUint32(w.buf[:0], uint32(len(b)))
+	w.buf = append(w.buf, b...)
+	_, err := w.str.Write(w.buf)
+	return err
+}
+
+func (w *wtConn) send(ctx context.Context, ev any) (frameCost, error) {
+	b, cost, err := encodeAs(w.enc, ev)
+	if err != nil {
+		return cost, err
+	}
+	stop := context.AfterFunc(ctx, func() { w.str.SetWriteDeadline(time.Now()) })
+	defer stop()
+	return cost, w.writeFrame(b)
+}
+
+func (w *wtConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
+	stop := context.AfterFunc(ctx, func() { w.str.SetReadDeadline(time.Now()) })
+	defer stop()
+	var h [4]byte
+	if _, err := io.ReadFull(w.r, h[:]); err != nil {
+		return nil, frameCost{}, err
+	}
+	n := binary.BigEndian.Uint32(h[:])
+	if n > maxFrame {
+		return nil, frameCost{}, fmt.Errorf("clienttools: a frame of %d bytes from the server", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(w.r, b); err != nil {
+		return nil, frameCost{}, err
+	}
+	return decodeAs(w.enc, b)
+}
+
+func (w *wtConn) close() {
+	w.str.Close()
+	w.end()
+}
+
+func (w *wtConn) abort() {
+	w.str.CancelRead(0)
+	w.str.CancelWrite(0)
+	w.end()
+}
+
+func (w *wtConn) end() {
+	w.sess.CloseWithError(0, "")
+	if w.tr != nil {
+		w.tr.Close()
+	}
+}
