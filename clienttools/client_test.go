@@ -3,13 +3,11 @@ package clienttools_test
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -74,14 +72,10 @@ func serverWT(t testing.TB, opts runtime.Options, wt bool) (string, wtServer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
+		if wts, err = srv.ListenWebTransport("127.0.0.1:0", cert); err != nil {
 			t.Fatal(err)
 		}
-		wts = srv.NewWebTransport(&tls.Config{Certificates: []tls.Certificate{cert}})
-		go wts.Serve(pc)
-		sum := runtime.CertificateHash(cert)
-		w = wtServer{base: "https://" + pc.LocalAddr().String() + "/v1", hash: hex.EncodeToString(sum[:])}
+		w = wtServer{base: wts.URL(), hash: wts.CertificateHash()}
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

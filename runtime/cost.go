@@ -131,7 +131,7 @@ func (s *Server) asyncPost(p servePath) bool {
 	case PostAsync:
 		return true
 	}
-	return p.Transport == transportWS
+	return p.Transport != transportHTTP
 }
 
 // classify runs the safety classifier over the text of items, into tm.

@@ -15,7 +15,7 @@ import (
 // where its parent state came from. Metrics are labelled with it, and an
 // ablation checks by it that each mode took its own path.
 type servePath struct {
-	Transport string // "http" or "ws"
+	Transport string // "http", "ws" or "wt" (WebTransport)
 	Design    string // "stateless", "chained", "turns" or "suspend"
 	State     string // "none" (no parent), "cache" (the connection's), "store"
 }
@@ -24,6 +24,7 @@ type servePath struct {
 const (
 	transportHTTP   = "http"
 	transportWS     = "ws"
+	transportWT     = "wt"
 	designStateless = "stateless"
 	designChained   = "chained"
 	designTurns     = "turns"

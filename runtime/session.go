@@ -41,9 +41,10 @@ type session struct {
 	// suspended rollout's replay log and tail may be read back on a
 	// connection of either encoding); the writer transcodes.
 	encoding protocol.Encoding
-	// oneLane: the connection is one lane (a WebTransport stream, which
-	// replaces stream_id); a frame that names another is refused.
-	oneLane bool
+	// transport is transportWS, or transportWT: a WebTransport stream,
+	// which is one lane (the stream replaces stream_id; a frame that names
+	// another is refused).
+	transport string
 
 	ctx        context.Context    // cancelled when the session ends
 	cancel     context.CancelFunc //
@@ -98,7 +99,7 @@ func newSession(s *Server, conn frameConn, r *http.Request, enc protocol.Encodin
 	}
 	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
 	return &session{
-		srv: s, conn: conn, scope: scope, started: s.now(), tenant: Tenant(r.Context()),
+		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
 		out:   newOutbox(outQueueFrames, s.opts.SlowClientTimeout, s.now),
@@ -313,7 +314,7 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 		return ln, nil
 	}
 	if id != "" {
-		if sess.oneLane {
+		if sess.transport == transportWT {
 			return nil, protocol.Invalid(protocol.CodeInvalidStreamID, "stream_id",
 				"On WebTransport each stream is one lane: omit stream_id, and open another stream for another lane.")
 		}
@@ -425,7 +426,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	req := j.req
 	t0 := sess.srv.now()
 	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}
-	path := servePath{Transport: transportWS, Design: designTurns, State: stateNone}
+	path := servePath{Transport: sess.transport, Design: designTurns, State: stateNone}
 	if sess.suspended(req) {
 		path.Design = designSuspend
 	}

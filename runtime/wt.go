@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -41,9 +42,32 @@ import (
 // detaches (response.resume on a new stream takes it back). The streams of
 // one connection share its cache (previous_response_id) and its limits.
 type WebTransport struct {
-	srv *Server
-	wt  *webtransport.Server
+	srv  *Server
+	wt   *webtransport.Server
+	pc   net.PacketConn // set by ListenWebTransport
+	hash [32]byte       // of the certificate, set by ListenWebTransport
 }
+
+// ListenWebTransport serves the server's WebTransport endpoint on the UDP
+// address addr ("127.0.0.1:0" picks a port) with cert, until Close.
+func (s *Server) ListenWebTransport(addr string, cert tls.Certificate) (*WebTransport, error) {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	w := s.NewWebTransport(&tls.Config{Certificates: []tls.Certificate{cert}})
+	w.pc, w.hash = pc, CertificateHash(cert)
+	go w.Serve(pc)
+	return w, nil
+}
+
+// URL is the base URL of an endpoint ListenWebTransport started, as the
+// client kit takes it: https://HOST:PORT/v1.
+func (w *WebTransport) URL() string { return "https://" + w.pc.LocalAddr().String() + "/v1" }
+
+// CertificateHash is the hex SHA-256 of the certificate of an endpoint
+// ListenWebTransport started, which pins it.
+func (w *WebTransport) CertificateHash() string { return hex.EncodeToString(w.hash[:]) }
 
 // NewWebTransport makes the server's WebTransport endpoint, which serves
 // with tlsConf's certificate (see SelfSignedCertificate).
@@ -177,7 +201,7 @@ func (w *WebTransport) serveStream(r *http.Request, str *webtransport.Stream, sc
 	}
 	ws.binary = enc == protocol.EncodingMsgpack
 	sess := newSession(s, ws, r, enc, scope)
-	sess.oneLane = true
+	sess.transport = transportWT
 	if !s.track(sess) {
 		refuseStream(str, errShutdown())
 		return

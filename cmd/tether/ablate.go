@@ -44,7 +44,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")
 	outputBytes := fs.Int("output-bytes", 2000, "synthetic: bytes of each call's output")
-	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend, and turns+msgpack, suspend+msgpack (msgpack frames)")
+	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend; wt-turns, wt-suspend (over WebTransport); and any of the last four with +msgpack (msgpack frames), like suspend+msgpack")
 	speeds := fs.String("tps", "1000", "model output tokens per second, comma-separated; 0 is unpaced")
 	ttft := fs.Duration("ttft", 0, "model time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")
@@ -52,6 +52,8 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one (its timing must match --tps, --ttft, --prefill-rate)")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
+	wtURL := fs.String("wt-url", "", "with --url: that server's WebTransport base URL (https://HOST:PORT/v1, as tether serve --wt-addr prints it), for the wt- designs")
+	certHash := fs.String("cert-hash", "", "with --wt-url: the SHA-256 (hex) that pins its certificate, as tether serve prints it")
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
 	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects); --modes suspend+msgpack,turns+msgpack runs them beside the JSON ones")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
@@ -93,6 +95,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return 2
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.URL, cfg.APIKey = *reps, *ttft, *prefillRate, *url, *apiKey
+	cfg.WTURL, cfg.CertHash = *wtURL, *certHash
 	enc, err := protocol.ParseEncoding(*encoding)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate: --encoding:", err)

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/protocol"
 )
@@ -85,6 +86,10 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		return 2
 	}
 	design = design.On(enc)
+	if design.Transport != clienttools.TransportWebSocket {
+		fmt.Fprintln(stderr, "tether: ablate: --load-mode: the load runs go over WebSocket and HTTP; WebTransport is measured by --hol")
+		return 2
+	}
 	var counts []int
 	for _, s := range strings.Split(*lf.clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -40,7 +40,9 @@ models.
 	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository)")
 	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
 	eager := fs.Bool("eager", false, "start each client tool as soon as its call is done, before the step ends")
-	encoding := fs.String("encoding", "json", "WebSocket frames (modes suspend and turns): json, or msgpack")
+	encoding := fs.String("encoding", "json", "WebSocket or WebTransport frames (modes suspend and turns): json, or msgpack")
+	transport := fs.String("transport", "websocket", "what carries modes suspend and turns: websocket, or webtransport (then --url is the server's WebTransport base URL, https://HOST:PORT/v1, as tether serve --wt-addr prints it)")
+	certHash := fs.String("cert-hash", "", "webtransport: the SHA-256 (hex) that pins the server's certificate, as tether serve prints it")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
 	tps := fs.Float64("tps", 400, "in-process server: output tokens per second (0 is unpaced)")
 	ttft := fs.Duration("ttft", 150*time.Millisecond, "in-process server: time to first token")
@@ -61,6 +63,19 @@ models.
 		fmt.Fprintln(stderr, "tether:", err)
 		return 2
 	}
+	var tp clienttools.Transport
+	switch *transport {
+	case "websocket":
+	case "webtransport":
+		tp = clienttools.TransportWebTransport
+		if mode != clienttools.ModeSuspend && mode != clienttools.ModeTurns {
+			fmt.Fprintf(stderr, "tether: run: --transport webtransport carries modes suspend and turns, not %s\n", mode)
+			return 2
+		}
+	default:
+		fmt.Fprintf(stderr, "tether: run: --transport %q: want websocket or webtransport\n", *transport)
+		return 2
+	}
 	task := strings.Join(fs.Args(), " ")
 	if task == "" {
 		if task = traceTask(*model); task == "" {
@@ -79,22 +94,25 @@ models.
 		}
 		*workdir = dir
 	}
-	base := *url
+	base, hash := *url, *certHash
 	if base == "" {
-		stop, addr, err := startLocal(timingFlags{timing: sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}})
+		local, err := startLocal(timingFlags{timing: sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}}, tp == clienttools.TransportWebTransport)
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: run:", err)
 			return 1
 		}
-		defer stop()
-		base = "http://" + addr + "/v1"
+		defer local.stop()
+		base = "http://" + local.addr + "/v1"
+		if tp == clienttools.TransportWebTransport {
+			base, hash = local.wtBase, local.wtHash
+		}
 	}
 
 	v := newView(stdout, *jsonOut)
 	defer v.close()
 	v.header(fmt.Sprintf("%s rollout of %s at %s, tools in %s", mode, *model, base, *workdir))
 	tools := &clienttools.Tools{Dir: *workdir}
-	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager, Encoding: enc}
+	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager, Encoding: enc, Transport: tp, CertHash: hash}
 	res, err := c.Run(ctx, clienttools.Rollout{
 		Mode: mode,
 		Request: &protocol.CreateRequest{Model: *model, Include: []string{protocol.IncludeTimings},
@@ -130,32 +148,57 @@ func traceTask(model string) string {
 
 // startLocal serves tether on a loopback port, every model paced by flags,
 // and returns how to stop it and its address.
-func startLocal(flags timingFlags) (stop func(), addr string, err error) {
+// localServer is a tether started in-process on loopback for tether run.
+type localServer struct {
+	addr           string // HOST:PORT of its HTTP and WebSocket listener
+	wtBase, wtHash string // its WebTransport endpoint, when asked for
+	stop           func()
+}
+
+func startLocal(flags timingFlags, webTransport bool) (*localServer, error) {
 	r, err := sampler.NewRenderer()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	flags.set = map[string]bool{"tps": true, "ttft": true, "prefill-rate": true}
 	served, err := models(nil, flags, r)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	srv, err := runtime.NewServer(runtime.Options{Models: served, Renderer: r})
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	var wt *runtime.WebTransport
+	if webTransport {
+		cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+		if err == nil {
+			wt, err = srv.ListenWebTransport("127.0.0.1:0", cert)
+		}
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	hs := &http.Server{Handler: srv}
 	serving := make(chan struct{})
 	go func() { defer close(serving); hs.Serve(ln) }()
-	return func() {
+	l := &localServer{addr: ln.Addr().String(), stop: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 		hs.Shutdown(ctx)
+		if wt != nil {
+			wt.Close()
+		}
 		<-serving
-	}, ln.Addr().String(), nil
+	}}
+	if wt != nil {
+		l.wtBase, l.wtHash = wt.URL(), wt.CertificateHash()
+	}
+	return l, nil
 }

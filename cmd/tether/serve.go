@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +27,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; port 0 picks a free port")
+	wtAddr := fs.String("wt-addr", "", "also serve WebTransport (and HTTP/3) on this UDP address, such as 127.0.0.1:8443; port 0 picks a free port")
+	tlsCert := fs.String("tls-cert", "", "certificate (PEM) for --wt-addr; default: a self-signed ECDSA P-256 certificate valid 13 days, generated at start, whose SHA-256 is printed for pinning")
+	tlsKey := fs.String("tls-key", "", "private key (PEM) of --tls-cert")
+	origins := fs.String("origin", "", "origins besides the server's own whose pages may connect by WebSocket or WebTransport: host patterns, comma-separated (localhost:*,*.example.com)")
 	configPath := fs.String("config", "", "JSON file of per-model settings: timing, upstream servers")
 	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
@@ -94,8 +100,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 2
 	}
-	if keyMap == nil && !loopback(*addr) && !*insecure {
-		fmt.Fprintf(stderr, "tether: --addr %s is not loopback and no API keys are set: give --api-keys FILE (or $%s), or --insecure to serve anyone who can connect\n", *addr, keysEnv)
+	for name, a := range map[string]string{"addr": *addr, "wt-addr": *wtAddr} {
+		if a != "" && keyMap == nil && !loopback(a) && !*insecure {
+			fmt.Fprintf(stderr, "tether: --%s %s is not loopback and no API keys are set: give --api-keys FILE (or $%s), or --insecure to serve anyone who can connect\n", name, a, keysEnv)
+			return 2
+		}
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		fmt.Fprintln(stderr, "tether: --tls-cert and --tls-key go together")
 		return 2
 	}
 	var keys *runtime.Keys
@@ -168,6 +180,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Pprof:             *pprofOn,
 		Cost:              costModel,
 		Keys:              keys,
+		OriginPatterns:    splitList(*origins),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
@@ -179,7 +192,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout}
+	var wt *runtime.WebTransport
+	if *wtAddr != "" {
+		cert, err := certificate(*tlsCert, *tlsKey, *wtAddr)
+		if err == nil {
+			wt, err = srv.ListenWebTransport(*wtAddr, cert)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: --wt-addr:", err)
+			return 1
+		}
+		defer wt.Close()
+	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	if wt != nil {
+		fmt.Fprintf(stdout, "webtransport on %s sha256=%s\n", strings.TrimSuffix(wt.URL(), "/v1"), wt.CertificateHash())
+	}
 	if keys == nil {
 		log.Warn("no API keys: every request is served (give --api-keys FILE to require them)", "addr", ln.Addr().String())
 	} else {
@@ -241,4 +269,29 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size: give bytes with a unit, such as 2GiB or 1500MiB", s)
 	}
 	return n << shift, nil
+}
+
+// certificate is the WebTransport endpoint's: the PEM pair given, or a
+// self-signed one for the address's host (and localhost) that browsers
+// accept by its hash.
+func certificate(certFile, keyFile, addr string) (tls.Certificate, error) {
+	if certFile != "" {
+		return tls.LoadX509KeyPair(certFile, keyFile)
+	}
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && !slices.Contains(hosts, h) {
+		hosts = append(hosts, h)
+	}
+	return runtime.SelfSignedCertificate(13*24*time.Hour, hosts...)
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }

@@ -9,57 +9,72 @@ import (
 )
 
 // Design is one of the ways of running a rollout that ablate compares: a
-// mode of the client kit and, for the WebSocket modes (turns, suspend),
-// the frames' encoding. Its name is the mode's, with "+msgpack" for msgpack
-// frames: "suspend", "suspend+msgpack".
+// mode of the client kit and, for the connection modes (turns, suspend),
+// the transport and the frames' encoding. Its name is the mode's, with
+// "wt-" for WebTransport and "+msgpack" for msgpack frames: "suspend",
+// "wt-suspend", "suspend+msgpack", "wt-turns+msgpack".
 type Design struct {
-	Mode     clienttools.Mode
-	Encoding protocol.Encoding
+	Mode      clienttools.Mode
+	Transport clienttools.Transport
+	Encoding  protocol.Encoding
 }
 
 func (d Design) String() string {
-	if d.Encoding == protocol.EncodingMsgpack {
-		return d.Mode.String() + "+" + d.Encoding.String()
+	name := d.Mode.String()
+	if d.Transport == clienttools.TransportWebTransport {
+		name = "wt-" + name
 	}
-	return d.Mode.String()
+	if d.Encoding == protocol.EncodingMsgpack {
+		name += "+" + d.Encoding.String()
+	}
+	return name
 }
 
-// webSocket reports whether the design's turns go over a WebSocket.
-func (d Design) webSocket() bool {
+// connected reports whether the design's turns go over a connection (a
+// WebSocket or WebTransport), not HTTP requests.
+func (d Design) connected() bool {
 	return d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns
 }
 
-// On is d with its frames in enc when it runs over a WebSocket; an HTTP
+// webTransport reports whether the design runs over WebTransport.
+func (d Design) webTransport() bool { return d.Transport == clienttools.TransportWebTransport }
+
+// On is d with its frames in enc when it runs over a connection; an HTTP
 // design is JSON whatever enc is, and a design named with its encoding
 // keeps it.
 func (d Design) On(enc protocol.Encoding) Design {
-	if d.webSocket() && d.Encoding == protocol.EncodingJSON {
+	if d.connected() && d.Encoding == protocol.EncodingJSON {
 		d.Encoding = enc
 	}
 	return d
 }
 
 // ParseDesign reads a design's name: a mode (stateless, chained, turns,
-// suspend), and for turns and suspend optionally "+msgpack".
+// suspend), and for turns and suspend optionally "wt-" before it
+// (WebTransport) and "+msgpack" after it.
 func ParseDesign(s string) (Design, error) {
 	name, enc, msgpack := strings.Cut(s, "+")
+	name, wt := strings.CutPrefix(name, "wt-")
 	mode, err := clienttools.ParseMode(name)
 	if err != nil {
 		return Design{}, err
 	}
 	d := Design{Mode: mode}
+	if wt {
+		d.Transport = clienttools.TransportWebTransport
+	}
 	if msgpack {
 		if d.Encoding, err = protocol.ParseEncoding(enc); err != nil {
 			return Design{}, err
 		}
-		if !d.webSocket() {
-			return Design{}, fmt.Errorf("design %q: %s runs over HTTP, whose bodies are JSON", s, mode)
-		}
+	}
+	if (wt || msgpack) && !d.connected() {
+		return Design{}, fmt.Errorf("design %q: %s runs over HTTP requests, JSON bodies on TCP", s, mode)
 	}
 	return d, nil
 }
 
-// Designs are modes with JSON frames.
+// Designs are modes with JSON frames, over WebSocket.
 func Designs(modes ...clienttools.Mode) []Design {
 	var ds []Design
 	for _, m := range modes {

@@ -7,17 +7,17 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// TestDesigns: names parse to designs and back; msgpack only over a
-// WebSocket; On switches the WebSocket designs' frames and no others.
+// TestDesigns: names parse to designs and back; WebTransport and msgpack
+// only for the connection designs; On switches their frames and no others'.
 func TestDesigns(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack"} {
+	for _, name := range []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack", "wt-turns", "wt-suspend", "wt-suspend+msgpack"} {
 		d, err := ParseDesign(name)
 		if err != nil || d.String() != name {
 			t.Errorf("%s: %v, %v", name, d, err)
 		}
 	}
-	for _, bad := range []string{"stateless+msgpack", "chained+msgpack", "suspend+cbor", "rpc"} {
+	for _, bad := range []string{"stateless+msgpack", "chained+msgpack", "suspend+cbor", "rpc", "wt-chained", "wt-stateless", "wt-", "ws-turns"} {
 		if _, err := ParseDesign(bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}

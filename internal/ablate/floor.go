@@ -27,19 +27,27 @@ type shape struct {
 	sent, received, events int
 }
 
-// echoServer serves both floors on one loopback listener.
+// echoServer serves the WebSocket and HTTP floors on one loopback listener,
+// and the WebTransport floor on a UDP one when asked.
 type echoServer struct {
 	hs   *http.Server
 	ln   net.Listener
 	base string
+	wt   *wtEcho // nil: no WebTransport design runs
 }
 
-func startEcho() (*echoServer, error) {
+func startEcho(wt bool) (*echoServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	e := &echoServer{ln: ln, base: "http://" + ln.Addr().String()}
+	if wt {
+		if e.wt, err = startWTEcho(); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", e.serveWS)
 	mux.HandleFunc("POST /sse", e.serveSSE)
@@ -48,7 +56,12 @@ func startEcho() (*echoServer, error) {
 	return e, nil
 }
 
-func (e *echoServer) close() { e.hs.Close() }
+func (e *echoServer) close() {
+	e.hs.Close()
+	if e.wt != nil {
+		e.wt.close()
+	}
+}
 
 // parseShape reads "events received" from the start of a request.
 func parseShape(b []byte) (events, received int, err error) {
@@ -142,6 +155,7 @@ func fill(buf []byte, n int) []byte {
 // open, as the WebSocket designs keep theirs, and HTTP with keep-alive.
 type echoClient struct {
 	ws   *websocket.Conn
+	wt   *wtEchoClient // nil without a WebTransport echo
 	http *http.Client
 	base string
 }
@@ -152,11 +166,21 @@ func (e *echoServer) dial(ctx context.Context) (*echoClient, error) {
 		return nil, err
 	}
 	ws.SetReadLimit(64 << 20)
-	return &echoClient{ws: ws, http: &http.Client{}, base: e.base}, nil
+	c := &echoClient{ws: ws, http: &http.Client{}, base: e.base}
+	if e.wt != nil {
+		if c.wt, err = e.wt.dial(ctx); err != nil {
+			ws.CloseNow()
+			return nil, fmt.Errorf("ablate: the WebTransport echo: %w", err)
+		}
+	}
+	return c, nil
 }
 
 func (c *echoClient) close() {
 	c.ws.Close(websocket.StatusNormalClosure, "")
+	if c.wt != nil {
+		c.wt.close()
+	}
 	c.http.CloseIdleConnections()
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -35,6 +36,10 @@ type Config struct {
 	// cannot be reset, so trials are kept apart by prompt_cache_key alone.
 	URL    string
 	APIKey string
+	// WTURL is that server's WebTransport base URL (https://HOST:PORT/v1),
+	// for the WebTransport designs; CertHash pins its certificate (hex
+	// SHA-256, as tether serve prints it).
+	WTURL, CertHash string
 	// Progress, when set, is told of each trial as it starts.
 	Progress func(done, total int, trial string)
 }
@@ -95,6 +100,7 @@ type Turn struct {
 // target is the server the trials of one speed run against.
 type target struct {
 	base   string
+	wt     wtTarget               // its WebTransport endpoint, when a design needs it
 	caches []*sampler.PrefixCache // reset before each trial; none with URL
 	srv    *runtime.Server        // nil with URL
 	stop   func()
@@ -109,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if len(cfg.Modes) == 0 || len(cfg.Speeds) == 0 || cfg.Reps < 1 || cfg.Workload.Tools == nil {
 		return nil, errors.New("ablate: a config needs modes, speeds, reps and a workload")
 	}
-	echo, err := startEcho()
+	echo, err := startEcho(slices.ContainsFunc(cfg.Modes, Design.webTransport))
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +172,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // startTarget starts an in-process tether at timing on loopback, or points
 // at cfg.URL.
 func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
+	needWT := slices.ContainsFunc(cfg.Modes, Design.webTransport)
 	if cfg.URL != "" {
-		return &target{base: cfg.URL, stop: func() {}}, nil
+		if needWT && cfg.WTURL == "" {
+			return nil, errors.New("ablate: the WebTransport designs against --url need the server's WebTransport address (--wt-url) too")
+		}
+		return &target{base: cfg.URL, wt: wtTarget{base: cfg.WTURL, hash: cfg.CertHash}, stop: func() {}}, nil
 	}
 	r, err := sampler.NewRenderer()
 	if err != nil {
@@ -195,12 +205,51 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
-	return &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv, stop: func() {
+	tg := &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv}
+	var wt *runtime.WebTransport
+	if needWT {
+		if wt, tg.wt, err = serveWebTransport(srv); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	tg.stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 		hs.Shutdown(ctx)
-	}}, nil
+		if wt != nil {
+			wt.Close()
+		}
+	}
+	return tg, nil
+}
+
+// wtTarget is a server's WebTransport endpoint: its base URL and the hash
+// of its certificate.
+type wtTarget struct{ base, hash string }
+
+// serveWebTransport serves srv over WebTransport on a loopback UDP port,
+// with a self-signed certificate.
+func serveWebTransport(srv *runtime.Server) (*runtime.WebTransport, wtTarget, error) {
+	cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+	if err != nil {
+		return nil, wtTarget{}, err
+	}
+	wt, err := srv.ListenWebTransport("127.0.0.1:0", cert)
+	if err != nil {
+		return nil, wtTarget{}, err
+	}
+	return wt, wtTarget{base: wt.URL(), hash: wt.CertificateHash()}, nil
+}
+
+// client is a client kit for design d against the target.
+func (tg *target) client(cfg Config, d Design) *clienttools.Client {
+	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: d.Encoding}
+	if d.webTransport() {
+		c.BaseURL, c.Transport, c.CertHash = tg.wt.base, clienttools.TransportWebTransport, tg.wt.hash
+	}
+	return c
 }
 
 // warmUp runs a two-call scripted rollout in each mode, unmeasured, so that
@@ -212,7 +261,7 @@ func warmUp(ctx context.Context, cfg Config, tg *target) error {
 		return err
 	}
 	for _, mode := range cfg.Modes {
-		c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: mode.Encoding}
+		c := tg.client(cfg, mode)
 		key := "ablate-warm-up"
 		if _, err := c.Run(ctx, clienttools.Rollout{Mode: mode.Mode, Funcs: w.Tools(""),
 			Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}}); err != nil {
@@ -235,7 +284,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	for _, c := range tg.caches {
 		c.Configure(sampler.PrefixCacheOptions{})
 	}
-	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: mode.Encoding}
+	c := tg.client(cfg, mode)
 	ro := clienttools.Rollout{Mode: mode.Mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
 		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
 	paths0, err := tg.paths()
@@ -276,7 +325,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	t.OverheadUS = t.ElapsedUS - t.ModelUS - t.ToolsUS
 	if tg.srv != nil {
 		t.Paths = pathsDelta(paths0, paths1)
-		if err := checkPaths(mode.Mode, len(t.Turns), t.Paths); err != nil {
+		if err := checkPaths(mode, len(t.Turns), t.Paths); err != nil {
 			return nil, err
 		}
 	}
@@ -299,7 +348,10 @@ const floorTries = 3
 // the trial, over the transport its mode used.
 func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) error {
 	rt := c.roundTripHTTP
-	if mode.webSocket() {
+	switch {
+	case mode.webTransport():
+		rt = c.wt.roundTrip
+	case mode.connected():
 		rt = c.roundTripWS
 	}
 	for i := range t.Turns {

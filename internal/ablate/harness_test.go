@@ -190,19 +190,24 @@ func serve(t *testing.T) string {
 // is refused.
 func TestCheckPaths(t *testing.T) {
 	t.Parallel()
+	wt := func(m clienttools.Mode) Design { return Design{Mode: m, Transport: clienttools.TransportWebTransport} }
 	cases := []struct {
-		mode  clienttools.Mode
+		mode  Design
 		paths map[string]int
 		ok    bool
 	}{
-		{clienttools.ModeStateless, map[string]int{"http/stateless/none": 4}, true},
-		{clienttools.ModeStateless, map[string]int{"http/stateless/none": 1, "http/chained/store": 3}, false},
-		{clienttools.ModeChained, map[string]int{"http/stateless/none": 1, "http/chained/store": 3}, true},
-		{clienttools.ModeTurns, map[string]int{"ws/turns/none": 1, "ws/turns/cache": 3}, true},
-		{clienttools.ModeTurns, map[string]int{"ws/turns/none": 1, "ws/turns/store": 3}, false},
-		{clienttools.ModeSuspend, map[string]int{"ws/suspend/none": 1, "pauses": 3}, true},
-		{clienttools.ModeSuspend, map[string]int{"ws/suspend/none": 1, "pauses": 2}, false},
-		{clienttools.ModeSuspend, map[string]int{"ws/turns/none": 4}, false},
+		{Design{Mode: clienttools.ModeSuspend}, map[string]int{"wt/suspend/none": 1, "pauses": 3}, false},
+		{wt(clienttools.ModeSuspend), map[string]int{"wt/suspend/none": 1, "pauses": 3}, true},
+		{wt(clienttools.ModeTurns), map[string]int{"wt/turns/none": 1, "wt/turns/cache": 3}, true},
+		{wt(clienttools.ModeTurns), map[string]int{"ws/turns/none": 1, "ws/turns/cache": 3}, false},
+		{Design{Mode: clienttools.ModeStateless}, map[string]int{"http/stateless/none": 4}, true},
+		{Design{Mode: clienttools.ModeStateless}, map[string]int{"http/stateless/none": 1, "http/chained/store": 3}, false},
+		{Design{Mode: clienttools.ModeChained}, map[string]int{"http/stateless/none": 1, "http/chained/store": 3}, true},
+		{Design{Mode: clienttools.ModeTurns}, map[string]int{"ws/turns/none": 1, "ws/turns/cache": 3}, true},
+		{Design{Mode: clienttools.ModeTurns}, map[string]int{"ws/turns/none": 1, "ws/turns/store": 3}, false},
+		{Design{Mode: clienttools.ModeSuspend}, map[string]int{"ws/suspend/none": 1, "pauses": 3}, true},
+		{Design{Mode: clienttools.ModeSuspend}, map[string]int{"ws/suspend/none": 1, "pauses": 2}, false},
+		{Design{Mode: clienttools.ModeSuspend}, map[string]int{"ws/turns/none": 4}, false},
 	}
 	for _, tc := range cases {
 		if err := checkPaths(tc.mode, 4, tc.paths); (err == nil) != tc.ok {

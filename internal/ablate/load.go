@@ -91,7 +91,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &LoadResult{Clients: cfg.Clients, Mode: Design{cfg.Mode, cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
+	res := &LoadResult{Clients: cfg.Clients, Mode: Design{Mode: cfg.Mode, Encoding: cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
 		Errors: map[string]int{}}
 	lags := &lagWindows{}
 	var mu sync.Mutex // guards res's counts

@@ -52,17 +52,21 @@ func pathsDelta(before, after map[string]int) map[string]int {
 // design goes: stateless sends the whole history every turn, chained loads
 // every turn after the first from the store, turns finds it in the
 // connection cache, and suspend is one response that paused between turns.
-func checkPaths(mode clienttools.Mode, turns int, got map[string]int) error {
+func checkPaths(d Design, turns int, got map[string]int) error {
 	var want map[string]int
-	switch mode {
+	conn := "ws"
+	if d.webTransport() {
+		conn = "wt"
+	}
+	switch mode := d.Mode; mode {
 	case clienttools.ModeStateless:
 		want = map[string]int{"http/stateless/none": turns}
 	case clienttools.ModeChained:
 		want = map[string]int{"http/stateless/none": 1, "http/chained/store": turns - 1}
 	case clienttools.ModeTurns:
-		want = map[string]int{"ws/turns/none": 1, "ws/turns/cache": turns - 1}
+		want = map[string]int{conn + "/turns/none": 1, conn + "/turns/cache": turns - 1}
 	case clienttools.ModeSuspend:
-		want = map[string]int{"ws/suspend/none": 1, "pauses": turns - 1}
+		want = map[string]int{conn + "/suspend/none": 1, "pauses": turns - 1}
 	}
 	for k, v := range want {
 		if v == 0 {
@@ -70,7 +74,7 @@ func checkPaths(mode clienttools.Mode, turns int, got map[string]int) error {
 		}
 	}
 	if !maps.Equal(got, want) {
-		return fmt.Errorf("ablate: %s took the server's paths %v, want %v", mode, got, want) // fmt sorts map keys
+		return fmt.Errorf("ablate: %s took the server's paths %v, want %v", d, got, want) // fmt sorts map keys
 	}
 	return nil
 }
