@@ -211,9 +211,15 @@ func wsErrorCode(t *testing.T, events [][]byte) string {
 	return ""
 }
 
+// TestConformanceWebSocket runs the Open Responses WebSocket checks over
+// every wire: WebSocket and WebTransport, JSON and msgpack.
 func TestConformanceWebSocket(t *testing.T) {
 	v := schematest.Load(t)
-	h := newHarness(t, runtime.Options{})
+	forWires(t, func(t *testing.T, w wire) { conformanceWebSocket(t, v, w) })
+}
+
+func conformanceWebSocket(t *testing.T, v *schematest.Validator, w wire) {
+	h := newHarnessOn(t, runtime.Options{}, w)
 	model := "tether-scripted"
 
 	t.Run("websocket-response", func(t *testing.T) {

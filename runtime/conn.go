@@ -62,16 +62,48 @@ type connScope struct {
 	pending    int                      // creates accepted and not finished, guarded by mu
 	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
 	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
+	sessions   map[*session]struct{}    // the sessions in the scope (a WebTransport connection's streams), guarded by mu
 }
 
 func newConnScope(opts *Options) *connScope {
 	return &connScope{
 		slots: make(chan struct{}, opts.MaxInFlight),
 		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
-		latest:  make(map[*lane]string),
-		evicted: make(map[string]struct{}),
-		routed:  make(map[string]bool),
+		latest:   make(map[*lane]string),
+		evicted:  make(map[string]struct{}),
+		routed:   make(map[string]bool),
+		sessions: make(map[*session]struct{}),
 	}
+}
+
+// join and leave keep the scope's sessions, which elsewhere asks.
+func (c *connScope) join(sess *session) {
+	c.mu.Lock()
+	c.sessions[sess] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *connScope) leave(sess *session) {
+	c.mu.Lock()
+	delete(c.sessions, sess)
+	c.mu.Unlock()
+}
+
+// elsewhere reports whether response id runs on another session of the
+// scope: a WebTransport stream's event that names a response of another
+// stream is told so, as a WebSocket's naming another lane's is.
+func (c *connScope) elsewhere(sess *session, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for other := range c.sessions {
+		if other == sess {
+			continue
+		}
+		if ln, _, _ := other.running(id); ln != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // reserve takes a place in the connection's queue for a create of size

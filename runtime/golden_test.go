@@ -205,9 +205,14 @@ func keysByKind(t *testing.T, events [][]byte) map[string][]string {
 
 // TestGoldenStreams reproduces the real OpenAI streams of ../shared/fixtures:
 // the same request gives the same event order (reasoning aside) and every
-// field OpenAI sent, over SSE and over WebSocket.
+// field OpenAI sent, over SSE and over every connection wire (WebSocket and
+// WebTransport, JSON and msgpack).
 func TestGoldenStreams(t *testing.T) {
-	h := newHarness(t, runtime.Options{})
+	t.Run("sse", func(t *testing.T) { goldenStreams(t, newHarness(t, runtime.Options{}), "sse") })
+	forWires(t, func(t *testing.T, w wire) { goldenStreams(t, newHarnessOn(t, runtime.Options{}, w), "ws") })
+}
+
+func goldenStreams(t *testing.T, h *harness, transport string) {
 	call := loadFixture(t, "openai-recorded-function-call-stream.jsonl")
 	followup := loadFixture(t, "openai-recorded-fco-followup-stream.jsonl")
 	text := loadFixture(t, "openai-recorded-text-stream.jsonl")
@@ -251,27 +256,23 @@ func TestGoldenStreams(t *testing.T) {
 			}
 		}
 	}
-	for _, transport := range []string{"sse", "ws"} {
-		t.Run(transport, func(t *testing.T) {
-			t.Run("text", func(t *testing.T) { compare(t, text, ours(t, transport, text.request)) })
-			t.Run("function-call-and-output", func(t *testing.T) {
-				first := ours(t, transport, call.request)
-				compare(t, call, first)
-				resp := obj(t, terminalResponse(t, first[len(first)-1]))
-				fc := resp["output"].([]any)[0].(map[string]any)
-				req := map[string]any{}
-				for k, v := range followup.request {
-					req[k] = v
-				}
-				req["previous_response_id"] = resp["id"]
-				req["input"] = []any{map[string]any{"type": "function_call_output", "call_id": fc["call_id"],
-					"output": followup.request["input"].([]any)[0].(map[string]any)["output"]}}
-				if transport == "ws" {
-					// store: true makes the first turn loadable on the new connection.
-					req["store"] = true
-				}
-				compare(t, followup, ours(t, transport, req))
-			})
-		})
-	}
+	t.Run("text", func(t *testing.T) { compare(t, text, ours(t, transport, text.request)) })
+	t.Run("function-call-and-output", func(t *testing.T) {
+		first := ours(t, transport, call.request)
+		compare(t, call, first)
+		resp := obj(t, terminalResponse(t, first[len(first)-1]))
+		fc := resp["output"].([]any)[0].(map[string]any)
+		req := map[string]any{}
+		for k, v := range followup.request {
+			req[k] = v
+		}
+		req["previous_response_id"] = resp["id"]
+		req["input"] = []any{map[string]any{"type": "function_call_output", "call_id": fc["call_id"],
+			"output": followup.request["input"].([]any)[0].(map[string]any)["output"]}}
+		if transport == "ws" {
+			// store: true makes the first turn loadable on the new connection.
+			req["store"] = true
+		}
+		compare(t, followup, ours(t, transport, req))
+	})
 }

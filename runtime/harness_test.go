@@ -26,30 +26,48 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
 
-// harness is an in-process tether server on a loopback port.
+// harness is an in-process tether server on a loopback port, and on a
+// loopback UDP port for WebTransport when its wire asks for it.
 type harness struct {
 	srv  *runtime.Server
 	hs   *httptest.Server
 	base string // http://127.0.0.1:PORT/v1
 	ws   string // ws://127.0.0.1:PORT/v1/responses
+	wire wire   // what h.dial connects over
+	wt   *runtime.WebTransport
 }
 
+// newHarness starts a server whose connections are WebSockets in the test
+// encoding.
 func newHarness(t testing.TB, opts runtime.Options) *harness {
+	t.Helper()
+	return newHarnessOn(t, opts, wire{enc: testEncoding})
+}
+
+// newHarnessOn starts a server whose connections (h.dial) go over w.
+func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 	t.Helper()
 	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
+	h := &harness{srv: srv, hs: hs, base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses", wire: w}
+	if w.webTransport {
+		h.startWT(t)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
+		if h.wt != nil {
+			h.wt.Close()
+		}
 		hs.Close()
 	})
-	return &harness{srv: srv, hs: hs, base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses"}
+	return h
 }
 
 // post sends a JSON body to path and returns the status and body.
@@ -144,9 +162,11 @@ func eventType(t testing.TB, data []byte) string {
 	return head.Type
 }
 
-// wsConn is a raw WebSocket client.
+// wsConn is a raw client connection: a WebSocket, or a WebTransport
+// connection made to look like one (wtClient).
 type wsConn struct {
-	c *websocket.Conn
+	c  *websocket.Conn
+	wt *wtClient // set instead of c on WebTransport
 }
 
 // testEncoding is the encoding the tests' WebSocket clients ask for:
@@ -173,7 +193,12 @@ func testDialOptions(o *websocket.DialOptions) *websocket.DialOptions {
 }
 
 // msgpack reports whether the connection speaks msgpack.
-func (w *wsConn) msgpack() bool { return w.c.Subprotocol() == protocol.EncodingMsgpack.String() }
+func (w *wsConn) msgpack() bool {
+	if w.wt != nil {
+		return w.wt.enc == protocol.EncodingMsgpack
+	}
+	return w.c.Subprotocol() == protocol.EncodingMsgpack.String()
+}
 
 // frame turns a frame read off w into JSON; a test gets JSON text whatever
 // the connection's encoding.
@@ -205,6 +230,9 @@ func (w *wsConn) encoded(b []byte) (websocket.MessageType, []byte, error) {
 
 // write sends a client event given as JSON (see encoded).
 func (w *wsConn) write(ctx context.Context, b []byte) error {
+	if w.wt != nil {
+		return w.wt.write(ctx, b)
+	}
 	typ, frame, err := w.encoded(b)
 	if err != nil {
 		return err
@@ -216,7 +244,19 @@ func (h *harness) dial(t testing.TB, header http.Header) *wsConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: header}))
+	if h.wire.webTransport {
+		c, err := dialWT(ctx, h, header, h.wire.enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.drop)
+		return &wsConn{wt: c}
+	}
+	opts := &websocket.DialOptions{HTTPHeader: header}
+	if h.wire.enc == protocol.EncodingMsgpack {
+		opts.Subprotocols = []string{h.wire.enc.String()}
+	}
+	c, _, err := websocket.Dial(ctx, h.ws, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,13 +284,29 @@ func (w *wsConn) send(t testing.TB, v any) {
 // recv reads one event.
 func (w *wsConn) recv(t testing.TB) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	return recvWithin(t, w, 30*time.Second)
+}
+
+// read reads one event, as JSON.
+func (w *wsConn) read(tb testing.TB, ctx context.Context) ([]byte, error) {
+	tb.Helper()
+	if w.wt != nil {
+		return w.wt.read(ctx)
+	}
 	typ, b, err := w.c.Read(ctx)
 	if err != nil {
-		t.Fatalf("read: %v", err)
+		return nil, err
 	}
-	return w.frame(t, typ, b)
+	return w.frame(tb, typ, b), nil
+}
+
+// drop ends the connection at once, as a network failure would.
+func (w *wsConn) drop() {
+	if w.wt != nil {
+		w.wt.drop()
+		return
+	}
+	w.c.CloseNow()
 }
 
 // untilTerminal reads events until a terminal event or an error and returns

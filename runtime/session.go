@@ -98,13 +98,15 @@ func newSession(s *Server, conn frameConn, r *http.Request, enc protocol.Encodin
 		scope = newConnScope(&s.opts)
 	}
 	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
-	return &session{
+	sess := &session{
 		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
 		out:   newOutbox(outQueueFrames, s.opts.SlowClientTimeout, s.now),
 		lanes: make(map[string]*lane),
 	}
+	scope.join(sess)
+	return sess
 }
 
 // run serves the connection until it ends, then joins every goroutine.
@@ -154,6 +156,7 @@ func (sess *session) stop(status closeStatus, reason string) {
 // its lanes.
 func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
 	sess.stop(0, "")
+	sess.scope.leave(sess)
 	sess.wg.Wait()
 	<-writerDone
 	<-closerDone

@@ -82,6 +82,8 @@ func (sess *session) running(id string) (*lane, *rollout, *suspension) {
 // messages) for a suspended response of this connection.
 func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	switch _, ro, sp := sess.running(ev.ResponseID); {
+	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
+		return errOtherStream(ev.ResponseID)
 	case sp != nil:
 		return sp.deliver(sess, ev.StreamID, ev.Input)
 	case ro != nil:
@@ -97,6 +99,8 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	ln, ro, sp := sess.running(ev.ResponseID)
 	switch {
+	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
+		return errOtherStream(ev.ResponseID)
 	case sp != nil:
 		return sp.cancel(sess, ev.StreamID)
 	case ro == nil:
@@ -108,6 +112,13 @@ func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	}
 	ro.abort(errCancelled)
 	return nil
+}
+
+// errOtherStream refuses an event, on a WebTransport stream, that names a
+// response running on another stream of the connection.
+func errOtherStream(id string) *protocol.Error {
+	return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
+		"Response '%s' runs on another stream of this connection: send its events on that stream.", id)
 }
 
 // resume handles response.resume: a suspended rollout whose connection

@@ -45,74 +45,76 @@ func checkSeq(t *testing.T, events [][]byte) {
 // with response.cancelled, and the lane takes the next create.
 func TestSuspendedCancel(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, slowModel(t))
-	// The second step's arguments stream for about a second at 50 tokens/s.
-	steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"` + strings.Repeat("fox|dog|", 25) + `"}`}}}
-	for _, tc := range []struct {
-		name    string
-		model   string
-		suspend bool
-		input   string
-		parked  bool
-	}{
-		{"sampling, cached-state", "slow", false, longText, false},
-		{"sampling, suspended", "slow", true, longText, false},
-		{"sampling the second step, suspended", "slow", true, script(steps), false},
-		{"parked", "tether-scripted", true, script(steps), true},
-		{"parked, paced", "slow", true, script(steps), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := h.dial(t, nil)
-			c.send(t, create(map[string]any{"model": tc.model, "store": false, "suspend": tc.suspend, "input": tc.input}))
-			var events [][]byte
-			if tc.input == longText {
-				for len(events) == 0 || !isDelta(decodeEv(t, last(events))) {
-					events = append(events, c.recv(t))
-				}
-			} else {
-				events = c.next(t)
-				if eventType(t, last(events)) != "response.done" {
-					t.Fatalf("no pause: %s", last(events))
-				}
-				if !tc.parked {
-					// Resume, then cancel while the next step streams.
-					c.send(t, appendEv(respID(t, last(events)), "", outputsFor(t, last(events))...))
-					for !isDelta(decodeEv(t, last(events))) {
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, slowModel(t), w)
+		// The second step's arguments stream for about a second at 50 tokens/s.
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"` + strings.Repeat("fox|dog|", 25) + `"}`}}}
+		for _, tc := range []struct {
+			name    string
+			model   string
+			suspend bool
+			input   string
+			parked  bool
+		}{
+			{"sampling, cached-state", "slow", false, longText, false},
+			{"sampling, suspended", "slow", true, longText, false},
+			{"sampling the second step, suspended", "slow", true, script(steps), false},
+			{"parked", "tether-scripted", true, script(steps), true},
+			{"parked, paced", "slow", true, script(steps), true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c := h.dial(t, nil)
+				c.send(t, create(map[string]any{"model": tc.model, "store": false, "suspend": tc.suspend, "input": tc.input}))
+				var events [][]byte
+				if tc.input == longText {
+					for len(events) == 0 || !isDelta(decodeEv(t, last(events))) {
 						events = append(events, c.recv(t))
 					}
+				} else {
+					events = c.next(t)
+					if eventType(t, last(events)) != "response.done" {
+						t.Fatalf("no pause: %s", last(events))
+					}
+					if !tc.parked {
+						// Resume, then cancel while the next step streams.
+						c.send(t, appendEv(respID(t, last(events)), "", outputsFor(t, last(events))...))
+						for !isDelta(decodeEv(t, last(events))) {
+							events = append(events, c.recv(t))
+						}
+					}
 				}
-			}
-			id := respID(t, events[0])
-			c.send(t, refEv("response.cancel", id, ""))
-			events = append(events, c.next(t)...)
-			checkSeq(t, events)
-			checkCancelled(t, events)
-			end := decodeEv(t, last(events))
-			if end.Type != "response.cancelled" || end.Response.Status != "cancelled" || end.Response.ID != id {
-				t.Fatalf("ended with %s", last(events))
-			}
-			if end.Response.RequiredAction != nil {
-				t.Fatalf("a cancelled response still requires action: %s", last(events))
-			}
-			if !tc.parked {
-				// The message cut off mid-stream ends incomplete.
-				keys := itemKeys(t, end.Response.Output)
-				if k := keys[len(keys)-1]; k.Type != "message" && k.Type != "function_call" || k.Status != "incomplete" {
-					t.Fatalf("last item %+v, want an incomplete one", k)
+				id := respID(t, events[0])
+				c.send(t, refEv("response.cancel", id, ""))
+				events = append(events, c.next(t)...)
+				checkSeq(t, events)
+				checkCancelled(t, events)
+				end := decodeEv(t, last(events))
+				if end.Type != "response.cancelled" || end.Response.Status != "cancelled" || end.Response.ID != id {
+					t.Fatalf("ended with %s", last(events))
 				}
-			}
-			// The response is gone; the connection and its lane serve on.
-			c.send(t, refEv("response.cancel", id, ""))
-			c.wantError(t, "response_not_found")
-			c.send(t, appendEv(id, "", fco("call_x", "x")))
-			c.wantError(t, "response_not_found")
-			c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": tc.suspend, "input": "hello"}))
-			if evs := c.next(t); eventType(t, last(evs)) != "response.completed" {
-				t.Fatalf("next create: %s", last(evs))
-			}
-		})
-	}
+				if end.Response.RequiredAction != nil {
+					t.Fatalf("a cancelled response still requires action: %s", last(events))
+				}
+				if !tc.parked {
+					// The message cut off mid-stream ends incomplete.
+					keys := itemKeys(t, end.Response.Output)
+					if k := keys[len(keys)-1]; k.Type != "message" && k.Type != "function_call" || k.Status != "incomplete" {
+						t.Fatalf("last item %+v, want an incomplete one", k)
+					}
+				}
+				// The response is gone; the connection and its lane serve on.
+				c.send(t, refEv("response.cancel", id, ""))
+				c.wantError(t, "response_not_found")
+				c.send(t, appendEv(id, "", fco("call_x", "x")))
+				c.wantError(t, "response_not_found")
+				c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": tc.suspend, "input": "hello"}))
+				if evs := c.next(t); eventType(t, last(evs)) != "response.completed" {
+					t.Fatalf("next create: %s", last(evs))
+				}
+			})
+		}
+	})
 }
 
 // TestSuspendedTimeout: a rollout parked longer than SuspendTimeout fails

@@ -418,9 +418,9 @@ func recvWithin(tb testing.TB, w *wsConn, d time.Duration) []byte {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	typ, b, err := w.c.Read(ctx)
+	b, err := w.read(tb, ctx)
 	if err != nil {
 		tb.Fatalf("read: %v", err)
 	}
-	return w.frame(tb, typ, b)
+	return b
 }

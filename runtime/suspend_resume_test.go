@@ -31,7 +31,7 @@ func TestSuspendedResume(t *testing.T) {
 		}
 
 		// The connection drops while the rollout is parked.
-		c1.c.CloseNow()
+		c1.drop()
 		synctest.Wait()
 		if len(serverGoroutines(t)) == 0 {
 			t.Fatal("the parked rollout did not outlive its connection")
@@ -45,7 +45,7 @@ func TestSuspendedResume(t *testing.T) {
 			other.wantError(t, "response_not_found")
 			other.send(t, appendEv(id, "work", outputsFor(t, pause)...))
 			other.wantError(t, "response_not_found")
-			other.c.CloseNow()
+			other.drop()
 		}
 
 		// The same credentials, on the wrong lane, then the right one.
@@ -99,7 +99,7 @@ func TestSuspendedResumeMidStream(t *testing.T) {
 		for !isDelta(decodeEv(t, last(events))) {
 			events = append(events, c1.recv(t))
 		}
-		c1.c.CloseNow()
+		c1.drop()
 		time.Sleep(10 * time.Second) // the step streams to its pause, detached
 
 		c2 := p.dial(t, "Bearer alice")
@@ -129,7 +129,7 @@ func TestSuspendedResumeWindowExpires(t *testing.T) {
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
 		events := c1.next(t)
 		id := respID(t, last(events))
-		c1.c.CloseNow()
+		c1.drop()
 		synctest.Wait()
 		if len(serverGoroutines(t)) == 0 {
 			t.Fatal("the parked rollout did not outlive its connection")
@@ -170,7 +170,7 @@ func TestSuspendedResumeAfterStall(t *testing.T) {
 			events = append(events, c1.recv(t))
 		}
 		time.Sleep(200 * time.Millisecond) // not reading: the server queues frames
-		c1.c.CloseNow()
+		c1.drop()
 		time.Sleep(10 * time.Second)
 		c2 := p.dial(t, "Bearer alice")
 		resume := refEv("response.resume", id, "")
@@ -195,7 +195,7 @@ func TestSuspendedResumeTakesSlot(t *testing.T) {
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
 		pause := last(c1.next(t))
 		id := respID(t, pause)
-		c1.c.CloseNow()
+		c1.drop()
 		synctest.Wait()
 
 		c2 := p.dial(t, "Bearer alice")

@@ -103,228 +103,232 @@ func TestSuspendedLongRollout(t *testing.T) {
 	if clientCalls < 25 {
 		t.Fatalf("script has %d client calls", clientCalls)
 	}
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{searchTool()}})
-	body := func() map[string]any {
-		return map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool},
-			"input": script(steps)}
-	}
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{searchTool()}}, w)
+		body := func() map[string]any {
+			return map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool},
+				"input": script(steps)}
+		}
 
-	c := h.dial(t, nil)
-	events, pauses := driveSuspended(t, c, body())
-	// Every step with a client call pauses once; the all-hosted step does not.
-	if want := len(steps) - 1; pauses != want {
-		t.Fatalf("%d pauses, want %d", pauses, want)
-	}
-	last := events[len(events)-1]
-	if eventType(t, last) != "response.completed" {
-		t.Fatalf("rollout ended with %s", last)
-	}
-	// One response: gapless sequence numbers and output indexes across every
-	// pause, and the completed output is every output_item.done in order.
-	checkStreamInvariants(t, events)
-	id := respID(t, events[0])
-	var doneItems []json.RawMessage
-	var seenCalls []string
-	var addedIDs []string // by output index
-	prevEnd := 0          // where the last pause's items end
-	lastPause := -1       // the output_offset of the last pause
-	prevUsage := -1
-	for _, raw := range events {
-		e := decodeEv(t, raw)
-		if e.Response != nil && e.Response.ID != id {
-			t.Fatalf("%s of response %s inside %s", e.Type, e.Response.ID, id)
+		c := h.dial(t, nil)
+		events, pauses := driveSuspended(t, c, body())
+		// Every step with a client call pauses once; the all-hosted step does not.
+		if want := len(steps) - 1; pauses != want {
+			t.Fatalf("%d pauses, want %d", pauses, want)
 		}
-		switch e.Type {
-		case "response.output_item.added":
-			addedIDs = append(addedIDs, itemID(t, e.Item))
-		case "response.in_progress":
-			// The in_progress that ends a pause shows the same step.
-			if lastPause >= 0 && (e.Response.OutputOffset == nil || *e.Response.OutputOffset != lastPause) {
-				t.Fatalf("in_progress after the pause at output %d has output_offset %v", lastPause, e.Response.OutputOffset)
+		last := events[len(events)-1]
+		if eventType(t, last) != "response.completed" {
+			t.Fatalf("rollout ended with %s", last)
+		}
+		// One response: gapless sequence numbers and output indexes across every
+		// pause, and the completed output is every output_item.done in order.
+		checkStreamInvariants(t, events)
+		id := respID(t, events[0])
+		var doneItems []json.RawMessage
+		var seenCalls []string
+		var addedIDs []string // by output index
+		prevEnd := 0          // where the last pause's items end
+		lastPause := -1       // the output_offset of the last pause
+		prevUsage := -1
+		for _, raw := range events {
+			e := decodeEv(t, raw)
+			if e.Response != nil && e.Response.ID != id {
+				t.Fatalf("%s of response %s inside %s", e.Type, e.Response.ID, id)
 			}
-		case "response.output_item.done":
-			doneItems = append(doneItems, e.Item)
-		case "response.done":
-			if e.Response.Status != "requires_action" {
-				t.Fatalf("pause with status %s", e.Response.Status)
-			}
-			// Each pause asks for the calls of its step only, and its output
-			// is the rollout so far (a search of the step may still run).
-			for _, pc := range e.Response.RequiredAction.SubmitToolOutputs.ToolCalls {
-				if slices.Contains(seenCalls, pc.CallID) {
-					t.Fatalf("call %s asked for twice", pc.CallID)
+			switch e.Type {
+			case "response.output_item.added":
+				addedIDs = append(addedIDs, itemID(t, e.Item))
+			case "response.in_progress":
+				// The in_progress that ends a pause shows the same step.
+				if lastPause >= 0 && (e.Response.OutputOffset == nil || *e.Response.OutputOffset != lastPause) {
+					t.Fatalf("in_progress after the pause at output %d has output_offset %v", lastPause, e.Response.OutputOffset)
 				}
-				seenCalls = append(seenCalls, pc.CallID)
-			}
-			// Its output is its step's items only (a search of the step may
-			// still run), from output_offset: it does not grow with the rollout.
-			off := e.Response.OutputOffset
-			if off == nil || *off < prevEnd || *off+len(e.Response.Output) != len(addedIDs) {
-				t.Fatalf("pause output_offset %v with %d items; %d added so far, the last pause ended at %d",
-					off, len(e.Response.Output), len(addedIDs), prevEnd)
-			}
-			for i, it := range e.Response.Output {
-				if id := itemID(t, it); id != addedIDs[*off+i] {
-					t.Fatalf("pause output[%d] is %s, output_index %d was %s", i, id, *off+i, addedIDs[*off+i])
+			case "response.output_item.done":
+				doneItems = append(doneItems, e.Item)
+			case "response.done":
+				if e.Response.Status != "requires_action" {
+					t.Fatalf("pause with status %s", e.Response.Status)
+				}
+				// Each pause asks for the calls of its step only, and its output
+				// is the rollout so far (a search of the step may still run).
+				for _, pc := range e.Response.RequiredAction.SubmitToolOutputs.ToolCalls {
+					if slices.Contains(seenCalls, pc.CallID) {
+						t.Fatalf("call %s asked for twice", pc.CallID)
+					}
+					seenCalls = append(seenCalls, pc.CallID)
+				}
+				// Its output is its step's items only (a search of the step may
+				// still run), from output_offset: it does not grow with the rollout.
+				off := e.Response.OutputOffset
+				if off == nil || *off < prevEnd || *off+len(e.Response.Output) != len(addedIDs) {
+					t.Fatalf("pause output_offset %v with %d items; %d added so far, the last pause ended at %d",
+						off, len(e.Response.Output), len(addedIDs), prevEnd)
+				}
+				for i, it := range e.Response.Output {
+					if id := itemID(t, it); id != addedIDs[*off+i] {
+						t.Fatalf("pause output[%d] is %s, output_index %d was %s", i, id, *off+i, addedIDs[*off+i])
+					}
+				}
+				lastPause, prevEnd = *off, len(addedIDs)
+				if e.Response.Usage != nil {
+					if e.Response.Usage.InputTokens <= prevUsage {
+						t.Fatalf("usage did not grow across a step: %+v", e.Response.Usage)
+					}
+					prevUsage = e.Response.Usage.InputTokens
 				}
 			}
-			lastPause, prevEnd = *off, len(addedIDs)
-			if e.Response.Usage != nil {
-				if e.Response.Usage.InputTokens <= prevUsage {
-					t.Fatalf("usage did not grow across a step: %+v", e.Response.Usage)
+		}
+		if len(seenCalls) != clientCalls {
+			t.Fatalf("pauses asked for %d calls, the script makes %d", len(seenCalls), clientCalls)
+		}
+		final := decodeEv(t, last).Response
+		keys := itemKeys(t, final.Output)
+		var want []itemKey
+		for _, step := range steps {
+			for _, c := range step {
+				if c.name == "web_search" {
+					var q struct{ Query string }
+					json.Unmarshal([]byte(c.args), &q)
+					want = append(want, itemKey{Type: "web_search_call", Query: q.Query, Status: "completed"})
+				} else {
+					want = append(want, itemKey{Type: "function_call", Name: c.name, Args: c.args, Status: "completed"})
 				}
-				prevUsage = e.Response.Usage.InputTokens
 			}
 		}
-	}
-	if len(seenCalls) != clientCalls {
-		t.Fatalf("pauses asked for %d calls, the script makes %d", len(seenCalls), clientCalls)
-	}
-	final := decodeEv(t, last).Response
-	keys := itemKeys(t, final.Output)
-	var want []itemKey
-	for _, step := range steps {
-		for _, c := range step {
-			if c.name == "web_search" {
-				var q struct{ Query string }
-				json.Unmarshal([]byte(c.args), &q)
-				want = append(want, itemKey{Type: "web_search_call", Query: q.Query, Status: "completed"})
-			} else {
-				want = append(want, itemKey{Type: "function_call", Name: c.name, Args: c.args, Status: "completed"})
+		want = append(want, itemKey{Type: "message", Status: "completed"})
+		if len(keys) != len(want) {
+			t.Fatalf("output has %d items, want %d", len(keys), len(want))
+		}
+		for i := range want {
+			got := keys[i]
+			got.CallID, got.Text = "", ""
+			if got != want[i] {
+				t.Fatalf("output[%d] = %+v, want %+v", i, keys[i], want[i])
 			}
 		}
-	}
-	want = append(want, itemKey{Type: "message", Status: "completed"})
-	if len(keys) != len(want) {
-		t.Fatalf("output has %d items, want %d", len(keys), len(want))
-	}
-	for i := range want {
-		got := keys[i]
-		got.CallID, got.Text = "", ""
-		if got != want[i] {
-			t.Fatalf("output[%d] = %+v, want %+v", i, keys[i], want[i])
+		answer := keys[len(keys)-1].Text
+		if !strings.Contains(answer, `searching for "release notes" found`) || !strings.Contains(answer, `searching for "changelog" found`) {
+			t.Fatalf("final answer does not read the last searches: %q", answer)
 		}
-	}
-	answer := keys[len(keys)-1].Text
-	if !strings.Contains(answer, `searching for "release notes" found`) || !strings.Contains(answer, `searching for "changelog" found`) {
-		t.Fatalf("final answer does not read the last searches: %q", answer)
-	}
 
-	// Usage accumulates over every step: the same totals as the turns below,
-	// whose responses each count their own steps.
-	usage := final.Usage
-	if usage == nil || usage.OutputTokens == 0 || usage.TotalTokens != usage.InputTokens+usage.OutputTokens {
-		t.Fatalf("usage %+v", usage)
-	}
+		// Usage accumulates over every step: the same totals as the turns below,
+		// whose responses each count their own steps.
+		usage := final.Usage
+		if usage == nil || usage.OutputTokens == 0 || usage.TotalTokens != usage.InputTokens+usage.OutputTokens {
+			t.Fatalf("usage %+v", usage)
+		}
 
-	// The same rollout in cached-state turns: each turn a create continuing
-	// from the previous response with the outputs of its open calls.
-	tc := h.dial(t, nil)
-	var turnItems []json.RawMessage
-	var turnIn, turnOut, turns int
-	prev := ""
-	var input any = script(steps)
-	for {
-		b := body()
-		b["input"] = input
-		if prev != "" {
-			b["previous_response_id"] = prev
-		}
-		tc.send(t, create(b))
-		evs := tc.untilTerminal(t)
-		checkStreamInvariants(t, evs)
-		end := decodeEv(t, evs[len(evs)-1])
-		if end.Type != "response.completed" {
-			t.Fatalf("turn %d ended with %s", turns, evs[len(evs)-1])
-		}
-		turns++
-		turnIn += end.Response.Usage.InputTokens
-		turnOut += end.Response.Usage.OutputTokens
-		turnItems = append(turnItems, end.Response.Output...)
-		var outs []any
-		for _, k := range itemKeys(t, end.Response.Output) {
-			if k.Type == "function_call" {
-				outs = append(outs, fco(k.CallID, toolOutput(k.Name, k.Args)))
+		// The same rollout in cached-state turns: each turn a create continuing
+		// from the previous response with the outputs of its open calls.
+		tc := h.dial(t, nil)
+		var turnItems []json.RawMessage
+		var turnIn, turnOut, turns int
+		prev := ""
+		var input any = script(steps)
+		for {
+			b := body()
+			b["input"] = input
+			if prev != "" {
+				b["previous_response_id"] = prev
 			}
-		}
-		if len(outs) == 0 {
-			break
-		}
-		prev, input = end.Response.ID, outs
-	}
-	if turns != pauses+1 {
-		t.Fatalf("%d turns, %d pauses", turns, pauses)
-	}
-	if got := itemKeys(t, turnItems); !slices.Equal(got, keys) {
-		for i := range min(len(got), len(keys)) {
-			if got[i] != keys[i] {
-				t.Errorf("item %d: turns %+v, suspended %+v", i, got[i], keys[i])
+			tc.send(t, create(b))
+			evs := tc.untilTerminal(t)
+			checkStreamInvariants(t, evs)
+			end := decodeEv(t, evs[len(evs)-1])
+			if end.Type != "response.completed" {
+				t.Fatalf("turn %d ended with %s", turns, evs[len(evs)-1])
+			}
+			turns++
+			turnIn += end.Response.Usage.InputTokens
+			turnOut += end.Response.Usage.OutputTokens
+			turnItems = append(turnItems, end.Response.Output...)
+			var outs []any
+			for _, k := range itemKeys(t, end.Response.Output) {
+				if k.Type == "function_call" {
+					outs = append(outs, fco(k.CallID, toolOutput(k.Name, k.Args)))
+				}
+			}
+			if len(outs) == 0 {
 				break
 			}
+			prev, input = end.Response.ID, outs
 		}
-		t.Fatalf("turns gave %d items, suspended %d", len(got), len(keys))
-	}
-	if turnIn != usage.InputTokens || turnOut != usage.OutputTokens {
-		t.Fatalf("usage: suspended in %d out %d, turns in %d out %d", usage.InputTokens, usage.OutputTokens, turnIn, turnOut)
-	}
+		if turns != pauses+1 {
+			t.Fatalf("%d turns, %d pauses", turns, pauses)
+		}
+		if got := itemKeys(t, turnItems); !slices.Equal(got, keys) {
+			for i := range min(len(got), len(keys)) {
+				if got[i] != keys[i] {
+					t.Errorf("item %d: turns %+v, suspended %+v", i, got[i], keys[i])
+					break
+				}
+			}
+			t.Fatalf("turns gave %d items, suspended %d", len(got), len(keys))
+		}
+		if turnIn != usage.InputTokens || turnOut != usage.OutputTokens {
+			t.Fatalf("usage: suspended in %d out %d, turns in %d out %d", usage.InputTokens, usage.OutputTokens, turnIn, turnOut)
+		}
+	})
 }
 
 // TestSuspendedSteering sends user messages with tool outputs: they join the
 // context (not the output) and steer what the model does next.
 func TestSuspendedSteering(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
-	c := h.dial(t, nil)
-	steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"never_called", `{}`}}}
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
-	evs := c.next(t)
-	events := evs
-	done := evs[len(evs)-1]
-	id := respID(t, done)
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{Renderer: renderer(t)}, w)
+		c := h.dial(t, nil)
+		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"never_called", `{}`}}}
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
+		evs := c.next(t)
+		events := evs
+		done := evs[len(evs)-1]
+		id := respID(t, done)
 
-	// A steering message with a directive becomes the newest script: the
-	// model follows it instead of the original second step.
-	c.send(t, appendEv(id, "", append(outputsFor(t, done), userMsg("Stop reading files.\ncall: lookup {\"k\":\"license\"}"))...))
-	evs = c.next(t)
-	events = append(events, evs...)
-	done = evs[len(evs)-1]
-	calls := decodeEv(t, done).Response.RequiredAction
-	if calls == nil || len(calls.SubmitToolOutputs.ToolCalls) != 1 || calls.SubmitToolOutputs.ToolCalls[0].Name != "lookup" {
-		t.Fatalf("after steering, paused on %s", done)
-	}
+		// A steering message with a directive becomes the newest script: the
+		// model follows it instead of the original second step.
+		c.send(t, appendEv(id, "", append(outputsFor(t, done), userMsg("Stop reading files.\ncall: lookup {\"k\":\"license\"}"))...))
+		evs = c.next(t)
+		events = append(events, evs...)
+		done = evs[len(evs)-1]
+		calls := decodeEv(t, done).Response.RequiredAction
+		if calls == nil || len(calls.SubmitToolOutputs.ToolCalls) != 1 || calls.SubmitToolOutputs.ToolCalls[0].Name != "lookup" {
+			t.Fatalf("after steering, paused on %s", done)
+		}
 
-	// A plain steering message after the last output: the model answers it.
-	c.send(t, appendEv(id, "", append(outputsFor(t, done), userMsg("Now summarize in one line."))...))
-	evs = c.next(t)
-	events = append(events, evs...)
-	checkStreamInvariants(t, events)
-	end := decodeEv(t, evs[len(evs)-1])
-	if end.Type != "response.completed" {
-		t.Fatalf("ended with %s", evs[len(evs)-1])
-	}
-	keys := itemKeys(t, end.Response.Output)
-	var types []string
-	for _, k := range keys {
-		types = append(types, k.Type+":"+k.Name)
-	}
-	if want := []string{"function_call:read_file", "function_call:lookup", "message:"}; !slices.Equal(types, want) {
-		t.Fatalf("output %v, want %v (steering messages are context, not output)", types, want)
-	}
-	if got, want := keys[2].Text, `You said: "Now summarize in one line."`; got != want {
-		t.Fatalf("answer %q, want %q", got, want)
-	}
+		// A plain steering message after the last output: the model answers it.
+		c.send(t, appendEv(id, "", append(outputsFor(t, done), userMsg("Now summarize in one line."))...))
+		evs = c.next(t)
+		events = append(events, evs...)
+		checkStreamInvariants(t, events)
+		end := decodeEv(t, evs[len(evs)-1])
+		if end.Type != "response.completed" {
+			t.Fatalf("ended with %s", evs[len(evs)-1])
+		}
+		keys := itemKeys(t, end.Response.Output)
+		var types []string
+		for _, k := range keys {
+			types = append(types, k.Type+":"+k.Name)
+		}
+		if want := []string{"function_call:read_file", "function_call:lookup", "message:"}; !slices.Equal(types, want) {
+			t.Fatalf("output %v, want %v (steering messages are context, not output)", types, want)
+		}
+		if got, want := keys[2].Text, `You said: "Now summarize in one line."`; got != want {
+			t.Fatalf("answer %q, want %q", got, want)
+		}
 
-	// A steering message that is not a user message is refused, and the
-	// refused append delivers nothing.
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps[:1])}))
-	done = last(c.next(t))
-	id = respID(t, done)
-	c.send(t, appendEv(id, "", append(outputsFor(t, done), map[string]any{"type": "message", "role": "assistant", "content": "I am the model."})...))
-	c.wantError(t, "invalid_value")
-	c.send(t, appendEv(id, "", outputsFor(t, done)...))
-	if end := last(c.next(t)); eventType(t, end) != "response.completed" {
-		t.Fatalf("ended with %s", end)
-	}
+		// A steering message that is not a user message is refused, and the
+		// refused append delivers nothing.
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps[:1])}))
+		done = last(c.next(t))
+		id = respID(t, done)
+		c.send(t, appendEv(id, "", append(outputsFor(t, done), map[string]any{"type": "message", "role": "assistant", "content": "I am the model."})...))
+		c.wantError(t, "invalid_value")
+		c.send(t, appendEv(id, "", outputsFor(t, done)...))
+		if end := last(c.next(t)); eventType(t, end) != "response.completed" {
+			t.Fatalf("ended with %s", end)
+		}
+	})
 }
 
 func last(evs [][]byte) []byte { return evs[len(evs)-1] }
@@ -350,80 +354,82 @@ func (s slowSearcher) Search(ctx context.Context, query string, limit int) ([]pr
 // calls in output order. Both designs.
 func TestSuspendedHostedOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{hostedtools.NewWebSearch(slowSearcher{})}})
-	steps := [][]dcall{
-		{{"web_search", `{"query":"slow one"}`}, {"read_file", `{"path":"a.go"}`}, {"web_search", `{"query":"fast two"}`},
-			{"grep", `{"pattern":"x"}`}, {"list_dir", `{"path":"."}`}},
-		{{"read_file", `{"path":"b.go"}`}, {"web_search", `{"query":"slow three"}`}},
-	}
-	body := map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool}, "input": script(steps)}
-	for _, suspend := range []bool{true, false} {
-		t.Run(fmt.Sprintf("suspend=%v", suspend), func(t *testing.T) {
-			t.Parallel()
-			c := h.dial(t, nil)
-			b := maps.Clone(body)
-			b["suspend"] = suspend
-			c.send(t, create(b))
-			events := c.next(t)
-			checkStreamInvariantsUntil(t, events)
-			done := last(events)
-			e := decodeEv(t, done)
-			var calls []itemKey
-			if suspend {
-				if e.Type != "response.done" {
-					t.Fatalf("step 1 ended with %s", done)
-				}
-				for _, pc := range e.Response.RequiredAction.SubmitToolOutputs.ToolCalls {
-					calls = append(calls, itemKey{Name: pc.Name, CallID: pc.CallID, Args: pc.Arguments})
-				}
-			} else {
-				if e.Type != "response.completed" {
-					t.Fatalf("turn 1 ended with %s", done)
-				}
-				for _, k := range itemKeys(t, e.Response.Output) {
-					if k.Type == "function_call" {
-						calls = append(calls, itemKey{Name: k.Name, CallID: k.CallID, Args: k.Args})
-					}
-				}
-			}
-			// The pause (or the turn's end) comes after every item of the
-			// step is done: the searches are complete in its output.
-			var names []string
-			for _, k := range itemKeys(t, e.Response.Output) {
-				if k.Status != "completed" {
-					t.Fatalf("step 1 ended with an item %+v", k)
-				}
-				names = append(names, k.Name)
-			}
-			if want := []string{"", "read_file", "", "grep", "list_dir"}; !slices.Equal(names, want) {
-				t.Fatalf("step 1 output %v, want %v", names, want)
-			}
-			if len(calls) != 3 || calls[0].Name != "read_file" || calls[1].Name != "grep" || calls[2].Name != "list_dir" {
-				t.Fatalf("pending calls %+v, want read_file, grep, list_dir in output order", calls)
-			}
-			var outs []any
-			for _, k := range calls {
-				outs = append(outs, fco(k.CallID, toolOutput(k.Name, k.Args)))
-			}
-			if suspend {
-				c.send(t, appendEv(e.Response.ID, "", outs...))
-				for eventType(t, last(events)) == "response.done" {
-					more := c.next(t)
-					events = append(events, more...)
-					if d := last(more); eventType(t, d) == "response.done" {
-						c.send(t, appendEv(e.Response.ID, "", outputsFor(t, d)...))
-					}
-				}
-				checkStreamInvariants(t, events)
-			} else {
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{hostedtools.NewWebSearch(slowSearcher{})}}, w)
+		steps := [][]dcall{
+			{{"web_search", `{"query":"slow one"}`}, {"read_file", `{"path":"a.go"}`}, {"web_search", `{"query":"fast two"}`},
+				{"grep", `{"pattern":"x"}`}, {"list_dir", `{"path":"."}`}},
+			{{"read_file", `{"path":"b.go"}`}, {"web_search", `{"query":"slow three"}`}},
+		}
+		body := map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool}, "input": script(steps)}
+		for _, suspend := range []bool{true, false} {
+			t.Run(fmt.Sprintf("suspend=%v", suspend), func(t *testing.T) {
+				t.Parallel()
+				c := h.dial(t, nil)
 				b := maps.Clone(body)
-				b["previous_response_id"], b["input"] = e.Response.ID, outs
+				b["suspend"] = suspend
 				c.send(t, create(b))
-				evs := c.untilTerminal(t)
-				checkStreamInvariants(t, evs)
-			}
-		})
-	}
+				events := c.next(t)
+				checkStreamInvariantsUntil(t, events)
+				done := last(events)
+				e := decodeEv(t, done)
+				var calls []itemKey
+				if suspend {
+					if e.Type != "response.done" {
+						t.Fatalf("step 1 ended with %s", done)
+					}
+					for _, pc := range e.Response.RequiredAction.SubmitToolOutputs.ToolCalls {
+						calls = append(calls, itemKey{Name: pc.Name, CallID: pc.CallID, Args: pc.Arguments})
+					}
+				} else {
+					if e.Type != "response.completed" {
+						t.Fatalf("turn 1 ended with %s", done)
+					}
+					for _, k := range itemKeys(t, e.Response.Output) {
+						if k.Type == "function_call" {
+							calls = append(calls, itemKey{Name: k.Name, CallID: k.CallID, Args: k.Args})
+						}
+					}
+				}
+				// The pause (or the turn's end) comes after every item of the
+				// step is done: the searches are complete in its output.
+				var names []string
+				for _, k := range itemKeys(t, e.Response.Output) {
+					if k.Status != "completed" {
+						t.Fatalf("step 1 ended with an item %+v", k)
+					}
+					names = append(names, k.Name)
+				}
+				if want := []string{"", "read_file", "", "grep", "list_dir"}; !slices.Equal(names, want) {
+					t.Fatalf("step 1 output %v, want %v", names, want)
+				}
+				if len(calls) != 3 || calls[0].Name != "read_file" || calls[1].Name != "grep" || calls[2].Name != "list_dir" {
+					t.Fatalf("pending calls %+v, want read_file, grep, list_dir in output order", calls)
+				}
+				var outs []any
+				for _, k := range calls {
+					outs = append(outs, fco(k.CallID, toolOutput(k.Name, k.Args)))
+				}
+				if suspend {
+					c.send(t, appendEv(e.Response.ID, "", outs...))
+					for eventType(t, last(events)) == "response.done" {
+						more := c.next(t)
+						events = append(events, more...)
+						if d := last(more); eventType(t, d) == "response.done" {
+							c.send(t, appendEv(e.Response.ID, "", outputsFor(t, d)...))
+						}
+					}
+					checkStreamInvariants(t, events)
+				} else {
+					b := maps.Clone(body)
+					b["previous_response_id"], b["input"] = e.Response.ID, outs
+					c.send(t, create(b))
+					evs := c.untilTerminal(t)
+					checkStreamInvariants(t, evs)
+				}
+			})
+		}
+	})
 }
 
 // checkStreamInvariantsUntil checks a stream cut at a pause, by checking it

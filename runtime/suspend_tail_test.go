@@ -107,7 +107,7 @@ func TestSuspendedResumeAfterAppend(t *testing.T) {
 		pause := last(events)
 		id := respID(t, pause)
 		c1.send(t, appendEv(id, "", outputsFor(t, pause)...))
-		c1.c.CloseNow()
+		c1.drop()
 		synctest.Wait()
 
 		c2 := p.dial(t, "Bearer alice")
@@ -134,35 +134,37 @@ func TestSuspendedResumeAfterAppend(t *testing.T) {
 // frame after it and the terminal event. Real sockets, 40 tries.
 func TestSuspendedAppendThenClose(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{ResumeWindow: time.Minute})
-	auth := http.Header{"Authorization": {"Bearer alice"}}
-	for range 40 {
-		c1 := h.dial(t, auth)
-		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
-			"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
-		events := c1.next(t)
-		pause := last(events)
-		id := respID(t, pause)
-		c1.send(t, appendEv(id, "", outputsFor(t, pause)...))
-		c1.c.CloseNow()
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{ResumeWindow: time.Minute}, w)
+		auth := http.Header{"Authorization": {"Bearer alice"}}
+		for range 40 {
+			c1 := h.dial(t, auth)
+			c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+				"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
+			events := c1.next(t)
+			pause := last(events)
+			id := respID(t, pause)
+			c1.send(t, appendEv(id, "", outputsFor(t, pause)...))
+			c1.drop()
 
-		c2 := h.dial(t, auth)
-		resume := refEv("response.resume", id, "")
-		resume["sequence_number"] = *decodeEv(t, pause).Seq
-		c2.send(t, resume)
-		rest := c2.next(t)
-		if e := decodeEv(t, rest[0]); e.Type == "response.done" {
-			// The resume overtook the append, which the server read from
-			// the first connection only after: it was refused there, and
-			// the pause is pending again. The client appends again.
-			c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
-			rest = c2.next(t)
+			c2 := h.dial(t, auth)
+			resume := refEv("response.resume", id, "")
+			resume["sequence_number"] = *decodeEv(t, pause).Seq
+			c2.send(t, resume)
+			rest := c2.next(t)
+			if e := decodeEv(t, rest[0]); e.Type == "response.done" {
+				// The resume overtook the append, which the server read from
+				// the first connection only after: it was refused there, and
+				// the pause is pending again. The client appends again.
+				c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
+				rest = c2.next(t)
+			}
+			events = append(events, rest...)
+			checkStreamInvariants(t, events)
+			if end := decodeEv(t, last(events)); end.Type != "response.completed" {
+				t.Fatalf("rollout ended with %s", last(events))
+			}
+			c2.drop()
 		}
-		events = append(events, rest...)
-		checkStreamInvariants(t, events)
-		if end := decodeEv(t, last(events)); end.Type != "response.completed" {
-			t.Fatalf("rollout ended with %s", last(events))
-		}
-		c2.c.CloseNow()
-	}
+	})
 }

@@ -37,41 +37,43 @@ func pendingCalls(t *testing.T, done []byte) []map[string]any {
 
 func TestSuspendedBasic(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{})
-	c := h.dial(t, nil)
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
-		"input": "call: read_file {\"path\":\"a.go\"}\ncall: grep {\"q\":\"x\"} | list_dir {\"path\":\".\"}"}))
-	ev := untilPause(t, c)
-	calls := pendingCalls(t, ev[len(ev)-1])
-	if len(calls) != 1 || calls[0]["name"] != "read_file" {
-		t.Fatalf("step 1 calls %v", calls)
-	}
-	id := obj(t, terminalResponse(t, ev[len(ev)-1]))["id"]
-	c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
-		map[string]any{"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "package a"}}})
-	ev2 := untilPause(t, c)
-	calls = pendingCalls(t, ev2[len(ev2)-1])
-	if len(calls) != 2 {
-		t.Fatalf("step 2 calls %v", calls)
-	}
-	var outs []any
-	for _, cl := range calls {
-		outs = append(outs, map[string]any{"type": "function_call_output", "call_id": cl["call_id"], "output": "ok " + cl["name"].(string)})
-	}
-	c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": outs})
-	ev3 := untilPause(t, c)
-	last := ev3[len(ev3)-1]
-	if eventType(t, last) != "response.completed" {
-		t.Fatalf("ended with %s", last)
-	}
-	all := append(append(ev, ev2...), ev3...)
-	checkStreamInvariants(t, all)
-	r := obj(t, terminalResponse(t, last))
-	out := r["output"].([]any)
-	if len(out) != 4 {
-		t.Fatalf("output %v", out)
-	}
-	t.Logf("usage %v", r["usage"])
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{}, w)
+		c := h.dial(t, nil)
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+			"input": "call: read_file {\"path\":\"a.go\"}\ncall: grep {\"q\":\"x\"} | list_dir {\"path\":\".\"}"}))
+		ev := untilPause(t, c)
+		calls := pendingCalls(t, ev[len(ev)-1])
+		if len(calls) != 1 || calls[0]["name"] != "read_file" {
+			t.Fatalf("step 1 calls %v", calls)
+		}
+		id := obj(t, terminalResponse(t, ev[len(ev)-1]))["id"]
+		c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
+			map[string]any{"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "package a"}}})
+		ev2 := untilPause(t, c)
+		calls = pendingCalls(t, ev2[len(ev2)-1])
+		if len(calls) != 2 {
+			t.Fatalf("step 2 calls %v", calls)
+		}
+		var outs []any
+		for _, cl := range calls {
+			outs = append(outs, map[string]any{"type": "function_call_output", "call_id": cl["call_id"], "output": "ok " + cl["name"].(string)})
+		}
+		c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": outs})
+		ev3 := untilPause(t, c)
+		last := ev3[len(ev3)-1]
+		if eventType(t, last) != "response.completed" {
+			t.Fatalf("ended with %s", last)
+		}
+		all := append(append(ev, ev2...), ev3...)
+		checkStreamInvariants(t, all)
+		r := obj(t, terminalResponse(t, last))
+		out := r["output"].([]any)
+		if len(out) != 4 {
+			t.Fatalf("output %v", out)
+		}
+		t.Logf("usage %v", r["usage"])
+	})
 }
 
 // TestSuspendedTakeover: a client whose connection died half-open resumes on
@@ -80,39 +82,41 @@ func TestSuspendedBasic(t *testing.T) {
 // Other credentials still cannot take it.
 func TestSuspendedTakeover(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{})
-	auth := http.Header{"Authorization": {"Bearer same"}}
-	a := h.dial(t, auth)
-	a.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
-		"input": "call: read_file {\"path\":\"a.go\"}"}))
-	ev := untilPause(t, a)
-	done := ev[len(ev)-1]
-	id := obj(t, terminalResponse(t, done))["id"]
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{}, w)
+		auth := http.Header{"Authorization": {"Bearer same"}}
+		a := h.dial(t, auth)
+		a.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+			"input": "call: read_file {\"path\":\"a.go\"}"}))
+		ev := untilPause(t, a)
+		done := ev[len(ev)-1]
+		id := obj(t, terminalResponse(t, done))["id"]
 
-	other := h.dial(t, http.Header{"Authorization": {"Bearer other"}})
-	other.send(t, map[string]any{"type": "response.resume", "response_id": id})
-	if code := wsErrorCode(t, [][]byte{other.recv(t)}); code != "response_not_found" {
-		t.Fatalf("foreign resume: %s", code)
-	}
+		other := h.dial(t, http.Header{"Authorization": {"Bearer other"}})
+		other.send(t, map[string]any{"type": "response.resume", "response_id": id})
+		if code := wsErrorCode(t, [][]byte{other.recv(t)}); code != "response_not_found" {
+			t.Fatalf("foreign resume: %s", code)
+		}
 
-	b := h.dial(t, auth) // a is still open: the server has not noticed anything
-	b.send(t, map[string]any{"type": "response.resume", "response_id": id})
-	again := b.recv(t)
-	if !bytes.Equal(again, done) {
-		t.Fatalf("resume sent %s, want the pending response.done again", again)
-	}
-	call := pendingCalls(t, again)[0]
-	b.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
-		map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "package a"}}})
-	end := untilPause(t, b)
-	if eventType(t, end[len(end)-1]) != "response.completed" {
-		t.Fatalf("ended with %s", end[len(end)-1])
-	}
-	// The old connection may no longer append to it.
-	a.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{}})
-	if code := wsErrorCode(t, [][]byte{a.recv(t)}); code != "response_not_found" {
-		t.Fatalf("append on the old connection: %s", code)
-	}
+		b := h.dial(t, auth) // a is still open: the server has not noticed anything
+		b.send(t, map[string]any{"type": "response.resume", "response_id": id})
+		again := b.recv(t)
+		if !bytes.Equal(again, done) {
+			t.Fatalf("resume sent %s, want the pending response.done again", again)
+		}
+		call := pendingCalls(t, again)[0]
+		b.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
+			map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "package a"}}})
+		end := untilPause(t, b)
+		if eventType(t, end[len(end)-1]) != "response.completed" {
+			t.Fatalf("ended with %s", end[len(end)-1])
+		}
+		// The old connection may no longer append to it.
+		a.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{}})
+		if code := wsErrorCode(t, [][]byte{a.recv(t)}); code != "response_not_found" {
+			t.Fatalf("append on the old connection: %s", code)
+		}
+	})
 }
 
 // TestSuspendedStoredContext: a stored suspended rollout keeps the tool
@@ -121,30 +125,32 @@ func TestSuspendedTakeover(t *testing.T) {
 // input tokens).
 func TestSuspendedStoredContext(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{})
-	c := h.dial(t, nil)
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": true, "suspend": true,
-		"input": "call: read_file {\"path\":\"a.go\"}"}))
-	ev := untilPause(t, c)
-	id := obj(t, terminalResponse(t, ev[len(ev)-1]))["id"]
-	call := pendingCalls(t, ev[len(ev)-1])[0]
-	c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
-		map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "package a // a long enough output to count"}}})
-	if end := untilPause(t, c); eventType(t, end[len(end)-1]) != "response.completed" {
-		t.Fatalf("ended with %s", end[len(end)-1])
-	}
-	next := map[string]any{"model": "tether-scripted", "store": false, "previous_response_id": id, "input": "Thanks."}
-	c.send(t, create(next))
-	cached := c.untilTerminal(t)
-	fromCache := obj(t, terminalResponse(t, cached[len(cached)-1]))["usage"].(map[string]any)["input_tokens"]
-	status, raw := h.post(t, "/responses", next)
-	if status != 200 {
-		t.Fatalf("HTTP continuation: %d %s", status, raw)
-	}
-	fromStore := obj(t, raw)["usage"].(map[string]any)["input_tokens"]
-	if fromCache != fromStore {
-		t.Fatalf("input tokens: %v from the connection cache, %v from the store", fromCache, fromStore)
-	}
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{}, w)
+		c := h.dial(t, nil)
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": true, "suspend": true,
+			"input": "call: read_file {\"path\":\"a.go\"}"}))
+		ev := untilPause(t, c)
+		id := obj(t, terminalResponse(t, ev[len(ev)-1]))["id"]
+		call := pendingCalls(t, ev[len(ev)-1])[0]
+		c.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
+			map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "package a // a long enough output to count"}}})
+		if end := untilPause(t, c); eventType(t, end[len(end)-1]) != "response.completed" {
+			t.Fatalf("ended with %s", end[len(end)-1])
+		}
+		next := map[string]any{"model": "tether-scripted", "store": false, "previous_response_id": id, "input": "Thanks."}
+		c.send(t, create(next))
+		cached := c.untilTerminal(t)
+		fromCache := obj(t, terminalResponse(t, cached[len(cached)-1]))["usage"].(map[string]any)["input_tokens"]
+		status, raw := h.post(t, "/responses", next)
+		if status != 200 {
+			t.Fatalf("HTTP continuation: %d %s", status, raw)
+		}
+		fromStore := obj(t, raw)["usage"].(map[string]any)["input_tokens"]
+		if fromCache != fromStore {
+			t.Fatalf("input tokens: %v from the connection cache, %v from the store", fromCache, fromStore)
+		}
+	})
 }
 
 // TestSuspendedLimit: the server holds at most MaxSuspended suspended
@@ -152,17 +158,19 @@ func TestSuspendedStoredContext(t *testing.T) {
 // stays usable.
 func TestSuspendedLimit(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{MaxSuspended: 1})
-	c := h.dial(t, nil)
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "a",
-		"input": "call: read_file {\"path\":\"a.go\"}"}))
-	untilPause(t, c) // parked: it holds the server's one place
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "b", "input": "hi"}))
-	if code := wsErrorCode(t, [][]byte{c.recv(t)}); code != "too_many_suspended" {
-		t.Fatalf("code %s", code)
-	}
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "b", "input": "hi"}))
-	if end := c.untilTerminal(t); eventType(t, end[len(end)-1]) != "response.completed" {
-		t.Fatalf("turn after the refusal: %s", end[len(end)-1])
-	}
+	forWires(t, func(t *testing.T, w wire) {
+		h := newHarnessOn(t, runtime.Options{MaxSuspended: 1}, w)
+		c := h.dial(t, nil)
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "a",
+			"input": "call: read_file {\"path\":\"a.go\"}"}))
+		untilPause(t, c) // parked: it holds the server's one place
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "b", "input": "hi"}))
+		if code := wsErrorCode(t, [][]byte{c.recv(t)}); code != "too_many_suspended" {
+			t.Fatalf("code %s", code)
+		}
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "b", "input": "hi"}))
+		if end := c.untilTerminal(t); eventType(t, end[len(end)-1]) != "response.completed" {
+			t.Fatalf("turn after the refusal: %s", end[len(end)-1])
+		}
+	})
 }

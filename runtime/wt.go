@@ -203,6 +203,8 @@ func (w *WebTransport) serveStream(r *http.Request, str *webtransport.Stream, sc
 	sess := newSession(s, ws, r, enc, scope)
 	sess.transport = transportWT
 	if !s.track(sess) {
+		sess.scope.leave(sess)
+		sess.cancel()
 		refuseStream(str, errShutdown())
 		return
 	}
