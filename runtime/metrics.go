@@ -75,7 +75,7 @@ func newMetrics() *metrics {
 	}, []string{"stage"})
 	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tether_responses_total",
-		Help: "Responses ended, by path and status.",
+		Help: "Responses ended, by path and status (abandoned: ended with nobody to tell, its client gone, the server shutting down, or a detached rollout not resumed in time).",
 	}, append(pathLabels, "status"))
 	m.pauses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tether_pauses_total",
@@ -108,6 +108,10 @@ func (m *metrics) handler() http.Handler {
 // Registry is the server's metrics registry, for an embedder that serves
 // it elsewhere or adds its own collectors.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// statusAbandoned is the status label of a response that ended with nobody
+// to tell: its client went away, the server shut down, or nobody resumed it.
+const statusAbandoned protocol.ResponseStatus = "abandoned"
 
 // ended records a response that ended with status, and its phases.
 func (m *metrics) ended(p servePath, status protocol.ResponseStatus, tm protocol.Timings) {

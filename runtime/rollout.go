@@ -395,6 +395,7 @@ func (r *rollout) renderPending() {
 
 func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*conversation, error) {
 	if err := r.sinkErr(); err != nil {
+		r.srv.metrics.ended(r.path, statusAbandoned, r.timings())
 		return nil, err
 	}
 	now := r.srv.now()
@@ -422,6 +423,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	case serr != nil && ctx.Err() != nil:
 		// The client went away, the server is shutting down, or nobody
 		// resumed a detached rollout: nobody to tell.
+		r.srv.metrics.ended(r.path, statusAbandoned, r.timings())
 		return nil, ctx.Err()
 	case serr != nil:
 		r.resp.Status = protocol.ResponseFailed
