@@ -30,7 +30,7 @@ import (
 // node_modules are there.
 
 // goExamples are the Go examples, by directory.
-var goExamples = []string{"minimal", "websearch", "compare", "openai-go"}
+var goExamples = []string{"minimal", "websearch", "compare", "openai-go", "browser"}
 
 // runTimeout bounds one run of an example: compare takes about 20 s on two
 // idle cores, most of it the replayed rollout's go test runs.

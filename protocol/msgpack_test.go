@@ -190,10 +190,20 @@ func BenchmarkEncodings(b *testing.B) {
 		Response: &protocol.Response{ID: "resp_1", Object: "response", Status: protocol.ResponseRequiresAction, Model: "gpt-5",
 			Output: req.Input[len(req.Input)-3:], Tools: req.Tools, Metadata: map[string]string{}}}
 	create := &protocol.CreateEvent{Request: req}
+	call := req.Input[len(req.Input)-2] // a function_call
+	argsDelta := &protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta, SequenceNumber: 1235},
+		ItemID: "fc_0f60efc621c9344f006957e6b92914819482372070e73583e2", OutputIndex: 2, Delta: `{"path":`}
+	itemDone := &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone, SequenceNumber: 1236}, OutputIndex: 2, Item: call}
+	completed := &protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCompleted, SequenceNumber: 2000},
+		Response: &protocol.Response{ID: "resp_1", Object: "response", Status: protocol.ResponseCompleted, Model: "gpt-5",
+			Output: req.Input[1:], Tools: req.Tools, Metadata: map[string]string{}}}
+	appendEv := &protocol.AppendEvent{ResponseID: "resp_1", Input: req.Input[len(req.Input)-1:]} // a function_call_output
+	errEv := protocol.Invalid(protocol.CodeToolCallNotFound, "input[0].call_id", "No pending tool call with call_id 'call_x' in response 'resp_1'.").WebSocketError("")
 	for _, ev := range []struct {
 		name string
 		v    any
-	}{{"text_delta", textDelta()}, {"pause", pause}, {"create50", create}} {
+	}{{"text_delta", textDelta()}, {"args_delta", argsDelta}, {"item_done", itemDone}, {"pause", pause}, {"completed50", completed},
+		{"error", errEv}, {"create50", create}, {"append", appendEv}} {
 		for _, enc := range []protocol.Encoding{protocol.EncodingJSON, protocol.EncodingMsgpack} {
 			frame, err := protocol.MarshalAs(enc, ev.v)
 			if err != nil {
@@ -215,7 +225,7 @@ func BenchmarkEncodings(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if ev.name == "create50" {
+					if _, client := ev.v.(protocol.ClientEvent); client {
 						_, _, perr = protocol.DecodeClientEvent(js)
 					} else {
 						_, perr = protocol.DecodeEvent(js)

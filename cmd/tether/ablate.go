@@ -123,6 +123,9 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	if *load.park > 0 {
 		return runPark(ctx, load, stdout, stderr)
 	}
+	if *load.hol > 0 {
+		return runHOL(ctx, load, *out, stdout, stderr)
+	}
 	if *load.clients != "" {
 		return runLoad(ctx, load, cfg, enc, fs, *out, stdout, stderr)
 	}

@@ -24,15 +24,25 @@ type loadFlags struct {
 	server   *string
 	park     *int
 	parkCtx  *int
+	hol      *int
+	holLoss  *string
+	holDelay *time.Duration
+	holRTX   *time.Duration
+	holTPS   *float64
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 	return loadFlags{
 		clients:  fs.String("load", "", "a load run instead of the comparison: this many concurrent clients (comma-separated: one run each, like 100,300,500), each running the workload again and again for --duration against a tether serve started as a child process, so that client and server CPU are apart"),
-		duration: fs.Duration("duration", time.Minute, "with --load: how long each run lasts"),
+		duration: fs.Duration("duration", time.Minute, "with --load or --hol: how long each run lasts"),
 		mode:     fs.String("load-mode", "suspend", "with --load: the design the clients use (a --modes name: suspend, suspend+msgpack, turns, …)"),
 		park:     fs.Int("park", 0, "a parking run instead of the comparison: park this many suspended rollouts, each on its own WebSocket waiting for a client call's output, against a tether serve started as a child process, and report its memory and goroutines per rollout"),
 		parkCtx:  fs.Int("park-context", 8000, "with --park: tokens of context each parked rollout holds"),
+		hol:      fs.Int("hol", 0, "a head-of-line run instead of the comparison: this many lanes stream at once over one WebSocket, then one WebTransport connection, through a simulated lossy link, for --duration at each --hol-loss; reports each transport's token delivery lag"),
+		holLoss:  fs.String("hol-loss", "0,0.01,0.05", "with --hol: shares of packets the link loses each way, comma-separated"),
+		holDelay: fs.Duration("hol-delay", 10*time.Millisecond, "with --hol: the link's one-way delay"),
+		holRTX:   fs.Duration("hol-rtx", 0, "with --hol: how late a lost TCP segment arrives, its retransmission (default: two round trips)"),
+		holTPS:   fs.Float64("hol-tps", 50, "with --hol: each lane's model speed, tokens per second (the default keeps 16 lanes' frames well below what a lossy link carries, so that lag measures blocking, not a full pipe)"),
 		server:   fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
@@ -173,4 +183,47 @@ token beat, so a late or merged delta's tokens lag (the model's time to its
 first token does not). CPU is cores busy on average, the server (a child
 process) and the clients (this one) apart; errors are failed rollouts by code.
 `)
+}
+
+// runHOL runs `tether ablate --hol`.
+func runHOL(ctx context.Context, lf loadFlags, out string, stdout, stderr io.Writer) int {
+	cfg := ablate.HOLConfig{Lanes: *lf.hol, Delay: *lf.holDelay, RTX: *lf.holRTX, TPS: *lf.holTPS, Duration: *lf.duration, Seed: 1}
+	for _, s := range strings.Split(*lf.holLoss, ",") {
+		loss, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || loss < 0 || loss >= 1 {
+			fmt.Fprintf(stderr, "tether: ablate: --hol-loss %q: want shares of packets lost, like 0,0.01,0.05\n", *lf.holLoss)
+			return 2
+		}
+		cfg.Loss = append(cfg.Loss, loss)
+	}
+	if cfg.TPS <= 0 || cfg.Delay < 0 || cfg.RTX < 0 {
+		fmt.Fprintln(stderr, "tether: ablate: --hol-tps must be positive, --hol-delay and --hol-rtx not negative")
+		return 2
+	}
+	fmt.Fprintf(stderr, "head-of-line: %d lanes at %g tok/s each, link delay %s each way, a lost TCP segment %s late; %s per run, %d runs\n",
+		cfg.Lanes, cfg.TPS, cfg.Delay, cfg.RTXOrDefault(), cfg.Duration, 2*len(cfg.Loss))
+	res, err := ablate.RunHOL(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "loss\ttransport\ttokens\tlag p50\tp99\tmax\tworst lane p99\t")
+	for _, r := range res {
+		worst := 0.0
+		for _, l := range r.LaneP99MS {
+			worst = max(worst, l)
+		}
+		fmt.Fprintf(tw, "%g%%\t%s\t%d\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f ms\t\n", 100*r.Loss, r.Transport, r.Tokens, r.LagP50MS, r.LagP99MS, r.LagMaxMS, worst)
+	}
+	tw.Flush()
+	fmt.Fprint(stdout, "\nLag: how late each token reached its lane's client against the schedule the model kept (see README, Under load).\n")
+	if out != "" {
+		if err := ablate.WriteHOL(out, cfg, res); err != nil {
+			fmt.Fprintln(stderr, "tether:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote hol.json to %s\n", out)
+	}
+	return 0
 }

@@ -1,0 +1,87 @@
+// Command browser serves a page that runs a suspended rollout over
+// WebTransport from JavaScript, with a client tool implemented in the page.
+//
+// Start tether with WebTransport, allowing the page's origin:
+//
+//	tether serve --wt-addr 127.0.0.1:8443 --origin '127.0.0.1:*'
+//
+// It prints "webtransport on https://127.0.0.1:8443 sha256=HEX". Then:
+//
+//	go run ./examples/browser -url https://127.0.0.1:8443/v1 -hash HEX
+//
+// and open the address it prints in Chrome (or Firefox 125+). The page
+// pins tether's self-signed certificate by that hash
+// (serverCertificateHashes), so no certificate needs installing. When the
+// rollout ends the page reports to this server, which prints the result;
+// -once makes it exit then (the example's test drives it so, in headless
+// Chromium).
+package main
+
+import (
+	_ "embed"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+)
+
+//go:embed index.html
+var page string
+
+func main() {
+	url := flag.String("url", "https://127.0.0.1:8443/v1", "tether's WebTransport base URL, as tether serve prints it")
+	hash := flag.String("hash", "", "the SHA-256 (hex) of tether's certificate, as tether serve prints it")
+	addr := flag.String("addr", "127.0.0.1:0", "address to serve the page on")
+	once := flag.Bool("once", false, "exit when the page has reported its result (0 if the rollout completed and its tool ran)")
+	flag.Parse()
+	if *hash == "" {
+		fmt.Fprintln(os.Stderr, "browser: give -hash, the certificate hash tether serve printed")
+		os.Exit(2)
+	}
+	cfg, _ := json.Marshal(map[string]string{"url": strings.TrimSuffix(*url, "/") + "/responses", "hash": *hash})
+	start, end := strings.Index(page, "/*CONFIG*/"), strings.Index(page, "/*END*/")
+	html := page[:start] + string(cfg) + page[end+len("/*END*/"):]
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "browser:", err)
+		os.Exit(1)
+	}
+	exit := make(chan int, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, html)
+	})
+	mux.HandleFunc("POST /report", func(w http.ResponseWriter, r *http.Request) {
+		var res struct {
+			Status   string `json:"status"`
+			Text     string `json:"text"`
+			ToolRuns int    `json:"toolRuns"`
+			Error    string `json:"error"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&res); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Printf("page reported: status %s, the page's tool ran %d times, answer %q %s\n", res.Status, res.ToolRuns, res.Text, res.Error)
+		code := 1
+		if res.Status == "completed" && res.ToolRuns > 0 {
+			code = 0
+		}
+		select {
+		case exit <- code:
+		default:
+		}
+	})
+	fmt.Printf("open http://%s/\n", ln.Addr())
+	go http.Serve(ln, mux)
+	if !*once {
+		select {}
+	}
+	os.Exit(<-exit)
+}

@@ -1,0 +1,106 @@
+package examples_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// TestBrowser runs the browser example's page in headless Chromium: the
+// page connects to tether over WebTransport with the certificate pinned by
+// its hash, runs a suspended rollout whose client tool runs in the page,
+// and reports the completed response to the example's server, which exits
+// 0 only then.
+func TestBrowser(t *testing.T) {
+	t.Parallel()
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no chromium on PATH (.ci/run installs Debian's): the page is not run")
+	}
+	r, err := sharedRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runtime.NewServer(runtime.Options{Renderer: r, OriginPatterns: []string{"127.0.0.1:*"},
+		Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{TPS: 200})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := runtime.SelfSignedCertificate(runtime.MaxCertificateHashValidity, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := srv.ListenWebTransport("127.0.0.1:0", cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		wt.Close()
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	example := exec.CommandContext(ctx, binary(t, "browser"), "-url", wt.URL(), "-hash", wt.CertificateHash(), "-once")
+	example.WaitDelay = time.Second
+	out, err := example.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := example.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "open http://") {
+		t.Fatalf("the example printed %q, want open http://…", lines.Text())
+	}
+	page := strings.TrimPrefix(lines.Text(), "open ")
+
+	chrome := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--user-data-dir="+t.TempDir(), "--enable-logging=stderr", "--v=0", page)
+	var chromeErr bytes.Buffer
+	chrome.Stderr = &chromeErr
+	if err := chrome.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		chrome.Process.Kill()
+		chrome.Wait()
+	}()
+
+	var report strings.Builder
+	for lines.Scan() {
+		report.WriteString(lines.Text() + "\n")
+	}
+	err = example.Wait()
+	t.Logf("the example: %s", report.String())
+	if err != nil {
+		t.Fatalf("the page did not complete its rollout (%v): %s\nchromium's log:\n%s", err, report.String(), tail(chromeErr.String(), 4000))
+	}
+	if !strings.Contains(report.String(), "status completed") || !strings.Contains(report.String(), "page_info returned") {
+		t.Errorf("the page reported %q", report.String())
+	}
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
