@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/webtransport-go"
 
 	"github.com/tether-run/tether/protocol"
@@ -55,15 +56,22 @@ func wtURL(base string) (string, error) {
 // tlsConfig verifies the server: by CertHash when it is set (the
 // certificate need not chain to a root), else by the system's roots.
 func (c *Client) tlsConfig() (*tls.Config, error) {
-	if c.TLSConfig != nil {
+	switch {
+	case c.TLSConfig != nil:
 		return c.TLSConfig.Clone(), nil
+	case c.CertHash != "":
+		return PinCertificate(c.CertHash)
 	}
-	if c.CertHash == "" {
-		return &tls.Config{}, nil
-	}
-	want, err := hex.DecodeString(strings.ReplaceAll(c.CertHash, ":", ""))
+	return &tls.Config{}, nil
+}
+
+// PinCertificate is a TLS configuration that accepts only the certificate
+// whose SHA-256 is hash (hex, as tether serve prints it, colons allowed),
+// while it is valid, whoever signed it: a self-signed one.
+func PinCertificate(hash string) (*tls.Config, error) {
+	want, err := hex.DecodeString(strings.ReplaceAll(hash, ":", ""))
 	if err != nil || len(want) != sha256.Size {
-		return nil, fmt.Errorf("clienttools: CertHash %q: want the certificate's SHA-256 in hex", c.CertHash)
+		return nil, fmt.Errorf("clienttools: certificate hash %q: want a SHA-256 in hex", hash)
 	}
 	return &tls.Config{
 		InsecureSkipVerify: true, // verified below, by the pinned hash
@@ -82,6 +90,18 @@ func (c *Client) tlsConfig() (*tls.Config, error) {
 			return nil
 		},
 	}, nil
+}
+
+// keepAlive is how often a WebTransport client pings an idle connection:
+// well inside QUIC's idle timeout (30 s), which a rollout waiting on a
+// long tool call, or an idle lane, would otherwise hit.
+const keepAlive = 10 * time.Second
+
+// NewWebTransport is a WebTransport client that verifies servers with
+// tlsConf and keeps idle connections alive.
+func NewWebTransport(tlsConf *tls.Config) *webtransport.Transport {
+	return &webtransport.Transport{TLSClientConfig: tlsConf, QUICConfig: &quic.Config{
+		EnableDatagrams: true, EnableStreamResetPartialDelivery: true, KeepAlivePeriod: keepAlive}}
 }
 
 // wtConn is one WebTransport connection to /v1/responses, with the one
@@ -104,7 +124,7 @@ func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &webtransport.Transport{TLSClientConfig: tlsConf}
+	tr := NewWebTransport(tlsConf)
 	_, sess, err := tr.Dial(ctx, u, c.header())
 	if err != nil {
 		tr.Close()

@@ -6,9 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
 )
 
 // TestServe starts "tether serve --addr 127.0.0.1:0" in process, reads the
@@ -129,5 +135,72 @@ func TestParseBytes(t *testing.T) {
 		if _, err := parseBytes(in); err == nil || !strings.Contains(err.Error(), "2GiB") {
 			t.Errorf("parseBytes(%q): %v, want an error with an example", in, err)
 		}
+	}
+}
+
+// TestServeWebTransport: "tether serve --wt-addr" prints the WebTransport
+// line after the listening line, with the certificate's hash, and a client
+// that pins that hash runs a suspended rollout over it; HTTP/3 serves the
+// other endpoints on the same address.
+func TestServeWebTransport(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--wt-addr", "127.0.0.1:0", "--tps", "0"}, pw, &stderr)
+		pw.Close()
+	}()
+	r := bufio.NewReader(pr)
+	first, _ := r.ReadString('\n')
+	second, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(first, "listening on http://127.0.0.1:") {
+		t.Fatalf("lines %q %q: %v (stderr: %s)", first, second, err, stderr.String())
+	}
+	m := regexp.MustCompile(`^webtransport on (https://127\.0\.0\.1:\d+) sha256=([0-9a-f]{64})\n$`).FindStringSubmatch(second)
+	if m == nil || strings.HasSuffix(m[1], ":0") {
+		t.Fatalf("second line %q, want webtransport on https://127.0.0.1:PORT sha256=HEX", second)
+	}
+	go io.Copy(io.Discard, pr)
+
+	c := &clienttools.Client{BaseURL: m[1] + "/v1", Transport: clienttools.TransportWebTransport, CertHash: m[2]}
+	res, err := c.Run(ctx, clienttools.Rollout{Mode: clienttools.ModeSuspend,
+		Request: &protocol.CreateRequest{Model: "tether-scripted", Input: protocol.Items{protocol.UserMessage("call: echo {\"x\":1}")}},
+		Funcs:   []clienttools.Func{{Name: "echo", Run: func(_ context.Context, args string) (string, error) { return args, nil }}}})
+	if err != nil || res.Response.Status != protocol.ResponseCompleted || len(res.Calls) != 1 {
+		t.Fatalf("a suspended rollout over WebTransport: %v, %+v", err, res)
+	}
+	wrong := &clienttools.Client{BaseURL: m[1] + "/v1", Transport: clienttools.TransportWebTransport, CertHash: strings.Repeat("ab", 32)}
+	if _, err := wrong.Run(ctx, clienttools.Rollout{Mode: clienttools.ModeSuspend,
+		Request: &protocol.CreateRequest{Model: "tether-scripted", Input: protocol.Items{protocol.UserMessage("hi")}}}); err == nil ||
+		!strings.Contains(err.Error(), "not the pinned") {
+		t.Errorf("a client pinning another certificate: %v", err)
+	}
+
+	tlsConf, err := clienttools.PinCertificate(m[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3 := &http3.Transport{TLSClientConfig: tlsConf}
+	defer h3.Close()
+	resp, err := (&http.Client{Transport: h3}).Get(m[1] + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/3.0" || !strings.Contains(string(body), "tether-scripted") {
+		t.Errorf("GET /v1/models over HTTP/3: %s %d %s", resp.Proto, resp.StatusCode, body)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit code %d, stderr: %s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after its context ended")
 	}
 }

@@ -3,11 +3,9 @@ package ablate
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
 
+	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -41,7 +40,7 @@ func startWTEcho() (*wtEcho, error) {
 	}
 	h3 := &http3.Server{
 		TLSConfig:  http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
-		QUICConfig: &quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true},
+		QUICConfig: &quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true, KeepAlivePeriod: 10 * time.Second},
 	}
 	webtransport.ConfigureHTTP3Server(h3)
 	e := &wtEcho{srv: &webtransport.Server{H3: h3}, url: "https://" + pc.LocalAddr().String() + "/echo"}
@@ -113,16 +112,11 @@ type wtEchoClient struct {
 }
 
 func (e *wtEcho) dial(ctx context.Context) (*wtEchoClient, error) {
-	want, _ := hex.DecodeString(e.hash)
-	tr := &webtransport.Transport{TLSClientConfig: &tls.Config{
-		InsecureSkipVerify: true, // pinned below
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 || sha256.Sum256(cs.PeerCertificates[0].Raw) != [32]byte(want) {
-				return fmt.Errorf("ablate: the echo's certificate is not the one pinned")
-			}
-			return nil
-		},
-	}}
+	tlsConf, err := clienttools.PinCertificate(e.hash)
+	if err != nil {
+		return nil, err
+	}
+	tr := clienttools.NewWebTransport(tlsConf)
 	_, sess, err := tr.Dial(ctx, e.url, nil)
 	if err != nil {
 		tr.Close()

@@ -3,16 +3,11 @@ package ablate
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/quic-go/webtransport-go"
 
+	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -74,43 +70,28 @@ func RunHOL(ctx context.Context, cfg HOLConfig) ([]HOLResult, error) {
 	if cfg.Lanes < 1 || cfg.TPS <= 0 || cfg.Duration <= 0 || len(cfg.Loss) == 0 {
 		return nil, errors.New("ablate: a head-of-line run needs lanes, a speed, a duration and loss rates")
 	}
+	if cfg.Lanes > runtime.DefaultMaxInFlight {
+		return nil, fmt.Errorf("ablate: at most %d lanes stream at once on one connection (the server's in-flight limit)", runtime.DefaultMaxInFlight)
+	}
 	cfg.RTX = cfg.RTXOrDefault()
+	// A tether like ablate's, serving WebTransport too.
+	tg, err := startTarget(Config{Modes: []Design{{Mode: clienttools.ModeTurns, Transport: clienttools.TransportWebTransport}}},
+		sampler.Timing{TPS: cfg.TPS})
+	if err != nil {
+		return nil, err
+	}
+	defer tg.stop()
 	r, err := sampler.NewRenderer()
 	if err != nil {
 		return nil, err
 	}
-	srv, err := runtime.NewServer(runtime.Options{Renderer: r, MaxLanes: cfg.Lanes, MaxInFlight: cfg.Lanes,
-		Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{TPS: cfg.TPS})}})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
-	if err != nil {
-		return nil, err
-	}
-	wt, err := srv.ListenWebTransport("127.0.0.1:0", cert)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-		hs.Shutdown(sctx)
-		wt.Close()
-	}()
-	wtAddr := strings.TrimSuffix(strings.TrimPrefix(wt.URL(), "https://"), "/v1")
+	tcpAddr := strings.TrimSuffix(strings.TrimPrefix(tg.base, "http://"), "/v1")
+	udpAddr := strings.TrimSuffix(strings.TrimPrefix(tg.wt.base, "https://"), "/v1")
 	var out []HOLResult
 	for i, loss := range cfg.Loss {
 		link := linkConfig{Loss: loss, Delay: cfg.Delay, RTX: cfg.RTX, Seed: cfg.Seed + uint64(i)}
 		for _, transport := range []string{"websocket", "webtransport"} {
-			res, err := holRun(ctx, cfg, r, transport, link, ln.Addr().String(), wtAddr, wt.CertificateHash())
+			res, err := holRun(ctx, cfg, r, transport, link, tcpAddr, udpAddr, tg.wt.hash)
 			if err != nil {
 				return nil, fmt.Errorf("ablate: head-of-line over %s at %g%% loss: %w", transport, 100*loss, err)
 			}
@@ -244,16 +225,11 @@ func holWebSocket(ctx context.Context, addr string, lanes []*holLane) error {
 // holWebTransport runs the lanes on one WebTransport connection, a stream
 // each.
 func holWebTransport(ctx context.Context, addr, hash string, lanes []*holLane) error {
-	want, _ := hex.DecodeString(hash)
-	tr := &webtransport.Transport{TLSClientConfig: &tls.Config{
-		InsecureSkipVerify: true, // pinned below
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 || sha256.Sum256(cs.PeerCertificates[0].Raw) != [32]byte(want) {
-				return errors.New("ablate: the server's certificate is not the one pinned")
-			}
-			return nil
-		},
-	}}
+	tlsConf, err := clienttools.PinCertificate(hash)
+	if err != nil {
+		return err
+	}
+	tr := clienttools.NewWebTransport(tlsConf)
 	defer tr.Close()
 	_, sess, err := tr.Dial(ctx, "https://"+addr+"/v1/responses", nil)
 	if err != nil {
