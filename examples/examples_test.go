@@ -325,6 +325,9 @@ func TestBadInput(t *testing.T) {
 	}
 	var cases []badCase
 	for _, name := range goExamples {
+		if name == "browser" { // a page server, which takes tether's WebTransport address: its cases follow
+			continue
+		}
 		cases = append(cases,
 			badCase{name, []string{"-url", "localhost:8080"}, ""},
 			badCase{name, []string{"-url", "http://127.0.0.1:1/v1"}, "refused"},
@@ -333,6 +336,9 @@ func TestBadInput(t *testing.T) {
 	cases = append(cases,
 		badCase{"compare", []string{"-url", "http://127.0.0.1:1/v1", "-repo", "no/such/dir"}, "-repo no/such/dir: not a directory"},
 		badCase{"minimal", []string{"-url", serve(t) + "/nope"}, "clienttools: dial"},
+		badCase{"browser", []string{"-url", "https://127.0.0.1:8443/v1"}, "give -hash"},
+		badCase{"browser", []string{"-url", "https://127.0.0.1:8443/v1", "-hash", "abc"}, "64 hex digits"},
+		badCase{"browser", []string{"-url", "localhost:8443", "-hash", strings.Repeat("ab", 32)}, "want tether's WebTransport address"},
 	)
 	for _, c := range cases {
 		t.Run(c.example+" "+strings.Join(c.args, " "), func(t *testing.T) {

@@ -19,6 +19,7 @@ package main
 
 import (
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -38,9 +39,13 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to serve the page on")
 	once := flag.Bool("once", false, "exit when the page has reported its result (0 if the rollout completed and its tool ran)")
 	flag.Parse()
-	if *hash == "" {
-		fmt.Fprintln(os.Stderr, "browser: give -hash, the certificate hash tether serve printed")
-		os.Exit(2)
+	switch h, err := hex.DecodeString(*hash); {
+	case *hash == "":
+		fail("give -hash, the certificate hash tether serve printed")
+	case err != nil || len(h) != 32:
+		fail(fmt.Sprintf("-hash %q: want the 64 hex digits of a SHA-256, as tether serve prints it", *hash))
+	case !strings.HasPrefix(*url, "https://"):
+		fail(fmt.Sprintf("-url %q: want tether's WebTransport address, https://HOST:PORT/v1", *url))
 	}
 	cfg, _ := json.Marshal(map[string]string{"url": strings.TrimSuffix(*url, "/") + "/responses", "hash": *hash})
 	start, end := strings.Index(page, "/*CONFIG*/"), strings.Index(page, "/*END*/")
@@ -48,8 +53,7 @@ func main() {
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "browser:", err)
-		os.Exit(1)
+		fail(err.Error())
 	}
 	exit := make(chan int, 1)
 	mux := http.NewServeMux()
@@ -84,4 +88,10 @@ func main() {
 		select {}
 	}
 	os.Exit(<-exit)
+}
+
+// fail reports a bad argument or a failure in one line and exits 1.
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "browser:", msg)
+	os.Exit(1)
 }
