@@ -30,3 +30,7 @@ func marshalTo(enc *jsontext.Encoder, v any) error { return jsonv2.MarshalEncode
 // unmarshal decodes data into v; every decoder of the package goes through
 // it.
 func unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
+
+// Unmarshal decodes JSON into v by the package's codec: what a program
+// that keeps the package's objects (a store) reads them back with.
+func Unmarshal(data []byte, v any) error { return unmarshal(data, v) }

@@ -45,6 +45,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeClientTooSlow        = "client_too_slow"      // the last event before a close 1008: the client fell behind past the slow-client timeout
 	CodeUnsupportedEncoding  = "unsupported_encoding" // a WebTransport stream's header names no encoding this server speaks
+	CodeStoreUnavailable     = "store_unavailable"    // the response store (Redis) did not answer in time
 
 	// Suspended rollouts (tether's extension).
 	CodeClientToolTimeout   = "client_tool_timeout"

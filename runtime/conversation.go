@@ -19,6 +19,7 @@ type conversation struct {
 	items    protocol.Items     // whole context: every input and output up to and including this response
 	prompt   *sampler.Prompt    // items rendered to tokens
 	rendered int                // tokens of prompt rendered to rebuild it from the store (0 when cached)
+	chain    []string           // the stored responses its items came from, oldest first (see Record.Chain)
 
 	// The rendered system block, reused while instructions and tools stay the same.
 	instructions string
@@ -44,7 +45,7 @@ func sameTools(a, b []protocol.Tool) bool {
 // decodes nothing (records hold decoded items) but renders the whole
 // context, unless the record kept its tokens (Cost.StoreTokens).
 func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protocol.Error) {
-	head, items, err := loadChain(ctx, s.store, id)
+	head, items, chain, err := loadChain(ctx, s.store, id)
 	if err != nil {
 		if errors.Is(err, ErrNotStored) {
 			return nil, previousNotFound(id)
@@ -55,7 +56,7 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 	if perr != nil {
 		return nil, perr
 	}
-	conv := &conversation{response: head.Response, items: items}
+	conv := &conversation{response: head.Response, items: items, chain: chain}
 	if s.opts.Cost.StoreTokens {
 		conv.prompt = head.Prompt
 	}

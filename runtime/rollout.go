@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,6 +34,7 @@ type rollout struct {
 	lane   string
 	tenant string          // whose key created it: its stored record is that tenant's
 	base   int             // items[:base] came from the parent
+	chain  []string        // the stored responses the parent's context came from, oldest first
 	header []sampler.Token // rendered instructions and tools
 	hosted map[string]Tool // hosted tools offered by the request, by call name
 	client Tool            // every other call: the client's functions
@@ -150,7 +152,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	}
 	var ctxItems protocol.Items
 	if parent != nil {
-		ctxItems = parent.items
+		ctxItems, r.chain = parent.items, parent.chain
 	}
 	input, perr := s.expand(req.Input, ctxItems, "input")
 	if perr != nil {
@@ -447,14 +449,21 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
-		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:])}
+		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
 		if conv != nil && r.srv.opts.Cost.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
 		sctx, cancel := context.WithTimeout(withTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
 		err := r.srv.store.Put(sctx, rec)
 		cancel()
-		if err != nil {
+		var perr *protocol.Error
+		switch {
+		case errors.As(err, &perr) && perr.Code == protocol.CodeStoreUnavailable:
+			// The client asked for the response kept and it was not: it
+			// fails, so that nobody continues from an id no store holds.
+			r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
+			terminal, conv = protocol.EventFailed, nil
+		case err != nil:
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
@@ -506,8 +515,12 @@ func (r *rollout) timings() protocol.Timings {
 // turn continues from.
 func (r *rollout) publish() *conversation {
 	r.renderPending()
+	chain := r.chain
+	if r.resp.Store {
+		chain = append(slices.Clip(chain), r.resp.ID)
+	}
 	return &conversation{
-		response: r.resp, items: r.items, prompt: r.prompt,
+		response: r.resp, items: r.items, prompt: r.prompt, chain: chain,
 		instructions: derefString(r.req.Instructions), tools: r.req.Tools, header: r.header,
 	}
 }

@@ -27,6 +27,10 @@ type Record struct {
 	// Tenant is the tenant whose key created the response ("" without
 	// keys): only that tenant reads, continues or deletes it.
 	Tenant string
+	// Chain is the ids of the stored responses whose items come before
+	// this one's, oldest first, when the server knows them: a store may
+	// load a whole conversation by them at once (ChainStore).
+	Chain []string
 }
 
 // added is what the record contributes to the conversation.
@@ -43,6 +47,14 @@ type Store interface {
 	Put(ctx context.Context, rec *Record) error
 	Get(ctx context.Context, id string) (*Record, error)
 	Delete(ctx context.Context, id string) error
+}
+
+// ChainStore is a Store that loads a whole conversation at once: the
+// record of id, then the records before it, newest first (RedisStore: in
+// two round trips, by Record.Chain). A store without it is read a record
+// at a time, following PreviousResponseID.
+type ChainStore interface {
+	GetChain(ctx context.Context, id string) ([]*Record, error)
 }
 
 // scopedStore is the server's view of its Store: every record belongs to
@@ -62,6 +74,25 @@ func (st scopedStore) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, ErrNotStored
 	}
 	return rec, err
+}
+
+// GetChain loads by the inner store's ChainStore, when it has one (nil,
+// nil when it has not), with every record checked as Get checks it.
+func (st scopedStore) GetChain(ctx context.Context, id string) ([]*Record, error) {
+	cs, ok := st.Store.(ChainStore)
+	if !ok {
+		return nil, nil
+	}
+	recs, err := cs.GetChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range recs {
+		if rec.Tenant != Tenant(ctx) {
+			return nil, ErrNotStored
+		}
+	}
+	return recs, nil
 }
 
 func (st scopedStore) Delete(ctx context.Context, id string) error {
@@ -212,26 +243,53 @@ func (m *MemoryStore) Delete(_ context.Context, id string) error {
 }
 
 // loadChain rebuilds the whole context that ends with response id: every
-// stored input and output from the first response of the chain on.
-func loadChain(ctx context.Context, st Store, id string) (*Record, protocol.Items, error) {
+// stored input and output from the first response of the chain on, and
+// the ids of the responses it came from, oldest first.
+func loadChain(ctx context.Context, st Store, id string) (*Record, protocol.Items, []string, error) {
 	var recs []*Record
-	for cur := id; cur != ""; {
+	cur := id
+	if cs, ok := st.(ChainStore); ok {
+		all, err := cs.GetChain(ctx, id)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		// Linked as far as the records go; a gap (a record written
+		// without its chain) is read a link at a time from there.
+		for i, rec := range all {
+			if i > 0 && prevID(recs[i-1]) != rec.Response.ID {
+				break
+			}
+			recs = append(recs, rec)
+		}
+		cur = id
+		if len(recs) > 0 {
+			cur = prevID(recs[len(recs)-1])
+		}
+	}
+	for cur != "" {
 		rec, err := st.Get(ctx, cur)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		recs = append(recs, rec)
-		cur = ""
-		if p := rec.Response.PreviousResponseID; p != nil {
-			cur = *p
-		}
+		cur = prevID(rec)
 		if len(recs) > 100000 {
-			return nil, nil, errChainTooLong
+			return nil, nil, nil, errChainTooLong
 		}
 	}
 	var items protocol.Items
+	chain := make([]string, 0, len(recs))
 	for i := len(recs) - 1; i >= 0; i-- {
 		items = append(items, recs[i].added()...)
+		chain = append(chain, recs[i].Response.ID)
 	}
-	return recs[0], items, nil
+	return recs[0], items, chain, nil
+}
+
+// prevID is the id of the response rec continued from, "" for none.
+func prevID(rec *Record) string {
+	if p := rec.Response.PreviousResponseID; p != nil {
+		return *p
+	}
+	return ""
 }

@@ -52,6 +52,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one (its timing must match --tps, --ttft, --prefill-rate)")
 	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
+	store := fs.String("store", "memory", "the in-process server's store: memory, or redis://HOST:PORT/DB (chained mode then keeps its chain in Redis)")
 	wtURL := fs.String("wt-url", "", "with --url: that server's WebTransport base URL (https://HOST:PORT/v1, as tether serve --wt-addr prints it), for the wt- designs")
 	certHash := fs.String("cert-hash", "", "with --wt-url: the SHA-256 (hex) that pins its certificate, as tether serve prints it")
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
@@ -95,7 +96,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return 2
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.URL, cfg.APIKey = *reps, *ttft, *prefillRate, *url, *apiKey
-	cfg.WTURL, cfg.CertHash = *wtURL, *certHash
+	cfg.WTURL, cfg.CertHash, cfg.Store = *wtURL, *certHash, *store
 	enc, err := protocol.ParseEncoding(*encoding)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate: --encoding:", err)

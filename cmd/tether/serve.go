@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -56,6 +57,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	tenantInFlight := fs.Int("tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
+	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS), shared by every tether on that database")
+	storeTTL := fs.Duration("store-ttl", runtime.DefaultStoreTTL, "with --store redis://: how long a stored response is kept")
+	storeRecord := fs.Int("store-record-bytes", runtime.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
 	storeBytes := fs.Int("store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
 	tenantStoreBytes := fs.Int("tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
 	cacheBytes := fs.Int("cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
@@ -149,7 +153,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *prefixCache == "off" {
 		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
+	var store runtime.Store
+	switch {
+	case *storeURL == "memory":
+	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"):
+		rs, err := runtime.NewRedisStore(*storeURL, runtime.RedisStoreOptions{TTL: *storeTTL, MaxRecordBytes: *storeRecord})
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: --store:", err)
+			return 2
+		}
+		defer rs.Close()
+		if err := rs.Ping(ctx); err != nil {
+			// Served all the same: the store may come up later, and
+			// store: false traffic needs none.
+			log.Warn("the store does not answer yet", "store", redactURL(*storeURL), "err", err)
+		}
+		store = rs
+	default:
+		fmt.Fprintf(stderr, "tether: --store %q: want memory, or redis://HOST:PORT/DB\n", *storeURL)
+		return 2
+	}
 	srv, err := runtime.NewServer(runtime.Options{
+		Store:             store,
 		Models:            served,
 		Renderer:          renderer,
 		HostedTools:       []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
@@ -294,4 +319,12 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// redactURL is u without its password, for logs.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable)"
 }

@@ -29,6 +29,9 @@ type Config struct {
 	// Cost is the in-process server's cost model (safety classifier,
 	// simulated hops, post-inference work).
 	Cost runtime.Cost
+	// Store is the in-process server's store: "" or "memory", or a
+	// redis:// URL (chained mode then reads and writes Redis).
+	Store string
 	Reps int
 	// URL targets a running server (its base URL, as OpenAI clients take
 	// it) instead of one started in-process. Its timing must be the one
@@ -195,7 +198,20 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		models[sampler.ReplayPrefix+tr.Name] = m
 		caches = append(caches, m.Cache())
 	}
-	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r, Cost: cfg.Cost})
+	opts := runtime.Options{Models: models, Renderer: r, Cost: cfg.Cost}
+	var closeStore func() error
+	if cfg.Store != "" && cfg.Store != "memory" {
+		rs, err := runtime.NewRedisStore(cfg.Store, runtime.RedisStoreOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.Ping(context.Background()); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("ablate: the store: %w", err)
+		}
+		opts.Store, closeStore = rs, rs.Close
+	}
+	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +236,9 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		hs.Shutdown(ctx)
 		if wt != nil {
 			wt.Close()
+		}
+		if closeStore != nil {
+			closeStore()
 		}
 	}
 	return tg, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -53,6 +54,7 @@ type RunConfig struct {
 	Prefill  float64    `json:"prefill_rate"`
 	Reps     int        `json:"reps"`
 	URL      string     `json:"url,omitempty"`
+	Store    string     `json:"store,omitempty"` // without its password
 	Cost     CostConfig `json:"cost"`
 }
 
@@ -66,7 +68,7 @@ type CostConfig struct {
 
 func configOf(cfg Config) RunConfig {
 	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
-		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL,
+		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL, Store: redacted(cfg.Store),
 		Cost: CostConfig{Safety: !cfg.Cost.NoSafety, HopLatencyUS: us(cfg.Cost.HopLatency),
 			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.Cost.StoreTokens}}
 	for _, m := range cfg.Modes {
@@ -148,4 +150,12 @@ func (r *Results) WriteFiles(dir string) error {
 		}
 	}
 	return nil
+}
+
+// redacted is a store URL without its password.
+func redacted(store string) string {
+	if u, err := url.Parse(store); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return store
 }

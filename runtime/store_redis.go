@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// RedisStore keeps store: true responses in Redis, where every tether
+// server that uses the same database reads them: a chain started on one
+// continues on another, over HTTP or after a WebSocket's cache miss, and a
+// response deleted on one is gone on all. Suspended rollouts and connection
+// caches stay in the process that holds them.
+//
+// Each response is one key, written whole in one SET (so it is visible
+// only once whole), with a TTL: tether:{tTENANT}:r:ID, its tenant hex-coded
+// in the key, so that an id read under another tenant's key is simply not
+// there. The value is msgpack of the record, with the ids of the stored
+// responses before it in its conversation: a chain loads in two round
+// trips whatever its length (GET the last, MGET the rest). Rendered tokens
+// are not kept (a continuation renders the chain again).
+//
+// When Redis is down or slow, every operation fails within Timeout with
+// store_unavailable (503); the client reconnects by itself.
+type RedisStore struct {
+	c    *redis.Client
+	opts RedisStoreOptions
+}
+
+// RedisStoreOptions tune a RedisStore; zero fields take the defaults.
+type RedisStoreOptions struct {
+	TTL            time.Duration // how long a response is kept: DefaultStoreTTL
+	MaxRecordBytes int           // the largest record kept: DefaultMaxRecordBytes
+	Timeout        time.Duration // bounds each operation: DefaultStoreTimeout
+}
+
+// The defaults of a RedisStore.
+const (
+	DefaultStoreTTL       = 30 * 24 * time.Hour // as OpenAI keeps responses
+	DefaultMaxRecordBytes = 64 << 20
+	DefaultStoreTimeout   = 2 * time.Second
+)
+
+// NewRedisStore connects to the Redis at url (redis://[:PASSWORD@]HOST:PORT/DB,
+// or rediss:// for TLS). The connection is made lazily; Ping checks it.
+func NewRedisStore(url string, opts RedisStoreOptions) (*RedisStore, error) {
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: store %q: %w", url, err)
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultStoreTTL
+	}
+	if opts.MaxRecordBytes <= 0 {
+		opts.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultStoreTimeout
+	}
+	quietRedis.Do(func() { redis.SetLogger(redisLog{}) })
+	// Fail fast when Redis is down: one retry, each step bounded well
+	// inside the operation's Timeout.
+	ro.MaxRetries = 1
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout/2, opts.Timeout/2, opts.Timeout/2, opts.Timeout/2
+	return &RedisStore{c: redis.NewClient(ro), opts: opts}, nil
+}
+
+// quietRedis makes go-redis's own log (process-wide: a dial that failed,
+// while Redis is down) slog debug messages: what matters reaches the
+// client as store_unavailable, and the server's log says so.
+var quietRedis sync.Once
+
+type redisLog struct{}
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// Ping checks that Redis answers.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	return s.unavailable(s.c.Ping(ctx).Err())
+}
+
+// Close closes the connections to Redis.
+func (s *RedisStore) Close() error { return s.c.Close() }
+
+// redisRecord is a record as it is kept.
+type redisRecord struct {
+	Response *protocol.Response `json:"response"`
+	Input    protocol.Items     `json:"input"`
+	Items    protocol.Items     `json:"items"`
+	Chain    []string           `json:"chain,omitempty"`
+	Tenant   string             `json:"tenant"`
+}
+
+func (s *RedisStore) key(tenant, id string) string {
+	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}:r:" + id
+}
+
+// Put writes rec whole, in one SET with the TTL.
+func (s *RedisStore) Put(ctx context.Context, rec *Record) error {
+	b, err := protocol.MarshalAs(protocol.EncodingMsgpack, redisRecord{rec.Response, rec.Input, rec.Items, rec.Chain, rec.Tenant})
+	if err != nil {
+		return err
+	}
+	if len(b) > s.opts.MaxRecordBytes {
+		return ErrTooLarge
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	return s.unavailable(s.c.Set(ctx, s.key(rec.Tenant, rec.Response.ID), b, s.opts.TTL).Err())
+}
+
+// Get reads id under the context's tenant.
+func (s *RedisStore) Get(ctx context.Context, id string) (*Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	b, err := s.c.Get(ctx, s.key(Tenant(ctx), id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNotStored
+	}
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	return decodeRedisRecord(b)
+}
+
+// Delete removes id under the context's tenant.
+func (s *RedisStore) Delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	n, err := s.c.Del(ctx, s.key(Tenant(ctx), id)).Result()
+	if err != nil {
+		return s.unavailable(err)
+	}
+	if n == 0 {
+		return ErrNotStored
+	}
+	return nil
+}
+
+// GetChain reads the conversation that ends with id, last first: its
+// record, then every record its chain names, in one MGET.
+func (s *RedisStore) GetChain(ctx context.Context, id string) ([]*Record, error) {
+	head, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	chain := head.Chain
+	if len(chain) == 0 {
+		return []*Record{head}, nil
+	}
+	tenant := Tenant(ctx)
+	keys := make([]string, len(chain))
+	for i, c := range chain {
+		keys[i] = s.key(tenant, c)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	vals, err := s.c.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	recs := []*Record{head}
+	for i := len(vals) - 1; i >= 0; i-- { // the chain is oldest first
+		v, ok := vals[i].(string)
+		if !ok {
+			return nil, ErrNotStored // expired or deleted: the conversation is broken, as a missing parent
+		}
+		rec, err := decodeRedisRecord([]byte(v))
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+func decodeRedisRecord(b []byte) (*Record, error) {
+	js, err := protocol.ToJSON(protocol.EncodingMsgpack, b)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: a stored record: %w", err)
+	}
+	var r redisRecord
+	if err := protocol.Unmarshal(js, &r); err != nil || r.Response == nil {
+		return nil, fmt.Errorf("runtime: a stored record: %v", err)
+	}
+	return &Record{Response: r.Response, Input: r.Input, Items: r.Items, Chain: r.Chain, Tenant: r.Tenant}, nil
+}
+
+// unavailable turns a Redis failure into store_unavailable.
+func (s *RedisStore) unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errStoreUnavailable(err)
+}
+
+// errStoreUnavailable is a store that did not answer.
+func errStoreUnavailable(err error) *protocol.Error {
+	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",
+		"The response store is unavailable (%v). Retry later; requests with store: false and no previous_response_id are served meanwhile.", err)
+}
