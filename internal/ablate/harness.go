@@ -32,7 +32,7 @@ type Config struct {
 	// Store is the in-process server's store: "" or "memory", or a
 	// redis:// URL (chained mode then reads and writes Redis).
 	Store string
-	Reps int
+	Reps  int
 	// URL targets a running server (its base URL, as OpenAI clients take
 	// it) instead of one started in-process. Its timing must be the one
 	// given here, or the model time ablate computes is wrong; its caches
