@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -17,8 +18,12 @@ const (
 	ClientAppend    ClientEventType = "response.append"
 	ClientCancel    ClientEventType = "response.cancel"
 	ClientResume    ClientEventType = "response.resume"
+	ClientFork      ClientEventType = "response.fork"
 	ClientProcessed ClientEventType = "response.processed"
 )
+
+// MaxForks bounds the forks one response.fork makes.
+const MaxForks = 64
 
 // ClientEvent is an inbound WebSocket event: a sealed union.
 type ClientEvent interface {
@@ -57,6 +62,15 @@ type ResumeEvent struct {
 	After      *int
 }
 
+// ForkEvent is response.fork: clone a suspended response parked on its
+// client's calls into one new response per stream id, each parked at the
+// same calls, to be answered (and go on) on its own.
+type ForkEvent struct {
+	StreamID   string // the lane of the response forked
+	ResponseID string
+	StreamIDs  []string // the forks' lanes, one fork each
+}
+
 // ProcessedEvent is Codex's response.processed acknowledgement.
 type ProcessedEvent struct {
 	ResponseID string
@@ -66,12 +80,14 @@ func (*CreateEvent) ClientEventType() ClientEventType    { return ClientCreate }
 func (*AppendEvent) ClientEventType() ClientEventType    { return ClientAppend }
 func (*CancelEvent) ClientEventType() ClientEventType    { return ClientCancel }
 func (*ResumeEvent) ClientEventType() ClientEventType    { return ClientResume }
+func (*ForkEvent) ClientEventType() ClientEventType      { return ClientFork }
 func (*ProcessedEvent) ClientEventType() ClientEventType { return ClientProcessed }
 
 func (e *CreateEvent) Lane() string  { return e.StreamID }
 func (e *AppendEvent) Lane() string  { return e.StreamID }
 func (e *CancelEvent) Lane() string  { return e.StreamID }
 func (e *ResumeEvent) Lane() string  { return e.StreamID }
+func (e *ForkEvent) Lane() string    { return e.StreamID }
 func (*ProcessedEvent) Lane() string { return "" }
 
 // MarshalJSONTo writes the flat response.create frame.
@@ -124,6 +140,19 @@ func (e *ResumeEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (e *ResumeEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
 
+// MarshalJSONTo writes response.fork.
+func (e *ForkEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
+	return marshalTo(enc, struct {
+		Type       ClientEventType `json:"type"`
+		StreamID   string          `json:"stream_id,omitempty"`
+		ResponseID string          `json:"response_id"`
+		StreamIDs  []string        `json:"stream_ids"`
+	}{ClientFork, e.StreamID, e.ResponseID, e.StreamIDs})
+}
+
+// MarshalJSON is MarshalJSONTo, for encoding/json.
+func (e *ForkEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
+
 // MarshalJSON writes response.processed.
 func (e *ProcessedEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return marshalRef(enc, ClientProcessed, "", e.ResponseID)
@@ -145,6 +174,7 @@ type clientHead struct {
 	StreamID   *string          `json:"stream_id"`
 	ResponseID string           `json:"response_id"`
 	After      *int             `json:"sequence_number"`
+	StreamIDs  *[]string        `json:"stream_ids"`
 	// No input: a create's is decoded once, by DecodeCreateRequest, and an
 	// append's by decodeAppendInput, rather than copied here first.
 }
@@ -190,7 +220,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 		}
 	}
 	if head.Type == nil || *head.Type == "" {
-		return nil, lane, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'. Client events are response.create, response.append, response.cancel and response.resume.")
+		return nil, lane, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'. Client events are response.create, response.append, response.cancel, response.resume and response.fork.")
 	}
 	switch *head.Type {
 	case ClientCreate:
@@ -219,9 +249,36 @@ func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 			return nil, lane, Invalid(CodeInvalidValue, "sequence_number", "Invalid 'sequence_number': %d. Send the sequence_number of the last event received, or -1 for none.", *head.After)
 		}
 		return &ResumeEvent{StreamID: lane, ResponseID: head.ResponseID, After: head.After}, lane, nil
+	case ClientFork:
+		return decodeFork(head, lane)
 	case ClientProcessed:
 		return &ProcessedEvent{ResponseID: head.ResponseID}, lane, nil
 	default:
-		return nil, lane, Invalid(CodeUnknownEventType, "type", "Unknown client event type '%s'. Supported types are response.create, response.append, response.cancel and response.resume.", *head.Type)
+		return nil, lane, Invalid(CodeUnknownEventType, "type", "Unknown client event type '%s'. Supported types are response.create, response.append, response.cancel, response.resume and response.fork.", *head.Type)
 	}
+}
+
+// decodeFork checks a response.fork: a response, and 1 to MaxForks
+// distinct, valid stream ids.
+func decodeFork(head clientHead, lane string) (ClientEvent, string, *Error) {
+	if head.ResponseID == "" {
+		return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
+	}
+	if head.StreamIDs == nil || len(*head.StreamIDs) == 0 || len(*head.StreamIDs) > MaxForks {
+		return nil, lane, Invalid(CodeInvalidValue, "stream_ids",
+			"Invalid 'stream_ids': give the lane of each fork, 1 to %d distinct stream ids (a fork runs on its own lane).", MaxForks)
+	}
+	seen := make(map[string]bool, len(*head.StreamIDs))
+	for i, id := range *head.StreamIDs {
+		if perr := ValidateStreamID(id); perr != nil {
+			perr.Param = fmt.Sprintf("stream_ids[%d]", i)
+			return nil, lane, perr
+		}
+		if seen[id] || id == lane {
+			return nil, lane, Invalid(CodeInvalidValue, fmt.Sprintf("stream_ids[%d]", i),
+				"Invalid 'stream_ids[%d]': '%s' is named twice, or is the lane of the response forked; every fork needs a lane of its own.", i, id)
+		}
+		seen[id] = true
+	}
+	return &ForkEvent{StreamID: lane, ResponseID: head.ResponseID, StreamIDs: *head.StreamIDs}, lane, nil
 }

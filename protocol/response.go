@@ -67,6 +67,10 @@ type Response struct {
 	// earlier items from their output_item.done events; the terminal event
 	// carries the whole output.
 	OutputOffset *int `json:"output_offset,omitempty"`
+	// ForkedFrom is the suspended response this one was forked from
+	// (response.fork): its output begins with that response's output up to
+	// the fork, and its first pause waits on the same calls.
+	ForkedFrom *string `json:"forked_from,omitempty"`
 	// RequiredAction lists the client tool calls a suspended response waits on.
 	RequiredAction *RequiredAction `json:"required_action,omitempty"`
 	// Timings is tether's per-phase timing, present when the request's

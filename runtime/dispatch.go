@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -74,6 +75,9 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 	t0 := r.srv.now()
 	beginStep(calls)
 	results := make([]protocol.Item, len(calls))
+	r.mu.Lock()
+	r.results, r.settled = results, make([]bool, len(calls))
+	r.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
 	var parked []int // the calls a parker answers, waited for below
 	for i, c := range calls {
@@ -92,30 +96,55 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 			if err != nil && gctx.Err() != nil {
 				return err // the rollout is ending
 			}
-			results[i] = r.settleCall(c, item, err)
+			r.settleResult(i, r.settleCall(c, item, err))
 			return nil
 		})
 	}
 	var parkErr error
 	if len(parked) > 0 {
-		outs, err := calls[parked[0]].tool.(parker).park(gctx)
-		if err != nil {
-			parkErr = err // the rollout is ending
-		}
-		for _, i := range parked {
-			if err == nil {
-				results[i] = r.settleCall(calls[i], outs[calls[i].call.CallID], nil)
-			}
-		}
+		parkErr = r.answerParked(gctx, parked)
 	}
 	if err = g.Wait(); err == nil {
 		err = parkErr
 	}
+	return r.endStep(t0, err)
+}
+
+// settleResult records call i's result, which a fork of the rollout
+// parked on the step's client calls starts from.
+func (r *rollout) settleResult(i int, item protocol.Item) {
+	r.mu.Lock()
+	r.results[i], r.settled[i] = item, true
+	r.mu.Unlock()
+}
+
+// answerParked parks on the step's client calls (the calls at parked) and
+// settles them with the outputs their parker returns; an error means the
+// rollout is ending.
+func (r *rollout) answerParked(ctx context.Context, parked []int) error {
+	calls := r.calls
+	outs, err := calls[parked[0]].tool.(parker).park(ctx)
+	if err != nil {
+		return err
+	}
+	for _, i := range parked {
+		r.settleResult(i, r.settleCall(calls[i], outs[calls[i].call.CallID], nil))
+	}
+	return nil
+}
+
+// endStep ends a step whose calls have their results (err: the rollout is
+// ending): it adds the results to the context, in output order, then the
+// messages steered in meanwhile. open reports that a call stays open for
+// the next turn.
+func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
+	calls := r.calls
 	tools := r.srv.now().Sub(t0)
 	r.srv.metrics.dispatched(tools)
 	r.mu.Lock()
 	r.tm.ToolsMicros += tools.Microseconds()
 	r.flushDoneLocked()
+	results := r.results
 	r.mu.Unlock()
 	if err != nil {
 		return false, err
@@ -175,7 +204,7 @@ func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protoco
 			markStatus(item, protocol.StatusFailed)
 			r.itemDoneLocked(c.index, item)
 		}
-	case item != nil && item.ItemID() == c.call.ID:
+	case item != nil && item.ItemID() == c.call.ID && !answeredByClient(c):
 		r.resp.Output[c.index] = item
 		r.items[c.pos] = item
 		if c.toolFinishes {
@@ -186,6 +215,15 @@ func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protoco
 		r.itemDoneLocked(c.index, r.resp.Output[c.index])
 	}
 	return item
+}
+
+// answeredByClient reports whether c's result comes from the client (a
+// suspended rollout's response.append): such an output is added to the
+// context, never put in place of the call's item, whatever id it claims,
+// so that a fork's items, shared with its original, are never written.
+func answeredByClient(c *stepCall) bool {
+	_, ok := c.tool.(parker)
+	return ok
 }
 
 // emitFor stamps a tool's progress event with its call's item and sends it.

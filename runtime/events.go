@@ -178,6 +178,14 @@ func (r *rollout) emitResponse(t protocol.EventType) {
 	r.emit(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: t}, Response: r.resp})
 }
 
+// emitStepView sends an event of type t with the response as a pause shows
+// it (stepView).
+func (r *rollout) emitStepView(t protocol.EventType) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: t}, Response: r.stepView()})
+}
+
 // sinkErr is the sink's first error, if any.
 func (r *rollout) sinkErr() error {
 	r.mu.Lock()

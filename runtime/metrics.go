@@ -17,7 +17,7 @@ import (
 type servePath struct {
 	Transport string // "http", "ws" or "wt" (WebTransport)
 	Design    string // "stateless", "chained", "turns" or "suspend"
-	State     string // "none" (no parent), "cache" (the connection's), "store"
+	State     string // "none" (no parent), "cache" (the connection's), "store", "fork"
 }
 
 // The values of servePath's fields.
@@ -32,6 +32,7 @@ const (
 	stateNone       = "none"
 	stateCache      = "cache"
 	stateStore      = "store"
+	stateFork       = "fork" // a fork of a parked rollout (response.fork)
 )
 
 // metrics are a server's Prometheus collectors, on a registry of its own

@@ -169,6 +169,7 @@ func (o *outbox) takeBatch(ctx context.Context) []queued {
 			o.mu.Unlock()
 			return batch
 		}
+		clear(o.spare) // written: an idle connection keeps no frames
 		o.mu.Unlock()
 		select {
 		case <-o.ready:

@@ -52,15 +52,18 @@ type rollout struct {
 	steps    int         // sampling steps taken
 	stepAt   int         // output index of the current step's first item; tool goroutines read it
 	calls    []*stepCall // the current step's tool calls
+	fork     *forkPoint  // set on a fork: run starts parked on the step's client calls
 	open     protocol.Item
 	openText strings.Builder
 	openCall *stepCall // non-nil while a call's arguments stream
 	firstAt  time.Time // when the current step's first delta came
 	first    bool      // the current step has had its first delta
 
-	mu    sync.Mutex
-	resp  *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
-	order eventOrder         // guarded by mu
+	mu      sync.Mutex
+	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
+	order   eventOrder         // guarded by mu
+	results []protocol.Item    // the current step's calls' results, guarded by mu
+	settled []bool             // which of them are in, guarded by mu
 
 	stop  stopper  // ends run from any goroutine
 	inbox inbox    // steering messages for the next step
@@ -299,9 +302,20 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.order.sink, r.order.streamID = sink, r.lane
 	r.out.flush = r.flushDelta
 	r.preInference(ctx)
-	r.emitResponse(protocol.EventCreated)
-	r.emitResponse(protocol.EventInProgress)
-	if !r.req.Generating() {
+	if r.fork != nil {
+		// A fork's beginning shows the forked step's items alone, as a
+		// pause does: the client has the earlier ones from the original.
+		r.emitStepView(protocol.EventCreated)
+		r.emitStepView(protocol.EventInProgress)
+	} else {
+		r.emitResponse(protocol.EventCreated)
+		r.emitResponse(protocol.EventInProgress)
+	}
+	if r.fork != nil {
+		if open, err := r.resumeFork(ctx); err != nil || open {
+			return r.finish(ctx, sampler.Result{}, err)
+		}
+	} else if !r.req.Generating() {
 		r.addUsage(sampler.Result{})
 		return r.finish(ctx, sampler.Result{}, nil)
 	}

@@ -67,7 +67,8 @@ type session struct {
 // lane is one stream_id's FIFO of creates, and what runs on it.
 type lane struct {
 	id    string
-	queue chan *job // buffered to MaxQueued; received only by the lane worker
+	jobs  []*job        // the FIFO, guarded by session.mu; the scope bounds it (MaxQueued)
+	ready chan struct{} // 1-buffered: jobs wait for the lane worker
 
 	// The response running on the lane, guarded by session.mu: a
 	// cached-state rollout, or a suspended rollout the lane follows (which
@@ -87,6 +88,7 @@ type job struct {
 	decodeUS int64       // microseconds spent decoding the frame
 	bytes    int         // a create's frame size, on the connection's ConnBytes account
 	resume   *suspension // response.resume: reattach this suspended rollout
+	fork     *forkPoint  // response.fork: a fork of a parked rollout from this point
 	tail     *tail       // response.resume of one that has ended: read its tail back
 	after    *int        // the last sequence_number the resuming client received
 }
@@ -294,7 +296,7 @@ func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Er
 		sess.sendError(perr, laneID)
 		return
 	}
-	ln.queue <- j // never blocks: the queue holds MaxQueued, and the scope holds fewer
+	sess.push(ln, j)
 }
 
 // refuse answers a frame that could not be decoded: in its lane's order when
@@ -305,7 +307,7 @@ func (sess *session) refuse(laneID string, perr *protocol.Error, parent string, 
 	ln, ok := sess.lanes[laneID]
 	sess.mu.Unlock()
 	if ok && sess.scope.reserve(0, &sess.srv.opts) == nil {
-		ln.queue <- &job{refusal: perr, parent: parent, received: received}
+		sess.push(ln, &job{refusal: perr, parent: parent, received: received})
 		return
 	}
 	sess.sendError(perr, laneID)
@@ -327,7 +329,7 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 		}
 		sess.named++
 	}
-	ln := &lane{id: id, queue: make(chan *job, sess.srv.opts.MaxQueued)}
+	ln := &lane{id: id, ready: make(chan struct{}, 1)}
 	sess.lanes[id] = ln
 	sess.wg.Add(1)
 	go sess.laneWorker(ln)
@@ -338,37 +340,63 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 func (sess *session) laneWorker(ln *lane) {
 	defer sess.wg.Done()
 	for {
-		select {
-		case <-sess.quit:
-			sess.refuseQueued(ln, nil)
-			return
-		case <-sess.ctx.Done():
-			return
-		case j := <-ln.queue:
+		j := sess.pop(ln)
+		if j == nil {
 			select {
-			case <-sess.quit: // a job taken as shutdown began is refused with the rest
-				sess.refuseQueued(ln, j)
+			case <-sess.quit:
+				sess.refuseQueued(ln, nil)
 				return
-			default:
-				sess.runJob(ln, j)
+			case <-sess.ctx.Done():
+				return
+			case <-ln.ready:
+				continue
 			}
 		}
+		select {
+		case <-sess.quit: // a job taken as shutdown began is refused with the rest
+			sess.refuseQueued(ln, j)
+			return
+		default:
+			sess.runJob(ln, j)
+		}
 	}
+}
+
+// push puts j at the end of ln's queue and wakes its worker. A lane's
+// queue is a slice rather than a channel of MaxQueued places: a connection
+// with many lanes (a rollout forked 64 ways) pays for the jobs it has.
+func (sess *session) push(ln *lane, j *job) {
+	sess.mu.Lock()
+	ln.jobs = append(ln.jobs, j)
+	sess.mu.Unlock()
+	select {
+	case ln.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the first job of ln's queue, or nil.
+func (sess *session) pop(ln *lane) *job {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if len(ln.jobs) == 0 {
+		ln.jobs = nil // let a long queue's array go
+		return nil
+	}
+	j := ln.jobs[0]
+	ln.jobs[0], ln.jobs = nil, ln.jobs[1:]
+	return j
 }
 
 // refuseQueued answers j (if any) and the jobs still queued on ln at
 // shutdown, in order.
 func (sess *session) refuseQueued(ln *lane, j *job) {
-	for {
-		if j != nil {
-			sess.scope.release(j.bytes)
-			sess.send(errorFrame(errShutdown(), ln.id), nil)
-		}
-		select {
-		case j = <-ln.queue:
-		default:
-			return
-		}
+	if j == nil {
+		j = sess.pop(ln)
+	}
+	for ; j != nil; j = sess.pop(ln) {
+		sess.scope.release(j.bytes)
+		sess.send(errorFrame(errShutdown(), ln.id), nil)
 	}
 }
 
@@ -416,6 +444,9 @@ func (sess *session) runJob(ln *lane, j *job) {
 		return
 	case j.tail != nil:
 		last = sess.replayTail(j)
+		return
+	case j.fork != nil:
+		last = sess.forkOn(ln, j)
 		return
 	case sess.srv.closing(): // queued before Shutdown, not begun: refused
 		last = errorFrame(errShutdown(), ln.id)

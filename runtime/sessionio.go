@@ -85,6 +85,10 @@ func (sess *session) readLoop(ctx context.Context) error {
 			}
 		case *protocol.ResumeEvent:
 			sess.resume(ev, received)
+		case *protocol.ForkEvent:
+			if perr := sess.fork(ev, received); perr != nil {
+				sess.sendError(perr, lane)
+			}
 		case *protocol.ProcessedEvent:
 			// Codex acknowledges every response it has read: a suspended
 			// rollout's tail is no longer needed.
@@ -121,7 +125,7 @@ func outOfBand(data []byte) bool {
 		return false
 	}
 	switch head.Type {
-	case protocol.ClientAppend, protocol.ClientCancel, protocol.ClientResume:
+	case protocol.ClientAppend, protocol.ClientCancel, protocol.ClientResume, protocol.ClientFork:
 		return true
 	}
 	return false

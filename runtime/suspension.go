@@ -397,6 +397,29 @@ func (sp *suspension) cancel(sess *session, lane string) *protocol.Error {
 	return nil
 }
 
+// forkPoint takes the rollout's state for response.fork from sess on lane:
+// it must report there, be parked on its client's calls, and have none of
+// them answered yet (a fork starts from the pause, and appends its own).
+// The rollout's lock is taken first, as the lock order says.
+func (sp *suspension) forkPoint(sess *session, lane string) (*forkPoint, *protocol.Error) {
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if perr := sp.ownedLocked(sess, lane); perr != nil {
+		return nil, perr
+	}
+	switch {
+	case sp.state != suspParked:
+		return nil, protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
+			"Response '%s' is not waiting for tool outputs: fork it after its response.done.", sp.id)
+	case sp.left != len(sp.step):
+		return nil, protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
+			"Response '%s' has outputs of this pause appended already: fork it before appending any.", sp.id)
+	}
+	return sp.ro.forkPointLocked()
+}
+
 // parkedOn reports whether the rollout reports to sess and waits for its
 // client's outputs.
 func (sp *suspension) parkedOn(sess *session) bool {

@@ -1,0 +1,193 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+)
+
+// TestFork: a suspended rollout parked on a call is forked onto four
+// lanes. Each fork is a response of its own (its id, forked_from, its
+// sequence numbers from 0), parked on the same call; each is answered with
+// a different output and completes with the original's output up to the
+// pause, then its own answer. The original goes on as if never forked.
+// Refused: forking what is not parked, after an append, onto a lane whose
+// response is parked, and an unknown response.
+func TestFork(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	c := h.dial(t, nil)
+	l := newLanes(c)
+	steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig", "input": script(steps)}))
+	pause := last(l.next(t, "orig"))
+	id := respID(t, pause)
+	outs := outputsFor(t, pause)
+	callID := outs[0].(map[string]any)["call_id"].(string)
+
+	forks := []string{"f0", "f1", "f2", "f3"}
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": forks})
+	ids := map[string]string{}
+	for i, lane := range forks {
+		evs := l.next(t, lane)
+		created, done := decodeEv(t, evs[0]), decodeEv(t, last(evs))
+		if created.Type != "response.created" || done.Type != "response.done" || *created.Seq != 0 {
+			t.Fatalf("fork %s began with %s … %s", lane, evs[0], last(evs))
+		}
+		var forkedFrom struct {
+			Response struct {
+				ForkedFrom string `json:"forked_from"`
+			} `json:"response"`
+		}
+		json.Unmarshal(evs[0], &forkedFrom)
+		if forkedFrom.Response.ForkedFrom != id || created.Response.ID == id {
+			t.Fatalf("fork %s: id %s forked_from %q, want a new id forked from %s", lane, created.Response.ID, forkedFrom.Response.ForkedFrom, id)
+		}
+		fouts := outputsFor(t, last(evs))
+		if len(fouts) != 1 || fouts[0].(map[string]any)["call_id"] != callID {
+			t.Fatalf("fork %s parked on %v, want the call %s", lane, fouts, callID)
+		}
+		ids[lane] = created.Response.ID
+		c.send(t, appendEv(ids[lane], lane, fco(callID, "variant "+string(rune('A'+i)))))
+	}
+	for i, lane := range forks {
+		evs := l.next(t, lane)
+		end := decodeEv(t, last(evs))
+		if end.Type != "response.completed" || end.Response.ID != ids[lane] {
+			t.Fatalf("fork %s ended with %s", lane, last(evs))
+		}
+		out := end.Response.Output
+		if len(out) < 2 || !strings.Contains(string(out[0]), callID) || !strings.Contains(string(out[len(out)-1]), "variant "+string(rune('A'+i))) {
+			t.Fatalf("fork %s's output does not start with the shared call and end with its own answer: %s", lane, out)
+		}
+		for _, b := range evs {
+			if e := decodeEv(t, b); e.Seq == nil {
+				t.Fatalf("fork %s: an event without sequence_number: %s", lane, b)
+			}
+		}
+	}
+
+	// The original is still parked, and goes on with its own output.
+	c.send(t, appendEv(id, "orig", fco(callID, "the original")))
+	end := decodeEv(t, last(l.next(t, "orig")))
+	if out := end.Response.Output; end.Type != "response.completed" || !strings.Contains(string(out[len(out)-1]), "the original") {
+		t.Fatalf("the original after its forks: %v", end)
+	}
+
+	// Refusals.
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"g0"}})
+	l.wantError(t, "orig", "response_not_found") // it has ended
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "p", "input": script(steps)}))
+	pause = last(l.next(t, "p"))
+	pid := respID(t, pause)
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": pid, "stream_ids": []string{"p"}})
+	l.wantError(t, "p", "invalid_value") // its own lane
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "q", "input": script(steps)}))
+	l.next(t, "q")
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": pid, "stream_ids": []string{"q"}})
+	l.wantError(t, "q", "stream_suspended") // a lane whose response is parked
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": "resp_unknown", "stream_ids": []string{"g1"}})
+	l.wantError(t, "p", "response_not_found")
+}
+
+// TestForkCleanup: forks cancelled end cancelled; forks left parked when
+// their connection drops detach like any suspended rollout, and end when
+// nobody resumes them.
+func TestForkCleanup(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), ResumeWindow: 50 * time.Millisecond})
+	c := h.dial(t, nil)
+	l := newLanes(c)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig",
+		"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
+	id := respID(t, last(l.next(t, "orig")))
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"a", "b"}})
+	fa := respID(t, last(l.next(t, "a")))
+	l.next(t, "b")
+	c.send(t, refEv("response.cancel", fa, "a"))
+	if e := decodeEv(t, last(l.next(t, "a"))); e.Type != "response.cancelled" {
+		t.Fatalf("a cancelled fork ended with %v", e.Type)
+	}
+	c.drop()
+	abandoned := map[string]string{"transport": "ws", "design": "suspend", "state": "fork", "status": "abandoned"}
+	waitFor(t, "the parked fork to end after its resume window", func() bool {
+		return counter(t, h.srv.Registry(), "tether_responses_total", abandoned) == 1
+	})
+	cancelled := map[string]string{"transport": "ws", "design": "suspend", "state": "fork", "status": "cancelled"}
+	if n := counter(t, h.srv.Registry(), "tether_responses_total", cancelled); n != 1 {
+		t.Errorf("cancelled forks: %v, want 1", n)
+	}
+}
+
+// TestForkMemory: a fork costs the same whatever the context it shares.
+// 64 forks of a suspended rollout parked with 8k and with 60k tokens of
+// context: the prompt, the items and the prefix cache's view of them are
+// shared, so a fork holds only its own state (its rollout, its replay
+// log's three frames), under 16 KiB of live heap at either size. It logs
+// the live heap and the time per fork (from the response.fork frame to the
+// last fork's pause, over 64).
+func TestForkMemory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")
+	}
+	perFork := map[int]float64{}
+	for _, tokens := range []int{8_000, 60_000} {
+		one, forks, took := forkMemory(t, tokens)
+		perFork[tokens] = float64(forks) / protocol.MaxForks
+		t.Logf("a rollout parked with %dk tokens of context: %.0f KiB of live heap; %d forks of it: %.0f KiB more (%.1f KiB a fork), %s a fork",
+			tokens/1000, float64(one)/1024, protocol.MaxForks, float64(forks)/1024, perFork[tokens]/1024, took)
+		if perFork[tokens] > 16<<10 {
+			t.Errorf("a fork of a rollout with %dk tokens of context holds %.1f KiB, bound 16", tokens/1000, perFork[tokens]/1024)
+		}
+	}
+	if grew := perFork[60_000] - perFork[8_000]; grew > 2<<10 {
+		t.Errorf("a fork grew by %.1f KiB with 52k more tokens of context: forks copy what they should share", grew/1024)
+	}
+}
+
+// forkMemory parks a rollout with tokens of context, forks it MaxForks
+// ways, and returns the live heap the rollout holds, what the forks hold
+// together, and the time per fork.
+func forkMemory(t *testing.T, tokens int) (one, forks int64, perFork time.Duration) {
+	const n = protocol.MaxForks
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), MaxLanes: n + 1, MaxInFlight: n + 1, MaxQueued: 4 * n})
+	c := h.dial(t, nil)
+	defer c.drop()
+	l := newLanes(c)
+	ctxItems := history(t, renderer(t), tokens)
+	base := settledHeap()
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig",
+		"input": append(ctxItems, userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})))}))
+	id := respID(t, last(l.next(t, "orig")))
+	one = int64(settledHeap()) - int64(base)
+	lanes := make([]string, n)
+	for i := range lanes {
+		lanes[i] = "fork-" + strconv.Itoa(i)
+	}
+	start := time.Now()
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": lanes})
+	for _, lane := range lanes {
+		if e := decodeEv(t, last(l.next(t, lane))); e.Type != "response.done" {
+			t.Fatalf("fork %s: %v", lane, e.Type)
+		}
+	}
+	perFork = time.Since(start) / n
+	clear(l.pending) // the frames this client read: its memory, not the server's
+	forks = int64(settledHeap()) - int64(base) - one
+	return one, forks, perFork
+}
+
+// settledHeap is the live heap after two collections: the first moves what
+// sync.Pools hold (encoders' buffers, sized by the frames they last wrote)
+// to their victim caches, the second frees it, so that what is measured is
+// what is held, whichever collection came last.
+func settledHeap() uint64 {
+	goruntime.GC()
+	return liveHeap()
+}
