@@ -30,7 +30,7 @@ import (
 // node_modules are there.
 
 // goExamples are the Go examples, by directory.
-var goExamples = []string{"minimal", "websearch", "compare", "openai-go", "browser"}
+var goExamples = []string{"minimal", "websearch", "compare", "openai-go", "browser", "fork"}
 
 // runTimeout bounds one run of an example: compare takes about 20 s on two
 // idle cores, most of it the replayed rollout's go test runs.
@@ -354,5 +354,23 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("stderr %q does not say %q", stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestForkExample: the best-of-4 search forks its parked rollout four ways,
+// every fork parks on the same call and answers with its own output, the
+// best is picked, and the original is cancelled.
+func TestForkExample(t *testing.T) {
+	t.Parallel()
+	out := runOK(t, ".", nil, binary(t, "fork"), "-url", serve(t))
+	wantLines(t, out,
+		`^rollout resp_\w+ parked on call_\w+$`,
+		`^fork resp_\w+ on b\d parked on the same call`,
+		`^fork on b\d answered: read_config returned: timeout`,
+		`^best: b3 \(resp_\w+\)$`,
+		`^rollout resp_\w+ cancelled$`,
+	)
+	if n := strings.Count(out, "parked on the same call"); n != 4 {
+		t.Errorf("%d forks parked, want 4:\n%s", n, out)
 	}
 }
