@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +58,7 @@ type connScope struct {
 	cachedAt   map[string]uint64        // response id -> when it was cached (published), guarded by mu
 	published  uint64                   // responses cached so far, guarded by mu
 	cacheBytes int                      // conversation.bytes of the cache, guarded by mu (CacheBytes)
-	latest     map[*lane]string         // lane -> id of its cached response, guarded by mu
+	latest     map[*lane][]string       // lane -> ids of its cached responses, oldest first (at most CacheResponses), guarded by mu
 	evicted    map[string]struct{}      // ids a failed continuation evicted, guarded by mu
 	pending    int                      // creates accepted and not finished, guarded by mu
 	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
@@ -69,7 +70,7 @@ func newConnScope(opts *Options) *connScope {
 	return &connScope{
 		slots: make(chan struct{}, opts.MaxInFlight),
 		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
-		latest:   make(map[*lane]string),
+		latest:   make(map[*lane][]string),
 		evicted:  make(map[string]struct{}),
 		routed:   make(map[string]bool),
 		sessions: make(map[*session]struct{}),
@@ -167,18 +168,20 @@ func (c *connScope) route(model string) (before bool) {
 	return before
 }
 
-// publish makes conv ln's cached response, replacing the lane's previous
-// one. Past limit bytes the other lanes' responses go, least recently cached
-// first; a continuation of one then reads the store, or gets
-// previous_response_not_found, as after OpenAI's cache evicts it.
-func (c *connScope) publish(ln *lane, conv *conversation, limit int) {
+// publish caches conv as ln's newest response; past keep of them the
+// lane's oldest goes. Past limit bytes the other lanes' responses go, least
+// recently cached first; a continuation of one then reads the store, or
+// gets previous_response_not_found, as after OpenAI's cache evicts it.
+func (c *connScope) publish(ln *lane, conv *conversation, keep, limit int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.latest[ln]; ok {
-		c.uncacheLocked(old)
+	ids := append(c.latest[ln], conv.response.ID)
+	for len(ids) > max(keep, 1) {
+		c.uncacheLocked(ids[0])
+		ids = ids[1:]
 	}
+	c.latest[ln] = ids
 	id := conv.response.ID
-	c.latest[ln] = id
 	c.cache[id] = conv
 	c.cacheBytes += conv.bytes()
 	c.published++
@@ -192,9 +195,7 @@ func (c *connScope) publish(ln *lane, conv *conversation, limit int) {
 		}
 		c.uncacheLocked(oldest)
 		for l, cached := range c.latest {
-			if cached == oldest {
-				delete(c.latest, l)
-			}
+			c.latest[l] = slices.DeleteFunc(cached, func(x string) bool { return x == oldest })
 		}
 	}
 }
@@ -209,8 +210,8 @@ func (c *connScope) uncacheLocked(id string) {
 }
 
 // evictAfterFailure drops parent, the response a continuation on ln failed
-// from, when it is ln's cached response, as OpenAI does; a fork from another
-// lane keeps its parent.
+// from, when it is one of ln's cached responses, as OpenAI does; a fork
+// from another lane keeps its parent.
 func (c *connScope) evictAfterFailure(ln *lane, parent *conversation) {
 	if parent == nil {
 		return
@@ -218,11 +219,11 @@ func (c *connScope) evictAfterFailure(ln *lane, parent *conversation) {
 	id := parent.response.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.latest[ln] != id {
+	if !slices.Contains(c.latest[ln], id) {
 		return
 	}
 	c.uncacheLocked(id)
-	delete(c.latest, ln)
+	c.latest[ln] = slices.DeleteFunc(c.latest[ln], func(x string) bool { return x == id })
 	if len(c.evicted) < maxEvicted {
 		c.evicted[id] = struct{}{}
 	}

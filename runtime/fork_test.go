@@ -191,3 +191,40 @@ func settledHeap() uint64 {
 	goruntime.GC()
 	return liveHeap()
 }
+
+// TestCacheResponses: with CacheResponses 3, cached-state turns may branch
+// from any of their lane's last three responses, from the connection's
+// cache (store false); the fourth back is gone, as the second back is with
+// the default of 1.
+func TestCacheResponses(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []int{1, 3} {
+		h := newHarness(t, runtime.Options{CacheResponses: keep})
+		c := h.dial(t, nil)
+		turn := func(prev string) []byte {
+			body := map[string]any{"model": "tether-scripted", "store": false, "input": "next"}
+			if prev != "" {
+				body["previous_response_id"] = prev
+			}
+			c.send(t, create(body))
+			return last(c.untilTerminal(t))
+		}
+		var ids []string
+		for range 4 {
+			prev := ""
+			if len(ids) > 0 {
+				prev = ids[len(ids)-1]
+			}
+			ids = append(ids, respID(t, turn(prev)))
+		}
+		// The oldest response still cached, then one before it.
+		oldest := ids[len(ids)-keep]
+		if b := turn(oldest); eventType(t, b) != "response.completed" {
+			t.Errorf("keep %d: a turn from the response %d back: %.200s", keep, keep-1, b)
+		}
+		gone := ids[len(ids)-keep-1]
+		if b := turn(gone); eventType(t, b) != "error" || decodeEv(t, b).Error.Code != "previous_response_not_found" {
+			t.Errorf("keep %d: a turn from the response %d back: %.200s", keep, keep, b)
+		}
+	}
+}

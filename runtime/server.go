@@ -98,6 +98,10 @@ type Options struct {
 	// once, over every connection and HTTP (suspended rollouts, parked or
 	// not, included), with Keys.
 	TenantInFlight int
+	// CacheResponses is how many of each lane's latest responses a
+	// connection caches (1, as OpenAI): previous_response_id may name any
+	// of them, to branch from an earlier turn without the store.
+	CacheResponses int
 	// CacheBytes bounds what a WebSocket connection caches (the latest
 	// response of each lane, by conversation.bytes' estimate): past it the
 	// least recently cached lanes' responses are dropped, all but the newest.
@@ -227,6 +231,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.opts.TenantInFlight <= 0 {
 		s.opts.TenantInFlight = DefaultTenantInFlight
+	}
+	if s.opts.CacheResponses <= 0 {
+		s.opts.CacheResponses = 1
 	}
 	if s.opts.CacheBytes <= 0 {
 		s.opts.CacheBytes = DefaultCacheBytes

@@ -497,7 +497,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	conv, err := ro.run(sess.ctx, sink)
 	switch {
 	case conv != nil:
-		sess.scope.publish(ln, conv, sess.srv.opts.CacheBytes)
+		sess.scope.publish(ln, conv, sess.srv.opts.CacheResponses, sess.srv.opts.CacheBytes)
 	case err == nil: // the response failed
 		sess.scope.evictAfterFailure(ln, parent)
 	}

@@ -63,6 +63,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	storeBytes := fs.Int("store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
 	tenantStoreBytes := fs.Int("tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
 	cacheBytes := fs.Int("cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
+	cacheResponses := fs.Int("ws-cache-responses", 1, "how many of each lane's latest responses a WebSocket connection caches: previous_response_id may name any of them (1, as OpenAI; more lets cached-state turns branch from an earlier turn)")
 	connBytes := fs.Int("conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
 	drainTimeout := fs.Duration("drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
@@ -189,6 +190,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DrainTimeout:      *drainTimeout,
 		ConnBytes:         *connBytes,
 		CacheBytes:        *cacheBytes,
+		CacheResponses:    *cacheResponses,
 		StoreBytes:        *storeBytes,
 		TenantInFlight:    *tenantInFlight,
 		TenantStoreBytes:  *tenantStoreBytes,
