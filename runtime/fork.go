@@ -143,11 +143,5 @@ func (sess *session) forkOn(ln *lane, j *job) (last []byte) {
 	ro := j.fork.rollout(ln.id, sess.srv.now().Unix())
 	ro.path.Transport = sess.transport
 	ro.start = j.received
-	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
-	if perr != nil {
-		return errorFrame(perr, ln.id)
-	}
-	sess.setRunning(ln, nil, sp)
-	sp.start()
-	return sess.follow(ln, sp, gone, nil)
+	return sess.runSuspended(ln, ro, nil)
 }

@@ -483,13 +483,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	ro.tenant = Tenant(sess.ctx)
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
 	if path.Design == designSuspend {
-		sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
-		if perr != nil {
-			return errorFrame(perr, ln.id)
-		}
-		sess.setRunning(ln, nil, sp)
-		sp.start()
-		return sess.follow(ln, sp, gone, parent)
+		return sess.runSuspended(ln, ro, parent)
 	}
 	sess.setRunning(ln, ro, nil)
 	defer sess.setRunning(ln, nil, nil)
@@ -502,6 +496,18 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 		sess.scope.evictAfterFailure(ln, parent)
 	}
 	return sink.last
+}
+
+// runSuspended starts ro as a suspended rollout reporting here on ln, and
+// follows it (see follow); parent is the response it continued from.
+func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (last []byte) {
+	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	sess.setRunning(ln, nil, sp)
+	sp.start()
+	return sess.follow(ln, sp, gone, parent)
 }
 
 // setRunning records what runs on ln.
