@@ -1,7 +1,10 @@
 // Package runtime is tether's engine: the rollout (one response's sampling
-// loop), the session (one WebSocket connection's lanes, queue, limits and
-// connection-local cache), the transports (WebSocket and HTTP/SSE on
-// /v1/responses, Chat Completions) and the response store.
+// loop), the session (one connection's lanes and their queues: a
+// WebSocket's, or one WebTransport stream, a lane of its own), its scope
+// (the limits and connection-local cache the lanes of one connection
+// share), the transports (WebSocket, WebTransport over HTTP/3, HTTP/SSE on
+// /v1/responses, Chat Completions) and the response store (memory, or
+// Redis shared by many servers).
 //
 // An embedder uses a Server (an http.Handler), its Options, and the
 // interfaces it plugs in: Sampler (model backends, from package sampler),
@@ -62,6 +65,11 @@
 //   - response.create on the lane: refused with stream_suspended while
 //     parked; otherwise it queues behind the rollout (FIFO).
 //   - response.cancel: running or parked: the rollout ends cancelled.
+//   - response.fork, from the attached connection on the rollout's lane:
+//     parked, no output of the pause appended and no hosted call of the step
+//     still running: the state at the pause is taken (fork.go) and each lane
+//     named gets, in its turn, a new suspended rollout parked on the same
+//     calls; otherwise response_not_suspended.
 //   - response.resume, same credentials, from a connection it is not
 //     attached to: running, parked or ended: attaches, replays what the
 //     client missed (the pending response.done again when parked), and the
@@ -90,7 +98,7 @@
 // first:
 //
 //	Server.mu -> suspension.mu, rollout.mu
-//	session.mu -> suspension.mu
+//	connScope.mu -> session.mu -> suspension.mu
 //	rollout.mu -> suspension.mu -> outbox.mu
 //
 // Leaves, taken under any of these: outbox.mu, the rollout's stopper and
