@@ -160,10 +160,13 @@ func forkMemory(t *testing.T, tokens int) (one, forks int64, perFork time.Durati
 	c := h.dial(t, nil)
 	defer c.drop()
 	l := newLanes(c)
-	ctxItems := history(t, renderer(t), tokens)
+	// The frame is made before the measure and kept past it: what is
+	// measured is what the server holds, not the test's copy being freed.
+	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig",
+		"input": append(history(t, renderer(t), tokens), userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})))}))
+	defer goruntime.KeepAlive(frame)
 	base := settledHeap()
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig",
-		"input": append(ctxItems, userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})))}))
+	c.send(t, frame)
 	id := respID(t, last(l.next(t, "orig")))
 	one = int64(settledHeap()) - int64(base)
 	lanes := make([]string, n)
