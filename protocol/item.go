@@ -251,6 +251,12 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	if it, perr, ok := decodeTyped(raw, typ, param); ok {
 		return it, perr
 	}
+	if it, perr, ok := decodeMCP(raw, typ, param); ok {
+		if perr != nil {
+			return nil, perr
+		}
+		return it, nil
+	}
 	switch typ {
 	case ItemMessage:
 		return decodeMessage(raw, head, param)
@@ -304,7 +310,7 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	case "":
 		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
 	default:
-		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'shell_call', 'shell_call_output', 'local_shell_call', 'local_shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'computer_call', 'computer_call_output', 'tool_search_call', 'tool_search_output', 'additional_tools', 'reasoning', 'compaction', 'web_search_call' and 'item_reference'.", typ)
+		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'shell_call', 'shell_call_output', 'local_shell_call', 'local_shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'computer_call', 'computer_call_output', 'tool_search_call', 'tool_search_output', 'additional_tools', 'reasoning', 'compaction', 'web_search_call', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response' and 'item_reference'.", typ)
 	}
 }
 

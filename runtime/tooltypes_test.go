@@ -275,3 +275,48 @@ func TestSerialToolCalls(t *testing.T) {
 		t.Fatalf("calls %v, want a then b", calls)
 	}
 }
+
+// TestMCPHistory: a conversation continued from a server that ran MCP
+// tools (its mcp_list_tools, an approval round trip and an mcp_call in the
+// input) is taken, rendered for the model and kept: the response completes,
+// its input_items list the MCP items as sent, and a continuation reads
+// them from the store.
+func TestMCPHistory(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	var input []any
+	for _, raw := range []string{
+		`{"type":"message","role":"user","content":"Find the streaming docs."}`,
+		`{"type":"mcp_list_tools","id":"mcpl_1","server_label":"docs","tools":[{"name":"search","input_schema":{"type":"object"}}]}`,
+		`{"type":"mcp_approval_request","id":"mcpr_1","server_label":"docs","name":"search","arguments":"{\"q\":\"streaming\"}"}`,
+		`{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}`,
+		`{"type":"mcp_call","id":"mcp_1","server_label":"docs","name":"search","arguments":"{\"q\":\"streaming\"}","output":"3 pages","status":"completed"}`,
+		`{"type":"message","role":"user","content":"Summarize."}`,
+	} {
+		input = append(input, json.RawMessage(raw))
+	}
+	status, body := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "store": true, "input": input})
+	if status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	var r struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Usage  struct {
+			InputTokens int `json:"input_tokens"`
+		} `json:"usage"`
+	}
+	json.Unmarshal(body, &r)
+	if r.Status != "completed" || r.Usage.InputTokens < 40 {
+		t.Fatalf("status %s, %d input tokens: %s", r.Status, r.Usage.InputTokens, body)
+	}
+	status, body = h.get(t, "/responses/"+r.ID+"/input_items?order=asc")
+	for _, want := range []string{`"mcp_list_tools"`, `"mcp_approval_request"`, `"mcp_approval_response"`, `"mcp_call"`, `"3 pages"`} {
+		if status != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("input_items lack %s: %d %s", want, status, body)
+		}
+	}
+	if status, body := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": r.ID, "input": "And?"}); status != 200 {
+		t.Fatalf("continuing from the stored MCP history: %d %s", status, body)
+	}
+}

@@ -241,12 +241,76 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		b.WriteString("[ref ")
 		b.WriteString(it.ID)
 		b.WriteString("]")
+	case *protocol.MCPListTools, *protocol.MCPCall, *protocol.MCPApprovalRequest, *protocol.MCPApprovalResponse:
+		if !writeMCP(b, it) {
+			return false
+		}
 	default:
 		if !writeTyped(b, it) {
 			return false
 		}
 	}
 	b.WriteString(imEnd)
+	return true
+}
+
+// writeMCP writes an MCP item: a server's tool list as tool definitions,
+// a call as the assistant's call and its result as the tool's answer, an
+// approval round trip as what it asked and what the client said.
+func writeMCP(b *strings.Builder, it protocol.Item) bool {
+	switch it := it.(type) {
+	case *protocol.MCPListTools:
+		if it == nil {
+			return false
+		}
+		block(b, "system")
+		b.WriteString("# Tools of MCP server " + it.ServerLabel)
+		for _, t := range it.Tools {
+			b.WriteString("\n" + it.ServerLabel + "." + t.Name)
+			if t.Description != nil {
+				b.WriteString(": " + *t.Description)
+			}
+			if len(t.InputSchema) > 0 {
+				b.WriteString(" " + compactJSON(t.InputSchema))
+			}
+		}
+		if it.Error != nil {
+			b.WriteString("\nerror: " + *it.Error)
+		}
+	case *protocol.MCPCall:
+		if it == nil {
+			return false
+		}
+		block(b, "assistant to="+it.ServerLabel+"."+it.Name)
+		b.WriteString(compactJSON([]byte(it.Arguments)))
+		b.WriteString(imEnd)
+		block(b, "tool "+it.ServerLabel+"."+it.Name)
+		switch {
+		case it.Output != nil:
+			b.WriteString(*it.Output)
+		case len(it.Error) > 0:
+			b.WriteString("error: " + compactJSON(it.Error))
+		}
+	case *protocol.MCPApprovalRequest:
+		if it == nil {
+			return false
+		}
+		block(b, "assistant to="+it.ServerLabel+"."+it.Name+" approval")
+		b.WriteString(compactJSON([]byte(it.Arguments)))
+	case *protocol.MCPApprovalResponse:
+		if it == nil {
+			return false
+		}
+		block(b, "user approval")
+		if it.Approve {
+			b.WriteString("approved")
+		} else {
+			b.WriteString("denied")
+		}
+		if it.Reason != nil {
+			b.WriteString(": " + *it.Reason)
+		}
+	}
 	return true
 }
 

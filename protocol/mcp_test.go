@@ -1,0 +1,74 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// mcpItems are the MCP items in the shapes the API gives them.
+var mcpItems = []string{
+	`{"type":"mcp_list_tools","id":"mcpl_1","server_label":"docs","tools":[{"name":"search","description":"Search the docs.","input_schema":{"type":"object","properties":{"q":{"type":"string"}}},"annotations":{"readOnlyHint":true}}]}`,
+	`{"type":"mcp_approval_request","id":"mcpr_1","server_label":"docs","name":"search","arguments":"{\"q\":\"streaming\"}"}`,
+	`{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true,"reason":"read-only"}`,
+	`{"type":"mcp_call","id":"mcp_1","server_label":"docs","name":"search","arguments":"{\"q\":\"streaming\"}","output":"3 pages","approval_request_id":"mcpr_1","status":"completed"}`,
+	`{"type":"mcp_call","id":"mcp_2","server_label":"docs","name":"search","arguments":"{}","error":"tool failed: no query","status":"failed"}`,
+	`{"type":"mcp_list_tools","id":"mcpl_2","server_label":"down","tools":[],"error":"connection refused"}`,
+}
+
+// TestMCPItems: each MCP item decodes, validates and encodes back to its
+// JSON; what lacks a required field is refused with the field named.
+func TestMCPItems(t *testing.T) {
+	t.Parallel()
+	for _, raw := range mcpItems {
+		it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
+		if perr != nil {
+			t.Fatalf("%s: %v", raw, perr)
+		}
+		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
+			t.Fatalf("%s: %v", raw, perr)
+		}
+		wantSameJSON(t, raw, it)
+	}
+	for raw, param := range map[string]string{
+		`{"type":"mcp_call","name":"search","arguments":"{}"}`:                          "input[0].server_label",
+		`{"type":"mcp_call","server_label":"docs","arguments":"{}"}`:                    "input[0].name",
+		`{"type":"mcp_approval_response","approve":true}`:                               "input[0].approval_request_id",
+		`{"type":"mcp_list_tools","server_label":"docs","tools":[{"input_schema":{}}]}`: "input[0].tools[0].name",
+		`{"type":"mcp_call","server_label":"docs","name":"x","arguments":7}`:            "input[0]",
+	} {
+		_, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
+		if perr == nil || perr.Param != param {
+			t.Errorf("%s: %v, want an error about %s", raw, perr, param)
+		}
+	}
+}
+
+// TestMCPItemsFromSDK: openai-go's MCP input params decode as the items
+// they are.
+func TestMCPItemsFromSDK(t *testing.T) {
+	t.Parallel()
+	for want, p := range map[protocol.ItemType]responses.ResponseInputItemUnionParam{
+		protocol.ItemMCPListTools: {OfMcpListTools: &responses.ResponseInputItemMcpListToolsParam{ID: "mcpl_1", ServerLabel: "docs",
+			Tools: []responses.ResponseInputItemMcpListToolsToolParam{{Name: "search", InputSchema: map[string]any{"type": "object"}}}}},
+		protocol.ItemMCPCall: {OfMcpCall: &responses.ResponseInputItemMcpCallParam{ID: "mcp_1", ServerLabel: "docs", Name: "search",
+			Arguments: "{}", Output: openai.String("ok")}},
+		protocol.ItemMCPApprovalRequest: {OfMcpApprovalRequest: &responses.ResponseInputItemMcpApprovalRequestParam{ID: "mcpr_1",
+			ServerLabel: "docs", Name: "search", Arguments: "{}"}},
+		protocol.ItemMCPApprovalResponse: {OfMcpApprovalResponse: &responses.ResponseInputItemMcpApprovalResponseParam{
+			ApprovalRequestID: "mcpr_1", Approve: false, Reason: openai.String("no")}},
+	} {
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, perr := protocol.DecodeItem(b, "input[0]")
+		if perr != nil || it.ItemType() != want {
+			t.Errorf("%s: %v, %v; want a %s", b, it, perr, want)
+		}
+	}
+}
