@@ -44,37 +44,28 @@ import (
 type WebTransport struct {
 	srv  *Server
 	wt   *webtransport.Server
-	pc   net.PacketConn // set by ListenWebTransport
-	hash [32]byte       // of the certificate, set by ListenWebTransport
+	pc   net.PacketConn
+	ln   *quic.EarlyListener
+	hash [32]byte // of the certificate
+	wg   sync.WaitGroup
 }
 
 // ListenWebTransport serves the server's WebTransport endpoint on the UDP
-// address addr ("127.0.0.1:0" picks a port) with cert, until Close.
+// address addr ("127.0.0.1:0" picks a port) with cert (see
+// SelfSignedCertificate), until Close.
+//
+// It runs the QUIC listener itself and hands each connection to
+// webtransport-go (ServeQUICConn): the library's own Serve adds to a
+// WaitGroup that its Close waits on, a race when Close comes as Serve
+// starts.
 func (s *Server) ListenWebTransport(addr string, cert tls.Certificate) (*WebTransport, error) {
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return nil, err
 	}
-	w := s.NewWebTransport(&tls.Config{Certificates: []tls.Certificate{cert}})
-	w.pc, w.hash = pc, CertificateHash(cert)
-	go w.Serve(pc)
-	return w, nil
-}
-
-// URL is the base URL of an endpoint ListenWebTransport started, as the
-// client kit takes it: https://HOST:PORT/v1.
-func (w *WebTransport) URL() string { return "https://" + w.pc.LocalAddr().String() + "/v1" }
-
-// CertificateHash is the hex SHA-256 of the certificate of an endpoint
-// ListenWebTransport started, which pins it.
-func (w *WebTransport) CertificateHash() string { return hex.EncodeToString(w.hash[:]) }
-
-// NewWebTransport makes the server's WebTransport endpoint, which serves
-// with tlsConf's certificate (see SelfSignedCertificate).
-func (s *Server) NewWebTransport(tlsConf *tls.Config) *WebTransport {
-	w := &WebTransport{srv: s}
+	w := &WebTransport{srv: s, pc: pc, hash: CertificateHash(cert)}
 	h3 := &http3.Server{
-		TLSConfig: http3.ConfigureTLSConfig(tlsConf),
+		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
 		QUICConfig: &quic.Config{
 			EnableDatagrams:                  true,
 			EnableStreamResetPartialDelivery: true,
@@ -87,15 +78,46 @@ func (s *Server) NewWebTransport(tlsConf *tls.Config) *WebTransport {
 	}
 	webtransport.ConfigureHTTP3Server(h3)
 	w.wt = &webtransport.Server{H3: h3, CheckOrigin: s.checkOrigin}
-	return w
+	if w.ln, err = quic.ListenEarly(pc, h3.TLSConfig, h3.QUICConfig); err != nil {
+		pc.Close()
+		return nil, err
+	}
+	w.wg.Go(w.accept)
+	return w, nil
 }
 
-// Serve serves WebTransport (and HTTP/3) on pc until Close.
-func (w *WebTransport) Serve(pc net.PacketConn) error { return w.wt.Serve(pc) }
+// accept hands every QUIC connection to webtransport-go, until Close.
+func (w *WebTransport) accept() {
+	for {
+		conn, err := w.ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		w.wg.Go(func() {
+			if err := w.wt.ServeQUICConn(conn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				w.srv.log.Debug("webtransport connection ended", "err", err)
+			}
+		})
+	}
+}
 
-// Close closes the listener and every connection at once; call the
+// URL is the endpoint's base URL, as the client kit takes it:
+// https://HOST:PORT/v1.
+func (w *WebTransport) URL() string { return "https://" + w.pc.LocalAddr().String() + "/v1" }
+
+// CertificateHash is the hex SHA-256 of the endpoint's certificate, which
+// pins it.
+func (w *WebTransport) CertificateHash() string { return hex.EncodeToString(w.hash[:]) }
+
+// Close stops taking connections and closes every one at once; call the
 // Server's Shutdown first, which ends the sessions in order.
-func (w *WebTransport) Close() error { return w.wt.Close() }
+func (w *WebTransport) Close() error {
+	err := w.ln.Close()
+	w.wt.Close()
+	w.wg.Wait()
+	w.pc.Close()
+	return err
+}
 
 // checkOrigin allows a request without an Origin header (not a browser),
 // one from the server's own host, and one whose origin's host matches

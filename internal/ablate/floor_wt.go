@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -27,6 +28,9 @@ type wtEcho struct {
 	srv  *webtransport.Server
 	url  string
 	hash string
+	pc   net.PacketConn
+	ln   *quic.EarlyListener
+	wg   sync.WaitGroup
 }
 
 func startWTEcho() (*wtEcho, error) {
@@ -43,7 +47,7 @@ func startWTEcho() (*wtEcho, error) {
 		QUICConfig: &quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true, KeepAlivePeriod: 10 * time.Second},
 	}
 	webtransport.ConfigureHTTP3Server(h3)
-	e := &wtEcho{srv: &webtransport.Server{H3: h3}, url: "https://" + pc.LocalAddr().String() + "/echo"}
+	e := &wtEcho{srv: &webtransport.Server{H3: h3}, url: "https://" + pc.LocalAddr().String() + "/echo", pc: pc}
 	sum := runtime.CertificateHash(cert)
 	e.hash = hex.EncodeToString(sum[:])
 	h3.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,11 +63,30 @@ func startWTEcho() (*wtEcho, error) {
 			go echoStream(str)
 		}
 	})
-	go e.srv.Serve(pc)
+	// The accept loop is ours, as runtime.ListenWebTransport's is: the
+	// library's Serve races its Close.
+	if e.ln, err = quic.ListenEarly(pc, h3.TLSConfig, h3.QUICConfig); err != nil {
+		pc.Close()
+		return nil, err
+	}
+	e.wg.Go(func() {
+		for {
+			conn, err := e.ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			e.wg.Go(func() { e.srv.ServeQUICConn(conn) })
+		}
+	})
 	return e, nil
 }
 
-func (e *wtEcho) close() { e.srv.Close() }
+func (e *wtEcho) close() {
+	e.ln.Close()
+	e.srv.Close()
+	e.wg.Wait()
+	e.pc.Close()
+}
 
 // echoStream answers each request frame with the frames its shape asks for.
 func echoStream(str *webtransport.Stream) {
