@@ -40,7 +40,7 @@ type Cost struct {
 	HopLatency time.Duration
 	// PostInference says when the billing hop runs: PostSync before the
 	// terminal event, PostAsync after it (overlapping the next request),
-	// PostAuto (the zero value) sync over HTTP and async on a WebSocket,
+	// PostAuto (the zero value) sync over HTTP and async on a connection (WebSocket, WebTransport),
 	// as OpenAI's WebSocket mode overlaps it.
 	PostInference PostMode
 	// StoreTokens keeps each stored response's rendered tokens with it, so
@@ -54,7 +54,7 @@ type Cost struct {
 type PostMode int
 
 const (
-	PostAuto  PostMode = iota // sync over HTTP, async on a WebSocket
+	PostAuto  PostMode = iota // sync over HTTP, async on a connection
 	PostSync                  // before the terminal event
 	PostAsync                 // after it
 )

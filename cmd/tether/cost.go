@@ -12,7 +12,7 @@ import (
 func costFlags(fs *flag.FlagSet) func() (runtime.Cost, error) {
 	safety := fs.String("safety", "on", "the lexical safety classifier over each request's new text (and the safety service's hop): on or off")
 	hop := fs.Duration("hop-latency", 0, "latency of each simulated service call (model routing, safety service, billing), like 2ms; 0 makes none")
-	post := fs.String("post-inference", "auto", "when the billing hop runs: sync (before the terminal event), async (after it), auto (sync over HTTP, async on a WebSocket)")
+	post := fs.String("post-inference", "auto", "when the billing hop runs: sync (before the terminal event), async (after it), auto (sync over HTTP, async on a WebSocket or WebTransport)")
 	storeTokens := fs.Bool("store-tokens", false, "keep rendered tokens with stored responses, so that chained HTTP requests do not render the chain again")
 	return func() (runtime.Cost, error) {
 		var c runtime.Cost
