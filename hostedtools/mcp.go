@@ -1,0 +1,213 @@
+package hostedtools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// MCP reaches the MCP servers a request's hosted mcp tool names, over
+// Streamable HTTP, through the official Go SDK: it lists a server's tools
+// and calls them. It checks every server URL against its allow-list before
+// any connection (by default loopback hosts only: a request must not make
+// the server reach into its network), bounds each list and call in time,
+// and caps what a call returns.
+//
+// It is the client half of the hosted mcp tool; the rollout's side (the
+// mcp_list_tools and mcp_call items, approvals) builds on it.
+type MCP struct {
+	opts MCPOptions
+}
+
+// MCPOptions configure an MCP; zero fields take the defaults.
+type MCPOptions struct {
+	// Allow says whether a server URL may be reached; nil: loopback hosts
+	// only (127.0.0.0/8, ::1, localhost).
+	Allow func(u *url.URL) bool
+	// Timeout bounds connecting and each list or call: DefaultMCPTimeout.
+	Timeout time.Duration
+	// MaxOutput caps a call's output, in bytes: DefaultMCPMaxOutput.
+	MaxOutput int
+	// HTTPClient makes the requests; nil is http.DefaultClient's transport.
+	HTTPClient *http.Client
+}
+
+// The defaults of an MCP.
+const (
+	DefaultMCPTimeout   = 30 * time.Second
+	DefaultMCPMaxOutput = 1 << 20
+)
+
+// NewMCP returns an MCP client with opts.
+func NewMCP(opts MCPOptions) *MCP {
+	if opts.Allow == nil {
+		opts.Allow = Loopback
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultMCPTimeout
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMCPMaxOutput
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	return &MCP{opts: opts}
+}
+
+// Loopback allows the servers on this machine: a loopback IP or localhost.
+func Loopback(u *url.URL) bool {
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ErrMCPNotAllowed is a server URL outside the allow-list.
+var ErrMCPNotAllowed = errors.New("hostedtools: MCP server URL not allowed")
+
+// MCPSession is a connection to one MCP server.
+type MCPSession struct {
+	m  *MCP
+	cs *mcp.ClientSession
+}
+
+// Connect opens a session with the server at serverURL (http or https),
+// sending headers with every request.
+func (m *MCP) Connect(ctx context.Context, serverURL string, headers map[string]string) (*MCPSession, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("hostedtools: MCP server URL %q: want http:// or https://", serverURL)
+	}
+	if !m.opts.Allow(u) {
+		return nil, fmt.Errorf("%w: %s (this server reaches %s)", ErrMCPNotAllowed, u.Host, "only the MCP servers its operator allows")
+	}
+	hc := *m.opts.HTTPClient
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = headerTransport{base: base, headers: headers}
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "tether", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serverURL, HTTPClient: &hc, MaxRetries: -1}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("hostedtools: MCP server %s: %w", u.Host, err)
+	}
+	return &MCPSession{m: m, cs: cs}, nil
+}
+
+// headerTransport adds a request's configured headers (an API key for the
+// MCP server, say) to every request of a session.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// Close ends the session.
+func (s *MCPSession) Close() error { return s.cs.Close() }
+
+// ListTools lists the server's tools, as an mcp_list_tools item lists
+// them.
+func (s *MCPSession) ListTools(ctx context.Context) ([]protocol.MCPToolInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.m.opts.Timeout)
+	defer cancel()
+	var out []protocol.MCPToolInfo
+	for t, err := range s.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("hostedtools: listing MCP tools: %w", err)
+		}
+		info := protocol.MCPToolInfo{Name: t.Name}
+		if t.Description != "" {
+			d := t.Description
+			info.Description = &d
+		}
+		if info.InputSchema, err = json.Marshal(t.InputSchema); err != nil {
+			return nil, err
+		}
+		if t.Annotations != nil {
+			info.Annotations, _ = json.Marshal(t.Annotations)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Call calls the tool name with arguments (a JSON object, as the model
+// wrote it). A tool that reports an error (isError) returns it in toolErr,
+// for the mcp_call item; err is a failure to reach the tool at all (the
+// server is down, the call timed out, the arguments are not an object).
+// The output is the text of the result's content, capped at MaxOutput.
+func (s *MCPSession) Call(ctx context.Context, name, arguments string) (output, toolErr string, err error) {
+	var args map[string]any
+	if strings.TrimSpace(arguments) != "" {
+		if err := json.Unmarshal([]byte(arguments), &args); err != nil {
+			return "", "", fmt.Errorf("hostedtools: arguments of MCP tool %s are not a JSON object: %w", name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.m.opts.Timeout)
+	defer cancel()
+	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", fmt.Errorf("hostedtools: MCP tool %s did not answer within %s", name, s.m.opts.Timeout)
+		}
+		return "", "", fmt.Errorf("hostedtools: MCP tool %s: %w", name, err)
+	}
+	text := contentText(res, s.m.opts.MaxOutput)
+	if res.IsError {
+		return "", text, nil
+	}
+	return text, "", nil
+}
+
+// contentText is the text of a result's content, or its structured
+// content as JSON when it has no text, at most limit bytes.
+func contentText(res *mcp.CallToolResult, limit int) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(t.Text)
+		} else if raw, err := json.Marshal(c); err == nil {
+			b.Write(raw)
+		}
+		if b.Len() > limit {
+			break
+		}
+	}
+	if b.Len() == 0 && res.StructuredContent != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		b.Write(raw)
+	}
+	s := b.String()
+	if len(s) > limit {
+		s = s[:limit] + fmt.Sprintf("\n[truncated: the output exceeded %d bytes]", limit)
+	}
+	return s
+}
