@@ -79,7 +79,7 @@ const maxDepth = 10000
 // float64, and true, false and null themselves.
 func JSONToMsgpack(data []byte) ([]byte, error) {
 	t := toMsgpackPool.Get().(*toMsgpack)
-	defer toMsgpackPool.Put(t)
+	defer putTranscoder(&toMsgpackPool, t, len(data))
 	t.in.Reset(data)
 	t.dec.Reset(&t.in, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	t.out = make([]byte, 0, len(data))
@@ -248,7 +248,7 @@ func (t *toMsgpack) header(at int, isMap bool, n int) error {
 // make it allocate more than its own size allows.
 func MsgpackToJSON(data []byte) ([]byte, error) {
 	t := toJSONPool.Get().(*toJSON)
-	defer toJSONPool.Put(t)
+	defer putTranscoder(&toJSONPool, t, len(data))
 	t.in.Reset(data)
 	t.dec.Reset(&t.in)
 	t.out.Reset()
@@ -266,6 +266,19 @@ func MsgpackToJSON(data []byte) ([]byte, error) {
 		return js, nil
 	}
 	return bytes.Clone(js), nil
+}
+
+// maxPooledFrame is the largest frame whose transcoder goes back to its
+// pool: the decoder's and encoder's own buffers grow to a frame's largest
+// token (a 12 MB string), and a pooled transcoder would keep that alive.
+const maxPooledFrame = 64 << 10
+
+// putTranscoder returns t to pool unless it transcoded a frame of n bytes
+// larger than maxPooledFrame; such a transcoder is dropped with its buffers.
+func putTranscoder(pool *sync.Pool, t any, n int) {
+	if n <= maxPooledFrame {
+		pool.Put(t)
+	}
 }
 
 // toJSONPool keeps transcoders between frames.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -147,8 +148,15 @@ func TestHostileFramesMemory(t *testing.T) {
 		if answers["response.completed"] == 0 || answers["response.completed"]+answers["websocket_bytes_in_flight"] != 16 {
 			t.Errorf("answers %v: want completed ones and websocket_bytes_in_flight refusals only", answers)
 		}
-		if peak > 64*mib {
-			t.Errorf("peak live heap %.1f MiB, bound 64", float64(peak)/mib)
+		// A msgpack frame is transcoded to JSON before it is decoded: one
+		// more copy of the 12 MB frame in hand (the runs measured 52-67 MiB
+		// in msgpack against 38-52 in JSON).
+		bound := 64 * mib
+		if testEncoding == protocol.EncodingMsgpack {
+			bound += 12 * mib
+		}
+		if peak > uint64(bound) {
+			t.Errorf("peak live heap %.1f MiB, bound %d", float64(peak)/mib, bound/mib)
 		}
 	})
 

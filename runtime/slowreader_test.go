@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -98,8 +99,15 @@ func TestSlowReaderMemory(t *testing.T) {
 	if slowDeltas > n/100 {
 		t.Errorf("%d delta frames to a client that read nothing: want them merged", slowDeltas)
 	}
-	if peak > 32*mib {
-		t.Errorf("peak live heap %.1f MiB, bound 32 (16× the text)", float64(peak)/mib)
+	// msgpack: the writer transcodes each batch it takes, so the frames in
+	// hand are held twice (JSON as queued, msgpack as written); runs
+	// measured 19-32 MiB in msgpack against 17-19 in JSON.
+	bound := 32 * mib
+	if testEncoding == protocol.EncodingMsgpack {
+		bound += 8 * mib
+	}
+	if peak > uint64(bound) {
+		t.Errorf("peak live heap %.1f MiB, bound %d (16× the text, more in msgpack)", float64(peak)/mib, bound/mib)
 	}
 }
 
