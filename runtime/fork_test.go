@@ -139,6 +139,11 @@ func TestForkMemory(t *testing.T) {
 	perFork := map[int]float64{}
 	for _, tokens := range []int{8_000, 60_000} {
 		one, forks, took := forkMemory(t, tokens)
+		for try := 0; forks <= 0 && try < 3; try++ {
+			// Memory an earlier test's server let go of meanwhile (a
+			// session cut by its slow-client timeout): measure again.
+			one, forks, took = forkMemory(t, tokens)
+		}
 		perFork[tokens] = float64(forks) / protocol.MaxForks
 		t.Logf("a rollout parked with %dk tokens of context: %.0f KiB of live heap; %d forks of it: %.0f KiB more (%.1f KiB a fork), %s a fork",
 			tokens/1000, float64(one)/1024, protocol.MaxForks, float64(forks)/1024, perFork[tokens]/1024, took)
