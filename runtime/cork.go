@@ -45,6 +45,15 @@ func (c *corkedConn) cork() {
 // an allocation next to its write.
 const maxHeldCap = 1 << 10
 
+// reuseHeld empties a written batch's buffer for the next batch, or lets
+// it go past maxHeldCap.
+func reuseHeld(b []byte) []byte {
+	if cap(b) > maxHeldCap {
+		return nil
+	}
+	return b[:0]
+}
+
 // uncork writes what was held back in one write, which must end by
 // deadline (a client that does not read is cut there), and lets writes
 // through again.
@@ -58,11 +67,7 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	c.Conn.SetWriteDeadline(deadline)
 	_, err := c.Conn.Write(c.held)
 	c.Conn.SetWriteDeadline(time.Time{})
-	if cap(c.held) > maxHeldCap {
-		c.held = nil
-	} else {
-		c.held = c.held[:0]
-	}
+	c.held = reuseHeld(c.held)
 	return err
 }
 

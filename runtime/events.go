@@ -183,6 +183,10 @@ func (r *rollout) emitResponse(t protocol.EventType) {
 func (r *rollout) emitStepView(t protocol.EventType) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.emitStepViewLocked(t)
+}
+
+func (r *rollout) emitStepViewLocked(t protocol.EventType) {
 	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: t}, Response: r.stepView()})
 }
 
@@ -259,7 +263,7 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
-	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: r.stepView()})
+	r.emitStepViewLocked(protocol.EventDone)
 }
 
 // parked reports whether the rollout waits for its client's tool outputs.
@@ -294,5 +298,5 @@ func (r *rollout) resumeLocked() {
 	}
 	r.resp.Status = protocol.ResponseInProgress
 	r.resp.RequiredAction = nil
-	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventInProgress}, Response: r.stepView()})
+	r.emitStepViewLocked(protocol.EventInProgress)
 }

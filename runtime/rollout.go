@@ -302,22 +302,23 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.order.sink, r.order.streamID = sink, r.lane
 	r.out.flush = r.flushDelta
 	r.preInference(ctx)
-	if r.fork != nil {
+	switch {
+	case r.fork != nil:
 		// A fork's beginning shows the forked step's items alone, as a
 		// pause does: the client has the earlier ones from the original.
 		r.emitStepView(protocol.EventCreated)
 		r.emitStepView(protocol.EventInProgress)
-	} else {
-		r.emitResponse(protocol.EventCreated)
-		r.emitResponse(protocol.EventInProgress)
-	}
-	if r.fork != nil {
 		if open, err := r.resumeFork(ctx); err != nil || open {
 			return r.finish(ctx, sampler.Result{}, err)
 		}
-	} else if !r.req.Generating() {
+	case !r.req.Generating():
+		r.emitResponse(protocol.EventCreated)
+		r.emitResponse(protocol.EventInProgress)
 		r.addUsage(sampler.Result{})
 		return r.finish(ctx, sampler.Result{}, nil)
+	default:
+		r.emitResponse(protocol.EventCreated)
+		r.emitResponse(protocol.EventInProgress)
 	}
 	for {
 		res, err := r.sampleStep(ctx)

@@ -326,11 +326,7 @@ func (c *wtStream) flush(deadline time.Time) error {
 	c.str.SetWriteDeadline(deadline)
 	_, err := c.str.Write(c.held)
 	c.str.SetWriteDeadline(time.Time{})
-	if cap(c.held) > maxHeldCap {
-		c.held = nil
-	} else {
-		c.held = c.held[:0]
-	}
+	c.held = reuseHeld(c.held)
 	return err
 }
 

@@ -78,7 +78,7 @@ func (s *rawStream) raw(t *testing.T, b []byte) {
 
 func (s *rawStream) frame(t *testing.T, b []byte) {
 	t.Helper()
-	s.raw(t, append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
+	s.raw(t, wtFrameOf(b))
 }
 
 func (s *rawStream) send(t *testing.T, v any) {
