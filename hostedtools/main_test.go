@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -15,7 +16,10 @@ import (
 // goroutines on Close, and SearXNG leaves none once its server is gone.
 // bleve's analysis workers are started when the package is initialized and
 // live for the whole process.
+//
+// The test binary is also the stdio MCP server TestMCPStdio starts.
 func TestMain(m *testing.M) {
+	mcptest.ServeStdioIfChild()
 	code := m.Run()
 	if stdlib.ix != nil {
 		stdlib.ix.Close()

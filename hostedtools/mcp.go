@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -16,15 +18,17 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// MCP reaches the MCP servers a request's hosted mcp tool names, over
-// Streamable HTTP, through the official Go SDK: it lists a server's tools
-// and calls them. It checks every server URL against its allow-list before
-// any connection (by default loopback hosts only: a request must not make
-// the server reach into its network), bounds each list and call in time,
-// and caps what a call returns.
+// MCP reaches the MCP servers a request's hosted mcp tools name, through
+// the official Go SDK: it lists a server's tools and calls them. A request
+// names a server by its URL (Streamable HTTP), which MCP checks against
+// its allow-list before any connection (by default loopback hosts only: a
+// request must not make the server reach into its network), or by the
+// label of a server its operator configured, the only way to run a local
+// command (stdio). It bounds each list and call in time and caps what a
+// call returns.
 //
 // It is the client half of the hosted mcp tool; the rollout's side (the
-// mcp_list_tools and mcp_call items, approvals) builds on it.
+// mcp_list_tools and mcp_call items, approvals) is package runtime's.
 type MCP struct {
 	opts MCPOptions
 }
@@ -40,6 +44,21 @@ type MCPOptions struct {
 	MaxOutput int
 	// HTTPClient makes the requests; nil is http.DefaultClient's transport.
 	HTTPClient *http.Client
+	// Servers are the servers the operator configured, by label: an mcp
+	// tool with that server_label and no server_url uses one.
+	Servers map[string]MCPServerConfig
+}
+
+// MCPServerConfig is an MCP server the operator configured: a URL (which
+// the allow-list does not restrict: the operator chose it) or a command
+// that speaks MCP on its stdin and stdout.
+type MCPServerConfig struct {
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Command is the program and its arguments; Env is added to this
+	// process's environment for it.
+	Command []string `json:"command,omitempty"`
+	Env     []string `json:"env,omitempty"`
 }
 
 // The defaults of an MCP.
@@ -84,28 +103,71 @@ type MCPSession struct {
 	cs *mcp.ClientSession
 }
 
-// Connect opens a session with the server at serverURL (http or https),
-// sending headers with every request.
-func (m *MCP) Connect(ctx context.Context, serverURL string, headers map[string]string) (*MCPSession, error) {
-	u, err := url.Parse(serverURL)
+// Check says, without connecting, whether a request's mcp tool may reach
+// its server: a server_url that is http(s) and allowed, or no server_url
+// and a label the operator configured. The error wraps ErrMCPNotAllowed
+// for a server the request may not reach.
+func (m *MCP) Check(s protocol.MCPServer) error {
+	_, _, err := m.target(s)
+	return err
+}
+
+// target is where s's server is: a URL, or the operator's configuration.
+func (m *MCP) target(s protocol.MCPServer) (*url.URL, *MCPServerConfig, error) {
+	if s.ServerURL == "" {
+		if c, ok := m.opts.Servers[s.ServerLabel]; ok {
+			return nil, &c, nil
+		}
+		return nil, nil, fmt.Errorf("%w: the mcp tool '%s' has no server_url, and no MCP server of that label is configured here", ErrMCPNotAllowed, s.ServerLabel)
+	}
+	u, err := url.Parse(s.ServerURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("hostedtools: MCP server URL %q: want http:// or https://", serverURL)
+		return nil, nil, fmt.Errorf("hostedtools: MCP server URL %q: want http:// or https://", s.ServerURL)
 	}
 	if !m.opts.Allow(u) {
-		return nil, fmt.Errorf("%w: %s (this server reaches %s)", ErrMCPNotAllowed, u.Host, "only the MCP servers its operator allows")
+		return nil, nil, fmt.Errorf("%w: %s (this server reaches only the MCP servers its operator allows)", ErrMCPNotAllowed, u.Host)
 	}
-	hc := *m.opts.HTTPClient
-	base := hc.Transport
-	if base == nil {
-		base = http.DefaultTransport
+	return u, nil, nil
+}
+
+// Connect opens a session with s's server: over Streamable HTTP with the
+// tool's headers and authorization, or the operator's server of that
+// label (a command it starts, which ends with the session).
+func (m *MCP) Connect(ctx context.Context, s protocol.MCPServer) (*MCPSession, error) {
+	u, conf, err := m.target(s)
+	if err != nil {
+		return nil, err
 	}
-	hc.Transport = headerTransport{base: base, headers: headers}
+	var transport mcp.Transport
+	where, headers := "", s.AllHeaders()
+	switch {
+	case conf != nil && len(conf.Command) > 0:
+		// Not CommandContext: ctx bounds the connecting, not the
+		// command's life, which is the session's.
+		cmd := exec.Command(conf.Command[0], conf.Command[1:]...)
+		cmd.Env = append(os.Environ(), conf.Env...)
+		transport, where = &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, "'"+s.ServerLabel+"'"
+	case conf != nil:
+		if u, err = url.Parse(conf.URL); err != nil {
+			return nil, fmt.Errorf("hostedtools: the configured MCP server '%s': %w", s.ServerLabel, err)
+		}
+		headers = conf.Headers
+		fallthrough
+	default:
+		hc := *m.opts.HTTPClient
+		base := hc.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc.Transport = headerTransport{base: base, headers: headers}
+		transport, where = &mcp.StreamableClientTransport{Endpoint: u.String(), HTTPClient: &hc, MaxRetries: -1}, u.Host
+	}
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "tether", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serverURL, HTTPClient: &hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: MCP server %s: %w", u.Host, err)
+		return nil, fmt.Errorf("hostedtools: MCP server %s: %w", where, err)
 	}
 	return &MCPSession{m: m, cs: cs}, nil
 }

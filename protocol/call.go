@@ -62,6 +62,13 @@ func CallOf(it Item) (Call, bool) {
 		if it != nil {
 			return Call{Type: ItemToolSearchCall, ID: it.ID, CallID: it.CallID, Name: string(ToolToolSearch), Input: string(it.Arguments), Status: it.Status}, true
 		}
+	case *MCPApprovalRequest:
+		// The client answers an approval request as it answers a call,
+		// naming the request's id: the request is the call, its id the
+		// call_id.
+		if it != nil {
+			return Call{Type: ItemMCPApprovalRequest, ID: it.ID, CallID: it.ID, Name: it.Name, Namespace: it.ServerLabel, Input: it.Arguments}, true
+		}
 	}
 	return Call{}, false
 }
@@ -100,6 +107,10 @@ func AnswerOf(it Item) (callID string, answers ItemType, ok bool) {
 		if it != nil {
 			return it.CallID, ItemToolSearchCall, true
 		}
+	case *MCPApprovalResponse:
+		if it != nil {
+			return it.ApprovalRequestID, ItemMCPApprovalRequest, true
+		}
 	}
 	return "", "", false
 }
@@ -113,6 +124,8 @@ var outputs = map[ItemType]ItemType{
 	ItemApplyPatchCall: ItemApplyPatchCallOutput,
 	ItemComputerCall:   ItemComputerCallOutput,
 	ItemToolSearchCall: ItemToolSearchOutput,
+
+	ItemMCPApprovalRequest: ItemMCPApprovalResponse,
 }
 
 // OutputFor is the output type that answers a call of type call.
@@ -164,6 +177,8 @@ func ItemOf(c Call, status ItemStatus) Item {
 		return &ComputerCall{ID: c.ID, CallID: c.CallID, Action: payload, PendingSafetyChecks: json.RawMessage("[]"), Status: status}
 	case ItemToolSearchCall:
 		return &ToolSearchCall{ID: c.ID, CallID: c.CallID, Execution: "client", Arguments: payload, Status: status}
+	case ItemMCPApprovalRequest:
+		return &MCPApprovalRequest{ID: c.ID, ServerLabel: c.Namespace, Name: c.Name, Arguments: c.Input}
 	default:
 		return &FunctionCall{ID: c.ID, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Input, Status: status}
 	}

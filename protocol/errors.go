@@ -43,9 +43,11 @@ const (
 	CodeInvalidAPIKey        = "invalid_api_key"
 	CodeInvalidEncrypted     = "invalid_encrypted_content"
 	CodeMethodNotAllowed     = "method_not_allowed"
-	CodeClientTooSlow        = "client_too_slow"      // the last event before a close 1008: the client fell behind past the slow-client timeout
-	CodeUnsupportedEncoding  = "unsupported_encoding" // a WebTransport stream's header names no encoding this server speaks
-	CodeStoreUnavailable     = "store_unavailable"    // the response store (Redis) did not answer in time
+	CodeClientTooSlow        = "client_too_slow"        // the last event before a close 1008: the client fell behind past the slow-client timeout
+	CodeUnsupportedEncoding  = "unsupported_encoding"   // a WebTransport stream's header names no encoding this server speaks
+	CodeStoreUnavailable     = "store_unavailable"      // the response store (Redis) did not answer in time
+	CodeMCPServerNotAllowed  = "mcp_server_not_allowed" // an mcp tool's server is outside this server's allow-list
+	CodeMCPServerError       = "mcp_server_error"       // an MCP server could not list its tools
 
 	// Suspended rollouts (tether's extension).
 	CodeClientToolTimeout   = "client_tool_timeout"

@@ -241,6 +241,13 @@ func decodeEventAs(t EventType, data []byte) (Event, *Error) {
 		e = new(ShellCommandEvent)
 	case EventWebSearchInProgress, EventWebSearchSearching, EventWebSearchCompleted:
 		e = new(WebSearchCallEvent)
+	case EventMCPListToolsInProgress, EventMCPListToolsCompleted, EventMCPListToolsFailed,
+		EventMCPCallInProgress, EventMCPCallCompleted, EventMCPCallFailed:
+		e = new(MCPEvent)
+	case EventMCPArgsDelta:
+		e = new(MCPArgsDeltaEvent)
+	case EventMCPArgsDone:
+		e = new(MCPArgsDoneEvent)
 	case EventError:
 		e = new(ErrorEvent)
 	case "":

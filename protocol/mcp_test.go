@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -70,5 +71,69 @@ func TestMCPItemsFromSDK(t *testing.T) {
 		if perr != nil || it.ItemType() != want {
 			t.Errorf("%s: %v, %v; want a %s", b, it, perr, want)
 		}
+	}
+}
+
+// TestMCPServerTool: an mcp tool's allowed_tools and require_approval
+// read in each of their forms, and decide what the model may call and
+// what waits for approval; the tool echoes back as sent.
+func TestMCPServerTool(t *testing.T) {
+	t.Parallel()
+	search := protocol.MCPToolInfo{Name: "search", Annotations: json.RawMessage(`{"readOnlyHint":true}`)}
+	write := protocol.MCPToolInfo{Name: "write"}
+	for _, tc := range []struct {
+		tool             string
+		allows, approves [2]bool // search, write
+	}{
+		{`{"type":"mcp","server_label":"d","server_url":"http://127.0.0.1:1/mcp"}`, [2]bool{true, true}, [2]bool{true, true}},
+		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":"never","allowed_tools":["write"]}`, [2]bool{false, true}, [2]bool{false, false}},
+		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":"always","allowed_tools":{"read_only":true}}`, [2]bool{true, false}, [2]bool{true, true}},
+		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":{"never":{"tool_names":["search"]}}}`, [2]bool{true, true}, [2]bool{false, true}},
+		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":{"never":{"read_only":true}},"allowed_tools":{"tool_names":["search","write"]}}`, [2]bool{true, true}, [2]bool{false, true}},
+	} {
+		var tool protocol.Tool
+		if err := json.Unmarshal([]byte(tc.tool), &tool); err != nil {
+			t.Fatalf("%s: %v", tc.tool, err)
+		}
+		req := protocol.CreateRequest{Model: "m", Tools: []protocol.Tool{tool}}
+		if perr := req.Validate(); perr != nil {
+			t.Fatalf("%s: %v", tc.tool, perr)
+		}
+		s := tool.MCP
+		for i, info := range []protocol.MCPToolInfo{search, write} {
+			if got := s.Allows(info); got != tc.allows[i] {
+				t.Errorf("%s: Allows(%s) = %v", tc.tool, info.Name, got)
+			}
+			if got := s.NeedsApproval(info); got != tc.approves[i] {
+				t.Errorf("%s: NeedsApproval(%s) = %v", tc.tool, info.Name, got)
+			}
+		}
+		wantSameJSON(t, tc.tool, tool)
+	}
+	var tool protocol.Tool
+	if err := json.Unmarshal([]byte(`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":7}`), &tool); err == nil {
+		t.Error("require_approval 7 decoded")
+	}
+	tool = protocol.Tool{MCP: &protocol.MCPServer{Headers: map[string]string{"X-Key": "k"}, Authorization: "tok"}}
+	if h := tool.MCP.AllHeaders(); h["Authorization"] != "Bearer tok" || h["X-Key"] != "k" {
+		t.Errorf("AllHeaders = %v", h)
+	}
+}
+
+// TestMCPApprovalPairs: an approval response answers its request as an
+// output answers its call, by the request's id.
+func TestMCPApprovalPairs(t *testing.T) {
+	t.Parallel()
+	req := &protocol.MCPApprovalRequest{ID: "mcpr_1", ServerLabel: "d", Name: "search", Arguments: "{}"}
+	c, ok := protocol.CallOf(req)
+	if !ok || c.CallID != "mcpr_1" || c.Namespace != "d" || c.Type != protocol.ItemMCPApprovalRequest {
+		t.Fatalf("CallOf = %+v, %v", c, ok)
+	}
+	id, answers, ok := protocol.AnswerOf(&protocol.MCPApprovalResponse{ApprovalRequestID: "mcpr_1", Approve: true})
+	if !ok || id != "mcpr_1" || answers != protocol.ItemMCPApprovalRequest || protocol.OutputFor(answers) != protocol.ItemMCPApprovalResponse {
+		t.Fatalf("AnswerOf = %s %s %v", id, answers, ok)
+	}
+	if back := protocol.ItemOf(c, ""); !reflect.DeepEqual(back, protocol.Item(req)) {
+		t.Errorf("ItemOf(CallOf) = %#v", back)
 	}
 }

@@ -51,6 +51,8 @@ type Tool struct {
 	// Execution says who runs a tool_search: "server" (the default) or
 	// "client".
 	Execution string `json:"execution,omitempty"`
+	// MCP is an mcp tool's server and filters.
+	MCP *MCPServer `json:"-"`
 
 	// Raw is the definition as the client sent it, for non-function tools.
 	Raw json.RawMessage `json:"-"`
@@ -100,6 +102,12 @@ func (t *Tool) UnmarshalJSON(b []byte) error {
 	if w.Type == ToolShell && !isNull(w.Environment) {
 		w.wireTool.Environment = new(ShellEnvironment)
 		if err := unmarshal(w.Environment, w.wireTool.Environment); err != nil {
+			return err
+		}
+	}
+	if w.Type == ToolMCP {
+		w.wireTool.MCP = new(MCPServer)
+		if err := unmarshal(b, w.wireTool.MCP); err != nil {
 			return err
 		}
 	}

@@ -36,7 +36,7 @@ func RunnerOf(t Tool) Runner {
 		if t.Execution == "client" {
 			return RunsOnClient
 		}
-	case ToolWebSearch:
+	case ToolWebSearch, ToolMCP:
 		return RunsHosted
 	}
 	return Unavailable
@@ -89,15 +89,13 @@ func quotedList[T ~string](xs []T) string {
 // unavailable is the refusal of t, which RunnerOf says this server does
 // not run, with what to do instead where there is something.
 func unavailable(t Tool, param string) *Error {
-	const runs = "this server runs web_search itself and leaves function, namespace, custom, local_shell, shell (local environment), apply_patch, computer and tool_search (client execution) tools to the client"
+	const runs = "this server runs web_search and mcp itself and leaves function, namespace, custom, local_shell, shell (local environment), apply_patch, computer and tool_search (client execution) tools to the client"
 	var how string
 	switch t.Type {
 	case ToolShell:
 		how = "Shell tools with a '" + t.Environment.Type + "' environment run in a hosted container, which this server does not have: set \"environment\": {\"type\": \"local\"} to run the commands on the client."
 	case ToolToolSearch:
 		how = "Hosted tool search is not available here: set \"execution\": \"client\" to search on the client."
-	case ToolMCP:
-		how = "Hosted MCP servers are not available on this server yet; " + runs + "."
 	default:
 		how = "The hosted '" + string(t.Type) + "' tool is not available on this server; " + runs + "."
 	}
@@ -163,6 +161,10 @@ func validateTool(t Tool, param string, names map[string]bool, inNamespace bool)
 			default:
 				return Invalid(CodeInvalidValue, param+".environment.type", "Invalid value: '%s'. Supported values are: 'local', 'container_auto' and 'container_reference'.", t.Environment.Type)
 			}
+		}
+	case ToolMCP:
+		if perr := validateMCPServer(t.MCP, param, names); perr != nil {
+			return perr
 		}
 	case ToolToolSearch:
 		switch t.Execution {

@@ -64,6 +64,8 @@ type connScope struct {
 	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
 	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 	sessions   map[*session]struct{}    // the sessions in the scope (a WebTransport connection's streams), guarded by mu
+
+	mcpLists mcpLists // the MCP servers' tool lists its rollouts have fetched
 }
 
 func newConnScope(opts *Options) *connScope {

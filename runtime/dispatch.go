@@ -20,11 +20,15 @@ type stepCall struct {
 	toolFinishes bool // the call's item is the tool's own (web_search_call): done when the tool returns
 }
 
-// toolFor routes a sampled call: a hosted tool the request offered, else the
-// client (protocol.RunnerOf says which types are which; a namespace's
-// members are always the client's).
-func (r *rollout) toolFor(c protocol.Call) Tool {
+// toolFor routes a sampled call: a hosted tool the request offered, an MCP
+// server's tool (which may make c an approval request for the client),
+// else the client (protocol.RunnerOf says which types are which; the
+// members of the request's namespaces are always the client's).
+func (r *rollout) toolFor(c *protocol.Call) Tool {
 	if t, ok := r.hosted[c.Name]; ok && c.Namespace == "" && c.Type == protocol.ItemFunctionCall {
+		return t
+	}
+	if t, ok := r.mcpTool(c); ok {
 		return t
 	}
 	return r.client
@@ -33,10 +37,24 @@ func (r *rollout) toolFor(c protocol.Call) Tool {
 // startItem is the in-progress output item of a call: a function_call or a
 // custom_tool_call for the client, the hosted tool's own item type otherwise.
 func startItem(c *stepCall) protocol.Item {
-	switch c.tool.Definition().Type {
-	case protocol.ToolWebSearch:
+	switch t := c.tool.(type) {
+	case *mcpServer:
+		c.call.ID = newID("mcp")
+		return &protocol.MCPCall{ID: c.call.ID, ServerLabel: c.call.Namespace, Name: c.call.Name, Status: protocol.StatusInProgress}
+	case approvedCall:
+		c.call.ID = newID("mcp")
+		return &protocol.MCPCall{ID: c.call.ID, ServerLabel: c.call.Namespace, Name: c.call.Name, Arguments: c.call.Input,
+			ApprovalRequestID: &t.request, Status: protocol.StatusInProgress}
+	}
+	switch {
+	case c.tool.Definition().Type == protocol.ToolWebSearch:
 		c.call.ID = newID("ws")
 		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
+	case c.call.Type == protocol.ItemMCPApprovalRequest:
+		// The request's id is the call_id its approval names.
+		c.call.ID = newID("mcpr")
+		c.call.CallID = c.call.ID
+		return protocol.ItemOf(c.call, "")
 	}
 	c.call.ID = newID(idPrefixes[c.call.Type])
 	return protocol.ItemOf(c.call, protocol.StatusInProgress)
@@ -60,6 +78,8 @@ func markStatus(it protocol.Item, status protocol.ItemStatus) {
 	case *protocol.FunctionCall:
 		it.Status = status
 	case *protocol.CustomToolCall:
+		it.Status = status
+	case *protocol.MCPCall:
 		it.Status = status
 	case *protocol.Message:
 		it.Status = status
@@ -228,8 +248,11 @@ func answeredByClient(c *stepCall) bool {
 
 // emitFor stamps a tool's progress event with its call's item and sends it.
 func (r *rollout) emitFor(c *stepCall, ev protocol.Event) {
-	if ws, ok := ev.(*protocol.WebSearchCallEvent); ok {
-		ws.OutputIndex, ws.ItemID = c.index, c.call.ID
+	switch ev := ev.(type) {
+	case *protocol.WebSearchCallEvent:
+		ev.OutputIndex, ev.ItemID = c.index, c.call.ID
+	case *protocol.MCPEvent:
+		ev.OutputIndex, ev.ItemID = c.index, c.call.ID
 	}
 	r.emit(ev)
 }

@@ -145,6 +145,8 @@ func deltaItem(ev protocol.Event) string {
 		return ev.ItemID
 	case *protocol.CustomToolInputDeltaEvent:
 		return ev.ItemID
+	case *protocol.MCPArgsDeltaEvent:
+		return ev.ItemID
 	}
 	return ""
 }

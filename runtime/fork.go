@@ -23,16 +23,17 @@ import (
 // from. It is immutable once taken; every fork of it copies what it will
 // change.
 type forkPoint struct {
-	from     *rollout // its fields set by prepare, which never change
-	items    protocol.Items
-	prompt   *sampler.Prompt
-	rendered int
-	usage    protocol.Usage
-	steps    int
-	stepAt   int
-	calls    []stepCall
-	results  []protocol.Item // the hosted calls' results; the client's calls are nil
-	resp     protocol.Response
+	from         *rollout // its fields set by prepare, which never change
+	items        protocol.Items
+	prompt       *sampler.Prompt
+	rendered     int
+	usage        protocol.Usage
+	steps        int
+	stepAt       int
+	approvedFrom int
+	calls        []stepCall
+	results      []protocol.Item // the hosted calls' results; the client's calls are nil
+	resp         protocol.Response
 }
 
 // forkPoint takes the rollout's state at its pause. The caller holds the
@@ -47,7 +48,7 @@ func (r *rollout) forkPointLocked() (*forkPoint, *protocol.Error) {
 		}
 	}
 	fp := &forkPoint{from: r, items: slices.Clip(r.items), prompt: r.prompt, rendered: r.rendered, usage: r.usage,
-		steps: r.steps, stepAt: r.stepAt, results: slices.Clone(r.results), resp: *r.resp}
+		steps: r.steps, stepAt: r.stepAt, approvedFrom: r.approvedFrom, results: slices.Clone(r.results), resp: *r.resp}
 	fp.resp.Output = slices.Clip(r.resp.Output)
 	for _, c := range r.calls {
 		fp.calls = append(fp.calls, *c)
@@ -66,7 +67,16 @@ func (fp *forkPoint) rollout(lane string, created int64) *rollout {
 	r := &rollout{srv: from.srv, req: from.req, model: from.model, lane: lane, tenant: from.tenant, base: from.base,
 		chain: from.chain, header: from.header, hosted: from.hosted, path: from.path, routed: true,
 		items: fp.items, prompt: fp.prompt, rendered: fp.rendered, usage: fp.usage,
-		steps: fp.steps, stepAt: fp.stepAt, fork: fp}
+		steps: fp.steps, stepAt: fp.stepAt, fork: fp,
+		tools: from.tools, mcpLists: from.mcpLists, approvedFrom: fp.approvedFrom}
+	for label, s := range from.mcp {
+		// The fork's own session with each server: the original's ends
+		// with it.
+		if r.mcp == nil {
+			r.mcp = make(map[string]*mcpServer, len(from.mcp))
+		}
+		r.mcp[label] = &mcpServer{def: s.def, client: s.client, tools: s.tools}
+	}
 	r.path.State = stateFork
 	resp := fp.resp
 	parent := fp.resp.ID

@@ -16,11 +16,14 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is also the stdio MCP server of the mcp tests.
+	mcptest.ServeStdioIfChild()
 	// Importing bleve (through hostedtools) starts its analysis workers,
 	// which live as long as the process.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))

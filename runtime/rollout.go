@@ -32,32 +32,37 @@ type rollout struct {
 	req    *protocol.CreateRequest
 	model  Sampler
 	lane   string
-	tenant string          // whose key created it: its stored record is that tenant's
-	base   int             // items[:base] came from the parent
-	chain  []string        // the stored responses the parent's context came from, oldest first
-	header []sampler.Token // rendered instructions and tools
-	hosted map[string]Tool // hosted tools offered by the request, by call name
-	client Tool            // every other call: the client's functions
-	path   servePath       // how it is served, for the metrics and the cost model
-	routed bool            // the connection has resolved this model before: no route hop
-	start  time.Time
-	ctx    context.Context // run's context, set when it starts
+	tenant string                // whose key created it: its stored record is that tenant's
+	base   int                   // items[:base] came from the parent
+	chain  []string              // the stored responses the parent's context came from, oldest first
+	header []sampler.Token       // rendered instructions and tools
+	hosted map[string]Tool       // hosted tools offered by the request, by call name
+	mcp    map[string]*mcpServer // the request's mcp tools, by server label
+	// mcpLists are the connection's MCP tool lists (nil over HTTP).
+	mcpLists *mcpLists
+	client   Tool      // every other call: the client's functions
+	path     servePath // how it is served, for the metrics and the cost model
+	routed   bool      // the connection has resolved this model before: no route hop
+	start    time.Time
+	ctx      context.Context // run's context, set when it starts
 
 	// Owned by the loop.
-	items    protocol.Items  // whole context, grows with each output item
-	prompt   *sampler.Prompt // rendered items[:rendered]
-	rendered int
-	tm       protocol.Timings
-	usage    protocol.Usage
-	steps    int         // sampling steps taken
-	stepAt   int         // output index of the current step's first item; tool goroutines read it
-	calls    []*stepCall // the current step's tool calls
-	fork     *forkPoint  // set on a fork: run starts parked on the step's client calls
-	open     protocol.Item
-	openText strings.Builder
-	openCall *stepCall // non-nil while a call's arguments stream
-	firstAt  time.Time // when the current step's first delta came
-	first    bool      // the current step has had its first delta
+	items        protocol.Items  // whole context, grows with each output item
+	prompt       *sampler.Prompt // rendered items[:rendered]
+	rendered     int
+	tm           protocol.Timings
+	usage        protocol.Usage
+	steps        int             // sampling steps taken
+	stepAt       int             // output index of the current step's first item; tool goroutines read it
+	calls        []*stepCall     // the current step's tool calls
+	tools        []protocol.Tool // what the model is offered: the request's tools, MCP servers as namespaces; nil until listed
+	approvedFrom int             // items before it have been looked at for MCP approvals
+	fork         *forkPoint      // set on a fork: run starts parked on the step's client calls
+	open         protocol.Item
+	openText     strings.Builder
+	openCall     *stepCall // non-nil while a call's arguments stream
+	firstAt      time.Time // when the current step's first delta came
+	first        bool      // the current step has had its first delta
 
 	mu      sync.Mutex
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
@@ -140,7 +145,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	r.model = model
 	r.hosted = make(map[string]Tool)
 	for i, t := range req.Tools {
-		if protocol.RunnerOf(t) != protocol.RunsHosted {
+		if protocol.RunnerOf(t) != protocol.RunsHosted || t.Type == protocol.ToolMCP {
 			continue
 		}
 		h, ok := s.hosted[t.Type.Canonical()]
@@ -149,6 +154,9 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 				"The hosted tool '%s' is not available on this server (an embedding program enables it with a %s tool in Options.HostedTools; tether serve always has it).", t.Type, t.Type.Canonical())
 		}
 		r.hosted[string(t.Type.Canonical())] = h
+	}
+	if perr := s.prepareMCP(r); perr != nil {
+		return nil, perr
 	}
 	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {
 		return nil, perr
@@ -193,6 +201,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 		r.items = slices.Clip(input)
 	}
 	r.rendered = len(r.items) - len(input)
+	r.approvedFrom = r.rendered
 	r.renderPending()
 	r.tm.RenderMicros = s.now().Sub(t1).Microseconds()
 	r.resp = s.newResponse(req, parent)
@@ -298,6 +307,7 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	defer r.srv.ended(r)
 	ctx, cancel := r.stop.start(ctx)
 	defer cancel(nil)
+	defer r.closeMCP()
 	r.ctx = ctx
 	r.order.sink, r.order.streamID = sink, r.lane
 	r.out.flush = r.flushDelta
@@ -321,6 +331,12 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 		r.emitResponse(protocol.EventInProgress)
 	}
 	for {
+		r.mu.Lock()
+		r.stepAt = len(r.resp.Output)
+		r.mu.Unlock()
+		if err := r.beforeStep(ctx); err != nil {
+			return r.finish(ctx, sampler.Result{}, err)
+		}
 		res, err := r.sampleStep(ctx)
 		if err != nil || res.Incomplete || len(r.calls) == 0 {
 			return r.finish(ctx, res, err)
@@ -339,16 +355,13 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	r.calls = r.calls[:0]
 	r.steps++
-	r.mu.Lock()
-	r.stepAt = len(r.resp.Output)
-	r.mu.Unlock()
 	t0 := r.srv.now()
 	r.first = false
 	res, err := r.model.Sample(ctx, &sampler.Request{
 		Model:           r.req.Model,
 		Instructions:    derefString(r.req.Instructions),
 		Items:           r.items,
-		Tools:           r.req.Tools,
+		Tools:           r.offered(),
 		ToolChoice:      r.resp.ToolChoice,
 		Serial:          !r.resp.ParallelToolCalls,
 		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
@@ -369,6 +382,14 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	}
 	r.addUsage(res)
 	return res, err
+}
+
+// offered is the tools the model is offered.
+func (r *rollout) offered() []protocol.Tool {
+	if r.tools != nil {
+		return r.tools
+	}
+	return r.req.Tools
 }
 
 // addUsage counts one sampling step. Input is the whole prompt (a step reads

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/safety"
 	"github.com/tether-run/tether/sampler"
@@ -55,6 +56,10 @@ type Options struct {
 	// HostedTools run inside the loop when a request offers their type (for
 	// example web_search). Nil serves none.
 	HostedTools []Tool
+	// MCP reaches the servers of requests' hosted mcp tools (its
+	// allow-list and the operator's servers decide which). Nil refuses
+	// mcp tools.
+	MCP *hostedtools.MCP
 	// SuspendTimeout ends a suspended rollout that waits longer than this for
 	// client tool outputs (failed, client_tool_timeout).
 	SuspendTimeout time.Duration

@@ -482,6 +482,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	}
 	ro.tenant = Tenant(sess.ctx)
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
+	ro.mcpLists = &sess.scope.mcpLists
 	if path.Design == designSuspend {
 		return sess.runSuspended(ln, ro, parent)
 	}

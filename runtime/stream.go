@@ -55,12 +55,13 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			typ = protocol.ItemFunctionCall
 		}
 		c := protocol.Call{Type: typ, CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}
-		call := &stepCall{call: c, tool: r.toolFor(c)}
+		call := &stepCall{tool: r.toolFor(&c)}
+		call.call = c
 		r.openCall = call
 		r.openText.Reset()
 		item := startItem(call)
 		r.open = item
-		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: item})
+		r.emitCallStart(idx, item)
 	case sampler.ArgsDelta:
 		if r.openCall == nil {
 			return
@@ -81,6 +82,13 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			ev := &protocol.CustomToolInputDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDelta},
 				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
 			r.emitDelta(ev, &ev.Delta)
+		case *protocol.MCPCall:
+			if r.moreDelta(protocol.EventMCPArgsDelta, it.ID, d.Text) {
+				return
+			}
+			ev := &protocol.MCPArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDelta},
+				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
+			r.emitDelta(ev, &ev.Delta)
 		}
 	case sampler.PartEnd:
 		if d.Incomplete {
@@ -88,6 +96,15 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		} else {
 			r.endPart(protocol.StatusCompleted)
 		}
+	}
+}
+
+// emitCallStart announces a call's item: output_item.added, and an MCP
+// call's in_progress.
+func (r *rollout) emitCallStart(idx int, item protocol.Item) {
+	r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: item})
+	if it, ok := item.(*protocol.MCPCall); ok {
+		r.emit(&protocol.MCPEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPCallInProgress}, OutputIndex: idx, ItemID: it.ID})
 	}
 }
 
@@ -144,6 +161,10 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		it.Status = status
 		r.emit(&protocol.CustomToolInputDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDone},
 			ItemID: it.ID, OutputIndex: idx, Input: text})
+	case *protocol.MCPCall:
+		it.Arguments = text
+		r.emit(&protocol.MCPArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDone},
+			ItemID: it.ID, OutputIndex: idx, Arguments: text})
 	case nil:
 		return
 	default:

@@ -151,6 +151,11 @@ func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
 			if it != nil {
 				names = append(names, string(protocol.ToolWebSearch))
 			}
+		case *protocol.MCPCall:
+			// An approved call is its approval request's, counted there.
+			if it != nil && it.ApprovalRequestID == nil {
+				names = append(names, qualified(it.ServerLabel, it.Name))
+			}
 		}
 	}
 	k := 0
@@ -328,9 +333,16 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 		return greeting, nil
 	}
 	var w citingWriter
-	for k, it := range items[j:] {
-		if k > 0 {
+	for _, it := range items[j:] {
+		if ok, isOK := it.(*protocol.MCPApprovalResponse); isOK && ok.Approve {
+			continue // the approved call's mcp_call says what it did
+		}
+		if w.b.Len() > 0 {
 			w.text("; ")
+		}
+		if ok, isOK := it.(*protocol.MCPApprovalResponse); isOK {
+			w.text(callName(items[:j], ok.ApprovalRequestID) + " was not approved")
+			continue
 		}
 		if callID, _, ok := protocol.AnswerOf(it); ok {
 			w.text(callName(items[:j], callID))
@@ -342,6 +354,18 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 			continue
 		}
 		switch it := it.(type) {
+		case *protocol.MCPCall:
+			w.text(qualified(it.ServerLabel, it.Name))
+			switch {
+			case it.Output != nil:
+				w.text(" returned: " + quote(*it.Output))
+			default:
+				var msg string
+				if json.Unmarshal(it.Error, &msg) != nil {
+					msg = string(it.Error)
+				}
+				w.text(" failed: " + quote(msg))
+			}
 		case *protocol.WebSearchCall:
 			if it.Action == nil || len(it.Action.Sources) == 0 {
 				w.text("the web search found nothing")
@@ -429,6 +453,8 @@ func isResult(it protocol.Item) bool {
 	}
 	switch it := it.(type) {
 	case *protocol.WebSearchCall:
+		return it != nil
+	case *protocol.MCPCall:
 		return it != nil
 	}
 	return false

@@ -1,0 +1,396 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/protocol"
+)
+
+// The hosted mcp tool. A request's mcp tool names a server; before its
+// first step a rollout lists the server's tools (an mcp_list_tools item,
+// unless the context has one) and offers them to the model as a namespace
+// named by the server's label. A call of one of them runs on the server
+// (an mcp_call item), or, when the tool needs approval, goes to the client
+// as an mcp_approval_request: a call of the client's like any other, which
+// ends the turn or parks the suspended rollout, and which the client
+// answers with an mcp_approval_response. The approved calls run before
+// the next step samples.
+
+// mcpServer is one mcp tool of a rollout: the server, the tools it
+// listed, and the rollout's session with it, connected on first use and
+// closed when the rollout ends. It is the Tool its calls go to.
+type mcpServer struct {
+	def    protocol.MCPServer
+	client *hostedtools.MCP
+	tools  []protocol.MCPToolInfo // as listed; set before the first step, read-only after
+
+	mu   sync.Mutex
+	sess *hostedtools.MCPSession // guarded by mu
+}
+
+func (s *mcpServer) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolMCP} }
+
+// info is the listed tool name, and whether the server listed it.
+func (s *mcpServer) info(name string) (protocol.MCPToolInfo, bool) {
+	for _, t := range s.tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return protocol.MCPToolInfo{Name: name}, false
+}
+
+// session is the rollout's session with the server, connected now if need be.
+func (s *mcpServer) session(ctx context.Context) (*hostedtools.MCPSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		return s.sess, nil
+	}
+	sess, err := s.client.Connect(ctx, s.def)
+	if err != nil {
+		return nil, err
+	}
+	s.sess = sess
+	return sess, nil
+}
+
+func (s *mcpServer) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		s.sess.Close()
+		s.sess = nil
+	}
+}
+
+// Call runs a sampled call the server's tool needs no approval for.
+func (s *mcpServer) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
+	return s.run(ctx, call, nil, emit)
+}
+
+// run calls the tool and returns the finished mcp_call item: completed
+// with the tool's output, or failed with why (the tool's own error, a
+// tool the server does not offer, the server out of reach or too slow),
+// which the model reads. An error is only the rollout ending.
+func (s *mcpServer) run(ctx context.Context, call protocol.Call, approval *string, emit func(protocol.Event)) (protocol.Item, error) {
+	item := &protocol.MCPCall{ID: call.ID, ServerLabel: s.def.ServerLabel, Name: call.Name, Arguments: call.Input,
+		ApprovalRequestID: approval, Status: protocol.StatusCompleted}
+	fail := func(msg string) (protocol.Item, error) {
+		item.Error, _ = json.Marshal(msg)
+		item.Status = protocol.StatusFailed
+		emit(&protocol.MCPEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPCallFailed}})
+		return item, nil
+	}
+	if info, listed := s.info(call.Name); !listed || !s.def.Allows(info) {
+		return fail("Tool '" + call.Name + "' is not available on MCP server '" + s.def.ServerLabel + "'.")
+	}
+	out, toolErr, err := func() (string, string, error) {
+		sess, err := s.session(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		return sess.Call(ctx, call.Name, call.Input)
+	}()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		return fail(err.Error())
+	case toolErr != "":
+		return fail(toolErr)
+	}
+	item.Output = &out
+	emit(&protocol.MCPEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPCallCompleted}})
+	return item, nil
+}
+
+// approvedCall is a call the client approved: it runs on its server, and
+// its mcp_call item names the approval request.
+type approvedCall struct {
+	*mcpServer
+	request string
+}
+
+func (a approvedCall) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
+	return a.run(ctx, call, &a.request, emit)
+}
+
+// mcpLists are the tool lists a connection's rollouts have fetched, by
+// server and credentials: a new conversation on the connection lists a
+// server it has listed before without asking it again.
+type mcpLists struct {
+	mu    sync.Mutex
+	lists map[string][]protocol.MCPToolInfo // guarded by mu
+}
+
+// maxMCPLists bounds a connection's cached tool lists.
+const maxMCPLists = 64
+
+func mcpListKey(s protocol.MCPServer) string {
+	h := s.AllHeaders()
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(s.ServerLabel + "\x00" + s.ServerURL)
+	for _, k := range keys {
+		b.WriteString("\x00" + k + "=" + h[k])
+	}
+	return b.String()
+}
+
+func (l *mcpLists) get(s protocol.MCPServer) ([]protocol.MCPToolInfo, bool) {
+	if l == nil {
+		return nil, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tools, ok := l.lists[mcpListKey(s)]
+	return tools, ok
+}
+
+func (l *mcpLists) put(s protocol.MCPServer, tools []protocol.MCPToolInfo) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lists == nil {
+		l.lists = make(map[string][]protocol.MCPToolInfo)
+	}
+	if len(l.lists) >= maxMCPLists {
+		clear(l.lists)
+	}
+	l.lists[mcpListKey(s)] = tools
+}
+
+// prepareMCP takes the request's mcp tools, refusing a server the request
+// may not reach before anything starts.
+func (s *Server) prepareMCP(r *rollout) *protocol.Error {
+	for i, t := range r.req.Tools {
+		if t.Type != protocol.ToolMCP {
+			continue
+		}
+		param := indexParam("tools", i)
+		if s.opts.MCP == nil {
+			return protocol.Invalid(protocol.CodeToolNotAvailable, param+".type",
+				"Hosted MCP servers are not enabled on this server (an embedding program enables them with Options.MCP; tether serve always has them).")
+		}
+		if err := s.opts.MCP.Check(*t.MCP); err != nil {
+			code, field := protocol.CodeInvalidValue, ".server_url"
+			if errors.Is(err, hostedtools.ErrMCPNotAllowed) {
+				code = protocol.CodeMCPServerNotAllowed
+			}
+			return protocol.Invalid(code, param+field, "%s", mcpReason(err))
+		}
+		if r.mcp == nil {
+			r.mcp = make(map[string]*mcpServer)
+		}
+		r.mcp[t.MCP.ServerLabel] = &mcpServer{def: *t.MCP, client: s.opts.MCP}
+	}
+	return nil
+}
+
+// mcpReason is an MCP error for the client, without the package prefix.
+func mcpReason(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "hostedtools: ")
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
+}
+
+// closeMCP ends the rollout's sessions with its servers.
+func (r *rollout) closeMCP() {
+	for _, s := range r.mcp {
+		s.close()
+	}
+}
+
+// beforeStep runs what comes before a step samples: on the first, the
+// listing of the MCP servers whose tools the context lacks; on every
+// step, the MCP calls the client approved since the last.
+func (r *rollout) beforeStep(ctx context.Context) error {
+	if len(r.mcp) == 0 {
+		return nil
+	}
+	if r.tools == nil {
+		if err := r.listMCP(ctx); err != nil {
+			return err
+		}
+	}
+	return r.runApproved(ctx)
+}
+
+// listMCP lists the tools of each server the context has no list of, as
+// an mcp_list_tools item, and offers the model every server's allowed
+// tools as a namespace. A server that cannot list its tools fails the
+// response: the model cannot use what it cannot see.
+func (r *rollout) listMCP(ctx context.Context) error {
+	for _, t := range r.req.Tools {
+		if t.Type != protocol.ToolMCP {
+			continue
+		}
+		srv := r.mcp[t.MCP.ServerLabel]
+		if l := newestList(r.items, srv.def.ServerLabel); l != nil {
+			srv.tools = l.Tools
+			continue
+		}
+		idx := len(r.resp.Output)
+		item := &protocol.MCPListTools{ID: newID("mcpl"), ServerLabel: srv.def.ServerLabel, Tools: []protocol.MCPToolInfo{}}
+		event := func(typ protocol.EventType) {
+			r.emit(&protocol.MCPEvent{EventHeader: protocol.EventHeader{Type: typ}, OutputIndex: idx, ItemID: item.ID})
+		}
+		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: item})
+		event(protocol.EventMCPListToolsInProgress)
+		tools, err := r.fetchList(ctx, srv)
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+		if err != nil {
+			msg := mcpReason(err)
+			item.Error = &msg
+			event(protocol.EventMCPListToolsFailed)
+		} else {
+			item.Tools, srv.tools = tools, tools
+			event(protocol.EventMCPListToolsCompleted)
+		}
+		r.mu.Lock()
+		r.itemDoneLocked(idx, item)
+		r.resp.Output = append(r.resp.Output, item)
+		r.mu.Unlock()
+		r.appendContext(protocol.Items{item})
+		if err != nil {
+			return protocol.Errorf(http.StatusFailedDependency, protocol.CodeMCPServerError, "tools",
+				"Error retrieving tool list from MCP server '%s': %s", srv.def.ServerLabel, *item.Error)
+		}
+	}
+	r.tools = offeredTools(r.req.Tools, r.mcp)
+	return nil
+}
+
+// fetchList is a server's tools: from the connection's lists, else from
+// the server.
+func (r *rollout) fetchList(ctx context.Context, srv *mcpServer) ([]protocol.MCPToolInfo, error) {
+	if tools, ok := r.mcpLists.get(srv.def); ok {
+		return tools, nil
+	}
+	sess, err := srv.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := sess.ListTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if tools == nil {
+		tools = []protocol.MCPToolInfo{}
+	}
+	r.mcpLists.put(srv.def, tools)
+	return tools, nil
+}
+
+// newestList is the newest successful mcp_list_tools of label in items.
+func newestList(items protocol.Items, label string) *protocol.MCPListTools {
+	for i := len(items) - 1; i >= 0; i-- {
+		if l, ok := items[i].(*protocol.MCPListTools); ok && l != nil && l.ServerLabel == label && l.Error == nil {
+			return l
+		}
+	}
+	return nil
+}
+
+// offeredTools are the tools the model is offered: the request's, with
+// each mcp tool as a namespace of the server's allowed tools.
+func offeredTools(tools []protocol.Tool, servers map[string]*mcpServer) []protocol.Tool {
+	out := make([]protocol.Tool, 0, len(tools))
+	for _, t := range tools {
+		if t.Type != protocol.ToolMCP {
+			out = append(out, t)
+			continue
+		}
+		srv := servers[t.MCP.ServerLabel]
+		ns := protocol.Tool{Type: protocol.ToolNamespace, Name: srv.def.ServerLabel}
+		if d := srv.def.ServerDescription; d != "" {
+			ns.Description = &d
+		}
+		for _, info := range srv.tools {
+			if srv.def.Allows(info) {
+				ns.Tools = append(ns.Tools, protocol.Tool{Type: protocol.ToolFunction, Name: info.Name, Description: info.Description, Parameters: info.InputSchema})
+			}
+		}
+		if len(ns.Tools) > 0 {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// mcpTool routes a sampled call of a server's tool: to the server, or,
+// when the tool needs approval, to the client as an approval request (c
+// becomes one). ok is false for a call of no server's.
+func (r *rollout) mcpTool(c *protocol.Call) (Tool, bool) {
+	srv, ok := r.mcp[c.Namespace]
+	if !ok || c.Type != protocol.ItemFunctionCall {
+		return nil, false
+	}
+	if info, _ := srv.info(c.Name); srv.def.NeedsApproval(info) {
+		c.Type = protocol.ItemMCPApprovalRequest
+		return r.client, true
+	}
+	return srv, true
+}
+
+// runApproved runs, as a step without sampling, the calls whose approval
+// came into the context since it last looked and that have not run.
+func (r *rollout) runApproved(ctx context.Context) error {
+	var calls []*stepCall
+	for i := r.approvedFrom; i < len(r.items); i++ {
+		ok, isOK := r.items[i].(*protocol.MCPApprovalResponse)
+		if !isOK || ok == nil || !ok.Approve {
+			continue
+		}
+		req, _ := findItem(r.items[:i], ok.ApprovalRequestID).(*protocol.MCPApprovalRequest)
+		if req == nil || ranApproved(r.items[i+1:], req.ID) || r.mcp[req.ServerLabel] == nil {
+			continue
+		}
+		calls = append(calls, &stepCall{
+			call: protocol.Call{Type: protocol.ItemFunctionCall, Name: req.Name, Namespace: req.ServerLabel, Input: req.Arguments},
+			tool: approvedCall{r.mcp[req.ServerLabel], req.ID},
+		})
+	}
+	r.approvedFrom = len(r.items)
+	if len(calls) == 0 {
+		return nil
+	}
+	r.calls = r.calls[:0]
+	for _, c := range calls {
+		idx := len(r.resp.Output)
+		item := startItem(c)
+		c.index, c.pos, c.toolFinishes = idx, len(r.items), true
+		r.emitCallStart(idx, item)
+		r.emit(&protocol.MCPArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDone}, ItemID: c.call.ID, OutputIndex: idx, Arguments: c.call.Input})
+		r.resp.Output = append(r.resp.Output, item)
+		r.items = append(r.items, item)
+		r.calls = append(r.calls, c)
+	}
+	_, err := r.dispatch(ctx)
+	return err
+}
+
+// ranApproved reports whether an mcp_call in items ran on approval id.
+func ranApproved(items protocol.Items, id string) bool {
+	for _, it := range items {
+		if c, ok := it.(*protocol.MCPCall); ok && c != nil && c.ApprovalRequestID != nil && *c.ApprovalRequestID == id {
+			return true
+		}
+	}
+	return false
+}
