@@ -55,7 +55,7 @@ func benchFrames(b *testing.B) [][]byte {
 // output items, recognising the pause. One op is one event.
 func BenchmarkClientEvents(b *testing.B) {
 	frames := benchFrames(b)
-	r := &run{c: &Client{}, ro: Rollout{OnEvent: func(protocol.Event) {}}, exec: newExecutor(nil, 1)}
+	r := &run{c: &Client{}, ro: Rollout{OnEvent: func(protocol.Event) {}}, exec: newExecutor(nil, 1, nil)}
 	ctx := context.Background()
 	bytes := 0
 	for _, f := range frames {

@@ -113,6 +113,12 @@ type Rollout struct {
 	// of the calls of its step, on the goroutine that called Run, before
 	// the outputs are sent.
 	OnCall func(Call)
+	// Approve, if set, answers the approval requests of the server's
+	// hosted mcp tools (a Call of Type protocol.ItemMCPApprovalRequest,
+	// whose Namespace is the server's label): true lets the call run on
+	// the MCP server. Nil denies them all: nothing runs on an MCP server
+	// unless the client lets it.
+	Approve func(ctx context.Context, call Call) bool
 }
 
 // Result is what a rollout left.
@@ -208,7 +214,7 @@ func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
-	r := &run{c: c, ro: ro, exec: newExecutor(ro.Funcs, limit), start: time.Now()}
+	r := &run{c: c, ro: ro, exec: newExecutor(ro.Funcs, limit, ro.Approve), start: time.Now()}
 	ctx, cancel := context.WithCancel(ctx)
 	defer r.exec.wait()
 	defer cancel()

@@ -90,7 +90,9 @@ type Call struct {
 	Type      protocol.ItemType // the call item's type: function_call, custom_tool_call, shell_call…
 	CallID    string
 	Name      string
+	Namespace string // the namespace (or an MCP server's label) Name is in
 	Arguments string // a function's arguments, a custom tool's input, a typed call's payload
+	Approved  bool   // an MCP approval request: the client approved the call
 	Output    string
 	Err       error         // the tool's error, sent to the model as the output
 	Start     time.Time     // when it began
@@ -102,8 +104,9 @@ type Call struct {
 // A call may start as soon as its output item is done (eager) and is
 // started at most once per turn.
 type executor struct {
-	funcs map[callKey]Func
-	sem   chan struct{}
+	funcs   map[callKey]Func
+	approve func(context.Context, Call) bool
+	sem     chan struct{}
 
 	mu      sync.Mutex
 	started map[string]*running // call_id -> the call, this turn; guarded by mu
@@ -115,8 +118,8 @@ type running struct {
 	done chan struct{}
 }
 
-func newExecutor(funcs []Func, limit int) *executor {
-	e := &executor{funcs: make(map[callKey]Func, len(funcs)), sem: make(chan struct{}, limit), started: map[string]*running{}}
+func newExecutor(funcs []Func, limit int, approve func(context.Context, Call) bool) *executor {
+	e := &executor{funcs: make(map[callKey]Func, len(funcs)), approve: approve, sem: make(chan struct{}, limit), started: map[string]*running{}}
 	for _, f := range funcs {
 		e.funcs[f.key()] = f
 	}
@@ -130,7 +133,7 @@ func (e *executor) start(ctx context.Context, turn int, c protocol.Call, eager b
 	if _, ok := e.started[c.CallID]; ok {
 		return
 	}
-	r := &running{call: Call{Turn: turn, Type: c.Type, CallID: c.CallID, Name: c.Name, Arguments: c.Input, Eager: eager}, done: make(chan struct{})}
+	r := &running{call: Call{Turn: turn, Type: c.Type, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Input, Eager: eager}, done: make(chan struct{})}
 	e.started[c.CallID] = r
 	e.wg.Add(1)
 	go func() {
@@ -144,7 +147,11 @@ func (e *executor) start(ctx context.Context, turn int, c protocol.Call, eager b
 		}
 		defer func() { <-e.sem }()
 		r.call.Start = time.Now()
-		r.call.Output, r.call.Err = e.run(ctx, callKey{c.Type, c.Name}, c.Input)
+		if c.Type == protocol.ItemMCPApprovalRequest {
+			r.call.Approved = e.approve != nil && e.approve(ctx, r.call)
+		} else {
+			r.call.Output, r.call.Err = e.run(ctx, callKey{c.Type, c.Name}, c.Input)
+		}
 		r.call.Duration = time.Since(r.call.Start)
 	}()
 }
@@ -200,6 +207,8 @@ func (c *Call) output() protocol.Item {
 		text = "error: " + c.Err.Error()
 	}
 	switch c.Type {
+	case protocol.ItemMCPApprovalRequest:
+		return &protocol.MCPApprovalResponse{ApprovalRequestID: c.CallID, Approve: c.Approved}
 	case protocol.ItemCustomToolCall:
 		return &protocol.CustomToolCallOutput{CallID: c.CallID, Output: protocol.ToolOutput{Text: text}}
 	case protocol.ItemShellCall:

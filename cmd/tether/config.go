@@ -10,10 +10,12 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -30,6 +32,21 @@ import (
 //	            "api": "chat", "model": "qwen3", "api_key_env": "VLLM_KEY"}}}}
 type Config struct {
 	Models map[string]ModelConfig `json:"models"`
+	// MCPServers are the MCP servers a request's mcp tool may name by
+	// label alone: a URL, or a command that speaks MCP on stdio (the only
+	// way tether runs a command for an MCP server).
+	//
+	//	"mcp_servers": {"fs": {"command": ["mcp-server-filesystem", "/srv/repo"]},
+	//	                "docs": {"url": "http://docs.internal:8000/mcp"}}
+	MCPServers map[string]hostedtools.MCPServerConfig `json:"mcp_servers,omitempty"`
+}
+
+// mcpServers is the configured MCP servers; a nil Config has none.
+func (c *Config) mcpServers() map[string]hostedtools.MCPServerConfig {
+	if c == nil {
+		return nil
+	}
+	return c.MCPServers
 }
 
 // ModelConfig is one model's settings. A nil field takes the flag's value.
@@ -81,9 +98,19 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // UnmarshalJSON reads a config object, refusing unknown fields.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	*c = Config{}
-	var models map[string]json.RawMessage
-	if err := decodeObject(b, map[string]any{"models": &models}); err != nil {
+	var models, servers map[string]json.RawMessage
+	if err := decodeObject(b, map[string]any{"models": &models, "mcp_servers": &servers}); err != nil {
 		return err
+	}
+	if servers != nil {
+		c.MCPServers = make(map[string]hostedtools.MCPServerConfig, len(servers))
+	}
+	for _, label := range slices.Sorted(maps.Keys(servers)) {
+		var s hostedtools.MCPServerConfig
+		if err := decodeObject(servers[label], map[string]any{"url": &s.URL, "headers": &s.Headers, "command": &s.Command, "env": &s.Env}); err != nil {
+			return fmt.Errorf("mcp_servers: %q: %w", label, err)
+		}
+		c.MCPServers[label] = s
 	}
 	if models != nil {
 		c.Models = make(map[string]ModelConfig, len(models))
@@ -237,8 +264,39 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("models: %q: a model name must be non-empty, without leading or trailing spaces", name)
 		}
 	}
+	for _, label := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		if err := validateMCPServer(label, c.MCPServers[label]); err != nil {
+			return fmt.Errorf("mcp_servers: %q: %w", label, err)
+		}
+	}
 	return nil
 }
+
+// validateMCPServer checks a configured MCP server: a label a request can
+// name, and one of a URL and a command.
+func validateMCPServer(label string, s hostedtools.MCPServerConfig) error {
+	if !mcpLabel.MatchString(label) {
+		return errors.New("a label is 1-64 letters, digits, underscores or hyphens, as a request's server_label")
+	}
+	switch {
+	case s.URL != "" && len(s.Command) > 0:
+		return errors.New("give url or command, not both")
+	case len(s.Command) > 0:
+		if s.Command[0] == "" {
+			return errors.New("command: the first element is the program")
+		}
+	case s.URL != "":
+		p, err := url.Parse(s.URL)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("url: want an http or https URL such as \"http://127.0.0.1:8000/mcp\", got %q", s.URL)
+		}
+	default:
+		return errors.New("give url (a Streamable HTTP server) or command (a stdio server: the program and its arguments)")
+	}
+	return nil
+}
+
+var mcpLabel = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func (m ModelConfig) validate() error {
 	if m.TPS != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -41,8 +43,16 @@ func TestParseConfig(t *testing.T) {
 			&Config{Models: map[string]ModelConfig{"m": {TPS: valuePtr(0.0), TTFT: valuePtr(Duration(0)), PrefillRate: valuePtr(0.0)}}}, ""},
 		{"empty model", `{"models": {"m": {}}}`, &Config{Models: map[string]ModelConfig{"m": {}}}, ""},
 		{"no models", `{}`, &Config{}, ""},
+		{"mcp servers", `{"mcp_servers": {"fs": {"command": ["mcp-fs", "/srv"], "env": ["A=1"]}, "docs": {"url": "http://10.0.0.2:8000/mcp", "headers": {"X-Key": "k"}}}}`,
+			&Config{MCPServers: map[string]hostedtools.MCPServerConfig{"fs": {Command: []string{"mcp-fs", "/srv"}, Env: []string{"A=1"}},
+				"docs": {URL: "http://10.0.0.2:8000/mcp", Headers: map[string]string{"X-Key": "k"}}}}, ""},
+		{"mcp server with neither", `{"mcp_servers": {"fs": {}}}`, nil, `mcp_servers: "fs": give url`},
+		{"mcp server with both", `{"mcp_servers": {"fs": {"url": "http://h/mcp", "command": ["x"]}}}`, nil, `give url or command, not both`},
+		{"mcp server bad url", `{"mcp_servers": {"fs": {"url": "h/mcp"}}}`, nil, `url: want an http or https URL`},
+		{"mcp server bad label", `{"mcp_servers": {"a b": {"url": "http://h/mcp"}}}`, nil, `a label is 1-64 letters`},
+		{"mcp server unknown field", `{"mcp_servers": {"fs": {"cmd": ["x"]}}}`, nil, `mcp_servers: "fs": unknown field "cmd" (known: command, env, headers, url)`},
 
-		{"unknown top-level field", `{"models": {}, "model": {}}`, nil, `unknown field "model" (known: models)`},
+		{"unknown top-level field", `{"models": {}, "model": {}}`, nil, `unknown field "model" (known: mcp_servers, models)`},
 		{"unknown model field", `{"models": {"fast": {"tsp": 1000}}}`, nil,
 			`models: "fast": unknown field "tsp" (known: prefill_rate, tps, ttft, upstream)`},
 		{"unknown upstream field", `{"models": {"u": {"upstream": {"base_url": "http://h/v1", "apikey": "x"}}}}`, nil,
@@ -295,5 +305,29 @@ func TestUpstreamTimingFloor(t *testing.T) {
 	}
 	if _, ok := ms["raw"].(*sampler.Upstream); !ok {
 		t.Errorf("raw is %T, want *sampler.Upstream", ms["raw"])
+	}
+}
+
+// TestAllowHosts: --mcp-allow's patterns: loopback, host patterns, *.
+func TestAllowHosts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		patterns []string
+		url      string
+		want     bool
+	}{
+		{[]string{"loopback"}, "http://127.0.0.1:9/mcp", true},
+		{[]string{"loopback"}, "http://[::1]:9/mcp", true},
+		{[]string{"loopback"}, "http://localhost/mcp", true},
+		{[]string{"loopback"}, "http://10.0.0.1/mcp", false},
+		{[]string{"loopback", "*.internal.example.com"}, "https://docs.internal.example.com/mcp", true},
+		{[]string{"*.internal.example.com"}, "https://example.com/mcp", false},
+		{[]string{"*"}, "https://mcp.example.org/mcp", true},
+		{nil, "http://127.0.0.1/mcp", false},
+	} {
+		u, _ := url.Parse(tc.url)
+		if got := allowHosts(tc.patterns)(u); got != tc.want {
+			t.Errorf("%v allows %s: %v", tc.patterns, tc.url, got)
+		}
 	}
 }

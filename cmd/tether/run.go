@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -47,6 +49,8 @@ models.
 	tps := fs.Float64("tps", 400, "in-process server: output tokens per second (0 is unpaced)")
 	ttft := fs.Duration("ttft", 150*time.Millisecond, "in-process server: time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "in-process server: uncached prompt tokens read per second (0 is free)")
+	mcpServers := fs.String("mcp", "", "offer hosted MCP servers as tools: LABEL=URL, comma-separated (the model calls LABEL.TOOL); each call asks the client's approval, which tether run gives")
+	mcpDeny := fs.Bool("mcp-deny", false, "deny every MCP call the server asks to approve instead")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -74,6 +78,11 @@ models.
 		}
 	default:
 		fmt.Fprintf(stderr, "tether: run: --transport %q: want websocket or webtransport\n", *transport)
+		return 2
+	}
+	mcpTools, err := mcpToolFlag(*mcpServers)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: run: --mcp:", err)
 		return 2
 	}
 	task := strings.Join(fs.Args(), " ")
@@ -116,16 +125,35 @@ models.
 	res, err := c.Run(ctx, clienttools.Rollout{
 		Mode: mode,
 		Request: &protocol.CreateRequest{Model: *model, Include: []string{protocol.IncludeTimings},
-			Input: protocol.Items{protocol.UserMessage(task)}},
+			Input: protocol.Items{protocol.UserMessage(task)}, Tools: mcpTools},
 		Funcs:   tools.Funcs(),
 		OnEvent: v.event,
 		OnCall:  v.call,
+		Approve: func(context.Context, clienttools.Call) bool { return !*mcpDeny },
 	})
 	v.summary(mode, *model, *workdir, res, err)
 	if err != nil {
 		return 1
 	}
 	return 0
+}
+
+// mcpToolFlag is the mcp tools of --mcp: LABEL=URL, comma-separated.
+func mcpToolFlag(s string) ([]protocol.Tool, error) {
+	var tools []protocol.Tool
+	for _, def := range splitList(s) {
+		label, url, ok := strings.Cut(def, "=")
+		if !ok || label == "" || url == "" {
+			return nil, fmt.Errorf("%q: want LABEL=URL, such as docs=http://127.0.0.1:8000/mcp", def)
+		}
+		raw, _ := json.Marshal(map[string]string{"type": "mcp", "server_label": label, "server_url": url, "require_approval": "always"})
+		var t protocol.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, err
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
 }
 
 // traceTask is the recorded task of a replay model, or "".
@@ -165,7 +193,8 @@ func startLocal(flags timingFlags, webTransport bool) (*localServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := runtime.NewServer(runtime.Options{Models: served, Renderer: r})
+	srv, err := runtime.NewServer(runtime.Options{Models: served, Renderer: r,
+		MCP: hostedtools.NewMCP(hostedtools.MCPOptions{})})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
+	"github.com/tether-run/tether/internal/mcptest"
 )
 
 // scriptedTask makes the scripted model call shell twice, a step each, with
@@ -122,5 +123,38 @@ func TestRunReplayDefaults(t *testing.T) {
 	// The trace's own last check ran in the copy: its call line says it passed.
 	if !strings.Contains(s, `call shell {"command":"gofmt -l . && go vet ./... && go test -count=1 -v ./..."}`) {
 		t.Errorf("no final check in:\n%s", s)
+	}
+}
+
+// TestRunMCP: "tether run --mcp" offers an MCP server; the call asks for
+// approval, which the run gives (or, with --mcp-deny, refuses), and shows.
+func TestRunMCP(t *testing.T) {
+	t.Parallel()
+	url, _ := mcptest.HTTP(t)
+	task := "Add.\ncall: calc.add {\"a\":40,\"b\":2}"
+	for _, tc := range []struct {
+		deny bool
+		want []string
+	}{
+		{false, []string{"mcp calc: 5 tools", `approved mcp calc.add {"a":40,"b":2}`, `mcp calc.add {"a":40,"b":2} → 42`, "assistant: calc.add returned: 42"}},
+		{true, []string{`denied mcp calc.add`, "assistant: add was not approved"}},
+	} {
+		args := []string{"run", "--model", "tether-scripted", "--mode", "suspend", "--workdir", t.TempDir(), "--ttft", "0", "--tps", "0", "--mcp", "calc=" + url}
+		if tc.deny {
+			args = append(args, "--mcp-deny")
+		}
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), append(args, task), &out, &errOut); code != 0 {
+			t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"run", "--mcp", "calc"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "want LABEL=URL") {
+		t.Errorf("--mcp calc: exit %d, %s", code, errOut.String())
 	}
 }

@@ -12,12 +12,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -68,6 +70,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	drainTimeout := fs.Duration("drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
+	mcpAllow := fs.String("mcp-allow", "loopback", "which MCP servers a request's mcp tool may name by server_url: loopback (127.0.0.0/8, ::1, localhost), or host patterns, comma-separated (loopback,*.internal.example.com, or * for any); the config's mcp_servers are always allowed")
+	mcpTimeout := fs.Duration("mcp-timeout", hostedtools.DefaultMCPTimeout, "how long an MCP server may take to connect, list its tools, or answer one call")
+	mcpMaxOutput := fs.Int("mcp-max-output", hostedtools.DefaultMCPMaxOutput, "largest MCP call output passed to the model, in bytes; the rest is cut")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
 	verbose := fs.Bool("v", false, "log debug messages to stderr")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
@@ -175,10 +180,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	srv, err := runtime.NewServer(runtime.Options{
-		Store:             store,
-		Models:            served,
-		Renderer:          renderer,
-		HostedTools:       []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
+		Store:       store,
+		Models:      served,
+		Renderer:    renderer,
+		HostedTools: []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
+		MCP: hostedtools.NewMCP(hostedtools.MCPOptions{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
+			MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()}),
 		MaxFrame:          *maxFrame,
 		WSMaxAge:          *wsMaxAge,
 		SuspendTimeout:    *suspendTimeout,
@@ -310,6 +317,22 @@ func certificate(certFile, keyFile, addr string) (tls.Certificate, error) {
 		hosts = append(hosts, h)
 	}
 	return runtime.SelfSignedCertificate(13*24*time.Hour, hosts...)
+}
+
+// allowHosts allows the URLs whose host matches a pattern (path.Match:
+// *.example.com), or, for "loopback", is this machine.
+func allowHosts(patterns []string) func(*url.URL) bool {
+	return func(u *url.URL) bool {
+		for _, p := range patterns {
+			if p == "loopback" && hostedtools.Loopback(u) {
+				return true
+			}
+			if ok, _ := path.Match(p, u.Hostname()); ok {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // splitList splits a comma-separated flag value, dropping empty entries.

@@ -148,6 +148,21 @@ func (v *view) event(ev protocol.Event) {
 			}
 		case *protocol.WebSearchCall:
 			v.printf("  web_search %s", it.Status)
+		case *protocol.MCPListTools:
+			if it.Error != nil {
+				v.printf("  mcp %s: listing its tools failed: %s", it.ServerLabel, oneLine(*it.Error, 72))
+			} else {
+				v.printf("  mcp %s: %d tools", it.ServerLabel, len(it.Tools))
+			}
+		case *protocol.MCPCall:
+			result := ""
+			switch {
+			case it.Output != nil:
+				result = oneLine(*it.Output, 60)
+			case it.Error != nil:
+				result = "error: " + oneLine(string(it.Error), 60)
+			}
+			v.printf("  mcp %s.%s %s → %s", it.ServerLabel, it.Name, oneLine(it.Arguments, 60), result)
 		}
 	case *protocol.ResponseEvent:
 		switch ev.Type {
@@ -189,6 +204,14 @@ func (v *view) call(c clienttools.Call) {
 		return
 	}
 	args := oneLine(c.Arguments, 72)
+	if c.Type == protocol.ItemMCPApprovalRequest {
+		answer := "denied"
+		if c.Approved {
+			answer = "approved"
+		}
+		v.printf("  %s mcp %s.%s %s", answer, c.Namespace, c.Name, args)
+		return
+	}
 	result := fmt.Sprintf("%s, %s", duration(c.Duration), size(len(c.Output)))
 	if c.Err != nil {
 		result = "error: " + oneLine(c.Err.Error(), 60)
