@@ -210,11 +210,7 @@ func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
 	if ro.Request == nil {
 		return nil, fmt.Errorf("clienttools: Rollout.Request is nil")
 	}
-	limit := c.MaxParallel
-	if limit <= 0 {
-		limit = DefaultMaxParallel
-	}
-	r := &run{c: c, ro: ro, exec: newExecutor(ro.Funcs, limit, ro.Approve), start: time.Now()}
+	r := c.newRun(ro)
 	ctx, cancel := context.WithCancel(ctx)
 	defer r.exec.wait()
 	defer cancel()

@@ -437,6 +437,9 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		return nil, err
 	}
 	now := r.srv.now()
+	// The status is read by other goroutines (a draining Shutdown asks
+	// whether the rollout is parked): written under mu.
+	r.mu.Lock()
 	r.resp.Usage = &r.usage
 	r.resp.RequiredAction = nil
 	terminal := protocol.EventCompleted
@@ -461,6 +464,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	case serr != nil && ctx.Err() != nil:
 		// The client went away, the server is shutting down, or nobody
 		// resumed a detached rollout: nobody to tell.
+		r.mu.Unlock()
 		r.srv.metrics.ended(r.path, statusAbandoned, r.timings())
 		return nil, ctx.Err()
 	case serr != nil:
@@ -479,6 +483,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.resp.Status = protocol.ResponseCompleted
 		r.resp.CompletedAt = ptr(now.Unix())
 	}
+	r.mu.Unlock()
 	var conv *conversation
 	if r.resp.Status == protocol.ResponseCompleted || r.resp.Status == protocol.ResponseIncomplete {
 		conv = r.publish()
@@ -497,7 +502,9 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		case errors.As(err, &perr) && perr.Code == protocol.CodeStoreUnavailable:
 			// The client asked for the response kept and it was not: it
 			// fails, so that nobody continues from an id no store holds.
+			r.mu.Lock()
 			r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
+			r.mu.Unlock()
 			terminal, conv = protocol.EventFailed, nil
 		case err != nil:
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)

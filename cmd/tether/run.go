@@ -51,6 +51,7 @@ models.
 	prefillRate := fs.Float64("prefill-rate", 0, "in-process server: uncached prompt tokens read per second (0 is free)")
 	mcpServers := fs.String("mcp", "", "offer hosted MCP servers as tools: LABEL=URL, comma-separated (the model calls LABEL.TOOL); each call asks the client's approval, which tether run gives")
 	mcpDeny := fs.Bool("mcp-deny", false, "deny every MCP call the server asks to approve instead")
+	branches := fs.Int("branches", 0, "modes suspend and turns: at the first pause, branch the rollout into this many (response.fork, or previous_response_id on other lanes), each running the paused calls and the rest in a copy of the workdir of its own (up to 64)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -83,6 +84,10 @@ models.
 	mcpTools, err := mcpToolFlag(*mcpServers)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: run: --mcp:", err)
+		return 2
+	}
+	if *branches < 0 || *branches > clienttools.MaxBranches || *branches > 0 && (mode != clienttools.ModeSuspend && mode != clienttools.ModeTurns || tp == clienttools.TransportWebTransport) {
+		fmt.Fprintf(stderr, "tether: run: --branches %d: want 1 to %d, with --mode suspend or turns on a WebSocket\n", *branches, clienttools.MaxBranches)
 		return 2
 	}
 	task := strings.Join(fs.Args(), " ")
@@ -122,7 +127,7 @@ models.
 	v.header(fmt.Sprintf("%s rollout of %s at %s, tools in %s", mode, *model, base, *workdir))
 	tools := &clienttools.Tools{Dir: *workdir}
 	c := &clienttools.Client{BaseURL: base, APIKey: *apiKey, Eager: *eager, Encoding: enc, Transport: tp, CertHash: hash}
-	res, err := c.Run(ctx, clienttools.Rollout{
+	ro := clienttools.Rollout{
 		Mode: mode,
 		Request: &protocol.CreateRequest{Model: *model, Include: []string{protocol.IncludeTimings},
 			Input: protocol.Items{protocol.UserMessage(task)}, Tools: mcpTools},
@@ -130,9 +135,48 @@ models.
 		OnEvent: v.event,
 		OnCall:  v.call,
 		Approve: func(context.Context, clienttools.Call) bool { return !*mcpDeny },
-	})
+	}
+	if *branches > 0 {
+		return runBranches(ctx, c, ro, *branches, *model, *workdir, v, stderr)
+	}
+	res, err := c.Run(ctx, ro)
 	v.summary(mode, *model, *workdir, res, err)
 	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// runBranches runs ro to its first pause and branches it there, each
+// branch in a copy of workdir of its own, and sums each branch up.
+func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Rollout, n int, model, workdir string, v *view, stderr io.Writer) int {
+	bs := make([]clienttools.Branch, n)
+	dirs := make([]string, n)
+	for i := range bs {
+		dirs[i] = fmt.Sprintf("%s-b%d", workdir, i)
+		if err := os.CopyFS(dirs[i], os.DirFS(workdir)); err != nil {
+			fmt.Fprintln(stderr, "tether: run: --branches:", err)
+			return 1
+		}
+		bs[i].Funcs = (&clienttools.Tools{Dir: dirs[i]}).Funcs()
+	}
+	if !v.json {
+		ro.OnEvent = nil // the branches' events would interleave: each is summed up below
+	}
+	results, err := c.Branch(ctx, ro, bs)
+	if len(results) == 0 {
+		v.summary(ro.Mode, model, workdir, &clienttools.Result{}, err)
+		return 1
+	}
+	for i, res := range results {
+		if res == nil {
+			continue
+		}
+		v.printf("branch b%d: %s", i, oneLine(res.Text(), 100))
+		v.summary(ro.Mode, model, dirs[i], res, nil)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: run:", err)
 		return 1
 	}
 	return 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -156,5 +157,39 @@ func TestRunMCP(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(t.Context(), []string{"run", "--mcp", "calc"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "want LABEL=URL") {
 		t.Errorf("--mcp calc: exit %d, %s", code, errOut.String())
+	}
+}
+
+// TestRunBranches: --branches forks the rollout at its first pause; each
+// branch runs the paused call and the rest in a workdir of its own.
+func TestRunBranches(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"suspend", "turns"} {
+		dir := filepath.Join(t.TempDir(), "w")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		task := "Write.\ncall: shell {\"command\":\"echo $PWD > where.txt\"}\ncall: read_file {\"path\":\"where.txt\"}"
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), []string{"run", "--model", "tether-scripted", "--mode", mode, "--workdir", dir, "--ttft", "0", "--tps", "0", "--branches", "2", task}, &out, &errOut)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", mode, code, out.String(), errOut.String())
+		}
+		for i := range 2 {
+			b := fmt.Sprintf("%s-b%d", dir, i)
+			if data, err := os.ReadFile(filepath.Join(b, "where.txt")); err != nil || strings.TrimSpace(string(data)) != b {
+				t.Errorf("%s: branch %d wrote %q, %v", mode, i, data, err)
+			}
+			if want := fmt.Sprintf("branch b%d: read_file returned: 1 %s", i, b); !strings.Contains(out.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", mode, want, out.String())
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "where.txt")); err == nil {
+			t.Errorf("%s: the paused call ran in the original workdir", mode)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"run", "--mode", "chained", "--branches", "2"}, &out, &errOut); code != 2 {
+		t.Errorf("--mode chained --branches 2: exit %d", code)
 	}
 }

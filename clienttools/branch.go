@@ -1,0 +1,369 @@
+package clienttools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// MaxBranches bounds the branches of one Branch (the server's bound on a
+// response.fork's stream_ids).
+const MaxBranches = 64
+
+// A Branch is how one branch of Client.Branch goes on from the pause.
+type Branch struct {
+	// Output answers each call of the pause; nil runs them with Funcs.
+	Output func(call Call) (string, error)
+	// Funcs run the branch's calls after the pause (and the pause's,
+	// without Output): each branch may act on an environment of its own.
+	// Nil: the Rollout's.
+	Funcs []Func
+}
+
+// Branch runs ro to its first pause on the client's calls, then branches
+// it there into len(branches) rollouts, each of which answers the pause's
+// calls its own way and runs on to its end: a best-of-n or tree search
+// over one tool call, or n rollouts collected from one prefix.
+//
+// In ModeSuspend the branches are forks: one response.fork clones the
+// parked rollout onto n lanes of the connection, and the shared prefix is
+// neither sent nor rendered again; the original is cancelled then. In
+// ModeTurns each branch is a response on a lane of its own that names the
+// paused turn as previous_response_id (every lane's latest response stays
+// in the connection's cache). Other modes, and WebTransport, are not
+// supported.
+//
+// Each Result is the whole rollout of its branch: the shared output
+// before the pause, then the branch's own; its Usage counts the shared
+// prefix's sampling too. OnEvent and OnCall see every branch's events
+// and calls, one at a time, from the branches' goroutines.
+func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*Result, error) {
+	n := len(branches)
+	switch {
+	case ro.Request == nil:
+		return nil, errors.New("clienttools: Rollout.Request is nil")
+	case n < 1 || n > MaxBranches:
+		return nil, fmt.Errorf("clienttools: %d branches: want 1 to %d", n, MaxBranches)
+	case ro.Mode != ModeSuspend && ro.Mode != ModeTurns:
+		return nil, fmt.Errorf("clienttools: branching runs in modes suspend and turns, not %s", ro.Mode)
+	case c.Transport == TransportWebTransport:
+		return nil, errors.New("clienttools: branching runs on a WebSocket (forks are lanes of one connection)")
+	}
+	ro = serialCallbacks(ro)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ws, err := c.dialWebSocket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.close()
+
+	// The shared prefix: the first turn, up to its pause, on lane "root".
+	root := c.newRun(ro)
+	defer root.exec.wait()
+	req := root.request(ro.Request.Input)
+	req.Store = ptr(false)
+	if ro.Mode == ModeSuspend {
+		req.Suspend = ptr(true)
+	}
+	start := time.Now()
+	sent, err := ws.send(ctx, &protocol.CreateEvent{StreamID: rootLane, Request: req})
+	root.beginTurn(start, sent)
+	if err != nil {
+		return nil, err
+	}
+	end, err := root.readTurn(ctx, func() (protocol.Event, frameCost, error) { return ws.next(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	calls := pausedCalls(ro.Mode, end)
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("clienttools: the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
+	}
+
+	// From here every lane's events are read by one goroutine and handed
+	// to the lane's branch.
+	m := newMux(ws, n)
+	go m.read(ctx)
+	results := make([]*Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, br := range branches {
+		bro := ro
+		if br.Funcs != nil {
+			bro.Funcs = br.Funcs
+		}
+		b := c.newRun(bro)
+		b.res.Output = slices.Clone(root.res.Output)
+		b.res.Turns = slices.Clone(root.res.Turns)
+		b.turn, b.last = &b.res.Turns[len(b.res.Turns)-1], root.last // the pause's calls are its turn's
+		if ro.Mode == ModeTurns {
+			b.addUsage(end.Response) // a fork's response counts the prefix itself
+		}
+		wg.Go(func() {
+			defer b.exec.wait()
+			outs, err := b.answerPause(ctx, calls, br.Output)
+			if err == nil {
+				err = b.branch(ctx, m.lane(i), end.Response.ID, outs)
+			}
+			errs[i] = err
+			b.res.Elapsed = time.Since(root.start)
+			if errs[i] == nil {
+				errs[i] = b.endErr()
+			}
+			results[i] = &b.res
+		})
+	}
+	if ro.Mode == ModeSuspend {
+		err = m.send(ctx, &protocol.ForkEvent{StreamID: rootLane, ResponseID: end.Response.ID, StreamIDs: m.lanes})
+		if err == nil {
+			// Every fork has its copy: the original is done with.
+			err = m.send(ctx, &protocol.CancelEvent{StreamID: rootLane, ResponseID: end.Response.ID})
+		}
+		if err != nil {
+			cancel()
+		}
+	}
+	wg.Wait()
+	cancel()
+	<-m.done
+	if err != nil {
+		return results, err
+	}
+	return results, errors.Join(errs...)
+}
+
+// rootLane is the lane of the rollout a Branch branches.
+const rootLane = "root"
+
+// newRun is a run of ro on c.
+func (c *Client) newRun(ro Rollout) *run {
+	limit := c.MaxParallel
+	if limit <= 0 {
+		limit = DefaultMaxParallel
+	}
+	return &run{c: c, ro: ro, exec: newExecutor(ro.Funcs, limit, ro.Approve), start: time.Now()}
+}
+
+// pausedCalls are the client's calls a pause (suspend) or a turn's end
+// (turns) left, or none if the rollout ended.
+func pausedCalls(mode Mode, end *protocol.ResponseEvent) []protocol.Call {
+	if mode == ModeTurns {
+		if end.Response.Status != protocol.ResponseCompleted {
+			return nil
+		}
+		return openCalls(end.Response)
+	}
+	ra := end.Response.RequiredAction
+	if ended(end) || ra == nil {
+		return nil
+	}
+	calls := make([]protocol.Call, len(ra.SubmitToolOutputs.ToolCalls))
+	for i, pc := range ra.SubmitToolOutputs.ToolCalls {
+		calls[i] = pc.Call()
+	}
+	return calls
+}
+
+// answerPause is a branch's outputs for the pause's calls: output's, or
+// its Funcs'.
+func (r *run) answerPause(ctx context.Context, calls []protocol.Call, output func(Call) (string, error)) (protocol.Items, error) {
+	if output == nil {
+		return r.runCalls(ctx, calls)
+	}
+	outs := make(protocol.Items, len(calls))
+	for k, pc := range calls {
+		call := Call{Turn: len(r.res.Turns) - 1, Type: pc.Type, CallID: pc.CallID, Name: pc.Name, Namespace: pc.Namespace, Arguments: pc.Input}
+		call.Output, call.Err = output(call)
+		if call.Type == protocol.ItemMCPApprovalRequest {
+			call.Approved = call.Err == nil
+		}
+		outs[k] = call.output()
+	}
+	return outs, nil
+}
+
+// branch runs one branch on its lane from the pause of response paused,
+// whose calls outs answer, to its end.
+func (r *run) branch(ctx context.Context, l *muxLane, paused string, outs protocol.Items) error {
+	var ev any // what to send: nothing first for a fork, which comes by itself
+	if r.ro.Mode == ModeTurns {
+		req := r.request(outs)
+		req.Store, req.PreviousResponseID = ptr(false), paused
+		ev = &protocol.CreateEvent{StreamID: l.id, Request: req}
+	}
+	first := true
+	for {
+		start := time.Now()
+		var sent frameCost
+		if ev != nil {
+			var err error
+			if sent, err = l.send(ctx, ev); err != nil {
+				return err
+			}
+		}
+		r.beginTurn(start, sent)
+		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) { return l.next(ctx) })
+		if err != nil {
+			return err
+		}
+		if r.ro.Mode == ModeSuspend && ended(end) {
+			r.addUsage(end.Response)
+			_, err := l.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
+			return err
+		}
+		if r.ro.Mode == ModeTurns {
+			r.addUsage(end.Response)
+		}
+		calls := pausedCalls(r.ro.Mode, end)
+		if len(calls) == 0 {
+			return nil
+		}
+		if !first || r.ro.Mode == ModeTurns {
+			if outs, err = r.runCalls(ctx, calls); err != nil {
+				return err
+			}
+		}
+		first = false
+		if r.ro.Mode == ModeSuspend {
+			ev = &protocol.AppendEvent{StreamID: l.id, ResponseID: end.Response.ID, Input: outs}
+			continue
+		}
+		req := r.request(outs)
+		req.Store, req.PreviousResponseID = ptr(false), end.Response.ID
+		ev = &protocol.CreateEvent{StreamID: l.id, Request: req}
+	}
+}
+
+// serialCallbacks is ro with OnEvent and OnCall never called at once.
+func serialCallbacks(ro Rollout) Rollout {
+	var mu sync.Mutex
+	if f := ro.OnEvent; f != nil {
+		ro.OnEvent = func(ev protocol.Event) { mu.Lock(); defer mu.Unlock(); f(ev) }
+	}
+	if f := ro.OnCall; f != nil {
+		ro.OnCall = func(c Call) { mu.Lock(); defer mu.Unlock(); f(c) }
+	}
+	return ro
+}
+
+// mux shares one WebSocket among a Branch's lanes: one goroutine reads
+// every event and queues it for its lane; sends are serialized.
+type mux struct {
+	ws    *wsConn
+	lanes []string
+	byID  map[string]*muxLane
+	done  chan struct{}
+
+	sendMu sync.Mutex
+}
+
+// muxLane is one lane's queue of events, unbounded: a branch busy running
+// tools must not stop the others' events.
+type muxLane struct {
+	m     *mux
+	id    string
+	mu    sync.Mutex
+	queue []muxEvent
+	err   error // the connection's end, once read
+	ready chan struct{}
+}
+
+type muxEvent struct {
+	ev   protocol.Event
+	cost frameCost
+}
+
+func newMux(ws *wsConn, n int) *mux {
+	m := &mux{ws: ws, byID: make(map[string]*muxLane, n+1), done: make(chan struct{})}
+	for i := range n {
+		m.lanes = append(m.lanes, "b"+strconv.Itoa(i))
+	}
+	for _, id := range append([]string{rootLane}, m.lanes...) {
+		m.byID[id] = &muxLane{m: m, id: id, ready: make(chan struct{}, 1)}
+	}
+	return m
+}
+
+func (m *mux) lane(i int) *muxLane { return m.byID[m.lanes[i]] }
+
+// read hands each event to its lane until the connection or ctx ends, then
+// gives every lane that end.
+func (m *mux) read(ctx context.Context) {
+	defer close(m.done)
+	for {
+		ev, cost, err := m.ws.next(ctx)
+		if err != nil {
+			for _, l := range m.byID {
+				l.put(muxEvent{}, err)
+			}
+			return
+		}
+		l := m.byID[protocol.Header(ev).StreamID]
+		if e, ok := ev.(*protocol.ErrorEvent); ok && l == nil {
+			// An error that names no lane: every branch is told.
+			for _, l := range m.byID {
+				l.put(muxEvent{ev: e, cost: cost}, nil)
+			}
+			continue
+		}
+		if l != nil {
+			l.put(muxEvent{ev: ev, cost: cost}, nil)
+		}
+	}
+}
+
+func (m *mux) send(ctx context.Context, ev any) error {
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	_, err := m.ws.send(ctx, ev)
+	return err
+}
+
+func (l *muxLane) put(e muxEvent, err error) {
+	l.mu.Lock()
+	if err != nil {
+		l.err = err
+	} else {
+		l.queue = append(l.queue, e)
+	}
+	l.mu.Unlock()
+	select {
+	case l.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (l *muxLane) next(ctx context.Context) (protocol.Event, frameCost, error) {
+	for {
+		l.mu.Lock()
+		if len(l.queue) > 0 {
+			e := l.queue[0]
+			l.queue = l.queue[1:]
+			l.mu.Unlock()
+			return e.ev, e.cost, nil
+		}
+		err := l.err
+		l.mu.Unlock()
+		if err != nil {
+			return nil, frameCost{}, err
+		}
+		select {
+		case <-l.ready:
+		case <-ctx.Done():
+			return nil, frameCost{}, ctx.Err()
+		}
+	}
+}
+
+func (l *muxLane) send(ctx context.Context, ev any) (frameCost, error) {
+	l.m.sendMu.Lock()
+	defer l.m.sendMu.Unlock()
+	return l.m.ws.send(ctx, ev)
+}

@@ -1,0 +1,104 @@
+package clienttools_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
+)
+
+// TestBranch: a best-of-4 over one tool call, in both designs: each
+// branch answers the call with its own output, reads it, and goes on to
+// a later call of its own (run with Funcs) and its answer; every branch's
+// output starts with the shared prefix and diverges after it.
+func TestBranch(t *testing.T) {
+	t.Parallel()
+	base := server(t, runtime.Options{})
+	candidates := []string{"30s", "5s", "120s", "10s"}
+	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			var later atomic.Int32 // the branches run their calls at once
+			funcs := []clienttools.Func{
+				{Name: "read_config", Parameters: []byte(`{"type":"object"}`), Run: func(context.Context, string) (string, error) {
+					t.Error("the branched call ran with Funcs")
+					return "", nil
+				}},
+				{Name: "check", Parameters: []byte(`{"type":"object"}`), Run: func(context.Context, string) (string, error) {
+					later.Add(1)
+					return "checked", nil
+				}},
+			}
+			c := &clienttools.Client{BaseURL: base}
+			var events int
+			ro := clienttools.Rollout{Mode: mode, Funcs: funcs, OnEvent: func(protocol.Event) { events++ },
+				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel,
+					Input: userInput("Pick a timeout.\ncall: read_config {\"path\":\"client.toml\"}\ncall: check {}")}}
+			var branches []clienttools.Branch
+			for i := range candidates {
+				branches = append(branches, clienttools.Branch{Output: func(call clienttools.Call) (string, error) {
+					if call.Name != "read_config" || call.Arguments != `{"path":"client.toml"}` {
+						t.Errorf("branch %d asked for %+v", i, call)
+					}
+					return "timeout = " + candidates[i], nil
+				}})
+			}
+			results, err := c.Branch(t.Context(), ro, branches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(results) != len(candidates) || events == 0 {
+				t.Fatalf("%d results, %d events", len(results), events)
+			}
+			var prefix string
+			for i, res := range results {
+				if res.Response.Status != protocol.ResponseCompleted {
+					t.Fatalf("branch %d: %s", i, res.Response.Status)
+				}
+				first, ok := res.Output[0].(*protocol.FunctionCall)
+				if !ok || first.Name != "read_config" {
+					t.Fatalf("branch %d starts with %#v", i, res.Output[0])
+				}
+				if i == 0 {
+					prefix = first.ID
+				} else if first.ID != prefix {
+					t.Errorf("branch %d's prefix is %s, branch 0's %s", i, first.ID, prefix)
+				}
+				if len(res.Calls) != 1 || res.Calls[0].Name != "check" {
+					t.Errorf("branch %d ran %+v", i, res.Calls)
+				}
+				if text := finalText(res); !strings.Contains(text, "check returned: checked") {
+					t.Errorf("branch %d answered %q", i, text)
+				}
+				if res.Usage.OutputTokens == 0 || res.Usage.InputTokens == 0 {
+					t.Errorf("branch %d usage %+v", i, res.Usage)
+				}
+				for j, it := range res.Output {
+					if fco, ok := it.(*protocol.FunctionCall); ok && fco.Name == "check" && strings.Contains(fco.ID, prefix) {
+						t.Errorf("branch %d's item %d is the prefix's", i, j)
+					}
+				}
+			}
+			if later.Load() != int32(len(candidates)) {
+				t.Errorf("check ran %d times", later.Load())
+			}
+		})
+	}
+	c := &clienttools.Client{BaseURL: base}
+	ro := clienttools.Rollout{Mode: clienttools.ModeChained, Request: &protocol.CreateRequest{Model: sampler.ScriptedModel, Input: userInput("Hi")}}
+	if _, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2)); err == nil {
+		t.Error("chained mode branched")
+	}
+	ro.Mode = clienttools.ModeSuspend
+	if _, err := c.Branch(t.Context(), ro, nil); err == nil {
+		t.Error("0 branches")
+	}
+	if _, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2)); err == nil || !strings.Contains(err.Error(), "nothing to branch") {
+		t.Errorf("a rollout without a call: %v", err)
+	}
+}
