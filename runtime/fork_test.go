@@ -159,7 +159,7 @@ func TestForkMemory(t *testing.T) {
 // forkMemory parks a rollout with tokens of context, forks it MaxForks
 // ways, and returns the live heap the rollout holds, what the forks hold
 // together, and the time per fork.
-func forkMemory(t *testing.T, tokens int) (one, forks int64, perFork time.Duration) {
+func forkMemory(t testing.TB, tokens int) (one, forks int64, perFork time.Duration) {
 	const n = protocol.MaxForks
 	h := newHarness(t, runtime.Options{Renderer: renderer(t), MaxLanes: n + 1, MaxInFlight: n + 1, MaxQueued: 4 * n})
 	c := h.dial(t, nil)
@@ -248,4 +248,21 @@ func TestCacheResponses(t *testing.T) {
 			t.Errorf("keep %d: a turn from the response %d back: %.200s", keep, keep, b)
 		}
 	}
+}
+
+// BenchmarkFork: 64 forks of a suspended rollout parked with 60k tokens of
+// context, each iteration on a server of its own: the time a fork takes
+// (from the response.fork frame to the last fork's pause, over 64) and the
+// live heap it holds once parked, against the original's.
+func BenchmarkFork(b *testing.B) {
+	var one, forks int64
+	var took time.Duration
+	n := 0
+	for b.Loop() {
+		o, f, per := forkMemory(b, 60000)
+		one, forks, took, n = one+o, forks+f, took+per, n+1
+	}
+	b.ReportMetric(float64(took.Nanoseconds())/float64(n), "ns/fork")
+	b.ReportMetric(float64(forks)/float64(n)/protocol.MaxForks/1024, "KiB/fork")
+	b.ReportMetric(float64(forks)/float64(one), "64-forks/original")
 }
