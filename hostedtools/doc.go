@@ -11,6 +11,14 @@
 // directory of files given with --search-corpus) or SearXNG (a metasearch
 // engine reached over HTTP, for real web results).
 //
+// MCP is the client half of the hosted mcp tool: it reaches the MCP
+// servers requests name (Streamable HTTP, through the official Go SDK,
+// github.com/modelcontextprotocol/go-sdk), checking each URL against an
+// allow-list before any connection, or the servers the operator configured
+// by label (stdio commands included), and lists and calls their tools with
+// a timeout and an output cap. The rollout's side (the mcp_list_tools and
+// mcp_call items, approvals) is package runtime's.
+//
 // This package is not a search engine. The Index exists so that web_search
 // does real, deterministic, offline work with realistic latency and useful
 // results: the machines tether runs on have no internet, and a benchmark

@@ -14,7 +14,9 @@
 //
 //	frame -> protocol.Decode -> lane (FIFO) -> resolve model -> resolve parent
 //	      (connection cache | store) -> validate and render new input only
-//	      -> loop { Sampler.Sample -> events -> sink -> writer
+//	      -> loop { before the step: list MCP servers' tools (first step),
+//	                run the MCP calls the client approved
+//	                Sampler.Sample -> events -> sink -> writer
 //	                dispatch the step's calls (errgroup): Tool.Call, hosted
 //	                and client alike }
 //	      -> terminal response -> cache (+ store)
