@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
@@ -57,4 +60,37 @@ func ExampleWebSearch() {
 	// response.web_search_call.searching
 	// response.web_search_call.completed
 	// completed parse a URL query string 5
+}
+
+// An MCP server on this machine (here the official SDK's, serving one
+// tool), listed and called as a request's mcp tool names it.
+func ExampleMCP() {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Add two numbers."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in struct{ A, B int }) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.A + in.B)}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	defer hs.Close()
+
+	m := hostedtools.NewMCP(hostedtools.MCPOptions{}) // loopback servers only
+	ctx := context.Background()
+	s, err := m.Connect(ctx, protocol.MCPServer{ServerLabel: "calc", ServerURL: hs.URL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	tools, err := s.ListTools(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, _, err := s.Call(ctx, tools[0].Name, `{"A": 40, "B": 2}`)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(tools[0].Name, out)
+	fmt.Println(m.Check(protocol.MCPServer{ServerLabel: "web", ServerURL: "https://mcp.example.com"}) != nil)
+	// Output:
+	// add 42
+	// true
 }
