@@ -21,18 +21,17 @@ import (
 const maxFrame = 64 << 20
 
 // wsURL derives the WebSocket endpoint from a base URL as OpenAI clients take
-// it (http://HOST:PORT/v1 gives ws://HOST:PORT/v1/responses).
+// it (http://HOST:PORT/v1, or http://HOST:PORT, gives
+// ws://HOST:PORT/v1/responses).
 func wsURL(base string) (string, error) {
-	switch {
-	case strings.HasPrefix(base, "http://"):
-		base = "ws://" + strings.TrimPrefix(base, "http://")
-	case strings.HasPrefix(base, "https://"):
-		base = "wss://" + strings.TrimPrefix(base, "https://")
-	case strings.HasPrefix(base, "ws://"), strings.HasPrefix(base, "wss://"):
-	default:
-		return "", fmt.Errorf("clienttools: base URL %q: want http:// or https://", base)
+	base, err := protocol.APIBase(base, "http", "https", "ws", "wss")
+	if err != nil {
+		return "", fmt.Errorf("clienttools: %w", err)
 	}
-	return strings.TrimSuffix(base, "/") + "/responses", nil
+	if rest, ok := strings.CutPrefix(base, "http"); ok {
+		base = "ws" + rest // http: ws, https: wss
+	}
+	return base + "/responses", nil
 }
 
 // conn is a connection for the WebSocket designs (turns, suspend): a
@@ -170,7 +169,11 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 	if err != nil {
 		return nil, cost, err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/responses", bytes.NewReader(body))
+	base, err := protocol.APIBase(c.BaseURL)
+	if err != nil {
+		return nil, cost, fmt.Errorf("clienttools: %w", err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/responses", bytes.NewReader(body))
 	if err != nil {
 		return nil, cost, err
 	}

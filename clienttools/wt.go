@@ -43,14 +43,14 @@ func (t Transport) String() string {
 // wtURL derives the WebTransport endpoint from a base URL: https://HOST:PORT/v1
 // (or wt://HOST:PORT/v1) gives https://HOST:PORT/v1/responses.
 func wtURL(base string) (string, error) {
-	switch {
-	case strings.HasPrefix(base, "wt://"):
-		base = "https://" + strings.TrimPrefix(base, "wt://")
-	case strings.HasPrefix(base, "https://"):
-	default:
-		return "", fmt.Errorf("clienttools: WebTransport base URL %q: want https:// or wt://", base)
+	base, err := protocol.APIBase(base, "https", "wt")
+	if err != nil {
+		return "", fmt.Errorf("clienttools: WebTransport %w", err)
 	}
-	return strings.TrimSuffix(base, "/") + "/responses", nil
+	if rest, ok := strings.CutPrefix(base, "wt://"); ok {
+		base = "https://" + rest
+	}
+	return base + "/responses", nil
 }
 
 // tlsConfig verifies the server: by CertHash when it is set (the

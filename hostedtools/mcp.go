@@ -146,7 +146,7 @@ func (m *MCP) Connect(ctx context.Context, s protocol.MCPServer) (*MCPSession, e
 		// command's life, which is the session's.
 		cmd := exec.Command(conf.Command[0], conf.Command[1:]...)
 		cmd.Env = append(os.Environ(), conf.Env...)
-		transport, where = &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, "'"+s.ServerLabel+"'"
+		transport, where = &mcp.CommandTransport{Command: cmd}, "'"+s.ServerLabel+"'"
 	case conf != nil:
 		if u, err = url.Parse(conf.URL); err != nil {
 			return nil, fmt.Errorf("hostedtools: the configured MCP server '%s': %w", s.ServerLabel, err)

@@ -33,6 +33,7 @@ const (
 	CodeInvalidType          = "invalid_type"
 	CodeToolCallNotFound     = "tool_call_not_found"
 	CodeToolNotAvailable     = "tool_not_available"        // a hosted tool type this server does not run
+	CodeToolNotOffered       = "tool_not_offered"          // a model that calls its own tools (a replay) and a request that does not offer them
 	CodeToolOutputMismatch   = "tool_output_type_mismatch" // an output item of the wrong type for its call
 	CodeUnsupportedParameter = "unsupported_parameter"
 	CodeQueueFull            = "websocket_queue_full"

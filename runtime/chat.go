@@ -35,6 +35,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model, perr := s.model(req.Model)
+	if perr == nil {
+		perr = s.offersRequired(req.Model, model, cc.Tools, cc.ToolChoice)
+	}
 	if perr != nil {
 		writeError(w, perr)
 		return
@@ -69,6 +72,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	c.cancel = cancel
+	served(r)
 	res, err := model.Sample(ctx, sreq, c.onDelta)
 	switch {
 	case ctx.Err() != nil:

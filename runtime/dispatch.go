@@ -174,6 +174,10 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		switch {
 		case res == nil:
 			open = true
+		case answeredByClient(calls[i]):
+			// Whatever id the client gave its output (even its call's).
+			r.items = append(r.items, res)
+			r.appended = append(r.appended, res)
 		case res.ItemID() != calls[i].call.ID:
 			r.items = append(r.items, res)
 		}
@@ -182,7 +186,9 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		r.renderPending()
 		return true, nil
 	}
-	r.appendContext(r.inbox.take())
+	steering := r.inbox.take()
+	r.appended = append(r.appended, steering...)
+	r.appendContext(steering)
 	r.mu.Lock()
 	r.resumeLocked()
 	r.mu.Unlock()

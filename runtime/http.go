@@ -109,6 +109,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	ro.tenant = Tenant(r.Context())
 	ro.path = path
+	served(r)
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	if !req.Streaming() {

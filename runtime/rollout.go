@@ -48,6 +48,7 @@ type rollout struct {
 
 	// Owned by the loop.
 	items        protocol.Items  // whole context, grows with each output item
+	appended     protocol.Items  // what response.append put in the context, in order: inputs of the response too
 	prompt       *sampler.Prompt // rendered items[:rendered]
 	rendered     int
 	tm           protocol.Timings
@@ -143,6 +144,15 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 		return nil, perr
 	}
 	r.model = model
+	if req.Generating() {
+		choice := protocol.ToolChoice{}
+		if req.ToolChoice != nil {
+			choice = *req.ToolChoice
+		}
+		if perr := s.offersRequired(req.Model, model, req.Tools, choice); perr != nil {
+			return nil, perr
+		}
+	}
 	r.hosted = make(map[string]Tool)
 	for i, t := range req.Tools {
 		if protocol.RunnerOf(t) != protocol.RunsHosted || t.Type == protocol.ToolMCP {
@@ -490,7 +500,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
-		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
+		rec := &Record{Response: r.resp, Input: r.inputs(), Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
 		if conv != nil && r.srv.opts.Cost.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
@@ -528,6 +538,16 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.srv.hopAsync(hopBilling)
 	}
 	return conv, r.sinkErr()
+}
+
+// inputs are the response's input items, as input_items lists them: the
+// create's, then what the client appended, in the order it joined the
+// context. The appended items are shared with the context, not copied.
+func (r *rollout) inputs() protocol.Items {
+	if len(r.appended) == 0 {
+		return r.req.Input
+	}
+	return append(slices.Clip(r.req.Input), r.appended...)
 }
 
 // preInference makes the simulated service calls before sampling: the

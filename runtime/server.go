@@ -23,6 +23,45 @@ type Sampler interface {
 	Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error)
 }
 
+// FixedToolSampler is a Sampler whose calls do not follow the tools a
+// request offers: it calls the functions RequiredTools names, whatever it
+// is offered (sampler.Replay replays a recorded rollout's calls). The
+// server refuses, before anything starts, a request for it that samples and
+// does not offer them all as function tools: the client would get calls it
+// cannot answer.
+type FixedToolSampler interface {
+	Sampler
+	RequiredTools() []string
+}
+
+// offersRequired refuses a request for the model named name, offering
+// tools, when the model is a FixedToolSampler whose functions the request
+// does not all offer as top-level function tools. tool_choice "none" lets
+// the model call nothing, so it needs nothing offered.
+func (s *Server) offersRequired(name string, model Sampler, tools []protocol.Tool, choice protocol.ToolChoice) *protocol.Error {
+	fixed, ok := model.(FixedToolSampler)
+	if !ok || choice.Mode == "none" {
+		return nil
+	}
+	required := fixed.RequiredTools()
+	var missing []string
+	for _, fn := range required {
+		if !slices.ContainsFunc(tools, func(t protocol.Tool) bool { return t.Type == protocol.ToolFunction && t.Name == fn }) {
+			missing = append(missing, fn)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	instead := "."
+	if _, ok := s.models[sampler.ScriptedModel]; ok {
+		instead = ", or use " + sampler.ScriptedModel + ", which calls the tools it is offered."
+	}
+	return protocol.Invalid(protocol.CodeToolNotOffered, "tools",
+		"Model '%s' replays a rollout that calls %s; the request does not offer %s. Offer them as function tools (tether run does)%s",
+		name, andList(required), andList(missing), instead)
+}
+
 // Defaults of Options.
 const (
 	DefaultMaxFrame        = 16 << 20
@@ -149,6 +188,10 @@ type Options struct {
 	CompactionKey []byte
 	// Logger receives operational logs. Nil discards them.
 	Logger *slog.Logger
+	// AccessLog logs one line (at Info, message "access") per HTTP request
+	// and per WebSocket session when it ends: method, path, status, bytes
+	// written, duration, responses served, never a key or a body.
+	AccessLog bool
 	// Now is the clock. Nil is time.Now.
 	Now func() time.Time
 	// Pprof serves net/http/pprof's profiles on /debug/pprof/.
@@ -322,8 +365,17 @@ func (s *Server) model(name string) (Sampler, *protocol.Error) {
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.AccessLog {
+		s.serveLogged(w, r, s.serve)
+		return
+	}
+	s.serve(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	r, ok := s.authenticate(w, r)
 	if ok {
+		authenticated(r)
 		s.mux.ServeHTTP(w, r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -41,6 +42,9 @@ type session struct {
 	// suspended rollout's replay log and tail may be read back on a
 	// connection of either encoding); the writer transcodes.
 	encoding protocol.Encoding
+	// served and written are the responses created on the session and the
+	// bytes written to it, for its access line.
+	served, written atomic.Int64
 	// transport is transportWS, or transportWT: a WebTransport stream,
 	// which is one lane (the stream replaces stream_id; a frame that names
 	// another is refused).
@@ -480,6 +484,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 		sess.scope.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
+	sess.served.Add(1)
 	ro.tenant = Tenant(sess.ctx)
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
 	ro.mcpLists = &sess.scope.mcpLists

@@ -167,6 +167,7 @@ func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 		if err = sess.conn.write(ctx, b, binary); err != nil {
 			break
 		}
+		sess.written.Add(int64(len(b)))
 		if i < len(batch)-1 {
 			end := sess.srv.now()
 			sess.srv.wrote(q, start, end)

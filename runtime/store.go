@@ -10,16 +10,18 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// Record is what the store keeps of one response: the response object, the
-// input items sent with it, and every item the response added to the
-// conversation, in order (its input, then each step's output and, for a
-// suspended rollout, the tool outputs and steering messages appended between
-// steps). The conversation before it is reached through
-// Response.PreviousResponseID.
+// Record is what the store keeps of one response: the response object, its
+// input items, and every item the response added to the conversation, in
+// order (its input, then each step's output and, for a suspended rollout,
+// the tool outputs and steering messages appended between steps). The
+// conversation before it is reached through Response.PreviousResponseID.
 type Record struct {
 	Response *protocol.Response
-	Input    protocol.Items
-	Items    protocol.Items // nil in records that predate it: Input then Output
+	// Input is what input_items lists: the items the create sent, as sent,
+	// then, for a suspended rollout, the tool outputs and steering messages
+	// response.append brought, in the order they joined the context.
+	Input protocol.Items
+	Items protocol.Items // nil in records that predate it: Input then Output
 	// Prompt is the whole conversation up to and including this response,
 	// rendered, when the server keeps tokens with records (Cost.StoreTokens);
 	// nil otherwise, and a store that cannot keep it may drop it.

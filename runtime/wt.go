@@ -103,7 +103,23 @@ func (w *WebTransport) accept() {
 
 // URL is the endpoint's base URL, as the client kit takes it:
 // https://HOST:PORT/v1.
-func (w *WebTransport) URL() string { return "https://" + w.pc.LocalAddr().String() + "/v1" }
+//
+// An endpoint on every interface (0.0.0.0, ::) names the loopback address,
+// which a client on this machine can dial.
+func (w *WebTransport) URL() string { return "https://" + DialableAddr(w.pc.LocalAddr()) + "/v1" }
+
+// DialableAddr is addr as a client on this machine dials it: a listener
+// on every interface (0.0.0.0 or ::) is reached at 127.0.0.1.
+func DialableAddr(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
 
 // CertificateHash is the hex SHA-256 of the endpoint's certificate, which
 // pins it.

@@ -11,7 +11,9 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -167,18 +169,45 @@ func (t *Trace) Calls() int {
 	return n
 }
 
+// Tools are the names of the functions the trace calls, in the order of
+// their first call.
+func (t *Trace) Tools() []string {
+	var names []string
+	for _, s := range t.Steps {
+		for _, c := range s.Calls {
+			if !slices.Contains(names, c.Name) {
+				names = append(names, c.Name)
+			}
+		}
+	}
+	return names
+}
+
 //go:embed traces/*.jsonl
 var traceFiles embed.FS
 
 // LoadTraces parses the embedded traces, sorted by name.
 func LoadTraces() ([]*Trace, error) {
-	names, err := fs.Glob(traceFiles, "traces/*.jsonl")
+	return parseTraceFiles(traceFiles, "traces")
+}
+
+// LoadTraceDir parses the trace files (*.jsonl) in dir, sorted by name:
+// traces recorded with tether trace record.
+func LoadTraceDir(dir string) ([]*Trace, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("trace directory %s: not a directory", dir)
+	}
+	return parseTraceFiles(os.DirFS(dir), ".")
+}
+
+func parseTraceFiles(fsys fs.FS, dir string) ([]*Trace, error) {
+	names, err := fs.Glob(fsys, path.Join(dir, "*.jsonl"))
 	if err != nil {
 		return nil, err
 	}
 	var out []*Trace
 	for _, name := range names {
-		f, err := traceFiles.Open(name)
+		f, err := fsys.Open(name)
 		if err != nil {
 			return nil, err
 		}
@@ -234,6 +263,11 @@ func (p *Replay) Trace() *Trace { return p.trace }
 
 // Cache is the backend's prefix cache.
 func (p *Replay) Cache() *PrefixCache { return p.cache }
+
+// RequiredTools are the functions the trace calls (Trace.Tools), which
+// Replay calls whatever tools a request offers: a server refuses a request
+// that does not offer them (runtime.FixedToolSampler).
+func (p *Replay) RequiredTools() []string { return p.trace.Tools() }
 
 // Sample streams the trace's next step through emit (see Replay). It returns
 // ctx.Err() as soon as ctx ends, leaving the open part without its PartEnd.

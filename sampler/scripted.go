@@ -104,6 +104,9 @@ func plan(req *Request) []part {
 		if p, ok := otherClientTool(req); ok {
 			return []part{p}
 		}
+		if p, ok := requiredSearch(req); ok {
+			return []part{p}
+		}
 	}
 	text, cites := answer(items)
 	return []part{{text: text, cites: cites}}
@@ -256,6 +259,23 @@ func otherClientTool(req *Request) (part, bool) {
 		}
 		if p, ok := forcedPart(&forced); ok {
 			return p, true
+		}
+	}
+	return part{}, false
+}
+
+// requiredSearch is a web search for the user's text when tool_choice
+// requires a call and web_search is the one tool the request lets the
+// model call: a model that must call a tool calls the one it has.
+func requiredSearch(req *Request) (part, bool) {
+	if req.ToolChoice.Mode != "required" {
+		return part{}, false
+	}
+	for _, t := range req.Tools {
+		if t.Type.Canonical() == protocol.ToolWebSearch && req.ToolChoice.Allows(t) {
+			forced := *req
+			forced.ToolChoice = protocol.ToolChoice{Mode: "required", Builtin: protocol.ToolWebSearch}
+			return forcedPart(&forced)
 		}
 	}
 	return part{}, false

@@ -246,6 +246,8 @@ func TestPolicyCalls(t *testing.T) {
 		{"allowed tools", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "auto", Allowed: []protocol.ToolRef{{Type: "function", Name: "b"}}}, "b", `{"query":"Find the docs about pacing"}`},
 		{"none", user, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "none"}, "", ""},
 		{"hosted tools only", user, []protocol.Tool{search}, protocol.ToolChoice{}, "", ""},
+		{"required with web search only", user, []protocol.Tool{search}, protocol.ToolChoice{Mode: "required"}, "web_search", `{"query":"Find the docs about pacing"}`},
+		{"required, web search not allowed", user, []protocol.Tool{search}, protocol.ToolChoice{Mode: "required", Allowed: []protocol.ToolRef{{Type: "function", Name: "a"}}}, "", ""},
 		{"no tools", user, nil, protocol.ToolChoice{}, "", ""},
 		{"after the output", answered, []protocol.Tool{a, b}, protocol.ToolChoice{}, "", ""},
 		{"forced after the output", answered, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "required", Function: "a"}, "", ""},

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -91,12 +90,11 @@ type Upstream struct {
 // NewUpstream returns an Upstream for cfg, or an error when cfg is invalid.
 // It does not contact the server.
 func NewUpstream(cfg UpstreamConfig) (*Upstream, error) {
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("sampler: upstream base URL %q: want http(s)://HOST[:PORT]/PATH", cfg.BaseURL)
+	base, err := protocol.APIBase(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: upstream %w", err)
 	}
 	up := &Upstream{api: cfg.API, model: cfg.Model, apiKey: cfg.APIKey, timeout: cfg.Timeout, client: cfg.Client}
-	base := strings.TrimRight(cfg.BaseURL, "/")
 	switch cfg.API {
 	case "", UpstreamChat:
 		up.api, up.endpoint = UpstreamChat, base+"/chat/completions"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,23 +20,15 @@ import (
 // ablateCmd runs "tether ablate": one workload through every design, side
 // by side, and a table of where the time went.
 func ablateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ablate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: tether ablate [flags]
+	fs := newCommand("ablate", `Usage: tether ablate [flags]
 
 Runs one agent workload through every design of the Responses API
 (stateless HTTP, chained HTTP, WebSocket turns, one suspended response)
 against a tether it starts in-process on loopback (or --url), interleaving
 the modes round by round, and prints where the time went: end to end, model,
 client tools and API overhead, and each round trip's overhead against the
-echo floor of the same bytes on the same loopback.
-
-Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results
-
-`)
-		fs.PrintDefaults()
-	}
+echo floor of the same bytes on the same loopback.`, `tether ablate --quick
+		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
 	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (an embedded replay trace; see tether trace list) or synthetic")
 	tools := fs.String("tools", ablate.ToolsReplay, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
 	calls := fs.Int("calls", 20, "synthetic: client tool calls")
@@ -58,17 +49,10 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
 	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects); --modes suspend+msgpack,turns+msgpack runs them beside the JSON ones")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
-	cost := costFlags(fs)
-	load := declareLoadFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "tether: ablate takes no arguments, got %q\n", fs.Args())
-		return 2
+	cost := costFlags(fs.FlagSet)
+	load := declareLoadFlags(fs.FlagSet)
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -128,7 +112,7 @@ Example: tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out result
 		return runHOL(ctx, load, *out, stdout, stderr)
 	}
 	if *load.clients != "" {
-		return runLoad(ctx, load, cfg, enc, fs, *out, stdout, stderr)
+		return runLoad(ctx, load, cfg, enc, fs.FlagSet, *out, stdout, stderr)
 	}
 	bar := newProgress(stderr)
 	cfg.Progress = bar.update

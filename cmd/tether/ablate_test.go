@@ -64,7 +64,8 @@ func TestAblateBadFlags(t *testing.T) {
 		{[]string{"--hop-latency", "-1ms"}, "0 or more"},
 		{[]string{"--workload", "trace:nope"}, "the traces are"},
 		{[]string{"--modes", "carrier-pigeon"}, "unknown mode"},
-		{[]string{"extra"}, "takes no arguments"},
+		{[]string{"extra"}, "takes flags only"},
+		{[]string{"--ttft", "5"}, "want a duration with its unit"},
 	} {
 		var stdout, stderr strings.Builder
 		code := run(context.Background(), append([]string{"ablate"}, tc.args...), &stdout, &stderr)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -39,6 +40,18 @@ type Config struct {
 	//	"mcp_servers": {"fs": {"command": ["mcp-server-filesystem", "/srv/repo"]},
 	//	                "docs": {"url": "http://docs.internal:8000/mcp"}}
 	MCPServers map[string]hostedtools.MCPServerConfig `json:"mcp_servers,omitempty"`
+	// Traces is a directory of trace files (*.jsonl, as tether trace
+	// record writes them) served as replay:NAME besides the embedded
+	// ones; serve --traces overrides it.
+	Traces string `json:"traces,omitempty"`
+}
+
+// traceDir is the config's trace directory; a nil Config has none.
+func (c *Config) traceDir() string {
+	if c == nil {
+		return ""
+	}
+	return c.Traces
 }
 
 // mcpServers is the configured MCP servers; a nil Config has none.
@@ -99,7 +112,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (c *Config) UnmarshalJSON(b []byte) error {
 	*c = Config{}
 	var models, servers map[string]json.RawMessage
-	if err := decodeObject(b, map[string]any{"models": &models, "mcp_servers": &servers}); err != nil {
+	if err := decodeObject(b, map[string]any{"models": &models, "mcp_servers": &servers, "traces": &c.Traces}); err != nil {
 		return err
 	}
 	if servers != nil {
@@ -321,8 +334,7 @@ func (m ModelConfig) validate() error {
 }
 
 func (u *UpstreamConfig) validate() error {
-	p, err := url.Parse(u.BaseURL)
-	if u.BaseURL == "" || err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+	if _, err := protocol.APIBase(u.BaseURL); err != nil {
 		return fmt.Errorf("base_url: want an http or https URL such as \"http://127.0.0.1:8000/v1\", got %q", u.BaseURL)
 	}
 	if u.API != "" && u.API != UpstreamChat && u.API != UpstreamResponses {
@@ -365,15 +377,16 @@ func (f timingFlags) model(m ModelConfig) sampler.Timing {
 	return t
 }
 
-// models builds the served models: tether-scripted and every embedded
-// trace as "replay:NAME", with the flags' timing (or their config entry's),
+// models builds the served models: tether-scripted and every trace
+// (embedded, and the config's directory's) as "replay:NAME", with the
+// flags' timing (or their config entry's),
 // and every model the config names. An upstream model with a timing is
 // paced by it as a floor (never faster than the timing model). Each scripted
 // model keeps its own prefix cache, as each model of an engine keeps its own
 // KV blocks.
 func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]runtime.Sampler, error) {
 	out := map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, flags.timing)}
-	traces, err := sampler.LoadTraces()
+	traces, err := loadTraces(cfg.traceDir())
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func TestParseConfig(t *testing.T) {
 		{"mcp server bad label", `{"mcp_servers": {"a b": {"url": "http://h/mcp"}}}`, nil, `a label is 1-64 letters`},
 		{"mcp server unknown field", `{"mcp_servers": {"fs": {"cmd": ["x"]}}}`, nil, `mcp_servers: "fs": unknown field "cmd" (known: command, env, headers, url)`},
 
-		{"unknown top-level field", `{"models": {}, "model": {}}`, nil, `unknown field "model" (known: mcp_servers, models)`},
+		{"unknown top-level field", `{"models": {}, "model": {}}`, nil, `unknown field "model" (known: mcp_servers, models, traces)`},
 		{"unknown model field", `{"models": {"fast": {"tsp": 1000}}}`, nil,
 			`models: "fast": unknown field "tsp" (known: prefill_rate, tps, ttft, upstream)`},
 		{"unknown upstream field", `{"models": {"u": {"upstream": {"base_url": "http://h/v1", "apikey": "x"}}}}`, nil,

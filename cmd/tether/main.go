@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	goruntime "runtime"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -41,11 +43,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version())
+		return 0
 	default:
 		fmt.Fprintf(stderr, "tether: unknown command %q\n\n", args[0])
 		usage(stderr)
 		return 2
 	}
+}
+
+// version is the module's version and VCS revision, from the build info:
+// "tether v0.3.0 (rev 1a2b3c4d5e6f, 2026-12-02T11:00:00Z) go1.26.0"; a
+// build from a checkout with changes says "+dirty", one without VCS
+// information says what it has.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "tether (no build information) " + goruntime.Version()
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	out := "tether " + v
+	if rev != "" {
+		out += fmt.Sprintf(" (rev %.12s%s, %s)", rev, dirty, at)
+	}
+	return out + " " + bi.GoVersion
 }
 
 func usage(w io.Writer) {
@@ -58,6 +96,7 @@ Commands:
   run     run one agent rollout with the local tools in one design, shown live
   trace   list the embedded replay traces, show one's steps and token sizes,
           or record a rollout of an upstream model into a trace
+  version print tether's version, VCS revision and Go version
 
 Run "tether <command> -h" for a command's flags.
 `)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,12 +13,14 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
 
 const recordUsage = `Usage: tether trace record --url URL --upstream-model MODEL --workdir DIR [flags] "task"
 
-Records a rollout of MODEL, served by the Responses API at URL/v1/responses,
+Records a rollout of MODEL, served by the Responses API at URL (as OpenAI
+clients take it: http://HOST:PORT/v1, or http://HOST:PORT for /v1),
 into a replay trace: the task is the first user message, every function call
 the model makes is executed for real in DIR with the local agent tools
 (list_dir, read_file, grep, apply_patch, shell), and every step (text, calls
@@ -30,19 +30,13 @@ history (store: false). The rollout stops at a step without calls; after
 --max-steps steps with calls, one more turn with tool_choice "none" asks for
 the final answer. DIR is edited by the rollout: pass a copy (the traces'
 fixture repository is sampler/traces/repo in the source tree).
-
-Flags:
 `
 
 // traceRecord runs "tether trace record".
 func traceRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("trace record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, recordUsage)
-		fs.PrintDefaults()
-	}
-	url := fs.String("url", "", "base URL of the Responses API server (requests go to URL/v1/responses)")
+	fs := newCommand("trace record", recordUsage, `tether trace record --url http://127.0.0.1:8000/v1 --upstream-model qwen3 --workdir /tmp/repo-copy --out traces/rec.jsonl --name rec "Fix the failing test."
+		tether serve --traces traces # serves it as replay:rec`, 1)
+	url := fs.String("url", "", "base URL of the Responses API server, as OpenAI clients take it: http://HOST:PORT/v1 (or http://HOST:PORT); requests go to BASE/responses")
 	model := fs.String("upstream-model", "", "the model to record")
 	workdir := fs.String("workdir", "", "the repository the tools act on (edited in place)")
 	out := fs.String("out", "", "the trace file to write (default: stdout)")
@@ -52,15 +46,16 @@ func traceRecord(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	timeout := fs.Duration("timeout", 10*time.Minute, "timeout of one request")
 	shellTimeout := fs.Duration("shell-timeout", clienttools.DefaultShellTimeout, "timeout of one shell command")
 	keyEnv := fs.String("api-key-env", "", "environment variable holding the API key sent as a bearer token")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 || *url == "" || *model == "" || *workdir == "" || *maxSteps < 1 {
-		fmt.Fprintln(stderr, "tether: trace record needs --url, --upstream-model, --workdir and one task argument")
-		fs.Usage()
+		fs.fail(stderr, "give --url, --upstream-model, --workdir and one task argument (--max-steps at least 1)")
+		return 2
+	}
+	base, err := protocol.APIBase(*url)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: trace record: --url:", err)
 		return 2
 	}
 	key := ""
@@ -84,7 +79,7 @@ func traceRecord(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	rec := &recorder{
-		url:      strings.TrimRight(*url, "/") + "/v1/responses",
+		url:      base + "/responses",
 		model:    *model,
 		key:      key,
 		client:   &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}, Timeout: *timeout},

@@ -75,7 +75,9 @@ func TestTraceRecord(t *testing.T) {
 	var stdout, stderr strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if code := run(ctx, []string{"trace", "record", "--url", base, "--upstream-model", "remote", "--workdir", recordWorkdir(t),
+	// The base as OpenAI clients take it, with /v1 (the recording of the
+	// replay below gives it without).
+	if code := run(ctx, []string{"trace", "record", "--url", base + "/v1", "--upstream-model", "remote", "--workdir", recordWorkdir(t),
 		"--out", out, "--name", "rec", task}, &stdout, &stderr); code != 0 {
 		t.Fatalf("trace record: code %d: %s", code, stderr.String())
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,19 +21,14 @@ import (
 // runRollout runs "tether run": one agent rollout with the local tools, in
 // one mode, against a server at --url or an in-process one, shown live.
 func runRollout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: tether run [flags] ["task"]
+	fs := newCommand("run", `Usage: tether run [flags] ["task"]
 
 Runs one agent rollout with the local tools (list_dir, read_file, grep,
 apply_patch, shell) acting on --workdir, and shows it live. Without --url it
 starts a tether on loopback. The task defaults to the trace's for replay
-models.
-
-`)
-		fs.PrintDefaults()
-	}
+models.`, `tether run
+		tether run --mode turns --model tether-scripted "Look around.\ncall: list_dir {\"path\":\".\"}"
+		tether run --url http://127.0.0.1:8080/v1 --mode suspend --branches 4`, -1)
 	url := fs.String("url", "", "base URL of a Responses server, as OpenAI clients take it (http://HOST:PORT/v1); empty starts a tether in-process")
 	model := fs.String("model", sampler.ReplayPrefix+"calc-fix-12", "model to run")
 	modeName := fs.String("mode", "suspend", "design: suspend, turns, chained or stateless")
@@ -52,11 +45,8 @@ models.
 	mcpServers := fs.String("mcp", "", "offer hosted MCP servers as tools: LABEL=URL, comma-separated (the model calls LABEL.TOOL); each call asks the client's approval, which tether run gives")
 	mcpDeny := fs.Bool("mcp-deny", false, "deny every MCP call the server asks to approve instead")
 	branches := fs.Int("branches", 0, "modes suspend and turns: at the first pause, branch the rollout into this many (response.fork, or previous_response_id on other lanes), each running the paused calls and the rest in a copy of the workdir of its own (up to 64)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	enc, err := protocol.ParseEncoding(*encoding)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,14 +26,22 @@ import (
 // serve runs "tether serve": it prints "listening on http://HOST:PORT" once
 // the socket is bound, and serves until ctx ends, then drains sessions.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommand("serve", `Usage: tether serve [flags]
+
+Serves the OpenAI Responses API on /v1/responses: HTTP and SSE, WebSocket
+(cached-state turns and suspended rollouts), WebTransport with --wt-addr,
+and Chat Completions, with the models tether-scripted and replay:NAME (the
+embedded traces, and those of --traces), and any the config names. It
+prints "listening on http://HOST:PORT" once it serves, and drains on
+SIGTERM or SIGINT.`, `tether serve --addr 127.0.0.1:8080 --tps 1000 --ttft 50ms
+tether serve --config models.json --traces ./my-traces`, 0)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; port 0 picks a free port")
 	wtAddr := fs.String("wt-addr", "", "also serve WebTransport (and HTTP/3) on this UDP address, such as 127.0.0.1:8443; port 0 picks a free port")
 	tlsCert := fs.String("tls-cert", "", "certificate (PEM) for --wt-addr; default: a self-signed ECDSA P-256 certificate valid 13 days, generated at start, whose SHA-256 is printed for pinning")
 	tlsKey := fs.String("tls-key", "", "private key (PEM) of --tls-cert")
 	origins := fs.String("origin", "", "origins besides the server's own whose pages may connect by WebSocket or WebTransport: host patterns, comma-separated (localhost:*,*.example.com)")
-	configPath := fs.String("config", "", "JSON file of per-model settings: timing, upstream servers")
+	configPath := fs.String("config", "", "JSON file of per-model settings (timing, upstream servers), MCP servers and a trace directory")
+	traceDir := fs.String("traces", "", "directory of trace files (*.jsonl, as tether trace record writes them) to serve as replay:NAME besides the embedded ones (overrides the config's traces)")
 	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
@@ -74,15 +81,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mcpTimeout := fs.Duration("mcp-timeout", hostedtools.DefaultMCPTimeout, "how long an MCP server may take to connect, list its tools, or answer one call")
 	mcpMaxOutput := fs.Int("mcp-max-output", hostedtools.DefaultMCPMaxOutput, "largest MCP call output passed to the model, in bytes; the rest is cut")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
-	verbose := fs.Bool("v", false, "log debug messages to stderr")
+	verbose := fs.Bool("v", false, "log debug messages to stderr (as --log-level debug)")
+	logFormat := fs.String("log-format", "text", "logs on stderr: text (key=value) or json (one object a line)")
+	logLevel := fs.String("log-level", "info", "least severe log written: debug, info (with an access line per HTTP request and per WebSocket session), warn or error")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
 	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT takes it (2GiB, 1500MiB): the collector works harder near it instead of letting garbage grow the heap to twice what is live; empty: $GOMEMLIMIT, or none")
-	cost := costFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	cost := costFlags(fs.FlagSet)
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	flags := timingFlags{timing: sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}, set: map[string]bool{}}
 	fs.Visit(func(f *flag.Flag) { flags.set[f.Name] = true })
@@ -140,11 +146,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	if *traceDir != "" {
+		if cfg == nil {
+			cfg = &Config{}
+		}
+		cfg.Traces = *traceDir
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(stderr, *logFormat, *logLevel, *verbose)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether serve:", err)
+		return 2
+	}
 
 	renderer, err := sampler.NewRenderer()
 	if err != nil {
@@ -211,6 +223,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TenantConns:       *tenantConns,
 		TenantRPM:         *tenantRPM,
 		Logger:            log,
+		AccessLog:         true,
 		Pprof:             *pprofOn,
 		Cost:              costModel,
 		Keys:              keys,
@@ -238,9 +251,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer wt.Close()
 	}
-	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	// An address a client can use: on every interface, loopback is one.
+	fmt.Fprintf(stdout, "listening on http://%s\n", runtime.DialableAddr(ln.Addr()))
 	if wt != nil {
 		fmt.Fprintf(stdout, "webtransport on %s sha256=%s\n", strings.TrimSuffix(wt.URL(), "/v1"), wt.CertificateHash())
+	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+		log.Info("serving on every interface", "addr", ln.Addr().String())
 	}
 	if keys == nil {
 		log.Warn("no API keys: every request is served (give --api-keys FILE to require them)", "addr", ln.Addr().String())
@@ -317,6 +334,26 @@ func certificate(certFile, keyFile, addr string) (tls.Certificate, error) {
 		hosts = append(hosts, h)
 	}
 	return runtime.SelfSignedCertificate(13*24*time.Hour, hosts...)
+}
+
+// newLogger is the server's logger: text or JSON lines on w, from level on
+// (debug with verbose).
+func newLogger(w io.Writer, format, level string, verbose bool) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	if verbose {
+		l = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 // allowHosts allows the URLs whose host matches a pattern (path.Match:

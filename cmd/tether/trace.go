@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -16,18 +16,18 @@ import (
 // traceCmd runs "tether trace": "show NAME" prints an embedded trace (or a
 // trace file, when NAME is a path to one) step by step, with token sizes.
 func traceCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, traceUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	if len(args) == 0 {
+		fmt.Fprint(stderr, traceUsage)
+		return 2
 	}
 	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, traceUsage)
+		return 0
 	case "show":
 		return traceShow(args[1:], stdout, stderr)
 	case "list":
-		return traceList(stdout, stderr)
+		return traceList(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "tether: trace: unknown command %q\n\n%s", args[0], traceUsage)
 	return 2
@@ -36,14 +36,24 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 const traceUsage = `Usage: tether trace <command>
 
 Commands:
-  list        list the embedded traces, served as models "replay:NAME"
-  show NAME   print a trace's steps and token sizes (NAME: an embedded trace or a .jsonl file)
+  list        list the traces served as models "replay:NAME": the embedded ones, and
+              those of --traces DIR
+  show NAME   print a trace's steps and token sizes (NAME: a trace's name or a .jsonl file)
   record      record a rollout of a model into a trace, executing its tool calls for real
-              ("tether trace record -h" for its flags)
+
+Run "tether trace <command> -h" for a command's flags.
 `
 
-func traceList(stdout, stderr io.Writer) int {
-	traces, err := sampler.LoadTraces()
+func traceList(args []string, stdout, stderr io.Writer) int {
+	fs := newCommand("trace list", `Usage: tether trace list [flags]
+
+Lists the traces tether serve serves as models "replay:NAME": the embedded
+ones, and those in --traces DIR, with their steps and tool calls.`, "tether trace list --traces ./my-traces", 0)
+	dir := fs.String("traces", "", "also list the trace files (*.jsonl) in this directory, as tether serve --traces serves them")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	traces, err := loadTraces(*dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
@@ -55,16 +65,20 @@ func traceList(stdout, stderr io.Writer) int {
 }
 
 func traceShow(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("trace show", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newCommand("trace show", `Usage: tether trace show [flags] NAME
+
+Prints a trace step by step: each step's output and reasoning tokens and the
+context after it, each call with its arguments, output tokens and duration.
+NAME is a trace's name (with or without "replay:") or a trace file.`, "tether trace show calc-fix-12\ntether trace show ./rec.jsonl", 1)
+	dir := fs.String("traces", "", "also look for NAME among the trace files (*.jsonl) in this directory")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "tether: trace show takes one trace name")
+		fs.fail(stderr, "give one trace name, such as calc-fix-12 (tether trace list lists them), or a trace file")
 		return 2
 	}
-	t, err := findTrace(fs.Arg(0))
+	t, err := findTrace(fs.Arg(0), *dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
@@ -78,10 +92,10 @@ func traceShow(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// findTrace is the embedded trace named name (with or without "replay:"),
-// else the trace file at path name.
-func findTrace(name string) (*sampler.Trace, error) {
-	traces, err := sampler.LoadTraces()
+// findTrace is the trace named name (with or without "replay:"), embedded
+// or in dir, else the trace file at path name.
+func findTrace(name, dir string) (*sampler.Trace, error) {
+	traces, err := loadTraces(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +110,41 @@ func findTrace(name string) (*sampler.Trace, error) {
 		defer f.Close()
 		return sampler.ParseTrace(f)
 	}
-	return nil, fmt.Errorf("no trace %q; embedded traces: %s", name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("no trace %q; traces: %s", name, strings.Join(names, ", "))
+}
+
+// loadTraces is the embedded traces, then those of dir ("": none), sorted
+// by name; two of one name are an error.
+func loadTraces(dir string) ([]*sampler.Trace, error) {
+	traces, err := sampler.LoadTraces()
+	if err != nil || dir == "" {
+		return traces, err
+	}
+	more, err := sampler.LoadTraceDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, t := range traces {
+		seen[t.Name] = true
+	}
+	for _, t := range more {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("--traces %s: two traces are named %q (the embedded ones are %s): rename one (its header's name)", dir, t.Name, embeddedNames(traces))
+		}
+		seen[t.Name] = true
+	}
+	traces = append(traces, more...)
+	slices.SortFunc(traces, func(a, b *sampler.Trace) int { return strings.Compare(a.Name, b.Name) })
+	return traces, nil
+}
+
+func embeddedNames(traces []*sampler.Trace) string {
+	var names []string
+	for _, t := range traces {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // traceStats are a trace's token sizes, as the Renderer counts them.

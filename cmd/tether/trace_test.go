@@ -312,7 +312,7 @@ func TestTraceShow(t *testing.T) {
 // TestShowTraceSizes checks the sizes trace show reports for the longest
 // trace: the context reaches 60,000 tokens.
 func TestShowTraceSizes(t *testing.T) {
-	tr, err := findTrace("replay:calc-audit-50")
+	tr, err := findTrace("replay:calc-audit-50", "")
 	if err != nil {
 		t.Fatal(err)
 	}
