@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -183,4 +185,66 @@ func TestServeTraces(t *testing.T) {
 	if code, _, errOut := tether(t, "serve", "--addr", "127.0.0.1:0", "--traces", filepath.Join(dir, "nope")); code == 0 || !strings.Contains(errOut, "not a directory") {
 		t.Errorf("--traces of no directory: exit %d, %q", code, errOut)
 	}
+}
+
+// TestServeLogs: --log-format json writes one JSON object a line on
+// stderr, an access line per request among them, without the key.
+func TestServeLogs(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tetherBinary(t), "serve", "--addr", "127.0.0.1:0", "--log-format", "json")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuilder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	base := strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
+	req, _ := http.NewRequest("POST", base+"/v1/responses", strings.NewReader(`{"model":"tether-scripted","input":"hi"}`))
+	req.Header.Set("Authorization", "Bearer sk-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancel()
+	cmd.Wait()
+	access := 0
+	for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not a JSON line: %q", l)
+			continue
+		}
+		if m["msg"] == "access" && m["path"] == "/v1/responses" && m["status"] == float64(200) && m["responses"] == float64(1) {
+			access++
+		}
+	}
+	if access != 1 || strings.Contains(stderr.String(), "sk-secret") {
+		t.Errorf("%d access lines for the request, in:\n%s", access, stderr.String())
+	}
+}
+
+// syncBuilder is a strings.Builder a command's output goroutine writes.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
