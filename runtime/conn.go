@@ -65,8 +65,11 @@ type connScope struct {
 	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 	sessions   map[*session]struct{}    // the sessions in the scope (a WebTransport connection's streams), guarded by mu
 
-	mcpLists mcpLists // the MCP servers' tool lists its rollouts have fetched
+	mcp mcpConns // the MCP servers' tool lists and sessions its rollouts use
 }
+
+// end is the connection's end.
+func (c *connScope) end() { c.mcp.end() }
 
 func newConnScope(opts *Options) *connScope {
 	return &connScope{

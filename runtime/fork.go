@@ -69,14 +69,14 @@ func (fp *forkPoint) rollout(lane string, created int64) *rollout {
 		chain: from.chain, header: from.header, hosted: from.hosted, path: from.path, routed: true,
 		items: fp.items, appended: fp.appended, prompt: fp.prompt, rendered: fp.rendered, usage: fp.usage,
 		steps: fp.steps, stepAt: fp.stepAt, fork: fp,
-		tools: from.tools, mcpLists: from.mcpLists, approvedFrom: fp.approvedFrom}
+		tools: from.tools, approvedFrom: fp.approvedFrom}
 	for label, s := range from.mcp {
 		// The fork's own session with each server: the original's ends
 		// with it.
 		if r.mcp == nil {
 			r.mcp = make(map[string]*mcpServer, len(from.mcp))
 		}
-		r.mcp[label] = &mcpServer{def: s.def, client: s.client, tools: s.tools}
+		r.mcp[label] = &mcpServer{def: s.def, client: s.client, conns: s.conns, tools: s.tools}
 	}
 	r.path.State = stateFork
 	resp := fp.resp

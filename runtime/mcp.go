@@ -24,15 +24,18 @@ import (
 // the next step samples.
 
 // mcpServer is one mcp tool of a rollout: the server, the tools it
-// listed, and the rollout's session with it, connected on first use and
-// closed when the rollout ends. It is the Tool its calls go to.
+// listed, and the session the rollout calls it through (the connection's,
+// or its own over HTTP), taken on first use and given back when the
+// rollout ends. It is the Tool its calls go to.
 type mcpServer struct {
 	def    protocol.MCPServer
 	client *hostedtools.MCP
+	conns  *mcpConns              // the connection's MCP state; nil over HTTP
 	tools  []protocol.MCPToolInfo // as listed; set before the first step, read-only after
 
-	mu   sync.Mutex
-	sess *hostedtools.MCPSession // guarded by mu
+	mu      sync.Mutex
+	sess    *hostedtools.MCPSession // guarded by mu
+	release func(broken bool)       // gives sess back; guarded by mu
 }
 
 func (s *mcpServer) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolMCP} }
@@ -47,29 +50,33 @@ func (s *mcpServer) info(name string) (protocol.MCPToolInfo, bool) {
 	return protocol.MCPToolInfo{Name: name}, false
 }
 
-// session is the rollout's session with the server, connected now if need be.
+// session is the rollout's session with the server, taken now if need be.
 func (s *mcpServer) session(ctx context.Context) (*hostedtools.MCPSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess != nil {
 		return s.sess, nil
 	}
-	sess, err := s.client.Connect(ctx, s.def)
+	sess, release, err := s.conns.acquire(ctx, s.client, s.def)
 	if err != nil {
 		return nil, err
 	}
-	s.sess = sess
+	s.sess, s.release = sess, release
 	return sess, nil
 }
 
-func (s *mcpServer) close() {
+// drop gives the session back: broken, it is closed and the next call
+// opens another.
+func (s *mcpServer) drop(broken bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess != nil {
-		s.sess.Close()
-		s.sess = nil
+		s.release(broken)
+		s.sess, s.release = nil, nil
 	}
 }
+
+func (s *mcpServer) close() { s.drop(false) }
 
 // Call runs a sampled call the server's tool needs no approval for.
 func (s *mcpServer) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
@@ -97,7 +104,11 @@ func (s *mcpServer) run(ctx context.Context, call protocol.Call, approval *strin
 		if err != nil {
 			return "", "", err
 		}
-		return sess.Call(ctx, call.Name, call.Input)
+		out, toolErr, err := sess.Call(ctx, call.Name, call.Input)
+		if err != nil && ctx.Err() == nil {
+			s.drop(true) // the server went away, or hangs: a new session next time
+		}
+		return out, toolErr, err
 	}()
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -123,18 +134,34 @@ func (a approvedCall) Call(ctx context.Context, call protocol.Call, emit func(pr
 	return a.run(ctx, call, &a.request, emit)
 }
 
-// mcpLists are the tool lists a connection's rollouts have fetched, by
-// server and credentials: a new conversation on the connection lists a
-// server it has listed before without asking it again.
-type mcpLists struct {
-	mu    sync.Mutex
-	lists map[string][]protocol.MCPToolInfo // guarded by mu
+// mcpConns is what a connection keeps of the MCP servers its rollouts
+// use, by server and credentials: the tool lists they fetched, so that a
+// new conversation lists a server without asking it again, and the
+// sessions they opened, so that every rollout and turn on the connection
+// calls a server through one session, as a suspended rollout calls
+// through its own: the designs pay the MCP handshake alike. A session
+// closes once the connection has ended and no rollout holds it (a
+// detached suspended rollout may).
+type mcpConns struct {
+	mu     sync.Mutex
+	lists  map[string][]protocol.MCPToolInfo // guarded by mu
+	open   map[string]*mcpConn               // guarded by mu
+	closed bool                              // the connection has ended; guarded by mu
+}
+
+// mcpConn is one pooled session and the rollouts holding it.
+type mcpConn struct {
+	ready chan struct{} // closed once connected, or failed
+	sess  *hostedtools.MCPSession
+	err   error
+	refs  int  // guarded by mcpConns.mu
+	gone  bool // out of the pool (broken, or the connection ended): closes at refs 0; guarded by mcpConns.mu
 }
 
 // maxMCPLists bounds a connection's cached tool lists.
 const maxMCPLists = 64
 
-func mcpListKey(s protocol.MCPServer) string {
+func mcpKey(s protocol.MCPServer) string {
 	h := s.AllHeaders()
 	keys := make([]string, 0, len(h))
 	for k := range h {
@@ -149,29 +176,122 @@ func mcpListKey(s protocol.MCPServer) string {
 	return b.String()
 }
 
-func (l *mcpLists) get(s protocol.MCPServer) ([]protocol.MCPToolInfo, bool) {
-	if l == nil {
+func (c *mcpConns) list(s protocol.MCPServer) ([]protocol.MCPToolInfo, bool) {
+	if c == nil {
 		return nil, false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	tools, ok := l.lists[mcpListKey(s)]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tools, ok := c.lists[mcpKey(s)]
 	return tools, ok
 }
 
-func (l *mcpLists) put(s protocol.MCPServer, tools []protocol.MCPToolInfo) {
-	if l == nil {
+func (c *mcpConns) keepList(s protocol.MCPServer, tools []protocol.MCPToolInfo) {
+	if c == nil {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lists == nil {
-		l.lists = make(map[string][]protocol.MCPToolInfo)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lists == nil {
+		c.lists = make(map[string][]protocol.MCPToolInfo)
 	}
-	if len(l.lists) >= maxMCPLists {
-		clear(l.lists)
+	if len(c.lists) >= maxMCPLists {
+		clear(c.lists)
 	}
-	l.lists[mcpListKey(s)] = tools
+	c.lists[mcpKey(s)] = tools
+}
+
+// acquire is a session with def's server: the connection's, connected
+// now if it has none, or, over HTTP (c nil) or once the connection has
+// ended, one of the caller's own. release gives it back; broken, the
+// pool lets it go.
+func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, func(broken bool), error) {
+	if c == nil {
+		return ownSession(ctx, client, def)
+	}
+	key := mcpKey(def)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ownSession(ctx, client, def)
+	}
+	mc, ok := c.open[key]
+	if !ok {
+		mc = &mcpConn{ready: make(chan struct{})}
+		if c.open == nil {
+			c.open = make(map[string]*mcpConn)
+		}
+		c.open[key] = mc
+		c.mu.Unlock()
+		mc.sess, mc.err = client.Connect(ctx, def)
+		close(mc.ready)
+		c.mu.Lock()
+	}
+	mc.refs++
+	c.mu.Unlock()
+	select {
+	case <-mc.ready:
+	case <-ctx.Done():
+		c.release(key, mc, false)
+		return nil, nil, ctx.Err()
+	}
+	if mc.err != nil {
+		c.release(key, mc, true) // the next rollout tries again
+		return nil, nil, mc.err
+	}
+	var once sync.Once
+	return mc.sess, func(broken bool) { once.Do(func() { c.release(key, mc, broken) }) }, nil
+}
+
+// release drops a hold on mc; the last hold on a session out of the pool
+// closes it.
+func (c *mcpConns) release(key string, mc *mcpConn, broken bool) {
+	c.mu.Lock()
+	mc.refs--
+	if broken && !mc.gone {
+		mc.gone = true
+		if c.open[key] == mc {
+			delete(c.open, key)
+		}
+	}
+	closeIt := mc.gone && mc.refs == 0 && mc.sess != nil
+	c.mu.Unlock()
+	if closeIt {
+		mc.sess.Close()
+	}
+}
+
+// end is the connection's end: its sessions close as their last rollout
+// lets go of them, and later ones are the rollouts' own.
+func (c *mcpConns) end() {
+	c.mu.Lock()
+	var idle []*hostedtools.MCPSession
+	for key, mc := range c.open {
+		mc.gone = true
+		delete(c.open, key)
+		select {
+		case <-mc.ready:
+			if mc.refs == 0 && mc.sess != nil {
+				idle = append(idle, mc.sess)
+			}
+		default: // connecting: its acquirer holds it
+		}
+	}
+	c.closed = true
+	c.mu.Unlock()
+	for _, s := range idle {
+		s.Close()
+	}
+}
+
+// ownSession is a session of the caller's own, closed on release.
+func ownSession(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, func(bool), error) {
+	sess, err := client.Connect(ctx, def)
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	return sess, func(bool) { once.Do(func() { sess.Close() }) }, nil
 }
 
 // prepareMCP takes the request's mcp tools, refusing a server the request
@@ -199,6 +319,14 @@ func (s *Server) prepareMCP(r *rollout) *protocol.Error {
 		r.mcp[t.MCP.ServerLabel] = &mcpServer{def: *t.MCP, client: s.opts.MCP}
 	}
 	return nil
+}
+
+// onConnection has the rollout's MCP servers reached through the
+// connection's sessions, and listed from its lists.
+func (r *rollout) onConnection(conns *mcpConns) {
+	for _, s := range r.mcp {
+		s.conns = conns
+	}
 }
 
 // mcpReason is an MCP error for the client, without the package prefix.
@@ -279,7 +407,7 @@ func (r *rollout) listMCP(ctx context.Context) error {
 // fetchList is a server's tools: from the connection's lists, else from
 // the server.
 func (r *rollout) fetchList(ctx context.Context, srv *mcpServer) ([]protocol.MCPToolInfo, error) {
-	if tools, ok := r.mcpLists.get(srv.def); ok {
+	if tools, ok := srv.conns.list(srv.def); ok {
 		return tools, nil
 	}
 	sess, err := srv.session(ctx)
@@ -293,7 +421,7 @@ func (r *rollout) fetchList(ctx context.Context, srv *mcpServer) ([]protocol.MCP
 	if tools == nil {
 		tools = []protocol.MCPToolInfo{}
 	}
-	r.mcpLists.put(srv.def, tools)
+	srv.conns.keepList(srv.def, tools)
 	return tools, nil
 }
 

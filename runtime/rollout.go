@@ -38,13 +38,11 @@ type rollout struct {
 	header []sampler.Token       // rendered instructions and tools
 	hosted map[string]Tool       // hosted tools offered by the request, by call name
 	mcp    map[string]*mcpServer // the request's mcp tools, by server label
-	// mcpLists are the connection's MCP tool lists (nil over HTTP).
-	mcpLists *mcpLists
-	client   Tool      // every other call: the client's functions
-	path     servePath // how it is served, for the metrics and the cost model
-	routed   bool      // the connection has resolved this model before: no route hop
-	start    time.Time
-	ctx      context.Context // run's context, set when it starts
+	client Tool                  // every other call: the client's functions
+	path   servePath             // how it is served, for the metrics and the cost model
+	routed bool                  // the connection has resolved this model before: no route hop
+	start  time.Time
+	ctx    context.Context // run's context, set when it starts
 
 	// Owned by the loop.
 	items        protocol.Items  // whole context, grows with each output item

@@ -487,7 +487,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	sess.served.Add(1)
 	ro.tenant = Tenant(sess.ctx)
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
-	ro.mcpLists = &sess.scope.mcpLists
+	ro.onConnection(&sess.scope.mcp)
 	if path.Design == designSuspend {
 		return sess.runSuspended(ln, ro, parent)
 	}

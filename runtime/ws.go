@@ -54,6 +54,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		defer s.releaseConn(sess.tenant)
 		defer s.untrack(sess)
 		sess.run(ctx)
+		sess.scope.end()
 		if s.opts.AccessLog {
 			s.logAccess(r, sess.tenant, http.StatusSwitchingProtocols, sess.written.Load(), s.now().Sub(sess.started), sess.served.Load())
 		}

@@ -215,6 +215,7 @@ func (w *WebTransport) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	scope.end()
 	conn.CloseWithError(0, "")
 }
 

@@ -9,8 +9,10 @@
 package mcptest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,15 +60,22 @@ func NewServer(stop <-chan struct{}) *mcp.Server {
 }
 
 // HTTP serves a server over Streamable HTTP on a loopback port until the
-// test ends, and returns its URL and how many requests it has had.
-func HTTP(t testing.TB) (url string, requests func() int64) {
+// test ends, and returns its URL and how many sessions clients have opened
+// with it (initialize or server/discover requests).
+func HTTP(t testing.TB) (url string, sessions func() int64) {
 	t.Helper()
 	stop := make(chan struct{})
 	srv := NewServer(stop)
 	var n atomic.Int64
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		// A session begins with initialize, or with server/discover in
+		// the protocol's newer versions.
+		if bytes.Contains(body, []byte(`"method":"initialize"`)) || bytes.Contains(body, []byte(`"method":"server/discover"`)) {
+			n.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
