@@ -61,6 +61,7 @@ type suspension struct {
 	logBytes  int
 	sent      int    // sequence_number of the last frame put to a connection
 	lastDone  *frame // the current pause's response.done
+	paused    bool   // it has paused once (a fork's beginning is over)
 	replaying bool   // a resuming connection is catching up from the log; new frames wait there
 
 	// What run left, once it has returned; guarded by mu.
@@ -217,8 +218,18 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		sp.terminal = b
 		return nil
 	case protocol.EventDone:
-		sp.lastDone = &f
+		sp.lastDone, sp.paused = &f, true
 		sp.parkLocked()
+	case protocol.EventCreated, protocol.EventInProgress:
+		if sp.ro.fork != nil && !sp.paused {
+			// A fork's beginning shows what its first pause shows again:
+			// a resume replays that pause, so these are not kept for one
+			// (64 forks hold 64 fewer pairs of step views).
+			if sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+				sp.sent = f.seq
+			}
+			return nil
+		}
 	}
 	sp.log = append(sp.log, f)
 	sp.logBytes += len(b)
