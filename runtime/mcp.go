@@ -216,8 +216,13 @@ func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def pro
 		return ownSession(ctx, client, def)
 	}
 	mc, ok := c.open[key]
-	if !ok {
-		mc = &mcpConn{ready: make(chan struct{})}
+	if ok {
+		mc.refs++
+		c.mu.Unlock()
+	} else {
+		// Held from the start: the connection's end, meanwhile, leaves a
+		// session being connected to its holders.
+		mc = &mcpConn{ready: make(chan struct{}), refs: 1}
 		if c.open == nil {
 			c.open = make(map[string]*mcpConn)
 		}
@@ -225,10 +230,7 @@ func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def pro
 		c.mu.Unlock()
 		mc.sess, mc.err = client.Connect(ctx, def)
 		close(mc.ready)
-		c.mu.Lock()
 	}
-	mc.refs++
-	c.mu.Unlock()
 	select {
 	case <-mc.ready:
 	case <-ctx.Done():
@@ -269,12 +271,8 @@ func (c *mcpConns) end() {
 	for key, mc := range c.open {
 		mc.gone = true
 		delete(c.open, key)
-		select {
-		case <-mc.ready:
-			if mc.refs == 0 && mc.sess != nil {
-				idle = append(idle, mc.sess)
-			}
-		default: // connecting: its acquirer holds it
+		if mc.refs == 0 && mc.sess != nil { // else its holders close it
+			idle = append(idle, mc.sess)
 		}
 	}
 	c.closed = true
