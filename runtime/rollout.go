@@ -169,6 +169,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {
 		return nil, perr
 	}
+	nameInputs(req.Input)
 	var ctxItems protocol.Items
 	if parent != nil {
 		ctxItems, r.chain = parent.items, parent.chain

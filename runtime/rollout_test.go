@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tether-run/tether/internal/schematest"
@@ -52,6 +53,15 @@ func TestStoredResponse(t *testing.T) {
 	data := obj(t, list)["data"].([]any)
 	if status != 200 || len(data) != 2 || data[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "two" {
 		t.Fatalf("input_items: %d %s", status, list)
+	}
+	// Sent without ids, the messages have one (msg_), and after pages past it.
+	newest, _ := data[0].(map[string]any)["id"].(string)
+	if !strings.HasPrefix(newest, "msg_") {
+		t.Fatalf("an input message's id: %q", newest)
+	}
+	status, list = h.get(t, "/responses/"+id+"/input_items?after="+newest)
+	if data := obj(t, list)["data"].([]any); status != 200 || len(data) != 1 || data[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "one" {
+		t.Fatalf("input_items after the newest: %d %s", status, list)
 	}
 	status, raw = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": id, "input": "three"})
 	if status != 200 {

@@ -360,6 +360,7 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 				"response.append takes tool outputs (function_call_output, custom_tool_call_output, shell_call_output, …) and user messages, not '%s'.", it.ItemType())
 		}
 	}
+	nameInputs(items)
 	// Steering first: it must be in the rollout's inbox when the step ends.
 	if len(steering) > 0 {
 		sp.ro.steer(steering...)
@@ -370,9 +371,6 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 			continue
 		}
 		callID := sp.stepCall(named).CallID
-		if out, ok := it.(*protocol.FunctionCallOutput); ok && out.ID == "" {
-			out.ID = newID("fco")
-		}
 		sp.answered[callID] = sp.steps
 		sp.left--
 		sp.outputs[callID] = it
