@@ -47,7 +47,7 @@ func TestReplayToolsNotOffered(t *testing.T) {
 	partial := []any{functionTool("list_dir"), functionTool("grep"), functionTool("apply_patch"),
 		map[string]any{"type": "custom", "name": "read_file"},
 		map[string]any{"type": "namespace", "name": "sh", "description": "Shell.", "tools": []any{functionTool("shell")}}}
-	const want = "Model 'replay:calc-fix-12' replays a rollout that calls list_dir, shell, read_file, grep and apply_patch; the request does not offer shell and read_file."
+	const want = "Model 'replay:calc-fix-12' replays a rollout that calls list_dir, shell, read_file, grep and apply_patch; the request does not offer shell and read_file"
 	checkRefusal := func(t *testing.T, status int, code, param, message string) {
 		t.Helper()
 		if status != 400 || code != "tool_not_offered" || param != "tools" || !strings.HasPrefix(message, want) || !strings.Contains(message, "tether-scripted") {
@@ -66,7 +66,7 @@ func TestReplayToolsNotOffered(t *testing.T) {
 			status, body := h.post(t, "/responses", map[string]any{"model": model, "input": "Fix the build.", "tools": tools})
 			if tools == nil {
 				if code, _, message := errorOf(t, body); status != 400 || code != "tool_not_offered" ||
-					!strings.Contains(message, "the request does not offer list_dir, shell, read_file, grep and apply_patch.") {
+					!strings.Contains(message, "the request does not offer list_dir, shell, read_file, grep and apply_patch (") {
 					t.Fatalf("no tools: %d %s", status, body)
 				}
 				continue
@@ -79,7 +79,7 @@ func TestReplayToolsNotOffered(t *testing.T) {
 			"messages": []any{map[string]any{"role": "user", "content": "Fix the build."}},
 			"tools":    []any{map[string]any{"type": "function", "function": map[string]any{"name": "list_dir"}}}})
 		if code, _, message := errorOf(t, body); status != 400 || code != "tool_not_offered" ||
-			!strings.Contains(message, "the request does not offer shell, read_file, grep and apply_patch.") {
+			!strings.Contains(message, "the request does not offer shell, read_file, grep and apply_patch (") {
 			t.Fatalf("chat completions: %d %s", status, body)
 		}
 
@@ -92,6 +92,17 @@ func TestReplayToolsNotOffered(t *testing.T) {
 		status, body = h.post(t, "/responses", map[string]any{"model": model, "input": "Fix the build.", "tools": all})
 		if r := obj(t, body); status != 200 || r["status"] != "completed" || !strings.Contains(string(body), `"function_call"`) {
 			t.Fatalf("every tool offered: %d %s", status, body)
+		}
+		// Offered, but tool_choice lets the model call only some.
+		for _, choice := range []any{
+			map[string]any{"type": "allowed_tools", "mode": "auto", "tools": []any{map[string]any{"type": "function", "name": "grep"}}},
+			map[string]any{"type": "function", "name": "grep"},
+		} {
+			status, body = h.post(t, "/responses", map[string]any{"model": model, "input": "Fix the build.", "tools": all, "tool_choice": choice})
+			if code, _, message := errorOf(t, body); status != 400 || code != "tool_not_offered" ||
+				!strings.Contains(message, "the request does not offer list_dir, shell, read_file and apply_patch (or its tool_choice") {
+				t.Fatalf("tool_choice %v: %d %s", choice, status, body)
+			}
 		}
 		status, body = h.post(t, "/responses", map[string]any{"model": model, "input": "Fix the build.", "tool_choice": "none"})
 		if r := obj(t, body); status != 200 || r["status"] != "completed" || strings.Contains(string(body), `"function_call"`) {

@@ -46,7 +46,12 @@ func (s *Server) offersRequired(name string, model Sampler, tools []protocol.Too
 	required := fixed.RequiredTools()
 	var missing []string
 	for _, fn := range required {
-		if !slices.ContainsFunc(tools, func(t protocol.Tool) bool { return t.Type == protocol.ToolFunction && t.Name == fn }) {
+		// Offered as a function, and one tool_choice lets it call.
+		callable := func(t protocol.Tool) bool {
+			return t.Type == protocol.ToolFunction && t.Name == fn && choice.Allows(t) &&
+				(choice.Function == "" || choice.Function == fn) && choice.Custom == "" && choice.Builtin == ""
+		}
+		if !slices.ContainsFunc(tools, callable) {
 			missing = append(missing, fn)
 		}
 	}
@@ -58,7 +63,7 @@ func (s *Server) offersRequired(name string, model Sampler, tools []protocol.Too
 		instead = ", or use " + sampler.ScriptedModel + ", which calls the tools it is offered."
 	}
 	return protocol.Invalid(protocol.CodeToolNotOffered, "tools",
-		"Model '%s' replays a rollout that calls %s; the request does not offer %s. Offer them as function tools (tether run does)%s",
+		"Model '%s' replays a rollout that calls %s; the request does not offer %s (or its tool_choice does not let the model call them). Offer them as function tools (tether run does)%s",
 		name, andList(required), andList(missing), instead)
 }
 
