@@ -50,3 +50,38 @@ func ExampleClient_Run() {
 	// completed 2 turns
 	// true
 }
+
+// ExampleClient_Branch is a best-of-3 over one tool call: the suspended
+// rollout parks on its call, response.fork clones it three ways on the
+// same connection, and each fork goes on with its own output.
+func ExampleClient_Branch() {
+	srv, _ := runtime.NewServer(runtime.Options{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+
+	c := &clienttools.Client{BaseURL: hs.URL} // with or without /v1
+	ro := clienttools.Rollout{
+		Mode: clienttools.ModeSuspend,
+		Request: &protocol.CreateRequest{Model: "tether-scripted", Input: protocol.Items{
+			protocol.UserMessage("Pick a timeout.\ncall: read_config {\"path\":\"client.toml\"}")}},
+		Funcs: []clienttools.Func{{Name: "read_config", Parameters: []byte(`{"type":"object"}`)}},
+	}
+	var branches []clienttools.Branch
+	for _, timeout := range []string{"5s", "30s", "2m"} {
+		branches = append(branches, clienttools.Branch{Output: func(clienttools.Call) (string, error) {
+			return "timeout = " + timeout, nil
+		}})
+	}
+	results, err := c.Branch(context.Background(), ro, branches)
+	if err != nil {
+		panic(err)
+	}
+	for _, res := range results {
+		fmt.Println(res.Response.Status, res.Text())
+	}
+	// Output:
+	// completed read_config returned: timeout = 5s
+	// completed read_config returned: timeout = 30s
+	// completed read_config returned: timeout = 2m
+}

@@ -330,6 +330,9 @@ func (r *rollout) onConnection(conns *mcpConns) {
 // mcpReason is an MCP error for the client, without the package prefix.
 func mcpReason(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "hostedtools: ")
+	if msg == "" {
+		return "The MCP server failed."
+	}
 	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }
 
@@ -414,6 +417,7 @@ func (r *rollout) fetchList(ctx context.Context, srv *mcpServer) ([]protocol.MCP
 	}
 	tools, err := sess.ListTools(ctx)
 	if err != nil {
+		srv.drop(true) // the next rollout connects again
 		return nil, err
 	}
 	if tools == nil {
