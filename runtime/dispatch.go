@@ -174,11 +174,9 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		switch {
 		case res == nil:
 			open = true
-		case answeredByClient(calls[i]):
-			// Whatever id the client gave its output (even its call's).
-			r.items = append(r.items, res)
-			r.appended = append(r.appended, res)
-		case res.ItemID() != calls[i].call.ID:
+		case answeredByClient(calls[i]) || res.ItemID() != calls[i].call.ID:
+			// A client's output joins whatever id it gave itself (even
+			// its call's).
 			r.items = append(r.items, res)
 		}
 	}
@@ -186,9 +184,7 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		r.renderPending()
 		return true, nil
 	}
-	steering := r.inbox.take()
-	r.appended = append(r.appended, steering...)
-	r.appendContext(steering)
+	r.appendContext(r.inbox.take())
 	r.mu.Lock()
 	r.resumeLocked()
 	r.mu.Unlock()

@@ -25,7 +25,6 @@ import (
 type forkPoint struct {
 	from         *rollout // its fields set by prepare, which never change
 	items        protocol.Items
-	appended     protocol.Items
 	prompt       *sampler.Prompt
 	rendered     int
 	usage        protocol.Usage
@@ -48,7 +47,7 @@ func (r *rollout) forkPointLocked() (*forkPoint, *protocol.Error) {
 				"Response '%s' is still running a hosted tool of its step (%s): fork it once the step waits on its client's calls alone.", r.resp.ID, c.call.Name)
 		}
 	}
-	fp := &forkPoint{from: r, items: slices.Clip(r.items), appended: slices.Clip(r.appended), prompt: r.prompt, rendered: r.rendered, usage: r.usage,
+	fp := &forkPoint{from: r, items: slices.Clip(r.items), prompt: r.prompt, rendered: r.rendered, usage: r.usage,
 		steps: r.steps, stepAt: r.stepAt, approvedFrom: r.approvedFrom, results: slices.Clone(r.results), resp: *r.resp}
 	fp.resp.Output = slices.Clip(r.resp.Output)
 	for _, c := range r.calls {
@@ -67,7 +66,7 @@ func (fp *forkPoint) rollout(lane string, created int64) *rollout {
 	// client's output never replaces its call's item: settleCall).
 	r := &rollout{srv: from.srv, req: from.req, model: from.model, lane: lane, tenant: from.tenant, base: from.base,
 		chain: from.chain, header: from.header, hosted: from.hosted, path: from.path, routed: true,
-		items: fp.items, appended: fp.appended, prompt: fp.prompt, rendered: fp.rendered, usage: fp.usage,
+		items: fp.items, prompt: fp.prompt, rendered: fp.rendered, usage: fp.usage,
 		steps: fp.steps, stepAt: fp.stepAt, fork: fp,
 		tools: from.tools, approvedFrom: fp.approvedFrom}
 	for label, s := range from.mcp {

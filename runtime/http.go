@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,8 +197,7 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	items := make(protocol.Items, len(rec.Input))
-	copy(items, rec.Input)
+	items := slices.Clone(rec.inputs())
 	switch q.Get("order") {
 	case "", "desc":
 		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {

@@ -46,7 +46,6 @@ type rollout struct {
 
 	// Owned by the loop.
 	items        protocol.Items  // whole context, grows with each output item
-	appended     protocol.Items  // what response.append put in the context, in order: inputs of the response too
 	prompt       *sampler.Prompt // rendered items[:rendered]
 	rendered     int
 	tm           protocol.Timings
@@ -499,7 +498,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
-		rec := &Record{Response: r.resp, Input: r.inputs(), Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
+		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
 		if conv != nil && r.srv.opts.Cost.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
@@ -537,16 +536,6 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.srv.hopAsync(hopBilling)
 	}
 	return conv, r.sinkErr()
-}
-
-// inputs are the response's input items, as input_items lists them: the
-// create's, then what the client appended, in the order it joined the
-// context. The appended items are shared with the context, not copied.
-func (r *rollout) inputs() protocol.Items {
-	if len(r.appended) == 0 {
-		return r.req.Input
-	}
-	return append(slices.Clip(r.req.Input), r.appended...)
 }
 
 // preInference makes the simulated service calls before sampling: the

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/tether-run/tether/protocol"
@@ -17,9 +18,7 @@ import (
 // conversation before it is reached through Response.PreviousResponseID.
 type Record struct {
 	Response *protocol.Response
-	// Input is what input_items lists: the items the create sent, as sent,
-	// then, for a suspended rollout, the tool outputs and steering messages
-	// response.append brought, in the order they joined the context.
+	// Input is the items the create sent, as sent.
 	Input protocol.Items
 	Items protocol.Items // nil in records that predate it: Input then Output
 	// Prompt is the whole conversation up to and including this response,
@@ -33,6 +32,28 @@ type Record struct {
 	// this one's, oldest first, when the server knows them: a store may
 	// load a whole conversation by them at once (ChainStore).
 	Chain []string
+}
+
+// inputs are what input_items lists: the create's input, then what the
+// client appended while the response ran (a suspended rollout's tool
+// outputs and steering messages), in the order it joined the context:
+// the items after the input that are not the response's output. Derived,
+// not stored twice: a long rollout's appended outputs are most of it.
+func (rec *Record) inputs() protocol.Items {
+	if len(rec.Items) <= len(rec.Input) {
+		return rec.Input
+	}
+	out := make(map[string]bool, len(rec.Response.Output))
+	for _, it := range rec.Response.Output {
+		out[it.ItemID()] = true
+	}
+	items := slices.Clip(rec.Input)
+	for _, it := range rec.Items[len(rec.Input):] {
+		if id := it.ItemID(); id == "" || !out[id] {
+			items = append(items, it)
+		}
+	}
+	return items
 }
 
 // added is what the record contributes to the conversation.

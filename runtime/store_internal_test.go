@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -191,5 +192,25 @@ func BenchmarkStore(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// TestRecordInputs: a record lists as its inputs the create's input, then
+// what the client appended, in context order, without storing them twice.
+func TestRecordInputs(t *testing.T) {
+	t.Parallel()
+	in := protocol.UserMessage("fix it")
+	call := &protocol.FunctionCall{ID: "fc_1", CallID: "call_1", Name: "read_file"}
+	out := &protocol.FunctionCallOutput{ID: "fco_1", CallID: "call_1"}
+	steer := protocol.UserMessage("hurry")
+	answer := &protocol.Message{ID: "msg_2", Role: protocol.RoleAssistant}
+	rec := &Record{Response: &protocol.Response{Output: protocol.Items{call, answer}}, Input: protocol.Items{in},
+		Items: protocol.Items{in, call, out, steer, answer}}
+	if got := rec.inputs(); !slices.Equal(got, protocol.Items{in, out, steer}) {
+		t.Errorf("inputs %v", got)
+	}
+	old := &Record{Response: rec.Response, Input: protocol.Items{in}} // before Items were kept
+	if got := old.inputs(); !slices.Equal(got, protocol.Items{in}) {
+		t.Errorf("an old record's inputs %v", got)
 	}
 }
