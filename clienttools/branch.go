@@ -39,6 +39,10 @@ type Branch struct {
 // in the connection's cache). Other modes, and WebTransport, are not
 // supported.
 //
+// Every branch takes a lane of the connection and a response in flight
+// (tether serve's --max-lanes and --max-inflight bound them: 64 branches
+// need 65 of each, the original's lane included).
+//
 // Each Result is the whole rollout of its branch: the shared output
 // before the pause, then the branch's own; its Usage counts the shared
 // prefix's sampling too. OnEvent and OnCall see every branch's events
