@@ -36,8 +36,9 @@ type Branch struct {
 // neither sent nor rendered again; the original is cancelled then. In
 // ModeTurns each branch is a response on a lane of its own that names the
 // paused turn as previous_response_id (every lane's latest response stays
-// in the connection's cache). Other modes, and WebTransport, are not
-// supported.
+// in the connection's cache). Other modes are not supported, nor, in
+// the client kit yet, WebTransport (where the server forks onto each
+// stream a response.fork without stream_ids comes on).
 //
 // Every branch takes a lane of the connection and a response in flight
 // (tether serve's --max-lanes and --max-inflight bound them: 64 branches

@@ -62,6 +62,12 @@ type ResumeEvent struct {
 	After      *int
 }
 
+// ErrForkLanes is a response.fork on a WebSocket without the forks' lanes.
+func ErrForkLanes() *Error {
+	return Invalid(CodeInvalidValue, "stream_ids",
+		"Invalid 'stream_ids': give the lane of each fork, 1 to %d distinct stream ids (a fork runs on its own lane).", MaxForks)
+}
+
 // ForkEvent is response.fork: clone a suspended response parked on its
 // client's calls into one new response per stream id, each parked at the
 // same calls, to be answered (and go on) on its own.
@@ -258,15 +264,19 @@ func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 	}
 }
 
-// decodeFork checks a response.fork: a response, and 1 to MaxForks
-// distinct, valid stream ids.
+// decodeFork checks a response.fork: a response, and up to MaxForks
+// distinct, valid stream ids. Without stream_ids (on WebTransport, where
+// a stream is a lane) the fork runs on the lane the event came on; a
+// WebSocket session requires them (ErrForkLanes).
 func decodeFork(head clientHead, lane string) (ClientEvent, string, *Error) {
 	if head.ResponseID == "" {
 		return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
 	}
-	if head.StreamIDs == nil || len(*head.StreamIDs) == 0 || len(*head.StreamIDs) > MaxForks {
-		return nil, lane, Invalid(CodeInvalidValue, "stream_ids",
-			"Invalid 'stream_ids': give the lane of each fork, 1 to %d distinct stream ids (a fork runs on its own lane).", MaxForks)
+	if head.StreamIDs == nil {
+		return &ForkEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
+	}
+	if len(*head.StreamIDs) == 0 || len(*head.StreamIDs) > MaxForks {
+		return nil, lane, ErrForkLanes()
 	}
 	seen := make(map[string]bool, len(*head.StreamIDs))
 	for i, id := range *head.StreamIDs {

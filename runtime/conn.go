@@ -112,6 +112,19 @@ func (c *connScope) elsewhere(sess *session, id string) bool {
 	return false
 }
 
+// find is the session and lane of the connection running response id,
+// and its suspension when it is a suspended rollout.
+func (c *connScope) find(id string) (*session, *lane, *suspension) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for sess := range c.sessions {
+		if ln, _, sp := sess.running(id); ln != nil {
+			return sess, ln, sp
+		}
+	}
+	return nil, nil, nil
+}
+
 // reserve takes a place in the connection's queue for a create of size
 // bytes, or says why there is none: the queue is full, or the create does
 // not fit the connection's byte budget.

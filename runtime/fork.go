@@ -117,11 +117,19 @@ func (r *rollout) resumeFork(ctx context.Context) (open bool, err error) {
 
 // fork handles response.fork: it takes the parked rollout's state now and
 // puts a fork of it on each lane named, in the lane's turn; each fork is
-// refused on its own lane when the lane cannot take it.
+// refused on its own lane when the lane cannot take it. On WebTransport,
+// where a stream is a lane without a stream_id, a response.fork without
+// stream_ids forks onto the stream it came on, from a rollout parked on
+// another stream of the connection.
 func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.Error {
-	if sess.transport == transportWT {
+	switch {
+	case sess.transport == transportWT && len(ev.StreamIDs) > 0:
 		return protocol.Invalid(protocol.CodeInvalidStreamID, "stream_ids",
-			"response.fork names its forks' lanes by stream_id, which WebTransport streams do not have: fork over a WebSocket.")
+			"On WebTransport a stream is a lane, without a stream_id: send response.fork, without stream_ids, on the stream each fork is to run on.")
+	case sess.transport == transportWT:
+		return sess.forkHere(ev, received)
+	case len(ev.StreamIDs) == 0:
+		return protocol.ErrForkLanes()
 	}
 	_, ro, sp := sess.running(ev.ResponseID)
 	switch {
@@ -145,6 +153,35 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 			return nil
 		})
 	}
+	return nil
+}
+
+// forkHere forks a rollout parked on another stream of the connection
+// onto this one (WebTransport).
+func (sess *session) forkHere(ev *protocol.ForkEvent, received time.Time) *protocol.Error {
+	owner, ln, sp := sess.scope.find(ev.ResponseID)
+	switch {
+	case owner == sess:
+		return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
+			"Response '%s' is this stream's: open another stream and send response.fork on it.", ev.ResponseID)
+	case ln != nil && sp == nil:
+		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
+			"Response '%s' is not a suspended rollout: fork a suspended response parked on its client's calls.", ev.ResponseID)
+	case sp == nil:
+		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+			"No suspended response '%s' on this connection.", ev.ResponseID)
+	}
+	fp, perr := sp.forkPoint(owner, ln.id)
+	if perr != nil {
+		return perr
+	}
+	sess.admit(ev.StreamID, &job{fork: fp, received: received}, func(ln *lane) *protocol.Error {
+		if ln.sp != nil && ln.sp.parkedOn(sess) {
+			return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
+				"Response '%s' on this stream is suspended, waiting for tool outputs: fork onto a stream of its own.", ln.sp.id)
+		}
+		return nil
+	})
 	return nil
 }
 

@@ -267,3 +267,50 @@ func BenchmarkFork(b *testing.B) {
 	b.ReportMetric(float64(forks)/float64(n)/protocol.MaxForks/1024, "KiB/fork")
 	b.ReportMetric(float64(forks)/float64(one), "64-forks/original")
 }
+
+// TestForkWebTransport: on WebTransport, where a stream is a lane without a
+// stream_id, response.fork without stream_ids, sent on a new stream, forks
+// a rollout parked on another stream of the connection onto it; the fork
+// and the original go on apart. stream_ids there, a fork onto the
+// original's own stream, and a WebSocket fork without stream_ids are
+// refused.
+func TestForkWebTransport(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOn(t, runtime.Options{Renderer: renderer(t)}, wire{webTransport: true})
+	c := h.dial(t, nil)
+	l := newLanes(c)
+	steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig", "input": script(steps)}))
+	pause := last(l.next(t, "orig"))
+	id := respID(t, pause)
+	callID := outputsFor(t, pause)[0].(map[string]any)["call_id"].(string)
+
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "f0", "response_id": id}) // on a new stream
+	evs := l.next(t, "f0")
+	created, done := decodeEv(t, evs[0]), decodeEv(t, last(evs))
+	if created.Type != "response.created" || done.Type != "response.done" || created.Response.ID == id {
+		t.Fatalf("the fork began with %s … %s", evs[0], last(evs))
+	}
+	fork := created.Response.ID
+	c.send(t, appendEv(fork, "f0", fco(callID, "variant A")))
+	c.send(t, appendEv(id, "orig", fco(callID, "variant B")))
+	for lane, want := range map[string]string{"f0": "variant A", "orig": "variant B"} {
+		end := last(l.next(t, lane))
+		if e := decodeEv(t, end); e.Type != "response.completed" || !strings.Contains(string(end), want) {
+			t.Errorf("%s ended with %s, want %q in it", lane, end, want)
+		}
+	}
+
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "p", "input": script(steps)}))
+	pid := respID(t, last(l.next(t, "p")))
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": pid})
+	l.wantError(t, "p", "stream_suspended")
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "q", "response_id": pid, "stream_ids": []string{"r"}})
+	l.wantError(t, "q", "invalid_stream_id")
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "q", "response_id": "resp_unknown"})
+	l.wantError(t, "q", "response_not_found")
+
+	ws := newHarness(t, runtime.Options{}).dial(t, nil)
+	ws.send(t, map[string]any{"type": "response.fork", "response_id": pid})
+	ws.wantError(t, "invalid_value")
+}
