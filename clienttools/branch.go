@@ -36,9 +36,10 @@ type Branch struct {
 // neither sent nor rendered again; the original is cancelled then. In
 // ModeTurns each branch is a response on a lane of its own that names the
 // paused turn as previous_response_id (every lane's latest response stays
-// in the connection's cache). Other modes are not supported, nor, in
-// the client kit yet, WebTransport (where the server forks onto each
-// stream a response.fork without stream_ids comes on).
+// in the connection's cache). Over WebTransport each branch is a stream
+// of the root's connection (a stream is a lane), where a suspended
+// rollout is forked by a response.fork sent on the branch's stream. Other
+// modes are not supported.
 //
 // Every branch takes a lane of the connection and a response in flight
 // (tether serve's --max-lanes and --max-inflight bound them: 64 branches
@@ -57,19 +58,17 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		return nil, fmt.Errorf("clienttools: %d branches: want 1 to %d", n, MaxBranches)
 	case ro.Mode != ModeSuspend && ro.Mode != ModeTurns:
 		return nil, fmt.Errorf("clienttools: branching runs in modes suspend and turns, not %s", ro.Mode)
-	case c.Transport == TransportWebTransport:
-		return nil, errors.New("clienttools: branching runs on a WebSocket (forks are lanes of one connection)")
 	}
 	ro = serialCallbacks(ro)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ws, err := c.dialWebSocket(ctx)
+	rl, err := c.dialBranches(ctx, n)
 	if err != nil {
 		return nil, err
 	}
-	defer ws.close()
+	defer rl.close()
 
-	// The shared prefix: the first turn, up to its pause, on lane "root".
+	// The shared prefix: the first turn, up to its pause, on the root lane.
 	root := c.newRun(ro)
 	defer root.exec.wait()
 	req := root.request(ro.Request.Input)
@@ -78,12 +77,12 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		req.Suspend = ptr(true)
 	}
 	start := time.Now()
-	sent, err := ws.send(ctx, &protocol.CreateEvent{StreamID: rootLane, Request: req})
+	sent, err := rl.root.send(ctx, &protocol.CreateEvent{StreamID: rl.root.streamID(), Request: req})
 	root.beginTurn(start, sent)
 	if err != nil {
 		return nil, err
 	}
-	end, err := root.readTurn(ctx, func() (protocol.Event, frameCost, error) { return ws.next(ctx) })
+	end, err := root.readTurn(ctx, func() (protocol.Event, frameCost, error) { return rl.root.next(ctx) })
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +91,11 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		return nil, fmt.Errorf("clienttools: the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
 	}
 
-	// From here every lane's events are read by one goroutine and handed
-	// to the lane's branch.
-	m := newMux(ws, n)
-	go m.read(ctx)
+	rl.start(ctx)
 	results := make([]*Result, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
+	var wg, forked sync.WaitGroup // forked: each branch has its fork (or failed)
+	forked.Add(n)
 	for i, br := range branches {
 		bro := ro
 		if br.Funcs != nil {
@@ -115,7 +112,9 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 			defer b.exec.wait()
 			outs, err := b.answerPause(ctx, calls, br.Output)
 			if err == nil {
-				err = b.branch(ctx, m.lane(i), end.Response.ID, outs)
+				err = b.branch(ctx, rl.lanes[i], end.Response.ID, outs, rl.forkHere, forked.Done)
+			} else {
+				forked.Done()
 			}
 			errs[i] = err
 			b.res.Elapsed = time.Since(root.start)
@@ -126,10 +125,16 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		})
 	}
 	if ro.Mode == ModeSuspend {
-		err = m.send(ctx, &protocol.ForkEvent{StreamID: rootLane, ResponseID: end.Response.ID, StreamIDs: m.lanes})
+		if !rl.forkHere {
+			// One response.fork names every branch's lane; the lane's
+			// order puts the cancel after it.
+			_, err = rl.root.send(ctx, &protocol.ForkEvent{StreamID: rootLane, ResponseID: end.Response.ID, StreamIDs: rl.ids})
+		} else {
+			forked.Wait() // the streams are not ordered with one another
+		}
 		if err == nil {
 			// Every fork has its copy: the original is done with.
-			err = m.send(ctx, &protocol.CancelEvent{StreamID: rootLane, ResponseID: end.Response.ID})
+			_, err = rl.root.send(ctx, &protocol.CancelEvent{StreamID: rl.root.streamID(), ResponseID: end.Response.ID})
 		}
 		if err != nil {
 			cancel()
@@ -137,7 +142,7 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	}
 	wg.Wait()
 	cancel()
-	<-m.done
+	rl.wait()
 	if err != nil {
 		return results, err
 	}
@@ -195,13 +200,21 @@ func (r *run) answerPause(ctx context.Context, calls []protocol.Call, output fun
 }
 
 // branch runs one branch on its lane from the pause of response paused,
-// whose calls outs answer, to its end.
-func (r *run) branch(ctx context.Context, l *muxLane, paused string, outs protocol.Items) error {
-	var ev any // what to send: nothing first for a fork, which comes by itself
-	if r.ro.Mode == ModeTurns {
+// whose calls outs answer, to its end. A fork comes by itself, unless
+// forkHere: then the branch asks for it on its lane. forked is called
+// once the branch has its fork's pause (or cannot have it).
+func (r *run) branch(ctx context.Context, l branchLane, paused string, outs protocol.Items, forkHere bool, forked func()) error {
+	var once sync.Once
+	defer once.Do(forked)
+	var ev any // what to send first: the turn, or for a fork nothing (or the fork)
+	switch {
+	case r.ro.Mode == ModeTurns:
+		once.Do(forked)
 		req := r.request(outs)
 		req.Store, req.PreviousResponseID = ptr(false), paused
-		ev = &protocol.CreateEvent{StreamID: l.id, Request: req}
+		ev = &protocol.CreateEvent{StreamID: l.streamID(), Request: req}
+	case forkHere:
+		ev = &protocol.ForkEvent{ResponseID: paused}
 	}
 	first := true
 	for {
@@ -218,6 +231,7 @@ func (r *run) branch(ctx context.Context, l *muxLane, paused string, outs protoc
 		if err != nil {
 			return err
 		}
+		once.Do(forked)
 		if r.ro.Mode == ModeSuspend && ended(end) {
 			r.addUsage(end.Response)
 			_, err := l.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
@@ -237,12 +251,12 @@ func (r *run) branch(ctx context.Context, l *muxLane, paused string, outs protoc
 		}
 		first = false
 		if r.ro.Mode == ModeSuspend {
-			ev = &protocol.AppendEvent{StreamID: l.id, ResponseID: end.Response.ID, Input: outs}
+			ev = &protocol.AppendEvent{StreamID: l.streamID(), ResponseID: end.Response.ID, Input: outs}
 			continue
 		}
 		req := r.request(outs)
 		req.Store, req.PreviousResponseID = ptr(false), end.Response.ID
-		ev = &protocol.CreateEvent{StreamID: l.id, Request: req}
+		ev = &protocol.CreateEvent{StreamID: l.streamID(), Request: req}
 	}
 }
 
@@ -257,6 +271,89 @@ func serialCallbacks(ro Rollout) Rollout {
 	}
 	return ro
 }
+
+// branchLane is a lane a Branch talks on: a lane of a shared WebSocket,
+// or a stream of a WebTransport connection.
+type branchLane interface {
+	streamID() string // what events name the lane by ("" on a stream)
+	send(ctx context.Context, ev any) (frameCost, error)
+	next(ctx context.Context) (protocol.Event, frameCost, error)
+}
+
+// branchLanes are a Branch's lanes: the root's and one per branch.
+type branchLanes struct {
+	root     branchLane
+	lanes    []branchLane
+	ids      []string // the branches' stream ids (WebSocket)
+	forkHere bool     // each branch forks onto its own lane (WebTransport)
+	start    func(ctx context.Context)
+	wait     func()
+	close    func()
+}
+
+// dialBranches connects for a Branch of n: one WebSocket whose lanes one
+// reader demultiplexes, or one WebTransport connection with a stream per
+// lane.
+func (c *Client) dialBranches(ctx context.Context, n int) (*branchLanes, error) {
+	if c.Transport == TransportWebTransport {
+		w, err := c.dialWebTransport(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rl := &branchLanes{root: w, forkHere: true, start: func(context.Context) {}, wait: func() {}}
+		rl.close = func() {
+			for _, l := range rl.lanes {
+				l.(*wtConn).str.Close()
+			}
+			w.close()
+		}
+		for range n {
+			s, err := openStream(ctx, w.sess, c.Encoding)
+			if err != nil {
+				rl.close()
+				return nil, err
+			}
+			rl.lanes = append(rl.lanes, s)
+		}
+		return rl, nil
+	}
+	ws, err := c.dialWebSocket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := newMux(ws, n)
+	rl := &branchLanes{root: m.byID[rootLane], ids: m.lanes, close: ws.close}
+	for i := range n {
+		rl.lanes = append(rl.lanes, m.lane(i))
+	}
+	// Until the pause the root reads the WebSocket itself; from then on
+	// every lane's events are read by one goroutine and handed to its
+	// lane.
+	rl.root = rootDirect{m: m}
+	rl.start = func(ctx context.Context) {
+		rl.root = m.byID[rootLane]
+		go m.read(ctx)
+	}
+	rl.wait = func() { <-m.done }
+	return rl, nil
+}
+
+// rootDirect is the root lane before the reader starts: it reads the
+// WebSocket itself.
+type rootDirect struct{ m *mux }
+
+func (r rootDirect) streamID() string { return rootLane }
+func (r rootDirect) send(ctx context.Context, ev any) (frameCost, error) {
+	return r.m.byID[rootLane].send(ctx, ev)
+}
+func (r rootDirect) next(ctx context.Context) (protocol.Event, frameCost, error) {
+	return r.m.ws.next(ctx)
+}
+
+func (l *muxLane) streamID() string { return l.id }
+
+// streamID: a WebTransport stream is a lane without a stream_id.
+func (w *wtConn) streamID() string { return "" }
 
 // mux shares one WebSocket among a Branch's lanes: one goroutine reads
 // every event and queues it for its lane; sends are serialized.
@@ -322,13 +419,6 @@ func (m *mux) read(ctx context.Context) {
 			l.put(muxEvent{ev: ev, cost: cost}, nil)
 		}
 	}
-}
-
-func (m *mux) send(ctx context.Context, ev any) error {
-	m.sendMu.Lock()
-	defer m.sendMu.Unlock()
-	_, err := m.ws.send(ctx, ev)
-	return err
 }
 
 func (l *muxLane) put(e muxEvent, err error) {

@@ -12,16 +12,25 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// TestBranch: a best-of-4 over one tool call, in both designs: each
-// branch answers the call with its own output, reads it, and goes on to
-// a later call of its own (run with Funcs) and its answer; every branch's
-// output starts with the shared prefix and diverges after it.
+// TestBranch: a best-of-4 over one tool call, in both designs, over a
+// WebSocket and over WebTransport: each branch answers the call with its
+// own output, reads it, and goes on to a later call of its own (run with
+// Funcs) and its answer; every branch's output starts with the shared
+// prefix and diverges after it.
 func TestBranch(t *testing.T) {
 	t.Parallel()
-	base := server(t, runtime.Options{})
+	base, wt := serverWT(t, runtime.Options{}, true)
 	candidates := []string{"30s", "5s", "120s", "10s"}
-	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode clienttools.Mode
+		wt   bool
+	}{{clienttools.ModeSuspend, false}, {clienttools.ModeTurns, false}, {clienttools.ModeSuspend, true}, {clienttools.ModeTurns, true}} {
+		mode := tc.mode
+		name := mode.String()
+		if tc.wt {
+			name += "/webtransport"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var later atomic.Int32 // the branches run their calls at once
 			funcs := []clienttools.Func{
@@ -35,6 +44,9 @@ func TestBranch(t *testing.T) {
 				}},
 			}
 			c := &clienttools.Client{BaseURL: base}
+			if tc.wt {
+				c = &clienttools.Client{BaseURL: wt.base, Transport: clienttools.TransportWebTransport, CertHash: wt.hash}
+			}
 			var events int
 			ro := clienttools.Rollout{Mode: mode, Funcs: funcs, OnEvent: func(protocol.Event) { events++ },
 				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel,

@@ -76,8 +76,8 @@ models.`, `tether run
 		fmt.Fprintln(stderr, "tether: run: --mcp:", err)
 		return 2
 	}
-	if *branches < 0 || *branches > clienttools.MaxBranches || *branches > 0 && (mode != clienttools.ModeSuspend && mode != clienttools.ModeTurns || tp == clienttools.TransportWebTransport) {
-		fmt.Fprintf(stderr, "tether: run: --branches %d: want 1 to %d, with --mode suspend or turns on a WebSocket\n", *branches, clienttools.MaxBranches)
+	if *branches < 0 || *branches > clienttools.MaxBranches || *branches > 0 && mode != clienttools.ModeSuspend && mode != clienttools.ModeTurns {
+		fmt.Fprintf(stderr, "tether: run: --branches %d: want 1 to %d, with --mode suspend or turns\n", *branches, clienttools.MaxBranches)
 		return 2
 	}
 	task := strings.Join(fs.Args(), " ")
