@@ -112,17 +112,17 @@ func (c *connScope) elsewhere(sess *session, id string) bool {
 	return false
 }
 
-// find is the session and lane of the connection running response id,
-// and its suspension when it is a suspended rollout.
-func (c *connScope) find(id string) (*session, *lane, *suspension) {
+// find is the session of the connection running response id, and what
+// session.running says of it there.
+func (c *connScope) find(id string) (*session, *lane, *rollout, *suspension) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for sess := range c.sessions {
-		if ln, _, sp := sess.running(id); ln != nil {
-			return sess, ln, sp
+		if ln, ro, sp := sess.running(id); ln != nil {
+			return sess, ln, ro, sp
 		}
 	}
-	return nil, nil, nil
+	return nil, nil, nil, nil
 }
 
 // reserve takes a place in the connection's queue for a create of size

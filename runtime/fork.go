@@ -122,16 +122,29 @@ func (r *rollout) resumeFork(ctx context.Context) (open bool, err error) {
 // stream_ids forks onto the stream it came on, from a rollout parked on
 // another stream of the connection.
 func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.Error {
+	owner, from, lanes := sess, ev.StreamID, ev.StreamIDs // from: the lane the fork is asked on, the rollout's
+	var ln *lane
+	var ro *rollout
+	var sp *suspension
 	switch {
 	case sess.transport == transportWT && len(ev.StreamIDs) > 0:
 		return protocol.Invalid(protocol.CodeInvalidStreamID, "stream_ids",
 			"On WebTransport a stream is a lane, without a stream_id: send response.fork, without stream_ids, on the stream each fork is to run on.")
 	case sess.transport == transportWT:
-		return sess.forkHere(ev, received)
+		owner, ln, ro, sp = sess.scope.find(ev.ResponseID)
+		if owner == sess {
+			return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
+				"Response '%s' is this stream's: open another stream and send response.fork on it.", ev.ResponseID)
+		}
+		if ln != nil {
+			from = ln.id
+		}
+		lanes = []string{ev.StreamID}
 	case len(ev.StreamIDs) == 0:
 		return protocol.ErrForkLanes()
+	default:
+		_, ro, sp = sess.running(ev.ResponseID)
 	}
-	_, ro, sp := sess.running(ev.ResponseID)
 	switch {
 	case ro != nil:
 		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
@@ -140,48 +153,19 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 			"No suspended response '%s' on this connection.", ev.ResponseID)
 	}
-	fp, perr := sp.forkPoint(sess, ev.StreamID)
+	fp, perr := sp.forkPoint(owner, from)
 	if perr != nil {
 		return perr
 	}
-	for _, id := range ev.StreamIDs {
+	for _, id := range lanes {
 		sess.admit(id, &job{fork: fp, received: received}, func(ln *lane) *protocol.Error {
 			if ln.sp != nil && ln.sp.parkedOn(sess) {
 				return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-					"Response '%s' on this stream is suspended, waiting for tool outputs: fork onto a lane of its own.", ln.sp.id)
+					"Response '%s' on this lane is suspended, waiting for tool outputs: fork onto a lane of its own.", ln.sp.id)
 			}
 			return nil
 		})
 	}
-	return nil
-}
-
-// forkHere forks a rollout parked on another stream of the connection
-// onto this one (WebTransport).
-func (sess *session) forkHere(ev *protocol.ForkEvent, received time.Time) *protocol.Error {
-	owner, ln, sp := sess.scope.find(ev.ResponseID)
-	switch {
-	case owner == sess:
-		return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
-			"Response '%s' is this stream's: open another stream and send response.fork on it.", ev.ResponseID)
-	case ln != nil && sp == nil:
-		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-			"Response '%s' is not a suspended rollout: fork a suspended response parked on its client's calls.", ev.ResponseID)
-	case sp == nil:
-		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No suspended response '%s' on this connection.", ev.ResponseID)
-	}
-	fp, perr := sp.forkPoint(owner, ln.id)
-	if perr != nil {
-		return perr
-	}
-	sess.admit(ev.StreamID, &job{fork: fp, received: received}, func(ln *lane) *protocol.Error {
-		if ln.sp != nil && ln.sp.parkedOn(sess) {
-			return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
-				"Response '%s' on this stream is suspended, waiting for tool outputs: fork onto a stream of its own.", ln.sp.id)
-		}
-		return nil
-	})
 	return nil
 }
 
