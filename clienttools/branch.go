@@ -68,8 +68,11 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	}
 	defer rl.close()
 
-	// The shared prefix: the first turn, up to its pause, on the root lane.
-	root := c.newRun(ro)
+	// The shared prefix: the first turn, up to its pause, on the root lane;
+	// never eager: the branches run the pause's calls, each its own way.
+	rootClient := *c
+	rootClient.Eager = false
+	root := rootClient.newRun(ro)
 	defer root.exec.wait()
 	req := root.request(ro.Request.Input)
 	req.Store = ptr(false)
@@ -105,18 +108,14 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		b.res.Output = slices.Clone(root.res.Output)
 		b.res.Turns = slices.Clone(root.res.Turns)
 		b.turn, b.last = &b.res.Turns[len(b.res.Turns)-1], root.last // the pause's calls are its turn's
+		b.paid, b.paidTime = root.paid, root.paidTime                // what the fork's pause repeats
 		if ro.Mode == ModeTurns {
 			b.addUsage(end.Response) // a fork's response counts the prefix itself
 		}
 		wg.Go(func() {
 			defer b.exec.wait()
-			outs, err := b.answerPause(ctx, calls, br.Output)
-			if err == nil {
-				err = b.branch(ctx, rl.lanes[i], end.Response.ID, outs, rl.forkHere, forked.Done)
-			} else {
-				forked.Done()
-			}
-			errs[i] = err
+			answer := func() (protocol.Items, error) { return b.answerPause(ctx, calls, br.Output) }
+			errs[i] = b.branch(ctx, rl.lanes[i], end.Response.ID, answer, rl.forkHere, forked.Done)
 			b.res.Elapsed = time.Since(root.start)
 			if errs[i] == nil {
 				errs[i] = b.endErr()
@@ -200,16 +199,23 @@ func (r *run) answerPause(ctx context.Context, calls []protocol.Call, output fun
 }
 
 // branch runs one branch on its lane from the pause of response paused,
-// whose calls outs answer, to its end. A fork comes by itself, unless
-// forkHere: then the branch asks for it on its lane. forked is called
-// once the branch has its fork's pause (or cannot have it).
-func (r *run) branch(ctx context.Context, l branchLane, paused string, outs protocol.Items, forkHere bool, forked func()) error {
+// whose calls answer answers, to its end. A fork comes by itself, unless
+// forkHere: then the branch asks for it on its lane, at once (the
+// original waits parked meanwhile), and answers at the fork's pause.
+// forked is called once the branch has its fork's pause (or cannot have
+// it).
+func (r *run) branch(ctx context.Context, l branchLane, paused string, answer func() (protocol.Items, error), forkHere bool, forked func()) error {
 	var once sync.Once
 	defer once.Do(forked)
 	var ev any // what to send first: the turn, or for a fork nothing (or the fork)
+	var outs protocol.Items
 	switch {
 	case r.ro.Mode == ModeTurns:
 		once.Do(forked)
+		var err error
+		if outs, err = answer(); err != nil {
+			return err
+		}
 		req := r.request(outs)
 		req.Store, req.PreviousResponseID = ptr(false), paused
 		ev = &protocol.CreateEvent{StreamID: l.streamID(), Request: req}
@@ -244,10 +250,14 @@ func (r *run) branch(ctx context.Context, l branchLane, paused string, outs prot
 		if len(calls) == 0 {
 			return nil
 		}
-		if !first || r.ro.Mode == ModeTurns {
-			if outs, err = r.runCalls(ctx, calls); err != nil {
-				return err
-			}
+		switch {
+		case first && r.ro.Mode == ModeSuspend:
+			outs, err = answer() // the fork's pause: the branch's own answer
+		default:
+			outs, err = r.runCalls(ctx, calls)
+		}
+		if err != nil {
+			return err
 		}
 		first = false
 		if r.ro.Mode == ModeSuspend {

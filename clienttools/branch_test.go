@@ -90,6 +90,13 @@ func TestBranch(t *testing.T) {
 				if res.Usage.OutputTokens == 0 || res.Usage.InputTokens == 0 {
 					t.Errorf("branch %d usage %+v", i, res.Usage)
 				}
+				var sum protocol.Usage // the turns' usage, the prefix's once
+				for _, turn := range res.Turns {
+					sum.Add(turn.Usage)
+				}
+				if sum != res.Usage {
+					t.Errorf("branch %d: turns sum to %+v, the branch's usage is %+v", i, sum, res.Usage)
+				}
 				for j, it := range res.Output {
 					if fco, ok := it.(*protocol.FunctionCall); ok && fco.Name == "check" && strings.Contains(fco.ID, prefix) {
 						t.Errorf("branch %d's item %d is the prefix's", i, j)

@@ -160,6 +160,18 @@ func (m *MCP) Connect(ctx context.Context, s protocol.MCPServer) (*MCPSession, e
 			base = http.DefaultTransport
 		}
 		hc.Transport = headerTransport{base: base, headers: headers}
+		// The headers carry credentials, which net/http would strip on a
+		// redirect to another host and headerTransport would put back:
+		// no redirect leaves the server's host (nor the allow-list).
+		hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("hostedtools: MCP server %s redirected to another host, %s: refused", via[0].URL.Host, req.URL.Host)
+			}
+			if len(via) >= 10 {
+				return errors.New("hostedtools: MCP server: stopped after 10 redirects")
+			}
+			return nil
+		}
 		transport, where = &mcp.StreamableClientTransport{Endpoint: u.String(), HTTPClient: &hc, MaxRetries: -1}, u.Host
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
@@ -219,15 +231,16 @@ func (s *MCPSession) ListTools(ctx context.Context) ([]protocol.MCPToolInfo, err
 }
 
 // Call calls the tool name with arguments (a JSON object, as the model
-// wrote it). A tool that reports an error (isError) returns it in toolErr,
-// for the mcp_call item; err is a failure to reach the tool at all (the
-// server is down, the call timed out, the arguments are not an object).
+// wrote it). A tool that reports an error (isError), and arguments that
+// are not an object (the model's mistake), return it in toolErr, for the
+// mcp_call item; err is a failure to reach the tool at all (the server is
+// down, the call timed out).
 // The output is the text of the result's content, capped at MaxOutput.
 func (s *MCPSession) Call(ctx context.Context, name, arguments string) (output, toolErr string, err error) {
 	var args map[string]any
 	if strings.TrimSpace(arguments) != "" {
 		if err := json.Unmarshal([]byte(arguments), &args); err != nil {
-			return "", "", fmt.Errorf("hostedtools: arguments of MCP tool %s are not a JSON object: %w", name, err)
+			return "", fmt.Sprintf("The arguments of MCP tool %s are not a JSON object: %v", name, err), nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.m.opts.Timeout)

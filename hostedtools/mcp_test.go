@@ -2,7 +2,10 @@ package hostedtools_test
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,8 +48,8 @@ func TestMCP(t *testing.T) {
 	if out, _, err := s.Call(ctx, "big", `{}`); err != nil || len(out) > 1<<20+100 || !strings.Contains(out, "[truncated") {
 		t.Errorf("big: %d bytes, %v", len(out), err)
 	}
-	if _, _, err := s.Call(ctx, "add", `[1,2]`); err == nil {
-		t.Error("arguments that are not an object: no error")
+	if _, toolErr, err := s.Call(ctx, "add", `[1,2]`); err != nil || !strings.Contains(toolErr, "not a JSON object") {
+		t.Errorf("arguments that are not an object: %q, %v", toolErr, err)
 	}
 
 	for _, bad := range []string{"https://example.com/mcp", "http://10.0.0.8:8080/mcp", "file:///etc/passwd", "mcp.example.com", ""} {
@@ -99,5 +102,24 @@ func checkTools(t *testing.T, s *hostedtools.MCPSession) {
 	}
 	if out, toolErr, err := s.Call(t.Context(), "add", `{"a":2,"b":3}`); err != nil || toolErr != "" || out != "5" {
 		t.Errorf("add: %q %q %v", out, toolErr, err)
+	}
+}
+
+// TestMCPRedirect: a server that redirects to another host is refused:
+// the request's credentials never reach that host.
+func TestMCPRedirect(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer other.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(other.URL+"/mcp", http.StatusTemporaryRedirect))
+	defer redirect.Close()
+	m := hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 5 * time.Second})
+	_, err := m.Connect(t.Context(), protocol.MCPServer{ServerLabel: "x", ServerURL: redirect.URL + "/mcp", Authorization: "secret"})
+	if err == nil || !strings.Contains(err.Error(), "redirected to another host") || reached.Load() != 0 {
+		t.Errorf("a redirect to another host: %v, that host reached %d times", err, reached.Load())
 	}
 }

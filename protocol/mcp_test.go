@@ -90,6 +90,8 @@ func TestMCPServerTool(t *testing.T) {
 		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":"always","allowed_tools":{"read_only":true}}`, [2]bool{true, false}, [2]bool{true, true}},
 		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":{"never":{"tool_names":["search"]}}}`, [2]bool{true, true}, [2]bool{false, true}},
 		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":{"never":{"read_only":true}},"allowed_tools":{"tool_names":["search","write"]}}`, [2]bool{true, true}, [2]bool{false, true}},
+		// In both filters: always wins.
+		{`{"type":"mcp","server_label":"d","server_url":"http://x","require_approval":{"always":{"tool_names":["search"]},"never":{"read_only":true}}}`, [2]bool{true, true}, [2]bool{true, true}},
 	} {
 		var tool protocol.Tool
 		if err := json.Unmarshal([]byte(tc.tool), &tool); err != nil {

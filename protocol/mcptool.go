@@ -38,8 +38,8 @@ type MCPToolFilter struct {
 }
 
 // MCPApproval is require_approval: "always", "never", or filters of the
-// tools that always and that never need approval (a tool in neither needs
-// it).
+// tools that always and that never need approval (a tool in neither, or
+// in both, needs it).
 type MCPApproval struct {
 	Mode   string // "always", "never", or "" with the filters (or nothing: always)
 	Always *MCPToolFilter
@@ -77,7 +77,7 @@ func (s *MCPServer) NeedsApproval(info MCPToolInfo) bool {
 	switch {
 	case a.Mode == "never":
 		return false
-	case a.Mode == "always":
+	case a.Mode == "always", a.Always != nil && a.Always.Matches(info):
 		return true
 	case a.Never != nil && a.Never.Matches(info):
 		return false

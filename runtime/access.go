@@ -41,11 +41,19 @@ func (w *accessWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (w *accessWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+// FlushError flushes and says whether it could: http.ResponseController
+// prefers it to Flush, so that a stream's handler still learns its client
+// is gone.
+func (w *accessWriter) FlushError() error {
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *accessWriter) Flush() { w.FlushError() }
 
 func (w *accessWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	w.hijacked = true
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.hijacked = err == nil
+	return conn, brw, err
 }
 
 func (w *accessWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -35,7 +35,8 @@ type mcpServer struct {
 
 	mu      sync.Mutex
 	sess    *hostedtools.MCPSession // guarded by mu
-	release func(broken bool)       // gives sess back; guarded by mu
+	held    mcpHold                 // sess's hold; guarded by mu
+	retired []mcpHold               // holds on sessions let go as broken, given back at the end; guarded by mu
 }
 
 func (s *mcpServer) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolMCP} }
@@ -57,26 +58,41 @@ func (s *mcpServer) session(ctx context.Context) (*hostedtools.MCPSession, error
 	if s.sess != nil {
 		return s.sess, nil
 	}
-	sess, release, err := s.conns.acquire(ctx, s.client, s.def)
+	sess, held, err := s.conns.acquire(ctx, s.client, s.def)
 	if err != nil {
 		return nil, err
 	}
-	s.sess, s.release = sess, release
+	s.sess, s.held = sess, held
 	return sess, nil
 }
 
-// drop gives the session back: broken, it is closed and the next call
-// opens another.
-func (s *mcpServer) drop(broken bool) {
+// broken lets go of sess after a failure: the rollout's next call, and
+// the connection's next rollout, take a new session; sess closes once
+// every call still using it (a sibling of this step) is done, when the
+// rollouts holding it end.
+func (s *mcpServer) broken(sess *hostedtools.MCPSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != sess {
+		return // let go already
+	}
+	s.held.evict()
+	s.retired = append(s.retired, s.held)
+	s.sess, s.held = nil, mcpHold{}
+}
+
+// close gives back every session the rollout took.
+func (s *mcpServer) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess != nil {
-		s.release(broken)
-		s.sess, s.release = nil, nil
+		s.held.release()
 	}
+	for _, h := range s.retired {
+		h.release()
+	}
+	s.sess, s.held, s.retired = nil, mcpHold{}, nil
 }
-
-func (s *mcpServer) close() { s.drop(false) }
 
 // Call runs a sampled call the server's tool needs no approval for.
 func (s *mcpServer) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
@@ -106,7 +122,7 @@ func (s *mcpServer) run(ctx context.Context, call protocol.Call, approval *strin
 		}
 		out, toolErr, err := sess.Call(ctx, call.Name, call.Input)
 		if err != nil && ctx.Err() == nil {
-			s.drop(true) // the server went away, or hangs: a new session next time
+			s.broken(sess) // the server went away, or hangs: a new session next time
 		}
 		return out, toolErr, err
 	}()
@@ -201,11 +217,18 @@ func (c *mcpConns) keepList(s protocol.MCPServer, tools []protocol.MCPToolInfo) 
 	c.lists[mcpKey(s)] = tools
 }
 
+// mcpHold is a rollout's hold on a session: release gives it back (once);
+// evict takes it out of the pool, so that nobody takes it again, and it
+// closes once its holders have let go.
+type mcpHold struct {
+	release func()
+	evict   func()
+}
+
 // acquire is a session with def's server: the connection's, connected
 // now if it has none, or, over HTTP (c nil) or once the connection has
-// ended, one of the caller's own. release gives it back; broken, the
-// pool lets it go.
-func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, func(broken bool), error) {
+// ended, one of the caller's own.
+func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, mcpHold, error) {
 	if c == nil {
 		return ownSession(ctx, client, def)
 	}
@@ -228,38 +251,46 @@ func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def pro
 		}
 		c.open[key] = mc
 		c.mu.Unlock()
-		mc.sess, mc.err = client.Connect(ctx, def)
+		// Not on ctx alone: others may wait for this session, and this
+		// rollout's end must not fail their calls (Connect has its own
+		// timeout).
+		mc.sess, mc.err = client.Connect(context.WithoutCancel(ctx), def)
 		close(mc.ready)
 	}
 	select {
 	case <-mc.ready:
 	case <-ctx.Done():
-		c.release(key, mc, false)
-		return nil, nil, ctx.Err()
+		c.release(key, mc)
+		return nil, mcpHold{}, ctx.Err()
 	}
 	if mc.err != nil {
-		c.release(key, mc, true) // the next rollout tries again
-		return nil, nil, mc.err
+		c.evict(key, mc) // the next rollout tries again
+		c.release(key, mc)
+		return nil, mcpHold{}, mc.err
 	}
 	var once sync.Once
-	return mc.sess, func(broken bool) { once.Do(func() { c.release(key, mc, broken) }) }, nil
+	return mc.sess, mcpHold{release: func() { once.Do(func() { c.release(key, mc) }) }, evict: func() { c.evict(key, mc) }}, nil
 }
 
 // release drops a hold on mc; the last hold on a session out of the pool
 // closes it.
-func (c *mcpConns) release(key string, mc *mcpConn, broken bool) {
+func (c *mcpConns) release(key string, mc *mcpConn) {
 	c.mu.Lock()
 	mc.refs--
-	if broken && !mc.gone {
-		mc.gone = true
-		if c.open[key] == mc {
-			delete(c.open, key)
-		}
-	}
 	closeIt := mc.gone && mc.refs == 0 && mc.sess != nil
 	c.mu.Unlock()
 	if closeIt {
 		mc.sess.Close()
+	}
+}
+
+// evict takes mc out of the pool: it closes when its last holder lets go.
+func (c *mcpConns) evict(key string, mc *mcpConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mc.gone = true
+	if c.open[key] == mc {
+		delete(c.open, key)
 	}
 }
 
@@ -283,13 +314,13 @@ func (c *mcpConns) end() {
 }
 
 // ownSession is a session of the caller's own, closed on release.
-func ownSession(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, func(bool), error) {
+func ownSession(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, mcpHold, error) {
 	sess, err := client.Connect(ctx, def)
 	if err != nil {
-		return nil, nil, err
+		return nil, mcpHold{}, err
 	}
 	var once sync.Once
-	return sess, func(bool) { once.Do(func() { sess.Close() }) }, nil
+	return sess, mcpHold{release: func() { once.Do(func() { sess.Close() }) }, evict: func() {}}, nil
 }
 
 // prepareMCP takes the request's mcp tools, refusing a server the request
@@ -417,7 +448,7 @@ func (r *rollout) fetchList(ctx context.Context, srv *mcpServer) ([]protocol.MCP
 	}
 	tools, err := sess.ListTools(ctx)
 	if err != nil {
-		srv.drop(true) // the next rollout connects again
+		srv.broken(sess) // the next rollout connects again
 		return nil, err
 	}
 	if tools == nil {
@@ -482,15 +513,17 @@ func (r *rollout) mcpTool(c *protocol.Call) (Tool, bool) {
 // came into the context since it last looked and that have not run.
 func (r *rollout) runApproved(ctx context.Context) error {
 	var calls []*stepCall
+	queued := map[string]bool{}
 	for i := r.approvedFrom; i < len(r.items); i++ {
 		ok, isOK := r.items[i].(*protocol.MCPApprovalResponse)
 		if !isOK || ok == nil || !ok.Approve {
 			continue
 		}
 		req, _ := findItem(r.items[:i], ok.ApprovalRequestID).(*protocol.MCPApprovalRequest)
-		if req == nil || ranApproved(r.items[i+1:], req.ID) || r.mcp[req.ServerLabel] == nil {
+		if req == nil || queued[req.ID] || ranApproved(r.items[i+1:], req.ID) || r.mcp[req.ServerLabel] == nil {
 			continue
 		}
+		queued[req.ID] = true
 		calls = append(calls, &stepCall{
 			call: protocol.Call{Type: protocol.ItemFunctionCall, Name: req.Name, Namespace: req.ServerLabel, Input: req.Arguments},
 			tool: approvedCall{r.mcp[req.ServerLabel], req.ID},

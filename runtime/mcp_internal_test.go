@@ -25,49 +25,53 @@ func TestMCPConns(t *testing.T) {
 	}
 
 	var c mcpConns
-	s1, release1, err := c.acquire(ctx, client, def)
+	s1, hold1, err := c.acquire(ctx, client, def)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, release2, err := c.acquire(ctx, client, def)
+	s2, hold2, err := c.acquire(ctx, client, def)
 	if err != nil || s2 != s1 || sessions() != 1 {
 		t.Fatalf("two rollouts: %p and %p, %d sessions, %v", s1, s2, sessions(), err)
 	}
-	release1(false)
-	release1(false) // once only
+	hold1.release()
+	hold1.release() // once only
 	c.end()
 	if !works(s2) {
 		t.Fatal("the connection's end closed a session a rollout holds")
 	}
-	release2(false)
+	hold2.release()
 	if works(s2) {
 		t.Error("the last holder let go after the end, and the session is still open")
 	}
-	own, releaseOwn, err := c.acquire(ctx, client, def)
+	own, holdOwn, err := c.acquire(ctx, client, def)
 	if err != nil || own == s1 || sessions() != 2 {
 		t.Fatalf("after the end: %v, %d sessions", err, sessions())
 	}
-	releaseOwn(false)
+	holdOwn.release()
 	if works(own) {
 		t.Error("a session of the caller's own outlived its release")
 	}
 
 	var fresh mcpConns
-	a, releaseA, err := fresh.acquire(ctx, client, def)
+	a, holdA, err := fresh.acquire(ctx, client, def)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idle, releaseIdle, _ := fresh.acquire(ctx, client, def)
-	releaseIdle(false)
-	releaseA(true) // broken: out of the pool, closed (nobody holds it)
+	idle, holdIdle, _ := fresh.acquire(ctx, client, def)
+	holdIdle.release()
+	holdA.evict() // broken: out of the pool, closed once nobody holds it
+	if !works(a) {
+		t.Error("an evicted session closed under its holder")
+	}
+	holdA.release()
 	if works(a) || idle != a {
 		t.Error("a broken session stayed open")
 	}
-	b, releaseB, err := fresh.acquire(ctx, client, def)
+	b, holdB, err := fresh.acquire(ctx, client, def)
 	if err != nil || b == a || sessions() != 4 {
 		t.Fatalf("after a broken session: %v, %d sessions", err, sessions())
 	}
-	releaseB(false)
+	holdB.release()
 	fresh.end() // b was idle: closed now
 	if works(b) {
 		t.Error("an idle session outlived the connection")

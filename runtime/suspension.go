@@ -221,13 +221,12 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		sp.lastDone, sp.paused = &f, true
 		sp.parkLocked()
 	case protocol.EventCreated, protocol.EventInProgress:
-		if sp.ro.fork != nil && !sp.paused {
-			// A fork's beginning shows what its first pause shows again:
-			// a resume replays that pause, so these are not kept for one
-			// (64 forks hold 64 fewer pairs of step views).
-			if sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
-				sp.sent = f.seq
-			}
+		// A fork's beginning shows what its first pause shows again: a
+		// resume replays that pause, so once sent these are not kept for
+		// one (64 forks hold 64 fewer pairs of step views). Not sent, the
+		// log keeps them: the client learns the fork's id from them.
+		if sp.ro.fork != nil && !sp.paused && sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+			sp.sent = f.seq
 			return nil
 		}
 	}

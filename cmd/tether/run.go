@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -143,11 +144,17 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 	bs := make([]clienttools.Branch, n)
 	dirs := make([]string, n)
 	for i := range bs {
-		dirs[i] = fmt.Sprintf("%s-b%d", workdir, i)
-		if err := os.CopyFS(dirs[i], os.DirFS(workdir)); err != nil {
+		// A new directory each, outside the workdir (which may hold
+		// earlier runs' copies).
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s-b%d-", filepath.Base(filepath.Clean(workdir)), i))
+		if err == nil {
+			err = os.CopyFS(dir, os.DirFS(workdir))
+		}
+		if err != nil {
 			fmt.Fprintln(stderr, "tether: run: --branches:", err)
 			return 1
 		}
+		dirs[i] = dir
 		bs[i].Funcs = (&clienttools.Tools{Dir: dirs[i]}).Funcs()
 	}
 	if !v.json {

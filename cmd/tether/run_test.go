@@ -175,8 +175,18 @@ func TestRunBranches(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s%s", mode, code, out.String(), errOut.String())
 		}
-		for i := range 2 {
-			b := fmt.Sprintf("%s-b%d", dir, i)
+		// Each branch's summary names its copy of the workdir.
+		var dirs []string
+		for _, line := range strings.Split(out.String(), "\n") {
+			if d, ok := strings.CutPrefix(line, "workdir: "); ok {
+				dirs = append(dirs, d)
+				t.Cleanup(func() { os.RemoveAll(d) })
+			}
+		}
+		if len(dirs) != 2 || dirs[0] == dirs[1] || !strings.Contains(filepath.Base(dirs[0]), "w-b0-") {
+			t.Fatalf("%s: branch workdirs %q", mode, dirs)
+		}
+		for i, b := range dirs {
 			if data, err := os.ReadFile(filepath.Join(b, "where.txt")); err != nil || strings.TrimSpace(string(data)) != b {
 				t.Errorf("%s: branch %d wrote %q, %v", mode, i, data, err)
 			}
