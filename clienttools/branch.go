@@ -94,7 +94,6 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		return nil, fmt.Errorf("clienttools: the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
 	}
 
-	rl.start(ctx)
 	results := make([]*Result, n)
 	errs := make([]error, n)
 	var wg, forked sync.WaitGroup // forked: each branch has its fork (or failed)
@@ -140,8 +139,6 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		}
 	}
 	wg.Wait()
-	cancel()
-	rl.wait()
 	if err != nil {
 		return results, err
 	}
@@ -296,9 +293,7 @@ type branchLanes struct {
 	lanes    []branchLane
 	ids      []string // the branches' stream ids (WebSocket)
 	forkHere bool     // each branch forks onto its own lane (WebTransport)
-	start    func(ctx context.Context)
-	wait     func()
-	close    func()
+	close    func()   // ends the connection, and joins its reader
 }
 
 // dialBranches connects for a Branch of n: one WebSocket whose lanes one
@@ -310,7 +305,7 @@ func (c *Client) dialBranches(ctx context.Context, n int) (*branchLanes, error) 
 		if err != nil {
 			return nil, err
 		}
-		rl := &branchLanes{root: w, forkHere: true, start: func(context.Context) {}, wait: func() {}}
+		rl := &branchLanes{root: w, forkHere: true}
 		rl.close = func() {
 			for _, l := range rl.lanes {
 				l.(*wtConn).str.Close()
@@ -331,33 +326,14 @@ func (c *Client) dialBranches(ctx context.Context, n int) (*branchLanes, error) 
 	if err != nil {
 		return nil, err
 	}
+	// One goroutine reads every lane's events and hands each to its lane.
 	m := newMux(ws, n)
-	rl := &branchLanes{root: m.byID[rootLane], ids: m.lanes, close: ws.close}
+	go m.read(ctx)
+	rl := &branchLanes{root: m.byID[rootLane], ids: m.lanes, close: func() { ws.close(); <-m.done }}
 	for i := range n {
 		rl.lanes = append(rl.lanes, m.lane(i))
 	}
-	// Until the pause the root reads the WebSocket itself; from then on
-	// every lane's events are read by one goroutine and handed to its
-	// lane.
-	rl.root = rootDirect{m: m}
-	rl.start = func(ctx context.Context) {
-		rl.root = m.byID[rootLane]
-		go m.read(ctx)
-	}
-	rl.wait = func() { <-m.done }
 	return rl, nil
-}
-
-// rootDirect is the root lane before the reader starts: it reads the
-// WebSocket itself.
-type rootDirect struct{ m *mux }
-
-func (r rootDirect) streamID() string { return rootLane }
-func (r rootDirect) send(ctx context.Context, ev any) (frameCost, error) {
-	return r.m.byID[rootLane].send(ctx, ev)
-}
-func (r rootDirect) next(ctx context.Context) (protocol.Event, frameCost, error) {
-	return r.m.ws.next(ctx)
 }
 
 func (l *muxLane) streamID() string { return l.id }

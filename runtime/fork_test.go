@@ -24,12 +24,7 @@ func TestFork(t *testing.T) {
 	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
 	c := h.dial(t, nil)
 	l := newLanes(c)
-	steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}}
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig", "input": script(steps)}))
-	pause := last(l.next(t, "orig"))
-	id := respID(t, pause)
-	outs := outputsFor(t, pause)
-	callID := outs[0].(map[string]any)["call_id"].(string)
+	id, callID := parkOneCall(t, c, l, "orig")
 
 	forks := []string{"f0", "f1", "f2", "f3"}
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": forks})
@@ -83,13 +78,10 @@ func TestFork(t *testing.T) {
 	// Refusals.
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"g0"}})
 	l.wantError(t, "orig", "response_not_found") // it has ended
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "p", "input": script(steps)}))
-	pause = last(l.next(t, "p"))
-	pid := respID(t, pause)
+	pid, _ := parkOneCall(t, c, l, "p")
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": pid, "stream_ids": []string{"p"}})
 	l.wantError(t, "p", "invalid_value") // its own lane
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "q", "input": script(steps)}))
-	l.next(t, "q")
+	parkOneCall(t, c, l, "q")
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": pid, "stream_ids": []string{"q"}})
 	l.wantError(t, "q", "stream_suspended") // a lane whose response is parked
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": "resp_unknown", "stream_ids": []string{"g1"}})
@@ -279,11 +271,7 @@ func TestForkWebTransport(t *testing.T) {
 	h := newHarnessOn(t, runtime.Options{Renderer: renderer(t)}, wire{webTransport: true})
 	c := h.dial(t, nil)
 	l := newLanes(c)
-	steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}}
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig", "input": script(steps)}))
-	pause := last(l.next(t, "orig"))
-	id := respID(t, pause)
-	callID := outputsFor(t, pause)[0].(map[string]any)["call_id"].(string)
+	id, callID := parkOneCall(t, c, l, "orig")
 
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "f0", "response_id": id}) // on a new stream
 	evs := l.next(t, "f0")
@@ -301,8 +289,7 @@ func TestForkWebTransport(t *testing.T) {
 		}
 	}
 
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "p", "input": script(steps)}))
-	pid := respID(t, last(l.next(t, "p")))
+	pid, _ := parkOneCall(t, c, l, "p")
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "p", "response_id": pid})
 	l.wantError(t, "p", "stream_suspended")
 	c.send(t, map[string]any{"type": "response.fork", "stream_id": "q", "response_id": pid, "stream_ids": []string{"r"}})
@@ -313,4 +300,14 @@ func TestForkWebTransport(t *testing.T) {
 	ws := newHarness(t, runtime.Options{}).dial(t, nil)
 	ws.send(t, map[string]any{"type": "response.fork", "response_id": pid})
 	ws.wantError(t, "invalid_value")
+}
+
+// parkOneCall starts a suspended rollout on lane that calls read_file once
+// and returns its id and the call's call_id once it has paused on it.
+func parkOneCall(t *testing.T, c *wsConn, l *lanes, lane string) (id, callID string) {
+	t.Helper()
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": lane,
+		"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
+	pause := last(l.next(t, lane))
+	return respID(t, pause), outputsFor(t, pause)[0].(map[string]any)["call_id"].(string)
 }

@@ -67,29 +67,16 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			return
 		}
 		r.openText.WriteString(d.Text)
-		switch it := r.open.(type) { // hosted calls do not stream arguments
-		case *protocol.FunctionCall:
-			if r.moreDelta(protocol.EventFunctionArgsDelta, it.ID, d.Text) {
-				return
-			}
-			ev := &protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta},
-				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
-			r.emitDelta(ev, &ev.Delta)
-		case *protocol.CustomToolCall:
-			if r.moreDelta(protocol.EventCustomToolInputDelta, it.ID, d.Text) {
-				return
-			}
-			ev := &protocol.CustomToolInputDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDelta},
-				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
-			r.emitDelta(ev, &ev.Delta)
-		case *protocol.MCPCall:
-			if r.moreDelta(protocol.EventMCPArgsDelta, it.ID, d.Text) {
-				return
-			}
-			ev := &protocol.MCPArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDelta},
-				ItemID: it.ID, OutputIndex: idx, Delta: d.Text}
-			r.emitDelta(ev, &ev.Delta)
+		typ := argsDeltaType(r.open) // typed calls, web searches: none
+		if typ == "" {
+			return
 		}
+		id := r.open.ItemID()
+		if r.moreDelta(typ, id, d.Text) {
+			return
+		}
+		ev, delta := argsDeltaEvent(typ, id, idx, d.Text)
+		r.emitDelta(ev, delta)
 	case sampler.PartEnd:
 		if d.Incomplete {
 			r.endPart(protocol.StatusIncomplete)
@@ -97,6 +84,35 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			r.endPart(protocol.StatusCompleted)
 		}
 	}
+}
+
+// argsDeltaType is the delta event of a call item's arguments (or input),
+// "" for a call that streams none.
+func argsDeltaType(it protocol.Item) protocol.EventType {
+	switch it.(type) {
+	case *protocol.FunctionCall:
+		return protocol.EventFunctionArgsDelta
+	case *protocol.CustomToolCall:
+		return protocol.EventCustomToolInputDelta
+	case *protocol.MCPCall:
+		return protocol.EventMCPArgsDelta
+	}
+	return ""
+}
+
+// argsDeltaEvent is a delta event of type typ, and its Delta field.
+func argsDeltaEvent(typ protocol.EventType, id string, idx int, text string) (protocol.Event, *string) {
+	h := protocol.EventHeader{Type: typ}
+	switch typ {
+	case protocol.EventCustomToolInputDelta:
+		ev := &protocol.CustomToolInputDeltaEvent{EventHeader: h, ItemID: id, OutputIndex: idx, Delta: text}
+		return ev, &ev.Delta
+	case protocol.EventMCPArgsDelta:
+		ev := &protocol.MCPArgsDeltaEvent{EventHeader: h, ItemID: id, OutputIndex: idx, Delta: text}
+		return ev, &ev.Delta
+	}
+	ev := &protocol.FunctionArgsDeltaEvent{EventHeader: h, ItemID: id, OutputIndex: idx, Delta: text}
+	return ev, &ev.Delta
 }
 
 // emitCallStart announces a call's item: output_item.added, and an MCP
