@@ -200,12 +200,13 @@ func printAblation(w io.Writer, res *ablate.Results) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(tw, "tok/s\tmode\tround trips\toverhead p50\tp99\tfloor p50\tp99\t× floor p50 (95% CI)\tp99\ttokenize p50\t× floor without\tpacer late\tline at first\tat last\tgrowth (95% CI)\tµs per 1k tok (95% CI)\tCPU/turn\t")
+	fmt.Fprintln(tw, "tok/s\tmode\tround trips\toverhead p50\tp99\tfloor p50\tp99\t× floor p50 (95% CI)\tp99 (95% CI)\ttokenize p50\t× floor without\twarm floor\t× warm\tpacer late\tline at first\tat last\tgrowth (95% CI)\tµs per 1k tok (95% CI)\tCPU/turn\t")
 	for _, s := range res.Summary {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rate(s.TPS), s.Mode, s.RoundTrips,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rate(s.TPS), s.Mode, s.RoundTrips,
 			usec(s.RoundTripMedianUS), usec(s.RoundTripP99US), usec(s.FloorMedianUS), usec(s.FloorP99US),
-			ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), s.FloorRatioP99,
-			usec(s.RenderMedianUS), s.FloorRatioExRender, usec(s.PacerLateMedianUS), usec(s.FitFirstUS), usec(s.FitLastUS),
+			ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), ablate.WithInterval(s.FloorRatioP99, s.FloorRatioP99CI, 1),
+			usec(s.RenderMedianUS), s.FloorRatioExRender, usec(s.WarmFloorMedianUS), s.WarmFloorRatio,
+			usec(s.PacerLateMedianUS), usec(s.FitFirstUS), usec(s.FitLastUS),
 			ablate.WithInterval(s.OverheadGrowth, s.OverheadGrowthCI, 2), ablate.WithInterval(s.SlopeUSPer1kTokens, s.SlopeCI, 1), usec(s.CPUPerTurnUS))
 	}
 	tw.Flush()
@@ -215,10 +216,13 @@ for each step's uncached prompt and output tokens, plus how late the simulated
 model's last token came (pacer late: Go's timers wake up to 1 ms late here). A round trip is a turn that
 ends in a pause for tools (all but the first and the last); its overhead is its
 latency minus its model time; floor is an echo of the same bytes and frames on
-the same loopback, measured in the same run, and × floor the median of each
-round trip's overhead over its own floor; tokenize is the server's tokenizing
-of the round trip's new items (its timings), which a real server does as well,
-and the next column the floor ratio without it. The line is overhead against
+the same loopback, measured in the same run after as long an idle as the round
+trip's request followed (the client's tool time, up to 50 ms: an idle machine
+answers slower), and × floor the round trips' overhead p50 (p99) over their
+floors' p50 (p99); tokenize is the server's tokenizing of the round trip's new
+items (its timings), which a real server does as well, and the next column the
+floor ratio without it; warm floor is the fastest of three echoes back to back,
+the transport's best case, and × warm the overhead p50 over it. The line is overhead against
 the context each step read (Theil-Sen: the median of pairwise slopes, which one
 slow round trip does not move), at the first and the last round trip; growth is
 last over first. 95% CI: bootstrap intervals over the round trips, how far this

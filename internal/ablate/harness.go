@@ -82,11 +82,16 @@ type Turn struct {
 	LatencyUS     float64 `json:"latency_us"`     // from sending the request to the pause or end
 	FirstEventUS  float64 `json:"first_event_us"` // from sending the request to its first event
 	OverheadUS    float64 `json:"overhead_us"`    // latency - model
-	FloorUS       float64 `json:"floor_us"`       // an echo of the same shape on the same loopback, the fastest of floorTries
-	RenderUS      float64 `json:"render_us"`      // the server's tokenizing of the turn's new items (its timings)
-	RenderTokens  int     `json:"render_tokens"`  // how many tokens that was
-	SampleUS      float64 `json:"sample_us"`      // the server's time in the model for the turn (its timings): model_us and the pacer's lateness
-	ToolsUS       float64 `json:"tools_us"`
+	// FloorUS is an echo of the same shape on the same loopback after as
+	// long an idle as preceded the turn's request (FloorIdleUS); WarmFloorUS
+	// the fastest of warmFloorTries echoes of it back to back.
+	FloorUS      float64 `json:"floor_us"`
+	FloorIdleUS  float64 `json:"floor_idle_us"`
+	WarmFloorUS  float64 `json:"warm_floor_us"`
+	RenderUS     float64 `json:"render_us"`     // the server's tokenizing of the turn's new items (its timings)
+	RenderTokens int     `json:"render_tokens"` // how many tokens that was
+	SampleUS     float64 `json:"sample_us"`     // the server's time in the model for the turn (its timings): model_us and the pacer's lateness
+	ToolsUS      float64 `json:"tools_us"`
 	// The client's JSON time: encoding the request and decoding the turn's
 	// events (most of them while the model streams).
 	ClientEncodeUS float64 `json:"client_encode_us"`
@@ -359,11 +364,23 @@ func sent(t protocol.Timings) *protocol.Timings {
 	return &t
 }
 
-// floorTries is how many echoes measure each turn's floor: the floor is the
-// fastest, a lower bound that the machine's noise only ever raises.
-const floorTries = 3
+// The floor of a round trip is measured in the conditions the round trip
+// met. A request that follows an idle process (the client waited on its
+// tools) finds a colder machine than one sent right after another: on this
+// 2-core host an echo of a round trip's shape took 288–368 µs at the median
+// right after the last, 440–545 after 50–100 ms of idle and 500–810 after
+// 300 ms (three measurements). Back-to-back echoes set round trips sent
+// after an idle against a floor they never had, so each turn's floor echo
+// follows the turn's own idle (the client's time before its request), up to
+// maxFloorIdle: most of the effect, in a few seconds of a default run. The
+// warm floor, the fastest of a few echoes back to back, is reported beside
+// it: the transport's best case.
+const (
+	maxFloorIdle   = 50 * time.Millisecond
+	warmFloorTries = 3
+)
 
-// measureFloor measures the echo floor of each of t's turns, right after
+// measureFloor measures the echo floors of each of t's turns, right after
 // the trial, over the transport its mode used.
 func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) error {
 	rt := c.roundTripHTTP
@@ -375,9 +392,22 @@ func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) err
 	}
 	for i := range t.Turns {
 		tn := &t.Turns[i]
+		s := shape{sent: tn.BytesSent, received: tn.BytesReceived, events: tn.Events}
+		var idle time.Duration
+		if i > 0 {
+			idle = min(time.Duration(t.Turns[i-1].ToolsUS*float64(time.Microsecond)), maxFloorIdle)
+		}
+		if err := wait(ctx, idle); err != nil {
+			return err
+		}
+		d, err := rt(ctx, s)
+		if err != nil {
+			return fmt.Errorf("ablate: echo floor: %w", err)
+		}
+		tn.FloorUS, tn.FloorIdleUS = us(d), us(idle)
 		var best time.Duration
-		for try := range floorTries {
-			d, err := rt(ctx, shape{sent: tn.BytesSent, received: tn.BytesReceived, events: tn.Events})
+		for try := range warmFloorTries {
+			d, err := rt(ctx, s)
 			if err != nil {
 				return fmt.Errorf("ablate: echo floor: %w", err)
 			}
@@ -385,9 +415,24 @@ func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) err
 				best = d
 			}
 		}
-		tn.FloorUS = us(best)
+		tn.WarmFloorUS = us(best)
 	}
 	return nil
+}
+
+// wait idles for d, as the client did while its tools ran.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // us is d in microseconds.

@@ -56,9 +56,18 @@ func TestRunSynthetic(t *testing.T) {
 			t.Errorf("%s round %d: the last turn found nothing cached", tr.Mode, tr.Rep)
 		}
 		var model, tools float64
-		for _, tn := range tr.Turns {
-			if tn.OverheadUS != tn.LatencyUS-tn.ModelUS || tn.FloorUS <= 0 || tn.Events < 3 {
+		for i, tn := range tr.Turns {
+			if tn.OverheadUS != tn.LatencyUS-tn.ModelUS || tn.FloorUS <= 0 || tn.WarmFloorUS <= 0 || tn.Events < 3 {
 				t.Errorf("%s turn %d: %+v", tr.Mode, tn.Turn, tn)
+			}
+			// Each floor echo followed the idle its turn's request did:
+			// the client's tool time before it (1 ms tools here).
+			idle := 0.0
+			if i > 0 {
+				idle = min(tr.Turns[i-1].ToolsUS, us(maxFloorIdle))
+			}
+			if math.Abs(tn.FloorIdleUS-idle) > 0.01 || i > 0 && idle < 1000 {
+				t.Errorf("%s turn %d: floor after %v µs of idle, want %v", tr.Mode, tn.Turn, tn.FloorIdleUS, idle)
 			}
 			model += tn.ModelUS
 			tools += tn.ToolsUS

@@ -54,7 +54,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "suspend", "stateless", "End to end", "tether.ablate/v1"} {
+	for _, want := range []string{"<svg", "suspend", "stateless", "End to end", SchemaVersion} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("report.html lacks %q", want)
 		}

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion names the layout of results.json; results.schema.json (in
 // this package) is its JSON Schema. A change that breaks a reader bumps it.
-const SchemaVersion = "tether.ablate/v1"
+const SchemaVersion = "tether.ablate/v2"
 
 // Schema is the JSON Schema of results.json.
 //
@@ -98,7 +98,7 @@ func (r *Results) WriteJSON(w io.Writer) error {
 
 // turnColumns are the columns of turns.csv.
 var turnColumns = []string{"mode", "tps", "rep", "turn", "context_tokens", "cached_tokens", "output_tokens",
-	"model_us", "pacer_late_us", "latency_us", "first_event_us", "overhead_us", "floor_us", "render_us", "render_tokens", "sample_us", "tools_us", "client_encode_us", "client_decode_us", "calls",
+	"model_us", "pacer_late_us", "latency_us", "first_event_us", "overhead_us", "floor_us", "floor_idle_us", "warm_floor_us", "render_us", "render_tokens", "sample_us", "tools_us", "client_encode_us", "client_decode_us", "calls",
 	"bytes_sent", "bytes_received", "events"}
 
 // WriteTurnsCSV writes turns.csv: one row per turn of every trial.
@@ -110,7 +110,7 @@ func (r *Results) WriteTurnsCSV(w io.Writer) error {
 		for _, tn := range t.Turns {
 			cw.Write([]string{t.Mode, strconv.FormatFloat(t.TPS, 'f', -1, 64), strconv.Itoa(t.Rep), strconv.Itoa(tn.Turn),
 				strconv.Itoa(tn.ContextTokens), strconv.Itoa(tn.CachedTokens), strconv.Itoa(tn.OutputTokens),
-				f(tn.ModelUS), f(tn.PacerLateUS), f(tn.LatencyUS), f(tn.FirstEventUS), f(tn.OverheadUS), f(tn.FloorUS), f(tn.RenderUS), strconv.Itoa(tn.RenderTokens), f(tn.SampleUS), f(tn.ToolsUS), f(tn.ClientEncodeUS), f(tn.ClientDecodeUS),
+				f(tn.ModelUS), f(tn.PacerLateUS), f(tn.LatencyUS), f(tn.FirstEventUS), f(tn.OverheadUS), f(tn.FloorUS), f(tn.FloorIdleUS), f(tn.WarmFloorUS), f(tn.RenderUS), strconv.Itoa(tn.RenderTokens), f(tn.SampleUS), f(tn.ToolsUS), f(tn.ClientEncodeUS), f(tn.ClientDecodeUS),
 				strconv.Itoa(tn.Calls), strconv.Itoa(tn.BytesSent), strconv.Itoa(tn.BytesReceived), strconv.Itoa(tn.Events)})
 		}
 	}

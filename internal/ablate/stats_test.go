@@ -38,7 +38,7 @@ func TestSummaryRoundTrips(t *testing.T) {
 		for i := range 12 {
 			ctx := 1000 * (i + 1)
 			o := 1000 + 10*float64(i+1)
-			tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: ctx, OverheadUS: o, FloorUS: 500, RenderUS: 100})
+			tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: ctx, OverheadUS: o, FloorUS: 500, WarmFloorUS: 250, RenderUS: 100})
 		}
 		ts = append(ts, tr)
 	}
@@ -56,7 +56,11 @@ func TestSummaryRoundTrips(t *testing.T) {
 	if !near(s.FloorRatioMedian, (1060+1070)/2/500.0) || !near(s.FloorRatioExRender, (960+970)/2/500.0) {
 		t.Errorf("floor ratios: median %v, without render %v", s.FloorRatioMedian, s.FloorRatioExRender)
 	}
-	for name, ci := range map[string][2]float64{"growth": s.OverheadGrowthCI, "slope": s.SlopeCI, "floor ratio": s.FloorRatioMedianCI} {
+	// The p99 and warm ratios set quantiles against quantiles.
+	if !near(s.FloorRatioP99, s.RoundTripP99US/500) || !near(s.WarmFloorRatio, 1065/250.0) || s.RoundTripP99US <= 1100 {
+		t.Errorf("p99 ratio %v (overhead p99 %v), warm ratio %v", s.FloorRatioP99, s.RoundTripP99US, s.WarmFloorRatio)
+	}
+	for name, ci := range map[string][2]float64{"growth": s.OverheadGrowthCI, "slope": s.SlopeCI, "floor ratio": s.FloorRatioMedianCI, "p99 floor ratio": s.FloorRatioP99CI} {
 		if ci[0] > ci[1] {
 			t.Errorf("%s interval %v is upside down", name, ci)
 		}
@@ -69,5 +73,23 @@ func TestSummaryRoundTrips(t *testing.T) {
 	}
 	if again := summarizeGroup(ts); again.FloorRatioMedianCI != s.FloorRatioMedianCI {
 		t.Errorf("intervals differ between two summaries of the same trials: %v, %v", again.FloorRatioMedianCI, s.FloorRatioMedianCI)
+	}
+}
+
+// TestFloorRatioOfQuantiles: the ratio to the floor sets the round trips'
+// median overhead against their floors' median, not the median of each
+// round trip's own ratio, where one quick echo under a slow round trip
+// makes an outlier of a typical one.
+func TestFloorRatioOfQuantiles(t *testing.T) {
+	tr := Trial{Mode: "suspend", TPS: 1000}
+	for i, tn := range []struct{ overhead, floor float64 }{{0, 1}, {1000, 100}, {2000, 1000}, {3000, 1000}, {0, 1}} {
+		tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: 1000 * (i + 1), OverheadUS: tn.overhead, FloorUS: tn.floor, WarmFloorUS: tn.floor / 2})
+	}
+	s := summarizeGroup([]Trial{tr})
+	if s.RoundTrips != 3 || !near(s.FloorRatioMedian, 2) || !near(s.WarmFloorRatio, 4) {
+		t.Errorf("%d round trips, × floor %v (want 2000/1000), × warm %v (want 2000/500)", s.RoundTrips, s.FloorRatioMedian, s.WarmFloorRatio)
+	}
+	if want := quantile([]float64{1000, 2000, 3000}, 0.99) / quantile([]float64{100, 1000, 1000}, 0.99); !near(s.FloorRatioP99, want) {
+		t.Errorf("× floor p99 %v, want %v", s.FloorRatioP99, want)
 	}
 }

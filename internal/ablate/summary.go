@@ -27,9 +27,11 @@ type Summary struct {
 	// Theil–Sen fit of overhead against the context each step read, over
 	// every round trip of every trial: its slope, its values at the first
 	// and the last round trip's context, and growth, the ratio of the two.
-	// The ratios to the floor are medians (and p99) of each round trip's
-	// overhead over its own floor. CI95 are 95% bootstrap intervals over
-	// the round trips.
+	// The ratios to the floor set the median (p99) overhead of the round
+	// trips against the median (p99) of their floors, each measured after
+	// the round trip's own idle (see measureFloor); the warm ratio against
+	// the median of their warm floors. CI95 are 95% bootstrap intervals
+	// over the round trips.
 	RoundTrips         int        `json:"round_trips"`
 	FirstOverheadUS    float64    `json:"first_round_trips_overhead_us"`
 	LastOverheadUS     float64    `json:"last_round_trips_overhead_us"`
@@ -43,12 +45,16 @@ type Summary struct {
 	RoundTripP99US     float64    `json:"round_trip_overhead_p99_us"`
 	FloorMedianUS      float64    `json:"floor_median_us"` // the echo floor of the same round trips
 	FloorP99US         float64    `json:"floor_p99_us"`
-	FloorRatioMedian   float64    `json:"floor_ratio_median"` // median of overhead / floor
+	FloorRatioMedian   float64    `json:"floor_ratio_median"` // overhead p50 / floor p50
 	FloorRatioMedianCI [2]float64 `json:"floor_ratio_median_ci95"`
-	FloorRatioP99      float64    `json:"floor_ratio_p99"`
+	FloorRatioP99      float64    `json:"floor_ratio_p99"` // overhead p99 / floor p99
+	FloorRatioP99CI    [2]float64 `json:"floor_ratio_p99_ci95"`
+	WarmFloorMedianUS  float64    `json:"warm_floor_median_us"`
+	WarmFloorRatio     float64    `json:"warm_floor_ratio_median"` // overhead p50 / warm floor p50
 	// RenderMedianUS is the server's tokenizing of a round trip's new items
 	// (the tool outputs; a real server does it too), and
-	// FloorRatioExRender the median ratio to the floor without it.
+	// FloorRatioExRender the median overhead without it against the
+	// median floor.
 	RenderMedianUS      float64 `json:"render_median_us"`
 	PacerLateMedianUS   float64 `json:"pacer_late_median_us"` // counted in model time, not overhead
 	FloorRatioExRender  float64 `json:"floor_ratio_ex_render_median"`
@@ -95,7 +101,7 @@ func summarize(trials []Trial) []Summary {
 func summarizeGroup(ts []Trial) Summary {
 	s := Summary{Mode: ts[0].Mode, TPS: ts[0].TPS, Trials: len(ts)}
 	var elapsed, model, tools, overhead, sent, received, cpu, first, last, firstCtx, lastCtx []float64
-	var rt, floor, render, late, ctx, vsFloor, exRender []float64
+	var rt, floor, warm, render, late, ctx, exRender []float64
 	for _, t := range ts {
 		elapsed = append(elapsed, t.ElapsedUS)
 		model = append(model, t.ModelUS)
@@ -118,11 +124,11 @@ func summarizeGroup(ts []Trial) Summary {
 		for _, tn := range trips {
 			rt = append(rt, tn.OverheadUS)
 			floor = append(floor, tn.FloorUS)
+			warm = append(warm, tn.WarmFloorUS)
 			render = append(render, tn.RenderUS)
 			late = append(late, tn.PacerLateUS)
 			ctx = append(ctx, float64(tn.ContextTokens)/1000)
-			vsFloor = append(vsFloor, ratio(tn.OverheadUS, tn.FloorUS))
-			exRender = append(exRender, ratio(tn.OverheadUS-tn.RenderUS, tn.FloorUS))
+			exRender = append(exRender, tn.OverheadUS-tn.RenderUS)
 		}
 		s.RoundTrips += len(trips)
 	}
@@ -136,21 +142,27 @@ func summarizeGroup(ts []Trial) Summary {
 	growth := func(a, b float64) float64 { return ratio(a+b*x1, a+b*x0) }
 	a, b := fit(ctx, rt)
 	s.SlopeUSPer1kTokens, s.FitFirstUS, s.FitLastUS, s.OverheadGrowth = b, a+b*x0, a+b*x1, growth(a, b)
-	var slopes, growths, medians []float64
+	vsFloor := func(q float64, idx []int) float64 {
+		return ratio(quantile(pick(rt, idx), q), quantile(pick(floor, idx), q))
+	}
+	var slopes, growths, medians, p99s []float64
 	resample(len(rt), func(idx []int) {
 		a, b := fit(pick(ctx, idx), pick(rt, idx))
 		slopes, growths = append(slopes, b), append(growths, growth(a, b))
-		medians = append(medians, quantile(pick(vsFloor, idx), 0.5))
+		medians, p99s = append(medians, vsFloor(0.5, idx)), append(p99s, vsFloor(0.99, idx))
 	})
 	s.SlopeCI, s.OverheadGrowthCI = ci95(slopes), ci95(growths)
 
 	s.RoundTripMedianUS, s.RoundTripP99US = quantile(rt, 0.5), quantile(rt, 0.99)
 	s.FloorMedianUS, s.FloorP99US = quantile(floor, 0.5), quantile(floor, 0.99)
-	s.FloorRatioMedian, s.FloorRatioP99 = quantile(vsFloor, 0.5), quantile(vsFloor, 0.99)
-	s.FloorRatioMedianCI = ci95(medians)
+	s.FloorRatioMedian = ratio(s.RoundTripMedianUS, s.FloorMedianUS)
+	s.FloorRatioP99 = ratio(s.RoundTripP99US, s.FloorP99US)
+	s.FloorRatioMedianCI, s.FloorRatioP99CI = ci95(medians), ci95(p99s)
+	s.WarmFloorMedianUS = quantile(warm, 0.5)
+	s.WarmFloorRatio = ratio(s.RoundTripMedianUS, s.WarmFloorMedianUS)
 	s.RenderMedianUS = quantile(render, 0.5)
 	s.PacerLateMedianUS = quantile(late, 0.5)
-	s.FloorRatioExRender = quantile(exRender, 0.5)
+	s.FloorRatioExRender = ratio(quantile(exRender, 0.5), s.FloorMedianUS)
 	s.BytesSentMedian, s.BytesReceivedMedian = quantile(sent, 0.5), quantile(received, 0.5)
 	s.CPUPerTurnUS = quantile(cpu, 0.5)
 	return s
