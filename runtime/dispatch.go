@@ -185,6 +185,7 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		return true, nil
 	}
 	r.appendContext(r.inbox.take())
+	r.modelReady = time.Now() // the pause's in_progress goes out while the model starts
 	r.mu.Lock()
 	r.resumeLocked()
 	r.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
@@ -381,6 +382,7 @@ func (r *rollout) beforeStep(ctx context.Context) error {
 	if len(r.mcp) == 0 {
 		return nil
 	}
+	r.modelReady = time.Time{} // the step waits for what runs here: the model starts after it
 	if r.tools == nil {
 		if err := r.listMCP(ctx); err != nil {
 			return err

@@ -59,6 +59,7 @@ type rollout struct {
 	open         protocol.Item
 	openText     strings.Builder
 	openCall     *stepCall // non-nil while a call's arguments stream
+	modelReady   time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
 	firstAt      time.Time // when the current step's first delta came
 	first        bool      // the current step has had its first delta
 
@@ -335,6 +336,7 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 		r.addUsage(sampler.Result{})
 		return r.finish(ctx, sampler.Result{}, nil)
 	default:
+		r.modelReady = time.Now() // created and in_progress go out while it starts
 		r.emitResponse(protocol.EventCreated)
 		r.emitResponse(protocol.EventInProgress)
 	}
@@ -375,7 +377,9 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
+		Start:           r.modelReady,
 	}, r.onDelta)
+	r.modelReady = time.Time{}
 	sample := r.srv.now().Sub(t0)
 	r.tm.SampleMicros += sample.Microseconds()
 	first := r.firstAt.Sub(t0)

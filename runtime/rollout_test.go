@@ -1,11 +1,15 @@
 package runtime_test
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tether-run/tether/internal/schematest"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestMaxOutputTokens: a response cut off by max_output_tokens ends
@@ -82,5 +86,48 @@ func TestStoredResponse(t *testing.T) {
 	status, raw = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": id, "input": "four"})
 	if status != 400 || obj(t, raw)["error"].(map[string]any)["code"] != "previous_response_not_found" {
 		t.Fatalf("continuation of a deleted response: %d %s", status, raw)
+	}
+}
+
+// startRecorder records the Start of every sample it is asked for.
+type startRecorder struct {
+	runtime.Sampler
+	mu     sync.Mutex
+	starts []time.Time // guarded by mu
+}
+
+func (s *startRecorder) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	s.mu.Lock()
+	s.starts = append(s.starts, req.Start)
+	s.mu.Unlock()
+	return s.Sampler.Sample(ctx, req, emit)
+}
+
+// TestModelStartsWhenPromptReady: every step hands its model the moment
+// its prompt was ready, taken before the events that announce the step
+// (response.created and in_progress, or the in_progress ending a pause),
+// so that a paced model reads the prompt while they go out, as an engine
+// beside the API would.
+func TestModelStartsWhenPromptReady(t *testing.T) {
+	r := renderer(t)
+	rec := &startRecorder{Sampler: sampler.NewScripted(r, sampler.Pacing{})}
+	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"rec": rec}})
+	c := h.dial(t, nil)
+	before := time.Now()
+	c.send(t, create(suspendedBody("rec", [][]dcall{{{"read_file", `{"path":"a.go"}`}}}, false)))
+	pause := last(c.next(t))
+	c.send(t, appendEv(respID(t, pause), "", outputsFor(t, pause)...))
+	if end := decodeEv(t, last(c.next(t))); end.Type != "response.completed" {
+		t.Fatalf("the rollout ended with %s", end.Type)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.starts) != 2 {
+		t.Fatalf("%d samples, want 2", len(rec.starts))
+	}
+	for i, start := range rec.starts {
+		if start.Before(before) || start.After(time.Now()) {
+			t.Errorf("step %d: the model's start %v is not when its prompt was ready", i, start)
+		}
 	}
 }

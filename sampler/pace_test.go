@@ -92,6 +92,26 @@ func TestPacingNoDrift(t *testing.T) {
 	})
 }
 
+// TestPacingFromStart: a request's Start begins the schedule when the
+// prompt was ready, so what the server did since (the events it sent while
+// its model started) is inside the model's time, not added to it.
+func TestPacingFromStart(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScripted(renderer(t), Pacing{TPS: 1000, TTFT: 50 * time.Millisecond})
+		req := longRequest(10)
+		req.Start = time.Now()
+		time.Sleep(20 * time.Millisecond) // the server's work before it samples, in the bubble's fake time
+		times, total, _, err := tokenTimes(t, s, t.Context(), req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if times[0] != 30*time.Millisecond || total != 39*time.Millisecond {
+			t.Errorf("first token %v and last %v after the call, want 30ms and 39ms (TTFT and 9 more tokens from Start)", times[0], total)
+		}
+	})
+}
+
 // TestPacingCancel: Sample returns ctx.Err() the moment ctx ends, whether it
 // is waiting for the first token or between tokens.
 func TestPacingCancel(t *testing.T) {

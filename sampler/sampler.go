@@ -73,6 +73,12 @@ type Request struct {
 	// it); requests without one share by content alone, as on one
 	// inference server.
 	CacheKey string
+	// Start is when the prompt was ready for the model, zero for when
+	// Sample is called. The local backends' pacing starts there: the
+	// events a server sends while its model starts (response.in_progress)
+	// are encoded while a real engine is already reading the prompt, not
+	// before it may begin. Upstream models ignore it.
+	Start time.Time
 }
 
 // Result is the outcome of a sample.

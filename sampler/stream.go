@@ -20,7 +20,9 @@ func sampleParts(ctx context.Context, r *Renderer, t Timing, cache *PrefixCache,
 	}
 	var start time.Time
 	if t.Paced() {
-		start = time.Now()
+		if start = req.Start; start.IsZero() {
+			start = time.Now()
+		}
 	}
 	prompt, cached := cache.Prefill(req)
 	pc := NewPacer(t, start, prompt-cached)
