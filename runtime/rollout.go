@@ -248,6 +248,9 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 	if resp.Tools == nil {
 		resp.Tools = []protocol.Tool{}
 	}
+	if tools, err := protocol.Encoded(resp.Tools); err == nil {
+		resp.Tools = tools // encoded once, for every event that echoes them
+	}
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
