@@ -219,7 +219,10 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		return nil
 	case protocol.EventDone:
 		sp.lastDone, sp.paused = &f, true
-		sp.parkLocked()
+		// Parked once the pause is queued: arming its timer (a syscall
+		// when it wakes the netpoller) is not on the way to the client.
+		// mu is held throughout, so no append can come first.
+		defer sp.parkLocked()
 	case protocol.EventCreated, protocol.EventInProgress:
 		// A fork's beginning shows what its first pause shows again: a
 		// resume replays that pause, so once sent these are not kept for
