@@ -107,7 +107,7 @@ type Rollout struct {
 	// Funcs are the client tools the model may call.
 	Funcs []Func
 	// OnEvent, if set, sees every server event in order, on the goroutine
-	// that called Run.
+	// that called Run (responses without their tools, as Result.Response).
 	OnEvent func(protocol.Event)
 	// OnCall, if set, sees every client call once it has run, in the order
 	// of the calls of its step, on the goroutine that called Run, before
@@ -124,7 +124,8 @@ type Rollout struct {
 // Result is what a rollout left.
 type Result struct {
 	// Response is the last response: the one suspended response, or the
-	// last turn's.
+	// last turn's. Its Tools is nil: the kit decodes responses without the
+	// tools they echo, which the client sent (protocol.DecodeEventLean).
 	Response *protocol.Response
 	// Output is every output item of the rollout, in order, over all turns.
 	Output protocol.Items

@@ -96,10 +96,12 @@ func encode(ev any) ([]byte, frameCost, error) {
 	return b, frameCost{bytes: len(b), codec: time.Since(t0)}, err
 }
 
-// decode is the server event in b, and what decoding it cost.
+// decode is the server event in b, and what decoding it cost. A response
+// is decoded without the tools it echoes: half of a pause's bytes, and of
+// the time it takes to read on the way back to the tools.
 func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
 	t0 := time.Now()
-	ev, perr := protocol.DecodeEvent(b)
+	ev, perr := protocol.DecodeEventLean(b)
 	cost := frameCost{bytes: wire, codec: time.Since(t0)}
 	if perr != nil {
 		return nil, cost, fmt.Errorf("clienttools: server event: %w", perr)

@@ -89,7 +89,8 @@ func BenchmarkDecodeCreateRequest(b *testing.B) {
 // BenchmarkDecodeEvent measures a client decoding the events of a suspended
 // rollout's step: a text delta (one per token) and the pause's
 // response.done, which carries the response object with its tools, the
-// step's output and the pending call.
+// step's output and the pending call; in full and lean (without the
+// tools, as the client kit reads them).
 func BenchmarkDecodeEvent(b *testing.B) {
 	req, perr := protocol.DecodeCreateRequest(createBody50())
 	if perr != nil {
@@ -109,15 +110,17 @@ func BenchmarkDecodeEvent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, perr := protocol.DecodeEvent(data); perr != nil {
-					b.Fatal(perr)
+		for decoder, decode := range map[string]func([]byte) (protocol.Event, *protocol.Error){"": protocol.DecodeEvent, "/lean": protocol.DecodeEventLean} {
+			b.Run(name+decoder, func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, perr := decode(data); perr != nil {
+						b.Fatal(perr)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

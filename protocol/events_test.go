@@ -159,6 +159,46 @@ func TestDecodeEventErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeEventLean: the lean decode of every event is the full one,
+// but for the tools a response echoes; frames that do not decode fail
+// alike.
+func TestDecodeEventLean(t *testing.T) {
+	t.Parallel()
+	var frames []string
+	for _, tc := range eventCases {
+		frames = append(frames, tc.in)
+	}
+	withTools := &protocol.Response{ID: "resp_1", Object: "response", Status: protocol.ResponseRequiresAction, Output: protocol.Items{},
+		Tools: []protocol.Tool{{Type: protocol.ToolFunction, Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)},
+			{Type: protocol.ToolWebSearch, Raw: json.RawMessage(`{"type":"web_search"}`)}},
+		Metadata: map[string]string{}, RequiredAction: &protocol.RequiredAction{Type: "submit_tool_outputs"}}
+	for _, ev := range append(allEvents(), &protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: withTools}) {
+		frames = append(frames, string(mustMarshal(t, ev)))
+	}
+	for _, f := range frames {
+		full, perr := protocol.DecodeEvent([]byte(f))
+		if perr != nil {
+			t.Fatalf("DecodeEvent(%s): %v", f, perr)
+		}
+		lean, perr := protocol.DecodeEventLean([]byte(f))
+		if perr != nil {
+			t.Fatalf("DecodeEventLean(%s): %v", f, perr)
+		}
+		if re, ok := full.(*protocol.ResponseEvent); ok && re.Response != nil {
+			r := *re.Response
+			r.Tools = nil
+			full = &protocol.ResponseEvent{EventHeader: re.EventHeader, Response: &r}
+		}
+		if !reflect.DeepEqual(lean, full) {
+			t.Errorf("%s:\nlean %s\nfull %s", f, mustMarshal(t, lean), mustMarshal(t, full))
+		}
+	}
+	for _, tc := range eventErrCases {
+		_, perr := protocol.DecodeEventLean([]byte(tc.in))
+		wantError(t, perr, tc.code, tc.param)
+	}
+}
+
 // TestDecodeRecordedEvents decodes every event of the real OpenAI streams in
 // shared/fixtures and checks that re-marshaling keeps every field the
 // recording had that tether models.

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -168,12 +169,27 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, perr := protocol.DecodeEvent(data)
+		// The lean decode is the full one without a response's tools
+		// (which alone may fail the full one).
+		lean, leanErr := protocol.DecodeEventLean(data)
+		if leanErr != nil && perr == nil {
+			t.Fatalf("the lean decode failed (%v) where the full one did not", leanErr)
+		}
 		if perr != nil {
 			if ev != nil {
 				t.Fatalf("event %#v returned with error %v", ev, perr)
 			}
 			checkError(t, perr)
 			return
+		}
+		if re, ok := ev.(*protocol.ResponseEvent); ok && re.Response != nil {
+			r := *re.Response
+			r.Tools = nil
+			if lr, ok := lean.(*protocol.ResponseEvent); !ok || !reflect.DeepEqual(lr.Response, &r) || lr.EventHeader != re.EventHeader {
+				t.Fatalf("lean %s, full without tools %s", mustMarshal(t, lean), mustMarshal(t, &r))
+			}
+		} else if !reflect.DeepEqual(lean, ev) {
+			t.Fatalf("lean %#v, full %#v", lean, ev)
 		}
 		if ev == nil {
 			t.Fatal("nil event without an error")
