@@ -397,7 +397,7 @@ func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) err
 		if i > 0 {
 			idle = min(time.Duration(t.Turns[i-1].ToolsUS*float64(time.Microsecond)), maxFloorIdle)
 		}
-		if err := wait(ctx, idle); err != nil {
+		if err := sleep(ctx, idle); err != nil { // idle, as the client did while its tools ran
 			return err
 		}
 		d, err := rt(ctx, s)
@@ -418,21 +418,6 @@ func measureFloor(ctx context.Context, c *echoClient, mode Design, t *Trial) err
 		tn.WarmFloorUS = us(best)
 	}
 	return nil
-}
-
-// wait idles for d, as the client did while its tools ran.
-func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // us is d in microseconds.
