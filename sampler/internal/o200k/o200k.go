@@ -26,7 +26,7 @@ import (
 // Encoder tokenizes text. It is safe for concurrent use.
 type Encoder struct {
 	codec tokenizer.Codec
-	ranks map[string]uint32 // piece → token id, every token of the vocabulary
+	ranks *vocab // piece → token id, every token of the vocabulary
 }
 
 var (
@@ -52,18 +52,19 @@ func build() (*Encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("o200k: codec: %w", err)
 	}
-	e := &Encoder{codec: c, ranks: make(map[string]uint32, vocabSize)}
-	id := make([]uint, 1)
+	pieces := make([]string, vocabSize)
+	id, n := make([]uint, 1), 0
 	for i := range uint(vocabSize) {
 		id[0] = i
 		if piece, err := c.Decode(id); err == nil {
-			e.ranks[piece] = uint32(i)
+			pieces[i] = piece
+			n++
 		}
 	}
-	if len(e.ranks) < vocabSize/2 {
-		return nil, fmt.Errorf("o200k: vocabulary has %d tokens", len(e.ranks))
+	if n < vocabSize/2 {
+		return nil, fmt.Errorf("o200k: vocabulary has %d tokens", n)
 	}
-	return e, nil
+	return &Encoder{codec: c, ranks: newVocab(pieces)}, nil
 }
 
 // Each calls yield with each token of s, in order: its id and its text.
@@ -133,7 +134,7 @@ func (e *Encoder) eachASCII(s string, yield func(uint32, string)) {
 		end := pieceEnd(s, i)
 		piece := s[i:end]
 		i = end
-		if id, ok := e.ranks[piece]; ok {
+		if id, ok := e.ranks.lookup(piece); ok {
 			yield(id, piece)
 			continue
 		}
@@ -144,7 +145,8 @@ func (e *Encoder) eachASCII(s string, yield func(uint32, string)) {
 		parts = e.merge(parts[:0], piece)
 		for k := range len(parts) - 1 {
 			tok := piece[parts[k].offset:parts[k+1].offset]
-			yield(e.ranks[tok], tok)
+			id, _ := e.ranks.lookup(tok)
+			yield(id, tok)
 		}
 	}
 }
@@ -170,7 +172,7 @@ func (e *Encoder) merge(parts []part, piece string) []part {
 	}
 	rank := func(i, skip int) uint32 {
 		if i+skip+2 < len(parts) {
-			if r, ok := e.ranks[piece[parts[i].offset:parts[i+skip+2].offset]]; ok {
+			if r, ok := e.ranks.lookup(piece[parts[i].offset:parts[i+skip+2].offset]); ok {
 				return r
 			}
 		}

@@ -170,3 +170,57 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeCold tokenizes 2 KB of the blob (a tool output's size)
+// after the caches were filled with something else, as a round trip finds
+// them after the client's tool ran: the vocabulary's lookups then miss.
+func BenchmarkEncodeCold(b *testing.B) {
+	blob, err := os.ReadFile("../../testdata/blob.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := encoder(b)
+	other := make([]byte, 64<<20)
+	var dst []uint32
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for j := 0; j < len(other); j += 64 {
+			other[j]++
+		}
+		at := (i * 2048) % (len(blob) - 2048)
+		s := string(blob[at : at+2048])
+		b.StartTimer()
+		dst = e.Append(dst[:0], s)
+	}
+}
+
+// TestVocab: every piece of the vocabulary is found with its id, and
+// strings that are no token are not found.
+func TestVocab(t *testing.T) {
+	e := encoder(t)
+	c, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for i := range uint(vocabSize) {
+		piece, err := c.Decode([]uint{i})
+		if err != nil {
+			continue
+		}
+		if id, ok := e.ranks.lookup(piece); !ok || id != uint32(i) {
+			t.Fatalf("piece %q (id %d): lookup gave %d, %v", piece, i, id, ok)
+		}
+		found++
+	}
+	if found < vocabSize/2 {
+		t.Fatalf("only %d pieces", found)
+	}
+	for _, s := range []string{"", "zqxjzqxjzqxj", strings.Repeat("a", 200), "the quick brown fox jumps"} {
+		if id, ok := e.ranks.lookup(s); ok {
+			t.Errorf("%q found as token %d", s, id)
+		}
+	}
+}
