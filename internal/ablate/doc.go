@@ -13,7 +13,9 @@
 // turn's overhead is its latency on the client minus that. Each turn's
 // overhead is set against the physical floor: an echo of the same bytes and
 // frames over the same loopback with nothing behind it, measured in the
-// same run.
+// same run after as long an idle as the turn's request followed (an idle
+// machine answers slower), and the warm floor, the fastest of a few echoes
+// back to back.
 //
 // After each trial the in-process server's counters must show that the
 // mode took its own path (Trial.Paths): a full history every stateless
