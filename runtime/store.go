@@ -37,19 +37,24 @@ type Record struct {
 // inputs are what input_items lists: the create's input, then what the
 // client appended while the response ran (a suspended rollout's tool
 // outputs and steering messages), in the order it joined the context:
-// the items after the input that are not the response's output. Derived,
-// not stored twice: a long rollout's appended outputs are most of it.
+// the items after the input that are not the response's output (known by
+// type and id: a client's output may carry its call's id). Derived, not
+// stored twice: a long rollout's appended outputs are most of it.
 func (rec *Record) inputs() protocol.Items {
 	if len(rec.Items) <= len(rec.Input) {
 		return rec.Input
 	}
-	out := make(map[string]bool, len(rec.Response.Output))
+	type key struct {
+		typ protocol.ItemType
+		id  string
+	}
+	out := make(map[key]bool, len(rec.Response.Output))
 	for _, it := range rec.Response.Output {
-		out[it.ItemID()] = true
+		out[key{it.ItemType(), it.ItemID()}] = true
 	}
 	items := slices.Clip(rec.Input)
 	for _, it := range rec.Items[len(rec.Input):] {
-		if id := it.ItemID(); id == "" || !out[id] {
+		if id := it.ItemID(); id == "" || !out[key{it.ItemType(), id}] {
 			items = append(items, it)
 		}
 	}

@@ -166,7 +166,7 @@ func TestAppendedOutputWithCallsID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, runtime.Options{})
 	c := h.dial(t, nil)
-	c.send(t, create(map[string]any{"model": "tether-scripted", "suspend": true, "store": false,
+	c.send(t, create(map[string]any{"model": "tether-scripted", "suspend": true, "store": true,
 		"input": []any{userMsg(script([][]dcall{{{"read_file", `{"path":"a.go"}`}}}))}}))
 	evs := c.next(t)
 	done := decodeEv(t, evs[len(evs)-1])
@@ -184,5 +184,9 @@ func TestAppendedOutputWithCallsID(t *testing.T) {
 	end := decodeEv(t, evs[len(evs)-1])
 	if end.Type != "response.completed" || !strings.Contains(string(end.Response.Output[len(end.Response.Output)-1]), "package a // the file") {
 		t.Fatalf("the answer did not read the output: %s", evs[len(evs)-1])
+	}
+	// And input_items lists it after the task, though the call has its id.
+	if got := itemKeysOf(t, inputItems(t, h, done.Response.ID, "?order=asc")); len(got) != 2 || got[1] != outputKey(out) {
+		t.Fatalf("input_items: %q, want the task then %s", got, outputKey(out))
 	}
 }
