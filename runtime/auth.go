@@ -147,21 +147,31 @@ func (s *Server) rateLimit(tenant string) *protocol.Error {
 		"Your key's tenant made more than %d requests in a minute, its limit on this server (--tenant-rpm). Retry shortly.", s.opts.TenantRPM)
 }
 
-// inFlight says why tenant may not start another response now: it has
-// TenantInFlight running (parked suspended rollouts included); nil when it
-// may.
-func (s *Server) inFlight(tenant string) *protocol.Error {
-	if tenant == "" {
-		return nil
-	}
+// admitInFlight takes a place among tenant's TenantInFlight responses for
+// one about to start, or says why there is none. The check and the taking
+// are one step under s.mu, so that creates arriving together cannot all
+// pass the check before any of them is counted. The rollout given the place
+// (its inFlightHeld) keeps it until it ends; a create that starts no
+// rollout gives it back with releaseInFlight.
+func (s *Server) admitInFlight(tenant string) *protocol.Error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := s.inFlightBy[tenant]
-	s.mu.Unlock()
-	if n < s.opts.TenantInFlight {
-		return nil
+	if tenant != "" && n >= s.opts.TenantInFlight {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantInFlight, "",
+			"Your key's tenant already has %d responses in progress, its limit on this server (--tenant-inflight). Wait for one to finish.", n)
 	}
-	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantInFlight, "",
-		"Your key's tenant already has %d responses in progress, its limit on this server (--tenant-inflight). Wait for one to finish.", n)
+	s.inFlightBy[tenant]++
+	return nil
+}
+
+// releaseInFlight gives back a place admitInFlight took.
+func (s *Server) releaseInFlight(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlightBy[tenant]--; s.inFlightBy[tenant] == 0 {
+		delete(s.inFlightBy, tenant)
+	}
 }
 
 // limiter is tenant's request bucket: TenantRPM requests, refilled at

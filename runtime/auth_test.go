@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestAPIKeys: with keys, every endpoint and the WebSocket upgrade refuse a
@@ -342,4 +344,79 @@ func TestTenantInFlightAndWebSocketRate(t *testing.T) {
 	}
 	alice.send(t, park)
 	alice.wantError(t, "rate_limit_exceeded")
+}
+
+// gatedSampler holds every sample at its start until open is closed; entered
+// receives once a sample has begun. It makes the window between a create's
+// admission and its rollout's start as wide as a test needs.
+type gatedSampler struct {
+	inner   runtime.Sampler
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedSampler) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return sampler.Result{}, ctx.Err()
+	}
+	return g.inner.Sample(ctx, req, emit)
+}
+
+// TestTenantInFlightConcurrent: TenantInFlight holds when one tenant's
+// creates arrive together. Guards the check and the taking of a place being
+// one step: checked first and counted when the rollout began, every create
+// that arrived in between was admitted.
+func TestTenantInFlightConcurrent(t *testing.T) {
+	t.Parallel()
+	const limit, creates = 2, 24
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedSampler{inner: sampler.NewScripted(r, sampler.Pacing{}), entered: make(chan struct{}, creates), open: make(chan struct{})}
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice"})
+	h := newHarness(t, runtime.Options{Keys: keys, TenantInFlight: limit, Renderer: r, Models: map[string]runtime.Sampler{"gated": gate}})
+	// A long input: its rendering widens the window between the check and
+	// the rollout's start.
+	body := `{"model":"gated","store":false,"input":"` + strings.Repeat("the quick brown fox jumps over the lazy dog ", 4000) + `"}`
+	codes := make(chan int, creates)
+	start := make(chan struct{})
+	for range creates {
+		go func() {
+			<-start
+			code, _ := authed(t, h, "POST", "/v1/responses", "Bearer sk-alice", body)
+			codes <- code
+		}()
+	}
+	close(start)
+	// Every create is either refused or holding a sample open: count both
+	// until they add up.
+	admitted, refused := 0, 0
+	deadline := time.After(30 * time.Second)
+	for admitted+refused < creates {
+		select {
+		case <-gate.entered:
+			admitted++
+		case code := <-codes:
+			if code != http.StatusTooManyRequests {
+				t.Fatalf("a create finished with %d while the gate was shut", code)
+			}
+			refused++
+		case <-deadline:
+			t.Fatalf("after 30 s: %d admitted, %d refused of %d", admitted, refused, creates)
+		}
+	}
+	close(gate.open)
+	for range admitted {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("an admitted create: %d", code)
+		}
+	}
+	if admitted != limit {
+		t.Errorf("%d of %d concurrent creates admitted with TenantInFlight %d", admitted, creates, limit)
+	}
 }

@@ -99,16 +99,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		path.Design, path.State = designChained, stateStore
 		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
-	if perr := s.inFlight(Tenant(r.Context())); perr != nil {
+	tenant := Tenant(r.Context())
+	if perr := s.admitInFlight(tenant); perr != nil {
 		writeError(w, perr)
 		return
 	}
 	ro, perr := s.prepare(req, parent, t0, tm)
 	if perr != nil {
+		s.releaseInFlight(tenant)
 		writeError(w, perr)
 		return
 	}
-	ro.tenant = Tenant(r.Context())
+	ro.tenant, ro.inFlightHeld = tenant, true
 	ro.path = path
 	served(r)
 	ctx, cancel := s.requestContext(r)

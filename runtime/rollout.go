@@ -28,21 +28,22 @@ import (
 // suspended rollout's suspension parks them).
 type rollout struct {
 	// Set by prepare (client and lane before run); read-only afterwards.
-	srv    *Server
-	req    *protocol.CreateRequest
-	model  Sampler
-	lane   string
-	tenant string                // whose key created it: its stored record is that tenant's
-	base   int                   // items[:base] came from the parent
-	chain  []string              // the stored responses the parent's context came from, oldest first
-	header []sampler.Token       // rendered instructions and tools
-	hosted map[string]Tool       // hosted tools offered by the request, by call name
-	mcp    map[string]*mcpServer // the request's mcp tools, by server label
-	client Tool                  // every other call: the client's functions
-	path   servePath             // how it is served, for the metrics and the cost model
-	routed bool                  // the connection has resolved this model before: no route hop
-	start  time.Time
-	ctx    context.Context // run's context, set when it starts
+	srv          *Server
+	req          *protocol.CreateRequest
+	model        Sampler
+	lane         string
+	tenant       string                // whose key created it: its stored record is that tenant's
+	inFlightHeld bool                  // admitInFlight counted it among its tenant's responses in progress
+	base         int                   // items[:base] came from the parent
+	chain        []string              // the stored responses the parent's context came from, oldest first
+	header       []sampler.Token       // rendered instructions and tools
+	hosted       map[string]Tool       // hosted tools offered by the request, by call name
+	mcp          map[string]*mcpServer // the request's mcp tools, by server label
+	client       Tool                  // every other call: the client's functions
+	path         servePath             // how it is served, for the metrics and the cost model
+	routed       bool                  // the connection has resolved this model before: no route hop
+	start        time.Time
+	ctx          context.Context // run's context, set when it starts
 
 	// Owned by the loop.
 	items        protocol.Items  // whole context, grows with each output item

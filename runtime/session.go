@@ -476,16 +476,18 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 		}
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
-	if perr := sess.srv.inFlight(sess.tenant); perr != nil {
+	tenant := Tenant(sess.ctx)
+	if perr := sess.srv.admitInFlight(tenant); perr != nil {
 		return errorFrame(perr, ln.id)
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
+		sess.srv.releaseInFlight(tenant)
 		sess.scope.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
 	sess.served.Add(1)
-	ro.tenant = Tenant(sess.ctx)
+	ro.tenant, ro.inFlightHeld = tenant, true
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
 	ro.onConnection(&sess.scope.mcp)
 	if path.Design == designSuspend {
@@ -509,6 +511,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (last []byte) {
 	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 	if perr != nil {
+		sess.srv.releaseInFlight(ro.tenant) // ro never runs
 		return errorFrame(perr, ln.id)
 	}
 	sess.setRunning(ln, nil, sp)

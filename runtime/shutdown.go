@@ -119,11 +119,14 @@ func (s *Server) busy() int {
 }
 
 // began and ended keep the registry of running rollouts that Shutdown
-// drains.
+// drains, and their tenants' counts of responses in progress: a rollout
+// admitted by admitInFlight is counted already.
 func (s *Server) began(r *rollout) {
 	s.mu.Lock()
 	s.rollouts[r] = struct{}{}
-	s.inFlightBy[r.tenant]++
+	if !r.inFlightHeld {
+		s.inFlightBy[r.tenant]++
+	}
 	if s.aborting { // it slipped past every check for closing
 		r.abort(errShuttingDown)
 	}
@@ -133,10 +136,8 @@ func (s *Server) began(r *rollout) {
 func (s *Server) ended(r *rollout) {
 	s.mu.Lock()
 	delete(s.rollouts, r)
-	if s.inFlightBy[r.tenant]--; s.inFlightBy[r.tenant] == 0 {
-		delete(s.inFlightBy, r.tenant)
-	}
 	s.mu.Unlock()
+	s.releaseInFlight(r.tenant)
 	s.notify()
 }
 
