@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"slices"
 	"strconv"
@@ -27,15 +26,15 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	m.Handle("GET /metrics", s.metrics.handler())
-	if s.opts.Pprof {
-		m.HandleFunc("GET /debug/pprof/", pprof.Index)
-		m.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		m.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		m.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		m.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	}
 	s.mux = m
 }
+
+// Handle serves h on pattern (as http.ServeMux takes it) beside the API,
+// behind the server's keys and access log: an embedder mounts there what
+// the runtime does not serve itself, such as /debug/pprof/. Call it before
+// the server serves; it panics on a pattern the API already serves, as
+// http.ServeMux does.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // readBody reads at most MaxFrame bytes of a request body, within
 // BodyTimeout.

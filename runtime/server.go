@@ -199,8 +199,6 @@ type Options struct {
 	AccessLog bool
 	// Now is the clock. Nil is time.Now.
 	Now func() time.Time
-	// Pprof serves net/http/pprof's profiles on /debug/pprof/.
-	Pprof bool
 	// Cost is the work around inference a production API does (the safety
 	// classifier, simulated service calls, when post-inference work runs).
 	Cost Cost

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -224,7 +225,6 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		TenantRPM:         *tenantRPM,
 		Logger:            log,
 		AccessLog:         true,
-		Pprof:             *pprofOn,
 		Cost:              costModel,
 		Keys:              keys,
 		OriginPatterns:    splitList(*origins),
@@ -232,6 +232,9 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
+	}
+	if *pprofOn {
+		profiling.Mount(srv)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

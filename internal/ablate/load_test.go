@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -101,10 +102,11 @@ func TestRunLoad(t *testing.T) {
 // connection, the prompt the size asked for, goroutines counted, the heap
 // read.
 func TestRunPark(t *testing.T) {
-	srv, err := runtime.NewServer(runtime.Options{Pprof: true})
+	srv, err := runtime.NewServer(runtime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	profiling.Mount(srv)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	defer srv.Shutdown(t.Context())
