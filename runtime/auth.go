@@ -106,9 +106,10 @@ func Tenant(ctx context.Context) string {
 	return t
 }
 
-// withTenant is ctx carrying tenant, for work that outlives its request
-// (a WebSocket session, a rollout's store write).
-func withTenant(ctx context.Context, tenant string) context.Context {
+// WithTenant is ctx carrying tenant: for work that outlives its request (a
+// WebSocket session, a rollout's store write), and for a Store's own tests,
+// whose calls act for the tenant of their context.
+func WithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey{}, tenant)
 }
 
@@ -133,7 +134,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		writeError(w, perr)
 		return r, false
 	}
-	return r.WithContext(withTenant(r.Context(), tenant)), true
+	return r.WithContext(WithTenant(r.Context(), tenant)), true
 }
 
 // rateLimit takes one request from tenant's bucket, or says why it is

@@ -31,6 +31,13 @@ var (
 // errChainTooLong ends a store load that never reaches the first response.
 var errChainTooLong = errors.New("runtime: response chain too long or cyclic")
 
+// StoreUnavailable is the error a Store returns when its backend did not
+// answer (store_unavailable, 503): the client may retry.
+func StoreUnavailable(cause error) *protocol.Error {
+	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",
+		"The response store is unavailable (%v). Retry later; requests with store: false and no previous_response_id are served meanwhile.", cause)
+}
+
 // errShutdown is what a client whose response Shutdown cut is told.
 func errShutdown() *protocol.Error {
 	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeShuttingDown, "",

@@ -510,7 +510,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		if conv != nil && r.srv.opts.Cost.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
-		sctx, cancel := context.WithTimeout(withTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
+		sctx, cancel := context.WithTimeout(WithTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
 		err := r.srv.store.Put(sctx, rec)
 		cancel()
 		var perr *protocol.Error

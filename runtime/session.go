@@ -103,7 +103,7 @@ func newSession(s *Server, conn frameConn, r *http.Request, enc protocol.Encodin
 	if scope == nil {
 		scope = newConnScope(&s.opts)
 	}
-	ctx, cancel := context.WithCancel(withTenant(context.Background(), Tenant(r.Context())))
+	ctx, cancel := context.WithCancel(WithTenant(context.Background(), Tenant(r.Context())))
 	sess := &session{
 		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,

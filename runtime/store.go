@@ -78,7 +78,7 @@ type Store interface {
 }
 
 // ChainStore is a Store that loads a whole conversation at once: the
-// record of id, then the records before it, newest first (RedisStore: in
+// record of id, then the records before it, newest first (package redisstore: in
 // two round trips, by Record.Chain). A store without it is read a record
 // at a time, following PreviousResponseID.
 type ChainStore interface {

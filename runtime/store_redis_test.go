@@ -9,12 +9,13 @@ import (
 
 	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/redisstore"
 )
 
 // redisHarness is a server whose store is the Redis at url.
 func redisHarness(t *testing.T, url string, opts runtime.Options) *harness {
 	t.Helper()
-	st, err := runtime.NewRedisStore(url, runtime.RedisStoreOptions{Timeout: time.Second})
+	st, err := redisstore.New(url, redisstore.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

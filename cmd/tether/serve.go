@@ -21,6 +21,7 @@ import (
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/redisstore"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -68,8 +69,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	tenantInFlight := fs.Int("tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
 	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS), shared by every tether on that database")
-	storeTTL := fs.Duration("store-ttl", runtime.DefaultStoreTTL, "with --store redis://: how long a stored response is kept")
-	storeRecord := fs.Int("store-record-bytes", runtime.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
+	storeTTL := fs.Duration("store-ttl", redisstore.DefaultTTL, "with --store redis://: how long a stored response is kept")
+	storeRecord := fs.Int("store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
 	storeBytes := fs.Int("store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
 	tenantStoreBytes := fs.Int("tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
 	cacheBytes := fs.Int("cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
@@ -176,7 +177,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	switch {
 	case *storeURL == "memory":
 	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"):
-		rs, err := runtime.NewRedisStore(*storeURL, runtime.RedisStoreOptions{TTL: *storeTTL, MaxRecordBytes: *storeRecord})
+		rs, err := redisstore.New(*storeURL, redisstore.Options{TTL: *storeTTL, MaxRecordBytes: *storeRecord})
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: --store:", err)
 			return 2

@@ -13,6 +13,7 @@ import (
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/redisstore"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -206,7 +207,7 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	opts := runtime.Options{Models: models, Renderer: r, Cost: cfg.Cost}
 	var closeStore func() error
 	if cfg.Store != "" && cfg.Store != "memory" {
-		rs, err := runtime.NewRedisStore(cfg.Store, runtime.RedisStoreOptions{})
+		rs, err := redisstore.New(cfg.Store, redisstore.Options{})
 		if err != nil {
 			return nil, err
 		}

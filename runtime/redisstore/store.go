@@ -1,4 +1,8 @@
-package runtime
+// Package redisstore keeps a tether server's stored responses in Redis, so
+// that every server sharing the database continues any of them. It is an
+// optional layer: it implements runtime.Store (and runtime.ChainStore) and
+// brings go-redis, which package runtime does not import.
+package redisstore
 
 import (
 	"context"
@@ -6,16 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
 )
 
-// RedisStore keeps store: true responses in Redis, where every tether
+// Store keeps store: true responses in Redis, where every tether
 // server that uses the same database reads them: a chain started on one
 // continues on another, over HTTP or after a WebSocket's cache miss, and a
 // response deleted on one is gone on all. Suspended rollouts and connection
@@ -31,47 +35,47 @@ import (
 //
 // When Redis is down or slow, every operation fails within Timeout with
 // store_unavailable (503); the client reconnects by itself.
-type RedisStore struct {
+type Store struct {
 	c    *redis.Client
-	opts RedisStoreOptions
+	opts Options
 }
 
-// RedisStoreOptions tune a RedisStore; zero fields take the defaults.
-type RedisStoreOptions struct {
-	TTL            time.Duration // how long a response is kept: DefaultStoreTTL
+// Options tune a RedisStore; zero fields take the defaults.
+type Options struct {
+	TTL            time.Duration // how long a response is kept: DefaultTTL
 	MaxRecordBytes int           // the largest record kept: DefaultMaxRecordBytes
-	Timeout        time.Duration // bounds each operation: DefaultStoreTimeout
+	Timeout        time.Duration // bounds each operation: DefaultTimeout
 }
 
-// The defaults of a RedisStore.
+// The defaults of a Store.
 const (
-	DefaultStoreTTL       = 30 * 24 * time.Hour // as OpenAI keeps responses
+	DefaultTTL            = 30 * 24 * time.Hour // as OpenAI keeps responses
 	DefaultMaxRecordBytes = 64 << 20
-	DefaultStoreTimeout   = 2 * time.Second
+	DefaultTimeout        = 2 * time.Second
 )
 
-// NewRedisStore connects to the Redis at url (redis://[:PASSWORD@]HOST:PORT/DB,
+// New connects to the Redis at url (redis://[:PASSWORD@]HOST:PORT/DB,
 // or rediss:// for TLS). The connection is made lazily; Ping checks it.
-func NewRedisStore(url string, opts RedisStoreOptions) (*RedisStore, error) {
+func New(url string, opts Options) (*Store, error) {
 	ro, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: store %q: %w", url, err)
+		return nil, fmt.Errorf("redisstore: %q: %w", url, err)
 	}
 	if opts.TTL <= 0 {
-		opts.TTL = DefaultStoreTTL
+		opts.TTL = DefaultTTL
 	}
 	if opts.MaxRecordBytes <= 0 {
 		opts.MaxRecordBytes = DefaultMaxRecordBytes
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultStoreTimeout
+		opts.Timeout = DefaultTimeout
 	}
 	quietRedis.Do(func() { redis.SetLogger(redisLog{}) })
 	// Fail fast when Redis is down: one retry, each step bounded well
 	// inside the operation's Timeout.
 	ro.MaxRetries = 1
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout/2, opts.Timeout/2, opts.Timeout/2, opts.Timeout/2
-	return &RedisStore{c: redis.NewClient(ro), opts: opts}, nil
+	return &Store{c: redis.NewClient(ro), opts: opts}, nil
 }
 
 // quietRedis makes go-redis's own log (process-wide: a dial that failed,
@@ -86,14 +90,14 @@ func (redisLog) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // Ping checks that Redis answers.
-func (s *RedisStore) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	return s.unavailable(s.c.Ping(ctx).Err())
 }
 
 // Close closes the connections to Redis.
-func (s *RedisStore) Close() error { return s.c.Close() }
+func (s *Store) Close() error { return s.c.Close() }
 
 // redisRecord is a record as it is kept.
 type redisRecord struct {
@@ -104,18 +108,18 @@ type redisRecord struct {
 	Tenant   string             `json:"tenant"`
 }
 
-func (s *RedisStore) key(tenant, id string) string {
+func (s *Store) key(tenant, id string) string {
 	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}:r:" + id
 }
 
 // Put writes rec whole, in one SET with the TTL.
-func (s *RedisStore) Put(ctx context.Context, rec *Record) error {
+func (s *Store) Put(ctx context.Context, rec *runtime.Record) error {
 	b, err := protocol.MarshalAs(protocol.EncodingMsgpack, redisRecord{rec.Response, rec.Input, rec.Items, rec.Chain, rec.Tenant})
 	if err != nil {
 		return err
 	}
 	if len(b) > s.opts.MaxRecordBytes {
-		return ErrTooLarge
+		return runtime.ErrTooLarge
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
@@ -123,12 +127,12 @@ func (s *RedisStore) Put(ctx context.Context, rec *Record) error {
 }
 
 // Get reads id under the context's tenant.
-func (s *RedisStore) Get(ctx context.Context, id string) (*Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (*runtime.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	b, err := s.c.Get(ctx, s.key(Tenant(ctx), id)).Bytes()
+	b, err := s.c.Get(ctx, s.key(runtime.Tenant(ctx), id)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return nil, ErrNotStored
+		return nil, runtime.ErrNotStored
 	}
 	if err != nil {
 		return nil, s.unavailable(err)
@@ -137,31 +141,31 @@ func (s *RedisStore) Get(ctx context.Context, id string) (*Record, error) {
 }
 
 // Delete removes id under the context's tenant.
-func (s *RedisStore) Delete(ctx context.Context, id string) error {
+func (s *Store) Delete(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	n, err := s.c.Del(ctx, s.key(Tenant(ctx), id)).Result()
+	n, err := s.c.Del(ctx, s.key(runtime.Tenant(ctx), id)).Result()
 	if err != nil {
 		return s.unavailable(err)
 	}
 	if n == 0 {
-		return ErrNotStored
+		return runtime.ErrNotStored
 	}
 	return nil
 }
 
 // GetChain reads the conversation that ends with id, last first: its
 // record, then every record its chain names, in one MGET.
-func (s *RedisStore) GetChain(ctx context.Context, id string) ([]*Record, error) {
+func (s *Store) GetChain(ctx context.Context, id string) ([]*runtime.Record, error) {
 	head, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	chain := head.Chain
 	if len(chain) == 0 {
-		return []*Record{head}, nil
+		return []*runtime.Record{head}, nil
 	}
-	tenant := Tenant(ctx)
+	tenant := runtime.Tenant(ctx)
 	keys := make([]string, len(chain))
 	for i, c := range chain {
 		keys[i] = s.key(tenant, c)
@@ -172,11 +176,11 @@ func (s *RedisStore) GetChain(ctx context.Context, id string) ([]*Record, error)
 	if err != nil {
 		return nil, s.unavailable(err)
 	}
-	recs := []*Record{head}
+	recs := []*runtime.Record{head}
 	for i := len(vals) - 1; i >= 0; i-- { // the chain is oldest first
 		v, ok := vals[i].(string)
 		if !ok {
-			return nil, ErrNotStored // expired or deleted: the conversation is broken, as a missing parent
+			return nil, runtime.ErrNotStored // expired or deleted: the conversation is broken, as a missing parent
 		}
 		rec, err := decodeRedisRecord([]byte(v))
 		if err != nil {
@@ -187,28 +191,24 @@ func (s *RedisStore) GetChain(ctx context.Context, id string) ([]*Record, error)
 	return recs, nil
 }
 
-func decodeRedisRecord(b []byte) (*Record, error) {
+func decodeRedisRecord(b []byte) (*runtime.Record, error) {
 	js, err := protocol.ToJSON(protocol.EncodingMsgpack, b)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: a stored record: %w", err)
+		return nil, fmt.Errorf("redisstore: a stored record: %w", err)
 	}
 	var r redisRecord
 	if err := protocol.Unmarshal(js, &r); err != nil || r.Response == nil {
-		return nil, fmt.Errorf("runtime: a stored record: %v", err)
+		return nil, fmt.Errorf("redisstore: a stored record: %v", err)
 	}
-	return &Record{Response: r.Response, Input: r.Input, Items: r.Items, Chain: r.Chain, Tenant: r.Tenant}, nil
+	return &runtime.Record{Response: r.Response, Input: r.Input, Items: r.Items, Chain: r.Chain, Tenant: r.Tenant}, nil
 }
 
 // unavailable turns a Redis failure into store_unavailable.
-func (s *RedisStore) unavailable(err error) error {
+func (s *Store) unavailable(err error) error {
 	if err == nil {
 		return nil
 	}
-	return errStoreUnavailable(err)
+	return runtime.StoreUnavailable(err)
 }
 
-// errStoreUnavailable is a store that did not answer.
-func errStoreUnavailable(err error) *protocol.Error {
-	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",
-		"The response store is unavailable (%v). Retry later; requests with store: false and no previous_response_id are served meanwhile.", err)
-}
+var _ runtime.ChainStore = (*Store)(nil)
