@@ -21,6 +21,7 @@ import (
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -66,13 +67,13 @@ func serverWT(t testing.TB, opts runtime.Options, wt bool) (string, wtServer) {
 	}
 	hs := httptest.NewServer(srv)
 	var w wtServer
-	var wts *runtime.WebTransport
+	var wts *webtransport.Endpoint
 	if wt {
-		cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+		cert, err := webtransport.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wts, err = srv.ListenWebTransport("127.0.0.1:0", cert); err != nil {
+		if wts, err = webtransport.Listen(srv, "127.0.0.1:0", cert); err != nil {
 			t.Fatal(err)
 		}
 		w = wtServer{base: wts.URL(), hash: wts.CertificateHash()}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -39,11 +40,11 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := runtime.SelfSignedCertificate(runtime.MaxCertificateHashValidity, "127.0.0.1")
+	cert, err := webtransport.SelfSignedCertificate(webtransport.MaxCertificateHashValidity, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wt, err := srv.ListenWebTransport("127.0.0.1:0", cert)
+	wt, err := webtransport.Listen(srv, "127.0.0.1:0", cert)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,48 +1,11 @@
 package runtime
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/tether-run/tether/protocol"
-)
-
-// frameConn is a session's connection as the session sees it: whole client
-// frames in, batches of frames out. A WebSocket is one (wsConn); a
-// WebTransport stream is another (wtStream). Everything above it (lanes,
-// limits, the cache, suspended rollouts) is the same code on both.
-type frameConn interface {
-	// read returns the next client frame, and whether it came as binary
-	// (a msgpack frame; JSON comes as text). An error ends the session.
-	read(ctx context.Context) (b []byte, binary bool, err error)
-	// write adds a frame to the batch being written; flush sends the batch,
-	// by deadline (a client that does not read is cut there).
-	write(ctx context.Context, b []byte, binary bool) error
-	flush(deadline time.Time) error
-	// close ends the connection in order, telling the client why when the
-	// transport can (a WebSocket close frame; status 1001 at shutdown,
-	// 1008 for a client too slow). It may run while the writer writes.
-	close(status closeStatus, reason string)
-	// abort ends the connection at once: the writer failed. done ends it
-	// once the writer has returned: frames written are delivered.
-	abort()
-	done()
-	// ordinary reports whether a read error is an ordinary end of the
-	// connection (a close by the client), not worth a log line.
-	ordinary(err error) bool
-}
-
-// closeStatus is why the server closes a connection, as WebSocket close
-// codes say it; a WebTransport stream reports it as its stream error code.
-type closeStatus int
-
-const (
-	closeGoingAway closeStatus = 1001 // the server is shutting down
-	closePolicy    closeStatus = 1008 // the client was too slow
-	closeTooBig    closeStatus = 1009 // a frame past MaxFrame
 )
 
 // connScope is what the lanes of one connection share: the connection-local

@@ -2,13 +2,20 @@
 // loop), the session (one connection's lanes and their queues: a
 // WebSocket's, or one WebTransport stream, a lane of its own), its scope
 // (the limits and connection-local cache the lanes of one connection
-// share), the transports (WebSocket, WebTransport over HTTP/3, HTTP/SSE on
+// share), the transports (WebSocket, HTTP/SSE on
 // /v1/responses, Chat Completions) and the response store (memory, or
 // Redis shared by many servers).
 //
 // An embedder uses a Server (an http.Handler), its Options, and the
 // interfaces it plugs in: Sampler (model backends, from package sampler),
 // Tool (hosted tools, from package hostedtools) and Store.
+//
+// A transport whose connections carry their lanes as connections of their
+// own plugs into the frame transport seam (transport.go): FrameConn is one
+// lane, Connection the client connection whose lanes share a scope.
+// WebTransport over HTTP/3 is such a transport, package runtime/webtransport,
+// which runtime does not import. The core's WebSocket is a FrameConn too:
+// one connection, whose lanes stream_id names.
 //
 // The data flow of one turn, whatever the transport:
 //

@@ -127,10 +127,10 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	var ro *rollout
 	var sp *suspension
 	switch {
-	case sess.transport == transportWT && len(ev.StreamIDs) > 0:
+	case sess.oneLane && len(ev.StreamIDs) > 0:
 		return protocol.Invalid(protocol.CodeInvalidStreamID, "stream_ids",
 			"On WebTransport a stream is a lane, without a stream_id: send response.fork, without stream_ids, on the stream each fork is to run on.")
-	case sess.transport == transportWT:
+	case sess.oneLane:
 		owner, ln, ro, sp = sess.scope.find(ev.ResponseID)
 		if owner == sess {
 			return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",

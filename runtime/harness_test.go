@@ -19,6 +19,7 @@ import (
 	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	tetherwt "github.com/tether-run/tether/runtime/webtransport"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +38,7 @@ type harness struct {
 	base string // http://127.0.0.1:PORT/v1
 	ws   string // ws://127.0.0.1:PORT/v1/responses
 	wire wire   // what h.dial connects over
-	wt   *runtime.WebTransport
+	wt   *tetherwt.Endpoint
 }
 
 // newHarness starts a server whose connections are WebSockets in the test

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
-	"github.com/tether-run/tether/runtime"
+	tetherwt "github.com/tether-run/tether/runtime/webtransport"
 )
 
 // wire is a transport and an encoding the connection tests run over.
@@ -212,11 +212,11 @@ func (c *wtClient) dropLane(lane string) {
 // startWT serves h over WebTransport on a loopback UDP port.
 func (h *harness) startWT(t testing.TB) {
 	t.Helper()
-	cert, err := runtime.SelfSignedCertificate(time.Hour, "127.0.0.1")
+	cert, err := tetherwt.SelfSignedCertificate(time.Hour, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.wt, err = h.srv.ListenWebTransport("127.0.0.1:0", cert); err != nil {
+	if h.wt, err = tetherwt.Listen(h.srv, "127.0.0.1:0", cert); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -31,7 +31,7 @@ const outQueueFrames = 1024
 // run returns.
 type session struct {
 	srv     *Server
-	conn    frameConn
+	conn    FrameConn
 	scope   *connScope
 	started time.Time
 	creds   string // hash of the Authorization header: suspended rollouts resume only under it
@@ -45,10 +45,13 @@ type session struct {
 	// served and written are the responses created on the session and the
 	// bytes written to it, for its access line.
 	served, written atomic.Int64
-	// transport is transportWS, or transportWT: a WebTransport stream,
-	// which is one lane (the stream replaces stream_id; a frame that names
-	// another is refused).
+	// transport is transportWS, or the label of the Connection the
+	// session is a lane of (transportWT: a WebTransport stream).
 	transport string
+	// oneLane: the session is one lane of a Connection (a WebTransport
+	// stream), which replaces stream_id; a frame that names another is
+	// refused.
+	oneLane bool
 
 	ctx        context.Context    // cancelled when the session ends
 	cancel     context.CancelFunc //
@@ -60,7 +63,7 @@ type session struct {
 
 	stopOnce    sync.Once
 	tooSlowOnce sync.Once
-	closeStatus closeStatus // set once by stop, before ctx ends; read by the closer after
+	closeStatus CloseStatus // set once by stop, before ctx ends; read by the closer after
 	closeReason string      //
 
 	mu    sync.Mutex
@@ -99,7 +102,7 @@ type job struct {
 
 // newSession makes the session of conn, whose upgrade request was r, in
 // scope (nil: a scope of its own).
-func newSession(s *Server, conn frameConn, r *http.Request, enc protocol.Encoding, scope *connScope) *session {
+func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encoding, scope *connScope) *session {
 	if scope == nil {
 		scope = newConnScope(&s.opts)
 	}
@@ -124,7 +127,7 @@ func (sess *session) run(reqCtx context.Context) {
 			// The socket cannot be written: end the session now rather than
 			// let the queue fill and blame a slow client.
 			sess.stop(0, "")
-			sess.conn.abort()
+			sess.conn.Abort()
 		}
 	}()
 	// The closer runs once the session ends (no goroutine waits for that
@@ -135,13 +138,13 @@ func (sess *session) run(reqCtx context.Context) {
 		if sess.closeStatus != 0 {
 			// Close sends the close frame and waits for the client's; the
 			// read loop then returns.
-			sess.conn.close(sess.closeStatus, sess.closeReason)
+			sess.conn.Close(sess.closeStatus, sess.closeReason)
 		}
 	})
 	// Deferred, so that even a panic in the read loop joins the goroutines and
 	// hands suspended rollouts to their resume window.
 	defer sess.teardown(writerDone, closerDone)
-	if err := sess.readLoop(reqCtx); err != nil && !sess.conn.ordinary(err) {
+	if err := sess.readLoop(reqCtx); err != nil && !sess.conn.Ordinary(err) {
 		sess.srv.log.Debug("connection read ended", "err", err)
 	}
 }
@@ -149,7 +152,7 @@ func (sess *session) run(reqCtx context.Context) {
 // stop ends the session; a non-zero status closes the connection with it
 // (1001 at shutdown, 1008 for a client too slow). The first stop wins. It
 // takes no lock but the outbox's, so a producer may call it under its own.
-func (sess *session) stop(status closeStatus, reason string) {
+func (sess *session) stop(status CloseStatus, reason string) {
 	sess.stopOnce.Do(func() {
 		sess.closeStatus, sess.closeReason = status, reason
 		sess.out.close()
@@ -166,7 +169,7 @@ func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
 	sess.wg.Wait()
 	<-writerDone
 	<-closerDone
-	sess.conn.done()
+	sess.conn.Done()
 	sess.mu.Lock()
 	var sps []*suspension
 	for _, ln := range sess.lanes {
@@ -225,7 +228,7 @@ func (sess *session) tooSlow() {
 	sess.tooSlowOnce.Do(func() {
 		sess.srv.log.Warn("closing slow client")
 		sess.fail(protocol.Errorf(http.StatusRequestTimeout, protocol.CodeClientTooSlow, "",
-			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout), closePolicy, "client too slow")
+			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout), ClosePolicy, "client too slow")
 	})
 }
 
@@ -233,7 +236,7 @@ func (sess *session) tooSlow() {
 // dropped, the writer writes perr after the batch in its hands (within
 // WriteTimeout), then the connection closes with status and reason (a
 // WebSocket close frame's, at most 123 bytes).
-func (sess *session) fail(perr *protocol.Error, status closeStatus, reason string) {
+func (sess *session) fail(perr *protocol.Error, status CloseStatus, reason string) {
 	sess.out.finish(errorFrame(perr, ""))
 	go func() {
 		<-sess.writerDone
@@ -323,7 +326,7 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 		return ln, nil
 	}
 	if id != "" {
-		if sess.transport == transportWT {
+		if sess.oneLane {
 			return nil, protocol.Invalid(protocol.CodeInvalidStreamID, "stream_id",
 				"On WebTransport each stream is one lane: omit stream_id, and open another stream for another lane.")
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // This file is a session's reading and writing, the same on every
-// transport (frameConn): a read loop that answers every client frame, and
+// transport (FrameConn): a read loop that answers every client frame, and
 // a writer that owns the write side.
 
 // peekFrame is the frame size from which the read loop checks a create
@@ -20,13 +20,13 @@ const peekFrame = 64 << 10
 // session's own goroutine. Every frame gets an answer: events, or an error event.
 func (sess *session) readLoop(ctx context.Context) error {
 	for {
-		data, binary, err := sess.conn.read(ctx)
+		data, binary, err := sess.conn.Read(ctx)
 		var perr *protocol.Error
 		if errors.As(err, &perr) {
 			// A frame the connection cannot skip (a WebTransport length
 			// prefix past MaxFrame): the client is told, then the
 			// connection closes.
-			sess.fail(perr, closeTooBig, "frame too large")
+			sess.fail(perr, CloseTooBig, "frame too large")
 			<-sess.writerDone
 			return nil
 		}
@@ -164,7 +164,7 @@ func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 				break // a frame of ours that is not JSON: a bug, not the client's doing
 			}
 		}
-		if err = sess.conn.write(ctx, b, binary); err != nil {
+		if err = sess.conn.Write(ctx, b, binary); err != nil {
 			break
 		}
 		sess.written.Add(int64(len(b)))
@@ -175,7 +175,7 @@ func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 		}
 	}
 	deadline, _ := ctx.Deadline()
-	if ferr := sess.conn.flush(deadline); err == nil {
+	if ferr := sess.conn.Flush(deadline); err == nil {
 		err = ferr
 	}
 	if err == nil {

@@ -165,5 +165,5 @@ func (sess *session) goAway(ctx context.Context) {
 	case <-sess.writerDone:
 	case <-ctx.Done():
 	}
-	sess.stop(closeGoingAway, "server shutting down")
+	sess.stop(CloseGoingAway, "server shutting down")
 }

@@ -69,7 +69,7 @@ func encodingOf(conn *websocket.Conn) protocol.Encoding {
 	return protocol.EncodingJSON
 }
 
-// wsConn is a WebSocket as a session's frameConn. Its writes go to the
+// wsConn is a WebSocket as a session's FrameConn. Its writes go to the
 // corked socket (cork, when the connection was hijacked through
 // corkingWriter): a batch of frames leaves in one write.
 type wsConn struct {
@@ -77,12 +77,12 @@ type wsConn struct {
 	cork *corkedConn
 }
 
-func (c *wsConn) read(ctx context.Context) ([]byte, bool, error) {
+func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 	typ, b, err := c.Conn.Read(ctx)
 	return b, typ == websocket.MessageBinary, err
 }
 
-func (c *wsConn) write(ctx context.Context, b []byte, binary bool) error {
+func (c *wsConn) Write(ctx context.Context, b []byte, binary bool) error {
 	typ := websocket.MessageText
 	if binary {
 		typ = websocket.MessageBinary
@@ -98,23 +98,23 @@ func (c *wsConn) write(ctx context.Context, b []byte, binary bool) error {
 
 // flush writes the batch, on every path: a close frame the library wrote
 // meanwhile is held with it.
-func (c *wsConn) flush(deadline time.Time) error {
+func (c *wsConn) Flush(deadline time.Time) error {
 	if c.cork == nil {
 		return nil
 	}
 	return c.cork.uncork(deadline)
 }
 
-func (c *wsConn) close(status closeStatus, reason string) {
+func (c *wsConn) Close(status CloseStatus, reason string) {
 	// Close sends the close frame and waits for the client's; the read
 	// loop then returns.
 	c.Conn.Close(websocket.StatusCode(status), reason)
 }
 
-func (c *wsConn) abort() { c.Conn.CloseNow() }
-func (c *wsConn) done()  { c.Conn.CloseNow() }
+func (c *wsConn) Abort() { c.Conn.CloseNow() }
+func (c *wsConn) Done()  { c.Conn.CloseNow() }
 
-func (c *wsConn) ordinary(err error) bool {
+func (c *wsConn) Ordinary(err error) bool {
 	return isNormalClose(err) || websocket.CloseStatus(err) != -1
 }
 

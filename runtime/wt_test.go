@@ -371,27 +371,3 @@ func TestWebTransportOrigin(t *testing.T) {
 		tr.Close()
 	}
 }
-
-// TestWebTransportCloseAtOnce: an endpoint closed as soon as it is made
-// closes cleanly (webtransport-go's own Serve raced its Close there, which
-// a test whose fixtures were absent hit under -race).
-func TestWebTransportCloseAtOnce(t *testing.T) {
-	t.Parallel()
-	srv, err := tether.NewServer(tether.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tether.SelfSignedCertificate(time.Hour, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		wt, err := srv.ListenWebTransport("127.0.0.1:0", cert)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := wt.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -243,11 +244,11 @@ func startLocal(flags timingFlags, webTransport bool) (*localServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var wt *runtime.WebTransport
+	var wt *webtransport.Endpoint
 	if webTransport {
-		cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+		cert, err := webtransport.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
 		if err == nil {
-			wt, err = srv.ListenWebTransport("127.0.0.1:0", cert)
+			wt, err = webtransport.Listen(srv, "127.0.0.1:0", cert)
 		}
 		if err != nil {
 			ln.Close()

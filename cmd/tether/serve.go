@@ -22,6 +22,7 @@ import (
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/redisstore"
+	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -243,11 +244,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		return 1
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout}
-	var wt *runtime.WebTransport
+	var wt *webtransport.Endpoint
 	if *wtAddr != "" {
 		cert, err := certificate(*tlsCert, *tlsKey, *wtAddr)
 		if err == nil {
-			wt, err = srv.ListenWebTransport(*wtAddr, cert)
+			wt, err = webtransport.Listen(srv, *wtAddr, cert)
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: --wt-addr:", err)
@@ -337,7 +338,7 @@ func certificate(certFile, keyFile, addr string) (tls.Certificate, error) {
 	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && !slices.Contains(hosts, h) {
 		hosts = append(hosts, h)
 	}
-	return runtime.SelfSignedCertificate(13*24*time.Hour, hosts...)
+	return webtransport.SelfSignedCertificate(13*24*time.Hour, hosts...)
 }
 
 // newLogger is the server's logger: text or JSON lines on w, from level on

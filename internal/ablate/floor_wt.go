@@ -17,7 +17,7 @@ import (
 	"github.com/quic-go/webtransport-go"
 
 	"github.com/tether-run/tether/clienttools"
-	"github.com/tether-run/tether/runtime"
+	tetherwt "github.com/tether-run/tether/runtime/webtransport"
 )
 
 // The WebTransport floor: the same echo over one WebTransport stream, in
@@ -34,7 +34,7 @@ type wtEcho struct {
 }
 
 func startWTEcho() (*wtEcho, error) {
-	cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+	cert, err := tetherwt.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func startWTEcho() (*wtEcho, error) {
 	}
 	webtransport.ConfigureHTTP3Server(h3)
 	e := &wtEcho{srv: &webtransport.Server{H3: h3}, url: "https://" + pc.LocalAddr().String() + "/echo", pc: pc}
-	sum := runtime.CertificateHash(cert)
+	sum := tetherwt.CertificateHash(cert)
 	e.hash = hex.EncodeToString(sum[:])
 	h3.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sess, err := e.srv.Upgrade(w, r)
@@ -63,7 +63,7 @@ func startWTEcho() (*wtEcho, error) {
 			go echoStream(str)
 		}
 	})
-	// The accept loop is ours, as runtime.ListenWebTransport's is: the
+	// The accept loop is ours, as runtime/webtransport's Listen's is: the
 	// library's Serve races its Close.
 	if e.ln, err = quic.ListenEarly(pc, h3.TLSConfig, h3.QUICConfig); err != nil {
 		pc.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/redisstore"
+	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -228,7 +229,7 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	tg := &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv}
-	var wt *runtime.WebTransport
+	var wt *webtransport.Endpoint
 	if needWT {
 		if wt, tg.wt, err = serveWebTransport(srv); err != nil {
 			ln.Close()
@@ -256,12 +257,12 @@ type wtTarget struct{ base, hash string }
 
 // serveWebTransport serves srv over WebTransport on a loopback UDP port,
 // with a self-signed certificate.
-func serveWebTransport(srv *runtime.Server) (*runtime.WebTransport, wtTarget, error) {
-	cert, err := runtime.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
+func serveWebTransport(srv *runtime.Server) (*webtransport.Endpoint, wtTarget, error) {
+	cert, err := webtransport.SelfSignedCertificate(24*time.Hour, "127.0.0.1")
 	if err != nil {
 		return nil, wtTarget{}, err
 	}
-	wt, err := srv.ListenWebTransport("127.0.0.1:0", cert)
+	wt, err := webtransport.Listen(srv, "127.0.0.1:0", cert)
 	if err != nil {
 		return nil, wtTarget{}, err
 	}

@@ -1,4 +1,4 @@
-package runtime
+package webtransport
 
 import (
 	"crypto/ecdsa"
@@ -25,7 +25,7 @@ const MaxCertificateHashValidity = 14*24*time.Hour - time.Minute
 // with CertificateHash.
 func SelfSignedCertificate(validFor time.Duration, hosts ...string) (tls.Certificate, error) {
 	if validFor <= 0 || validFor > MaxCertificateHashValidity {
-		return tls.Certificate{}, fmt.Errorf("runtime: a certificate pinned by hash must be valid for under 14 days, not %s", validFor)
+		return tls.Certificate{}, fmt.Errorf("webtransport: a certificate pinned by hash must be valid for under 14 days, not %s", validFor)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
