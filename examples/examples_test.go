@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/prommetrics"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -126,11 +127,13 @@ func serve(t *testing.T) string {
 	for _, tr := range traces {
 		models[sampler.ReplayPrefix+tr.Name] = sampler.NewReplay(r, sampler.Timing{}, tr)
 	}
-	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r,
+	metrics := prommetrics.New() // wantPaths reads /metrics
+	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r, Observer: metrics,
 		HostedTools: []runtime.Tool{hostedtools.NewWebSearch(ix)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.Handle("GET /metrics", metrics.Handler())
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -93,7 +93,7 @@ func (s *Server) hop(ctx context.Context, name string) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	s.metrics.hops.WithLabelValues(name).Inc()
+	s.obs.Hop(name)
 	t0 := s.now()
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -124,7 +124,7 @@ func (s *Server) hopAsync(name string) {
 
 // asyncPost reports whether a response on path runs its post-inference work
 // after its terminal event.
-func (s *Server) asyncPost(p servePath) bool {
+func (s *Server) asyncPost(p ServePath) bool {
 	switch s.opts.Cost.PostInference {
 	case PostSync:
 		return false

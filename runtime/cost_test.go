@@ -84,7 +84,7 @@ func TestCostModelByDesign(t *testing.T) {
 		t.Errorf("turns: the classifier read %v bytes per turn; want new input only", s)
 	}
 
-	reg := h.srv.Registry()
+	reg := h.metrics.Registry()
 	for _, p := range []struct {
 		labels string // transport design state status
 		want   float64

@@ -160,7 +160,7 @@ func (r *rollout) answerParked(ctx context.Context, parked []int) error {
 func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	calls := r.calls
 	tools := r.srv.now().Sub(t0)
-	r.srv.metrics.dispatched(tools)
+	r.srv.obs.StepDispatched(tools)
 	r.mu.Lock()
 	r.tm.ToolsMicros += tools.Microseconds()
 	r.flushDoneLocked()

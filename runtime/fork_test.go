@@ -109,10 +109,10 @@ func TestForkCleanup(t *testing.T) {
 	c.drop()
 	abandoned := map[string]string{"transport": "ws", "design": "suspend", "state": "fork", "status": "abandoned"}
 	waitFor(t, "the parked fork to end after its resume window", func() bool {
-		return counter(t, h.srv.Registry(), "tether_responses_total", abandoned) == 1
+		return counter(t, h.metrics.Registry(), "tether_responses_total", abandoned) == 1
 	})
 	cancelled := map[string]string{"transport": "ws", "design": "suspend", "state": "fork", "status": "cancelled"}
-	if n := counter(t, h.srv.Registry(), "tether_responses_total", cancelled); n != 1 {
+	if n := counter(t, h.metrics.Registry(), "tether_responses_total", cancelled); n != 1 {
 		t.Errorf("cancelled forks: %v, want 1", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/prommetrics"
 	tetherwt "github.com/tether-run/tether/runtime/webtransport"
 )
 
@@ -33,12 +34,13 @@ func TestMain(m *testing.M) {
 // harness is an in-process tether server on a loopback port, and on a
 // loopback UDP port for WebTransport when its wire asks for it.
 type harness struct {
-	srv  *runtime.Server
-	hs   *httptest.Server
-	base string // http://127.0.0.1:PORT/v1
-	ws   string // ws://127.0.0.1:PORT/v1/responses
-	wire wire   // what h.dial connects over
-	wt   *tetherwt.Endpoint
+	srv     *runtime.Server
+	metrics *prommetrics.Metrics // srv's observer, on /metrics (unless the test gave its own)
+	hs      *httptest.Server
+	base    string // http://127.0.0.1:PORT/v1
+	ws      string // ws://127.0.0.1:PORT/v1/responses
+	wire    wire   // what h.dial connects over
+	wt      *tetherwt.Endpoint
 }
 
 // newHarness starts a server whose connections are WebSockets in the test
@@ -51,12 +53,17 @@ func newHarness(t testing.TB, opts runtime.Options) *harness {
 // newHarnessOn starts a server whose connections (h.dial) go over w.
 func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 	t.Helper()
+	metrics := prommetrics.New()
+	if opts.Observer == nil {
+		opts.Observer = metrics
+	}
 	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.Handle("GET /metrics", metrics.Handler())
 	hs := httptest.NewServer(srv)
-	h := &harness{srv: srv, hs: hs, base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses", wire: w}
+	h := &harness{srv: srv, metrics: metrics, hs: hs, base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses", wire: w}
 	if w.webTransport {
 		h.startWT(t)
 	}

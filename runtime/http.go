@@ -25,7 +25,6 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/models", s.handleModels)
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	m.Handle("GET /metrics", s.metrics.handler())
 	s.mux = m
 }
 
@@ -89,7 +88,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	t1 := s.now()
 	tm := protocol.Timings{DecodeMicros: t1.Sub(t0).Microseconds()}
 	var parent *conversation
-	path := servePath{Transport: transportHTTP, Design: designStateless, State: stateNone}
+	path := ServePath{Transport: transportHTTP, Design: designStateless, State: stateNone}
 	if req.PreviousResponseID != "" {
 		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
 			writeError(w, perr)

@@ -40,7 +40,7 @@ type rollout struct {
 	hosted       map[string]Tool       // hosted tools offered by the request, by call name
 	mcp          map[string]*mcpServer // the request's mcp tools, by server label
 	client       Tool                  // every other call: the client's functions
-	path         servePath             // how it is served, for the metrics and the cost model
+	path         ServePath             // how it is served, for the metrics and the cost model
 	routed       bool                  // the connection has resolved this model before: no route hop
 	start        time.Time
 	ctx          context.Context // run's context, set when it starts
@@ -391,7 +391,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		first = sample
 	}
 	r.tm.FirstTokenMicros += first.Microseconds()
-	r.srv.metrics.sampled(first, sample)
+	r.srv.obs.StepSampled(first, sample)
 	r.tm.PacerLateMicros += res.PacerLate.Microseconds()
 	if r.open != nil { // the backend stopped mid-part: close it as incomplete
 		r.endPart(protocol.StatusIncomplete)
@@ -449,7 +449,7 @@ func (r *rollout) renderPending() {
 
 func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*conversation, error) {
 	if err := r.sinkErr(); err != nil {
-		r.srv.metrics.ended(r.path, statusAbandoned, r.timings())
+		r.srv.obs.ResponseEnded(r.path, StatusAbandoned, r.timings())
 		return nil, err
 	}
 	now := r.srv.now()
@@ -481,7 +481,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		// The client went away, the server is shutting down, or nobody
 		// resumed a detached rollout: nobody to tell.
 		r.mu.Unlock()
-		r.srv.metrics.ended(r.path, statusAbandoned, r.timings())
+		r.srv.obs.ResponseEnded(r.path, StatusAbandoned, r.timings())
 		return nil, ctx.Err()
 	case serr != nil:
 		r.resp.Status = protocol.ResponseFailed
@@ -532,7 +532,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.tm.HopMicros += r.srv.hop(r.srv.ctx, hopBilling).Microseconds()
 	}
 	tm := r.timings()
-	r.srv.metrics.ended(r.path, r.resp.Status, tm)
+	r.srv.obs.ResponseEnded(r.path, r.resp.Status, tm)
 	if r.req.Includes(protocol.IncludeTimings) {
 		r.resp.Timings = &tm
 	}

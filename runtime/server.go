@@ -199,6 +199,9 @@ type Options struct {
 	AccessLog bool
 	// Now is the clock. Nil is time.Now.
 	Now func() time.Time
+	// Observer receives what the server measures (package
+	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
+	Observer Observer
 	// Cost is the work around inference a production API does (the safety
 	// classifier, simulated service calls, when post-inference work runs).
 	Cost Cost
@@ -216,7 +219,7 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
-	metrics  *metrics
+	obs      Observer
 	safety   *safety.Classifier // nil when Cost.NoSafety
 
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
@@ -337,7 +340,10 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sealer = sl
-	s.metrics = newMetrics()
+	s.obs = opts.Observer
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
 	if !opts.Cost.NoSafety {
 		if s.safety, err = safety.New(); err != nil {
 			return nil, err

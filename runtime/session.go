@@ -467,7 +467,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	req := j.req
 	t0 := sess.srv.now()
 	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}
-	path := servePath{Transport: sess.transport, Design: designTurns, State: stateNone}
+	path := ServePath{Transport: sess.transport, Design: designTurns, State: stateNone}
 	if sess.suspended(req) {
 		path.Design = designSuspend
 	}

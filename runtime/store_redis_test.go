@@ -83,7 +83,7 @@ func TestRedisTwoServers(t *testing.T) {
 	}
 	r3 := respOf(t, terminalResponse(t, last(evs)))
 	fromStore := map[string]string{"transport": "ws", "design": "turns", "state": "store", "status": "completed"}
-	if n := counter(t, b.srv.Registry(), "tether_responses_total", fromStore); n != 1 {
+	if n := counter(t, b.metrics.Registry(), "tether_responses_total", fromStore); n != 1 {
 		t.Errorf("B's WebSocket turns loaded from the store: %v, want 1", n)
 	}
 

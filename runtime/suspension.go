@@ -265,7 +265,7 @@ func (sp *suspension) behind(acct *delivery) bool {
 func (sp *suspension) parkLocked() {
 	sp.state = suspParked
 	sp.pauses++
-	sp.srv.metrics.pauses.Inc()
+	sp.srv.obs.Paused()
 	pause := sp.pauses
 	sp.timer = time.AfterFunc(sp.srv.opts.SuspendTimeout, func() { sp.timeout(pause) })
 }

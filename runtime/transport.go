@@ -80,7 +80,7 @@ const (
 type Connection struct {
 	srv       *Server
 	r         *http.Request // the upgrade request, authenticated
-	transport string        // the sessions' servePath.Transport
+	transport string        // the sessions' ServePath.Transport
 	scope     *connScope
 	ctx       context.Context    // cancelled by Close and by the server's Shutdown
 	cancel    context.CancelFunc //

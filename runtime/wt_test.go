@@ -167,7 +167,7 @@ func TestWebTransportLanes(t *testing.T) {
 		"previous_response_id": r1.Response.ID, "input": "What was it?"})
 	b.until(t, "response.completed")
 	cached := map[string]string{"transport": "wt", "design": "turns", "state": "cache", "status": "completed"}
-	if n := counter(t, h.srv.Registry(), "tether_responses_total", cached); n != 1 {
+	if n := counter(t, h.metrics.Registry(), "tether_responses_total", cached); n != 1 {
 		t.Fatalf("continuations from the connection's cache: %v, want 1 (from another stream's response)", n)
 	}
 
@@ -183,7 +183,7 @@ func TestWebTransportLanes(t *testing.T) {
 	slow.str.CancelWrite(0)
 	ended := map[string]string{"transport": "wt", "design": "turns", "state": "none", "status": "abandoned"}
 	waitFor(t, "the reset stream's response to end", func() bool {
-		return counter(t, h.srv.Registry(), "tether_responses_total", ended) == 1
+		return counter(t, h.metrics.Registry(), "tether_responses_total", ended) == 1
 	})
 	b.send(t, map[string]any{"type": "response.create", "model": "tether-scripted", "store": false, "input": "still here?"})
 	b.until(t, "response.completed")

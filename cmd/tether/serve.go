@@ -21,6 +21,7 @@ import (
 	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/prommetrics"
 	"github.com/tether-run/tether/runtime/redisstore"
 	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
@@ -194,6 +195,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintf(stderr, "tether: --store %q: want memory, or redis://HOST:PORT/DB\n", *storeURL)
 		return 2
 	}
+	metrics := prommetrics.New()
 	srv, err := runtime.NewServer(runtime.Options{
 		Store:       store,
 		Models:      served,
@@ -225,6 +227,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		MaxConnections:    *maxConns,
 		TenantConns:       *tenantConns,
 		TenantRPM:         *tenantRPM,
+		Observer:          metrics,
 		Logger:            log,
 		AccessLog:         true,
 		Cost:              costModel,
@@ -235,6 +238,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
+	srv.Handle("GET /metrics", metrics.Handler())
 	if *pprofOn {
 		profiling.Mount(srv)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/prommetrics"
 	"github.com/tether-run/tether/runtime/redisstore"
 	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
@@ -109,11 +110,12 @@ type Turn struct {
 
 // target is the server the trials of one speed run against.
 type target struct {
-	base   string
-	wt     wtTarget               // its WebTransport endpoint, when a design needs it
-	caches []*sampler.PrefixCache // reset before each trial; none with URL
-	srv    *runtime.Server        // nil with URL
-	stop   func()
+	base    string
+	wt      wtTarget               // its WebTransport endpoint, when a design needs it
+	caches  []*sampler.PrefixCache // reset before each trial; none with URL
+	srv     *runtime.Server        // nil with URL
+	metrics *prommetrics.Metrics   // srv's; nil with URL
+	stop    func()
 }
 
 // Run runs the trials: for each speed, Reps rounds of every mode, the
@@ -218,17 +220,20 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		}
 		opts.Store, closeStore = rs, rs.Close
 	}
+	metrics := prommetrics.New() // paths reads it
+	opts.Observer = metrics
 	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		return nil, err
 	}
+	srv.Handle("GET /metrics", metrics.Handler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
-	tg := &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv}
+	tg := &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv, metrics: metrics}
 	var wt *webtransport.Endpoint
 	if needWT {
 		if wt, tg.wt, err = serveWebTransport(srv); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/prommetrics"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -102,10 +103,12 @@ func TestRunLoad(t *testing.T) {
 // connection, the prompt the size asked for, goroutines counted, the heap
 // read.
 func TestRunPark(t *testing.T) {
-	srv, err := runtime.NewServer(runtime.Options{})
+	metrics := prommetrics.New() // RunPark reads go_goroutines off /metrics
+	srv, err := runtime.NewServer(runtime.Options{Observer: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.Handle("GET /metrics", metrics.Handler())
 	profiling.Mount(srv)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()

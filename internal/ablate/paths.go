@@ -13,7 +13,7 @@ func (tg *target) paths() (map[string]int, error) {
 	if tg.srv == nil {
 		return nil, nil
 	}
-	mfs, err := tg.srv.Registry().Gather()
+	mfs, err := tg.metrics.Registry().Gather()
 	if err != nil {
 		return nil, fmt.Errorf("ablate: reading the server's metrics: %w", err)
 	}

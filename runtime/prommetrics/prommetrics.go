@@ -1,4 +1,13 @@
-package runtime
+// Package prommetrics exports what a tether server measures to Prometheus:
+// a runtime.Observer whose collectors live on a registry of its own (two
+// servers in one process do not share counters), and the handler that
+// serves it. It is an optional layer: package runtime does not import
+// Prometheus.
+//
+//	m := prommetrics.New()
+//	srv, _ := runtime.NewServer(runtime.Options{Observer: m})
+//	srv.Handle("GET /metrics", m.Handler())
+package prommetrics
 
 import (
 	"net/http"
@@ -9,35 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
 )
 
-// servePath is the way a response was served: its transport, the design, and
-// where its parent state came from. Metrics are labelled with it, and an
-// ablation checks by it that each mode took its own path.
-type servePath struct {
-	Transport string // "http", "ws" or "wt" (WebTransport)
-	Design    string // "stateless", "chained", "turns" or "suspend"
-	State     string // "none" (no parent), "cache" (the connection's), "store", "fork"
-}
-
-// The values of servePath's fields.
-const (
-	transportHTTP   = "http"
-	transportWS     = "ws"
-	transportWT     = "wt"
-	designStateless = "stateless"
-	designChained   = "chained"
-	designTurns     = "turns"
-	designSuspend   = "suspend"
-	stateNone       = "none"
-	stateCache      = "cache"
-	stateStore      = "store"
-	stateFork       = "fork" // a fork of a parked rollout (response.fork)
-)
-
-// metrics are a server's Prometheus collectors, on a registry of its own
-// (two servers in one process do not share counters): /metrics serves it.
-type metrics struct {
+// Metrics is a server's Prometheus collectors. It is safe for concurrent
+// use, and its observations never block.
+type Metrics struct {
 	reg       *prometheus.Registry
 	phase     *prometheus.HistogramVec // per response: tether_phase_seconds
 	step      *prometheus.HistogramVec // per sampling step: tether_step_seconds
@@ -51,13 +37,18 @@ type metrics struct {
 	// Looked up once: they are observed per frame and per step.
 	outboxObs, writeObs                 prometheus.Observer
 	stepFirst, stepSample, stepToolsObs prometheus.Observer
+	rendered, cached                    prometheus.Counter
 }
+
+var _ runtime.Observer = (*Metrics)(nil)
 
 // latencyBuckets span 5 µs to 80 s: a frame's write to a whole rollout.
 var latencyBuckets = prometheus.ExponentialBuckets(5e-6, 4, 13)
 
-func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+// New returns a server's collectors, registered on a registry of their own
+// with the Go runtime's and the process's.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
 	pathLabels := []string{"transport", "design", "state"}
 	m.phase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tether_phase_seconds",
@@ -98,24 +89,21 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.outboxObs, m.writeObs = m.frame.WithLabelValues("outbox"), m.frame.WithLabelValues("write")
 	m.stepFirst, m.stepSample, m.stepToolsObs = m.step.WithLabelValues("first_token"), m.step.WithLabelValues("sample"), m.step.WithLabelValues("tools")
+	m.rendered, m.cached = m.tokens.WithLabelValues("rendered"), m.tokens.WithLabelValues("cached")
 	return m
 }
 
-// handler serves the registry in the Prometheus text format.
-func (m *metrics) handler() http.Handler {
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Registry is the server's metrics registry, for an embedder that serves
-// it elsewhere or adds its own collectors.
-func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+// Registry is the collectors' registry, for an embedder that serves it
+// elsewhere or adds its own collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// statusAbandoned is the status label of a response that ended with nobody
-// to tell: its client went away, the server shut down, or nobody resumed it.
-const statusAbandoned protocol.ResponseStatus = "abandoned"
-
-// ended records a response that ended with status, and its phases.
-func (m *metrics) ended(p servePath, status protocol.ResponseStatus, tm protocol.Timings) {
+// ResponseEnded records a response that ended with status, and its phases.
+func (m *Metrics) ResponseEnded(p runtime.ServePath, status protocol.ResponseStatus, tm protocol.Timings) {
 	m.responses.WithLabelValues(p.Transport, p.Design, p.State, string(status)).Inc()
 	for _, ph := range []struct {
 		name string
@@ -129,26 +117,28 @@ func (m *metrics) ended(p servePath, status protocol.ResponseStatus, tm protocol
 	} {
 		m.phase.WithLabelValues(ph.name, p.Transport, p.Design, p.State).Observe(float64(ph.us) / 1e6)
 	}
-	m.tokens.WithLabelValues("rendered").Add(float64(tm.RenderedTokens))
-	m.tokens.WithLabelValues("cached").Add(float64(tm.CachedTokens))
+	m.rendered.Add(float64(tm.RenderedTokens))
+	m.cached.Add(float64(tm.CachedTokens))
 	m.safety.Add(float64(tm.SafetyFlags))
 }
 
-// sampled records one sampling step's model time.
-func (m *metrics) sampled(firstToken, sample time.Duration) {
+// StepSampled records one sampling step's model time.
+func (m *Metrics) StepSampled(firstToken, sample time.Duration) {
 	m.stepFirst.Observe(firstToken.Seconds())
 	m.stepSample.Observe(sample.Seconds())
 }
 
-// dispatched records one step's tool dispatch.
-func (m *metrics) dispatched(d time.Duration) { m.stepToolsObs.Observe(d.Seconds()) }
+// StepDispatched records one step's tool dispatch.
+func (m *Metrics) StepDispatched(d time.Duration) { m.stepToolsObs.Observe(d.Seconds()) }
 
-// wrote counts one frame the writer wrote from start to end: to its
-// response's account and the metrics.
-func (s *Server) wrote(q queued, start, end time.Time) {
-	if q.acct != nil {
-		q.acct.wrote(q, start, end)
-	}
-	s.metrics.outboxObs.Observe(start.Sub(q.at).Seconds())
-	s.metrics.writeObs.Observe(end.Sub(start).Seconds())
+// Paused counts a suspended rollout's pause.
+func (m *Metrics) Paused() { m.pauses.Inc() }
+
+// FrameWritten records a frame's time in its outbox and its write.
+func (m *Metrics) FrameWritten(queued, write time.Duration) {
+	m.outboxObs.Observe(queued.Seconds())
+	m.writeObs.Observe(write.Seconds())
 }
+
+// Hop counts a simulated service call.
+func (m *Metrics) Hop(name string) { m.hops.WithLabelValues(name).Inc() }
