@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -126,5 +127,25 @@ func TestMCPConns(t *testing.T) {
 	}
 	if client.closedTwice.Load() {
 		t.Error("a session was closed twice")
+	}
+}
+
+// TestMCPReason: an MCP client's error reaches the client without its
+// package prefix, whichever package made it, and as a sentence.
+func TestMCPReason(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("mcp: MCP server 127.0.0.1:1: connection refused"), "MCP server 127.0.0.1:1: connection refused."},
+		{fmt.Errorf("%w: mcp.example.com", ErrMCPNotAllowed), "MCP server not allowed: mcp.example.com."},
+		{errors.New(`Get "http://x/mcp": EOF`), `Get "http://x/mcp": EOF.`},
+		{errors.New("listing tools: timeout"), "Listing tools: timeout."},
+		{errors.New(""), "The MCP server failed."},
+	} {
+		if got := mcpReason(tt.err); got != tt.want {
+			t.Errorf("mcpReason(%q) = %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }
