@@ -7,9 +7,7 @@ import (
 )
 
 // TestMain checks that no test leaves a goroutine behind: the client joins
-// its tool goroutines and closes its connections. bleve's analysis
-// workers (package hostedtools, through the runtime the tests serve) start
-// when the package is initialized and live for the whole process.
+// its tool goroutines and closes its connections.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+	goleak.VerifyTestMain(m)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
@@ -21,7 +21,7 @@ import (
 func TestRunMCP(t *testing.T) {
 	t.Parallel()
 	url, _ := mcptest.HTTP(t)
-	base := server(t, runtime.Options{MCP: hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 10 * time.Second})})
+	base := server(t, runtime.Options{MCP: mcp.NewClient(mcp.Options{Timeout: 10 * time.Second})})
 	var tool protocol.Tool
 	if err := json.Unmarshal([]byte(`{"type":"mcp","server_label":"calc","server_url":"`+url+`","require_approval":"always"}`), &tool); err != nil {
 		t.Fatal(err)

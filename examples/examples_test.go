@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/prommetrics"
 	"github.com/tether-run/tether/sampler"
@@ -91,18 +91,18 @@ var sharedRenderer = sync.OnceValues(sampler.NewRenderer)
 // takes seconds under -race) and closed by TestMain.
 var index struct {
 	once sync.Once
-	ix   *hostedtools.Index
+	ix   *websearch.Index
 	err  error
 }
 
-func sharedIndex() (*hostedtools.Index, error) {
+func sharedIndex() (*websearch.Index, error) {
 	index.once.Do(func() {
-		docs, err := hostedtools.DefaultCorpus()
+		docs, err := websearch.DefaultCorpus()
 		if err != nil {
 			index.err = err
 			return
 		}
-		index.ix, index.err = hostedtools.NewIndex(docs)
+		index.ix, index.err = websearch.NewIndex(docs)
 	})
 	return index.ix, index.err
 }
@@ -129,7 +129,7 @@ func serve(t *testing.T) string {
 	}
 	metrics := prommetrics.New() // wantPaths reads /metrics
 	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r, Observer: metrics,
-		HostedTools: []runtime.Tool{hostedtools.NewWebSearch(ix)}})
+		HostedTools: []runtime.Tool{websearch.New(ix)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@
 //
 // An embedder uses a Server (an http.Handler), its Options, and the
 // interfaces it plugs in: Sampler (model backends, from package sampler),
-// Tool (hosted tools, from package hostedtools) and Store.
+// Tool (hosted tools, from the packages under hostedtools), MCPClient
+// (hostedtools/mcp) and Store.
 //
 // A transport whose connections carry their lanes as connections of their
 // own plugs into the frame transport seam (transport.go): FrameConn is one

@@ -10,6 +10,11 @@ import (
 // ErrNotStored is returned by a Store for an id it does not hold.
 var ErrNotStored = errors.New("runtime: response not stored")
 
+// ErrMCPNotAllowed is wrapped by an MCPClient's Check for a server a
+// request may not reach (outside the allow-list, or a label the operator
+// did not configure).
+var ErrMCPNotAllowed = errors.New("runtime: MCP server not allowed")
+
 // Why a session stops taking frames.
 var (
 	errSessionClosed = errors.New("runtime: session closed")

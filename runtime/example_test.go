@@ -51,7 +51,7 @@ func ExampleNewServer() {
 // streaming, and would wait for them.
 func Example_httpServer() {
 	srv, err := runtime.NewServer(runtime.Options{
-		HostedTools: nil, // e.g. hostedtools.NewWebSearch(index)
+		HostedTools: nil, // e.g. websearch.New(index)
 		Store:       runtime.NewMemoryStore(runtime.MemoryStoreOptions{MaxRecords: 1000}),
 	})
 	if err != nil {

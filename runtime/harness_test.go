@@ -26,8 +26,8 @@ import (
 func TestMain(m *testing.M) {
 	// The test binary is also the stdio MCP server of the mcp tests.
 	mcptest.ServeStdioIfChild()
-	// Importing bleve (through hostedtools) starts its analysis workers,
-	// which live as long as the process.
+	// Importing bleve (through hostedtools/websearch, which the tests
+	// use) starts its analysis workers, which live as long as the process.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
 

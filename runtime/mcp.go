@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -30,14 +29,14 @@ import (
 // rollout ends. It is the Tool its calls go to.
 type mcpServer struct {
 	def    protocol.MCPServer
-	client *hostedtools.MCP
+	client MCPClient
 	conns  *mcpConns              // the connection's MCP state; nil over HTTP
 	tools  []protocol.MCPToolInfo // as listed; set before the first step, read-only after
 
 	mu      sync.Mutex
-	sess    *hostedtools.MCPSession // guarded by mu
-	held    mcpHold                 // sess's hold; guarded by mu
-	retired []mcpHold               // holds on sessions let go as broken, given back at the end; guarded by mu
+	sess    MCPSession // guarded by mu
+	held    mcpHold    // sess's hold; guarded by mu
+	retired []mcpHold  // holds on sessions let go as broken, given back at the end; guarded by mu
 }
 
 func (s *mcpServer) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolMCP} }
@@ -53,7 +52,7 @@ func (s *mcpServer) info(name string) (protocol.MCPToolInfo, bool) {
 }
 
 // session is the rollout's session with the server, taken now if need be.
-func (s *mcpServer) session(ctx context.Context) (*hostedtools.MCPSession, error) {
+func (s *mcpServer) session(ctx context.Context) (MCPSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess != nil {
@@ -71,7 +70,7 @@ func (s *mcpServer) session(ctx context.Context) (*hostedtools.MCPSession, error
 // the connection's next rollout, take a new session; sess closes once
 // every call still using it (a sibling of this step) is done, when the
 // rollouts holding it end.
-func (s *mcpServer) broken(sess *hostedtools.MCPSession) {
+func (s *mcpServer) broken(sess MCPSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess != sess {
@@ -169,7 +168,7 @@ type mcpConns struct {
 // mcpConn is one pooled session and the rollouts holding it.
 type mcpConn struct {
 	ready chan struct{} // closed once connected, or failed
-	sess  *hostedtools.MCPSession
+	sess  MCPSession
 	err   error
 	refs  int  // guarded by mcpConns.mu
 	gone  bool // out of the pool (broken, or the connection ended): closes at refs 0; guarded by mcpConns.mu
@@ -229,7 +228,7 @@ type mcpHold struct {
 // acquire is a session with def's server: the connection's, connected
 // now if it has none, or, over HTTP (c nil) or once the connection has
 // ended, one of the caller's own.
-func (c *mcpConns) acquire(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, mcpHold, error) {
+func (c *mcpConns) acquire(ctx context.Context, client MCPClient, def protocol.MCPServer) (MCPSession, mcpHold, error) {
 	if c == nil {
 		return ownSession(ctx, client, def)
 	}
@@ -299,7 +298,7 @@ func (c *mcpConns) evict(key string, mc *mcpConn) {
 // lets go of them, and later ones are the rollouts' own.
 func (c *mcpConns) end() {
 	c.mu.Lock()
-	var idle []*hostedtools.MCPSession
+	var idle []MCPSession
 	for key, mc := range c.open {
 		mc.gone = true
 		delete(c.open, key)
@@ -315,7 +314,7 @@ func (c *mcpConns) end() {
 }
 
 // ownSession is a session of the caller's own, closed on release.
-func ownSession(ctx context.Context, client *hostedtools.MCP, def protocol.MCPServer) (*hostedtools.MCPSession, mcpHold, error) {
+func ownSession(ctx context.Context, client MCPClient, def protocol.MCPServer) (MCPSession, mcpHold, error) {
 	sess, err := client.Connect(ctx, def)
 	if err != nil {
 		return nil, mcpHold{}, err
@@ -338,7 +337,7 @@ func (s *Server) prepareMCP(r *rollout) *protocol.Error {
 		}
 		if err := s.opts.MCP.Check(*t.MCP); err != nil {
 			code, field := protocol.CodeInvalidValue, ".server_url"
-			if errors.Is(err, hostedtools.ErrMCPNotAllowed) {
+			if errors.Is(err, ErrMCPNotAllowed) {
 				code = protocol.CodeMCPServerNotAllowed
 			}
 			return protocol.Invalid(code, param+field, "%s", mcpReason(err))
@@ -359,14 +358,20 @@ func (r *rollout) onConnection(conns *mcpConns) {
 	}
 }
 
-// mcpReason is an MCP error for the client, without the package prefix.
+// mcpReason is an MCP error for the client, without its package prefix
+// ("mcp: ", "runtime: ").
 func mcpReason(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "hostedtools: ")
+	msg := err.Error()
+	if pkg, rest, ok := strings.Cut(msg, ": "); ok && pkg != "" && strings.TrimFunc(pkg, isPackageRune) == "" {
+		msg = rest
+	}
 	if msg == "" {
 		return "The MCP server failed."
 	}
 	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }
+
+func isPackageRune(r rune) bool { return 'a' <= r && r <= 'z' || '0' <= r && r <= '9' }
 
 // closeMCP ends the rollout's sessions with its servers.
 func (r *rollout) closeMCP() {

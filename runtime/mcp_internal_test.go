@@ -1,25 +1,71 @@
 package runtime
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/tether-run/tether/hostedtools"
-	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
 )
 
-// TestMCPConns: a connection's rollouts share one session with a server;
-// at the connection's end an idle session closes at once and a held one
-// when its last holder lets go; after the end, sessions are the callers'
-// own; a session let go as broken is replaced.
+// fakeMCP is an MCPClient whose sessions work until closed; it connects to
+// any server but fakeMCPDown, counts the sessions it opened, and notes a
+// session closed twice.
+type fakeMCP struct {
+	opened      atomic.Int64
+	closedTwice atomic.Bool
+}
+
+const fakeMCPDown = "http://127.0.0.1:1/mcp"
+
+func (f *fakeMCP) sessions() int64 { return f.opened.Load() }
+
+func (f *fakeMCP) Check(protocol.MCPServer) error { return nil }
+
+func (f *fakeMCP) Connect(ctx context.Context, s protocol.MCPServer) (MCPSession, error) {
+	if s.ServerURL == fakeMCPDown {
+		return nil, errors.New("mcp: MCP server 127.0.0.1:1: connection refused")
+	}
+	f.opened.Add(1)
+	return &fakeMCPSession{client: f}, nil
+}
+
+type fakeMCPSession struct {
+	client *fakeMCP
+	closed atomic.Bool
+}
+
+func (s *fakeMCPSession) ListTools(context.Context) ([]protocol.MCPToolInfo, error) {
+	if s.closed.Load() {
+		return nil, errors.New("mcp: session closed")
+	}
+	return []protocol.MCPToolInfo{{Name: "add"}}, nil
+}
+
+func (s *fakeMCPSession) Call(context.Context, string, string) (string, string, error) {
+	if s.closed.Load() {
+		return "", "", errors.New("mcp: session closed")
+	}
+	return "ok", "", nil
+}
+
+func (s *fakeMCPSession) Close() error {
+	if s.closed.Swap(true) {
+		s.client.closedTwice.Store(true)
+		return errors.New("mcp: session closed twice")
+	}
+	return nil
+}
+
 func TestMCPConns(t *testing.T) {
 	t.Parallel()
-	url, sessions := mcptest.HTTP(t)
-	client := hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 10 * time.Second})
-	def := protocol.MCPServer{ServerLabel: "calc", ServerURL: url}
+	client := &fakeMCP{}
+	sessions := client.sessions
+	def := protocol.MCPServer{ServerLabel: "calc", ServerURL: "http://127.0.0.1:8080/mcp"}
 	ctx := t.Context()
-	works := func(s *hostedtools.MCPSession) bool {
+	works := func(s MCPSession) bool {
 		_, err := s.ListTools(ctx)
 		return err == nil
 	}
@@ -76,7 +122,30 @@ func TestMCPConns(t *testing.T) {
 	if works(b) {
 		t.Error("an idle session outlived the connection")
 	}
-	if _, _, err := fresh.acquire(ctx, client, protocol.MCPServer{ServerLabel: "x", ServerURL: "http://127.0.0.1:1/mcp"}); err == nil {
+	if _, _, err := fresh.acquire(ctx, client, protocol.MCPServer{ServerLabel: "x", ServerURL: fakeMCPDown}); err == nil {
 		t.Error("a server nobody serves: connected")
+	}
+	if client.closedTwice.Load() {
+		t.Error("a session was closed twice")
+	}
+}
+
+// TestMCPReason: an MCP client's error reaches the client without its
+// package prefix, whichever package made it, and as a sentence.
+func TestMCPReason(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("mcp: MCP server 127.0.0.1:1: connection refused"), "MCP server 127.0.0.1:1: connection refused."},
+		{fmt.Errorf("%w: mcp.example.com", ErrMCPNotAllowed), "MCP server not allowed: mcp.example.com."},
+		{errors.New(`Get "http://x/mcp": EOF`), `Get "http://x/mcp": EOF.`},
+		{errors.New("listing tools: timeout"), "Listing tools: timeout."},
+		{errors.New(""), "The MCP server failed."},
+	} {
+		if got := mcpReason(tt.err); got != tt.want {
+			t.Errorf("mcpReason(%q) = %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }

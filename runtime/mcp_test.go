@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/runtime"
 )
@@ -135,9 +135,9 @@ func TestMCPTool(t *testing.T) {
 	t.Parallel()
 	url, _ := mcptest.HTTP(t)
 	command, env := mcptest.StdioCommand()
-	h := newHarness(t, runtime.Options{MCP: hostedtools.NewMCP(hostedtools.MCPOptions{
+	h := newHarness(t, runtime.Options{MCP: mcp.NewClient(mcp.Options{
 		Timeout: 2 * time.Second,
-		Servers: map[string]hostedtools.MCPServerConfig{"local": {Command: command, Env: env}},
+		Servers: map[string]mcp.ServerConfig{"local": {Command: command, Env: env}},
 	})})
 	servers := map[string]map[string]any{
 		"http":  {"type": "mcp", "server_label": "calc", "server_url": url},
@@ -250,7 +250,7 @@ func TestMCPTool(t *testing.T) {
 func TestMCPSessionsPerConnection(t *testing.T) {
 	t.Parallel()
 	url, sessions := mcptest.HTTP(t)
-	h := newHarness(t, runtime.Options{MCP: hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 10 * time.Second})})
+	h := newHarness(t, runtime.Options{MCP: mcp.NewClient(mcp.Options{Timeout: 10 * time.Second})})
 	body := func() map[string]any {
 		return map[string]any{"model": "tether-scripted",
 			"tools": []any{map[string]any{"type": "mcp", "server_label": "calc", "server_url": url, "require_approval": "always"}},

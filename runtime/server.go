@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/safety"
 	"github.com/tether-run/tether/sampler"
@@ -103,7 +102,7 @@ type Options struct {
 	// MCP reaches the servers of requests' hosted mcp tools (its
 	// allow-list and the operator's servers decide which). Nil refuses
 	// mcp tools.
-	MCP *hostedtools.MCP
+	MCP MCPClient
 	// SuspendTimeout ends a suspended rollout that waits longer than this for
 	// client tool outputs (failed, client_tool_timeout).
 	SuspendTimeout time.Duration

@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -165,7 +165,7 @@ func TestSuspendedCancelDuringSearch(t *testing.T) {
 	t.Parallel()
 	for _, suspend := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{hostedtools.NewWebSearch(fakeTimeSearcher{})}})
+			p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{websearch.New(fakeTimeSearcher{})}})
 			c := p.dial(t, "")
 			steps := [][]dcall{{{"web_search", `{"query":"slow"}`}, {"read_file", `{"path":"a.go"}`}}}
 			c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": suspend,

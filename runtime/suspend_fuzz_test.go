@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -166,7 +166,7 @@ func runFuzzSession(t *testing.T, data []byte) {
 	r := renderer(t)
 	f := &fzSession{t: t, data: data, lanes: map[string][]*fzOwed{}, byID: map[string]*fzResp{}}
 	f.p = newPipeHarness(t, runtime.Options{Renderer: r, SuspendTimeout: fzSuspendLimit, ResumeWindow: fzResumeWindow,
-		HostedTools: []runtime.Tool{hostedtools.NewWebSearch(fakeTimeSearcher{})},
+		HostedTools: []runtime.Tool{websearch.New(fakeTimeSearcher{})},
 		Models: map[string]runtime.Sampler{
 			"tether-scripted": sampler.NewScripted(r, sampler.Pacing{}),
 			"slow":            sampler.NewScripted(r, sampler.Pacing{TPS: 50}),

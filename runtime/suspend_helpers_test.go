@@ -17,7 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -52,7 +52,7 @@ func (stubSearcher) Search(ctx context.Context, query string, limit int) ([]prot
 	}[:min(limit, 2)], ctx.Err()
 }
 
-func searchTool() runtime.Tool { return hostedtools.NewWebSearch(stubSearcher{}) }
+func searchTool() runtime.Tool { return websearch.New(stubSearcher{}) }
 
 var webSearchTool = map[string]any{"type": "web_search"}
 

@@ -20,7 +20,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -234,7 +234,7 @@ func TestSuspendedCreateAfterAppendQueues(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			gate := make(chan struct{})
-			p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{hostedtools.NewWebSearch(gatedSearcher{gate})}})
+			p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{websearch.New(gatedSearcher{gate})}})
 			c := p.dial(t, "")
 			msg := createAfterAppend(t, c, suspendedBody("tether-scripted", gatedSteps, true), func() {
 				synctest.Wait() // the server has taken both frames
@@ -382,7 +382,7 @@ func TestSuspendedResumeInAppendWindow(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			gate := make(chan struct{})
-			p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{hostedtools.NewWebSearch(gatedSearcher{gate})}})
+			p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{websearch.New(gatedSearcher{gate})}})
 			a, b := p.dial(t, "Bearer x"), p.dial(t, "Bearer x")
 			replayed, outcome := resumeAfterAppend(t, a, b, suspendedBody("tether-scripted", gatedSteps, true), synctest.Wait, func() {
 				synctest.Wait() // the server has taken the resume

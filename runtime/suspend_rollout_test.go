@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 )
@@ -355,7 +355,7 @@ func (s slowSearcher) Search(ctx context.Context, query string, limit int) ([]pr
 func TestSuspendedHostedOrder(t *testing.T) {
 	t.Parallel()
 	forWires(t, func(t *testing.T, w wire) {
-		h := newHarnessOn(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{hostedtools.NewWebSearch(slowSearcher{})}}, w)
+		h := newHarnessOn(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{websearch.New(slowSearcher{})}}, w)
 		steps := [][]dcall{
 			{{"web_search", `{"query":"slow one"}`}, {"read_file", `{"path":"a.go"}`}, {"web_search", `{"query":"fast two"}`},
 				{"grep", `{"pattern":"x"}`}, {"list_dir", `{"path":"."}`}},

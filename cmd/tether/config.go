@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
@@ -39,7 +39,7 @@ type Config struct {
 	//
 	//	"mcp_servers": {"fs": {"command": ["mcp-server-filesystem", "/srv/repo"]},
 	//	                "docs": {"url": "http://docs.internal:8000/mcp"}}
-	MCPServers map[string]hostedtools.MCPServerConfig `json:"mcp_servers,omitempty"`
+	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers,omitempty"`
 	// Traces is a directory of trace files (*.jsonl, as tether trace
 	// record writes them) served as replay:NAME besides the embedded
 	// ones; serve --traces overrides it.
@@ -55,7 +55,7 @@ func (c *Config) traceDir() string {
 }
 
 // mcpServers is the configured MCP servers; a nil Config has none.
-func (c *Config) mcpServers() map[string]hostedtools.MCPServerConfig {
+func (c *Config) mcpServers() map[string]mcp.ServerConfig {
 	if c == nil {
 		return nil
 	}
@@ -116,10 +116,10 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	if servers != nil {
-		c.MCPServers = make(map[string]hostedtools.MCPServerConfig, len(servers))
+		c.MCPServers = make(map[string]mcp.ServerConfig, len(servers))
 	}
 	for _, label := range slices.Sorted(maps.Keys(servers)) {
-		var s hostedtools.MCPServerConfig
+		var s mcp.ServerConfig
 		if err := decodeObject(servers[label], map[string]any{"url": &s.URL, "headers": &s.Headers, "command": &s.Command, "env": &s.Env}); err != nil {
 			return fmt.Errorf("mcp_servers: %q: %w", label, err)
 		}
@@ -287,7 +287,7 @@ func (c *Config) Validate() error {
 
 // validateMCPServer checks a configured MCP server: a label a request can
 // name, and one of a URL and a command.
-func validateMCPServer(label string, s hostedtools.MCPServerConfig) error {
+func validateMCPServer(label string, s mcp.ServerConfig) error {
 	if !mcpLabel.MatchString(label) {
 		return errors.New("a label is 1-64 letters, digits, underscores or hyphens, as a request's server_label")
 	}

@@ -15,7 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -44,7 +44,7 @@ func TestParseConfig(t *testing.T) {
 		{"empty model", `{"models": {"m": {}}}`, &Config{Models: map[string]ModelConfig{"m": {}}}, ""},
 		{"no models", `{}`, &Config{}, ""},
 		{"mcp servers", `{"mcp_servers": {"fs": {"command": ["mcp-fs", "/srv"], "env": ["A=1"]}, "docs": {"url": "http://10.0.0.2:8000/mcp", "headers": {"X-Key": "k"}}}}`,
-			&Config{MCPServers: map[string]hostedtools.MCPServerConfig{"fs": {Command: []string{"mcp-fs", "/srv"}, Env: []string{"A=1"}},
+			&Config{MCPServers: map[string]mcp.ServerConfig{"fs": {Command: []string{"mcp-fs", "/srv"}, Env: []string{"A=1"}},
 				"docs": {URL: "http://10.0.0.2:8000/mcp", Headers: map[string]string{"X-Key": "k"}}}}, ""},
 		{"mcp server with neither", `{"mcp_servers": {"fs": {}}}`, nil, `mcp_servers: "fs": give url`},
 		{"mcp server with both", `{"mcp_servers": {"fs": {"url": "http://h/mcp", "command": ["x"]}}}`, nil, `give url or command, not both`},

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/webtransport"
@@ -236,7 +236,7 @@ func startLocal(flags timingFlags, webTransport bool) (*localServer, error) {
 		return nil, err
 	}
 	srv, err := runtime.NewServer(runtime.Options{Models: served, Renderer: r,
-		MCP: hostedtools.NewMCP(hostedtools.MCPOptions{})})
+		MCP: mcp.NewClient(mcp.Options{})})
 	if err != nil {
 		return nil, err
 	}

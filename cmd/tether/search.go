@@ -4,17 +4,17 @@ import (
 	"context"
 	"sync"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/protocol"
 )
 
 // lazyIndex builds the full-text index on the first search, so that serve
 // starts at once and servers that never search never pay for the index.
 type lazyIndex struct {
-	load func() ([]hostedtools.Document, error)
+	load func() ([]websearch.Document, error)
 
 	once sync.Once
-	ix   *hostedtools.Index
+	ix   *websearch.Index
 	err  error
 }
 
@@ -25,7 +25,7 @@ func (l *lazyIndex) Search(ctx context.Context, query string, limit int) ([]prot
 			l.err = err
 			return
 		}
-		l.ix, l.err = hostedtools.NewIndex(docs)
+		l.ix, l.err = websearch.NewIndex(docs)
 	})
 	if l.err != nil {
 		return nil, l.err
@@ -35,13 +35,13 @@ func (l *lazyIndex) Search(ctx context.Context, query string, limit int) ([]prot
 
 // webSearch is the hosted web_search tool: a SearXNG instance when one is
 // given, else a local index over dir, else over the embedded corpus.
-func webSearch(searxngURL, dir string) *hostedtools.WebSearch {
+func webSearch(searxngURL, dir string) *websearch.Tool {
 	if searxngURL != "" {
-		return hostedtools.NewWebSearch(hostedtools.NewSearXNG(searxngURL, nil))
+		return websearch.New(websearch.NewSearXNG(searxngURL, nil))
 	}
-	load := hostedtools.DefaultCorpus
+	load := websearch.DefaultCorpus
 	if dir != "" {
-		load = func() ([]hostedtools.Document, error) { return hostedtools.LoadDir(dir) }
+		load = func() ([]websearch.Document, error) { return websearch.LoadDir(dir) }
 	}
-	return hostedtools.NewWebSearch(&lazyIndex{load: load})
+	return websearch.New(&lazyIndex{load: load})
 }

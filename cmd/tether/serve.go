@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/prommetrics"
@@ -82,8 +82,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	mcpAllow := fs.String("mcp-allow", "loopback", "which MCP servers a request's mcp tool may name by server_url: loopback (127.0.0.0/8, ::1, localhost), or host patterns, comma-separated (loopback,*.internal.example.com, or * for any); the config's mcp_servers are always allowed")
-	mcpTimeout := fs.Duration("mcp-timeout", hostedtools.DefaultMCPTimeout, "how long an MCP server may take to connect, list its tools, or answer one call")
-	mcpMaxOutput := fs.Int("mcp-max-output", hostedtools.DefaultMCPMaxOutput, "largest MCP call output passed to the model, in bytes; the rest is cut")
+	mcpTimeout := fs.Duration("mcp-timeout", mcp.DefaultTimeout, "how long an MCP server may take to connect, list its tools, or answer one call")
+	mcpMaxOutput := fs.Int("mcp-max-output", mcp.DefaultMaxOutput, "largest MCP call output passed to the model, in bytes; the rest is cut")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
 	verbose := fs.Bool("v", false, "log debug messages to stderr (as --log-level debug)")
 	logFormat := fs.String("log-format", "text", "logs on stderr: text (key=value) or json (one object a line)")
@@ -201,7 +201,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		Models:      served,
 		Renderer:    renderer,
 		HostedTools: []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
-		MCP: hostedtools.NewMCP(hostedtools.MCPOptions{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
+		MCP: mcp.NewClient(mcp.Options{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
 			MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()}),
 		MaxFrame:          *maxFrame,
 		WSMaxAge:          *wsMaxAge,
@@ -370,7 +370,7 @@ func newLogger(w io.Writer, format, level string, verbose bool) (*slog.Logger, e
 func allowHosts(patterns []string) func(*url.URL) bool {
 	return func(u *url.URL) bool {
 		for _, p := range patterns {
-			if p == "loopback" && hostedtools.Loopback(u) {
+			if p == "loopback" && mcp.Loopback(u) {
 				return true
 			}
 			if ok, _ := path.Match(p, u.Hostname()); ok {

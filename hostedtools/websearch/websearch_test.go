@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"context"
@@ -69,7 +69,7 @@ var (
 
 func TestWebSearchDefinition(t *testing.T) {
 	t.Parallel()
-	if got := NewWebSearch(&fakeSearcher{}).Definition(); got.Type != protocol.ToolWebSearch {
+	if got := New(&fakeSearcher{}).Definition(); got.Type != protocol.ToolWebSearch {
 		t.Errorf("Definition().Type = %q, want %q", got.Type, protocol.ToolWebSearch)
 	}
 	var _ Searcher = (*Index)(nil)
@@ -98,7 +98,7 @@ func TestWebSearchCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recorder
-			item, err := NewWebSearch(tt.searcher).Call(context.Background(), searchCall(tt.args), rec.emit)
+			item, err := New(tt.searcher).Call(context.Background(), searchCall(tt.args), rec.emit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestWebSearchCall(t *testing.T) {
 
 func TestWebSearchCallOverIndex(t *testing.T) {
 	t.Parallel()
-	ws := NewWebSearch(newTestIndex(t, smallCorpus))
+	ws := New(newTestIndex(t, smallCorpus))
 	var rec recorder
 	item, err := ws.Call(context.Background(), searchCall(`{"query":"how to bake bread"}`), rec.emit)
 	if err != nil {
@@ -149,7 +149,7 @@ func TestWebSearchBadArguments(t *testing.T) {
 			t.Parallel()
 			s := &fakeSearcher{}
 			var rec recorder
-			item, err := NewWebSearch(s).Call(context.Background(), searchCall(args), rec.emit)
+			item, err := New(s).Call(context.Background(), searchCall(args), rec.emit)
 			if !errors.Is(err, ErrInvalidArguments) || item != nil {
 				t.Fatalf("Call(%q) = %v, %v; want ErrInvalidArguments", args, item, err)
 			}
@@ -179,7 +179,7 @@ func TestWebSearchFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recorder
-			item, err := NewWebSearch(tt.searcher).Call(tt.ctx, searchCall(`{"query":"q"}`), rec.emit)
+			item, err := New(tt.searcher).Call(tt.ctx, searchCall(`{"query":"q"}`), rec.emit)
 			if !errors.Is(err, tt.wantErr) || item != nil {
 				t.Fatalf("Call = %v, %v; want %v", item, err, tt.wantErr)
 			}
@@ -198,7 +198,7 @@ func TestWebSearchCancelledWhileSearching(t *testing.T) {
 		var err error
 		returned := false
 		go func() {
-			_, err = NewWebSearch(&fakeSearcher{block: true}).Call(ctx, searchCall(`{"query":"slow"}`), rec.emit)
+			_, err = New(&fakeSearcher{block: true}).Call(ctx, searchCall(`{"query":"slow"}`), rec.emit)
 			returned = true
 		}()
 		synctest.Wait() // Call is blocked in Search
@@ -221,7 +221,7 @@ func TestWebSearchCancelledWhileSearching(t *testing.T) {
 
 func TestWebSearchConcurrent(t *testing.T) {
 	t.Parallel()
-	ws := NewWebSearch(newTestIndex(t, smallCorpus))
+	ws := New(newTestIndex(t, smallCorpus))
 	queries := []string{"bread", "fish", "sort slices", "parse query"}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*len(queries))

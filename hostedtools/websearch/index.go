@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"context"
@@ -81,24 +81,24 @@ func NewIndex(docs []Document) (*Index, error) {
 	// three times slower, and has no statistics for BM25.
 	b, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: new index: %w", err)
+		return nil, fmt.Errorf("websearch: new index: %w", err)
 	}
 	ix := &Index{bleve: b, docs: docs, analyzer: m.AnalyzerNamed(analyzerName)}
 	if ix.analyzer == nil {
 		b.Close()
-		return nil, fmt.Errorf("hostedtools: analyzer %s not registered", analyzerName)
+		return nil, fmt.Errorf("websearch: analyzer %s not registered", analyzerName)
 	}
 	for start := 0; start < len(docs); start += batchSize {
 		batch := b.NewBatch()
 		for i, d := range docs[start:min(start+batchSize, len(docs))] {
 			if err := batch.Index(strconv.Itoa(start+i), indexedDocument{Title: d.Title, Body: d.Body}); err != nil {
 				b.Close()
-				return nil, fmt.Errorf("hostedtools: index %s: %w", d.URL, err)
+				return nil, fmt.Errorf("websearch: index %s: %w", d.URL, err)
 			}
 		}
 		if err := b.Batch(batch); err != nil {
 			b.Close()
-			return nil, fmt.Errorf("hostedtools: index batch: %w", err)
+			return nil, fmt.Errorf("websearch: index batch: %w", err)
 		}
 	}
 	return ix, nil
@@ -123,7 +123,7 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: analyzer: %w", err)
+		return nil, fmt.Errorf("websearch: analyzer: %w", err)
 	}
 	m.DefaultAnalyzer = analyzerName
 	m.ScoringModel = bleveindex.BM25Scoring
@@ -183,7 +183,7 @@ func (ix *Index) Search(ctx context.Context, query string, limit int) ([]protoco
 		return nil, ctxErr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: search: %w", err)
+		return nil, fmt.Errorf("websearch: search: %w", err)
 	}
 	if len(res.Hits) == 0 {
 		return nil, nil
@@ -193,7 +193,7 @@ func (ix *Index) Search(ctx context.Context, query string, limit int) ([]protoco
 	for _, h := range res.Hits {
 		i, err := strconv.Atoi(h.ID)
 		if err != nil || i < 0 || i >= len(ix.docs) {
-			return nil, fmt.Errorf("hostedtools: search: unknown document id %q", h.ID)
+			return nil, fmt.Errorf("websearch: search: unknown document id %q", h.ID)
 		}
 		d := &ix.docs[i]
 		out = append(out, protocol.WebSearchSource{

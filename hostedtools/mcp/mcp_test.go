@@ -1,4 +1,4 @@
-package hostedtools_test
+package mcp_test
 
 import (
 	"errors"
@@ -9,20 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/hostedtools"
+	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
 )
 
-// TestMCP: against a real MCP server, the client lists the tools, calls
+// TestClient: against a real MCP server, the client lists the tools, calls
 // one, gets a tool's own error as the call's error (not a failure), gives
 // up on a tool that hangs within its timeout, caps a large output, sends
 // the tool's headers and authorization, and refuses a server outside its
 // allow-list before any connection.
-func TestMCP(t *testing.T) {
+func TestClient(t *testing.T) {
 	t.Parallel()
 	url, _ := mcptest.HTTP(t)
-	m := hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 20 * time.Second, MaxOutput: 1 << 20})
+	m := mcp.NewClient(mcp.Options{Timeout: 20 * time.Second, MaxOutput: 1 << 20})
 	ctx := t.Context()
 	s, err := m.Connect(ctx, protocol.MCPServer{ServerLabel: "calc", ServerURL: url, Authorization: "mcp-key"})
 	if err != nil {
@@ -36,7 +37,7 @@ func TestMCP(t *testing.T) {
 	if out, toolErr, err := s.Call(ctx, "fail", `{}`); err != nil || out != "" || !strings.Contains(toolErr, "the disk is full") {
 		t.Errorf("fail: %q %q %v", out, toolErr, err)
 	}
-	impatient, err := hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: time.Second}).Connect(ctx, protocol.MCPServer{ServerLabel: "calc", ServerURL: url})
+	impatient, err := mcp.NewClient(mcp.Options{Timeout: time.Second}).Connect(ctx, protocol.MCPServer{ServerLabel: "calc", ServerURL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,20 +59,20 @@ func TestMCP(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"https://example.com/mcp", ""} {
-		if err := m.Check(protocol.MCPServer{ServerLabel: "x", ServerURL: bad}); !errors.Is(err, hostedtools.ErrMCPNotAllowed) {
+		if err := m.Check(protocol.MCPServer{ServerLabel: "x", ServerURL: bad}); !errors.Is(err, runtime.ErrMCPNotAllowed) {
 			t.Errorf("%q: Check says %v", bad, err)
 		}
 	}
 }
 
-// TestMCPStdio: a server the operator configured as a command runs as a
+// TestClientStdio: a server the operator configured as a command runs as a
 // subprocess speaking MCP on stdio, reached by its label alone; the
 // process ends with the session.
-func TestMCPStdio(t *testing.T) {
+func TestClientStdio(t *testing.T) {
 	t.Parallel()
 	command, env := mcptest.StdioCommand()
-	m := hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 20 * time.Second,
-		Servers: map[string]hostedtools.MCPServerConfig{"calc": {Command: command, Env: env}}})
+	m := mcp.NewClient(mcp.Options{Timeout: 20 * time.Second,
+		Servers: map[string]mcp.ServerConfig{"calc": {Command: command, Env: env}}})
 	if err := m.Check(protocol.MCPServer{ServerLabel: "calc"}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestMCPStdio(t *testing.T) {
 }
 
 // checkTools lists s's tools and calls add.
-func checkTools(t *testing.T, s *hostedtools.MCPSession) {
+func checkTools(t *testing.T, s runtime.MCPSession) {
 	t.Helper()
 	tools, err := s.ListTools(t.Context())
 	if err != nil {
@@ -105,9 +106,9 @@ func checkTools(t *testing.T, s *hostedtools.MCPSession) {
 	}
 }
 
-// TestMCPRedirect: a server that redirects to another host is refused:
+// TestClientRedirect: a server that redirects to another host is refused:
 // the request's credentials never reach that host.
-func TestMCPRedirect(t *testing.T) {
+func TestClientRedirect(t *testing.T) {
 	t.Parallel()
 	var reached atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +118,7 @@ func TestMCPRedirect(t *testing.T) {
 	defer other.Close()
 	redirect := httptest.NewServer(http.RedirectHandler(other.URL+"/mcp", http.StatusTemporaryRedirect))
 	defer redirect.Close()
-	m := hostedtools.NewMCP(hostedtools.MCPOptions{Timeout: 5 * time.Second})
+	m := mcp.NewClient(mcp.Options{Timeout: 5 * time.Second})
 	_, err := m.Connect(t.Context(), protocol.MCPServer{ServerLabel: "x", ServerURL: redirect.URL + "/mcp", Authorization: "secret"})
 	if err == nil || !strings.Contains(err.Error(), "redirected to another host") || reached.Load() != 0 {
 		t.Errorf("a redirect to another host: %v, that host reached %d times", err, reached.Load())

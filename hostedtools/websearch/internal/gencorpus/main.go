@@ -2,7 +2,7 @@
 // of the Go standard library as printed by `go doc -all`, as gzip-compressed
 // JSON Lines of {"url","title","body"} documents.
 //
-// It is run by go generate in package hostedtools:
+// It is run by go generate in package websearch (hostedtools/websearch):
 //
 //	go run ./internal/gencorpus -o corpus/stdlib.jsonl.gz
 //
@@ -45,7 +45,7 @@ import (
 	"sync"
 )
 
-// document is hostedtools.Document; this program cannot import hostedtools,
+// document is websearch.Document; this program cannot import websearch,
 // which embeds this program's output.
 type document struct {
 	URL   string `json:"url"`

@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"context"
@@ -7,25 +7,29 @@ import (
 	"strings"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
 )
 
 // SearchLimit is how many sources one web_search call returns.
 const SearchLimit = 5
 
-// WebSearch is the hosted web_search tool: it runs the model's query through
-// a Searcher and returns a web_search_call item carrying the sources. It is
-// safe for concurrent use if its Searcher is (Index and SearXNG are).
-type WebSearch struct {
+// Tool is the hosted web_search tool, a runtime.Tool: it runs the model's
+// query through a Searcher and returns a web_search_call item carrying the
+// sources. It is safe for concurrent use if its Searcher is (Index and
+// SearXNG are).
+type Tool struct {
 	searcher Searcher
 }
 
-// NewWebSearch returns the web_search tool backed by s.
-func NewWebSearch(s Searcher) *WebSearch {
-	return &WebSearch{searcher: s}
+var _ runtime.Tool = (*Tool)(nil)
+
+// New returns the web_search tool backed by s.
+func New(s Searcher) *Tool {
+	return &Tool{searcher: s}
 }
 
 // Definition returns the web_search tool definition.
-func (*WebSearch) Definition() protocol.Tool {
+func (*Tool) Definition() protocol.Tool {
 	return protocol.Tool{Type: protocol.ToolWebSearch}
 }
 
@@ -40,7 +44,7 @@ type webSearchArgs struct {
 // holds the query and the sources. Nothing is emitted for arguments that do
 // not parse. A failed or cancelled search returns an error after
 // .searching and emits no .completed.
-func (w *WebSearch) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
+func (w *Tool) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
 	query, err := parseQuery(call.Input)
 	if err != nil {
 		return nil, err

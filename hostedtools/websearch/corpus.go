@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ func DefaultCorpus() ([]Document, error) {
 func decodeCorpus(r io.Reader) ([]Document, error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: corpus: %w", err)
+		return nil, fmt.Errorf("websearch: corpus: %w", err)
 	}
 	defer zr.Close()
 	var docs []Document
@@ -40,7 +40,7 @@ func decodeCorpus(r io.Reader) ([]Document, error) {
 	for dec.More() {
 		var d Document
 		if err := dec.Decode(&d); err != nil {
-			return nil, fmt.Errorf("hostedtools: corpus document %d: %w", len(docs)+1, err)
+			return nil, fmt.Errorf("websearch: corpus document %d: %w", len(docs)+1, err)
 		}
 		docs = append(docs, d)
 	}

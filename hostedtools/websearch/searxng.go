@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func (s *SearXNG) Search(ctx context.Context, query string, limit int) ([]protoc
 	u := s.base + "/search?" + url.Values{"q": {query}, "format": {"json"}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: searxng: %w", err)
+		return nil, fmt.Errorf("websearch: searxng: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := s.client.Do(req)
@@ -68,7 +68,7 @@ func (s *SearXNG) Search(ctx context.Context, query string, limit int) ([]protoc
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("hostedtools: searxng: %w", err)
+		return nil, fmt.Errorf("websearch: searxng: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSearXNGResponse+1))
@@ -76,26 +76,26 @@ func (s *SearXNG) Search(ctx context.Context, query string, limit int) ([]protoc
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("hostedtools: searxng: reading response: %w", err)
+		return nil, fmt.Errorf("websearch: searxng: reading response: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		msg := fmt.Sprintf("hostedtools: searxng: %s: HTTP %s: %s", s.base, resp.Status, clip(collapseSpace(string(body)), 0, 200))
+		msg := fmt.Sprintf("websearch: searxng: %s: HTTP %s: %s", s.base, resp.Status, clip(collapseSpace(string(body)), 0, 200))
 		if resp.StatusCode == http.StatusForbidden {
 			msg += " (is the json format enabled in the instance's search.formats?)"
 		}
 		return nil, errors.New(msg)
 	}
 	if len(body) > maxSearXNGResponse {
-		return nil, fmt.Errorf("hostedtools: searxng: response larger than %d bytes", maxSearXNGResponse)
+		return nil, fmt.Errorf("websearch: searxng: response larger than %d bytes", maxSearXNGResponse)
 	}
 	var r searxngResponse
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("hostedtools: searxng: response is not SearXNG JSON: %w", err)
+		return nil, fmt.Errorf("websearch: searxng: response is not SearXNG JSON: %w", err)
 	}
 	if r.Results == nil {
 		// A JSON document without "results" is not a search response
 		// (an error page, a proxy's answer); "results": [] is.
-		return nil, errors.New(`hostedtools: searxng: response has no "results" array`)
+		return nil, errors.New(`websearch: searxng: response has no "results" array`)
 	}
 	out := make([]protocol.WebSearchSource, 0, min(limit, len(r.Results)))
 	for _, res := range r.Results {

@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ const maxTitleLen = 120
 func LoadDir(dir string) ([]Document, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: corpus dir: %w", err)
+		return nil, fmt.Errorf("websearch: corpus dir: %w", err)
 	}
 	var docs []Document
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -72,7 +72,7 @@ func LoadDir(dir string) ([]Document, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hostedtools: corpus dir: %w", err)
+		return nil, fmt.Errorf("websearch: corpus dir: %w", err)
 	}
 	return docs, nil
 }

@@ -1,4 +1,4 @@
-package hostedtools
+package websearch
 
 import (
 	"context"
