@@ -43,7 +43,7 @@ func sameTools(a, b []protocol.Tool) bool {
 // hydrate rebuilds a conversation from the store: the cold path of an HTTP
 // chained request, or of a WebSocket continuation whose id is not cached. It
 // decodes nothing (records hold decoded items) but renders the whole
-// context, unless the record kept its tokens (Cost.StoreTokens).
+// context, unless the record kept its tokens (Options.StoreTokens).
 func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protocol.Error) {
 	head, items, chain, err := loadChain(ctx, s.store, id)
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 		return nil, perr
 	}
 	conv := &conversation{response: head.Response, items: items, chain: chain}
-	if s.opts.Cost.StoreTokens {
+	if s.opts.StoreTokens {
 		conv.prompt = head.Prompt
 	}
 	if conv.prompt == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/cost"
 )
 
 // probeRollout is a three-call rollout of the scripted model whose task
@@ -40,7 +41,7 @@ func probeRollout(mode clienttools.Mode) clienttools.Rollout {
 // suspended rollout; and the metrics count each design's own path.
 func TestCostModelByDesign(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), Hooks: costModel(t, cost.Options{Safety: true})})
 	c := &clienttools.Client{BaseURL: h.base}
 	flags := map[clienttools.Mode][]int{}
 	read := map[clienttools.Mode][]int{}
@@ -120,6 +121,16 @@ func TestCostModelByDesign(t *testing.T) {
 	}
 }
 
+// costModel is the cost model opts choose, as a server's hooks.
+func costModel(t testing.TB, opts cost.Options) *cost.Model {
+	t.Helper()
+	m, err := cost.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // counter is the value of the counter name whose labels include labels,
 // gathered from reg; 0 when it has not been counted.
 func counter(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
@@ -167,7 +178,7 @@ func TestHopLatencyByDesign(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				p := newPipeHarness(t, runtime.Options{Cost: runtime.Cost{HopLatency: hop}})
+				p := newPipeHarness(t, runtime.Options{Hooks: costModel(t, cost.Options{Safety: true, HopLatency: hop})})
 				c := &clienttools.Client{BaseURL: "http://tether.test/v1", HTTPClient: p.client}
 				res, err := c.Run(t.Context(), probeRollout(mode))
 				if err != nil {
@@ -193,7 +204,7 @@ func TestHopLatencyByDesign(t *testing.T) {
 func TestStoreTokens(t *testing.T) {
 	t.Parallel()
 	for _, keep := range []bool{false, true} {
-		h := newHarness(t, runtime.Options{Renderer: renderer(t), Cost: runtime.Cost{StoreTokens: keep}})
+		h := newHarness(t, runtime.Options{Renderer: renderer(t), StoreTokens: keep})
 		c := &clienttools.Client{BaseURL: h.base}
 		res, err := c.Run(t.Context(), probeRollout(clienttools.ModeChained))
 		if err != nil {

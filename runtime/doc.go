@@ -2,9 +2,8 @@
 // loop), the session (one connection's lanes and their queues: a
 // WebSocket's, or one WebTransport stream, a lane of its own), its scope
 // (the limits and connection-local cache the lanes of one connection
-// share), the transports (WebSocket, HTTP/SSE on
-// /v1/responses, Chat Completions) and the response store (memory, or
-// Redis shared by many servers).
+// share), the transports (WebSocket, HTTP/SSE on /v1/responses, Chat
+// Completions) and the memory store.
 //
 // An embedder uses a Server (an http.Handler), its Options, and the
 // interfaces it plugs in: Sampler (model backends, from package sampler),
@@ -114,19 +113,30 @@
 // Leaves, taken under any of these: outbox.mu, the rollout's stopper and
 // inbox locks.
 //
-// # Cost model and metrics
+// # Optional layers
 //
-// Around inference the server does what a production API does, each piece a
-// knob of Options.Cost (see Cost for where each runs in each design): the
-// lexical safety classifier over the new text (package
-// runtime/internal/safety), simulated service calls (a named wait each:
-// routing, the safety service, billing), post-inference work before or after
-// the terminal event, tokens kept with stored responses or not. Every phase
-// is timed into protocol.Timings (sent when a request includes
-// protocol.IncludeTimings) and observed into the Prometheus registry that
-// /metrics serves (Registry), labelled with the way the response was served:
-// transport, design and where its state came from. The writers time each
-// frame from the moment it was queued (outbox) to the end of its write.
+// The core imports little; what not every server needs plugs into seams it
+// declares, each in a package of its own that imports runtime:
+//
+//   - Store: runtime/redisstore (Redis, shared by many servers); the
+//     memory store is the default.
+//   - FrameConn and Connection: runtime/webtransport (HTTP/3).
+//   - Tool and MCPClient: hostedtools/websearch, hostedtools/mcp.
+//   - Hooks: runtime/cost, the work a production API does around
+//     inference (a lexical safety classifier over new text, simulated
+//     service calls before and after it), which an ablation turns on to
+//     measure what it costs in each design.
+//   - Observer: runtime/prommetrics, which exports to Prometheus what the
+//     server measures. Every phase of a response is timed into
+//     protocol.Timings (sent when a request includes
+//     protocol.IncludeTimings) and given to the Observer with the way the
+//     response was served (ServePath: transport, design and where its
+//     state came from); the writers time each frame from the moment it was
+//     queued to the end of its write.
+//
+// Handle mounts an embedder's handlers (/metrics, /debug/pprof/) behind the
+// server's keys. Importing runtime starts no goroutine and registers
+// nothing on a global.
 //
 // A Server is an http.Handler. Sessions and suspended rollouts are tracked so
 // that Shutdown can drain them, which http.Server.Shutdown does not do for

@@ -57,8 +57,6 @@ type Observer interface {
 	// FrameWritten: a frame waited queued in its connection's outbox, then
 	// took write to be written.
 	FrameWritten(queued, write time.Duration)
-	// Hop: a simulated service call named name was made (Cost.Hops).
-	Hop(name string)
 }
 
 // nopObserver observes nothing: a Server without an Observer.

@@ -186,7 +186,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 		return nil, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input'.")
 	}
 	r.tm.ValidateMicros = s.now().Sub(t0).Microseconds()
-	s.classify(input, &r.tm)
+	s.hooks.Admit(input, &r.tm)
 	t1 := s.now()
 
 	// Render: the system block unless it is the parent's, then new items only.
@@ -324,7 +324,7 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.ctx = ctx
 	r.order.sink, r.order.streamID = sink, r.lane
 	r.out.flush = r.flushDelta
-	r.preInference(ctx)
+	r.srv.hooks.PreInference(ctx, r.path, r.routed, &r.tm)
 	switch {
 	case r.fork != nil:
 		// A fork's beginning shows the forked step's items alone, as a
@@ -507,7 +507,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	if r.resp.Store {
 		t0 := r.srv.now()
 		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
-		if conv != nil && r.srv.opts.Cost.StoreTokens {
+		if conv != nil && r.srv.opts.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
 		sctx, cancel := context.WithTimeout(WithTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
@@ -527,10 +527,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
 	}
-	async := r.srv.asyncPost(r.path)
-	if !async {
-		r.tm.HopMicros += r.srv.hop(r.srv.ctx, hopBilling).Microseconds()
-	}
+	later := r.srv.hooks.PostInference(r.srv.ctx, r.path, &r.tm)
 	tm := r.timings()
 	r.srv.obs.ResponseEnded(r.path, r.resp.Status, tm)
 	if r.req.Includes(protocol.IncludeTimings) {
@@ -540,22 +537,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	r.flushDoneLocked()
 	r.mu.Unlock()
 	r.emitResponse(terminal)
-	if async {
-		r.srv.hopAsync(hopBilling)
+	if later != nil {
+		r.srv.goLater(later)
 	}
 	return conv, r.sinkErr()
-}
-
-// preInference makes the simulated service calls before sampling: the
-// model router, unless the connection has routed this model already, and
-// the safety service, when there was new text to classify.
-func (r *rollout) preInference(ctx context.Context) {
-	if !r.routed {
-		r.tm.HopMicros += r.srv.hop(ctx, hopRoute).Microseconds()
-	}
-	if r.tm.SafetyBytes > 0 {
-		r.tm.HopMicros += r.srv.hop(ctx, hopSafety).Microseconds()
-	}
 }
 
 // timings are the response's timings so far, with what its frames have

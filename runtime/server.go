@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
-	"github.com/tether-run/tether/runtime/internal/safety"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -201,9 +200,15 @@ type Options struct {
 	// Observer receives what the server measures (package
 	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
 	Observer Observer
-	// Cost is the work around inference a production API does (the safety
-	// classifier, simulated service calls, when post-inference work runs).
-	Cost Cost
+	// Hooks is work around inference a production API does that the core
+	// does not (package runtime/cost: a safety classifier, simulated
+	// service calls). Nil does none.
+	Hooks Hooks
+	// StoreTokens keeps each stored response's rendered tokens with it, so
+	// that a previous_response_id the connection has not cached (every
+	// chained HTTP request) loads them instead of rendering the whole
+	// chain again.
+	StoreTokens bool
 }
 
 // Server serves the Responses API over WebSocket and HTTP. It is an
@@ -219,7 +224,7 @@ type Server struct {
 	now      func() time.Time
 	mux      *http.ServeMux
 	obs      Observer
-	safety   *safety.Classifier // nil when Cost.NoSafety
+	hooks    Hooks
 
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
@@ -343,10 +348,9 @@ func NewServer(opts Options) (*Server, error) {
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
-	if !opts.Cost.NoSafety {
-		if s.safety, err = safety.New(); err != nil {
-			return nil, err
-		}
+	s.hooks = opts.Hooks
+	if s.hooks == nil {
+		s.hooks = noHooks{}
 	}
 	s.routes()
 	return s, nil

@@ -22,7 +22,7 @@ type Record struct {
 	Input protocol.Items
 	Items protocol.Items // nil in records that predate it: Input then Output
 	// Prompt is the whole conversation up to and including this response,
-	// rendered, when the server keeps tokens with records (Cost.StoreTokens);
+	// rendered, when the server keeps tokens with records (Options.StoreTokens);
 	// nil otherwise, and a store that cannot keep it may drop it.
 	Prompt *sampler.Prompt
 	// Tenant is the tenant whose key created the response ("" without

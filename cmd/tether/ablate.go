@@ -49,7 +49,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
 	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects); --modes suspend+msgpack,turns+msgpack runs them beside the JSON ones")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
-	cost := costFlags(fs.FlagSet)
+	cost := costFlags(fs.FlagSet, "on")
 	load := declareLoadFlags(fs.FlagSet)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
@@ -89,10 +89,12 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	for i, d := range cfg.Modes {
 		cfg.Modes[i] = d.On(enc)
 	}
-	if cfg.Cost, err = cost(); err != nil {
+	costs, err := cost()
+	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 2
 	}
+	cfg.Cost, cfg.StoreTokens = costs.Options, costs.StoreTokens
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -106,13 +108,13 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		defer pprof.StopCPUProfile()
 	}
 	if *load.park > 0 {
-		return runPark(ctx, load, stdout, stderr)
+		return runPark(ctx, load, costs, stdout, stderr)
 	}
 	if *load.hol > 0 {
 		return runHOL(ctx, load, *out, stdout, stderr)
 	}
 	if *load.clients != "" {
-		return runLoad(ctx, load, cfg, enc, fs.FlagSet, *out, stdout, stderr)
+		return runLoad(ctx, load, cfg, enc, costs, *out, stdout, stderr)
 	}
 	bar := newProgress(stderr)
 	cfg.Progress = bar.update

@@ -56,7 +56,7 @@ func (lf loadFlags) binary() (string, error) {
 }
 
 // runPark runs `tether ablate --park`.
-func runPark(ctx context.Context, lf loadFlags, stdout, stderr io.Writer) int {
+func runPark(ctx context.Context, lf loadFlags, costs costSettings, stdout, stderr io.Writer) int {
 	exe, err := lf.binary()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
@@ -65,6 +65,7 @@ func runPark(ctx context.Context, lf loadFlags, stdout, stderr io.Writer) int {
 	k := *lf.park
 	server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--pprof",
 		"--max-suspended", strconv.Itoa(max(k, 1024)), "--max-connections", strconv.Itoa(max(k, 4096))}
+	server = append(server, costs.args()...)
 	bar := newProgress(stderr)
 	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server,
 		Progress: func(done, total int) { bar.update(done, total, "parked") }})
@@ -89,7 +90,7 @@ func runPark(ctx context.Context, lf loadFlags, stdout, stderr io.Writer) int {
 
 // runLoad runs `tether ablate --load`: one load run per number of clients,
 // each against a fresh server.
-func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.Encoding, fs *flag.FlagSet, out string, stdout, stderr io.Writer) int {
+func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.Encoding, costs costSettings, out string, stdout, stderr io.Writer) int {
 	design, err := ablate.ParseDesign(*lf.mode)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate: --load-mode:", err)
@@ -123,12 +124,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64),
 			"--ttft", cfg.TTFT.String(), "--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64),
 			"--max-suspended", strconv.Itoa(max(2*n, 1024)), "--max-connections", strconv.Itoa(max(2*n, 4096))}
-		fs.Visit(func(f *flag.Flag) { // the cost model, as given
-			switch f.Name {
-			case "safety", "hop-latency", "post-inference", "store-tokens":
-				server = append(server, "--"+f.Name+"="+f.Value.String())
-			}
-		})
+		server = append(server, costs.args()...) // the cost model, every setting explicit
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
 			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey,

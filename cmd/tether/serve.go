@@ -90,7 +90,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	logLevel := fs.String("log-level", "info", "least severe log written: debug, info (with an access line per HTTP request and per WebSocket session), warn or error")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
 	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT takes it (2GiB, 1500MiB): the collector works harder near it instead of letting garbage grow the heap to twice what is live; empty: $GOMEMLIMIT, or none")
-	cost := costFlags(fs.FlagSet)
+	cost := costFlags(fs.FlagSet, "off")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -106,11 +106,12 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintf(stderr, "tether: --ttft %v is negative\n", *ttft)
 		return 2
 	}
-	costModel, err := cost()
+	costs, err := cost()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 2
 	}
+
 	if *prefixCache != "on" && *prefixCache != "off" {
 		fmt.Fprintf(stderr, "tether: --prefix-cache %q: want on or off\n", *prefixCache)
 		return 2
@@ -196,6 +197,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		return 2
 	}
 	metrics := prommetrics.New()
+	hooks, err := costs.hooks(metrics.Hop)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
+	}
 	srv, err := runtime.NewServer(runtime.Options{
 		Store:       store,
 		Models:      served,
@@ -230,7 +236,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		Observer:          metrics,
 		Logger:            log,
 		AccessLog:         true,
-		Cost:              costModel,
+		Hooks:             hooks,
+		StoreTokens:       costs.StoreTokens,
 		Keys:              keys,
 		OriginPatterns:    splitList(*origins),
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/cost"
 	"github.com/tether-run/tether/runtime/prommetrics"
 	"github.com/tether-run/tether/runtime/redisstore"
 	"github.com/tether-run/tether/runtime/webtransport"
@@ -30,8 +31,10 @@ type Config struct {
 	TTFT        time.Duration
 	PrefillRate float64
 	// Cost is the in-process server's cost model (safety classifier,
-	// simulated hops, post-inference work).
-	Cost runtime.Cost
+	// simulated hops, post-inference work); StoreTokens keeps rendered
+	// tokens with its stored responses.
+	Cost        cost.Options
+	StoreTokens bool
 	// Store is the in-process server's store: "" or "memory", or a
 	// redis:// URL (chained mode then reads and writes Redis).
 	Store string
@@ -207,7 +210,14 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		models[sampler.ReplayPrefix+tr.Name] = m
 		caches = append(caches, m.Cache())
 	}
-	opts := runtime.Options{Models: models, Renderer: r, Cost: cfg.Cost}
+	metrics := prommetrics.New() // paths reads it
+	costOpts := cfg.Cost
+	costOpts.OnHop = metrics.Hop
+	hooks, err := cost.New(costOpts)
+	if err != nil {
+		return nil, err
+	}
+	opts := runtime.Options{Models: models, Renderer: r, Hooks: hooks, StoreTokens: cfg.StoreTokens, Observer: metrics}
 	var closeStore func() error
 	if cfg.Store != "" && cfg.Store != "memory" {
 		rs, err := redisstore.New(cfg.Store, redisstore.Options{})
@@ -220,8 +230,6 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		}
 		opts.Store, closeStore = rs, rs.Close
 	}
-	metrics := prommetrics.New() // paths reads it
-	opts.Observer = metrics
 	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		return nil, err

@@ -69,8 +69,8 @@ type CostConfig struct {
 func configOf(cfg Config) RunConfig {
 	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
 		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL, Store: redacted(cfg.Store),
-		Cost: CostConfig{Safety: !cfg.Cost.NoSafety, HopLatencyUS: us(cfg.Cost.HopLatency),
-			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.Cost.StoreTokens}}
+		Cost: CostConfig{Safety: cfg.Cost.Safety, HopLatencyUS: us(cfg.Cost.HopLatency),
+			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.StoreTokens}}
 	for _, m := range cfg.Modes {
 		rc.Modes = append(rc.Modes, m.String())
 	}
