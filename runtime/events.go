@@ -268,13 +268,6 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	r.emitStepViewLocked(protocol.EventDone)
 }
 
-// parked reports whether the rollout waits for its client's tool outputs.
-func (r *rollout) parked() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.resp.Status == protocol.ResponseRequiresAction
-}
-
 // stepView is the response as a pause shows it: the paused step's items
 // only, with their offset (see protocol.Response.OutputOffset), and the
 // usage (and timings, when asked for) so far, so that a client can tell

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"time"
 
@@ -43,8 +42,7 @@ type forkPoint struct {
 func (r *rollout) forkPointLocked() (*forkPoint, *protocol.Error) {
 	for i, c := range r.calls {
 		if _, ok := c.tool.(parker); !ok && !r.settled[i] {
-			return nil, protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-				"Response '%s' is still running a hosted tool of its step (%s): fork it once the step waits on its client's calls alone.", r.resp.ID, c.call.Name)
+			return nil, errForkHostedRunning(r.resp.ID, c.call.Name)
 		}
 	}
 	fp := &forkPoint{from: r, items: slices.Clip(r.items), prompt: r.prompt, rendered: r.rendered, usage: r.usage,
@@ -133,8 +131,7 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	case sess.oneLane:
 		owner, ln, ro, sp = sess.scope.find(ev.ResponseID)
 		if owner == sess {
-			return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
-				"Response '%s' is this stream's: open another stream and send response.fork on it.", ev.ResponseID)
+			return errForkOwnStream(ev.ResponseID)
 		}
 		if ln != nil {
 			from = ln.id
@@ -147,11 +144,9 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	}
 	switch {
 	case ro != nil:
-		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-			"Response '%s' is not a suspended rollout: fork a suspended response parked on its client's calls.", ev.ResponseID)
+		return errNotSuspendedRollout(ev.ResponseID, evFork)
 	case sp == nil:
-		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No suspended response '%s' on this connection.", ev.ResponseID)
+		return errNoSuspended(ev.ResponseID)
 	}
 	fp, perr := sp.forkPoint(owner, from)
 	if perr != nil {
@@ -159,9 +154,8 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	}
 	for _, id := range lanes {
 		sess.admit(id, &job{fork: fp, received: received}, func(ln *lane) *protocol.Error {
-			if ln.sp != nil && ln.sp.parkedOn(sess) {
-				return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-					"Response '%s' on this lane is suspended, waiting for tool outputs: fork onto a lane of its own.", ln.sp.id)
+			if ln.sp != nil {
+				return ln.sp.queueRefusal(sess, true)
 			}
 			return nil
 		})

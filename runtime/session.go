@@ -272,9 +272,8 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 		j.bytes = 0 // a refusal holds no request
 	}
 	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error {
-		if ln.sp != nil && ln.sp.parkedOn(sess) {
-			return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-				"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", ln.sp.id)
+		if ln.sp != nil {
+			return ln.sp.queueRefusal(sess, false)
 		}
 		return nil
 	})

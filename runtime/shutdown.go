@@ -105,14 +105,15 @@ func (s *Server) awaitRollouts(ctx context.Context) {
 	}
 }
 
-// busy counts the rollouts running, not parked.
+// busy counts the rollouts running, not parked on their clients (as their
+// suspensions say).
 func (s *Server) busy() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for r := range s.rollouts {
-		if !r.parked() {
-			n++
+	n := len(s.rollouts)
+	for _, sp := range s.suspended {
+		if _, running := s.rollouts[sp.ro]; running && sp.waitsOnClient() {
+			n--
 		}
 	}
 	return n

@@ -87,11 +87,9 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	case sp != nil:
 		return sp.deliver(sess, ev.StreamID, ev.Input)
 	case ro != nil:
-		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-			"Response '%s' is not a suspended rollout: it takes no tool outputs by response.append (send them with response.create and previous_response_id).", ev.ResponseID)
+		return errNotSuspendedRollout(ev.ResponseID, evAppend)
 	}
-	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-		"No suspended response '%s' on this connection.", ev.ResponseID)
+	return errNoSuspended(ev.ResponseID)
 }
 
 // cancelResponse handles response.cancel: it ends a running or suspended
@@ -107,8 +105,7 @@ func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 			"No response '%s' in progress on this connection.", ev.ResponseID)
 	case ln.id != ev.StreamID:
-		return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-			"Response '%s' belongs to stream '%s', not '%s'.", ev.ResponseID, ln.id, ev.StreamID)
+		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
 	}
 	ro.abort(errCancelled)
 	return nil
@@ -131,13 +128,11 @@ func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
 	} else if t := sess.srv.lookupTail(ev.ResponseID, sess.creds); t != nil {
 		j.tail, lane = t, t.lane
 	} else {
-		sess.sendError(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No suspended response '%s' to resume under these credentials.", ev.ResponseID), ev.StreamID)
+		sess.sendError(errResumeNotFound(ev.ResponseID), ev.StreamID)
 		return
 	}
 	if lane != ev.StreamID {
-		sess.sendError(protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-			"Response '%s' belongs to stream '%s': resume it with that stream_id.", ev.ResponseID, lane), ev.StreamID)
+		sess.sendError(errResumeLane(ev.ResponseID, lane), ev.StreamID)
 		return
 	}
 	sess.admit(ev.StreamID, j, nil)
@@ -167,8 +162,7 @@ func (sess *session) resumeOn(ln *lane, j *job) (last []byte) {
 			j.tail = t
 			return sess.replayTail(j)
 		}
-		return errorFrame(protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No suspended response '%s' to resume: it ended, or its resume window passed.", sp.id), ln.id)
+		return errorFrame(errResumeGone(sp.id), ln.id)
 	}
 	sp.replay(sess.ctx, sess, from)
 	return sess.follow(ln, sp, gone, nil)

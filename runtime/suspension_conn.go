@@ -1,0 +1,178 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file is a suspended rollout's connections: the one it reports to,
+// the resume that moves it to another, the window it waits in while it
+// has none, and the connection that settles its result.
+
+// parkedOn reports whether the rollout reports to sess and waits for its
+// client's outputs.
+func (sp *suspension) parkedOn(sess *session) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.sess == sess && sp.state == suspParked
+}
+
+// queueRefusal says why a create from sess (fork: a fork) may not queue on
+// the rollout's lane; nil when it may, behind the rollout.
+func (sp *suspension) queueRefusal(sess *session, fork bool) *protocol.Error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if _, perr := sp.decideLocked(evCreate, sess, sp.lane, ""); perr != nil {
+		if fork {
+			return errLaneSuspended(sp.id, evFork)
+		}
+		return perr
+	}
+	return nil
+}
+
+// resumable reports whether a response.resume from sess, with creds, may
+// take the rollout over.
+func (sp *suspension) resumable(sess *session, creds string) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	_, perr := sp.decideLocked(evResume, sess, sp.lane, creds)
+	return perr == nil
+}
+
+// attach makes sess the connection the rollout reports to, taking it over
+// from another connection if need be (a client whose connection died
+// half-open resumes before the server notices the drop). The frames the
+// client missed are replayed by replay, from the sequence_number returned:
+// after, or when nil the last frame the server sent. gone is closed when
+// sess stops being the rollout's connection.
+func (sp *suspension) attach(sess *session, after *int) (gone <-chan struct{}, from int, ok bool) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if _, perr := sp.decideLocked(evResume, sess, sp.lane, sess.creds); perr != nil {
+		return nil, 0, false
+	}
+	if sp.expiry != nil {
+		sp.expiry.Stop()
+		sp.expiry = nil
+	}
+	if sp.sess != nil {
+		close(sp.gone)
+	}
+	sp.sess, sp.gone, sp.replaying = sess, make(chan struct{}), true
+	from = sp.sent
+	if after != nil {
+		from = *after
+	}
+	return sp.gone, from, true
+}
+
+// replay sends sess what its client has not seen, from the log: the pending
+// response.done first when the rollout is parked on it (the client may have
+// seen it and still needs it again, to know what to append), then every
+// frame after from. It runs on the resuming lane's worker, with flow control
+// and no lock held across a send; frames the rollout makes meanwhile wait in
+// the log, so they follow in order.
+func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
+	withDone := true
+	for {
+		sp.mu.Lock()
+		if sp.sess != sess {
+			sp.mu.Unlock()
+			return
+		}
+		var batch [][]byte
+		if d := sp.lastDone; withDone && d != nil && d.seq <= from && sp.state == suspParked {
+			batch = append(batch, d.b)
+		}
+		withDone = false
+		for _, f := range sp.log {
+			if f.seq > from {
+				batch = append(batch, f.b)
+				from = f.seq
+			}
+		}
+		if len(batch) == 0 {
+			sp.replaying = false
+			sp.mu.Unlock()
+			sp.ro.flushDelta() // what it merged while the client was away
+			return
+		}
+		sp.sent = max(sp.sent, from)
+		sp.mu.Unlock()
+		for _, b := range batch {
+			if sess.send(b, nil) != nil || sess.flow(ctx) != nil {
+				return // the session is ending; it detaches the rollout
+			}
+		}
+	}
+}
+
+// detach unlinks the rollout from a connection that ended and starts the
+// resume window, unless the server is shutting down (the rollout then ends
+// with the server).
+func (sp *suspension) detach(sess *session) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.sess != sess {
+		return
+	}
+	r, _ := sp.decideLocked(evDrop, sess, "", "")
+	close(sp.gone)
+	sp.sess, sp.gone, sp.replaying = nil, nil, false
+	if r.v != allow || sp.srv.ctx.Err() != nil {
+		return // settled or expired already; or shutting down: it ends with the server
+	}
+	sp.expiry = time.AfterFunc(sp.srv.opts.ResumeWindow, sp.expire)
+}
+
+// expire ends a rollout nobody resumed in time.
+func (sp *suspension) expire() {
+	sp.mu.Lock()
+	if r, _ := sp.decideLocked(evExpire, nil, "", ""); r.v != allow {
+		sp.mu.Unlock()
+		return // resumed meanwhile, or gone already
+	}
+	sp.stopTimerLocked()
+	sp.ro.abort(errResumeExpired)
+	sp.mu.Unlock()
+	sp.srv.unregister(sp)
+}
+
+// follow waits, on the lane worker of a connection the rollout reports to,
+// until it ends (true: the connection settles it) or stops reporting there
+// (false: taken over by another connection, or the connection is ending).
+func (sp *suspension) follow(ctx context.Context, gone <-chan struct{}) bool {
+	select {
+	case <-sp.done:
+		return true
+	case <-gone:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// settle hands the ended rollout's result to sess, if sess is where it
+// reports; the rollout then leaves the server, all but its tail.
+func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte, ok bool) {
+	// Under the server's lock too: a resume that finds the rollout settled
+	// finds its tail kept.
+	sp.srv.mu.Lock()
+	defer sp.srv.mu.Unlock()
+	sp.mu.Lock()
+	if r, _ := sp.decideLocked(evSettle, sess, "", ""); r.v != allow {
+		sp.mu.Unlock()
+		return nil, nil, false
+	}
+	conv, terminal = sp.conv, sp.terminal
+	var t *tail
+	if terminal != nil {
+		t = &tail{id: sp.id, creds: sp.creds, lane: sp.lane, frames: sp.log, terminal: terminal, bytes: sp.logBytes + len(terminal)}
+	}
+	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
+	sp.mu.Unlock()
+	sp.srv.retireLocked(sp, t)
+	return conv, terminal, true
+}

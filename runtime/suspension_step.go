@@ -1,0 +1,280 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file is a suspended rollout's steps: the client calls its loop
+// parks on, the frames it puts, and the events of its client that answer
+// the pause (append), end it (cancel) or branch it (fork).
+
+// Definition describes the client's functions collectively.
+func (sp *suspension) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolFunction} }
+
+// beginStep opens the step's client calls for outputs.
+func (sp *suspension) beginStep(calls []protocol.Call) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.steps++
+	sp.step, sp.left = calls, len(calls)
+	sp.byID = make(map[string]protocol.Call, len(calls))
+	for _, c := range calls {
+		for _, id := range c.Names() {
+			sp.byID[id] = c
+		}
+	}
+	sp.outputs, sp.answer = make(map[string]protocol.Item, len(calls)), make(chan struct{})
+	if sp.answered == nil {
+		sp.answered = make(map[string]int)
+	}
+}
+
+// park announces the pause of the step's client calls (with every one of
+// them, once their output_item.done events are out) and waits until
+// response.append has delivered all their outputs, which it returns by
+// call_id; the rollout's goroutine runs it, while the step's hosted calls
+// go on. It is the one place a suspended rollout parks.
+func (sp *suspension) park(ctx context.Context) (map[string]protocol.Item, error) {
+	sp.mu.Lock()
+	sp.decideLocked(evPark, nil, "", "")
+	pause := make([]protocol.PendingCall, len(sp.step))
+	for i, c := range sp.step {
+		pause[i] = pendingCall(c)
+	}
+	answer := sp.answer
+	sp.mu.Unlock()
+	sp.ro.requireAction(pause)
+	select {
+	case <-answer:
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return sp.outputs, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// Call is park, for a step of the one call: the rollout parks a step's
+// client calls together (parker), never through Call.
+func (sp *suspension) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
+	outs, err := sp.park(ctx)
+	return outs[call.CallID], err
+}
+
+// pendingCall is a call as a pause lists it.
+func pendingCall(c protocol.Call) protocol.PendingCall {
+	p := protocol.PendingCall{Type: c.Type, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace}
+	if c.Type == protocol.ItemCustomToolCall {
+		p.Input = c.Input
+	} else {
+		p.Arguments = c.Input
+	}
+	return p
+}
+
+// put is the rollout's sink. Every frame goes into the replay log and, when
+// attached, to the connection; detached, only to the log. The terminal frame
+// is held back for the connection that settles the rollout. The pause's
+// response.done parks the rollout as it goes out.
+func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
+	b, err := protocol.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	switch protocol.Type(ev) {
+	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
+		sp.terminal = b
+		return nil
+	case protocol.EventDone:
+		sp.lastDone, sp.paused = &f, true
+		// Parked once the pause is queued: arming its timer (a syscall
+		// when it wakes the netpoller) is not on the way to the client.
+		// mu is held throughout, so no append can come first.
+		defer sp.parkLocked()
+	case protocol.EventCreated, protocol.EventInProgress:
+		// A fork's beginning shows what its first pause shows again: a
+		// resume replays that pause, so once sent these are not kept for
+		// one (64 forks hold 64 fewer pairs of step views). Not sent, the
+		// log keeps them: the client learns the fork's id from them.
+		if sp.ro.fork != nil && !sp.paused && sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+			sp.sent = f.seq
+			return nil
+		}
+	}
+	sp.log = append(sp.log, f)
+	sp.logBytes += len(b)
+	if sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+		sp.sent = f.seq
+		for sp.logBytes > maxDetachedBytes && len(sp.log) > 1 { // sent long ago: beyond replay
+			sp.logBytes -= len(sp.log[0].b)
+			sp.log = sp.log[1:]
+		}
+		return nil
+	}
+	// Detached, catching up, or the connection is going away: the log
+	// keeps it for the client.
+	if sp.logBytes > maxDetachedBytes {
+		return errDetachedFull
+	}
+	return nil
+}
+
+// behind reports whether the rollout's frames wait for a client: on the
+// connection it reports to, or in the replay log while it is detached or a
+// resuming client catches up. Merged there, deltas keep the log short.
+func (sp *suspension) behind(acct *delivery) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.sess == nil || sp.replaying || acct.behind()
+}
+
+// parkLocked: the pause's response.done is going out; from now on the step
+// takes outputs, for SuspendTimeout at most (unless the rollout was
+// cancelled while its pause waited for the step's other events).
+func (sp *suspension) parkLocked() {
+	if r, _ := sp.decideLocked(evPause, nil, "", ""); r.v != allow {
+		return
+	}
+	sp.pauses++
+	sp.srv.obs.Paused()
+	pause := sp.pauses
+	sp.timer = time.AfterFunc(sp.srv.opts.SuspendTimeout, func() { sp.timeout(pause) })
+}
+
+// timeout ends a rollout whose pause waited longer than SuspendTimeout.
+func (sp *suspension) timeout(pause int) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.pauses != pause {
+		return // a later pause's timer is armed
+	}
+	if r, _ := sp.decideLocked(evTimeout, nil, "", ""); r.v == allow {
+		sp.ro.abort(errToolTimeout) // it runs to its end: it takes no more outputs
+	}
+}
+
+func (sp *suspension) stopTimerLocked() {
+	if sp.timer != nil {
+		sp.timer.Stop()
+		sp.timer = nil
+	}
+}
+
+// deliver handles response.append from sess: function_call_outputs for the
+// parked calls, and user messages, which steer the rollout (they join the
+// context after the step). It checks every item before delivering any, so a
+// refused append changes nothing. The moment the last parked call has its
+// output, the rollout is running again.
+func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) *protocol.Error {
+	if perr := protocol.ValidateItems(items, "input"); perr != nil {
+		return perr
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
+		return perr
+	}
+	seen := map[string]bool{}
+	var steering protocol.Items
+	for i, it := range items {
+		param := indexParam("input", i)
+		if named, answers, ok := protocol.AnswerOf(it); ok {
+			callID := sp.stepCall(named).CallID
+			if callID == "" {
+				callID = named
+			}
+			// Call ids need only be unique within a step: some backends
+			// number them per completion (call_0 in every step). An id of
+			// an earlier step that is not pending now was answered then.
+			step, answered := sp.answered[callID]
+			_, inStep := sp.byID[callID]
+			_, has := sp.outputs[callID]
+			pending := inStep && !has
+			switch {
+			case seen[callID] || answered && (step == sp.steps || !pending):
+				return errOutputTwice(param, callID)
+			case !pending:
+				return errNoPendingCall(param, callID, sp.id)
+			}
+			if call := sp.stepCall(callID); call.Type != answers {
+				return protocol.OutputMismatch(it, callID, call.Type, param)
+			}
+			seen[callID] = true
+			continue
+		}
+		switch it := it.(type) {
+		case *protocol.Message:
+			if it.Role != protocol.RoleUser {
+				return errSteerRole(param, it.Role)
+			}
+			steering = append(steering, it)
+		default:
+			return errAppendItem(param, it.ItemType())
+		}
+	}
+	nameInputs(items)
+	// Steering first: it must be in the rollout's inbox when the step ends.
+	if len(steering) > 0 {
+		sp.ro.steer(steering...)
+	}
+	for _, it := range items {
+		named, _, ok := protocol.AnswerOf(it)
+		if !ok {
+			continue
+		}
+		callID := sp.stepCall(named).CallID
+		sp.answered[callID] = sp.steps
+		sp.left--
+		sp.outputs[callID] = it
+	}
+	if sp.left == 0 {
+		close(sp.answer)
+		sp.decideLocked(evAnswered, nil, "", "")
+		sp.stopTimerLocked()
+		// Appending proves the client saw the pause and everything before
+		// it: a resume from now on replays what follows, never the pause.
+		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
+	}
+	return nil
+}
+
+// stepCall is the current step's call that an output naming callID
+// answers; the zero Call when there is none.
+func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[callID] }
+
+// cancel handles response.cancel from sess: the rollout ends with status
+// cancelled.
+func (sp *suspension) cancel(sess *session, lane string) *protocol.Error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if _, perr := sp.decideLocked(evCancel, sess, lane, ""); perr != nil {
+		return perr
+	}
+	sp.stopTimerLocked() // it runs to its end: it takes no more outputs
+	sp.ro.abort(errCancelled)
+	return nil
+}
+
+// forkPoint takes the rollout's state for response.fork from sess on lane:
+// it must report there, be parked on its client's calls, and have none of
+// them answered yet (a fork starts from the pause, and appends its own).
+// The rollout's lock is taken first, as the lock order says.
+func (sp *suspension) forkPoint(sess *session, lane string) (*forkPoint, *protocol.Error) {
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if _, perr := sp.decideLocked(evFork, sess, lane, ""); perr != nil {
+		return nil, perr
+	}
+	if sp.left != len(sp.step) {
+		return nil, errForkAppended(sp.id)
+	}
+	return sp.ro.forkPointLocked()
+}
