@@ -33,8 +33,8 @@ import (
 // goExamples are the Go examples, by directory.
 var goExamples = []string{"minimal", "websearch", "compare", "openai-go", "browser", "fork"}
 
-// runTimeout bounds one run of an example: compare takes about 20 s on two
-// idle cores, most of it the replayed rollout's go test runs.
+// runTimeout bounds one run of an example, with room for compare, the
+// slowest: most of its time goes to the replayed rollout's go test runs.
 const runTimeout = 2 * time.Minute
 
 var binDir string // where build puts the examples' binaries; removed by TestMain

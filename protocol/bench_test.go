@@ -10,10 +10,9 @@ import (
 )
 
 // maxTextDeltaAllocs is the allocation budget for json.Marshal of one
-// output_text.delta event, the event sent once per sampled token. It was 1
-// when this guard was written (the returned slice; encoding/json pools its
-// encode state); the margin of 1 absorbs toolchain changes, not a design
-// change. A custom MarshalJSON on the event, or an interface or map field,
+// output_text.delta event, the event sent once per sampled token: one
+// allocation (the returned slice; encoding/json pools its encode state) and
+// a margin of 1 that absorbs toolchain changes, not a design change. A custom MarshalJSON on the event, or an interface or map field,
 // would blow it. Raise it only with a benchmark that shows why.
 const maxTextDeltaAllocs = 2
 
@@ -125,9 +124,9 @@ func BenchmarkDecodeEvent(b *testing.B) {
 }
 
 // BenchmarkMarshalDeltaCodec is the same event through protocol.Marshal,
-// the way a server writes it (1.3-1.6 us here against encoding/json's
-// 1.1-1.2: the v2 engine's reflection; an encoder written token by token
-// with jsontext measured no faster, so there is none).
+// the way a server writes it. It runs a little slower than encoding/json in
+// BenchmarkMarshalTextDelta, for the v2 engine's reflection; an encoder
+// written token by token with jsontext is no faster, so there is none.
 func BenchmarkMarshalDeltaCodec(b *testing.B) {
 	ev := textDelta()
 	b.ReportAllocs()

@@ -243,8 +243,8 @@ func (n deltaSampler) Sample(ctx context.Context, _ *sampler.Request, emit func(
 // b.N rollouts, each on its own WebSocket with about 8k tokens of context,
 // parked on one client call at once. bytes/rollout is the live heap they
 // add (after a collection), goroutines/rollout the goroutines, both the
-// server's and the client's connection's (this process has both). The
-// figures issue 12's compact parked state is measured against.
+// server's and the client's connection's (this process has both).
+// TestParkedRolloutMemory holds the same figures to a bound.
 func BenchmarkParkedRollout(b *testing.B) {
 	h := newHarness(b, runtime.Options{Renderer: renderer(b), MaxSuspended: 1 << 20, MaxConnections: 1 << 20})
 	before, goroutines := liveHeap(), goruntime.NumGoroutine()
@@ -268,8 +268,7 @@ func BenchmarkParkedRollout(b *testing.B) {
 // TestParkedRolloutMemory guards the compact parked state: 300 suspended
 // rollouts, each on its own WebSocket with about 8k tokens of context,
 // parked at once, hold at most 110 KB of live heap and 4 goroutines
-// apiece, the client's side of each connection included (86 KB and 4 on
-// 2026-12-02; 126 KB and 5 the day before).
+// apiece, the client's side of each connection included.
 func TestParkedRolloutMemory(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")

@@ -149,8 +149,7 @@ func TestHostileFramesMemory(t *testing.T) {
 			t.Errorf("answers %v: want completed ones and websocket_bytes_in_flight refusals only", answers)
 		}
 		// A msgpack frame is transcoded to JSON before it is decoded: one
-		// more copy of the 12 MB frame in hand (the runs measured 52-67 MiB
-		// in msgpack against 38-52 in JSON).
+		// more copy of the 12 MB frame in hand.
 		bound := 64 * mib
 		if testEncoding == protocol.EncodingMsgpack {
 			bound += 12 * mib

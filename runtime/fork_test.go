@@ -121,8 +121,7 @@ func TestForkCleanup(t *testing.T) {
 // 64 forks of a suspended rollout parked with 8k and with 60k tokens of
 // context: the prompt, the items and the prefix cache's view of them are
 // shared, so a fork holds only its own state (its rollout, its pause's
-// frame for a resume), under 12 KiB of live heap at either size (7.4–7.9
-// measured). It logs
+// frame for a resume), under 12 KiB of live heap at either size. It logs
 // the live heap and the time per fork (from the response.fork frame to the
 // last fork's pause, over 64).
 func TestForkMemory(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/quic-go/webtransport-go"
 
-	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
 	tetherwt "github.com/tether-run/tether/runtime/webtransport"
 )
@@ -48,15 +47,6 @@ func forWires(t *testing.T, f func(t *testing.T, w wire)) {
 			f(t, w)
 		})
 	}
-}
-
-// clientKit is a client kit for the harness's wire.
-func (h *harness) clientKit() *clienttools.Client {
-	c := &clienttools.Client{BaseURL: h.base, Encoding: h.wire.enc}
-	if h.wt != nil {
-		c.BaseURL, c.Transport, c.CertHash = h.wt.URL(), clienttools.TransportWebTransport, h.wt.CertificateHash()
-	}
-	return c
 }
 
 // wtClient is a raw WebTransport client that looks like a WebSocket one to
@@ -197,16 +187,6 @@ func (c *wtClient) drop() {
 		c.wg.Wait()
 		close(c.in)
 	})
-}
-
-// dropLane resets one lane's stream, as a client that gives up on it.
-func (c *wtClient) dropLane(lane string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if str, ok := c.lanes[lane]; ok {
-		str.CancelRead(0)
-		str.CancelWrite(0)
-	}
 }
 
 // startWT serves h over WebTransport on a loopback UDP port.

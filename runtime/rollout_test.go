@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -129,5 +130,49 @@ func TestModelStartsWhenPromptReady(t *testing.T) {
 		if start.Before(before) || start.After(time.Now()) {
 			t.Errorf("step %d: the model's start %v is not when its prompt was ready", i, start)
 		}
+	}
+}
+
+// panicSampler streams the start of a message, then panics: a backend bug.
+type panicSampler struct{}
+
+func (panicSampler) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	emit(sampler.Delta{Kind: sampler.TextStart})
+	emit(sampler.Delta{Kind: sampler.TextDelta, Text: "Hello"})
+	panic("sampler bug")
+}
+
+// TestSamplerPanic: a sampler that panics ends the response with an
+// error event, in both designs, and the lane serves on. It guards the
+// suspended design against leaving the client waiting for an end that
+// never comes.
+func TestSamplerPanic(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{
+		"panics":          panicSampler{},
+		"tether-scripted": sampler.NewScripted(r, sampler.Pacing{}),
+	}})
+	for _, suspend := range []bool{false, true} {
+		t.Run(fmt.Sprintf("suspend=%v", suspend), func(t *testing.T) {
+			t.Parallel()
+			c := h.dial(t, nil)
+			c.send(t, create(map[string]any{"model": "panics", "store": false, "suspend": suspend, "stream_id": "a", "input": "hi"}))
+			var events [][]byte
+			for len(events) == 0 || eventType(t, last(events)) != "error" {
+				b := recvWithin(t, c, 10*time.Second)
+				if isEnd(eventType(t, b)) || eventType(t, b) == "response.done" {
+					t.Fatalf("a panicking sampler ended the response with %s", b)
+				}
+				events = append(events, b)
+			}
+			if e := decodeEv(t, last(events)); e.Error == nil || e.Error.Code != "server_error" || e.StreamID != "a" {
+				t.Fatalf("want a server_error on lane a, got %s", last(events))
+			}
+			c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": suspend, "stream_id": "a", "input": "hello"}))
+			if evs := c.next(t); eventType(t, last(evs)) != "response.completed" {
+				t.Fatalf("next create on the lane: %s", last(evs))
+			}
+		})
 	}
 }

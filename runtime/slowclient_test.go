@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -181,4 +182,95 @@ func TestNonReadingSSE(t *testing.T) {
 			t.Fatal("the stream completed: it never stalled")
 		}
 	})
+}
+
+// floodArgs makes the scripted model stream a call's arguments as far more
+// delta events (one per token) than a connection's send queue holds
+// (session.go's outQueueFrames, 1,024).
+var floodArgs = `{"pattern":"` + strings.Repeat("fox|dog|", 4000) + `"}`
+
+// TestFloodToNonReadingClient: a response that floods a client which reads
+// nothing runs to its end without waiting for it (its 16,000 argument
+// deltas are merged while the client is behind, so the queue stays short);
+// a response.cancel sent then is answered (the read loop never waits on a
+// rollout), and the client, reading at last, gets the whole stream: gapless
+// sequence numbers, and argument deltas whose concatenation is the
+// arguments, in a few frames. The connection serves on. Fake time,
+// in-memory connections.
+//
+// A server goroutine blocked on a lock that a rollout holds while it waits
+// for its client would stop the bubble (a mutex wait is not durably
+// blocking, so synctest.Wait would not return), so the bubble runs on its
+// own goroutine under a real-time watchdog, and the test then fails rather
+// than hangs.
+func TestFloodToNonReadingClient(t *testing.T) {
+	t.Parallel()
+	var stage atomic.Pointer[string]
+	starting := "starting the bubble"
+	stage.Store(&starting)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		synctest.Test(t, func(t *testing.T) { floodNonReading(t, &stage) })
+	}()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the bubble is stuck (its goroutines leak) at: %s", *stage.Load())
+	}
+}
+
+func floodNonReading(t *testing.T, stage *atomic.Pointer[string]) {
+	at := func(s string) { stage.Store(&s) }
+	at("starting the server")
+	p := newPipeHarness(t, runtime.Options{})
+	c := p.dial(t, "")
+	at("creating the response")
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false,
+		"input": script([][]dcall{{{"grep", floodArgs}}})}))
+	events := [][]byte{c.recv(t)}
+	id := respID(t, events[0])
+	at("not reading while the rollout runs: it must not wait for the client")
+	synctest.Wait()
+	start := time.Now()
+	at("sending response.cancel")
+	c.send(t, refEv("response.cancel", id, ""))
+	synctest.Wait()
+	at("reading the whole stream")
+	var args strings.Builder
+	deltas := 0
+	for {
+		b := recvWithin(t, c, time.Second)
+		e := decodeEv(t, b)
+		if e.Type == "error" {
+			break // the cancel's answer: the response had already ended
+		}
+		events = append(events, b)
+		if e.Type == "response.function_call_arguments.delta" {
+			args.WriteString(e.Delta)
+			deltas++
+		}
+		if e.Type == "response.cancelled" {
+			t.Fatalf("the response was cancelled after %d frames: it waited for the client instead of running to its end", len(events))
+		}
+	}
+	checkSeq(t, events)
+	if typ := eventType(t, last(events)); typ != "response.completed" {
+		t.Fatalf("the stream ends with %s", typ)
+	}
+	if args.String() != floodArgs {
+		t.Fatalf("argument deltas join to %d bytes, want the %d of the arguments", args.Len(), len(floodArgs))
+	}
+	if deltas > 16 {
+		t.Fatalf("%d argument delta frames for a client that read nothing: want them merged into a few", deltas)
+	}
+	if elapsed := time.Since(start); elapsed > 0 {
+		t.Fatalf("%v of fake time passed: something waited on a timer", elapsed)
+	}
+	at("a create after the flood")
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "hello"}))
+	if evs := c.next(t); eventType(t, last(evs)) != "response.completed" {
+		t.Fatalf("next create: %s", last(evs))
+	}
+	at("shutting down")
 }

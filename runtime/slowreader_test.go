@@ -100,8 +100,7 @@ func TestSlowReaderMemory(t *testing.T) {
 		t.Errorf("%d delta frames to a client that read nothing: want them merged", slowDeltas)
 	}
 	// msgpack: the writer transcodes each batch it takes, so the frames in
-	// hand are held twice (JSON as queued, msgpack as written); runs
-	// measured 19-32 MiB in msgpack against 17-19 in JSON.
+	// hand are held twice (JSON as queued, msgpack as written).
 	bound := 32 * mib
 	if testEncoding == protocol.EncodingMsgpack {
 		bound += 8 * mib

@@ -74,3 +74,41 @@ func TestMemoryStoreBytes(t *testing.T) {
 		t.Fatalf("a record past a bound on its own: %v", err)
 	}
 }
+
+// wrappingStore is a Store whose misses wrap ErrNotStored, as a networked
+// store's errors do (context: the key, the backend).
+type wrappingStore struct{ runtime.Store }
+
+func (s wrappingStore) Get(ctx context.Context, id string) (*runtime.Record, error) {
+	rec, err := s.Store.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("store get %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// TestWrappedNotStored: an unknown previous_response_id is a 400
+// previous_response_not_found even when the Store wraps ErrNotStored, over
+// HTTP and WebSocket: it guards against such a miss becoming a 500
+// server_error.
+func TestWrappedNotStored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), Store: wrappingStore{runtime.NewMemoryStore(runtime.MemoryStoreOptions{})}})
+	const missing = "resp_0123456789abcdef0123456789abcdef0123456789abcdef"
+	status, body := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": missing, "input": "hi"})
+	if status != 400 || !strings.Contains(string(body), `"previous_response_not_found"`) || !strings.Contains(string(body), `"previous_response_id"`) {
+		t.Fatalf("HTTP: %d %s", status, body)
+	}
+	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "previous_response_id": missing, "input": "hi"}))
+	c.wantError(t, "previous_response_not_found")
+	// A stored chain still loads through the wrapping store.
+	status, body = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "input": "hi"})
+	if status != 200 {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	id, _ := obj(t, body)["id"].(string)
+	if status, body = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "previous_response_id": id, "input": "again"}); status != 200 {
+		t.Fatalf("chained: %d %s", status, body)
+	}
+}

@@ -56,6 +56,15 @@ func searchTool() runtime.Tool { return websearch.New(stubSearcher{}) }
 
 var webSearchTool = map[string]any{"type": "web_search"}
 
+// suspendedBody is a suspended create of steps by model, offering web_search if asked.
+func suspendedBody(model string, steps [][]dcall, search bool) map[string]any {
+	body := map[string]any{"model": model, "store": false, "suspend": true, "input": script(steps)}
+	if search {
+		body["tools"] = []any{webSearchTool}
+	}
+	return body
+}
+
 // dcall is one scripted call: "NAME {args}".
 type dcall struct{ name, args string }
 

@@ -2,10 +2,13 @@ package runtime_test
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tether-run/tether/sampler"
 
 	"github.com/tether-run/tether/runtime"
 )
@@ -221,6 +224,80 @@ func TestSuspendedResumeTakesSlot(t *testing.T) {
 			case isEnd(e.Type):
 				ended = true
 			}
+		}
+	})
+}
+
+// detachedFloodSampler streams one delta, waits for gate, then streams more
+// than a detached rollout may keep for resume.
+type detachedFloodSampler struct{ gate chan struct{} }
+
+func (s detachedFloodSampler) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	emit(sampler.Delta{Kind: sampler.TextStart})
+	emit(sampler.Delta{Kind: sampler.TextDelta, Text: "start"})
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return sampler.Result{}, ctx.Err()
+	}
+	chunk := strings.Repeat("x", 64<<10)
+	for i := 0; i < 160 && ctx.Err() == nil; i++ { // 10 MiB
+		emit(sampler.Delta{Kind: sampler.TextDelta, Text: chunk})
+	}
+	if ctx.Err() != nil {
+		return sampler.Result{}, ctx.Err()
+	}
+	emit(sampler.Delta{Kind: sampler.PartEnd})
+	return sampler.Result{OutputTokens: 161}, nil
+}
+
+// TestSuspendedDetachedOverflow: a suspended rollout that streams more while
+// detached than a resume can replay is cancelled; the resuming client gets
+// every logged event after its last one, then an error event, instead of
+// waiting forever for an end. Fake time, in-memory connections.
+func TestSuspendedDetachedOverflow(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute,
+			Models: map[string]runtime.Sampler{"flood": detachedFloodSampler{gate: gate}}})
+		c1 := p.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "flood", "store": false, "suspend": true, "input": "go"}))
+		var events [][]byte
+		for len(events) == 0 || !isDelta(decodeEv(t, last(events))) {
+			events = append(events, c1.recv(t))
+		}
+		id := respID(t, events[0])
+		seen := *decodeEv(t, last(events)).Seq
+		c1.c.CloseNow()
+		synctest.Wait() // the server noticed: the rollout is detached
+		close(gate)
+		synctest.Wait() // it overflowed its replay log and ended
+
+		c2 := p.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = seen
+		c2.send(t, resume)
+		next := seen + 1
+		for {
+			b := recvWithin(t, c2, time.Minute)
+			e := decodeEv(t, b)
+			if e.Type == "error" {
+				if e.Error == nil || e.Error.Code != "server_error" {
+					t.Fatalf("ended with %s", b)
+				}
+				break
+			}
+			if e.Seq == nil || *e.Seq != next {
+				t.Fatalf("replayed %s with sequence_number %v, want %d", e.Type, e.Seq, next)
+			}
+			if isEnd(e.Type) {
+				t.Fatalf("an overflowing detached rollout ended with %s", e.Type)
+			}
+			next++
+		}
+		if next <= seen+100 {
+			t.Fatalf("replayed only %d events", next-seen-1)
 		}
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/tether-run/tether/runtime"
 )
 
-// suspendedTurn reads until response.done or a terminal event.
+// untilPause reads until response.done or a terminal event.
 func untilPause(t *testing.T, c *wsConn) [][]byte {
 	t.Helper()
 	var events [][]byte
@@ -173,4 +173,35 @@ func TestSuspendedLimit(t *testing.T) {
 			t.Fatalf("turn after the refusal: %s", end[len(end)-1])
 		}
 	})
+}
+
+// TestSuspendedTakenOverRollout: once a suspended rollout is resumed on a new
+// connection, its old connection (still open, half-open for all it knows)
+// may neither append to it nor cancel it: both are response_not_found, as
+// for any response not on the connection. It guards against the old
+// connection's cancel ending the rollout under the new one.
+func TestSuspendedTakenOverRollout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	auth := http.Header{"Authorization": {"Bearer same"}}
+	a := h.dial(t, auth)
+	a.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true,
+		"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
+	pause := last(a.next(t))
+	id := respID(t, pause)
+
+	b := h.dial(t, auth)
+	b.send(t, refEv("response.resume", id, ""))
+	if again := b.recv(t); eventType(t, again) != "response.done" {
+		t.Fatalf("resume sent %s", again)
+	}
+	a.send(t, appendEv(id, "", outputsFor(t, pause)...))
+	a.wantError(t, "response_not_found")
+	a.send(t, refEv("response.cancel", id, ""))
+	a.wantError(t, "response_not_found")
+
+	b.send(t, appendEv(id, "", outputsFor(t, pause)...))
+	if end := last(b.next(t)); eventType(t, end) != "response.completed" {
+		t.Fatalf("the rollout ended with %s", end)
+	}
 }

@@ -13,7 +13,7 @@ import (
 
 // TestShutdownStartsNoResumeWindow: Shutdown leaves no resume-window timer
 // behind, whether the rollout was detached before it or by a session torn
-// down during it (whose teardown used to start a new window). Fake time.
+// down during it (whose teardown must not start a new window). Fake time.
 func TestShutdownStartsNoResumeWindow(t *testing.T) {
 	for _, detachFirst := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {

@@ -38,7 +38,7 @@ type Renderer struct {
 
 // NewRenderer returns a Renderer backed by the embedded o200k_base vocabulary.
 // It needs no network; the first call in a process builds the vocabulary
-// tables (about 150 ms here), later calls share them.
+// tables, later calls share them.
 func NewRenderer() (*Renderer, error) {
 	c, err := o200k.New()
 	if err != nil {

@@ -314,15 +314,6 @@ func builtin(typ protocol.ItemType) bool {
 	return typ != "" && typ != protocol.ItemFunctionCall && typ != protocol.ItemCustomToolCall
 }
 
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // callID is deterministic, and unique within a conversation: the context
 // grows between the model's steps.
 func callID(items, step, index int, name string) string {

@@ -26,7 +26,7 @@ type Timing struct {
 	PrefillRate float64       // uncached prompt tokens per second; 0 = free
 }
 
-// Pacing is Timing under its earlier name; the two are the same type.
+// Pacing is another name for Timing; the two are the same type.
 type Pacing = Timing
 
 // Paced reports whether any sample can wait: false for the zero Timing.

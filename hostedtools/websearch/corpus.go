@@ -23,7 +23,7 @@ var stdlibCorpus []byte
 // builtin), one Document per package overview, per package's constants, per
 // package's variables, per function, and per type with its constructors and
 // methods (see internal/gencorpus for why). URLs point at pkg.go.dev. Each
-// call decodes a fresh copy, in about 40 ms.
+// call decodes a fresh copy.
 func DefaultCorpus() ([]Document, error) {
 	return decodeCorpus(bytes.NewReader(stdlibCorpus))
 }

@@ -381,10 +381,9 @@ func sent(t protocol.Timings) *protocol.Timings {
 
 // The floor of a round trip is measured in the conditions the round trip
 // met. A request that follows an idle process (the client waited on its
-// tools) finds a colder machine than one sent right after another: on this
-// 2-core host an echo of a round trip's shape took 288–368 µs at the median
-// right after the last, 440–545 after 50–100 ms of idle and 500–810 after
-// 300 ms (three measurements). Back-to-back echoes set round trips sent
+// tools) finds a colder machine than one sent right after another: an echo
+// of a round trip's shape takes markedly longer after 50–300 ms of idle
+// than right after the last. Back-to-back echoes set round trips sent
 // after an idle against a floor they never had, so each turn's floor echo
 // follows the turn's own idle (the client's time before its request), up to
 // maxFloorIdle: most of the effect, in a few seconds of a default run. The

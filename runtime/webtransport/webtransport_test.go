@@ -18,8 +18,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestListenCloseAtOnce: an endpoint closed as soon as it is made closes
-// cleanly (webtransport-go's own Serve raced its Close there, which a test
-// whose fixtures were absent hit under -race).
+// cleanly. It guards against the race between webtransport-go's own Serve
+// and Close that Listen avoids.
 func TestListenCloseAtOnce(t *testing.T) {
 	t.Parallel()
 	srv, err := runtime.NewServer(runtime.Options{})

@@ -3,9 +3,9 @@
 // it uses, several times faster on the text agents send, which is mostly ASCII.
 //
 // The codec splits text into pieces with a backtracking regular expression
-// and byte-pair merges each piece; on source code it reads about 3 MB/s,
-// most of it in the expression engine and its garbage, which made
-// tokenizing a tool's output the largest part of a tool round trip. Here
+// and byte-pair merges each piece; on source code most of its time goes to
+// the expression engine and its garbage, enough to make tokenizing a tool's
+// output the largest part of a tool round trip. Here
 // ASCII text is split by a hand-written scanner that takes, at each place,
 // the piece the expression would (ascii.go says how, alternative by
 // alternative), and looks the piece up in the vocabulary or merges it; a
@@ -36,8 +36,7 @@ var (
 )
 
 // New returns the process's Encoder. The first call builds the vocabulary
-// table (about 40 ms here, on top of the codec's own 95 ms); later calls
-// share it.
+// table, on top of the codec's own; later calls share it.
 func New() (*Encoder, error) {
 	sharedOnce.Do(func() { shared, sharedErr = build() })
 	return shared, sharedErr
@@ -104,8 +103,8 @@ func (e *Encoder) Count(s string) int {
 }
 
 // maxCodecRun bounds the text given to the codec at once. Its expression
-// engine and merge take memory many times the text's size (a 12 MB run of
-// one letter took 800 MB), so a longer run (a piece of 16 KB without a
+// engine and merge take memory many times the text's size (dozens of times
+// on a long run of one letter), so a longer run (a piece of 16 KB without a
 // space, a digit or punctuation, or as much non-ASCII text with no place
 // to cut it: only made-up text has one) is split at that length, on a
 // character boundary. Only there can the tokens differ from the codec's.

@@ -10,11 +10,11 @@ import (
 // table. A round trip tokenizes a tool's output after the client's tool
 // ran, when the caches hold other things: each lookup then costs its cache
 // misses, not its instructions. Through a Go map, whose lookup touches a
-// group's control word, its slots and the key's bytes elsewhere, 2 KB of
-// code tokenized in 18 µs warm took 170–190 µs cold (BenchmarkEncodeCold);
-// through this table, 110–145. A piece of up to 8 bytes, most tokens, is
-// found in its 16-byte slot alone; a longer one is checked against the
-// arena of all pieces too.
+// group's control word, its slots and the key's bytes elsewhere, cold
+// tokenizing costs many times warm tokenizing; through this table it costs
+// markedly less (BenchmarkEncodeCold). A piece of up to 8 bytes, most
+// tokens, is found in its 16-byte slot alone; a longer one is checked
+// against the arena of all pieces too.
 type vocab struct {
 	seed  maphash.Seed
 	mask  uint64

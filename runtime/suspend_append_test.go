@@ -1,30 +1,23 @@
 package runtime_test
 
-// Regression tests for four defects of suspended rollouts and hosted tools,
-// each of which made its test fail: a create right after a complete append
-// refused as stream_suspended; a resume in that window replaying the
-// answered pause; a tool result that does not replace its call's item lost
-// to the next step; a read loop blocked, during a flood to a client that
-// does not read, on a lock the rollout held while it waited for room.
-
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/tether-run/tether/hostedtools/websearch"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
+
+// This file tests the window right after a complete response.append: the
+// rollout runs its next step, no longer parked, while the client sends a
+// create on the same lane or drops and resumes on another connection.
 
 // raceRounds is how many fresh rollouts a race test drives.
 const raceRounds = 50
@@ -37,15 +30,6 @@ var twoSteps = [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"patter
 // not hold the pause back): from the append of read_file's output to the
 // end of the search, the step has every client output and is not parked.
 var gatedSteps = [][]dcall{{{"read_file", `{"path":"a.go"}`}, {"web_search", `{"query":"gated"}`}}, {{"grep", `{"pattern":"x"}`}}}
-
-// suspendedBody is a suspended create of steps by model, offering web_search if asked.
-func suspendedBody(model string, steps [][]dcall, search bool) map[string]any {
-	body := map[string]any{"model": model, "store": false, "suspend": true, "input": script(steps)}
-	if search {
-		body["tools"] = []any{webSearchTool}
-	}
-	return body
-}
 
 // gatedSearcher finds nothing until its gate is closed. Built in a synctest
 // bubble, a search waiting on it is durably blocked.
@@ -393,185 +377,4 @@ func TestSuspendedResumeInAppendWindow(t *testing.T) {
 			}
 		})
 	})
-}
-
-// sideOutputTool is a hosted tool in web_search's place whose result is a
-// new item (a function_call_output for its call) rather than a finished
-// copy of its call's item.
-type sideOutputTool struct{}
-
-func (sideOutputTool) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolWebSearch} }
-
-func (sideOutputTool) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
-	return &protocol.FunctionCallOutput{CallID: call.CallID, Output: protocol.ToolOutput{Text: "the secret word is papaya"}}, nil
-}
-
-// checkSideOutput checks a response of the sideOutputTool script: its
-// web_search_call completed, and the model's answer, sampled after it,
-// quotes the tool's output, which the scripted model only does when the
-// output is in its context.
-func checkSideOutput(t *testing.T, via string, resp []byte) {
-	t.Helper()
-	var r struct {
-		Status string            `json:"status"`
-		Output []json.RawMessage `json:"output"`
-	}
-	if err := json.Unmarshal(resp, &r); err != nil {
-		t.Fatalf("%s: %v: %s", via, err, resp)
-	}
-	if r.Status != "completed" {
-		t.Fatalf("%s: status %q: %s", via, r.Status, resp)
-	}
-	var search, answer *itemKey
-	for _, k := range itemKeys(t, r.Output) {
-		switch k.Type {
-		case "web_search_call":
-			search = &k
-		case "message":
-			answer = &k
-		}
-	}
-	if search == nil || answer == nil {
-		t.Fatalf("%s: want a web_search_call and a message, got %s", via, resp)
-	}
-	if search.Status != "completed" {
-		t.Errorf("%s: the web_search_call ended %q, want completed: its tool returned a result", via, search.Status)
-	}
-	if !strings.Contains(answer.Text, "papaya") {
-		t.Errorf("%s: the tool's result did not reach the next step's context: the model answered %q", via, answer.Text)
-	}
-}
-
-// TestToolResultJoinsContext: a hosted tool whose result is not its call's
-// item (another item, here a function_call_output) still completes the call
-// and its result joins the context the next sampling step reads.
-func TestToolResultJoinsContext(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{sideOutputTool{}}})
-	input := script([][]dcall{{{"web_search", `{"query":"x"}`}}})
-
-	t.Run("http", func(t *testing.T) {
-		t.Parallel()
-		status, resp := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "store": true, "tools": []any{webSearchTool}, "input": input})
-		if status != http.StatusOK {
-			t.Fatalf("status %d: %s", status, resp)
-		}
-		checkSideOutput(t, "POST /v1/responses", resp)
-		id := obj(t, resp)["id"].(string)
-		status, stored := h.get(t, "/responses/"+id)
-		if status != http.StatusOK {
-			t.Fatalf("GET /v1/responses/%s: status %d: %s", id, status, stored)
-		}
-		checkSideOutput(t, "the stored response", stored)
-	})
-	t.Run("websocket", func(t *testing.T) {
-		t.Parallel()
-		c := h.dial(t, nil)
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool}, "input": input}))
-		events := c.untilTerminal(t)
-		if eventType(t, last(events)) != "response.completed" {
-			t.Fatalf("ended with %s", last(events))
-		}
-		for _, raw := range events {
-			e := decodeEv(t, raw)
-			if e.Type != "response.output_item.done" {
-				continue
-			}
-			if k := itemKeys(t, []json.RawMessage{e.Item})[0]; k.Type == "web_search_call" && k.Status != "completed" {
-				t.Errorf("output_item.done of the web_search_call has status %q, want completed: %s", k.Status, raw)
-			}
-		}
-		checkSideOutput(t, "WebSocket", terminalResponse(t, last(events)))
-	})
-}
-
-// floodArgs makes the scripted model stream a call's arguments as far more
-// delta events (one per token) than a connection's send queue holds
-// (session.go's outQueueFrames, 1,024).
-var floodArgs = `{"pattern":"` + strings.Repeat("fox|dog|", 4000) + `"}`
-
-// TestFloodToNonReadingClient: a response that floods a client which reads
-// nothing runs to its end without waiting for it (its 16,000 argument
-// deltas are merged while the client is behind, so the queue stays short);
-// a response.cancel sent then is answered (the read loop never waits on a
-// rollout), and the client, reading at last, gets the whole stream: gapless
-// sequence numbers, and argument deltas whose concatenation is the
-// arguments, in a few frames. The connection serves on. Fake time,
-// in-memory connections.
-//
-// A server goroutine blocked on a lock that a rollout holds while it waits
-// for its client would stop the bubble (a mutex wait is not durably
-// blocking, so synctest.Wait would not return), so the bubble runs on its
-// own goroutine under a real-time watchdog, and the test then fails rather
-// than hangs.
-func TestFloodToNonReadingClient(t *testing.T) {
-	t.Parallel()
-	var stage atomic.Pointer[string]
-	starting := "starting the bubble"
-	stage.Store(&starting)
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		synctest.Test(t, func(t *testing.T) { floodNonReading(t, &stage) })
-	}()
-	select {
-	case <-finished:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the bubble is stuck (its goroutines leak) at: %s", *stage.Load())
-	}
-}
-
-func floodNonReading(t *testing.T, stage *atomic.Pointer[string]) {
-	at := func(s string) { stage.Store(&s) }
-	at("starting the server")
-	p := newPipeHarness(t, runtime.Options{})
-	c := p.dial(t, "")
-	at("creating the response")
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false,
-		"input": script([][]dcall{{{"grep", floodArgs}}})}))
-	events := [][]byte{c.recv(t)}
-	id := respID(t, events[0])
-	at("not reading while the rollout runs: it must not wait for the client")
-	synctest.Wait()
-	start := time.Now()
-	at("sending response.cancel")
-	c.send(t, refEv("response.cancel", id, ""))
-	synctest.Wait()
-	at("reading the whole stream")
-	var args strings.Builder
-	deltas := 0
-	for {
-		b := recvWithin(t, c, time.Second)
-		e := decodeEv(t, b)
-		if e.Type == "error" {
-			break // the cancel's answer: the response had already ended
-		}
-		events = append(events, b)
-		if e.Type == "response.function_call_arguments.delta" {
-			args.WriteString(e.Delta)
-			deltas++
-		}
-		if e.Type == "response.cancelled" {
-			t.Fatalf("the response was cancelled after %d frames: it waited for the client instead of running to its end", len(events))
-		}
-	}
-	checkSeq(t, events)
-	if typ := eventType(t, last(events)); typ != "response.completed" {
-		t.Fatalf("the stream ends with %s", typ)
-	}
-	if args.String() != floodArgs {
-		t.Fatalf("argument deltas join to %d bytes, want the %d of the arguments", args.Len(), len(floodArgs))
-	}
-	if deltas > 16 {
-		t.Fatalf("%d argument delta frames for a client that read nothing: want them merged into a few", deltas)
-	}
-	if elapsed := time.Since(start); elapsed > 0 {
-		t.Fatalf("%v of fake time passed: something waited on a timer", elapsed)
-	}
-	at("a create after the flood")
-	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "hello"}))
-	if evs := c.next(t); eventType(t, last(evs)) != "response.completed" {
-		t.Fatalf("next create: %s", last(evs))
-	}
-	at("shutting down")
 }
