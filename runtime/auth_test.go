@@ -376,7 +376,7 @@ func TestTenantInFlightConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := &gatedSampler{inner: sampler.NewScripted(r, sampler.Pacing{}), entered: make(chan struct{}, creates), open: make(chan struct{})}
+	gate := &gatedSampler{inner: sampler.NewScripted(r, sampler.Timing{}), entered: make(chan struct{}, creates), open: make(chan struct{})}
 	keys := new(runtime.Keys)
 	keys.Store(map[string]string{"sk-alice": "alice"})
 	h := newHarness(t, runtime.Options{Keys: keys, TenantInFlight: limit, Renderer: r, Models: map[string]runtime.Sampler{"gated": gate}})

@@ -430,7 +430,7 @@ func TestChatSamplerErrors(t *testing.T) {
 func TestChatClientGone(t *testing.T) {
 	t.Parallel()
 	cancelled := make(chan error, 1)
-	scripted := sampler.NewScripted(renderer(t), sampler.Pacing{TPS: 10})
+	scripted := sampler.NewScripted(renderer(t), sampler.Timing{TPS: 10})
 	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{
 		"slow": samplerFunc(func(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
 			res, err := scripted.Sample(ctx, req, emit)

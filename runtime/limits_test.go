@@ -59,8 +59,8 @@ func biSlow(t testing.TB, opts runtime.Options) *harness {
 	}
 	opts.Renderer = r
 	opts.Models = map[string]runtime.Sampler{
-		biModel: sampler.NewScripted(r, sampler.Pacing{}),
-		"slow":  sampler.NewScripted(r, sampler.Pacing{TPS: 200}),
+		biModel: sampler.NewScripted(r, sampler.Timing{}),
+		"slow":  sampler.NewScripted(r, sampler.Timing{TPS: 200}),
 	}
 	return newHarness(t, opts)
 }

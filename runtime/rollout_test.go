@@ -111,7 +111,7 @@ func (s *startRecorder) Sample(ctx context.Context, req *sampler.Request, emit f
 // beside the API would.
 func TestModelStartsWhenPromptReady(t *testing.T) {
 	r := renderer(t)
-	rec := &startRecorder{Sampler: sampler.NewScripted(r, sampler.Pacing{})}
+	rec := &startRecorder{Sampler: sampler.NewScripted(r, sampler.Timing{})}
 	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"rec": rec}})
 	c := h.dial(t, nil)
 	before := time.Now()
@@ -151,7 +151,7 @@ func TestSamplerPanic(t *testing.T) {
 	r := renderer(t)
 	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{
 		"panics":          panicSampler{},
-		"tether-scripted": sampler.NewScripted(r, sampler.Pacing{}),
+		"tether-scripted": sampler.NewScripted(r, sampler.Timing{}),
 	}})
 	for _, suspend := range []bool{false, true} {
 		t.Run(fmt.Sprintf("suspend=%v", suspend), func(t *testing.T) {

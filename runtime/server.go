@@ -332,7 +332,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.models = opts.Models
 	if s.models == nil {
-		s.models = map[string]Sampler{"tether-scripted": sampler.NewScripted(s.renderer, sampler.Pacing{})}
+		s.models = map[string]Sampler{"tether-scripted": sampler.NewScripted(s.renderer, sampler.Timing{})}
 	}
 	inner := opts.Store
 	if inner == nil {

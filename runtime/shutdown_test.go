@@ -36,7 +36,7 @@ func TestShutdownTellsEveryone(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		opts := slowModel(t) // "slow": 50 tokens a second
-		opts.Models["slower"] = sampler.NewScripted(opts.Renderer, sampler.Pacing{TPS: 5})
+		opts.Models["slower"] = sampler.NewScripted(opts.Renderer, sampler.Timing{TPS: 5})
 		opts.DrainTimeout = 3 * time.Second
 		opts.ResumeWindow = time.Minute
 		p := newPipeHarness(t, opts)

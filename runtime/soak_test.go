@@ -46,7 +46,7 @@ func TestFaultSoak(t *testing.T) {
 	}
 	// The model's prefix cache kept small: it grows to its bound by design,
 	// which is not the growth this looks for.
-	scripted := sampler.NewScripted(renderer(t), sampler.Pacing{})
+	scripted := sampler.NewScripted(renderer(t), sampler.Timing{})
 	scripted.Cache().Configure(sampler.PrefixCacheOptions{MaxTokens: 1 << 16, MaxConversations: 16})
 	h := newHarness(t, runtime.Options{Renderer: renderer(t), ResumeWindow: time.Minute, WriteTimeout: time.Second,
 		Models: map[string]runtime.Sampler{"tether-scripted": scripted}})

@@ -193,9 +193,9 @@ func TestSuspendedCreateAfterAppendQueues(t *testing.T) {
 		// parked on that step, the rollout would refuse it, as it should.
 		// That step starts after the window under test.
 		r := renderer(t)
-		held := &holdSecondStep{Sampler: sampler.NewScripted(r, sampler.Pacing{})}
+		held := &holdSecondStep{Sampler: sampler.NewScripted(r, sampler.Timing{})}
 		h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{
-			"tether-scripted": sampler.NewScripted(r, sampler.Pacing{}),
+			"tether-scripted": sampler.NewScripted(r, sampler.Timing{}),
 			"held":            held,
 		}})
 		var failures []string

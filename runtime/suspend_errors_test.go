@@ -13,8 +13,8 @@ import (
 func slowModel(tb testing.TB) runtime.Options {
 	r := renderer(tb)
 	return runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{
-		"tether-scripted": sampler.NewScripted(r, sampler.Pacing{}),
-		"slow":            sampler.NewScripted(r, sampler.Pacing{TPS: 50}),
+		"tether-scripted": sampler.NewScripted(r, sampler.Timing{}),
+		"slow":            sampler.NewScripted(r, sampler.Timing{TPS: 50}),
 	}}
 }
 

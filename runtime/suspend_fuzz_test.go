@@ -102,8 +102,8 @@ func runFuzzSession(t *testing.T, data []byte) {
 	f.p = newPipeHarness(t, runtime.Options{Renderer: r, SuspendTimeout: fzSuspendLimit, ResumeWindow: fzResumeWindow,
 		HostedTools: []runtime.Tool{websearch.New(fakeTimeSearcher{})},
 		Models: map[string]runtime.Sampler{
-			"tether-scripted": sampler.NewScripted(r, sampler.Pacing{}),
-			"slow":            sampler.NewScripted(r, sampler.Pacing{TPS: 50}),
+			"tether-scripted": sampler.NewScripted(r, sampler.Timing{}),
+			"slow":            sampler.NewScripted(r, sampler.Timing{TPS: 50}),
 		}})
 	f.dial()
 	for ops := 0; f.i < len(f.data) && ops < fzMaxOps; ops++ {

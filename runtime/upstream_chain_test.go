@@ -41,7 +41,7 @@ func newUpstream(t *testing.T, cfg sampler.UpstreamConfig) *sampler.Upstream {
 // remote models through B's scripted model, plus extra models.
 func newChain(t *testing.T, b *harness, opts runtime.Options, extra map[string]runtime.Sampler) *harness {
 	t.Helper()
-	models := map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Pacing{})}
+	models := map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{})}
 	for name, api := range remoteModels {
 		models[name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: b.base, API: api, Model: "tether-scripted", APIKey: "sk-test"})
 	}
@@ -298,7 +298,7 @@ func TestUpstreamChainErrors(t *testing.T) {
 func TestUpstreamChainTimeoutAndUnreachable(t *testing.T) {
 	t.Parallel()
 	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true,
-		Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Pacing{TTFT: time.Minute})}})
+		Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{TTFT: time.Minute})}})
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	extra := map[string]runtime.Sampler{}
@@ -331,7 +331,7 @@ func TestUpstreamChainTimeoutAndUnreachable(t *testing.T) {
 func TestUpstreamChainCancel(t *testing.T) {
 	t.Parallel()
 	srv, err := runtime.NewServer(runtime.Options{Renderer: renderer(t),
-		Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Pacing{TPS: 10})}})
+		Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{TPS: 10})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestUpstreamChainCancel(t *testing.T) {
 func TestUpstreamDeltasMatchScripted(t *testing.T) {
 	t.Parallel()
 	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
-	local := sampler.NewScripted(renderer(t), sampler.Pacing{})
+	local := sampler.NewScripted(renderer(t), sampler.Timing{})
 	req := func(input string, max int) *sampler.Request {
 		body, _ := json.Marshal(map[string]any{"model": "tether-scripted", "input": input, "tools": []any{weatherToolJSON}})
 		cr, perr := protocol.DecodeCreateRequest(body)

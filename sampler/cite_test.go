@@ -29,7 +29,7 @@ func TestCitesWebSearch(t *testing.T) {
 	}
 	var text strings.Builder
 	var cites []protocol.Annotation
-	_, err = sampler.NewScripted(r, sampler.Pacing{}).Sample(context.Background(), &sampler.Request{Items: items}, func(d sampler.Delta) {
+	_, err = sampler.NewScripted(r, sampler.Timing{}).Sample(context.Background(), &sampler.Request{Items: items}, func(d sampler.Delta) {
 		switch d.Kind {
 		case sampler.TextDelta:
 			text.WriteString(d.Text)
@@ -71,7 +71,7 @@ func TestSearchOnlyStep(t *testing.T) {
 	}
 	next := func() []string {
 		var calls []string
-		sampler.NewScripted(r, sampler.Pacing{}).Sample(context.Background(), &sampler.Request{Items: items}, func(d sampler.Delta) {
+		sampler.NewScripted(r, sampler.Timing{}).Sample(context.Background(), &sampler.Request{Items: items}, func(d sampler.Delta) {
 			if d.Kind == sampler.CallStart {
 				calls = append(calls, d.Name)
 			}

@@ -19,7 +19,7 @@ func ExampleScripted() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	model := sampler.NewScripted(r, sampler.Pacing{}) // unpaced
+	model := sampler.NewScripted(r, sampler.Timing{}) // unpaced
 	req := &sampler.Request{
 		Model: sampler.ScriptedModel,
 		Items: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{

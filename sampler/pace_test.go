@@ -31,15 +31,15 @@ func TestPacing(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		pace      Pacing
+		pace      Timing
 		tokens    int
 		wantTotal time.Duration
 	}{
-		{"1000 TPS, 50ms TTFT", Pacing{TPS: 1000, TTFT: 50 * time.Millisecond}, 100, 50*time.Millisecond + 99*time.Millisecond},
-		{"TTFT only", Pacing{TTFT: 30 * time.Millisecond}, 100, 30 * time.Millisecond},
-		{"TPS only", Pacing{TPS: 100}, 20, 190 * time.Millisecond},
-		{"fractional rate", Pacing{TPS: 3}, 4, time.Second},
-		{"unpaced", Pacing{}, 100, 0},
+		{"1000 TPS, 50ms TTFT", Timing{TPS: 1000, TTFT: 50 * time.Millisecond}, 100, 50*time.Millisecond + 99*time.Millisecond},
+		{"TTFT only", Timing{TTFT: 30 * time.Millisecond}, 100, 30 * time.Millisecond},
+		{"TPS only", Timing{TPS: 100}, 20, 190 * time.Millisecond},
+		{"fractional rate", Timing{TPS: 3}, 4, time.Second},
+		{"unpaced", Timing{}, 100, 0},
 	}
 	r := renderer(t)
 	for _, tt := range tests {
@@ -68,7 +68,7 @@ func TestPacing(t *testing.T) {
 func TestPacingNoDrift(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s := NewScripted(renderer(t), Pacing{TPS: 1000, TTFT: 50 * time.Millisecond})
+		s := NewScripted(renderer(t), Timing{TPS: 1000, TTFT: 50 * time.Millisecond})
 		stall := func(i int) {
 			if i == 0 {
 				time.Sleep(5500 * time.Microsecond) // fake time: the bubble's clock
@@ -98,7 +98,7 @@ func TestPacingNoDrift(t *testing.T) {
 func TestPacingFromStart(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s := NewScripted(renderer(t), Pacing{TPS: 1000, TTFT: 50 * time.Millisecond})
+		s := NewScripted(renderer(t), Timing{TPS: 1000, TTFT: 50 * time.Millisecond})
 		req := longRequest(10)
 		req.Start = time.Now()
 		time.Sleep(20 * time.Millisecond) // the server's work before it samples, in the bubble's fake time
@@ -131,7 +131,7 @@ func TestPacingCancel(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
 				defer cancel()
-				s := NewScripted(r, Pacing{TPS: 1000, TTFT: 50 * time.Millisecond})
+				s := NewScripted(r, Timing{TPS: 1000, TTFT: 50 * time.Millisecond})
 				times, total, res, err := tokenTimes(t, s, ctx, longRequest(0), nil)
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("err %v, want DeadlineExceeded", err)

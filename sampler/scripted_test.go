@@ -158,7 +158,7 @@ func TestStepProgression(t *testing.T) {
 			wantText:  "a returned: out-a",
 		},
 	}
-	s := NewScripted(renderer(t), Pacing{})
+	s := NewScripted(renderer(t), Timing{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -252,7 +252,7 @@ func TestPolicyCalls(t *testing.T) {
 		{"after the output", answered, []protocol.Tool{a, b}, protocol.ToolChoice{}, "", ""},
 		{"forced after the output", answered, []protocol.Tool{a, b}, protocol.ToolChoice{Mode: "required", Function: "a"}, "", ""},
 	}
-	s := NewScripted(renderer(t), Pacing{})
+	s := NewScripted(renderer(t), Timing{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -301,7 +301,7 @@ func TestTextAnswers(t *testing.T) {
 			Parts: protocol.Contents{&protocol.InputText{Text: "see "}, &protocol.InputImage{}}}}}, "shot returned: see [image]"},
 	}
 	r := renderer(t)
-	s := NewScripted(r, Pacing{})
+	s := NewScripted(r, Timing{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -340,9 +340,9 @@ func TestDeterminism(t *testing.T) {
 	for name, req := range reqs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			first, _ := sample(t, NewScripted(r1, Pacing{}), req)
+			first, _ := sample(t, NewScripted(r1, Timing{}), req)
 			for range 5 {
-				again, _ := sample(t, NewScripted(r2, Pacing{}), req)
+				again, _ := sample(t, NewScripted(r2, Timing{}), req)
 				if !reflect.DeepEqual(first, again) {
 					t.Fatalf("same request, different deltas:\n%+v\n%+v", first, again)
 				}
@@ -354,7 +354,7 @@ func TestDeterminism(t *testing.T) {
 func TestMaxOutputTokens(t *testing.T) {
 	t.Parallel()
 	r := renderer(t)
-	s := NewScripted(r, Pacing{})
+	s := NewScripted(r, Timing{})
 	argsA := `{"text":"the quick brown fox jumps over the lazy dog"}`
 	nA, nB := r.Count(argsA), r.Count("{}")
 	parallel := protocol.Items{userMsg("call: a " + argsA + " | b")}
@@ -407,7 +407,7 @@ func longRequest(limit int) *Request {
 
 func TestCancelUnpaced(t *testing.T) {
 	t.Parallel()
-	s := NewScripted(renderer(t), Pacing{})
+	s := NewScripted(renderer(t), Timing{})
 	t.Run("before start", func(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -440,7 +440,7 @@ func TestCancelUnpaced(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := NewScripted(renderer(t), Pacing{TTFT: time.Hour, TPS: 1}).Sample(ctx, longRequest(0), func(Delta) {})
+		_, err := NewScripted(renderer(t), Timing{TTFT: time.Hour, TPS: 1}).Sample(ctx, longRequest(0), func(Delta) {})
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 			t.Fatalf("err %v after %v", err, time.Since(start))
 		}

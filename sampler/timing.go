@@ -26,9 +26,6 @@ type Timing struct {
 	PrefillRate float64       // uncached prompt tokens per second; 0 = free
 }
 
-// Pacing is another name for Timing; the two are the same type.
-type Pacing = Timing
-
 // Paced reports whether any sample can wait: false for the zero Timing.
 func (t Timing) Paced() bool {
 	return t.TTFT > 0 || finiteRate(t.TPS) || finiteRate(t.PrefillRate)
