@@ -42,19 +42,21 @@
 //
 // # A suspended rollout's life
 //
-// A suspension owns a suspended rollout's state; sessions ask it. Its state
-// is one of running, parked, ended, settled, expired, and separately it is
-// attached to one connection or detached:
+// A suspension owns a suspended rollout's state; sessions ask it. Every
+// event is decided by the suspension from one table (suspRules in
+// suspension.go, with decide judging who sent it), and its refusals are
+// built there. Its state is one of running, pausing, parked, ended, settled,
+// expired; separately it is attached to one connection (live, or replaying:
+// a resuming connection catching up from the replay log, while new frames
+// wait in the log) or detached:
 //
-//	           last call of a step registers;
-//	           its response.done goes out
-//	running ---------------------------------> parked
-//	   ^   <---------------------------------   |
-//	   |     the last pending call gets its     |
-//	   |     output (response.append)           |
-//	   |                                        |
-//	   |  cancel, SuspendTimeout: aborted, runs to its end
-//	   +----------------------------------------+
+//	         the loop waits on the            the pause's response.done goes
+//	         step's client calls              out (after the step's held
+//	running ----------------------> pausing   output_item.done events) ----> parked
+//	   ^  ^                            |                                       |
+//	   |  +---- cancel, shutdown ------+                                       |
+//	   +---------- the last pending call gets its output (response.append) ----+
+//	   +---------- cancel, SuspendTimeout, shutdown: aborted, runs to its end -+
 //	   |
 //	   v  run returns (terminal frame held)
 //	 ended --- its connection takes the result ---> settled
@@ -64,35 +66,40 @@
 //	attached --- response.resume from another connection (takeover) ---> attached there
 //
 // What each event does, by state (every other combination is refused with
-// the code shown, and the connection stays usable):
+// the code shown, and the connection stays usable; TestSuspensionRules
+// checks every pair):
 //
 //   - response.append, from the attached connection on the rollout's lane:
 //     parked: delivers (the rollout is running again the moment the last
-//     pending call has its output); running: response_not_suspended;
-//     ended, settled, expired, other connection: response_not_found; other
-//     lane: stream_id_mismatch.
+//     pending call has its output); running or pausing:
+//     response_not_suspended; ended, settled, expired, other connection:
+//     response_not_found; other lane: stream_id_mismatch.
 //   - response.create on the lane: refused with stream_suspended while
-//     parked; otherwise it queues behind the rollout (FIFO).
-//   - response.cancel: running or parked: the rollout ends cancelled.
+//     parked on this connection; otherwise it queues behind the rollout
+//     (FIFO).
+//   - response.cancel: running, pausing or parked: the rollout ends
+//     cancelled.
 //   - response.fork, from the attached connection on the rollout's lane:
 //     parked, no output of the pause appended and no hosted call of the step
 //     still running: the state at the pause is taken (fork.go) and each lane
 //     named gets, in its turn, a new suspended rollout parked on the same
 //     calls; otherwise response_not_suspended.
 //   - response.resume, same credentials, from a connection it is not
-//     attached to: running, parked or ended: attaches, replays what the
-//     client missed (the pending response.done again when parked), and the
-//     lane follows it; settled: its tail (tail.go) is read back, for the
-//     resume window, in case the connection that settled it was dying;
+//     attached to: running, pausing, parked or ended: attaches, replays
+//     what the client missed (the pending response.done again when parked),
+//     and the lane follows it; settled: its tail (tail.go) is read back, for
+//     the resume window, in case the connection that settled it was dying;
 //     expired: response_not_found.
 //   - connection drops: attached becomes detached and the resume window
-//     starts; its frames go to the replay log meanwhile.
+//     starts (not once settled or expired, nor at shutdown); its frames go
+//     to the replay log meanwhile.
+//   - SuspendTimeout, while parked: the rollout fails (client_tool_timeout).
 //   - run returns: ended; the connection it is attached to settles it
 //     (caches its conversation, sends its terminal frame). Ended while
 //     detached, it waits for a resume, or expires.
-//   - Shutdown: after the drain (shutdown.go), running or parked, the
-//     rollout fails with server_shutting_down, told to the connection it
-//     is attached to; no window starts.
+//   - Shutdown: after the drain (shutdown.go), running, pausing or parked,
+//     the rollout fails with server_shutting_down, told to the connection
+//     it is attached to; no window starts.
 //
 // # Locks
 //
