@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/tether-run/tether/protocol"
@@ -32,6 +33,16 @@ var (
 	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
 	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
 )
+
+// errSettledTool is a restored step's hosted call run again, which restore
+// never does: its result came with the pause.
+var errSettledTool = errors.New("runtime: a settled call's tool was called again")
+
+// errPauseUnreadable is a pause state this server does not read: another
+// version of the form, or one whose parts do not fit together.
+func errPauseUnreadable(version int) error {
+	return fmt.Errorf("runtime: a suspended rollout's state (version %d) that this server cannot read (it reads version %d, whole)", version, pauseVersion)
+}
 
 // errChainTooLong ends a store load that never reaches the first response.
 var errChainTooLong = errors.New("runtime: response chain too long or cyclic")

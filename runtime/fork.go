@@ -1,16 +1,13 @@
 package runtime
 
 import (
-	"context"
-	"slices"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
-	"github.com/tether-run/tether/sampler"
 )
 
 // Forking a parked suspended rollout (response.fork): the rollout's state
-// at its pause, taken at once, becomes new rollouts, one per lane named,
+// at its pause (pauseState), taken at once, becomes new rollouts, one per lane named,
 // each parked on the same client calls, each answered and run on its own.
 // What they share is shared, not copied: the rendered prompt is persistent
 // (sampler.Prompt), so every fork's prompt is the original's plus its own
@@ -18,99 +15,18 @@ import (
 // items themselves are shared by pointer (a fork copies the list of them,
 // a few hundred pointers, and appends its own).
 
-// forkPoint is a parked rollout's state at its pause: what a fork starts
-// from. It is immutable once taken; every fork of it copies what it will
-// change.
-type forkPoint struct {
-	from         *rollout // its fields set by prepare, which never change
-	items        protocol.Items
-	prompt       *sampler.Prompt
-	rendered     int
-	usage        protocol.Usage
-	steps        int
-	stepAt       int
-	approvedFrom int
-	calls        []stepCall
-	results      []protocol.Item // the hosted calls' results; the client's calls are nil
-	resp         protocol.Response
-}
-
-// forkPoint takes the rollout's state at its pause. The caller holds the
-// suspension's lock, having checked that the rollout is parked, and the
-// rollout's (the loop waits in park, and the step's hosted calls, which
-// write under it, must all be done).
-func (r *rollout) forkPointLocked() (*forkPoint, *protocol.Error) {
-	for i, c := range r.calls {
-		if _, ok := c.tool.(parker); !ok && !r.settled[i] {
-			return nil, errForkHostedRunning(r.resp.ID, c.call.Name)
-		}
+// forkRollout is a fork of the pause ps, a new response on lane created at
+// created (Unix seconds): ps restored under a new id, its own suspension
+// answering the paused calls.
+func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollout, *protocol.Error) {
+	r, perr := s.restore(ps, lane)
+	if perr != nil {
+		return nil, perr
 	}
-	fp := &forkPoint{from: r, items: slices.Clip(r.items), prompt: r.prompt, rendered: r.rendered, usage: r.usage,
-		steps: r.steps, stepAt: r.stepAt, approvedFrom: r.approvedFrom, results: slices.Clone(r.results), resp: *r.resp}
-	fp.resp.Output = slices.Clip(r.resp.Output)
-	for _, c := range r.calls {
-		fp.calls = append(fp.calls, *c)
-	}
-	return fp, nil
-}
-
-// rollout is a fork of the point, a new response on lane created at
-// created (Unix seconds); run starts it parked on the step's client calls.
-func (fp *forkPoint) rollout(lane string, created int64) *rollout {
-	from := fp.from
-	// Copy on write: the fork shares the point's items and output, clipped,
-	// so that its first append copies them into arrays of its own; nothing
-	// writes them in place once the step's hosted calls are settled (a
-	// client's output never replaces its call's item: settleCall).
-	r := &rollout{srv: from.srv, req: from.req, model: from.model, lane: lane, tenant: from.tenant, base: from.base,
-		chain: from.chain, header: from.header, hosted: from.hosted, path: from.path, routed: true,
-		items: fp.items, prompt: fp.prompt, rendered: fp.rendered, usage: fp.usage,
-		steps: fp.steps, stepAt: fp.stepAt, fork: fp,
-		tools: from.tools, approvedFrom: fp.approvedFrom}
-	for label, s := range from.mcp {
-		// The fork's own session with each server: the original's ends
-		// with it.
-		if r.mcp == nil {
-			r.mcp = make(map[string]*mcpServer, len(from.mcp))
-		}
-		r.mcp[label] = &mcpServer{def: s.def, client: s.client, conns: s.conns, tools: s.tools}
-	}
+	parent := ps.Response.ID
+	r.resp.ID, r.resp.CreatedAt, r.resp.ForkedFrom = newID("resp"), created, &parent
 	r.path.State = stateFork
-	resp := fp.resp
-	parent := fp.resp.ID
-	resp.ID, resp.CreatedAt, resp.ForkedFrom = newID("resp"), created, &parent
-	resp.Output = fp.resp.Output // clipped by forkPointLocked
-	resp.Status, resp.RequiredAction, resp.OutputOffset = protocol.ResponseInProgress, nil, nil
-	r.resp = &resp
-	r.order.doneNext = len(resp.Output) // every earlier item's done event went out before the pause
-	return r
-}
-
-// resumeFork runs the rest of the forked step: the fork parks on the
-// step's client calls (its own pause, response.done, listing them), takes
-// the outputs its client appends, and ends the step as the original would
-// have.
-func (r *rollout) resumeFork(ctx context.Context) (open bool, err error) {
-	t0 := r.srv.now()
-	fp := r.fork
-	r.calls = make([]*stepCall, len(fp.calls))
-	var parked []int
-	for i := range fp.calls {
-		c := fp.calls[i]
-		if _, ok := c.tool.(parker); ok {
-			c.tool = r.client // the fork's own suspension answers it
-			parked = append(parked, i)
-		}
-		r.calls[i] = &c
-	}
-	r.mu.Lock()
-	r.results, r.settled = slices.Clone(fp.results), make([]bool, len(fp.calls))
-	r.mu.Unlock()
-	beginStep(r.calls)
-	if len(parked) > 0 {
-		err = r.answerParked(ctx, parked)
-	}
-	return r.endStep(t0, err)
+	return r, nil
 }
 
 // fork handles response.fork: it takes the parked rollout's state now and
@@ -148,12 +64,12 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	case sp == nil:
 		return errNoSuspended(ev.ResponseID)
 	}
-	fp, perr := sp.forkPoint(owner, from)
+	ps, perr := sp.pause(owner, from)
 	if perr != nil {
 		return perr
 	}
 	for _, id := range lanes {
-		sess.admit(id, &job{fork: fp, received: received}, func(ln *lane) *protocol.Error {
+		sess.admit(id, &job{fork: ps, received: received}, func(ln *lane) *protocol.Error {
 			if ln.sp != nil {
 				return ln.sp.queueRefusal(sess, true)
 			}
@@ -165,8 +81,12 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 
 // forkOn runs a fork job: a new suspended rollout on ln, from the point.
 func (sess *session) forkOn(ln *lane, j *job) (last []byte) {
-	ro := j.fork.rollout(ln.id, sess.srv.now().Unix())
+	ro, perr := sess.srv.forkRollout(j.fork, ln.id, sess.srv.now().Unix())
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
 	ro.path.Transport = sess.transport
+	ro.onConnection(&sess.scope.mcp)
 	ro.start = j.received
 	return sess.runSuspended(ln, ro, nil)
 }

@@ -10,9 +10,9 @@ import (
 // where its parent state came from. Observers label what they record with
 // it, and an ablation checks by it that each mode took its own path.
 type ServePath struct {
-	Transport string // "http", "ws" or "wt" (WebTransport)
-	Design    string // "stateless", "chained", "turns" or "suspend"
-	State     string // "none" (no parent), "cache" (the connection's), "store", "fork"
+	Transport string `json:"transport"` // "http", "ws" or "wt" (WebTransport)
+	Design    string `json:"design"`    // "stateless", "chained", "turns" or "suspend"
+	State     string `json:"state"`     // "none" (no parent), "cache" (the connection's), "store", "fork"
 }
 
 // The values of ServePath's fields.

@@ -56,7 +56,7 @@ type rollout struct {
 	calls        []*stepCall     // the current step's tool calls
 	tools        []protocol.Tool // what the model is offered: the request's tools, MCP servers as namespaces; nil until listed
 	approvedFrom int             // items before it have been looked at for MCP approvals
-	fork         *forkPoint      // set on a fork: run starts parked on the step's client calls
+	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
 	open         protocol.Item
 	openText     strings.Builder
 	openCall     *stepCall // non-nil while a call's arguments stream
@@ -152,17 +152,8 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 			return nil, perr
 		}
 	}
-	r.hosted = make(map[string]Tool)
-	for i, t := range req.Tools {
-		if protocol.RunnerOf(t) != protocol.RunsHosted || t.Type == protocol.ToolMCP {
-			continue
-		}
-		h, ok := s.hosted[t.Type.Canonical()]
-		if !ok {
-			return nil, protocol.Invalid(protocol.CodeToolNotAvailable, indexParam("tools", i)+".type",
-				"The hosted tool '%s' is not available on this server (an embedding program enables it with a %s tool in Options.HostedTools; tether serve always has it).", t.Type, t.Type.Canonical())
-		}
-		r.hosted[string(t.Type.Canonical())] = h
+	if r.hosted, perr = s.hostedTools(req); perr != nil {
+		return nil, perr
 	}
 	if perr := s.prepareMCP(r); perr != nil {
 		return nil, perr
@@ -217,6 +208,24 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	r.resp = s.newResponse(req, parent)
 	r.client = openCalls{}
 	return r, nil
+}
+
+// hostedTools are the hosted tools req offers, by call name, or the error
+// for one this server does not have.
+func (s *Server) hostedTools(req *protocol.CreateRequest) (map[string]Tool, *protocol.Error) {
+	hosted := make(map[string]Tool)
+	for i, t := range req.Tools {
+		if protocol.RunnerOf(t) != protocol.RunsHosted || t.Type == protocol.ToolMCP {
+			continue
+		}
+		h, ok := s.hosted[t.Type.Canonical()]
+		if !ok {
+			return nil, protocol.Invalid(protocol.CodeToolNotAvailable, indexParam("tools", i)+".type",
+				"The hosted tool '%s' is not available on this server (an embedding program enables it with a %s tool in Options.HostedTools; tether serve always has it).", t.Type, t.Type.Canonical())
+		}
+		hosted[string(t.Type.Canonical())] = h
+	}
+	return hosted, nil
 }
 
 func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) *protocol.Response {
@@ -326,12 +335,12 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.out.flush = r.flushDelta
 	r.srv.hooks.PreInference(ctx, r.path, r.routed, &r.tm)
 	switch {
-	case r.fork != nil:
+	case r.paused != nil:
 		// A fork's beginning shows the forked step's items alone, as a
 		// pause does: the client has the earlier ones from the original.
 		r.emitStepView(protocol.EventCreated)
 		r.emitStepView(protocol.EventInProgress)
-		if open, err := r.resumeFork(ctx); err != nil || open {
+		if open, err := r.resumePaused(ctx); err != nil || open {
 			return r.finish(ctx, sampler.Result{}, err)
 		}
 	case !r.req.Generating():

@@ -95,7 +95,7 @@ type job struct {
 	decodeUS int64       // microseconds spent decoding the frame
 	bytes    int         // a create's frame size, on the connection's ConnBytes account
 	resume   *suspension // response.resume: reattach this suspended rollout
-	fork     *forkPoint  // response.fork: a fork of a parked rollout from this point
+	fork     *pauseState // response.fork: a fork of a parked rollout from this pause
 	tail     *tail       // response.resume of one that has ended: read its tail back
 	after    *int        // the last sequence_number the resuming client received
 }

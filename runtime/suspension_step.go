@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -102,7 +103,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		// resume replays that pause, so once sent these are not kept for
 		// one (64 forks hold 64 fewer pairs of step views). Not sent, the
 		// log keeps them: the client learns the fork's id from them.
-		if sp.ro.fork != nil && !sp.paused && sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+		if sp.ro.paused != nil && !sp.paused && sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
 			sp.sent = f.seq
 			return nil
 		}
@@ -261,11 +262,11 @@ func (sp *suspension) cancel(sess *session, lane string) *protocol.Error {
 	return nil
 }
 
-// forkPoint takes the rollout's state for response.fork from sess on lane:
-// it must report there, be parked on its client's calls, and have none of
-// them answered yet (a fork starts from the pause, and appends its own).
-// The rollout's lock is taken first, as the lock order says.
-func (sp *suspension) forkPoint(sess *session, lane string) (*forkPoint, *protocol.Error) {
+// pause takes the rollout's state at its pause for response.fork from sess
+// on lane: it must report there, be parked on its client's calls, and have
+// none of them answered yet (a fork starts from the pause, and appends its
+// own). The rollout's lock is taken first, as the lock order says.
+func (sp *suspension) pause(sess *session, lane string) (*pauseState, *protocol.Error) {
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
 	sp.mu.Lock()
@@ -276,5 +277,10 @@ func (sp *suspension) forkPoint(sess *session, lane string) (*forkPoint, *protoc
 	if sp.left != len(sp.step) {
 		return nil, errForkAppended(sp.id)
 	}
-	return sp.ro.forkPointLocked()
+	ps, perr := sp.ro.pauseStateLocked()
+	if perr != nil {
+		return nil, perr
+	}
+	ps.Creds, ps.Answered = sp.creds, maps.Clone(sp.answered)
+	return ps, nil
 }
