@@ -53,13 +53,13 @@
 //	   |     the last pending call gets its     |
 //	   |     output (response.append)           |
 //	   |                                        |
-//	   |  cancel, SuspendTimeout: aborted, runs to its end
+//	   |  cancel, Suspension.Timeout: aborted, runs to its end
 //	   +----------------------------------------+
 //	   |
 //	   v  run returns (terminal frame held)
 //	 ended --- its connection takes the result ---> settled
 //
-//	attached --- connection drops ---> detached --- ResumeWindow ---> expired
+//	attached --- connection drops ---> detached --- Suspension.ResumeWindow ---> expired
 //	attached <-- response.resume -----  detached
 //	attached --- response.resume from another connection (takeover) ---> attached there
 //
@@ -100,7 +100,7 @@
 // encoded under locks and queued without blocking (outbox.put). A rollout
 // never waits for its client at all: while its frames wait for the writer,
 // it merges its text and argument deltas instead (rollout.emitDelta), and a
-// client that falls further behind than SlowClientTimeout is cut
+// client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
 // held. The read loop takes only such locks, so it never waits on a
 // rollout. Lock order, outer
