@@ -121,9 +121,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 	}
 	tenant, ok := k.tenant(r)
 	if !ok {
-		msg := `Incorrect API key provided. Send "Authorization: Bearer KEY" with a key this server was given (--api-keys).`
+		msg := `Incorrect API key provided. Send "Authorization: Bearer KEY" with a key this server was given.`
 		if r.Header.Get("Authorization") == "" {
-			msg = `You didn't provide an API key. Send "Authorization: Bearer KEY" with a key this server was given (--api-keys).`
+			msg = `You didn't provide an API key. Send "Authorization: Bearer KEY" with a key this server was given.`
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
 		writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s", msg))
@@ -141,14 +141,14 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 // empty: an HTTP request, a WebSocket upgrade and a response.create on a
 // WebSocket are each a request.
 func (s *Server) rateLimit(tenant string) *protocol.Error {
-	if s.opts.TenantRPM <= 0 || tenant == "" || s.limiter(tenant).Allow() {
+	if s.opts.Tenant.RPM <= 0 || tenant == "" || s.limiter(tenant).Allow() {
 		return nil
 	}
 	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "",
-		"Your key's tenant made more than %d requests in a minute, its limit on this server (--tenant-rpm). Retry shortly.", s.opts.TenantRPM)
+		"Your key's tenant made more than %d requests in a minute, its limit on this server (Tenant.RPM). Retry shortly.", s.opts.Tenant.RPM)
 }
 
-// admitInFlight takes a place among tenant's TenantInFlight responses for
+// admitInFlight takes a place among tenant's Tenant.InFlight responses for
 // one about to start, or says why there is none. The check and the taking
 // are one step under s.mu, so that creates arriving together cannot all
 // pass the check before any of them is counted. The rollout given the place
@@ -158,9 +158,9 @@ func (s *Server) admitInFlight(tenant string) *protocol.Error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.inFlightBy[tenant]
-	if tenant != "" && n >= s.opts.TenantInFlight {
+	if tenant != "" && n >= s.opts.Tenant.InFlight {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantInFlight, "",
-			"Your key's tenant already has %d responses in progress, its limit on this server (--tenant-inflight). Wait for one to finish.", n)
+			"Your key's tenant already has %d responses in progress, its limit on this server (Tenant.InFlight). Wait for one to finish.", n)
 	}
 	s.inFlightBy[tenant]++
 	return nil
@@ -175,12 +175,12 @@ func (s *Server) releaseInFlight(tenant string) {
 	}
 }
 
-// limiter is tenant's request bucket: TenantRPM requests, refilled at
-// TenantRPM a minute.
+// limiter is tenant's request bucket: Tenant.RPM requests, refilled at
+// Tenant.RPM a minute.
 func (s *Server) limiter(tenant string) *rate.Limiter {
 	if l, ok := s.limiters.Load(tenant); ok {
 		return l.(*rate.Limiter)
 	}
-	l, _ := s.limiters.LoadOrStore(tenant, rate.NewLimiter(rate.Limit(float64(s.opts.TenantRPM)/60), s.opts.TenantRPM))
+	l, _ := s.limiters.LoadOrStore(tenant, rate.NewLimiter(rate.Limit(float64(s.opts.Tenant.RPM)/60), s.opts.Tenant.RPM))
 	return l.(*rate.Limiter)
 }

@@ -203,12 +203,12 @@ func TestTenantsAreApart(t *testing.T) {
 }
 
 // TestTenantSuspendedLimit: one tenant cannot hold more than
-// TenantSuspended suspended rollouts, and the others still get theirs.
+// Tenant.Suspended suspended rollouts, and the others still get theirs.
 func TestTenantSuspendedLimit(t *testing.T) {
 	t.Parallel()
 	keys := new(runtime.Keys)
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
-	h := newHarness(t, runtime.Options{Keys: keys, TenantSuspended: 2})
+	h := newHarness(t, runtime.Options{Keys: keys, Tenant: runtime.TenantLimits{Suspended: 2}})
 	dial := func(key string) *wsConn {
 		c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}))
 		if err != nil {
@@ -238,15 +238,15 @@ func TestTenantSuspendedLimit(t *testing.T) {
 	}
 }
 
-// TestConnectionAndRateLimits: a tenant past TenantConns is refused the
+// TestConnectionAndRateLimits: a tenant past Tenant.Conns is refused the
 // upgrade (429 tenant_connection_limit) while another tenant connects; the
-// server past MaxConnections refuses everyone (503 too_many_connections);
-// a tenant past TenantRPM gets 429 rate_limit_exceeded, the others not.
+// server past Limits.MaxConnections refuses everyone (503 too_many_connections);
+// a tenant past Tenant.RPM gets 429 rate_limit_exceeded, the others not.
 func TestConnectionAndRateLimits(t *testing.T) {
 	t.Parallel()
 	keys := new(runtime.Keys)
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob", "sk-carol": "carol"})
-	h := newHarness(t, runtime.Options{Keys: keys, TenantConns: 2, MaxConnections: 3, TenantRPM: 30})
+	h := newHarness(t, runtime.Options{Keys: keys, Limits: runtime.Limits{MaxConnections: 3}, Tenant: runtime.TenantLimits{Conns: 2, RPM: 30}})
 	dial := func(key string) (*websocket.Conn, int) {
 		c, resp, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}))
 		if err != nil {
@@ -302,14 +302,14 @@ func TestConnectionAndRateLimits(t *testing.T) {
 // TestTenantInFlightAndWebSocketRate: a response.create on a WebSocket is a
 // request of its tenant's --tenant-rpm bucket, refused with
 // rate_limit_exceeded in its lane's order when the bucket is empty; and a
-// tenant with TenantInFlight responses in progress (parked suspended
+// tenant with Tenant.InFlight responses in progress (parked suspended
 // rollouts count) is refused another with tenant_inflight_limit, over
 // WebSocket and HTTP, while another tenant is served.
 func TestTenantInFlightAndWebSocketRate(t *testing.T) {
 	t.Parallel()
 	keys := new(runtime.Keys)
 	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
-	h := newHarness(t, runtime.Options{Keys: keys, TenantInFlight: 2, TenantRPM: 8})
+	h := newHarness(t, runtime.Options{Keys: keys, Tenant: runtime.TenantLimits{InFlight: 2, RPM: 8}})
 	dial := func(key string) *wsConn {
 		c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}))
 		if err != nil {
@@ -365,7 +365,7 @@ func (g *gatedSampler) Sample(ctx context.Context, req *sampler.Request, emit fu
 	return g.inner.Sample(ctx, req, emit)
 }
 
-// TestTenantInFlightConcurrent: TenantInFlight holds when one tenant's
+// TestTenantInFlightConcurrent: Tenant.InFlight holds when one tenant's
 // creates arrive together. Guards the check and the taking of a place being
 // one step: checked first and counted when the rollout began, every create
 // that arrived in between was admitted.
@@ -379,7 +379,7 @@ func TestTenantInFlightConcurrent(t *testing.T) {
 	gate := &gatedSampler{inner: sampler.NewScripted(r, sampler.Timing{}), entered: make(chan struct{}, creates), open: make(chan struct{})}
 	keys := new(runtime.Keys)
 	keys.Store(map[string]string{"sk-alice": "alice"})
-	h := newHarness(t, runtime.Options{Keys: keys, TenantInFlight: limit, Renderer: r, Models: map[string]runtime.Sampler{"gated": gate}})
+	h := newHarness(t, runtime.Options{Keys: keys, Renderer: r, Models: map[string]runtime.Sampler{"gated": gate}, Tenant: runtime.TenantLimits{InFlight: limit}})
 	// A long input: its rendering widens the window between the check and
 	// the rollout's start.
 	body := `{"model":"gated","store":false,"input":"` + strings.Repeat("the quick brown fox jumps over the lazy dog ", 4000) + `"}`
@@ -417,6 +417,6 @@ func TestTenantInFlightConcurrent(t *testing.T) {
 		}
 	}
 	if admitted != limit {
-		t.Errorf("%d of %d concurrent creates admitted with TenantInFlight %d", admitted, creates, limit)
+		t.Errorf("%d of %d concurrent creates admitted with Tenant.InFlight %d", admitted, creates, limit)
 	}
 }

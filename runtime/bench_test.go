@@ -246,7 +246,7 @@ func (n deltaSampler) Sample(ctx context.Context, _ *sampler.Request, emit func(
 // server's and the client's connection's (this process has both).
 // TestParkedRolloutMemory holds the same figures to a bound.
 func BenchmarkParkedRollout(b *testing.B) {
-	h := newHarness(b, runtime.Options{Renderer: renderer(b), MaxSuspended: 1 << 20, MaxConnections: 1 << 20})
+	h := newHarness(b, runtime.Options{Renderer: renderer(b), Limits: runtime.Limits{MaxConnections: 1 << 20}, Suspension: runtime.SuspensionOptions{Max: 1 << 20}})
 	before, goroutines := liveHeap(), goruntime.NumGoroutine()
 	b.ResetTimer()
 	conns := parkRollouts(b, h, b.N)

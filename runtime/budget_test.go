@@ -184,13 +184,13 @@ func TestHostileFramesMemory(t *testing.T) {
 
 func runtimeGC() { goruntime.GC() }
 
-// TestConnectionCacheBytes: past CacheBytes a connection drops the least
+// TestConnectionCacheBytes: past Limits.CacheBytes a connection drops the least
 // recently cached lanes' responses, never the newest: a continuation of a
 // dropped one (store false) gets previous_response_not_found, the newest
 // continues.
 func TestConnectionCacheBytes(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{CacheBytes: 1})
+	h := newHarness(t, runtime.Options{Limits: runtime.Limits{CacheBytes: 1}})
 	c := h.dial(t, nil)
 	ids := map[string]string{}
 	for _, lane := range []string{"a", "b"} {

@@ -20,11 +20,11 @@ type connScope struct {
 	cache      map[string]*conversation // response id -> state, guarded by mu
 	cachedAt   map[string]uint64        // response id -> when it was cached (published), guarded by mu
 	published  uint64                   // responses cached so far, guarded by mu
-	cacheBytes int                      // conversation.bytes of the cache, guarded by mu (CacheBytes)
-	latest     map[*lane][]string       // lane -> ids of its cached responses, oldest first (at most CacheResponses), guarded by mu
+	cacheBytes int                      // conversation.bytes of the cache, guarded by mu (Limits.CacheBytes)
+	latest     map[*lane][]string       // lane -> ids of its cached responses, oldest first (at most Limits.CacheResponses), guarded by mu
 	evicted    map[string]struct{}      // ids a failed continuation evicted, guarded by mu
 	pending    int                      // creates accepted and not finished, guarded by mu
-	inBytes    int                      // the frame bytes of those creates (ConnBytes), guarded by mu
+	inBytes    int                      // the frame bytes of those creates (Limits.ConnBytes), guarded by mu
 	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 	sessions   map[*session]struct{}    // the sessions in the scope (a WebTransport connection's streams), guarded by mu
 
@@ -36,7 +36,7 @@ func (c *connScope) end() { c.mcp.end() }
 
 func newConnScope(opts *Options) *connScope {
 	return &connScope{
-		slots: make(chan struct{}, opts.MaxInFlight),
+		slots: make(chan struct{}, opts.Limits.MaxInFlight),
 		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
 		latest:   make(map[*lane][]string),
 		evicted:  make(map[string]struct{}),
@@ -94,9 +94,9 @@ func (c *connScope) find(id string) (*session, *lane, *rollout, *suspension) {
 func (c *connScope) reserve(size int, opts *Options) *protocol.Error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pending >= opts.MaxQueued {
+	if c.pending >= opts.Limits.MaxQueued {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueFull, "",
-			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", opts.MaxQueued)
+			"This connection already has %d responses running or queued. Wait for one to finish, or open another connection.", opts.Limits.MaxQueued)
 	}
 	if perr := c.overBudgetLocked(size, opts); perr != nil {
 		return perr
@@ -123,9 +123,9 @@ func (c *connScope) overBudget(size int, opts *Options) *protocol.Error {
 }
 
 func (c *connScope) overBudgetLocked(size int, opts *Options) *protocol.Error {
-	if c.inBytes > 0 && c.inBytes+size > opts.ConnBytes {
+	if c.inBytes > 0 && c.inBytes+size > opts.Limits.ConnBytes {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeConnectionBytes, "",
-			"This connection already has %d bytes of requests running or queued, and this one would take it past its limit of %d. Wait for one to finish, or open another connection.", c.inBytes, opts.ConnBytes)
+			"This connection already has %d bytes of requests running or queued, and this one would take it past its limit of %d. Wait for one to finish, or open another connection.", c.inBytes, opts.Limits.ConnBytes)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ type conversation struct {
 }
 
 // bytes estimates what the conversation holds in memory, for the
-// connection's CacheBytes: about 4 bytes of item text and 4 of token per
+// connection's Limits.CacheBytes: about 4 bytes of item text and 4 of token per
 // rendered token. It costs nothing to compute, and conversations of one
 // chain share most of it, so it errs on the safe side.
 func (c *conversation) bytes() int { return 8 * (c.prompt.Len() + len(c.header)) }

@@ -55,13 +55,13 @@
 //	running ----------------------> pausing   output_item.done events) ----> parked
 //	   ^  ^                            |                                       |
 //	   |  +---- cancel, shutdown ------+                                       |
-//	   +---------- the last pending call gets its output (response.append) ----+
-//	   +---------- cancel, SuspendTimeout, shutdown: aborted, runs to its end -+
+//	   +---- the last pending call gets its output (response.append) ---------+
+//	   +---- cancel, Suspension.Timeout, shutdown: aborted, runs to its end ---+
 //	   |
 //	   v  run returns (terminal frame held)
 //	 ended --- its connection takes the result ---> settled
 //
-//	attached --- connection drops ---> detached --- ResumeWindow ---> expired
+//	attached --- connection drops ---> detached --- Suspension.Suspension.ResumeWindow ---> expired
 //	attached <-- response.resume -----  detached
 //	attached --- response.resume from another connection (takeover) ---> attached there
 //
@@ -93,7 +93,7 @@
 //   - connection drops: attached becomes detached and the resume window
 //     starts (not once settled or expired, nor at shutdown); its frames go
 //     to the replay log meanwhile.
-//   - SuspendTimeout, while parked: the rollout fails (client_tool_timeout).
+//   - Suspension.Timeout, while parked: the rollout fails (client_tool_timeout).
 //   - run returns: ended; the connection it is attached to settles it
 //     (caches its conversation, sends its terminal frame). Ended while
 //     detached, it waits for a resume, or expires.
@@ -107,7 +107,7 @@
 // encoded under locks and queued without blocking (outbox.put). A rollout
 // never waits for its client at all: while its frames wait for the writer,
 // it merges its text and argument deltas instead (rollout.emitDelta), and a
-// client that falls further behind than SlowClientTimeout is cut
+// client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
 // held. The read loop takes only such locks, so it never waits on a
 // rollout. Lock order, outer

@@ -29,7 +29,7 @@ var (
 var (
 	errCancelled     = errors.New("runtime: response cancelled by the client")
 	errToolTimeout   = errors.New("runtime: client tool outputs did not arrive in time")
-	errTooManyCalls  = errors.New("runtime: a step made more tool calls than MaxCallsPerStep")
+	errTooManyCalls  = errors.New("runtime: a step made more tool calls than Limits.MaxCallsPerStep")
 	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
 	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
 )

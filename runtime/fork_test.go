@@ -93,7 +93,7 @@ func TestFork(t *testing.T) {
 // nobody resumes them.
 func TestForkCleanup(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), ResumeWindow: 50 * time.Millisecond})
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), Suspension: runtime.SuspensionOptions{ResumeWindow: 50 * time.Millisecond}})
 	c := h.dial(t, nil)
 	l := newLanes(c)
 	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig",
@@ -153,7 +153,7 @@ func TestForkMemory(t *testing.T) {
 // together, and the time per fork.
 func forkMemory(t testing.TB, tokens int) (one, forks int64, perFork time.Duration) {
 	const n = protocol.MaxForks
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), MaxLanes: n + 1, MaxInFlight: n + 1, MaxQueued: 4 * n})
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), Limits: runtime.Limits{MaxLanes: n + 1, MaxInFlight: n + 1, MaxQueued: 4 * n}})
 	c := h.dial(t, nil)
 	defer c.drop()
 	l := newLanes(c)
@@ -205,14 +205,14 @@ func settledHeap() uint64 {
 	return last
 }
 
-// TestCacheResponses: with CacheResponses 3, cached-state turns may branch
+// TestCacheResponses: with Limits.CacheResponses 3, cached-state turns may branch
 // from any of their lane's last three responses, from the connection's
 // cache (store false); the fourth back is gone, as the second back is with
 // the default of 1.
 func TestCacheResponses(t *testing.T) {
 	t.Parallel()
 	for _, keep := range []int{1, 3} {
-		h := newHarness(t, runtime.Options{CacheResponses: keep})
+		h := newHarness(t, runtime.Options{Limits: runtime.Limits{CacheResponses: keep}})
 		c := h.dial(t, nil)
 		turn := func(prev string) []byte {
 			body := map[string]any{"model": "tether-scripted", "store": false, "input": "next"}

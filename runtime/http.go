@@ -35,22 +35,22 @@ func (s *Server) routes() {
 // http.ServeMux does.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-// readBody reads at most MaxFrame bytes of a request body, within
-// BodyTimeout.
+// readBody reads at most Limits.MaxFrame bytes of a request body, within
+// Timeouts.Body.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *protocol.Error) {
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // not every ResponseWriter can: then there is none
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxFrame))
+	rc.SetReadDeadline(time.Now().Add(s.opts.Timeouts.Body)) // not every ResponseWriter can: then there is none
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.Limits.MaxFrame))
 	rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
 		return nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "",
-			"The request body did not arrive within %s.", s.opts.BodyTimeout)
+			"The request body did not arrive within %s.", s.opts.Timeouts.Body)
 	case errors.As(err, &tooBig):
 		return nil, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeRequestTooLarge, "",
-			"The request body exceeds the %d-byte limit of this server (--max-frame).", tooBig.Limit)
+			"The request body exceeds the %d-byte limit of this server (Limits.MaxFrame).", tooBig.Limit)
 	case err != nil:
 		return nil, protocol.Invalid(protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err)
 	}

@@ -122,12 +122,12 @@ func TestLimitInFlight(t *testing.T) {
 	biCompleted(t, c, "lane_00")
 }
 
-// TestLimitQueued sets MaxQueued to 2: a third create while two are accepted
+// TestLimitQueued sets Limits.MaxQueued to 2: a third create while two are accepted
 // and unfinished is refused with websocket_queue_full (429); the two complete
 // and the connection goes on.
 func TestLimitQueued(t *testing.T) {
 	t.Parallel()
-	h := biSlow(t, runtime.Options{MaxQueued: 2})
+	h := biSlow(t, runtime.Options{Limits: runtime.Limits{MaxQueued: 2}})
 	c := h.dial(t, nil)
 	c.send(t, biSlowCreate("a"))
 	c.send(t, biSlowCreate("a")) // queued behind the first, on the same lane
@@ -221,11 +221,11 @@ func TestFIFOWithinLane(t *testing.T) {
 	}
 }
 
-// TestFrameTooBig sends a frame over MaxFrame: the server closes with 1009
+// TestFrameTooBig sends a frame over Limits.MaxFrame: the server closes with 1009
 // (message too big) and a reason.
 func TestFrameTooBig(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{MaxFrame: 1 << 16})
+	h := newHarness(t, runtime.Options{Limits: runtime.Limits{MaxFrame: 1 << 16}})
 
 	t.Run("under the limit", func(t *testing.T) {
 		t.Parallel()
@@ -272,7 +272,7 @@ func TestFrameTooBig(t *testing.T) {
 // after about 64 KiB, so the client's write fails long before the end.
 func TestFrameTooBigStreamed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{MaxFrame: 1 << 16})
+	h := newHarness(t, runtime.Options{Limits: runtime.Limits{MaxFrame: 1 << 16}})
 	c := h.dial(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -322,13 +322,13 @@ func (c *biClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestAgeLimit advances a fake clock past WSMaxAge: the next create gets
+// TestAgeLimit advances a fake clock past Timeouts.WSMaxAge: the next create gets
 // websocket_connection_limit_reached (400) and is not run; a new connection
 // works.
 func TestAgeLimit(t *testing.T) {
 	t.Parallel()
 	clock := &biClock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	h := newHarness(t, runtime.Options{WSMaxAge: time.Hour, Now: clock.Now})
+	h := newHarness(t, runtime.Options{Now: clock.Now, Timeouts: runtime.Timeouts{WSMaxAge: time.Hour}})
 	c := h.dial(t, nil)
 	c.send(t, biCreate("", "", "hi"))
 	prev := biCompleted(t, c, "")
@@ -355,7 +355,7 @@ func TestAgeLimit(t *testing.T) {
 // state must be settled before the terminal event goes out.
 func TestLimitSettledBeforeTerminal(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{MaxQueued: 1})
+	h := newHarness(t, runtime.Options{Limits: runtime.Limits{MaxQueued: 1}})
 	c := h.dial(t, nil)
 	for range 300 {
 		c.send(t, biCreate("a", "", "x"))

@@ -475,7 +475,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	case cause == errToolTimeout:
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeClientToolTimeout,
-			Message: fmt.Sprintf("No output arrived for the pending tool calls within %s.", r.srv.opts.SuspendTimeout)}
+			Message: fmt.Sprintf("No output arrived for the pending tool calls within %s.", r.srv.opts.Suspension.Timeout)}
 		terminal = protocol.EventFailed
 	case cause == errShuttingDown:
 		r.resp.Status = protocol.ResponseFailed
@@ -484,7 +484,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	case cause == errTooManyCalls:
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeTooManyToolCalls,
-			Message: fmt.Sprintf("A sampling step made more than %d tool calls, this server's limit per step (MaxCallsPerStep).", r.srv.opts.MaxCallsPerStep)}
+			Message: fmt.Sprintf("A sampling step made more than %d tool calls, this server's limit per step (Limits.MaxCallsPerStep).", r.srv.opts.Limits.MaxCallsPerStep)}
 		terminal = protocol.EventFailed
 	case serr != nil && ctx.Err() != nil:
 		// The client went away, the server is shutting down, or nobody

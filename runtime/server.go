@@ -3,7 +3,6 @@ package runtime
 import (
 	"container/list"
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -65,152 +64,6 @@ func (s *Server) offersRequired(name string, model Sampler, tools []protocol.Too
 		name, andList(required), andList(missing), instead)
 }
 
-// Defaults of Options.
-const (
-	DefaultMaxFrame        = 16 << 20
-	DefaultWSMaxAge        = 60 * time.Minute
-	DefaultMaxInFlight     = 16
-	DefaultMaxLanes        = 32
-	DefaultMaxQueued       = 256
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultSlowClient      = 10 * time.Second
-	DefaultDrainTimeout    = 10 * time.Second
-	DefaultConnBytes       = 16 << 20
-	DefaultCacheBytes      = 32 << 20
-	DefaultTenantInFlight  = 512
-	DefaultBodyTimeout     = 30 * time.Second
-	DefaultMaxCallsPerStep = 256
-	DefaultSuspendTimeout  = 10 * time.Minute
-	DefaultResumeWindow    = 60 * time.Second
-	DefaultMaxSuspended    = 1024
-	DefaultTenantSuspended = 256
-	DefaultMaxConnections  = 4096
-	DefaultTenantConns     = 256
-)
-
-// Options configure a Server. The zero value serves tether-scripted, unpaced,
-// with an in-memory store.
-type Options struct {
-	// Models maps model names to backends. Nil serves "tether-scripted" only.
-	Models map[string]Sampler
-	// Renderer renders items to tokens. Nil creates one (o200k_base).
-	Renderer *sampler.Renderer
-	// HostedTools run inside the loop when a request offers their type (for
-	// example web_search). Nil serves none.
-	HostedTools []Tool
-	// MCP reaches the servers of requests' hosted mcp tools (its
-	// allow-list and the operator's servers decide which). Nil refuses
-	// mcp tools.
-	MCP MCPClient
-	// SuspendTimeout ends a suspended rollout that waits longer than this for
-	// client tool outputs (failed, client_tool_timeout).
-	SuspendTimeout time.Duration
-	// MaxSuspended bounds the suspended rollouts a server holds at once
-	// (running, parked or detached); beyond it a suspended create is refused.
-	MaxSuspended int
-	// TenantSuspended bounds those of one tenant, when the server has Keys
-	// (tenant_suspended_limit), so that one key cannot take every slot.
-	TenantSuspended int
-	// MaxConnections bounds the WebSocket connections open at once
-	// (too_many_connections, before the upgrade); TenantConns those of one
-	// tenant, with Keys (tenant_connection_limit).
-	MaxConnections, TenantConns int
-	// TenantRPM, with Keys, bounds each tenant's HTTP requests and
-	// WebSocket upgrades per minute (rate_limit_exceeded, 429); 0 is no
-	// bound.
-	TenantRPM int
-	// ResumeWindow is how long a suspended rollout outlives its connection,
-	// waiting for response.resume on a new one.
-	ResumeWindow time.Duration
-	// Store keeps store: true responses. Nil is a MemoryStore bounded by
-	// StoreBytes and TenantStoreBytes (its defaults when zero).
-	Store                        Store
-	StoreBytes, TenantStoreBytes int
-	// OriginPatterns are the origins, besides the server's own host, whose
-	// pages may open a WebSocket or a WebTransport connection: host
-	// patterns as path.Match takes them ("localhost:*", "*.example.com").
-	OriginPatterns []string
-	// MaxFrame bounds a WebSocket frame and an HTTP body, in bytes.
-	MaxFrame int64
-	// WSMaxAge is the WebSocket connection age limit.
-	WSMaxAge time.Duration
-	// MaxInFlight bounds responses running at once on one connection; more wait.
-	MaxInFlight int
-	// MaxLanes bounds the distinct named stream_ids of one connection.
-	MaxLanes int
-	// MaxQueued bounds the creates a connection may have accepted and not yet
-	// finished (running or waiting); beyond it a create is refused.
-	MaxQueued int
-	// TenantInFlight bounds the responses one tenant has in progress at
-	// once, over every connection and HTTP (suspended rollouts, parked or
-	// not, included), with Keys.
-	TenantInFlight int
-	// CacheResponses is how many of each lane's latest responses a
-	// connection caches (1, as OpenAI): previous_response_id may name any
-	// of them, to branch from an earlier turn without the store.
-	CacheResponses int
-	// CacheBytes bounds what a WebSocket connection caches (the latest
-	// response of each lane, by conversation.bytes' estimate): past it the
-	// least recently cached lanes' responses are dropped, all but the newest.
-	CacheBytes int
-	// ConnBytes bounds the bytes of the creates a WebSocket connection has
-	// in flight (queued, running or parked), by their frames' size: past it a
-	// create is refused (websocket_bytes_in_flight), unless nothing else is
-	// in flight, so that any frame up to MaxFrame can be served alone. A
-	// request costs a few times its size in memory while it is served.
-	ConnBytes int
-	// DrainTimeout is how long Shutdown lets running responses finish
-	// before it ends them with server_shutting_down.
-	DrainTimeout time.Duration
-	// WriteTimeout is how long one batch of writes to a WebSocket or an SSE
-	// stream may stall before the connection is cut.
-	WriteTimeout time.Duration
-	// SlowClientTimeout is how far behind a client may fall: when a frame
-	// queued for it longer ago is still not written, the connection is
-	// closed with a policy violation (1008) after an error event
-	// (client_too_slow), and an SSE stream is cut. Until then a rollout
-	// never waits for its client: it merges the deltas the client has not
-	// yet taken into fewer, larger ones.
-	SlowClientTimeout time.Duration
-	// EveryDelta sends every text and argument delta as the model made it,
-	// never merged, even to a client that is behind (whose queue then
-	// grows to its bound): for tests and recordings that compare streams
-	// token by token.
-	EveryDelta bool
-	// BodyTimeout bounds reading an HTTP request's body: a body trickled
-	// slower is refused (408) and its connection closed.
-	BodyTimeout time.Duration
-	// MaxCallsPerStep bounds the tool calls of one sampling step: a step
-	// that makes more fails the response (too_many_tool_calls).
-	MaxCallsPerStep int
-	// Keys, when set, are the API keys every request must bear (see Keys).
-	// Nil admits every request: run such a server on loopback only.
-	Keys *Keys
-	// CompactionKey seals compaction items (32 bytes). Nil draws a random key:
-	// windows then open only on this server process.
-	CompactionKey []byte
-	// Logger receives operational logs. Nil discards them.
-	Logger *slog.Logger
-	// AccessLog logs one line (at Info, message "access") per HTTP request
-	// and per WebSocket session when it ends: method, path, status, bytes
-	// written, duration, responses served, never a key or a body.
-	AccessLog bool
-	// Now is the clock. Nil is time.Now.
-	Now func() time.Time
-	// Observer receives what the server measures (package
-	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
-	Observer Observer
-	// Hooks is work around inference a production API does that the core
-	// does not (package runtime/cost: a safety classifier, simulated
-	// service calls). Nil does none.
-	Hooks Hooks
-	// StoreTokens keeps each stored response's rendered tokens with it, so
-	// that a previous_response_id the connection has not cached (every
-	// chained HTTP request) loads them instead of rendering the whole
-	// chain again.
-	StoreTokens bool
-}
-
 // Server serves the Responses API over WebSocket and HTTP. It is an
 // http.Handler; call Shutdown to drain WebSocket sessions.
 type Server struct {
@@ -250,79 +103,17 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension),
 		tails: make(map[string]*tail), tailOrder: list.New(), rollouts: map[*rollout]struct{}{}, inFlightBy: map[string]int{}, changed: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.opts.MaxFrame <= 0 {
-		s.opts.MaxFrame = DefaultMaxFrame
+	if err := s.opts.validate(); err != nil {
+		s.cancel()
+		return nil, err
 	}
-	if s.opts.WSMaxAge <= 0 {
-		s.opts.WSMaxAge = DefaultWSMaxAge
-	}
-	if s.opts.MaxInFlight <= 0 {
-		s.opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if s.opts.MaxLanes <= 0 {
-		s.opts.MaxLanes = DefaultMaxLanes
-	}
-	if s.opts.MaxQueued <= 0 {
-		s.opts.MaxQueued = DefaultMaxQueued
-	}
-	if s.opts.SuspendTimeout <= 0 {
-		s.opts.SuspendTimeout = DefaultSuspendTimeout
-	}
-	if s.opts.MaxSuspended <= 0 {
-		s.opts.MaxSuspended = DefaultMaxSuspended
-	}
-	if s.opts.TenantSuspended <= 0 {
-		s.opts.TenantSuspended = DefaultTenantSuspended
-	}
-	if s.opts.MaxConnections <= 0 {
-		s.opts.MaxConnections = DefaultMaxConnections
-	}
-	if s.opts.TenantConns <= 0 {
-		s.opts.TenantConns = DefaultTenantConns
-	}
-	if s.opts.ResumeWindow <= 0 {
-		s.opts.ResumeWindow = DefaultResumeWindow
-	}
-	s.hosted = make(map[protocol.ToolType]Tool, len(opts.HostedTools))
-	for _, t := range opts.HostedTools {
+	s.opts.setDefaults()
+	s.hosted = make(map[protocol.ToolType]Tool, len(s.opts.HostedTools))
+	for _, t := range s.opts.HostedTools {
 		s.hosted[t.Definition().Type] = t
 	}
-	if s.opts.TenantInFlight <= 0 {
-		s.opts.TenantInFlight = DefaultTenantInFlight
-	}
-	if s.opts.CacheResponses <= 0 {
-		s.opts.CacheResponses = 1
-	}
-	if s.opts.CacheBytes <= 0 {
-		s.opts.CacheBytes = DefaultCacheBytes
-	}
-	if s.opts.ConnBytes <= 0 {
-		s.opts.ConnBytes = DefaultConnBytes
-	}
-	if s.opts.DrainTimeout <= 0 {
-		s.opts.DrainTimeout = DefaultDrainTimeout
-	}
-	if s.opts.WriteTimeout <= 0 {
-		s.opts.WriteTimeout = DefaultWriteTimeout
-	}
-	if s.opts.SlowClientTimeout <= 0 {
-		s.opts.SlowClientTimeout = DefaultSlowClient
-	}
-	if s.opts.BodyTimeout <= 0 {
-		s.opts.BodyTimeout = DefaultBodyTimeout
-	}
-	if s.opts.MaxCallsPerStep <= 0 {
-		s.opts.MaxCallsPerStep = DefaultMaxCallsPerStep
-	}
-	s.now = opts.Now
-	if s.now == nil {
-		s.now = time.Now
-	}
-	s.log = opts.Logger
-	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	s.renderer = opts.Renderer
+	s.now, s.log, s.obs, s.hooks = s.opts.Now, s.opts.Logger, s.opts.Observer, s.opts.Hooks
+	s.renderer = s.opts.Renderer
 	if s.renderer == nil {
 		r, err := sampler.NewRenderer()
 		if err != nil {
@@ -330,28 +121,20 @@ func NewServer(opts Options) (*Server, error) {
 		}
 		s.renderer = r
 	}
-	s.models = opts.Models
+	s.models = s.opts.Models
 	if s.models == nil {
 		s.models = map[string]Sampler{"tether-scripted": sampler.NewScripted(s.renderer, sampler.Timing{})}
 	}
-	inner := opts.Store
+	inner := s.opts.Store
 	if inner == nil {
-		inner = NewMemoryStore(MemoryStoreOptions{MaxBytes: opts.StoreBytes, MaxTenantBytes: opts.TenantStoreBytes})
+		inner = NewMemoryStore(s.opts.MemoryStore)
 	}
 	s.store = scopedStore{inner}
-	sl, err := newSealer(opts.CompactionKey)
+	sl, err := newSealer(s.opts.CompactionKey)
 	if err != nil {
 		return nil, err
 	}
 	s.sealer = sl
-	s.obs = opts.Observer
-	if s.obs == nil {
-		s.obs = nopObserver{}
-	}
-	s.hooks = opts.Hooks
-	if s.hooks == nil {
-		s.hooks = noHooks{}
-	}
 	s.routes()
 	return s, nil
 }
@@ -404,12 +187,12 @@ func (s *Server) admitConn(tenant string) *protocol.Error {
 	switch {
 	case s.closed:
 		return errShutdown()
-	case total >= s.opts.MaxConnections:
+	case total >= s.opts.Limits.MaxConnections:
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeTooManyConnections, "",
-			"This server already holds %d WebSocket connections, its limit (--max-connections). Retry later.", total)
-	case tenant != "" && s.conns[tenant] >= s.opts.TenantConns:
+			"This server already holds %d WebSocket connections, its limit (Limits.MaxConnections). Retry later.", total)
+	case tenant != "" && s.conns[tenant] >= s.opts.Tenant.Conns:
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantConnections, "",
-			"Your key's tenant already holds %d WebSocket connections, its limit on this server (--tenant-connections). Close one first.", s.conns[tenant])
+			"Your key's tenant already holds %d WebSocket connections, its limit on this server (Tenant.Conns). Close one first.", s.conns[tenant])
 	}
 	s.conns[tenant]++
 	return nil
@@ -442,7 +225,7 @@ func (s *Server) untrack(sess *session) {
 }
 
 // register lists a suspended rollout, so that response.resume finds it and
-// Shutdown waits for it; it counts against MaxSuspended until it settles or
+// Shutdown waits for it; it counts against Suspension.Max until it settles or
 // expires.
 func (s *Server) register(sp *suspension) *protocol.Error {
 	s.mu.Lock()
@@ -450,9 +233,9 @@ func (s *Server) register(sp *suspension) *protocol.Error {
 	if s.closed {
 		return errShutdown()
 	}
-	if len(s.suspended) >= s.opts.MaxSuspended {
+	if len(s.suspended) >= s.opts.Suspension.Max {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
-			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.MaxSuspended)
+			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.Suspension.Max)
 	}
 	if t := sp.ro.tenant; t != "" {
 		n := 0
@@ -461,7 +244,7 @@ func (s *Server) register(sp *suspension) *protocol.Error {
 				n++
 			}
 		}
-		if n >= s.opts.TenantSuspended {
+		if n >= s.opts.Tenant.Suspended {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantSuspended, "suspend",
 				"Your key's tenant already holds %d suspended rollouts, its limit on this server. Finish or cancel one, or retry without 'suspend'.", n)
 		}

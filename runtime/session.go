@@ -111,7 +111,7 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
-		out:   newOutbox(outQueueFrames, s.opts.SlowClientTimeout, s.now),
+		out:   newOutbox(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
 		lanes: make(map[string]*lane),
 	}
 	scope.join(sess)
@@ -204,7 +204,7 @@ func (sess *session) flow(ctx context.Context) error {
 	if room == nil {
 		return nil
 	}
-	t := time.NewTimer(sess.srv.opts.SlowClientTimeout)
+	t := time.NewTimer(sess.srv.opts.Timeouts.SlowClient)
 	defer t.Stop()
 	select {
 	case <-room:
@@ -228,7 +228,7 @@ func (sess *session) tooSlow() {
 	sess.tooSlowOnce.Do(func() {
 		sess.srv.log.Warn("closing slow client")
 		sess.fail(protocol.Errorf(http.StatusRequestTimeout, protocol.CodeClientTooSlow, "",
-			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.SlowClientTimeout), ClosePolicy, "client too slow")
+			"The client did not read its events for %s: the connection is closed.", sess.srv.opts.Timeouts.SlowClient), ClosePolicy, "client too slow")
 	})
 }
 
@@ -260,9 +260,9 @@ func errorFrame(perr *protocol.Error, laneID string) []byte {
 func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.Time, decodeUS int64) {
 	j := &job{req: ev.Request, parent: ev.Request.PreviousResponseID, received: received, decodeUS: decodeUS, bytes: size}
 	switch {
-	case received.Sub(sess.started) >= sess.srv.opts.WSMaxAge:
+	case received.Sub(sess.started) >= sess.srv.opts.Timeouts.WSMaxAge:
 		j.refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
-			"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", formatAge(sess.srv.opts.WSMaxAge))
+			"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", formatAge(sess.srv.opts.Timeouts.WSMaxAge))
 	case ev.Request.Background != nil && *ev.Request.Background:
 		j.refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
 	default:
@@ -329,9 +329,9 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 			return nil, protocol.Invalid(protocol.CodeInvalidStreamID, "stream_id",
 				"On WebTransport each stream is one lane: omit stream_id, and open another stream for another lane.")
 		}
-		if sess.named >= sess.srv.opts.MaxLanes {
+		if sess.named >= sess.srv.opts.Limits.MaxLanes {
 			return nil, protocol.Invalid(protocol.CodeStreamLimitReached, "stream_id",
-				"This WebSocket connection has reached its maximum number of distinct stream IDs (%d). Reuse an existing stream_id or open a new WebSocket connection.", sess.srv.opts.MaxLanes)
+				"This WebSocket connection has reached its maximum number of distinct stream IDs (%d). Reuse an existing stream_id or open a new WebSocket connection.", sess.srv.opts.Limits.MaxLanes)
 		}
 		sess.named++
 	}
@@ -501,7 +501,7 @@ func (sess *session) create(ln *lane, j *job) (last []byte) {
 	conv, err := ro.run(sess.ctx, sink)
 	switch {
 	case conv != nil:
-		sess.scope.publish(ln, conv, sess.srv.opts.CacheResponses, sess.srv.opts.CacheBytes)
+		sess.scope.publish(ln, conv, sess.srv.opts.Limits.CacheResponses, sess.srv.opts.Limits.CacheBytes)
 	case err == nil: // the response failed
 		sess.scope.evictAfterFailure(ln, parent)
 	}

@@ -24,7 +24,7 @@ func (sess *session) readLoop(ctx context.Context) error {
 		var perr *protocol.Error
 		if errors.As(err, &perr) {
 			// A frame the connection cannot skip (a WebTransport length
-			// prefix past MaxFrame): the client is told, then the
+			// prefix past Limits.MaxFrame): the client is told, then the
 			// connection closes.
 			sess.fail(perr, CloseTooBig, "frame too large")
 			<-sess.writerDone
@@ -133,7 +133,7 @@ func outOfBand(data []byte) bool {
 
 // writeLoop owns the connection's write side: it writes queued frames in
 // order until the session ends. A batch that the client does not take
-// within WriteTimeout (it stopped reading, or its connection is gone
+// within Timeouts.Write (it stopped reading, or its connection is gone
 // without a word) fails the write, which ends the session: its suspended
 // rollouts detach, to be resumed.
 func (sess *session) writeLoop(ctx context.Context) error {
@@ -152,7 +152,7 @@ func (sess *session) writeLoop(ctx context.Context) error {
 // socket where the transport can (see corkedConn). Each frame is charged
 // the time from the end of the one before; the last also the flush.
 func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
-	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.WriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.Timeouts.Write)
 	defer cancel()
 	binary := sess.encoding == protocol.EncodingMsgpack
 	start := sess.srv.now()

@@ -75,7 +75,7 @@ func (s *Server) closing() bool {
 // drain waits until no rollout is busy (running rather than parked on its
 // client), for DrainTimeout at most.
 func (s *Server) drain(ctx context.Context) {
-	t := time.NewTimer(s.opts.DrainTimeout)
+	t := time.NewTimer(s.opts.Timeouts.Drain)
 	defer t.Stop()
 	for s.busy() > 0 {
 		select {

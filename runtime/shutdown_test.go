@@ -37,8 +37,8 @@ func TestShutdownTellsEveryone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opts := slowModel(t) // "slow": 50 tokens a second
 		opts.Models["slower"] = sampler.NewScripted(opts.Renderer, sampler.Timing{TPS: 5})
-		opts.DrainTimeout = 3 * time.Second
-		opts.ResumeWindow = time.Minute
+		opts.Timeouts.Drain = 3 * time.Second
+		opts.Suspension.ResumeWindow = time.Minute
 		p := newPipeHarness(t, opts)
 		const short = "Say: done soon."
 
@@ -93,8 +93,8 @@ func TestShutdownTellsEveryone(t *testing.T) {
 		if err := <-shut; err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(start); took > opts.DrainTimeout+time.Second {
-			t.Errorf("Shutdown took %s, drain %s", took, opts.DrainTimeout)
+		if took := time.Since(start); took > opts.Timeouts.Drain+time.Second {
+			t.Errorf("Shutdown took %s, drain %s", took, opts.Timeouts.Drain)
 		}
 		synctest.Wait()
 		if g := serverGoroutines(t); len(g) != 0 {
@@ -105,12 +105,12 @@ func TestShutdownTellsEveryone(t *testing.T) {
 
 // TestShutdownStuckWriter: a client that reads nothing does not hold
 // Shutdown past its budget: the drain, then the stalled write cut after
-// WriteTimeout, then the close handshake's own bound. Fake time.
+// Timeouts.Write, then the close handshake's own bound. Fake time.
 func TestShutdownStuckWriter(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		opts := slowModel(t)
-		opts.DrainTimeout, opts.WriteTimeout = 2*time.Second, 3*time.Second
+		opts.Timeouts.Drain, opts.Timeouts.Write = 2*time.Second, 3*time.Second
 		p := newPipeHarness(t, opts)
 		c := p.dial(t, "Bearer a")
 		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": longText}))
@@ -121,7 +121,7 @@ func TestShutdownStuckWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 		// coder/websocket waits 5 s for the client's close frame.
-		if took, budget := time.Since(start), opts.DrainTimeout+opts.WriteTimeout+5*time.Second+time.Second; took > budget {
+		if took, budget := time.Since(start), opts.Timeouts.Drain+opts.Timeouts.Write+5*time.Second+time.Second; took > budget {
 			t.Fatalf("Shutdown took %s with a stuck writer, budget %s", took, budget)
 		}
 		synctest.Wait()

@@ -15,12 +15,12 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// TestTrickledBody: a request body that does not arrive within BodyTimeout
+// TestTrickledBody: a request body that does not arrive within Timeouts.Body
 // is refused with 408 request_timeout and its connection closed, instead
 // of holding a goroutine for as long as the client likes.
 func TestTrickledBody(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{BodyTimeout: 200 * time.Millisecond})
+	h := newHarness(t, runtime.Options{Timeouts: runtime.Timeouts{Body: 200 * time.Millisecond}})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(h.hs.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -47,12 +47,12 @@ func TestTrickledBody(t *testing.T) {
 }
 
 // TestTooManyCallsPerStep: a step that makes more calls than
-// MaxCallsPerStep fails the response with too_many_tool_calls, in both
+// Limits.MaxCallsPerStep fails the response with too_many_tool_calls, in both
 // designs, instead of parking thousands of calls; the connection stays
 // usable.
 func TestTooManyCallsPerStep(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, runtime.Options{MaxCallsPerStep: 8})
+	h := newHarness(t, runtime.Options{Limits: runtime.Limits{MaxCallsPerStep: 8}})
 	calls := strings.TrimSuffix(strings.Repeat("f {} | ", 20), " | ")
 	c := h.dial(t, nil)
 	for _, suspend := range []bool{false, true} {
@@ -86,7 +86,7 @@ func (b blockingSampler) Sample(ctx context.Context, _ *sampler.Request, _ func(
 func TestShutdownAnswersJSONCreate(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 1)
-	h := newHarness(t, runtime.Options{DrainTimeout: 50 * time.Millisecond, Models: map[string]runtime.Sampler{"blocks": blockingSampler{started}}})
+	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"blocks": blockingSampler{started}}, Timeouts: runtime.Timeouts{Drain: 50 * time.Millisecond}})
 	type answer struct {
 		code int
 		body string
@@ -118,14 +118,14 @@ func TestShutdownAnswersJSONCreate(t *testing.T) {
 
 // TestNonReadingWebSocket: a client that stops reading while its suspended
 // rollout streams has its connection cut once a write has stalled for
-// WriteTimeout, instead of holding the writer forever; the rollout lives
+// Timeouts.Write, instead of holding the writer forever; the rollout lives
 // on, detached, and a resume on a new connection gets the whole stream.
 // Fake time; in-memory connections, which hold no frame unread, so the
 // first write stalls.
 func TestNonReadingWebSocket(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{WriteTimeout: 5 * time.Second, ResumeWindow: time.Minute})
+		p := newPipeHarness(t, runtime.Options{Timeouts: runtime.Timeouts{Write: 5 * time.Second}, Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute}})
 		c1 := p.dial(t, "Bearer alice")
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": longText}))
 		id := respID(t, c1.recv(t)) // response.created; then the client reads no more
@@ -158,13 +158,13 @@ func TestNonReadingWebSocket(t *testing.T) {
 }
 
 // TestNonReadingSSE: an SSE client that stops reading has its stream cut
-// once a write has stalled for WriteTimeout: the body ends without a
+// once a write has stalled for Timeouts.Write: the body ends without a
 // terminal event, and the handler is gone. Fake time, in-memory
 // connections.
 func TestNonReadingSSE(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{WriteTimeout: 5 * time.Second})
+		p := newPipeHarness(t, runtime.Options{Timeouts: runtime.Timeouts{Write: 5 * time.Second}})
 		body := `{"model":"tether-scripted","stream":true,"input":"Please read this back: ` + strings.Repeat("the quick brown fox ", 2000) + `"}`
 		resp, err := p.client.Post("http://tether.test/v1/responses", "application/json", strings.NewReader(body))
 		if err != nil {

@@ -128,15 +128,17 @@ func (m stallModel) Sample(ctx context.Context, req *sampler.Request, emit func(
 }
 
 // TestSlowClientTimeout: a client that has not taken a frame queued longer
-// ago than SlowClientTimeout is told so in one last error event
+// ago than Timeouts.SlowClient is told so in one last error event
 // (client_too_slow), after the frame the writer had in hand, and the
 // connection is closed with a policy violation (1008), long before
-// WriteTimeout. Fake time, in-memory connections.
+// Timeouts.Write. Fake time, in-memory connections.
 func TestSlowClientTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{SlowClientTimeout: 2 * time.Second, WriteTimeout: time.Hour,
-			Models: map[string]runtime.Sampler{"stall": stallModel{stall: 3 * time.Second}}})
+		p := newPipeHarness(t, runtime.Options{
+			Models:   map[string]runtime.Sampler{"stall": stallModel{stall: 3 * time.Second}},
+			Timeouts: runtime.Timeouts{SlowClient: 2 * time.Second, Write: time.Hour},
+		})
 		c := p.dial(t, "")
 		start := time.Now()
 		c.send(t, create(map[string]any{"model": "stall", "store": false, "input": "go"}))
@@ -171,7 +173,7 @@ func TestSlowClientTimeout(t *testing.T) {
 			t.Fatalf("then %v (close status %d), want close 1008", err, status)
 		}
 		if elapsed := time.Since(start); elapsed > 4*time.Second {
-			t.Fatalf("closed after %v, want soon after the 2 s timeout (WriteTimeout is an hour)", elapsed)
+			t.Fatalf("closed after %v, want soon after the 2 s timeout (Timeouts.Write is an hour)", elapsed)
 		}
 	})
 }

@@ -48,8 +48,12 @@ func TestFaultSoak(t *testing.T) {
 	// which is not the growth this looks for.
 	scripted := sampler.NewScripted(renderer(t), sampler.Timing{})
 	scripted.Cache().Configure(sampler.PrefixCacheOptions{MaxTokens: 1 << 16, MaxConversations: 16})
-	h := newHarness(t, runtime.Options{Renderer: renderer(t), ResumeWindow: time.Minute, WriteTimeout: time.Second,
-		Models: map[string]runtime.Sampler{"tether-scripted": scripted}})
+	h := newHarness(t, runtime.Options{
+		Renderer:   renderer(t),
+		Models:     map[string]runtime.Sampler{"tether-scripted": scripted},
+		Timeouts:   runtime.Timeouts{Write: time.Second},
+		Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute},
+	})
 	baseGoroutines := runtimeGoroutines()
 	baseHeap := liveHeap()
 

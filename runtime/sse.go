@@ -28,7 +28,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := newOutbox(outQueueFrames, ro.srv.opts.SlowClientTimeout, ro.srv.now)
+	out := newOutbox(outQueueFrames, ro.srv.opts.Timeouts.SlowClient, ro.srv.now)
 	ran := make(chan struct{})
 	var runErr error
 	go func() {
@@ -48,9 +48,9 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 		}
 		// Each frame is charged its own write; the flush, which puts
 		// the batch on the socket, goes to the last. A client that
-		// stops reading stalls the writes: past WriteTimeout the stream
+		// stops reading stalls the writes: past Timeouts.Write the stream
 		// is cut.
-		rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.WriteTimeout))
+		rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.Timeouts.Write))
 		start := ro.srv.now()
 		for i, q := range batch {
 			if _, err := w.Write(q.b); err != nil {
@@ -74,7 +74,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 // lastWords ends a stream that Shutdown cut: the frames still queued, then,
 // unless the rollout ended on its own terminal event, an error event.
 func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, out *outbox, ro *rollout, runErr error) {
-	rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.WriteTimeout))
+	rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.Timeouts.Write))
 	for batch := out.take(ctx); batch != nil; batch = out.take(ctx) {
 		for _, q := range batch {
 			if _, err := w.Write(q.b); err != nil {

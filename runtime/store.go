@@ -178,15 +178,7 @@ var ErrTooLarge = errors.New("runtime: record larger than the store's bound")
 
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
-	if opts.MaxRecords <= 0 {
-		opts.MaxRecords = DefaultStoreMax
-	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultStoreBytes
-	}
-	if opts.MaxTenantBytes <= 0 {
-		opts.MaxTenantBytes = DefaultTenantStoreBytes
-	}
+	opts.setDefaults()
 	return &MemoryStore{opts: opts, recs: make(map[string]*stored), tenants: make(map[string]*tenantRecords)}
 }
 

@@ -43,7 +43,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.emit(&protocol.AnnotationAddedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventAnnotationAdded},
 			ItemID: msg.ID, OutputIndex: idx, AnnotationIndex: len(part.Annotations) - 1, Annotation: *d.Annotation})
 	case sampler.CallStart:
-		if len(r.calls) >= r.srv.opts.MaxCallsPerStep {
+		if len(r.calls) >= r.srv.opts.Limits.MaxCallsPerStep {
 			// Each call of a step is a goroutine and an item kept until
 			// its output comes: a bound against a runaway (or scripted
 			// hostile) model.

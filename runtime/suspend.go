@@ -56,7 +56,7 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 		return nil
 	}
 	if conv != nil {
-		sess.scope.publish(ln, conv, sess.srv.opts.CacheResponses, sess.srv.opts.CacheBytes)
+		sess.scope.publish(ln, conv, sess.srv.opts.Limits.CacheResponses, sess.srv.opts.Limits.CacheBytes)
 	} else {
 		sess.scope.evictAfterFailure(ln, parent)
 	}

@@ -117,12 +117,12 @@ func TestSuspendedCancel(t *testing.T) {
 	})
 }
 
-// TestSuspendedTimeout: a rollout parked longer than SuspendTimeout fails
+// TestSuspendedTimeout: a rollout parked longer than Suspension.Timeout fails
 // with client_tool_timeout; the connection serves on. Fake time.
 func TestSuspendedTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{SuspendTimeout: 5 * time.Minute, ResumeWindow: time.Minute})
+		p := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{Timeout: 5 * time.Minute, ResumeWindow: time.Minute}})
 		c := p.dial(t, "Bearer alice")
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}}
 		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))

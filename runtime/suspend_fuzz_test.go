@@ -99,12 +99,15 @@ var fuzzSeeds = [][]byte{
 func runFuzzSession(t *testing.T, data []byte) {
 	r := renderer(t)
 	f := &fzSession{t: t, data: data, lanes: map[string][]*fzOwed{}, byID: map[string]*fzResp{}}
-	f.p = newPipeHarness(t, runtime.Options{Renderer: r, SuspendTimeout: fzSuspendLimit, ResumeWindow: fzResumeWindow,
+	f.p = newPipeHarness(t, runtime.Options{
+		Renderer:    r,
 		HostedTools: []runtime.Tool{websearch.New(fakeTimeSearcher{})},
 		Models: map[string]runtime.Sampler{
 			"tether-scripted": sampler.NewScripted(r, sampler.Timing{}),
 			"slow":            sampler.NewScripted(r, sampler.Timing{TPS: 50}),
-		}})
+		},
+		Suspension: runtime.SuspensionOptions{Timeout: fzSuspendLimit, ResumeWindow: fzResumeWindow},
+	})
 	f.dial()
 	for ops := 0; f.i < len(f.data) && ops < fzMaxOps; ops++ {
 		f.op()

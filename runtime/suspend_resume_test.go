@@ -20,7 +20,7 @@ import (
 func TestSuspendedResume(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute, SuspendTimeout: 10 * time.Minute})
+		p := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: 10 * time.Minute}})
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
 		c1 := p.dial(t, "Bearer alice")
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "work", "input": script(steps)}))
@@ -91,7 +91,7 @@ func TestSuspendedResumeMidStream(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		opts := slowModel(t)
-		opts.ResumeWindow = time.Minute
+		opts.Suspension.ResumeWindow = time.Minute
 		p := newPipeHarness(t, opts)
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"` + strings.Repeat("fox|dog|", 25) + `"}`}}}
 		c1 := p.dial(t, "Bearer alice")
@@ -126,7 +126,7 @@ func TestSuspendedResumeMidStream(t *testing.T) {
 func TestSuspendedResumeWindowExpires(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute, SuspendTimeout: time.Hour})
+		p := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: time.Hour}})
 		c1 := p.dial(t, "Bearer alice")
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}, {"grep", `{}`}}, {{"list_dir", `{}`}}}
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
@@ -161,7 +161,7 @@ func TestSuspendedResumeAfterStall(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		opts := slowModel(t)
-		opts.ResumeWindow = time.Minute
+		opts.Suspension.ResumeWindow = time.Minute
 		p := newPipeHarness(t, opts)
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"` + strings.Repeat("fox|dog|", 25) + `"}`}}}
 		c1 := p.dial(t, "Bearer alice")
@@ -187,12 +187,12 @@ func TestSuspendedResumeAfterStall(t *testing.T) {
 }
 
 // TestSuspendedResumeTakesSlot: a resumed rollout is in flight on its new
-// connection and counts against MaxInFlight as a created one does: with one
+// connection and counts against Limits.MaxInFlight as a created one does: with one
 // slot, a create on another lane waits until the resumed rollout has ended.
 func TestSuspendedResumeTakesSlot(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{MaxInFlight: 1})
+		p := newPipeHarness(t, runtime.Options{Limits: runtime.Limits{MaxInFlight: 1}})
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}}}
 		c1 := p.dial(t, "Bearer alice")
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
@@ -216,7 +216,7 @@ func TestSuspendedResumeTakesSlot(t *testing.T) {
 			e := decodeEv(t, b)
 			switch {
 			case e.StreamID == "x" && !ended:
-				t.Fatalf("the create ran while the resumed rollout was in flight (MaxInFlight 1): %s", b)
+				t.Fatalf("the create ran while the resumed rollout was in flight (Limits.MaxInFlight 1): %s", b)
 			case e.StreamID == "x":
 				done = isEnd(e.Type)
 			case e.Type == "response.done":
@@ -259,8 +259,10 @@ func TestSuspendedDetachedOverflow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		gate := make(chan struct{})
-		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute,
-			Models: map[string]runtime.Sampler{"flood": detachedFloodSampler{gate: gate}}})
+		p := newPipeHarness(t, runtime.Options{
+			Models:     map[string]runtime.Sampler{"flood": detachedFloodSampler{gate: gate}},
+			Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute},
+		})
 		c1 := p.dial(t, "Bearer alice")
 		c1.send(t, create(map[string]any{"model": "flood", "store": false, "suspend": true, "input": "go"}))
 		var events [][]byte

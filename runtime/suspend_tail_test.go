@@ -31,7 +31,7 @@ func drainLost(c *wsConn) {
 func TestSuspendedTailAfterHalfOpen(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{ResumeWindow: time.Minute})
+		p := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute}})
 		start := func(lane string) (id string, seen [][]byte) {
 			c1 := p.dial(t, "Bearer alice")
 			c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": lane,
@@ -98,7 +98,7 @@ func TestSuspendedResumeAfterAppend(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		opts := slowModel(t)
-		opts.ResumeWindow = time.Minute
+		opts.Suspension.ResumeWindow = time.Minute
 		p := newPipeHarness(t, opts)
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"fox"}`}}}
 		c1 := p.dial(t, "Bearer alice")
@@ -135,7 +135,7 @@ func TestSuspendedResumeAfterAppend(t *testing.T) {
 func TestSuspendedAppendThenClose(t *testing.T) {
 	t.Parallel()
 	forWires(t, func(t *testing.T, w wire) {
-		h := newHarnessOn(t, runtime.Options{ResumeWindow: time.Minute}, w)
+		h := newHarnessOn(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute}}, w)
 		auth := http.Header{"Authorization": {"Bearer alice"}}
 		for range 40 {
 			c1 := h.dial(t, auth)

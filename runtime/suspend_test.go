@@ -153,13 +153,13 @@ func TestSuspendedStoredContext(t *testing.T) {
 	})
 }
 
-// TestSuspendedLimit: the server holds at most MaxSuspended suspended
+// TestSuspendedLimit: the server holds at most Suspension.Max suspended
 // rollouts; one more is refused with too_many_suspended, and the connection
 // stays usable.
 func TestSuspendedLimit(t *testing.T) {
 	t.Parallel()
 	forWires(t, func(t *testing.T, w wire) {
-		h := newHarnessOn(t, runtime.Options{MaxSuspended: 1}, w)
+		h := newHarnessOn(t, runtime.Options{Suspension: runtime.SuspensionOptions{Max: 1}}, w)
 		c := h.dial(t, nil)
 		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "a",
 			"input": "call: read_file {\"path\":\"a.go\"}"}))

@@ -125,7 +125,7 @@ func (sp *suspension) detach(sess *session) {
 	if r.v != allow || sp.srv.ctx.Err() != nil {
 		return // settled or expired already; or shutting down: it ends with the server
 	}
-	sp.expiry = time.AfterFunc(sp.srv.opts.ResumeWindow, sp.expire)
+	sp.expiry = time.AfterFunc(sp.srv.opts.Suspension.ResumeWindow, sp.expire)
 }
 
 // expire ends a rollout nobody resumed in time.

@@ -145,7 +145,7 @@ func (sp *suspension) parkLocked() {
 	sp.pauses++
 	sp.srv.obs.Paused()
 	pause := sp.pauses
-	sp.timer = time.AfterFunc(sp.srv.opts.SuspendTimeout, func() { sp.timeout(pause) })
+	sp.timer = time.AfterFunc(sp.srv.opts.Suspension.Timeout, func() { sp.timeout(pause) })
 }
 
 // timeout ends a rollout whose pause waited longer than SuspendTimeout.

@@ -18,7 +18,7 @@ func TestShutdownStartsNoResumeWindow(t *testing.T) {
 	for _, detachFirst := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
 			const window = time.Minute
-			srv, err := NewServer(Options{ResumeWindow: window})
+			srv, err := NewServer(Options{Suspension: SuspensionOptions{ResumeWindow: window}})
 			if err != nil {
 				t.Fatal(err)
 			}

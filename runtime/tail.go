@@ -58,7 +58,7 @@ func (s *Server) retireLocked(sp *suspension, t *tail) {
 	for s.tailBytes > maxTailBytes {
 		s.dropTailLocked(s.tailOrder.Front().Value.(*tail))
 	}
-	t.expiry = time.AfterFunc(s.opts.ResumeWindow, func() { s.dropTail(t) })
+	t.expiry = time.AfterFunc(s.opts.Suspension.ResumeWindow, func() { s.dropTail(t) })
 }
 
 // lookupTail is the tail of response id, for a resume with creds; nil when

@@ -34,7 +34,7 @@ type FrameConn interface {
 	// Read returns the next client frame, and whether it came as binary
 	// (a msgpack frame; JSON comes as text). An error ends the session;
 	// a *protocol.Error is a frame the connection cannot skip (a length
-	// prefix past MaxFrame): the client is told with it, then the
+	// prefix past Limits.MaxFrame): the client is told with it, then the
 	// connection closes with CloseTooBig.
 	Read(ctx context.Context) (b []byte, binary bool, err error)
 	// Write adds a frame to the batch being written; Flush sends the
@@ -64,7 +64,7 @@ type CloseStatus int
 const (
 	CloseGoingAway CloseStatus = 1001 // the server is shutting down
 	ClosePolicy    CloseStatus = 1008 // the client was too slow, or a lane was refused
-	CloseTooBig    CloseStatus = 1009 // a frame past MaxFrame
+	CloseTooBig    CloseStatus = 1009 // a frame past Limits.MaxFrame
 )
 
 // Connection is one client connection of a transport whose lanes are
@@ -72,7 +72,7 @@ const (
 // streams are. Its lanes share one scope, as the lanes of a WebSocket do:
 // the connection-local cache (previous_response_id), the in-flight, queue
 // and byte limits, the hosted MCP sessions; and the connection holds one
-// of the server's connection slots (MaxConnections, TenantConns).
+// of the server's connection slots (Limits.MaxConnections, Tenant.Conns).
 //
 // The transport's handler goroutine opens it (OpenConnection) and closes
 // it (Close) once every ServeLane has returned; ServeLane may run on many
@@ -104,7 +104,7 @@ func (s *Server) OpenConnection(r *http.Request, transport string) (*Connection,
 	if !s.checkOrigin(r) {
 		s.releaseConn(tenant)
 		return nil, protocol.Errorf(http.StatusForbidden, protocol.CodeInvalidValue, "",
-			"Origin %q is not allowed to connect (serve with --origin to allow it).", r.Header.Get("Origin"))
+			"Origin %q is not allowed to connect: it is not among this server's OriginPatterns.", r.Header.Get("Origin"))
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &Connection{srv: s, r: r, transport: transport, scope: newConnScope(&s.opts), ctx: ctx, cancel: cancel}, nil
@@ -165,9 +165,9 @@ func WriteError(w http.ResponseWriter, perr *protocol.Error) { writeError(w, per
 // reads it, in JSON: what a transport writes on a lane it refuses.
 func ErrorFrame(perr *protocol.Error) []byte { return errorFrame(perr, "") }
 
-// Options is the server's options with their defaults filled in (MaxLanes,
-// MaxFrame, BodyTimeout…), a copy: a transport sizes its listener and its
-// reads by them.
+// Options is the server's options with their defaults filled in
+// (Limits.MaxLanes, Limits.MaxFrame, Timeouts.Body…), a copy: a transport
+// sizes its listener and its reads by them.
 func (s *Server) Options() Options { return s.opts }
 
 // Logger is the server's logger, for a transport's own lines.

@@ -37,7 +37,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.releaseConn(Tenant(r.Context()))
 		return // Accept has written the HTTP error
 	}
-	conn.SetReadLimit(s.opts.MaxFrame)
+	conn.SetReadLimit(s.opts.Limits.MaxFrame)
 	sess := newSession(s, &wsConn{Conn: conn, cork: cw.conn}, r, encodingOf(conn), nil)
 	if !s.track(sess) {
 		conn.Close(websocket.StatusGoingAway, "server shutting down")

@@ -61,7 +61,7 @@ func TestShutdownEndsHTTPStreams(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, runtime.Options{Renderer: r, DrainTimeout: 50 * time.Millisecond, Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Timing{TPS: 2})}})
+			h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"slow": sampler.NewScripted(r, sampler.Timing{TPS: 2})}, Timeouts: runtime.Timeouts{Drain: 50 * time.Millisecond}})
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
 			resp, err := client.Post(h.base+tc.path, "application/json", strings.NewReader(tc.body))

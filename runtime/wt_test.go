@@ -156,7 +156,7 @@ func (s *rawStream) wantEnd(t *testing.T) {
 func TestWebTransportLanes(t *testing.T) {
 	t.Parallel()
 	opts := slowModel(t)
-	opts.ResumeWindow = time.Minute
+	opts.Suspension.ResumeWindow = time.Minute
 	h := newHarnessOn(t, opts, wire{webTransport: true})
 	c := dialRawWT(t, h, nil)
 
@@ -227,7 +227,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // its documented error, and the connection serves its other streams on.
 func TestWebTransportBadInput(t *testing.T) {
 	t.Parallel()
-	h := newHarnessOn(t, tether.Options{MaxFrame: 1 << 20, MaxLanes: 4}, wire{webTransport: true})
+	h := newHarnessOn(t, tether.Options{Limits: tether.Limits{MaxFrame: 1 << 20, MaxLanes: 4}}, wire{webTransport: true})
 	c := dialRawWT(t, h, nil)
 	works := func() {
 		t.Helper()
@@ -258,7 +258,7 @@ func TestWebTransportBadInput(t *testing.T) {
 	}
 	works()
 
-	// A length prefix past MaxFrame is refused at once, before any of the
+	// A length prefix past Limits.MaxFrame is refused at once, before any of the
 	// frame is sent (so before it could be buffered).
 	s := c.lane(t, "json")
 	s.raw(t, []byte{0xff, 0xff, 0xff, 0xff})
@@ -307,7 +307,7 @@ func TestWebTransportBadInput(t *testing.T) {
 	s.str.Close()
 	s.wantEnd(t)
 
-	// Past MaxLanes streams, a stream is refused.
+	// Past Limits.MaxLanes streams, a stream is refused.
 	var open []*rawStream
 	for range 4 {
 		open = append(open, c.lane(t, "json"))

@@ -49,36 +49,37 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
-	maxFrame := fs.Int64("max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
-	wsMaxAge := fs.Duration("ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
-	suspendTimeout := fs.Duration("suspend-timeout", runtime.DefaultSuspendTimeout, "how long a suspended rollout waits for client tool outputs")
-	resumeWindow := fs.Duration("resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
-	bodyTimeout := fs.Duration("body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
-	writeTimeout := fs.Duration("write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
-	slowClient := fs.Duration("slow-client-timeout", runtime.DefaultSlowClient, "how far behind a client may fall: a frame queued for it longer ago and not yet written closes a WebSocket with 1008 after a client_too_slow error (an SSE stream is cut)")
-	everyDelta := fs.Bool("every-delta", false, "send every text and argument delta as the model made it, even to a client that is behind (by default those a client has not yet taken are merged)")
-	maxSuspended := fs.Int("max-suspended", runtime.DefaultMaxSuspended, "most suspended rollouts the server holds at once (running, parked or detached)")
-	tenantSuspended := fs.Int("tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
-	maxInFlight := fs.Int("max-inflight", runtime.DefaultMaxInFlight, "most responses running at once on one WebSocket connection; more wait in their lane")
-	maxLanes := fs.Int("max-lanes", runtime.DefaultMaxLanes, "most distinct stream_id lanes one WebSocket connection may open (websocket_stream_limit_reached)")
-	maxQueued := fs.Int("max-queued", runtime.DefaultMaxQueued, "most creates one WebSocket connection may have accepted and not finished (websocket_queue_full)")
-	maxConns := fs.Int("max-connections", runtime.DefaultMaxConnections, "most WebSocket connections open at once")
-	tenantConns := fs.Int("tenant-connections", runtime.DefaultTenantConns, "most WebSocket connections one tenant holds at once, with --api-keys")
-	tenantRPM := fs.Int("tenant-rpm", 0, "most requests one tenant makes a minute (HTTP requests, WebSocket upgrades, response.create on a WebSocket), with --api-keys; 0 is no limit")
-	maxCalls := fs.Int("max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
+	var opts runtime.Options // the flags below set its bounds; the pluggable parts are set once the flags are read
+	fs.Int64Var(&opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
+	fs.DurationVar(&opts.Timeouts.WSMaxAge, "ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
+	fs.DurationVar(&opts.Suspension.Timeout, "suspend-timeout", runtime.DefaultSuspendTimeout, "how long a suspended rollout waits for client tool outputs")
+	fs.DurationVar(&opts.Suspension.ResumeWindow, "resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
+	fs.DurationVar(&opts.Timeouts.Body, "body-timeout", runtime.DefaultBodyTimeout, "how long an HTTP request body may take to arrive (slower: 408)")
+	fs.DurationVar(&opts.Timeouts.Write, "write-timeout", runtime.DefaultWriteTimeout, "how long a write to a client that does not read may stall before its stream is cut")
+	fs.DurationVar(&opts.Timeouts.SlowClient, "slow-client-timeout", runtime.DefaultSlowClient, "how far behind a client may fall: a frame queued for it longer ago and not yet written closes a WebSocket with 1008 after a client_too_slow error (an SSE stream is cut)")
+	fs.BoolVar(&opts.EveryDelta, "every-delta", false, "send every text and argument delta as the model made it, even to a client that is behind (by default those a client has not yet taken are merged)")
+	fs.IntVar(&opts.Suspension.Max, "max-suspended", runtime.DefaultMaxSuspended, "most suspended rollouts the server holds at once (running, parked or detached)")
+	fs.IntVar(&opts.Tenant.Suspended, "tenant-suspended", runtime.DefaultTenantSuspended, "most suspended rollouts one tenant holds at once, with --api-keys")
+	fs.IntVar(&opts.Limits.MaxInFlight, "max-inflight", runtime.DefaultMaxInFlight, "most responses running at once on one WebSocket connection; more wait in their lane")
+	fs.IntVar(&opts.Limits.MaxLanes, "max-lanes", runtime.DefaultMaxLanes, "most distinct stream_id lanes one WebSocket connection may open (websocket_stream_limit_reached)")
+	fs.IntVar(&opts.Limits.MaxQueued, "max-queued", runtime.DefaultMaxQueued, "most creates one WebSocket connection may have accepted and not finished (websocket_queue_full)")
+	fs.IntVar(&opts.Limits.MaxConnections, "max-connections", runtime.DefaultMaxConnections, "most WebSocket connections open at once")
+	fs.IntVar(&opts.Tenant.Conns, "tenant-connections", runtime.DefaultTenantConns, "most WebSocket connections one tenant holds at once, with --api-keys")
+	fs.IntVar(&opts.Tenant.RPM, "tenant-rpm", 0, "most requests one tenant makes a minute (HTTP requests, WebSocket upgrades, response.create on a WebSocket), with --api-keys; 0 is no limit")
+	fs.IntVar(&opts.Limits.MaxCallsPerStep, "max-calls-per-step", runtime.DefaultMaxCallsPerStep, "most tool calls one sampling step may make; more fail the response (too_many_tool_calls)")
 	apiKeys := fs.String("api-keys", "", "file of accepted API keys, one \"KEY TENANT\" a line, reloaded on SIGHUP (default: $"+keysEnv+" as KEY:TENANT,…; none: any request is served, on loopback only)")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
-	tenantInFlight := fs.Int("tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
+	fs.IntVar(&opts.Tenant.InFlight, "tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
 	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS), shared by every tether on that database")
 	storeTTL := fs.Duration("store-ttl", redisstore.DefaultTTL, "with --store redis://: how long a stored response is kept")
 	storeRecord := fs.Int("store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
-	storeBytes := fs.Int("store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
-	tenantStoreBytes := fs.Int("tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
-	cacheBytes := fs.Int("cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
-	cacheResponses := fs.Int("ws-cache-responses", 1, "how many of each lane's latest responses a WebSocket connection caches: previous_response_id may name any of them (1, as OpenAI; more lets cached-state turns branch from an earlier turn)")
-	connBytes := fs.Int("conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
-	drainTimeout := fs.Duration("drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
+	fs.IntVar(&opts.MemoryStore.MaxBytes, "store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
+	fs.IntVar(&opts.MemoryStore.MaxTenantBytes, "tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
+	fs.IntVar(&opts.Limits.CacheBytes, "cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
+	fs.IntVar(&opts.Limits.CacheResponses, "ws-cache-responses", runtime.DefaultCacheResponses, "how many of each lane's latest responses a WebSocket connection caches: previous_response_id may name any of them (1, as OpenAI; more lets cached-state turns branch from an earlier turn)")
+	fs.IntVar(&opts.Limits.ConnBytes, "conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
+	fs.DurationVar(&opts.Timeouts.Drain, "drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	mcpAllow := fs.String("mcp-allow", "loopback", "which MCP servers a request's mcp tool may name by server_url: loopback (127.0.0.0/8, ::1, localhost), or host patterns, comma-separated (loopback,*.internal.example.com, or * for any); the config's mcp_servers are always allowed")
@@ -202,45 +203,13 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	srv, err := runtime.NewServer(runtime.Options{
-		Store:       store,
-		Models:      served,
-		Renderer:    renderer,
-		HostedTools: []runtime.Tool{webSearch(*searxngURL, *searchCorpus)},
-		MCP: mcp.NewClient(mcp.Options{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
-			MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()}),
-		MaxFrame:          *maxFrame,
-		WSMaxAge:          *wsMaxAge,
-		SuspendTimeout:    *suspendTimeout,
-		ResumeWindow:      *resumeWindow,
-		BodyTimeout:       *bodyTimeout,
-		WriteTimeout:      *writeTimeout,
-		SlowClientTimeout: *slowClient,
-		EveryDelta:        *everyDelta,
-		DrainTimeout:      *drainTimeout,
-		ConnBytes:         *connBytes,
-		CacheBytes:        *cacheBytes,
-		CacheResponses:    *cacheResponses,
-		StoreBytes:        *storeBytes,
-		TenantInFlight:    *tenantInFlight,
-		TenantStoreBytes:  *tenantStoreBytes,
-		MaxCallsPerStep:   *maxCalls,
-		MaxSuspended:      *maxSuspended,
-		MaxInFlight:       *maxInFlight,
-		MaxLanes:          *maxLanes,
-		MaxQueued:         *maxQueued,
-		TenantSuspended:   *tenantSuspended,
-		MaxConnections:    *maxConns,
-		TenantConns:       *tenantConns,
-		TenantRPM:         *tenantRPM,
-		Observer:          metrics,
-		Logger:            log,
-		AccessLog:         true,
-		Hooks:             hooks,
-		StoreTokens:       costs.StoreTokens,
-		Keys:              keys,
-		OriginPatterns:    splitList(*origins),
-	})
+	opts.Store, opts.Models, opts.Renderer = store, served, renderer
+	opts.HostedTools = []runtime.Tool{webSearch(*searxngURL, *searchCorpus)}
+	opts.MCP = mcp.NewClient(mcp.Options{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
+		MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()})
+	opts.Observer, opts.Logger, opts.AccessLog, opts.Hooks = metrics, log, true, hooks
+	opts.StoreTokens, opts.Keys, opts.OriginPatterns = costs.StoreTokens, keys, splitList(*origins)
+	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
@@ -293,7 +262,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	case <-ctx.Done():
 	}
 	// The drain, then time for the close handshakes.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), *drainTimeout+10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), opts.Timeouts.Drain+10*time.Second)
 	defer cancel()
 	// Sessions and rollouts first: http.Server.Shutdown waits for handlers,
 	// and the server's Shutdown is what ends them.

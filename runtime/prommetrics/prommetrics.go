@@ -83,7 +83,7 @@ func New() *Metrics {
 	})
 	m.hops = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tether_simulated_hops_total",
-		Help: "Simulated service calls made (a deliberate wait of --hop-latency each), by name.",
+		Help: "Simulated service calls made (a deliberate wait of cost.Options.HopLatency each), by name.",
 	}, []string{"hop"})
 	m.reg.MustRegister(m.phase, m.step, m.frame, m.responses, m.pauses, m.tokens, m.safety, m.hops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

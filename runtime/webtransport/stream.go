@@ -31,7 +31,7 @@ type streamHeader struct {
 // writer writes and flushes.
 type stream struct {
 	str    *wtgo.Stream
-	max    int64 // the largest frame read (MaxFrame)
+	max    int64 // the largest frame read (Limits.MaxFrame)
 	binary bool  // the stream's frames are msgpack
 
 	held    []byte // the batch being written, owned by the writer
@@ -76,7 +76,7 @@ func refuseStream(str *wtgo.Stream, perr *protocol.Error) {
 // is read.
 func errFrameTooLarge(n, limit int64) *protocol.Error {
 	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeRequestTooLarge, "",
-		"A frame of %d bytes exceeds this server's limit of %d bytes (--max-frame): the stream is closed.", n, limit)
+		"A frame of %d bytes exceeds this server's limit of %d bytes (Limits.MaxFrame): the stream is closed.", n, limit)
 }
 
 // readFrame reads one length-prefixed frame of at most limit bytes. The

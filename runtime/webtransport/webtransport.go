@@ -55,9 +55,9 @@ func Listen(srv *runtime.Server, addr string, cert tls.Certificate) (*Endpoint, 
 		QUICConfig: &quic.Config{
 			EnableDatagrams:                  true,
 			EnableStreamResetPartialDelivery: true,
-			// A lane past MaxLanes gets websocket_stream_limit_reached on
+			// A lane past Limits.MaxLanes gets websocket_stream_limit_reached on
 			// its stream; QUIC itself stops a client well past that.
-			MaxIncomingStreams: int64(e.opts.MaxLanes) + 16,
+			MaxIncomingStreams: int64(e.opts.Limits.MaxLanes) + 16,
 			KeepAlivePeriod:    15 * time.Second,
 		},
 		Handler: http.HandlerFunc(e.serveHTTP),
@@ -146,7 +146,7 @@ func (e *Endpoint) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(c.Context())
 	defer cancel()
 	context.AfterFunc(conn.Context(), cancel)
-	maxLanes := e.opts.MaxLanes
+	maxLanes := e.opts.Limits.MaxLanes
 	var lanes atomic.Int64
 	var wg sync.WaitGroup
 	for {
@@ -170,8 +170,8 @@ func (e *Endpoint) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // serveStream reads the stream's header, then serves it as a lane of c.
 func (e *Endpoint) serveStream(c *runtime.Connection, str *wtgo.Stream) {
-	s := &stream{str: str, max: e.opts.MaxFrame}
-	str.SetReadDeadline(time.Now().Add(e.opts.BodyTimeout))
+	s := &stream{str: str, max: e.opts.Limits.MaxFrame}
+	str.SetReadDeadline(time.Now().Add(e.opts.Timeouts.Body))
 	enc, perr := s.header()
 	str.SetReadDeadline(time.Time{})
 	if perr != nil {

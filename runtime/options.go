@@ -1,0 +1,337 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/tether-run/tether/sampler"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxFrame        = 16 << 20
+	DefaultWSMaxAge        = 60 * time.Minute
+	DefaultMaxInFlight     = 16
+	DefaultMaxLanes        = 32
+	DefaultMaxQueued       = 256
+	DefaultCacheResponses  = 1
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultSlowClient      = 10 * time.Second
+	DefaultDrainTimeout    = 10 * time.Second
+	DefaultConnBytes       = 16 << 20
+	DefaultCacheBytes      = 32 << 20
+	DefaultTenantInFlight  = 512
+	DefaultBodyTimeout     = 30 * time.Second
+	DefaultMaxCallsPerStep = 256
+	DefaultSuspendTimeout  = 10 * time.Minute
+	DefaultResumeWindow    = 60 * time.Second
+	DefaultMaxSuspended    = 1024
+	DefaultTenantSuspended = 256
+	DefaultMaxConnections  = 4096
+	DefaultTenantConns     = 256
+)
+
+// Options configure a Server. The zero value serves tether-scripted, unpaced,
+// with an in-memory store. The pluggable parts are at the top; the bounds
+// are grouped by concern (Limits, Timeouts, Suspension, Tenant,
+// MemoryStore), each group's zero value its defaults. NewServer refuses
+// negative bounds.
+type Options struct {
+	// Models maps model names to backends. Nil serves "tether-scripted" only.
+	Models map[string]Sampler
+	// Renderer renders items to tokens. Nil creates one (o200k_base).
+	Renderer *sampler.Renderer
+	// HostedTools run inside the loop when a request offers their type (for
+	// example web_search). Nil serves none.
+	HostedTools []Tool
+	// MCP reaches the servers of requests' hosted mcp tools (its
+	// allow-list and the operator's servers decide which). Nil refuses
+	// mcp tools.
+	MCP MCPClient
+	// Store keeps store: true responses. Nil is a MemoryStore bounded by
+	// MemoryStore.
+	Store Store
+	// Keys, when set, are the API keys every request must bear (see Keys).
+	// Nil admits every request: run such a server on loopback only.
+	Keys *Keys
+	// CompactionKey seals compaction items (32 bytes). Nil draws a random key:
+	// windows then open only on this server process.
+	CompactionKey []byte
+	// OriginPatterns are the origins, besides the server's own host, whose
+	// pages may open a WebSocket or a WebTransport connection: host
+	// patterns as path.Match takes them ("localhost:*", "*.example.com").
+	OriginPatterns []string
+	// Logger receives operational logs. Nil discards them.
+	Logger *slog.Logger
+	// AccessLog logs one line (at Info, message "access") per HTTP request
+	// and per WebSocket session when it ends: method, path, status, bytes
+	// written, duration, responses served, never a key or a body.
+	AccessLog bool
+	// Now is the clock. Nil is time.Now.
+	Now func() time.Time
+	// Observer receives what the server measures (package
+	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
+	Observer Observer
+	// Hooks is work around inference a production API does that the core
+	// does not (package runtime/cost: a safety classifier, simulated
+	// service calls). Nil does none.
+	Hooks Hooks
+	// EveryDelta sends every text and argument delta as the model made it,
+	// never merged, even to a client that is behind (whose queue then
+	// grows to its bound): for tests and recordings that compare streams
+	// token by token.
+	EveryDelta bool
+	// StoreTokens keeps each stored response's rendered tokens with it, so
+	// that a previous_response_id the connection has not cached (every
+	// chained HTTP request) loads them instead of rendering the whole
+	// chain again.
+	StoreTokens bool
+
+	// Limits bound frames, connections and what one connection holds.
+	Limits Limits
+	// Timeouts bound how long the server waits on clients and on itself.
+	Timeouts Timeouts
+	// Suspension bounds suspended rollouts (suspend: true).
+	Suspension SuspensionOptions
+	// Tenant bounds each tenant's share of the server, when it has Keys.
+	Tenant TenantLimits
+	// MemoryStore bounds the default store, when Store is nil.
+	MemoryStore MemoryStoreOptions
+}
+
+// Limits bound the server's frames and connections and what one
+// connection holds. Zero fields take the defaults.
+type Limits struct {
+	// MaxFrame bounds a WebSocket frame and an HTTP body, in bytes.
+	MaxFrame int64
+	// MaxConnections bounds the WebSocket connections open at once
+	// (too_many_connections, before the upgrade).
+	MaxConnections int
+	// MaxInFlight bounds responses running at once on one connection; more wait.
+	MaxInFlight int
+	// MaxLanes bounds the distinct named stream_ids of one connection.
+	MaxLanes int
+	// MaxQueued bounds the creates a connection may have accepted and not yet
+	// finished (running or waiting); beyond it a create is refused.
+	MaxQueued int
+	// ConnBytes bounds the bytes of the creates a WebSocket connection has
+	// in flight (queued, running or parked), by their frames' size: past it a
+	// create is refused (websocket_bytes_in_flight), unless nothing else is
+	// in flight, so that any frame up to MaxFrame can be served alone. A
+	// request costs a few times its size in memory while it is served.
+	ConnBytes int
+	// CacheBytes bounds what a WebSocket connection caches (the latest
+	// response of each lane, by conversation.bytes' estimate): past it the
+	// least recently cached lanes' responses are dropped, all but the newest.
+	CacheBytes int
+	// CacheResponses is how many of each lane's latest responses a
+	// connection caches (1, as OpenAI): previous_response_id may name any
+	// of them, to branch from an earlier turn without the store.
+	CacheResponses int
+	// MaxCallsPerStep bounds the tool calls of one sampling step: a step
+	// that makes more fails the response (too_many_tool_calls).
+	MaxCallsPerStep int
+}
+
+// Timeouts bound how long the server waits on its clients and on itself.
+// Zero fields take the defaults.
+type Timeouts struct {
+	// WSMaxAge is the WebSocket connection age limit.
+	WSMaxAge time.Duration
+	// Write is how long one batch of writes to a WebSocket or an SSE
+	// stream may stall before the connection is cut.
+	Write time.Duration
+	// SlowClient is how far behind a client may fall: when a frame
+	// queued for it longer ago is still not written, the connection is
+	// closed with a policy violation (1008) after an error event
+	// (client_too_slow), and an SSE stream is cut. Until then a rollout
+	// never waits for its client: it merges the deltas the client has not
+	// yet taken into fewer, larger ones.
+	SlowClient time.Duration
+	// Body bounds reading an HTTP request's body: a body trickled
+	// slower is refused (408) and its connection closed.
+	Body time.Duration
+	// Drain is how long Shutdown lets running responses finish
+	// before it ends them with server_shutting_down.
+	Drain time.Duration
+}
+
+// SuspensionOptions bound suspended rollouts. Zero fields take the
+// defaults.
+type SuspensionOptions struct {
+	// Timeout ends a suspended rollout that waits longer than this for
+	// client tool outputs (failed, client_tool_timeout).
+	Timeout time.Duration
+	// ResumeWindow is how long a suspended rollout outlives its connection,
+	// waiting for response.resume on a new one.
+	ResumeWindow time.Duration
+	// Max bounds the suspended rollouts a server holds at once
+	// (running, parked or detached); beyond it a suspended create is refused.
+	Max int
+}
+
+// TenantLimits bound what one tenant (the tenant of a request's key) takes
+// of a server that has Keys, so that one key cannot take it all; without
+// Keys they bound nothing. Zero fields take the defaults.
+type TenantLimits struct {
+	// InFlight bounds the responses one tenant has in progress at
+	// once, over every connection and HTTP (suspended rollouts, parked or
+	// not, included).
+	InFlight int
+	// Suspended bounds the suspended rollouts of one tenant
+	// (tenant_suspended_limit).
+	Suspended int
+	// Conns bounds the WebSocket connections one tenant holds at once
+	// (tenant_connection_limit).
+	Conns int
+	// RPM bounds each tenant's HTTP requests and WebSocket upgrades per
+	// minute (rate_limit_exceeded, 429); 0 is no bound.
+	RPM int
+}
+
+// validate refuses options no server can run with, naming the option.
+func (o *Options) validate() error {
+	for name, m := range o.Models {
+		if m == nil {
+			return fmt.Errorf("runtime: Models[%q] is nil", name)
+		}
+	}
+	for i, t := range o.HostedTools {
+		if t == nil {
+			return fmt.Errorf("runtime: HostedTools[%d] is nil", i)
+		}
+	}
+	if o.CompactionKey != nil && len(o.CompactionKey) != 32 {
+		return fmt.Errorf("runtime: CompactionKey of %d bytes: want 32, or nil for a random one", len(o.CompactionKey))
+	}
+	return errors.Join(o.Limits.validate(), o.Timeouts.validate(), o.Suspension.validate(),
+		o.Tenant.validate(), o.MemoryStore.validate())
+}
+
+// setDefaults fills in every zero field that has a default.
+func (o *Options) setDefaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	if o.Hooks == nil {
+		o.Hooks = noHooks{}
+	}
+	o.Limits.setDefaults()
+	o.Timeouts.setDefaults()
+	o.Suspension.setDefaults()
+	o.Tenant.setDefaults()
+	o.MemoryStore.setDefaults()
+}
+
+func (l *Limits) validate() error {
+	return errors.Join(
+		atLeast0("Limits.MaxFrame", l.MaxFrame),
+		atLeast0("Limits.MaxConnections", l.MaxConnections),
+		atLeast0("Limits.MaxInFlight", l.MaxInFlight),
+		atLeast0("Limits.MaxLanes", l.MaxLanes),
+		atLeast0("Limits.MaxQueued", l.MaxQueued),
+		atLeast0("Limits.ConnBytes", l.ConnBytes),
+		atLeast0("Limits.CacheBytes", l.CacheBytes),
+		atLeast0("Limits.CacheResponses", l.CacheResponses),
+		atLeast0("Limits.MaxCallsPerStep", l.MaxCallsPerStep))
+}
+
+func (l *Limits) setDefaults() {
+	orDefault(&l.MaxFrame, DefaultMaxFrame)
+	orDefault(&l.MaxConnections, DefaultMaxConnections)
+	orDefault(&l.MaxInFlight, DefaultMaxInFlight)
+	orDefault(&l.MaxLanes, DefaultMaxLanes)
+	orDefault(&l.MaxQueued, DefaultMaxQueued)
+	orDefault(&l.ConnBytes, DefaultConnBytes)
+	orDefault(&l.CacheBytes, DefaultCacheBytes)
+	orDefault(&l.CacheResponses, DefaultCacheResponses)
+	orDefault(&l.MaxCallsPerStep, DefaultMaxCallsPerStep)
+}
+
+func (t *Timeouts) validate() error {
+	return errors.Join(
+		atLeast0("Timeouts.WSMaxAge", t.WSMaxAge),
+		atLeast0("Timeouts.Write", t.Write),
+		atLeast0("Timeouts.SlowClient", t.SlowClient),
+		atLeast0("Timeouts.Body", t.Body),
+		atLeast0("Timeouts.Drain", t.Drain))
+}
+
+func (t *Timeouts) setDefaults() {
+	orDefault(&t.WSMaxAge, DefaultWSMaxAge)
+	orDefault(&t.Write, DefaultWriteTimeout)
+	orDefault(&t.SlowClient, DefaultSlowClient)
+	orDefault(&t.Body, DefaultBodyTimeout)
+	orDefault(&t.Drain, DefaultDrainTimeout)
+}
+
+func (s *SuspensionOptions) validate() error {
+	return errors.Join(
+		atLeast0("Suspension.Timeout", s.Timeout),
+		atLeast0("Suspension.ResumeWindow", s.ResumeWindow),
+		atLeast0("Suspension.Max", s.Max))
+}
+
+func (s *SuspensionOptions) setDefaults() {
+	orDefault(&s.Timeout, DefaultSuspendTimeout)
+	orDefault(&s.ResumeWindow, DefaultResumeWindow)
+	orDefault(&s.Max, DefaultMaxSuspended)
+}
+
+func (t *TenantLimits) validate() error {
+	var rpm error
+	if t.RPM < 0 {
+		rpm = fmt.Errorf("runtime: Tenant.RPM %d: want 0 (no bound) or more", t.RPM)
+	}
+	return errors.Join(
+		atLeast0("Tenant.InFlight", t.InFlight),
+		atLeast0("Tenant.Suspended", t.Suspended),
+		atLeast0("Tenant.Conns", t.Conns),
+		rpm)
+}
+
+// setDefaults leaves RPM alone: its zero is no bound.
+func (t *TenantLimits) setDefaults() {
+	orDefault(&t.InFlight, DefaultTenantInFlight)
+	orDefault(&t.Suspended, DefaultTenantSuspended)
+	orDefault(&t.Conns, DefaultTenantConns)
+}
+
+// validate is Options.validate's: NewMemoryStore, which returns no error,
+// takes a negative bound as zero.
+func (m *MemoryStoreOptions) validate() error {
+	return errors.Join(
+		atLeast0("MemoryStore.MaxRecords", m.MaxRecords),
+		atLeast0("MemoryStore.MaxBytes", m.MaxBytes),
+		atLeast0("MemoryStore.MaxTenantBytes", m.MaxTenantBytes))
+}
+
+func (m *MemoryStoreOptions) setDefaults() {
+	orDefault(&m.MaxRecords, DefaultStoreMax)
+	orDefault(&m.MaxBytes, DefaultStoreBytes)
+	orDefault(&m.MaxTenantBytes, DefaultTenantStoreBytes)
+}
+
+// atLeast0 refuses a negative bound, naming its option.
+func atLeast0[T int | int64 | time.Duration](name string, v T) error {
+	if v < 0 {
+		return fmt.Errorf("runtime: %s %v: want 0 (the default) or more", name, v)
+	}
+	return nil
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
