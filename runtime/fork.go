@@ -69,7 +69,7 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 		return perr
 	}
 	for _, id := range lanes {
-		sess.admit(id, &job{fork: ps, received: received}, func(ln *lane) *protocol.Error {
+		sess.admit(id, &forkJob{pause: ps, received: received}, func(ln *lane) *protocol.Error {
 			if ln.sp != nil {
 				return ln.sp.queueRefusal(sess, true)
 			}
@@ -80,8 +80,8 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 }
 
 // forkOn runs a fork job: a new suspended rollout on ln, from the point.
-func (sess *session) forkOn(ln *lane, j *job) (last []byte) {
-	ro, perr := sess.srv.forkRollout(j.fork, ln.id, sess.srv.now().Unix())
+func (sess *session) forkOn(ln *lane, j *forkJob) (last []byte) {
+	ro, perr := sess.srv.forkRollout(j.pause, ln.id, sess.srv.now().Unix())
 	if perr != nil {
 		return errorFrame(perr, ln.id)
 	}

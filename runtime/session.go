@@ -74,7 +74,7 @@ type session struct {
 // lane is one stream_id's FIFO of creates, and what runs on it.
 type lane struct {
 	id    string
-	jobs  []*job        // the FIFO, guarded by session.mu; the scope bounds it (MaxQueued)
+	jobs  []job         // the FIFO, guarded by session.mu; the scope bounds it (MaxQueued)
 	ready chan struct{} // 1-buffered: jobs wait for the lane worker
 
 	// The response running on the lane, guarded by session.mu: a
@@ -82,22 +82,6 @@ type lane struct {
 	// answers for itself whether it is still this connection's).
 	ro *rollout
 	sp *suspension
-}
-
-// job is one response.create waiting in a lane, a response.resume, or the
-// refusal of a create, which is answered in lane order so it cannot be
-// mistaken for an earlier turn's.
-type job struct {
-	req      *protocol.CreateRequest
-	refusal  *protocol.Error
-	parent   string // previous_response_id of a refused create: the refusal evicts it
-	received time.Time
-	decodeUS int64       // microseconds spent decoding the frame
-	bytes    int         // a create's frame size, on the connection's ConnBytes account
-	resume   *suspension // response.resume: reattach this suspended rollout
-	fork     *pauseState // response.fork: a fork of a parked rollout from this pause
-	tail     *tail       // response.resume of one that has ended: read its tail back
-	after    *int        // the last sequence_number the resuming client received
 }
 
 // newSession makes the session of conn, whose upgrade request was r, in
@@ -258,18 +242,19 @@ func errorFrame(perr *protocol.Error, laneID string) []byte {
 // enqueue puts a create on its lane, or refuses it at once when the
 // connection is at a limit that queuing would not resolve.
 func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.Time, decodeUS int64) {
-	j := &job{req: ev.Request, parent: ev.Request.PreviousResponseID, received: received, decodeUS: decodeUS, bytes: size}
+	var refusal *protocol.Error
 	switch {
 	case received.Sub(sess.started) >= sess.srv.opts.Timeouts.WSMaxAge:
-		j.refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
+		refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
 			"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", formatAge(sess.srv.opts.Timeouts.WSMaxAge))
 	case ev.Request.Background != nil && *ev.Request.Background:
-		j.refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
+		refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
 	default:
-		j.refusal = sess.srv.rateLimit(sess.tenant)
+		refusal = sess.srv.rateLimit(sess.tenant)
 	}
-	if j.refusal != nil {
-		j.bytes = 0 // a refusal holds no request
+	var j job = &createJob{req: ev.Request, received: received, decodeUS: decodeUS, size: size}
+	if refusal != nil {
+		j = &refusedJob{refusal: refusal, parent: ev.Request.PreviousResponseID}
 	}
 	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error {
 		if ln.sp != nil {
@@ -282,12 +267,12 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 // admit puts j on lane laneID, starting the lane if new, or refuses it at
 // once (an error event) when the connection is at a limit that queuing
 // would not resolve, or when check, called under mu, says why.
-func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Error) {
+func (sess *session) admit(laneID string, j job, check func(*lane) *protocol.Error) {
 	if sess.srv.closing() {
 		sess.sendError(errShutdown(), laneID)
 		return
 	}
-	if perr := sess.scope.reserve(j.bytes, &sess.srv.opts); perr != nil {
+	if perr := sess.scope.reserve(j.bytes(), &sess.srv.opts); perr != nil {
 		sess.sendError(perr, laneID)
 		return
 	}
@@ -298,7 +283,7 @@ func (sess *session) admit(laneID string, j *job, check func(*lane) *protocol.Er
 	}
 	sess.mu.Unlock()
 	if perr != nil {
-		sess.scope.release(j.bytes)
+		sess.scope.release(j.bytes())
 		sess.sendError(perr, laneID)
 		return
 	}
@@ -313,7 +298,7 @@ func (sess *session) refuse(laneID string, perr *protocol.Error, parent string, 
 	ln, ok := sess.lanes[laneID]
 	sess.mu.Unlock()
 	if ok && sess.scope.reserve(0, &sess.srv.opts) == nil {
-		sess.push(ln, &job{refusal: perr, parent: parent, received: received})
+		sess.push(ln, &refusedJob{refusal: perr, parent: parent})
 		return
 	}
 	sess.sendError(perr, laneID)
@@ -371,7 +356,7 @@ func (sess *session) laneWorker(ln *lane) {
 // push puts j at the end of ln's queue and wakes its worker. A lane's
 // queue is a slice rather than a channel of MaxQueued places: a connection
 // with many lanes (a rollout forked 64 ways) pays for the jobs it has.
-func (sess *session) push(ln *lane, j *job) {
+func (sess *session) push(ln *lane, j job) {
 	sess.mu.Lock()
 	ln.jobs = append(ln.jobs, j)
 	sess.mu.Unlock()
@@ -382,7 +367,7 @@ func (sess *session) push(ln *lane, j *job) {
 }
 
 // pop takes the first job of ln's queue, or nil.
-func (sess *session) pop(ln *lane) *job {
+func (sess *session) pop(ln *lane) job {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if len(ln.jobs) == 0 {
@@ -396,24 +381,22 @@ func (sess *session) pop(ln *lane) *job {
 
 // refuseQueued answers j (if any) and the jobs still queued on ln at
 // shutdown, in order.
-func (sess *session) refuseQueued(ln *lane, j *job) {
+func (sess *session) refuseQueued(ln *lane, j job) {
 	if j == nil {
 		j = sess.pop(ln)
 	}
 	for ; j != nil; j = sess.pop(ln) {
-		sess.scope.release(j.bytes)
+		sess.scope.release(j.bytes())
 		sess.send(errorFrame(errShutdown(), ln.id), nil)
 	}
 }
 
-// runJob runs one job: a create (resolve its parent in the cache, prepare,
-// stream, cache the result as the lane's latest), a resume, or a refusal.
-// The job's last frame (terminal event or error) goes out once the job is
-// settled (response cached, queue place freed), so that a client acting on
-// it finds the connection as the frame describes it; the in-flight slot is
-// freed only after that frame, so that the client never sees more than
-// MaxInFlight responses in flight.
-func (sess *session) runJob(ln *lane, j *job) {
+// runJob runs one job on ln. The job's last frame (terminal event or
+// error) goes out once the job is settled (response cached, queue place
+// freed), so that a client acting on it finds the connection as the frame
+// describes it; the in-flight slot is freed only after that frame, so that
+// the client never sees more than MaxInFlight responses in flight.
+func (sess *session) runJob(ln *lane, j job) {
 	var last []byte
 	slot := false
 	defer func() {
@@ -422,7 +405,7 @@ func (sess *session) runJob(ln *lane, j *job) {
 			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
 				"The server had an error while processing the request."), ln.id)
 		}
-		sess.scope.release(j.bytes)
+		sess.scope.release(j.bytes())
 		if last != nil {
 			sess.send(last, nil)
 		}
@@ -430,39 +413,19 @@ func (sess *session) runJob(ln *lane, j *job) {
 			<-sess.scope.slots
 		}
 	}()
-	if j.refusal != nil {
-		if j.parent != "" { // a continuation refused before it ran failed too
-			parent, _ := sess.scope.lookup(j.parent)
-			sess.scope.evictAfterFailure(ln, parent)
+	if j.inFlight() {
+		select {
+		case sess.scope.slots <- struct{}{}:
+			slot = true
+		case <-sess.ctx.Done():
+			return
 		}
-		last = errorFrame(j.refusal, ln.id)
-		return
 	}
-	select {
-	case sess.scope.slots <- struct{}{}:
-		slot = true
-	case <-sess.ctx.Done():
-		return
-	}
-	switch {
-	case j.resume != nil:
-		last = sess.resumeOn(ln, j)
-		return
-	case j.tail != nil:
-		last = sess.replayTail(j)
-		return
-	case j.fork != nil:
-		last = sess.forkOn(ln, j)
-		return
-	case sess.srv.closing(): // queued before Shutdown, not begun: refused
-		last = errorFrame(errShutdown(), ln.id)
-		return
-	}
-	last = sess.create(ln, j)
+	last = j.run(sess, ln)
 }
 
 // create runs a response.create on ln and returns its last frame.
-func (sess *session) create(ln *lane, j *job) (last []byte) {
+func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 	req := j.req
 	t0 := sess.srv.now()
 	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}

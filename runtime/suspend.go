@@ -121,12 +121,12 @@ func errOtherStream(id string) *protocol.Error {
 // resume handles response.resume: a suspended rollout whose connection
 // dropped reports here from now on, in its lane's turn.
 func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
-	j := &job{after: ev.After, received: received}
+	var j job
 	var lane string
 	if sp := sess.srv.lookupSuspended(ev.ResponseID); sp != nil && sp.resumable(sess, sess.creds) {
-		j.resume, lane = sp, sp.lane
+		j, lane = &resumeJob{sp: sp, after: ev.After}, sp.lane
 	} else if t := sess.srv.lookupTail(ev.ResponseID, sess.creds); t != nil {
-		j.tail, lane = t, t.lane
+		j, lane = &tailJob{tail: t, after: ev.After}, t.lane
 	} else {
 		sess.sendError(errResumeNotFound(ev.ResponseID), ev.StreamID)
 		return
@@ -140,8 +140,8 @@ func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
 
 // replayTail runs a resume of a rollout that has ended: its client gets the
 // frames it missed, then the terminal frame, returned as the job's last.
-func (sess *session) replayTail(j *job) (last []byte) {
-	frames := j.tail.since(j.after)
+func (sess *session) replayTail(t *tail, after *int) (last []byte) {
+	frames := t.since(after)
 	for _, b := range frames[:len(frames)-1] {
 		if sess.send(b, nil) != nil || sess.flow(sess.ctx) != nil {
 			return nil
@@ -152,15 +152,14 @@ func (sess *session) replayTail(j *job) (last []byte) {
 
 // resumeOn runs a resume job: the rollout reports to this connection, which
 // gets the frames its client missed, then follows it on ln.
-func (sess *session) resumeOn(ln *lane, j *job) (last []byte) {
-	sp := j.resume
+func (sess *session) resumeOn(ln *lane, j *resumeJob) (last []byte) {
+	sp := j.sp
 	sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
 	gone, from, ok := sp.attach(sess, j.after)
 	if !ok {
 		sess.setRunning(ln, nil, nil)
 		if t := sess.srv.lookupTail(sp.id, sess.creds); t != nil { // settled since the resume was admitted
-			j.tail = t
-			return sess.replayTail(j)
+			return sess.replayTail(t, j.after)
 		}
 		return errorFrame(errResumeGone(sp.id), ln.id)
 	}
