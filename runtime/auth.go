@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"golang.org/x/time/rate"
-
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -129,58 +127,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s", msg))
 		return r, false
 	}
-	if perr := s.rateLimit(tenant); perr != nil {
+	if perr := s.admission.request(tenant); perr != nil {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, perr)
 		return r, false
 	}
 	return r.WithContext(WithTenant(r.Context(), tenant)), true
-}
-
-// rateLimit takes one request from tenant's bucket, or says why it is
-// empty: an HTTP request, a WebSocket upgrade and a response.create on a
-// WebSocket are each a request.
-func (s *Server) rateLimit(tenant string) *protocol.Error {
-	if s.opts.Tenant.RPM <= 0 || tenant == "" || s.limiter(tenant).Allow() {
-		return nil
-	}
-	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRateLimited, "",
-		"Your key's tenant made more than %d requests in a minute, its limit on this server (Tenant.RPM). Retry shortly.", s.opts.Tenant.RPM)
-}
-
-// admitInFlight takes a place among tenant's Tenant.InFlight responses for
-// one about to start, or says why there is none. The check and the taking
-// are one step under s.mu, so that creates arriving together cannot all
-// pass the check before any of them is counted. The rollout given the place
-// (its inFlightHeld) keeps it until it ends; a create that starts no
-// rollout gives it back with releaseInFlight.
-func (s *Server) admitInFlight(tenant string) *protocol.Error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.inFlightBy[tenant]
-	if tenant != "" && n >= s.opts.Tenant.InFlight {
-		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantInFlight, "",
-			"Your key's tenant already has %d responses in progress, its limit on this server (Tenant.InFlight). Wait for one to finish.", n)
-	}
-	s.inFlightBy[tenant]++
-	return nil
-}
-
-// releaseInFlight gives back a place admitInFlight took.
-func (s *Server) releaseInFlight(tenant string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inFlightBy[tenant]--; s.inFlightBy[tenant] == 0 {
-		delete(s.inFlightBy, tenant)
-	}
-}
-
-// limiter is tenant's request bucket: Tenant.RPM requests, refilled at
-// Tenant.RPM a minute.
-func (s *Server) limiter(tenant string) *rate.Limiter {
-	if l, ok := s.limiters.Load(tenant); ok {
-		return l.(*rate.Limiter)
-	}
-	l, _ := s.limiters.LoadOrStore(tenant, rate.NewLimiter(rate.Limit(float64(s.opts.Tenant.RPM)/60), s.opts.Tenant.RPM))
-	return l.(*rate.Limiter)
 }

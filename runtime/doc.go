@@ -113,12 +113,16 @@
 // rollout. Lock order, outer
 // first:
 //
-//	Server.mu -> suspension.mu, rollout.mu
+//	suspendedSet.mu -> suspension.mu
 //	connScope.mu -> session.mu -> suspension.mu
 //	rollout.mu -> suspension.mu -> outbox.mu
 //
-// Leaves, taken under any of these: outbox.mu, the rollout's stopper and
-// inbox locks.
+// Leaves, taken under any of these: outbox.mu, admission.mu, the rollout's
+// stopper and inbox locks. Server.mu, which guards what Shutdown drains
+// (sessions, running rollouts), holds only leaves. The server's state has
+// one lock per concern: admission (connections, responses in progress,
+// request rates), the suspended set (suspended rollouts and their tails),
+// the store's own, and Server.mu.
 //
 // # Optional layers
 //

@@ -98,13 +98,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
 	tenant := Tenant(r.Context())
-	if perr := s.admitInFlight(tenant); perr != nil {
+	if perr := s.admission.response(tenant); perr != nil {
 		writeError(w, perr)
 		return
 	}
 	ro, perr := s.prepare(req, parent, t0, tm)
 	if perr != nil {
-		s.releaseInFlight(tenant)
+		s.admission.responseDone(tenant)
 		writeError(w, perr)
 		return
 	}

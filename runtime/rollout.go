@@ -33,7 +33,7 @@ type rollout struct {
 	model        Sampler
 	lane         string
 	tenant       string                // whose key created it: its stored record is that tenant's
-	inFlightHeld bool                  // admitInFlight counted it among its tenant's responses in progress
+	inFlightHeld bool                  // admission.response counted it among its tenant's responses in progress
 	base         int                   // items[:base] came from the parent
 	chain        []string              // the stored responses the parent's context came from, oldest first
 	header       []sampler.Token       // rendered instructions and tools

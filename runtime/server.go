@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"container/list"
 	"context"
 	"log/slog"
 	"net/http"
@@ -82,26 +81,23 @@ type Server struct {
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
 
-	mu         sync.Mutex
-	sessions   map[*session]struct{}  // guarded by mu
-	conns      map[string]int         // live sessions by tenant, guarded by mu
-	suspended  map[string]*suspension // suspended rollouts by response id, guarded by mu
-	tails      map[string]*tail       // the ends of settled suspended rollouts, by response id (tail.go); guarded by mu
-	tailOrder  *list.List             // of *tail, oldest first; guarded by mu
-	tailBytes  int                    // guarded by mu
-	rollouts   map[*rollout]struct{}  // every rollout running, for Shutdown to drain (shutdown.go); guarded by mu
-	inFlightBy map[string]int         // those rollouts by tenant (TenantInFlight); guarded by mu
-	changed    chan struct{}          // 1-buffered: a rollout ended or parked
-	closed     bool                   // Shutdown has begun; guarded by mu
-	aborting   bool                   // and its drain is over; guarded by mu
-	limiters   sync.Map               // tenant -> *rate.Limiter, with TenantRPM
-	wg         sync.WaitGroup         // one per live session and per suspended rollout
+	admission *admission    // connections, responses in progress, request rates
+	suspended *suspendedSet // suspended rollouts by id, and their tails
+
+	// What Shutdown drains (shutdown.go).
+	mu       sync.Mutex
+	sessions map[*session]struct{} // guarded by mu
+	rollouts map[*rollout]struct{} // every rollout running; guarded by mu
+	changed  chan struct{}         // 1-buffered: a rollout ended or parked
+	closed   bool                  // Shutdown has begun; guarded by mu
+	aborting bool                  // and its drain is over; guarded by mu
+	wg       sync.WaitGroup        // one per live session, per suspended rollout and per hook's later work
 }
 
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
-	s := &Server{opts: opts, sessions: make(map[*session]struct{}), conns: map[string]int{}, suspended: make(map[string]*suspension),
-		tails: make(map[string]*tail), tailOrder: list.New(), rollouts: map[*rollout]struct{}{}, inFlightBy: map[string]int{}, changed: make(chan struct{}, 1)}
+	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
+	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {
 		s.cancel()
@@ -175,35 +171,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// admitConn takes a connection slot for tenant, or says why there is none.
-// The slot is given back by untrack.
+// admitConn takes a connection slot for tenant, or says why there is none
+// (the server is shutting down, or at a limit); releaseConn gives it back.
 func (s *Server) admitConn(tenant string) *protocol.Error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	total := 0
-	for _, n := range s.conns {
-		total += n
-	}
-	switch {
-	case s.closed:
+	if s.closing() {
 		return errShutdown()
-	case total >= s.opts.Limits.MaxConnections:
-		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeTooManyConnections, "",
-			"This server already holds %d WebSocket connections, its limit (Limits.MaxConnections). Retry later.", total)
-	case tenant != "" && s.conns[tenant] >= s.opts.Tenant.Conns:
-		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantConnections, "",
-			"Your key's tenant already holds %d WebSocket connections, its limit on this server (Tenant.Conns). Close one first.", s.conns[tenant])
 	}
-	s.conns[tenant]++
-	return nil
+	return s.admission.conn(tenant)
 }
 
-// releaseConn gives back the place admitConn took.
-func (s *Server) releaseConn(tenant string) {
-	s.mu.Lock()
-	s.conns[tenant]--
-	s.mu.Unlock()
-}
+func (s *Server) releaseConn(tenant string) { s.admission.connDone(tenant) }
 
 // track lists a session, so that Shutdown closes it and waits for it.
 func (s *Server) track(sess *session) bool {
@@ -225,47 +202,20 @@ func (s *Server) untrack(sess *session) {
 }
 
 // register lists a suspended rollout, so that response.resume finds it and
-// Shutdown waits for it; it counts against Suspension.Max until it settles or
-// expires.
+// Shutdown waits for it (until it settles or expires).
 func (s *Server) register(sp *suspension) *protocol.Error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return errShutdown()
 	}
-	if len(s.suspended) >= s.opts.Suspension.Max {
-		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
-			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", s.opts.Suspension.Max)
+	s.wg.Add(1) // done when its goroutine ends (start)
+	s.mu.Unlock()
+	if perr := s.suspended.add(sp); perr != nil {
+		s.wg.Done()
+		return perr
 	}
-	if t := sp.ro.tenant; t != "" {
-		n := 0
-		for _, other := range s.suspended {
-			if other.ro.tenant == t {
-				n++
-			}
-		}
-		if n >= s.opts.Tenant.Suspended {
-			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantSuspended, "suspend",
-				"Your key's tenant already holds %d suspended rollouts, its limit on this server. Finish or cancel one, or retry without 'suspend'.", n)
-		}
-	}
-	s.suspended[sp.id] = sp
-	s.wg.Add(1)
 	return nil
-}
-
-func (s *Server) unregister(sp *suspension) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.suspended[sp.id] == sp {
-		delete(s.suspended, sp.id)
-	}
-}
-
-func (s *Server) lookupSuspended(id string) *suspension {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.suspended[id]
 }
 
 // writeError writes an HTTP error body.

@@ -250,7 +250,7 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 	case ev.Request.Background != nil && *ev.Request.Background:
 		refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
 	default:
-		refusal = sess.srv.rateLimit(sess.tenant)
+		refusal = sess.srv.admission.request(sess.tenant)
 	}
 	var j job = &createJob{req: ev.Request, received: received, decodeUS: decodeUS, size: size}
 	if refusal != nil {
@@ -442,12 +442,12 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	tenant := Tenant(sess.ctx)
-	if perr := sess.srv.admitInFlight(tenant); perr != nil {
+	if perr := sess.srv.admission.response(tenant); perr != nil {
 		return errorFrame(perr, ln.id)
 	}
 	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
 	if perr != nil {
-		sess.srv.releaseInFlight(tenant)
+		sess.srv.admission.responseDone(tenant)
 		sess.scope.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
@@ -476,7 +476,7 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (last []byte) {
 	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 	if perr != nil {
-		sess.srv.releaseInFlight(ro.tenant) // ro never runs
+		sess.srv.admission.responseDone(ro.tenant) // ro never runs
 		return errorFrame(perr, ln.id)
 	}
 	sess.setRunning(ln, nil, sp)

@@ -92,7 +92,7 @@ func (sess *session) readLoop(ctx context.Context) error {
 		case *protocol.ProcessedEvent:
 			// Codex acknowledges every response it has read: a suspended
 			// rollout's tail is no longer needed.
-			sess.srv.processed(ev.ResponseID, sess.creds)
+			sess.srv.suspended.processed(ev.ResponseID, sess.creds)
 		}
 	}
 }

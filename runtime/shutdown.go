@@ -37,13 +37,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for r := range s.rollouts {
 		r.abort(errShuttingDown)
 	}
-	for _, sp := range s.suspended {
+	s.mu.Unlock()
+	for _, sp := range s.suspended.close() {
 		sp.shutdown()
 	}
-	for _, t := range s.tails {
-		s.dropTailLocked(t)
-	}
-	s.mu.Unlock()
 	s.awaitRollouts(ctx)
 
 	// Cancelled once the rollouts have had their say: a session torn down
@@ -108,11 +105,12 @@ func (s *Server) awaitRollouts(ctx context.Context) {
 // busy counts the rollouts running, not parked on their clients (as their
 // suspensions say).
 func (s *Server) busy() int {
+	parked := s.suspended.parked()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.rollouts)
-	for _, sp := range s.suspended {
-		if _, running := s.rollouts[sp.ro]; running && sp.waitsOnClient() {
+	for _, r := range parked {
+		if _, running := s.rollouts[r]; running {
 			n--
 		}
 	}
@@ -121,12 +119,12 @@ func (s *Server) busy() int {
 
 // began and ended keep the registry of running rollouts that Shutdown
 // drains, and their tenants' counts of responses in progress: a rollout
-// admitted by admitInFlight is counted already.
+// admitted by admission.response is counted already.
 func (s *Server) began(r *rollout) {
 	s.mu.Lock()
 	s.rollouts[r] = struct{}{}
 	if !r.inFlightHeld {
-		s.inFlightBy[r.tenant]++
+		s.admission.counted(r.tenant)
 	}
 	if s.aborting { // it slipped past every check for closing
 		r.abort(errShuttingDown)
@@ -138,7 +136,7 @@ func (s *Server) ended(r *rollout) {
 	s.mu.Lock()
 	delete(s.rollouts, r)
 	s.mu.Unlock()
-	s.releaseInFlight(r.tenant)
+	s.admission.responseDone(r.tenant)
 	s.notify()
 }
 

@@ -123,9 +123,9 @@ func errOtherStream(id string) *protocol.Error {
 func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
 	var j job
 	var lane string
-	if sp := sess.srv.lookupSuspended(ev.ResponseID); sp != nil && sp.resumable(sess, sess.creds) {
+	if sp := sess.srv.suspended.lookup(ev.ResponseID); sp != nil && sp.resumable(sess, sess.creds) {
 		j, lane = &resumeJob{sp: sp, after: ev.After}, sp.lane
-	} else if t := sess.srv.lookupTail(ev.ResponseID, sess.creds); t != nil {
+	} else if t := sess.srv.suspended.lookupTail(ev.ResponseID, sess.creds); t != nil {
 		j, lane = &tailJob{tail: t, after: ev.After}, t.lane
 	} else {
 		sess.sendError(errResumeNotFound(ev.ResponseID), ev.StreamID)
@@ -158,7 +158,7 @@ func (sess *session) resumeOn(ln *lane, j *resumeJob) (last []byte) {
 	gone, from, ok := sp.attach(sess, j.after)
 	if !ok {
 		sess.setRunning(ln, nil, nil)
-		if t := sess.srv.lookupTail(sp.id, sess.creds); t != nil { // settled since the resume was admitted
+		if t := sess.srv.suspended.lookupTail(sp.id, sess.creds); t != nil { // settled since the resume was admitted
 			return sess.replayTail(t, j.after)
 		}
 		return errorFrame(errResumeGone(sp.id), ln.id)

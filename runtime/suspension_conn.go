@@ -138,7 +138,7 @@ func (sp *suspension) expire() {
 	sp.stopTimerLocked()
 	sp.ro.abort(errResumeExpired)
 	sp.mu.Unlock()
-	sp.srv.unregister(sp)
+	sp.srv.suspended.remove(sp)
 }
 
 // follow waits, on the lane worker of a connection the rollout reports to,
@@ -157,10 +157,10 @@ func (sp *suspension) follow(ctx context.Context, gone <-chan struct{}) bool {
 // settle hands the ended rollout's result to sess, if sess is where it
 // reports; the rollout then leaves the server, all but its tail.
 func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte, ok bool) {
-	// Under the server's lock too: a resume that finds the rollout settled
-	// finds its tail kept.
-	sp.srv.mu.Lock()
-	defer sp.srv.mu.Unlock()
+	// Under the suspended set's lock too: a resume that finds the rollout
+	// settled finds its tail kept.
+	sp.srv.suspended.mu.Lock()
+	defer sp.srv.suspended.mu.Unlock()
 	sp.mu.Lock()
 	if r, _ := sp.decideLocked(evSettle, sess, "", ""); r.v != allow {
 		sp.mu.Unlock()
@@ -173,6 +173,6 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 	}
 	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
 	sp.mu.Unlock()
-	sp.srv.retireLocked(sp, t)
+	sp.srv.suspended.retireLocked(sp, t)
 	return conv, terminal, true
 }

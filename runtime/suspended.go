@@ -1,0 +1,161 @@
+package runtime
+
+import (
+	"container/list"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// suspendedSet is a server's suspended rollouts by response id, bounded by
+// Suspension.Max and Tenant.Suspended, and the tails of those that settled
+// (tail.go), under a lock of their own: response.resume finds a rollout, or
+// its tail, there. Lock order: mu, then a suspension's (settle retires a
+// rollout under both, so that a resume that finds it settled finds its
+// tail kept).
+type suspendedSet struct {
+	opts *Options
+
+	mu        sync.Mutex
+	byID      map[string]*suspension // guarded by mu
+	tails     map[string]*tail       // guarded by mu
+	tailOrder *list.List             // of *tail, oldest first; guarded by mu
+	tailBytes int                    // guarded by mu
+	closed    bool                   // the server is shutting down: no tail is kept; guarded by mu
+}
+
+func newSuspendedSet(opts *Options) *suspendedSet {
+	return &suspendedSet{opts: opts, byID: make(map[string]*suspension), tails: make(map[string]*tail), tailOrder: list.New()}
+}
+
+// add lists sp, so that response.resume finds it; it counts against
+// Suspension.Max (and its tenant's Tenant.Suspended) until it settles or
+// expires.
+func (set *suspendedSet) add(sp *suspension) *protocol.Error {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if len(set.byID) >= set.opts.Suspension.Max {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
+			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", set.opts.Suspension.Max)
+	}
+	if t := sp.ro.tenant; t != "" {
+		n := 0
+		for _, other := range set.byID {
+			if other.ro.tenant == t {
+				n++
+			}
+		}
+		if n >= set.opts.Tenant.Suspended {
+			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantSuspended, "suspend",
+				"Your key's tenant already holds %d suspended rollouts, its limit on this server. Finish or cancel one, or retry without 'suspend'.", n)
+		}
+	}
+	set.byID[sp.id] = sp
+	return nil
+}
+
+// remove takes sp off the list (it expired).
+func (set *suspendedSet) remove(sp *suspension) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.byID[sp.id] == sp {
+		delete(set.byID, sp.id)
+	}
+}
+
+// lookup is the suspended rollout of response id; nil when there is none.
+func (set *suspendedSet) lookup(id string) *suspension {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return set.byID[id]
+}
+
+// parked are the rollouts of the suspensions parked on their clients.
+func (set *suspendedSet) parked() []*rollout {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	var ros []*rollout
+	for _, sp := range set.byID {
+		if sp.waitsOnClient() {
+			ros = append(ros, sp.ro)
+		}
+	}
+	return ros
+}
+
+// close keeps no more tails and lets go of those kept; it returns the
+// suspended rollouts, for Shutdown to stop their timers.
+func (set *suspendedSet) close() []*suspension {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	set.closed = true
+	for _, t := range set.tails {
+		set.dropTailLocked(t)
+	}
+	sps := make([]*suspension, 0, len(set.byID))
+	for _, sp := range set.byID {
+		sps = append(sps, sp)
+	}
+	return sps
+}
+
+// retireLocked takes a settled rollout off the list and keeps its tail.
+func (set *suspendedSet) retireLocked(sp *suspension, t *tail) {
+	if set.byID[sp.id] == sp {
+		delete(set.byID, sp.id)
+	}
+	if t == nil || t.bytes > maxTailBytes || set.closed {
+		return
+	}
+	if old := set.tails[t.id]; old != nil {
+		set.dropTailLocked(old)
+	}
+	t.elem = set.tailOrder.PushBack(t)
+	set.tails[t.id] = t
+	set.tailBytes += t.bytes
+	for set.tailBytes > maxTailBytes {
+		set.dropTailLocked(set.tailOrder.Front().Value.(*tail))
+	}
+	t.expiry = time.AfterFunc(set.opts.Suspension.ResumeWindow, func() { set.dropTail(t) })
+}
+
+// lookupTail is the tail of response id, for a resume with creds; nil when
+// there is none under them.
+func (set *suspendedSet) lookupTail(id, creds string) *tail {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if t := set.tails[id]; t != nil && t.creds == creds {
+		return t
+	}
+	return nil
+}
+
+// processed lets the tail of response id go: its client says it has read
+// the response.
+func (set *suspendedSet) processed(id, creds string) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if t := set.tails[id]; t != nil && t.creds == creds {
+		set.dropTailLocked(t)
+	}
+}
+
+func (set *suspendedSet) dropTail(t *tail) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	set.dropTailLocked(t)
+}
+
+func (set *suspendedSet) dropTailLocked(t *tail) {
+	if set.tails[t.id] != t {
+		return
+	}
+	delete(set.tails, t.id)
+	set.tailOrder.Remove(t.elem)
+	set.tailBytes -= t.bytes
+	if t.expiry != nil {
+		t.expiry.Stop()
+	}
+}
