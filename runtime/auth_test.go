@@ -420,3 +420,34 @@ func TestTenantInFlightConcurrent(t *testing.T) {
 		t.Errorf("%d of %d concurrent creates admitted with Tenant.InFlight %d", admitted, creates, limit)
 	}
 }
+
+// TestTenantInFlightRefusedFork: a fork refused before it runs gives back
+// no place among its tenant's responses in progress, since it took none.
+// Guards a refused fork giving back a create's place, which let the tenant
+// past Tenant.InFlight for good.
+func TestTenantInFlightRefusedFork(t *testing.T) {
+	t.Parallel()
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice"})
+	h := newHarness(t, runtime.Options{Keys: keys, Tenant: runtime.TenantLimits{InFlight: 1, Suspended: 1}})
+	c, _, err := websocket.Dial(context.Background(), h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-alice"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	alice := &wsConn{c: c}
+	park := create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "a",
+		"input": script([][]dcall{{{"read_file", `{}`}}})})
+	alice.send(t, park)
+	pause := last(alice.next(t))
+	if typ := eventType(t, pause); typ != "response.done" {
+		t.Fatalf("parking: %s", typ)
+	}
+	alice.send(t, map[string]any{"type": "response.fork", "stream_id": "a", "response_id": respID(t, pause), "stream_ids": []string{"b", "c", "d"}})
+	for range 3 {
+		alice.wantError(t, "tenant_suspended_limit")
+	}
+	park["stream_id"] = "e"
+	alice.send(t, park)
+	alice.wantError(t, "tenant_inflight_limit")
+}

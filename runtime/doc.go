@@ -99,7 +99,8 @@
 //     detached, it waits for a resume, or expires.
 //   - Shutdown: after the drain (shutdown.go), running, pausing or parked,
 //     the rollout fails with server_shutting_down, told to the connection
-//     it is attached to; no window starts.
+//     it is attached to; it takes no more outputs (an append is refused with
+//     response_not_suspended, a resume replays no pause); no window starts.
 //
 // # Locks
 //

@@ -25,6 +25,7 @@ func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollo
 	}
 	parent := ps.Response.ID
 	r.resp.ID, r.resp.CreatedAt, r.resp.ForkedFrom = newID("resp"), created, &parent
+	r.order.seq = 0 // a new response's events
 	r.path.State = stateFork
 	return r, nil
 }

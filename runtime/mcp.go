@@ -358,20 +358,22 @@ func (r *rollout) onConnection(conns *mcpConns) {
 	}
 }
 
-// mcpReason is an MCP error for the client, without its package prefix
-// ("mcp: ", "runtime: ").
+// mcpReason is an MCP error for the client, without the prefix of the Go
+// package that made it ("mcp: ", "runtime: "); an error that begins with
+// any other word keeps it.
 func mcpReason(err error) string {
 	msg := err.Error()
-	if pkg, rest, ok := strings.Cut(msg, ": "); ok && pkg != "" && strings.TrimFunc(pkg, isPackageRune) == "" {
-		msg = rest
+	for _, pkg := range []string{"mcp: ", "runtime: "} {
+		if rest, ok := strings.CutPrefix(msg, pkg); ok {
+			msg = rest
+			break
+		}
 	}
 	if msg == "" {
 		return "The MCP server failed."
 	}
 	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }
-
-func isPackageRune(r rune) bool { return 'a' <= r && r <= 'z' || '0' <= r && r <= '9' }
 
 // closeMCP ends the rollout's sessions with its servers.
 func (r *rollout) closeMCP() {

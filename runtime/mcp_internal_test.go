@@ -142,6 +142,8 @@ func TestMCPReason(t *testing.T) {
 		{fmt.Errorf("%w: mcp.example.com", ErrMCPNotAllowed), "MCP server not allowed: mcp.example.com."},
 		{errors.New(`Get "http://x/mcp": EOF`), `Get "http://x/mcp": EOF.`},
 		{errors.New("listing tools: timeout"), "Listing tools: timeout."},
+		{errors.New("401: unauthorized"), "401: unauthorized."},
+		{errors.New("timeout: no answer in 30s"), "Timeout: no answer in 30s."},
 		{errors.New(""), "The MCP server failed."},
 	} {
 		if got := mcpReason(tt.err); got != tt.want {

@@ -51,6 +51,11 @@ type pauseState struct {
 	// over the rollout with the step that answered each.
 	Calls    []pausedCall   `json:"calls"`
 	Answered map[string]int `json:"answered,omitempty"`
+	// Steered is what the client steered in (user messages on
+	// response.append) that joins the context after the step.
+	Steered protocol.Items `json:"steered,omitempty"`
+	// Seq is the sequence_number the rollout's next event takes.
+	Seq int `json:"sequence_number"`
 	// Rendered is how many of Items the loop had rendered at the pause
 	// (the step's own are rendered before the next step samples).
 	Rendered int `json:"rendered"`
@@ -97,7 +102,7 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	resp.Output = slices.Clip(r.resp.Output)
 	ps := &pauseState{Version: pauseVersion, Request: r.req, Response: &resp, Tenant: r.tenant, Lane: r.lane, Path: r.path,
 		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Usage: r.usage,
-		Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom, Tools: r.tools,
+		Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom, Tools: r.tools, Steered: r.inbox.peek(), Seq: r.order.seq,
 		Rendered: r.rendered, kept: true, header: r.header, prompt: r.prompt}
 	for label, s := range r.mcp {
 		if s.tools != nil {
@@ -128,7 +133,8 @@ func decodePause(b []byte) (*pauseState, error) {
 		return nil, errPauseUnreadable(ps.Version)
 	}
 	n := len(ps.Items)
-	if ps.Rendered < 0 || ps.Rendered > n || ps.Base < 0 || ps.Base > n || ps.StepAt < 0 || ps.StepAt > len(ps.Response.Output) {
+	if ps.Rendered < 0 || ps.Rendered > n || ps.Base < 0 || ps.Base > n || ps.ApprovedFrom < 0 || ps.ApprovedFrom > n ||
+		ps.Steps < 0 || ps.Seq < 0 || ps.StepAt < 0 || ps.StepAt > len(ps.Response.Output) {
 		return nil, errPauseUnreadable(ps.Version)
 	}
 	for _, c := range ps.Calls {
@@ -192,6 +198,8 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 	resp.Status, resp.RequiredAction, resp.OutputOffset = protocol.ResponseInProgress, nil, nil
 	r.resp = &resp
 	r.order.doneNext = len(resp.Output) // every earlier item's done event went out before the pause
+	r.order.seq = ps.Seq
+	r.inbox.add(ps.Steered...)
 	return r, nil
 }
 
@@ -205,18 +213,22 @@ func (r *rollout) resumePaused(ctx context.Context) (open bool, err error) {
 	r.calls = make([]*stepCall, len(ps.Calls))
 	results := make([]protocol.Item, len(ps.Calls))
 	var parked []int
+	settled := make([]bool, len(ps.Calls))
 	for i, pc := range ps.Calls {
 		c := &stepCall{call: pc.call(), index: pc.Index, pos: pc.Pos, toolFinishes: pc.ToolFinishes, tool: settledTool{}}
 		if pc.Client {
 			c.tool = r.client // the restored rollout's own suspension answers it
 			parked = append(parked, i)
-		} else if len(pc.Result) > 0 {
-			results[i] = pc.Result[0]
+		} else {
+			if len(pc.Result) > 0 {
+				results[i] = pc.Result[0]
+			}
+			settled[i] = true // it had its result before the pause
 		}
 		r.calls[i] = c
 	}
 	r.mu.Lock()
-	r.results, r.settled = results, make([]bool, len(ps.Calls))
+	r.results, r.settled = results, settled
 	r.mu.Unlock()
 	beginStep(r.calls)
 	if len(parked) > 0 {

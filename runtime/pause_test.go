@@ -167,6 +167,9 @@ func TestPauseRoundTrip(t *testing.T) {
 		if restored.prompt.Len() != ro.prompt.Len() || !slices.Equal(restored.header, ro.header) {
 			t.Errorf("restored prompt %d tokens (header %d), the original's %d (header %d)", restored.prompt.Len(), len(restored.header), ro.prompt.Len(), len(ro.header))
 		}
+		if back.Seq == 0 || restored.order.seq != back.Seq {
+			t.Errorf("restored, its next event is number %d; the state says %d", restored.order.seq, back.Seq)
+		}
 		rsp, rsess := parkOne(t, other, restored)
 		if got, want := pendingIDs(rsp.step), pendingIDs(sp.step); !slices.Equal(got, want) {
 			t.Errorf("restored, it parks on %v; the original on %v", got, want)

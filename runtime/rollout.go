@@ -120,6 +120,13 @@ func (in *inbox) add(items ...protocol.Item) {
 	in.items = append(in.items, items...)
 }
 
+// peek is what take would return, left in place.
+func (in *inbox) peek() protocol.Items {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.items)
+}
+
 func (in *inbox) take() protocol.Items {
 	in.mu.Lock()
 	defer in.mu.Unlock()

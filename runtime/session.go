@@ -476,7 +476,9 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (last []byte) {
 	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 	if perr != nil {
-		sess.srv.admission.responseDone(ro.tenant) // ro never runs
+		if ro.inFlightHeld { // a create's place; a fork takes one when it begins
+			sess.srv.admission.responseDone(ro.tenant) // ro never runs
+		}
 		return errorFrame(perr, ln.id)
 	}
 	sess.setRunning(ln, nil, sp)

@@ -23,7 +23,7 @@ type suspendedSet struct {
 	tails     map[string]*tail       // guarded by mu
 	tailOrder *list.List             // of *tail, oldest first; guarded by mu
 	tailBytes int                    // guarded by mu
-	closed    bool                   // the server is shutting down: no tail is kept; guarded by mu
+	closed    bool                   // the server is shutting down: no rollout is added, no tail kept; guarded by mu
 }
 
 func newSuspendedSet(opts *Options) *suspendedSet {
@@ -36,6 +36,9 @@ func newSuspendedSet(opts *Options) *suspendedSet {
 func (set *suspendedSet) add(sp *suspension) *protocol.Error {
 	set.mu.Lock()
 	defer set.mu.Unlock()
+	if set.closed { // Shutdown took its list of them: it would not stop this one
+		return errShutdown()
+	}
 	if len(set.byID) >= set.opts.Suspension.Max {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
 			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", set.opts.Suspension.Max)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -370,6 +371,9 @@ func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, 
 	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
 		sess: sess, gone: make(chan struct{}), sent: -1}
 	ro.client = sp
+	if ro.paused != nil { // restored: the calls answered before the pause stay answered
+		sp.answered = maps.Clone(ro.paused.Answered)
+	}
 	if perr := s.register(sp); perr != nil {
 		return nil, nil, perr
 	}
