@@ -49,6 +49,9 @@ type Options struct {
 	// OnHop, when set, is told of each simulated call by name
 	// (prommetrics.Metrics.Hop counts them). It must not block.
 	OnHop func(name string)
+	// Now is the clock the work is timed by: the server's
+	// (runtime.Options.Now), when it has one. Nil is time.Now.
+	Now func() time.Time
 }
 
 // PostMode is when post-inference work runs.
@@ -102,6 +105,9 @@ func New(opts Options) (*Model, error) {
 	if opts.HopLatency < 0 {
 		return nil, fmt.Errorf("cost: HopLatency %v: want 0 or more", opts.HopLatency)
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	m := &Model{opts: opts}
 	if opts.Safety {
 		var err error
@@ -120,7 +126,7 @@ func (m *Model) Admit(input protocol.Items, tm *protocol.Timings) {
 	if m.safety == nil || len(input) == 0 {
 		return
 	}
-	t0 := time.Now()
+	t0 := m.opts.Now()
 	var buf []byte
 	for _, it := range input {
 		switch it := it.(type) {
@@ -141,7 +147,7 @@ func (m *Model) Admit(input protocol.Items, tm *protocol.Timings) {
 	r := m.safety.Scan(buf)
 	tm.SafetyBytes += r.Bytes
 	tm.SafetyFlags += r.Flags()
-	tm.SafetyMicros += time.Since(t0).Microseconds()
+	tm.SafetyMicros += m.opts.Now().Sub(t0).Microseconds()
 }
 
 // PreInference makes the simulated service calls before sampling: the
@@ -191,12 +197,12 @@ func (m *Model) hop(ctx context.Context, name string) time.Duration {
 	if m.opts.OnHop != nil {
 		m.opts.OnHop(name)
 	}
-	t0 := time.Now()
+	t0 := m.opts.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return time.Since(t0)
+	return m.opts.Now().Sub(t0)
 }

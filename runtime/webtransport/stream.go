@@ -36,6 +36,7 @@ type stream struct {
 
 	held    []byte // the batch being written, owned by the writer
 	aborted atomic.Bool
+	closed  atomic.Bool // Close has been called: a flush must not wait
 }
 
 // header reads the stream's header frame and returns its encoding.
@@ -118,6 +119,11 @@ func (c *stream) Flush(deadline time.Time) error {
 		return nil
 	}
 	c.str.SetWriteDeadline(deadline)
+	if c.closed.Load() {
+		// Close came first, or set its deadline before this one: it
+		// must still unblock the write.
+		c.str.SetWriteDeadline(time.Now())
+	}
 	_, err := c.str.Write(c.held)
 	c.str.SetWriteDeadline(time.Time{})
 	c.held = reuseHeld(c.held)
@@ -127,6 +133,7 @@ func (c *stream) Flush(deadline time.Time) error {
 // Close stops the client's writes (the stream's error code says why) and
 // unblocks a write in progress; Done then ends the server's side.
 func (c *stream) Close(status runtime.CloseStatus, _ string) {
+	c.closed.Store(true) // before the deadline: see Flush
 	c.str.CancelRead(wtgo.StreamErrorCode(status))
 	c.str.SetWriteDeadline(time.Now())
 }
