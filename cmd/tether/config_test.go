@@ -215,6 +215,8 @@ func TestServeConfig(t *testing.T) {
 		{"negative tps", []string{"--tps", "-1"}, 2, "--tps -1: want 0 or a positive number"},
 		{"negative prefill rate", []string{"--prefill-rate", "-1"}, 2, "--prefill-rate -1: want 0 or a positive number"},
 		{"negative ttft", []string{"--ttft", "-1s"}, 2, "--ttft -1s is negative"},
+		{"negative bound", []string{"--max-lanes", "-3"}, 2, "--max-lanes -3: want 0 (the default) or more"},
+		{"negative timeout", []string{"--resume-window", "-1m"}, 2, "--resume-window -1m0s: want 0 (the default) or more"},
 		{"bad prefix cache", []string{"--prefix-cache", "shared"}, 2, `--prefix-cache "shared": want on or off`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -107,6 +107,10 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintf(stderr, "tether: --ttft %v is negative\n", *ttft)
 		return 2
 	}
+	if name, v, ok := negativeFlag(fs.FlagSet); ok { // a bound: the runtime would refuse it by its option's name
+		fmt.Fprintf(stderr, "tether: --%s %s: want 0 (the default) or more\n", name, v)
+		return 2
+	}
 	costs, err := cost()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
@@ -374,4 +378,32 @@ func redactURL(u string) string {
 		return p.Redacted()
 	}
 	return "(unparsable)"
+}
+
+// negativeFlag is the first flag set to a negative number or duration: every
+// bound serve takes is 0 (its default) or more.
+func negativeFlag(fs *flag.FlagSet) (name, value string, ok bool) {
+	fs.Visit(func(f *flag.Flag) {
+		if ok {
+			return
+		}
+		g, isGetter := f.Value.(flag.Getter)
+		if !isGetter {
+			return
+		}
+		switch v := g.Get().(type) {
+		case int:
+			ok = v < 0
+		case int64:
+			ok = v < 0
+		case float64:
+			ok = v < 0
+		case time.Duration:
+			ok = v < 0
+		}
+		if ok {
+			name, value = f.Name, f.Value.String()
+		}
+	})
+	return name, value, ok
 }
