@@ -13,7 +13,7 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// parkOne starts a suspended rollout of req on srv, reporting to a session
+// parkOne starts the suspended rollout ro on srv, reporting to a session
 // of its own, and waits (in the synctest bubble) until it parks.
 func parkOne(t *testing.T, srv *Server, ro *rollout) (*suspension, *session) {
 	t.Helper()
@@ -28,6 +28,20 @@ func parkOne(t *testing.T, srv *Server, ro *rollout) (*suspension, *session) {
 		t.Fatal("the rollout did not park")
 	}
 	return sp, sess
+}
+
+// prepared is the rollout srv prepares for the create body.
+func prepared(t *testing.T, srv *Server, body string) *rollout {
+	t.Helper()
+	req, perr := protocol.DecodeCreateRequest([]byte(body))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	ro, perr := srv.prepare(req, nil, time.Now(), protocol.Timings{})
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	return ro
 }
 
 // finishRollout answers each pause of sp with outputs from answer, until
@@ -103,14 +117,7 @@ func TestPauseRoundTrip(t *testing.T) {
 		defer other.Shutdown(context.Background())
 		body := `{"model":"tether-scripted","store":false,"instructions":"Be brief.","tools":[{"type":"function","name":"read_file","parameters":{"type":"object"}},{"type":"function","name":"run_tests","parameters":{"type":"object"}}],` +
 			`"input":"Fix the build.\ncall: read_file {\"path\":\"a.go\"}\ncall: read_file {\"path\":\"b.go\"} | run_tests {}\n"}`
-		req, perr := protocol.DecodeCreateRequest([]byte(body))
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		ro, perr := srv.prepare(req, nil, time.Now(), protocol.Timings{})
-		if perr != nil {
-			t.Fatal(perr)
-		}
+		ro := prepared(t, srv, body)
 		sp, sess := parkOne(t, srv, ro)
 		answer := func(c protocol.Call) string { return c.Name + " says ok for " + c.Input }
 		// Past the first pause: the state then has a step behind it.

@@ -2,13 +2,10 @@ package runtime
 
 import (
 	"context"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/tether-run/tether/protocol"
 )
 
 // TestShutdownStartsNoResumeWindow: Shutdown leaves no resume-window timer
@@ -22,24 +19,7 @@ func TestShutdownStartsNoResumeWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sess := newSession(srv, nil, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
-			req, perr := protocol.DecodeCreateRequest([]byte(`{"model":"tether-scripted","store":false,"input":"call: read_file {}"}`))
-			if perr != nil {
-				t.Fatal(perr)
-			}
-			ro, perr := srv.prepare(req, nil, time.Now(), protocol.Timings{})
-			if perr != nil {
-				t.Fatal(perr)
-			}
-			sp, _, perr := srv.suspend(ro, sess, "")
-			if perr != nil {
-				t.Fatal(perr)
-			}
-			sp.start()
-			synctest.Wait()
-			if !sp.parkedOn(sess) {
-				t.Fatal("the rollout did not park")
-			}
+			sp, sess := parkOne(t, srv, prepared(t, srv, `{"model":"tether-scripted","store":false,"input":"call: read_file {}"}`))
 			if detachFirst {
 				sp.detach(sess)
 			}
