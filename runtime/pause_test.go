@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
 )
 
 // parkOne starts the suspended rollout ro on srv, reporting to a session
@@ -212,7 +216,12 @@ func FuzzDecodePause(f *testing.F) {
 	f.Add([]byte(`{"version":1,"request":{"model":"tether-scripted","input":"hi"},"response":{"id":"resp_1","output":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]},` +
 		`"items":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}],"rendered":1,"calls":[{"type":"function_call","call_id":"c","name":"f","index":0,"pos":0,"client":true}]}`))
 	f.Add([]byte(`{"version":1,"request":{"model":"tether-scripted","input":"hi"},"response":{"id":"resp_1","output":[]},"items":[],"rendered":5,"calls":[]}`))
-	srv, err := NewServer(Options{})
+	// A state with a hosted MCP server whose approvals the loop looks at.
+	f.Add([]byte(`{"version":1,"request":{"model":"tether-scripted","input":"hi","tools":[{"type":"mcp","server_label":"calc","server_url":"http://127.0.0.1:9/mcp"}]},` +
+		`"response":{"id":"resp_1","output":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]},` +
+		`"items":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}],"rendered":1,"approved_from":1,"steps":1,` +
+		`"mcp_tools":{"calc":[{"name":"add","input_schema":{"type":"object"}}]},"calls":[{"type":"function_call","call_id":"c","name":"f","index":0,"pos":0,"client":true}]}`))
+	r, err := sampler.NewRenderer()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -224,6 +233,43 @@ func FuzzDecodePause(f *testing.F) {
 		if _, err := protocol.Marshal(ps); err != nil {
 			t.Fatalf("a state read back does not write out: %v", err)
 		}
-		srv.restore(ps, "")
+		// Restored and run until it parks or ends, in fake time: the loop
+		// must not panic on any state decodePause accepts.
+		synctest.Test(t, func(t *testing.T) {
+			var panics panicCount
+			srv, err := NewServer(Options{Renderer: r, Logger: slog.New(&panics), MCP: &fakeMCP{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Shutdown(context.Background())
+			ro, perr := srv.restore(ps, "")
+			if perr != nil {
+				return
+			}
+			sess := newSession(srv, nil, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
+			sp, _, perr := srv.suspend(ro, sess, "")
+			if perr != nil {
+				return
+			}
+			sp.start()
+			synctest.Wait()
+			if n := panics.n.Load(); n > 0 {
+				t.Fatalf("the restored loop panicked (%d)", n)
+			}
+		})
 	})
 }
+
+// panicCount is a log handler that counts the server's reports of a
+// recovered panic.
+type panicCount struct{ n atomic.Int64 }
+
+func (*panicCount) Enabled(context.Context, slog.Level) bool { return true }
+func (p *panicCount) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "panicked") {
+		p.n.Add(1)
+	}
+	return nil
+}
+func (p *panicCount) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *panicCount) WithGroup(string) slog.Handler      { return p }
