@@ -15,11 +15,11 @@ type job interface {
 	// run runs the job on ln and returns its last frame: the terminal
 	// event, or an error event; nil when the connection is ending.
 	run(sess *session, ln *lane) (last []byte)
-	// bytes is what the job holds of the connection's ConnBytes account
+	// bytes is what the job holds of the connection's Limits.ConnBytes account
 	// while it waits and runs: a create's frame size.
 	bytes() int
 	// inFlight reports whether it takes one of the connection's in-flight
-	// slots (MaxInFlight) while it runs: every job but a refusal.
+	// slots (Limits.MaxInFlight) while it runs: every job but a refusal.
 	inFlight() bool
 }
 
@@ -28,7 +28,7 @@ type createJob struct {
 	req      *protocol.CreateRequest
 	received time.Time
 	decodeUS int64 // microseconds spent decoding the frame
-	size     int   // the frame's size, on the connection's ConnBytes account
+	size     int   // the frame's size, on the connection's Limits.ConnBytes account
 }
 
 func (j *createJob) bytes() int     { return j.size }

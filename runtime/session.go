@@ -182,7 +182,7 @@ func (sess *session) send(b []byte, acct *delivery) error {
 // flow waits, with no lock held, until the client has room for more frames:
 // a replay (of a resumed rollout's log, or of a tail) keeps pace with its
 // client this way; a rollout never waits. A queue that stays full for
-// SlowClientTimeout means the client is not reading.
+// Timeouts.SlowClient means the client is not reading.
 func (sess *session) flow(ctx context.Context) error {
 	room := sess.out.room()
 	if room == nil {
@@ -218,7 +218,7 @@ func (sess *session) tooSlow() {
 
 // fail ends the session with one last error event: what is queued is
 // dropped, the writer writes perr after the batch in its hands (within
-// WriteTimeout), then the connection closes with status and reason (a
+// Timeouts.Write), then the connection closes with status and reason (a
 // WebSocket close frame's, at most 123 bytes).
 func (sess *session) fail(perr *protocol.Error, status CloseStatus, reason string) {
 	sess.out.finish(errorFrame(perr, ""))
@@ -395,7 +395,7 @@ func (sess *session) refuseQueued(ln *lane, j job) {
 // error) goes out once the job is settled (response cached, queue place
 // freed), so that a client acting on it finds the connection as the frame
 // describes it; the in-flight slot is freed only after that frame, so that
-// the client never sees more than MaxInFlight responses in flight.
+// the client never sees more than Limits.MaxInFlight responses in flight.
 func (sess *session) runJob(ln *lane, j job) {
 	var last []byte
 	slot := false

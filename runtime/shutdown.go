@@ -15,7 +15,7 @@ var errShuttingDown = errors.New("runtime: the server is shutting down")
 //
 //  1. New connections and new responses are refused (server_shutting_down),
 //     those queued on a lane too;
-//     the responses running get DrainTimeout to finish (tool outputs that
+//     the responses running get Timeouts.Drain to finish (tool outputs that
 //     clients append meanwhile are taken: their rollouts run on).
 //  2. What still runs or waits, parked or detached, fails with
 //     server_shutting_down: a response.failed (an error event on SSE
@@ -70,7 +70,7 @@ func (s *Server) closing() bool {
 }
 
 // drain waits until no rollout is busy (running rather than parked on its
-// client), for DrainTimeout at most.
+// client), for Timeouts.Drain at most.
 func (s *Server) drain(ctx context.Context) {
 	t := time.NewTimer(s.opts.Timeouts.Drain)
 	defer t.Stop()

@@ -55,7 +55,7 @@ type suspension struct {
 	left     int                      // calls of the step without an output
 	answered map[string]int           // call_id -> the step it got its output in, over the rollout
 	pauses   int                      // pauses so far: names the one timer is for
-	timer    *time.Timer              // SuspendTimeout of the current pause
+	timer    *time.Timer              // Suspension.Timeout of the current pause
 
 	// The replay log, guarded by mu: frames since the client last appended
 	// (appending proves it saw the pause).
@@ -105,7 +105,7 @@ const (
 	evCreate                    // response.create on the rollout's lane
 	evResume                    // response.resume
 	evDrop                      // the connection it reports to ends
-	evTimeout                   // SuspendTimeout passed on the pause
+	evTimeout                   // Suspension.Timeout passed on the pause
 	evExpire                    // the resume window passed while detached
 	evEnd                       // run returned
 	evSettle                    // its connection takes the result
@@ -365,7 +365,7 @@ type frame struct {
 }
 
 // suspend makes ro a suspended rollout reporting to sess on lane. It
-// refuses when the server already holds MaxSuspended of them: each may
+// refuses when the server already holds Suspension.Max of them: each may
 // outlive its connection, so they are bounded server-wide. start runs it.
 func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
 	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),

@@ -136,7 +136,7 @@ func (sp *suspension) behind(acct *delivery) bool {
 }
 
 // parkLocked: the pause's response.done is going out; from now on the step
-// takes outputs, for SuspendTimeout at most (unless the rollout was
+// takes outputs, for Suspension.Timeout at most (unless the rollout was
 // cancelled while its pause waited for the step's other events).
 func (sp *suspension) parkLocked() {
 	if r, _ := sp.decideLocked(evPause, nil, "", ""); r.v != allow {
@@ -148,7 +148,7 @@ func (sp *suspension) parkLocked() {
 	sp.timer = time.AfterFunc(sp.srv.opts.Suspension.Timeout, func() { sp.timeout(pause) })
 }
 
-// timeout ends a rollout whose pause waited longer than SuspendTimeout.
+// timeout ends a rollout whose pause waited longer than Suspension.Timeout.
 func (sp *suspension) timeout(pause int) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
