@@ -34,7 +34,8 @@ models.`, `tether run
 	url := fs.String("url", "", "base URL of a Responses server, as OpenAI clients take it (http://HOST:PORT/v1); empty starts a tether in-process")
 	model := fs.String("model", sampler.ReplayPrefix+"calc-fix-12", "model to run")
 	modeName := fs.String("mode", "suspend", "design: suspend, turns, chained or stateless")
-	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository)")
+	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository, removed when the run ends)")
+	keep := fs.Bool("keep", false, "keep the copy of the fixture repository made when --workdir is empty, and print where it is")
 	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
 	eager := fs.Bool("eager", false, "start each client tool as soon as its call is done, before the step ends")
 	encoding := fs.String("encoding", "json", "WebSocket or WebTransport frames (modes suspend and turns): json, or msgpack")
@@ -99,6 +100,11 @@ models.`, `tether run
 			return 1
 		}
 		*workdir = dir
+		if *keep {
+			defer fmt.Fprintln(stderr, "tether: run: kept the workdir", dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
 	}
 	base, hash := *url, *certHash
 	if base == "" {
