@@ -191,7 +191,7 @@ func printAblation(w io.Writer, res *ablate.Results) {
 	if c.Prefill > 0 {
 		prefill = strconv.FormatFloat(c.Prefill, 'f', -1, 64) + " tok/s"
 	}
-	fmt.Fprintf(w, "%s (%s, %d calls), %d rounds, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, c.Calls, c.Reps,
+	fmt.Fprintf(w, "%s (%s, %s), %s, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, count(c.Calls, "call"), count(c.Reps, "round"),
 		time.Duration(c.TTFTUS*1e3), prefill, res.Machine.CPUs, res.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tok/s\tmode\tend to end\tp95\tmodel\ttools\tAPI overhead\tof e2e\te2e vs stateless\tsent\treceived\t")
@@ -231,6 +231,14 @@ last over first. 95% CI: bootstrap intervals over the round trips, how far this
 run's figure could have landed. CPU/turn counts the whole process: the client
 and the in-process server.
 `)
+}
+
+// count is n and noun, the noun plural (with an s) unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func ms(us float64) string   { return strconv.FormatFloat(us/1e3, 'f', 1, 64) + " ms" }
