@@ -95,3 +95,23 @@ func TestAblateHeaderCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestAblateModesError: an unknown --modes name is an exit 2 whose error
+// names every design --modes accepts, WebTransport and msgpack ones too.
+func TestAblateModesError(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	if code := run(t.Context(), []string{"ablate", "--modes", "foo"}, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+	}
+	valid := []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack",
+		"wt-turns", "wt-suspend", "wt-turns+msgpack", "wt-suspend+msgpack"}
+	for _, name := range valid {
+		if !regexp.MustCompile(`[ ,]` + regexp.QuoteMeta(name) + `(,|$)`).MatchString(strings.TrimSpace(stderr.String())) {
+			t.Errorf("the error does not name %s: %s", name, stderr.String())
+		}
+		if _, err := ablate.ParseDesign(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
