@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -138,6 +139,7 @@ models.`, `tether run
 		return runBranches(ctx, c, ro, *branches, *model, *workdir, v, stderr)
 	}
 	res, err := c.Run(ctx, ro)
+	err = apiKeyHint(err)
 	v.summary(mode, *model, *workdir, res, err)
 	if err != nil {
 		return 1
@@ -168,6 +170,7 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		ro.OnEvent = nil // the branches' events would interleave: each is summed up below
 	}
 	results, err := c.Branch(ctx, ro, bs)
+	err = apiKeyHint(err)
 	if len(results) == 0 {
 		v.summary(ro.Mode, model, workdir, &clienttools.Result{}, err)
 		return 1
@@ -184,6 +187,16 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		return 1
 	}
 	return 0
+}
+
+// apiKeyHint is err, saying how to give a key when the server refused the
+// one sent (or its absence).
+func apiKeyHint(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Code == protocol.CodeInvalidAPIKey) {
+		return fmt.Errorf("%w (pass --api-key KEY, or set OPENAI_API_KEY)", err)
+	}
+	return err
 }
 
 // mcpToolFlag is the mcp tools of --mcp: LABEL=URL, comma-separated.

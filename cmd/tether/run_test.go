@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/tether-run/tether/internal/mcptest"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // scriptedTask makes the scripted model call shell twice, a step each, with
@@ -248,5 +252,43 @@ func TestRunBranches(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(t.Context(), []string{"run", "--mode", "chained", "--branches", "2"}, &out, &errOut); code != 2 {
 		t.Errorf("--mode chained --branches 2: exit %d", code)
+	}
+}
+
+// TestRunAPIKeyHint: against a server that wants an API key, a run without
+// one fails with an error that says how to give it, in every mode; with the
+// key it completes.
+func TestRunAPIKeyHint(t *testing.T) {
+	t.Parallel()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-test": "alice"})
+	srv, err := runtime.NewServer(runtime.Options{Renderer: r, Keys: keys,
+		Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Close()
+	})
+	for _, mode := range []string{"suspend", "turns", "chained", "stateless"} {
+		args := []string{"run", "--url", hs.URL + "/v1", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir()}
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append(args, "--api-key", "", scriptedTask), &out, &errOut)
+		if s := out.String() + errOut.String(); code != 1 || !strings.Contains(s, "--api-key") || !strings.Contains(s, "OPENAI_API_KEY") {
+			t.Errorf("%s without a key: exit %d, want 1 and an error naming --api-key and OPENAI_API_KEY:\n%s", mode, code, s)
+		}
+		out.Reset()
+		errOut.Reset()
+		if code := run(t.Context(), append(args, "--api-key", "sk-test", scriptedTask), &out, &errOut); code != 0 {
+			t.Errorf("%s with the key: exit %d: %s%s", mode, code, out.String(), errOut.String())
+		}
 	}
 }
