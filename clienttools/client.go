@@ -412,14 +412,20 @@ func (r *run) addUsage(resp *protocol.Response) {
 // errorOf is the error of an error event: a request the server refused, or
 // a stream it ended with an error. errors.As finds its *protocol.Error.
 func errorOf(ev *protocol.ErrorEvent) error {
-	pe := &protocol.Error{Type: ev.Error.Type, Message: ev.Error.Message}
-	if ev.Error.Code != nil {
-		pe.Code = *ev.Error.Code
+	return fmt.Errorf("clienttools: error event: %w", payloadError(ev.Error, 0))
+}
+
+// payloadError is the *protocol.Error of an error's wire form, with the
+// HTTP status it came with (0 when it came in an event).
+func payloadError(p protocol.ErrorPayload, status int) *protocol.Error {
+	pe := &protocol.Error{Status: status, Type: p.Type, Message: p.Message}
+	if p.Code != nil {
+		pe.Code = *p.Code
 	}
-	if ev.Error.Param != nil {
-		pe.Param = *ev.Error.Param
+	if p.Param != nil {
+		pe.Param = *p.Param
 	}
-	return fmt.Errorf("clienttools: error event: %w", pe)
+	return pe
 }
 
 // ended reports whether a response event ends its response.

@@ -70,8 +70,11 @@ func (c *Client) dialWebSocket(ctx context.Context) (*wsConn, error) {
 	if c.Encoding == protocol.EncodingMsgpack {
 		opts.Subprotocols = []string{c.Encoding.String()}
 	}
-	conn, _, err := websocket.Dial(ctx, u, opts)
+	conn, res, err := websocket.Dial(ctx, u, opts)
 	if err != nil {
+		if pe := refusal(res); pe != nil {
+			return nil, fmt.Errorf("clienttools: dial %s: %s: %w", u, res.Status, pe)
+		}
 		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
 	}
 	if c.Encoding == protocol.EncodingMsgpack && conn.Subprotocol() != c.Encoding.String() {
@@ -80,6 +83,21 @@ func (c *Client) dialWebSocket(ctx context.Context) (*wsConn, error) {
 	}
 	conn.SetReadLimit(maxFrame)
 	return &wsConn{c: conn, enc: c.Encoding}, nil
+}
+
+// refusal is the error a server answered a WebSocket upgrade with instead
+// of switching protocols, with its status; nil when there is no response
+// or its body is not an OpenAI error.
+func refusal(res *http.Response) *protocol.Error {
+	if res == nil || res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil {
+		return nil
+	}
+	msg, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	var e struct{ Error *protocol.ErrorPayload }
+	if json.Unmarshal(msg, &e) != nil || e.Error == nil {
+		return nil
+	}
+	return payloadError(*e.Error, res.StatusCode)
 }
 
 // frameCost is what one frame cost the client: its size on the wire and
@@ -195,8 +213,7 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 		if json.Unmarshal(msg, &e) != nil || e.Error == nil {
 			return nil, cost, fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
 		}
-		err := errorOf(&protocol.ErrorEvent{Error: *e.Error})
-		return nil, cost, fmt.Errorf("POST /responses: %s: %w", res.Status, err)
+		return nil, cost, fmt.Errorf("POST /responses: %s: clienttools: error event: %w", res.Status, payloadError(*e.Error, res.StatusCode))
 	}
 	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, cost, nil
 }

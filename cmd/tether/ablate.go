@@ -34,7 +34,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	calls := fs.Int("calls", 20, "synthetic: client tool calls")
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")
-	outputBytes := fs.Int("output-bytes", 2000, "synthetic: bytes of each call's output")
+	outputBytes := bytesFlag(fs.FlagSet, "output-bytes", 2000, "synthetic: bytes of each call's output")
 	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend; wt-turns, wt-suspend (over WebTransport); and any of the last four with +msgpack (msgpack frames), like suspend+msgpack")
 	speeds := fs.String("tps", "1000", "model output tokens per second, comma-separated; 0 is unpaced")
 	ttft := fs.Duration("ttft", 0, "model time to first token")
@@ -191,7 +191,7 @@ func printAblation(w io.Writer, res *ablate.Results) {
 	if c.Prefill > 0 {
 		prefill = strconv.FormatFloat(c.Prefill, 'f', -1, 64) + " tok/s"
 	}
-	fmt.Fprintf(w, "%s (%s, %d calls), %d rounds, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, c.Calls, c.Reps,
+	fmt.Fprintf(w, "%s (%s, %s), %s, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, count(c.Calls, "call"), count(c.Reps, "round"),
 		time.Duration(c.TTFTUS*1e3), prefill, res.Machine.CPUs, res.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tok/s\tmode\tend to end\tp95\tmodel\ttools\tAPI overhead\tof e2e\te2e vs stateless\tsent\treceived\t")
@@ -231,6 +231,14 @@ last over first. 95% CI: bootstrap intervals over the round trips, how far this
 run's figure could have landed. CPU/turn counts the whole process: the client
 and the in-process server.
 `)
+}
+
+// count is n and noun, the noun plural (with an s) unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func ms(us float64) string   { return strconv.FormatFloat(us/1e3, 'f', 1, 64) + " ms" }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tether-run/tether/internal/ablate"
 )
 
 // TestAblate runs "tether ablate" on a tiny synthetic workload with the cost
@@ -71,6 +73,45 @@ func TestAblateBadFlags(t *testing.T) {
 		code := run(context.Background(), append([]string{"ablate"}, tc.args...), &stdout, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestAblateHeaderCounts: the header line says "1 round" and "1 call", not
+// "1 rounds", and keeps the plural for other counts.
+func TestAblateHeaderCounts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		calls, reps int
+		want        string
+	}{
+		{1, 1, "(tether-scripted, 1 call), 1 round, "},
+		{12, 3, "(tether-scripted, 12 calls), 3 rounds, "},
+	} {
+		var b strings.Builder
+		printAblation(&b, &ablate.Results{Config: ablate.RunConfig{Workload: "synthetic", Model: "tether-scripted", Calls: tc.calls, Reps: tc.reps}})
+		if first, _, _ := strings.Cut(b.String(), "\n"); !strings.Contains(first, tc.want) {
+			t.Errorf("%d calls, %d reps: header %q, want %q in it", tc.calls, tc.reps, first, tc.want)
+		}
+	}
+}
+
+// TestAblateModesError: an unknown --modes name is an exit 2 whose error
+// names every design --modes accepts, WebTransport and msgpack ones too.
+func TestAblateModesError(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	if code := run(t.Context(), []string{"ablate", "--modes", "foo"}, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+	}
+	valid := []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack",
+		"wt-turns", "wt-suspend", "wt-turns+msgpack", "wt-suspend+msgpack"}
+	for _, name := range valid {
+		if !regexp.MustCompile(`[ ,]` + regexp.QuoteMeta(name) + `(,|$)`).MatchString(strings.TrimSpace(stderr.String())) {
+			t.Errorf("the error does not name %s: %s", name, stderr.String())
+		}
+		if _, err := ablate.ParseDesign(name); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -80,6 +82,9 @@ func (c *command) explain(err error) string {
 	value, name := m[1], m[2]
 	want := "see its usage"
 	if f := c.Lookup(name); f != nil {
+		if _, ok := f.Value.(interface{ isByteSize() }); ok {
+			return fmt.Sprintf("--%s %q: want bytes, a whole number or one with a unit, such as 32MiB or 1500KB", name, value)
+		}
 		if g, ok := f.Value.(flag.Getter); ok {
 			switch g.Get().(type) {
 			case time.Duration:
@@ -95,3 +100,73 @@ func (c *command) explain(err error) string {
 	}
 	return fmt.Sprintf("--%s %q: %s", name, value, want)
 }
+
+// sizeUnits are the units a byte size may carry (sizeHelp says the same):
+// the IEC ones are powers of 1024, the SI ones powers of 1000.
+var sizeUnits = []struct {
+	suffix string
+	factor int64
+}{
+	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1},
+}
+
+// sizeHelp ends the usage of every byte-size flag.
+const sizeHelp = " (a `size`: bytes, or a number with a unit: KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000)"
+
+// parseSize reads a size in bytes: a whole number, or one followed by a
+// unit of sizeUnits, such as 32MiB or 1500KB.
+func parseSize(s string) (int64, error) {
+	num, factor := s, int64(1)
+	for _, u := range sizeUnits {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, factor = n, u.factor
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n > math.MaxInt64/factor || n < math.MinInt64/factor {
+		return 0, fmt.Errorf("%q is not a size: want bytes, a whole number or one with a unit, such as 32MiB or 1500KB", s)
+	}
+	return n * factor, nil
+}
+
+// byteSize is a flag.Value of a size in bytes, read by parseSize and shown
+// as a plain number. Its Get is the number in T, as an int flag's is.
+type byteSize[T int | int64] struct{ p *T }
+
+// bytesVar defines a byte-size flag that stores into p.
+func bytesVar[T int | int64](fs *flag.FlagSet, p *T, name string, value T, usage string) {
+	*p = value
+	fs.Var(byteSize[T]{p}, name, usage+sizeHelp)
+}
+
+// bytesFlag defines a byte-size flag and returns where it stores.
+func bytesFlag(fs *flag.FlagSet, name string, value int, usage string) *int {
+	p := new(int)
+	bytesVar(fs, p, name, value, usage)
+	return p
+}
+
+func (b byteSize[T]) String() string {
+	if b.p == nil { // flag.PrintDefaults asks a zero value
+		return "0"
+	}
+	return strconv.FormatInt(int64(*b.p), 10)
+}
+
+func (b byteSize[T]) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	if int64(T(n)) != n {
+		return fmt.Errorf("%q is too large", s)
+	}
+	*b.p = T(n)
+	return nil
+}
+
+func (b byteSize[T]) Get() any { return *b.p }
+
+func (b byteSize[T]) isByteSize() {}

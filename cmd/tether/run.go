@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,7 +35,8 @@ models.`, `tether run
 	url := fs.String("url", "", "base URL of a Responses server, as OpenAI clients take it (http://HOST:PORT/v1); empty starts a tether in-process")
 	model := fs.String("model", sampler.ReplayPrefix+"calc-fix-12", "model to run")
 	modeName := fs.String("mode", "suspend", "design: suspend, turns, chained or stateless")
-	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository)")
+	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository, removed when the run ends)")
+	keep := fs.Bool("keep", false, "keep the copy of the fixture repository made when --workdir is empty, and print where it is")
 	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
 	eager := fs.Bool("eager", false, "start each client tool as soon as its call is done, before the step ends")
 	encoding := fs.String("encoding", "json", "WebSocket or WebTransport frames (modes suspend and turns): json, or msgpack")
@@ -99,6 +101,11 @@ models.`, `tether run
 			return 1
 		}
 		*workdir = dir
+		if *keep {
+			defer fmt.Fprintln(stderr, "tether: run: kept the workdir", dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
 	}
 	base, hash := *url, *certHash
 	if base == "" {
@@ -132,6 +139,7 @@ models.`, `tether run
 		return runBranches(ctx, c, ro, *branches, *model, *workdir, v, stderr)
 	}
 	res, err := c.Run(ctx, ro)
+	err = apiKeyHint(err)
 	v.summary(mode, *model, *workdir, res, err)
 	if err != nil {
 		return 1
@@ -162,6 +170,7 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		ro.OnEvent = nil // the branches' events would interleave: each is summed up below
 	}
 	results, err := c.Branch(ctx, ro, bs)
+	err = apiKeyHint(err)
 	if len(results) == 0 {
 		v.summary(ro.Mode, model, workdir, &clienttools.Result{}, err)
 		return 1
@@ -178,6 +187,16 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		return 1
 	}
 	return 0
+}
+
+// apiKeyHint is err, saying how to give a key when the server refused the
+// one sent (or its absence).
+func apiKeyHint(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Code == protocol.CodeInvalidAPIKey) {
+		return fmt.Errorf("%w (pass --api-key KEY, or set OPENAI_API_KEY)", err)
+	}
+	return err
 }
 
 // mcpToolFlag is the mcp tools of --mcp: LABEL=URL, comma-separated.

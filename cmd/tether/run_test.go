@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/tether-run/tether/internal/mcptest"
+	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // scriptedTask makes the scripted model call shell twice, a step each, with
@@ -104,7 +108,7 @@ func TestRunTerminal(t *testing.T) {
 func TestRunReplayDefaults(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"run", "--model", "replay:calc-fix-12", "--tps", "0", "--ttft", "0"}, &out, &errOut)
+	code := run(context.Background(), []string{"run", "--model", "replay:calc-fix-12", "--tps", "0", "--ttft", "0", "--keep"}, &out, &errOut)
 	s := out.String()
 	_, dir, ok := strings.Cut(s, "\nworkdir: ")
 	dir = strings.TrimSpace(dir)
@@ -113,6 +117,9 @@ func TestRunReplayDefaults(t *testing.T) {
 	}
 	if code != 0 || !ok {
 		t.Fatalf("exit %d: %s%s", code, s, errOut.String())
+	}
+	if want := "kept the workdir " + dir; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr lacks %q: %s", want, errOut.String())
 	}
 	if !strings.Contains(s, "completed in") || !strings.Contains(s, "12 tool calls") {
 		t.Errorf("output:\n%s", s)
@@ -124,6 +131,50 @@ func TestRunReplayDefaults(t *testing.T) {
 	// The trace's own last check ran in the copy: its call line says it passed.
 	if !strings.Contains(s, `call shell {"command":"gofmt -l . && go vet ./... && go test -count=1 -v ./..."}`) {
 		t.Errorf("no final check in:\n%s", s)
+	}
+}
+
+// TestRunRemovesFixtureCopy: the copy of the fixture repository a run
+// makes when --workdir is empty is gone when the run ends, whether it
+// completed or failed; --keep keeps it and says where.
+func TestRunRemovesFixtureCopy(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		keep     bool
+	}{
+		{"completed", []string{"--model", "tether-scripted", "--ttft", "0", "--tps", "0", scriptedTask}, 0, false},
+		{"failed", []string{"--url", "http://127.0.0.1:1/v1", "--model", "tether-scripted", scriptedTask}, 1, false},
+		{"kept", []string{"--keep", "--model", "tether-scripted", "--ttft", "0", "--tps", "0", scriptedTask}, 0, true},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append([]string{"run"}, tc.args...), &out, &errOut)
+		if code != tc.wantCode {
+			t.Fatalf("%s: exit %d, want %d: %s%s", tc.name, code, tc.wantCode, out.String(), errOut.String())
+		}
+		left, err := os.ReadDir(tmp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tc.keep {
+			if len(left) != 0 {
+				t.Errorf("%s: the run left %v in $TMPDIR", tc.name, left)
+			}
+			continue
+		}
+		if len(left) != 1 {
+			t.Fatalf("%s: $TMPDIR holds %v, want the kept workdir", tc.name, left)
+		}
+		kept := filepath.Join(tmp, left[0].Name())
+		if want := "kept the workdir " + kept; !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s: stderr lacks %q: %s", tc.name, want, errOut.String())
+		}
+		if _, err := os.Stat(filepath.Join(kept, "hello.txt")); err != nil {
+			t.Errorf("%s: the kept workdir lacks the run's hello.txt: %v", tc.name, err)
+		}
 	}
 }
 
@@ -201,5 +252,43 @@ func TestRunBranches(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(t.Context(), []string{"run", "--mode", "chained", "--branches", "2"}, &out, &errOut); code != 2 {
 		t.Errorf("--mode chained --branches 2: exit %d", code)
+	}
+}
+
+// TestRunAPIKeyHint: against a server that wants an API key, a run without
+// one fails with an error that says how to give it, in every mode; with the
+// key it completes.
+func TestRunAPIKeyHint(t *testing.T) {
+	t.Parallel()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-test": "alice"})
+	srv, err := runtime.NewServer(runtime.Options{Renderer: r, Keys: keys,
+		Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Close()
+	})
+	for _, mode := range []string{"suspend", "turns", "chained", "stateless"} {
+		args := []string{"run", "--url", hs.URL + "/v1", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir()}
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append(args, "--api-key", "", scriptedTask), &out, &errOut)
+		if s := out.String() + errOut.String(); code != 1 || !strings.Contains(s, "--api-key") || !strings.Contains(s, "OPENAI_API_KEY") {
+			t.Errorf("%s without a key: exit %d, want 1 and an error naming --api-key and OPENAI_API_KEY:\n%s", mode, code, s)
+		}
+		out.Reset()
+		errOut.Reset()
+		if code := run(t.Context(), append(args, "--api-key", "sk-test", scriptedTask), &out, &errOut); code != 0 {
+			t.Errorf("%s with the key: exit %d: %s%s", mode, code, out.String(), errOut.String())
+		}
 	}
 }

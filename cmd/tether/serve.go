@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"path"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +48,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
 	var opts runtime.Options // the flags below set its bounds; the pluggable parts are set once the flags are read
-	fs.Int64Var(&opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
+	bytesVar(fs.FlagSet, &opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted, in bytes")
 	fs.DurationVar(&opts.Timeouts.WSMaxAge, "ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age limit")
 	fs.DurationVar(&opts.Suspension.Timeout, "suspend-timeout", runtime.DefaultSuspendTimeout, "how long a suspended rollout waits for client tool outputs")
 	fs.DurationVar(&opts.Suspension.ResumeWindow, "resume-window", runtime.DefaultResumeWindow, "how long a suspended rollout outlives its connection, waiting for response.resume")
@@ -73,24 +71,24 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	fs.IntVar(&opts.Tenant.InFlight, "tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
 	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS), shared by every tether on that database")
 	storeTTL := fs.Duration("store-ttl", redisstore.DefaultTTL, "with --store redis://: how long a stored response is kept")
-	storeRecord := fs.Int("store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
-	fs.IntVar(&opts.MemoryStore.MaxBytes, "store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
-	fs.IntVar(&opts.MemoryStore.MaxTenantBytes, "tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
-	fs.IntVar(&opts.Limits.CacheBytes, "cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
+	storeRecord := bytesFlag(fs.FlagSet, "store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
+	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxBytes, "store-bytes", runtime.DefaultStoreBytes, "bytes of store: true responses the server keeps in all (encoded size); the oldest go first")
+	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxTenantBytes, "tenant-store-bytes", runtime.DefaultTenantStoreBytes, "bytes of them one tenant keeps; its own oldest go first")
+	bytesVar(fs.FlagSet, &opts.Limits.CacheBytes, "cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
 	fs.IntVar(&opts.Limits.CacheResponses, "ws-cache-responses", runtime.DefaultCacheResponses, "how many of each lane's latest responses a WebSocket connection caches: previous_response_id may name any of them (1, as OpenAI; more lets cached-state turns branch from an earlier turn)")
-	fs.IntVar(&opts.Limits.ConnBytes, "conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
+	bytesVar(fs.FlagSet, &opts.Limits.ConnBytes, "conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with websocket_bytes_in_flight")
 	fs.DurationVar(&opts.Timeouts.Drain, "drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
 	searxngURL := fs.String("searxng-url", "", "SearXNG instance for web_search, instead of the local index")
 	mcpAllow := fs.String("mcp-allow", "loopback", "which MCP servers a request's mcp tool may name by server_url: loopback (127.0.0.0/8, ::1, localhost), or host patterns, comma-separated (loopback,*.internal.example.com, or * for any); the config's mcp_servers are always allowed")
 	mcpTimeout := fs.Duration("mcp-timeout", mcp.DefaultTimeout, "how long an MCP server may take to connect, list its tools, or answer one call")
-	mcpMaxOutput := fs.Int("mcp-max-output", mcp.DefaultMaxOutput, "largest MCP call output passed to the model, in bytes; the rest is cut")
+	mcpMaxOutput := bytesFlag(fs.FlagSet, "mcp-max-output", mcp.DefaultMaxOutput, "largest MCP call output passed to the model, in bytes; the rest is cut")
 	prefixCache := fs.String("prefix-cache", "on", "the models' prompt prefix cache: on (shared by content, scoped by prompt_cache_key) or off (every prompt uncached)")
 	verbose := fs.Bool("v", false, "log debug messages to stderr (as --log-level debug)")
 	logFormat := fs.String("log-format", "text", "logs on stderr: text (key=value) or json (one object a line)")
 	logLevel := fs.String("log-level", "info", "least severe log written: debug, info (with an access line per HTTP request and per WebSocket session), warn or error")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
-	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT takes it (2GiB, 1500MiB): the collector works harder near it instead of letting garbage grow the heap to twice what is live; empty: $GOMEMLIMIT, or none")
+	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, such as 2GiB or 1500MiB (as GOMEMLIMIT takes it; KB, MB, GB are powers of 1000): the collector works harder near it instead of letting garbage grow the heap to twice what is live; empty: $GOMEMLIMIT, or none")
 	cost := costFlags(fs.FlagSet, "off")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
@@ -290,25 +288,14 @@ func configureCaches(models map[string]runtime.Sampler, opts sampler.PrefixCache
 	}
 }
 
-// parseBytes reads a size as GOMEMLIMIT does: a number and a unit, B,
-// KiB, MiB, GiB or TiB (no unit: bytes).
+// parseBytes reads --memory-limit: a positive size, as parseSize reads
+// it (GOMEMLIMIT's spellings, 2GiB or 1500MiB, among them).
 func parseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		shift  uint
-	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
-	num, shift := s, uint(0)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, shift = n, u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+	n, err := parseSize(s)
+	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("%q is not a size: give bytes with a unit, such as 2GiB or 1500MiB", s)
 	}
-	return n << shift, nil
+	return n, nil
 }
 
 // certificate is the WebTransport endpoint's: the PEM pair given, or a

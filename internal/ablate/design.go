@@ -51,27 +51,40 @@ func (d Design) On(enc protocol.Encoding) Design {
 
 // ParseDesign reads a design's name: a mode (stateless, chained, turns,
 // suspend), and for turns and suspend optionally "wt-" before it
-// (WebTransport) and "+msgpack" after it.
+// (WebTransport) and "+msgpack" after it. It accepts exactly the names of
+// AllDesigns, and its error lists them.
 func ParseDesign(s string) (Design, error) {
-	name, enc, msgpack := strings.Cut(s, "+")
-	name, wt := strings.CutPrefix(name, "wt-")
-	mode, err := clienttools.ParseMode(name)
-	if err != nil {
-		return Design{}, err
+	all := AllDesigns()
+	names := make([]string, len(all))
+	for i, d := range all {
+		if d.String() == s {
+			return d, nil
+		}
+		names[i] = d.String()
 	}
-	d := Design{Mode: mode}
-	if wt {
-		d.Transport = clienttools.TransportWebTransport
+	hint := ""
+	name, _, _ := strings.Cut(strings.TrimPrefix(s, "wt-"), "+")
+	if m, err := clienttools.ParseMode(name); err == nil && !(Design{Mode: m}).connected() {
+		hint = name + " runs over HTTP requests, JSON bodies on TCP; "
 	}
-	if msgpack {
-		if d.Encoding, err = protocol.ParseEncoding(enc); err != nil {
-			return Design{}, err
+	return Design{}, fmt.Errorf("ablate: unknown mode %q: %swant one of %s", s, hint, strings.Join(names, ", "))
+}
+
+// AllDesigns is every design ablate can run: each mode of the client kit,
+// and the connection modes over each transport with each frame encoding.
+func AllDesigns() []Design {
+	var ds []Design
+	for _, m := range clienttools.Modes {
+		for _, tp := range []clienttools.Transport{clienttools.TransportWebSocket, clienttools.TransportWebTransport} {
+			for _, enc := range []protocol.Encoding{protocol.EncodingJSON, protocol.EncodingMsgpack} {
+				d := Design{Mode: m, Transport: tp, Encoding: enc}
+				if d.connected() || tp == clienttools.TransportWebSocket && enc == protocol.EncodingJSON {
+					ds = append(ds, d)
+				}
+			}
 		}
 	}
-	if (wt || msgpack) && !d.connected() {
-		return Design{}, fmt.Errorf("design %q: %s runs over HTTP requests, JSON bodies on TCP", s, mode)
-	}
-	return d, nil
+	return ds
 }
 
 // Designs are modes with JSON frames, over WebSocket.

@@ -33,3 +33,17 @@ func TestDesigns(t *testing.T) {
 		}
 	}
 }
+
+// TestAllDesigns: every design AllDesigns lists parses from its name.
+func TestAllDesigns(t *testing.T) {
+	t.Parallel()
+	all := AllDesigns()
+	if len(all) != 10 {
+		t.Errorf("%d designs, want 10: %v", len(all), all)
+	}
+	for _, d := range all {
+		if got, err := ParseDesign(d.String()); err != nil || got != d {
+			t.Errorf("%s: %v, %v", d, got, err)
+		}
+	}
+}
