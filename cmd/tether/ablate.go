@@ -108,7 +108,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		defer pprof.StopCPUProfile()
 	}
 	if *load.park > 0 {
-		return runPark(ctx, load, costs, stdout, stderr)
+		return runPark(ctx, load, costs, *out, stdout, stderr)
 	}
 	if *load.hol > 0 {
 		return runHOL(ctx, load, *out, stdout, stderr)

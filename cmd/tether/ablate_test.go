@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -113,5 +114,35 @@ func TestAblateModesError(t *testing.T) {
 		if _, err := ablate.ParseDesign(name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestParkChildLog: ablate --park keeps its child server's log out of its
+// own output: under --out it goes to server.log, beside park.json with the
+// figures; without --out nowhere. Guards the child's access lines, one a
+// request, interleaving with ablate's table.
+func TestParkChildLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, out := range []string{"", dir} {
+		args := []string{"ablate", "--park", "3", "--park-context", "200", "--load-server", tetherBinary(t)}
+		if out != "" {
+			args = append(args, "--out", out)
+		}
+		code, stdout, stderr := tether(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if strings.Contains(stdout+stderr, "msg=access") || !strings.Contains(stdout, "3 suspended rollouts parked") {
+			t.Errorf("--out %q: the child's log in ablate's output, or no result:\n%s\n%s", out, stdout, stderr)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "server.log"))
+	if err != nil || !strings.Contains(string(log), "msg=access") {
+		t.Errorf("server.log: %v, %d bytes, no access line", err, len(log))
+	}
+	var res struct{ Rollouts int }
+	if b, err := os.ReadFile(filepath.Join(dir, "park.json")); err != nil || json.Unmarshal(b, &res) != nil || res.Rollouts != 3 {
+		t.Errorf("park.json: %v, %+v", err, res)
 	}
 }

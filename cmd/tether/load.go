@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -55,8 +57,26 @@ func (lf loadFlags) binary() (string, error) {
 	return os.Executable()
 }
 
+// serverLog is where a child server's log goes: DIR/server.log under
+// --out, so that it neither mixes with ablate's own output nor is lost;
+// nowhere without --out (a server that fails to start still has its last
+// lines in the error).
+func serverLog(out string) (io.Writer, func(), error) {
+	if out == "" {
+		return nil, func() {}, nil
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(out, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { f.Close() }, nil
+}
+
 // runPark runs `tether ablate --park`.
-func runPark(ctx context.Context, lf loadFlags, costs costSettings, stdout, stderr io.Writer) int {
+func runPark(ctx context.Context, lf loadFlags, costs costSettings, out string, stdout, stderr io.Writer) int {
 	exe, err := lf.binary()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
@@ -66,13 +86,26 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, stdout, stde
 	server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--pprof",
 		"--max-suspended", strconv.Itoa(max(k, 1024)), "--max-connections", strconv.Itoa(max(k, 4096))}
 	server = append(server, costs.args()...)
+	log, closeLog, err := serverLog(out)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
+	}
+	defer closeLog()
 	bar := newProgress(stderr)
-	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server,
+	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server, ServerLog: log,
 		Progress: func(done, total int) { bar.update(done, total, "parked") }})
 	bar.end()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
+	}
+	if out != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(filepath.Join(out, "park.json"), append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(stderr, "tether: ablate:", err)
+			return 1
+		}
 	}
 	fmt.Fprintf(stdout, "%d suspended rollouts parked in %.1f s, each on its own WebSocket with %d tokens of context\n\n",
 		res.Rollouts, res.ParkSeconds, res.ContextTokens)
@@ -119,6 +152,12 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 1
 	}
+	log, closeLog, err := serverLog(out)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
+	}
+	defer closeLog()
 	run := ablate.NewLoadRun()
 	for _, n := range counts {
 		server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64),
@@ -127,7 +166,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		server = append(server, costs.args()...) // the cost model, every setting explicit
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, URL: cfg.URL, APIKey: cfg.APIKey,
+			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, ServerLog: log, URL: cfg.URL, APIKey: cfg.APIKey,
 			Progress: func(elapsed, total time.Duration) {
 				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
 			}})

@@ -32,6 +32,10 @@ type LoadConfig struct {
 	// Server is the command that starts the server; it must print
 	// "listening on URL" on its first line of output. Ignored with URL.
 	Server      []string
+	// ServerLog receives what the server writes on its stderr (its log,
+	// an access line a request); nil keeps only its last lines, for the
+	// error when it fails to start.
+	ServerLog   io.Writer
 	URL, APIKey string
 	Encoding    protocol.Encoding // the clients' frames, as Config.Encoding
 	Progress    func(elapsed, total time.Duration)
@@ -188,7 +192,11 @@ func startServer(ctx context.Context, cfg LoadConfig) (*server, error) {
 		return nil, errors.New("ablate: a load run needs a server command or a URL")
 	}
 	cmd := exec.Command(cfg.Server[0], cfg.Server[1:]...)
-	cmd.Stderr = os.Stderr
+	tail := &lastBytes{max: 4 << 10}
+	cmd.Stderr = tail
+	if cfg.ServerLog != nil {
+		cmd.Stderr = io.MultiWriter(cfg.ServerLog, tail)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -212,9 +220,33 @@ func startServer(ctx context.Context, cfg LoadConfig) (*server, error) {
 	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
 	if err != nil || !ok {
 		stop()
-		return nil, fmt.Errorf("ablate: the server printed %q, not its address (%v)", line, err)
+		return nil, fmt.Errorf("ablate: the server printed %q, not its address (%v); its log ends:\n%s", line, err, tail)
 	}
 	return &server{base: url + "/v1", pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// lastBytes keeps the last max bytes written to it. It is safe for
+// concurrent use (a child process's stderr is copied on a goroutine).
+type lastBytes struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if over := len(l.b) - l.max; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lastBytes) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
 }
 
 // sample reads the server's and the client's CPU, memory and goroutines

@@ -25,7 +25,8 @@ import (
 type ParkConfig struct {
 	Rollouts      int
 	ContextTokens int
-	Server        []string // as LoadConfig.Server; it must serve /debug/pprof (--pprof)
+	Server        []string  // as LoadConfig.Server; it must serve /debug/pprof (--pprof)
+	ServerLog     io.Writer // as LoadConfig.ServerLog
 	URL           string   // a server's base URL instead, with /debug/pprof (its RSS is not read)
 	Progress      func(done, total int)
 }
@@ -55,7 +56,7 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	if cfg.Rollouts < 1 || cfg.ContextTokens < 0 {
 		return nil, errors.New("ablate: a parking run needs rollouts and a context size")
 	}
-	srv, err := startServer(ctx, LoadConfig{Server: cfg.Server, URL: cfg.URL})
+	srv, err := startServer(ctx, LoadConfig{Server: cfg.Server, ServerLog: cfg.ServerLog, URL: cfg.URL})
 	if err != nil {
 		return nil, err
 	}
