@@ -31,7 +31,7 @@ type LoadConfig struct {
 	TPS      float64 // the server's speed: each stream's schedule is 1/TPS a token
 	// Server is the command that starts the server; it must print
 	// "listening on URL" on its first line of output. Ignored with URL.
-	Server      []string
+	Server []string
 	// ServerLog receives what the server writes on its stderr (its log,
 	// an access line a request); nil keeps only its last lines, for the
 	// error when it fails to start.

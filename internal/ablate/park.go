@@ -27,7 +27,7 @@ type ParkConfig struct {
 	ContextTokens int
 	Server        []string  // as LoadConfig.Server; it must serve /debug/pprof (--pprof)
 	ServerLog     io.Writer // as LoadConfig.ServerLog
-	URL           string   // a server's base URL instead, with /debug/pprof (its RSS is not read)
+	URL           string    // a server's base URL instead, with /debug/pprof (its RSS is not read)
 	Progress      func(done, total int)
 }
 
