@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestParseSize: a byte size is a whole number, or one with an IEC unit
@@ -46,21 +43,7 @@ func TestServeByteSizeFlags(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr strings.Builder
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-bytes", "32MiB", "--conn-bytes", "1MB", "--max-frame", "1KiB"}, pw, &stderr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the listening line: %v (stderr: %s)", err, stderr.String())
-	}
-	go io.Copy(io.Discard, pr)
-	base := strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
+	base, stop := serveInProcess(t, "--store-bytes", "32MiB", "--conn-bytes", "1MB", "--max-frame", "1KiB")
 	client := &http.Client{Transport: &http.Transport{}}
 	resp, err := client.Post(base+"/v1/responses", "application/json",
 		strings.NewReader(`{"model":"tether-scripted","input":"`+strings.Repeat("x", 1100)+`"}`))
@@ -73,13 +56,5 @@ func TestServeByteSizeFlags(t *testing.T) {
 		t.Errorf("a 1.1 KB body with --max-frame 1KiB: %d %s; want 413 naming the 1024-byte limit", resp.StatusCode, body)
 	}
 	client.CloseIdleConnections()
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d, stderr %s", code, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop after its context ended")
-	}
+	stop()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -241,21 +240,7 @@ func TestServeConfig(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			pr, pw := io.Pipe()
-			var stderr strings.Builder
-			done := make(chan int, 1)
-			go func() {
-				done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, tt.args...), pw, &stderr)
-				pw.Close()
-			}()
-			line, err := bufio.NewReader(pr).ReadString('\n')
-			if err != nil {
-				t.Fatalf("reading the listening line: %v (stderr: %s)", err, stderr.String())
-			}
-			go io.Copy(io.Discard, pr)
-			base := strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
+			base, stop := serveInProcess(t, tt.args...)
 			client := &http.Client{Transport: &http.Transport{}}
 			start := time.Now()
 			resp, err := client.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"slow","input":"hi"}`))
@@ -272,15 +257,7 @@ func TestServeConfig(t *testing.T) {
 				t.Errorf("the response took %v, want [%v, %v)", took, tt.min, tt.max)
 			}
 			client.CloseIdleConnections()
-			cancel()
-			select {
-			case code := <-done:
-				if code != 0 {
-					t.Errorf("exit %d, stderr %s", code, stderr.String())
-				}
-			case <-time.After(15 * time.Second):
-				t.Fatal("serve did not stop after its context ended")
-			}
+			stop()
 		})
 	}
 }

@@ -17,6 +17,39 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
+// serveInProcess runs "tether serve --addr 127.0.0.1:0" with args in
+// process and returns its base URL (http://127.0.0.1:PORT) and the function
+// that stops it, as a signal would, and checks that it exits 0.
+func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, &stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("reading the listening line: %v (stderr: %s)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, pr)
+	return strings.TrimPrefix(strings.TrimSpace(line), "listening on "), func() {
+		t.Helper()
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("exit %d, stderr %s", code, stderr.String())
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("serve did not stop after its context ended")
+		}
+	}
+}
+
 // TestServe starts "tether serve --addr 127.0.0.1:0" in process, reads the
 // "listening on" line, uses the server, and stops it with the context, as a
 // signal would.
