@@ -42,7 +42,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one (its timing must match --tps, --ttft, --prefill-rate)")
-	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
+	apiKey := fs.String("api-key", "", "bearer token for --url (default: $OPENAI_API_KEY)")
 	store := fs.String("store", "memory", "the in-process server's store: memory, or redis://HOST:PORT/DB (chained mode then keeps its chain in Redis)")
 	wtURL := fs.String("wt-url", "", "with --url: that server's WebTransport base URL (https://HOST:PORT/v1, as tether serve --wt-addr prints it), for the wt- designs")
 	certHash := fs.String("cert-hash", "", "with --wt-url: the SHA-256 (hex) that pins its certificate, as tether serve prints it")
@@ -53,6 +53,9 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	load := declareLoadFlags(fs.FlagSet)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
+	}
+	if *apiKey == "" { // read here, not as the flag's default, which -h prints
+		*apiKey = os.Getenv("OPENAI_API_KEY")
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

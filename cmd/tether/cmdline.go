@@ -35,7 +35,11 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) (code int, ok b
 	err := c.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		c.printUsage(stdout)
+		if ref, ok := stdout.(referenceWriter); ok {
+			c.printReference(ref)
+		} else {
+			c.printUsage(stdout)
+		}
 		return 0, false
 	case err != nil:
 		c.fail(stderr, "%s", c.explain(err))
@@ -68,6 +72,35 @@ func (c *command) printUsage(w io.Writer) {
 		for _, line := range strings.Split(strings.TrimSpace(c.example), "\n") {
 			fmt.Fprintf(w, "  %s\n", strings.TrimSpace(line))
 		}
+	}
+}
+
+// referenceWriter is a stdout that asks for a command's usage as its
+// section of the Markdown command reference, docs/cli.md, which is
+// generated from the flags themselves (TestCLIReference) so that it
+// cannot drift from them.
+type referenceWriter struct{ io.Writer }
+
+// printReference writes the command's reference section: what it does,
+// a table of its flags, and its example.
+func (c *command) printReference(w io.Writer) {
+	usage := strings.TrimRight(c.usage, "\n")
+	first, rest, _ := strings.Cut(usage, "\n")
+	fmt.Fprintf(w, "## tether %s\n\n```\n%s\n```\n\n%s\n\n", c.Name(), strings.TrimPrefix(first, "Usage: "), strings.TrimSpace(rest))
+	fmt.Fprint(w, "| flag | default | meaning |\n|---|---|---|\n")
+	c.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(w, "| `--%s` | %s | %s |\n", f.Name, def, strings.ReplaceAll(f.Usage, "|", "\\|"))
+	})
+	if c.example != "" {
+		fmt.Fprint(w, "\n```sh\n")
+		for _, line := range strings.Split(strings.TrimSpace(c.example), "\n") {
+			fmt.Fprintln(w, strings.TrimSpace(line))
+		}
+		fmt.Fprint(w, "```\n")
 	}
 }
 
@@ -112,7 +145,7 @@ var sizeUnits = []struct {
 }
 
 // sizeHelp ends the usage of every byte-size flag.
-const sizeHelp = " (a `size`: bytes, or a number with a unit: KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000)"
+const sizeHelp = " (a `size`: bytes, or with a unit, such as 64KiB or 2MB)"
 
 // parseSize reads a size in bytes: a whole number, or one followed by a
 // unit of sizeUnits, such as 32MiB or 1500KB.

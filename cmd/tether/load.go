@@ -252,7 +252,7 @@ func runHOL(ctx context.Context, lf loadFlags, out string, stdout, stderr io.Wri
 		fmt.Fprintf(tw, "%g%%\t%s\t%d\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f ms\t\n", 100*r.Loss, r.Transport, r.Tokens, r.LagP50MS, r.LagP99MS, r.LagMaxMS, worst)
 	}
 	tw.Flush()
-	fmt.Fprint(stdout, "\nLag: how late each token reached its lane's client against the schedule the model kept (see README, Under load).\n")
+	fmt.Fprint(stdout, "\nLag: how late each token reached its lane's client against the schedule the model kept (see docs/measuring.md, Under load).\n")
 	if out != "" {
 		if err := ablate.WriteHOL(out, cfg, res); err != nil {
 			fmt.Fprintln(stderr, "tether:", err)

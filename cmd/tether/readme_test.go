@@ -21,19 +21,26 @@ import (
 // the README that contains marker.
 func readmeBlock(t *testing.T, marker, lang string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	return docBlock(t, "README.md", marker, lang)
+}
+
+// docBlock is the first fenced code block of lang after the line of the
+// file (README.md, docs/NAME.md) that contains marker.
+func docBlock(t *testing.T, file, marker, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../..", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, marker)
 	if i < 0 {
-		t.Fatalf("the README has no %q", marker)
+		t.Fatalf("%s has no %q", file, marker)
 	}
 	s = s[i:]
 	start := strings.Index(s, "```"+lang+"\n")
 	if start < 0 {
-		t.Fatalf("no %s block after %q", lang, marker)
+		t.Fatalf("%s has no %s block after %q", file, lang, marker)
 	}
 	s = s[start+len("```"+lang+"\n"):]
 	return s[:strings.Index(s, "```")]
@@ -88,12 +95,12 @@ func TestWalkthrough(t *testing.T) {
 	}
 }
 
-// TestREADMEConfig: the README's example config starts a server as
+// TestREADMEConfig: docs/models.md's example config starts a server as
 // written: its upstream model needs no key (as vLLM serves by default)
 // and no environment variable.
 func TestREADMEConfig(t *testing.T) {
 	t.Parallel()
-	cfg := readmeBlock(t, "Set timing per\nmodel in a `--config` file", "json")
+	cfg := docBlock(t, "docs/models.md", "## Model time", "json")
 	path := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

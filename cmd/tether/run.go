@@ -42,7 +42,7 @@ models.`, `tether run
 	encoding := fs.String("encoding", "json", "WebSocket or WebTransport frames (modes suspend and turns): json, or msgpack")
 	transport := fs.String("transport", "websocket", "what carries modes suspend and turns: websocket, or webtransport (then --url is the server's WebTransport base URL, https://HOST:PORT/v1, as tether serve --wt-addr prints it)")
 	certHash := fs.String("cert-hash", "", "webtransport: the SHA-256 (hex) that pins the server's certificate, as tether serve prints it")
-	apiKey := fs.String("api-key", os.Getenv("OPENAI_API_KEY"), "bearer token for --url (default $OPENAI_API_KEY)")
+	apiKey := fs.String("api-key", "", "bearer token for --url (default: $OPENAI_API_KEY)")
 	tps := fs.Float64("tps", 400, "in-process server: output tokens per second (0 is unpaced)")
 	ttft := fs.Duration("ttft", 150*time.Millisecond, "in-process server: time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "in-process server: uncached prompt tokens read per second (0 is free)")
@@ -51,6 +51,9 @@ models.`, `tether run
 	branches := fs.Int("branches", 0, "modes suspend and turns: at the first pause, branch the rollout into this many (response.fork, or previous_response_id on other lanes), each running the paused calls and the rest in a copy of the workdir of its own (up to 64)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
+	}
+	if *apiKey == "" { // read here, not as the flag's default, which -h prints
+		*apiKey = os.Getenv("OPENAI_API_KEY")
 	}
 	enc, err := protocol.ParseEncoding(*encoding)
 	if err != nil {

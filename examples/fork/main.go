@@ -10,8 +10,8 @@
 //	go run ./examples/fork
 //
 // -url (default $TETHER_URL, else http://127.0.0.1:8080/v1) points it at
-// another server. It speaks the raw events, to show them: see the
-// README's "Forking".
+// another server. It speaks the raw events, to show them: see
+// "Fork" in docs/protocol.md.
 package main
 
 import (
