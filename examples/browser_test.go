@@ -56,16 +56,10 @@ func TestBrowser(t *testing.T) {
 	})
 
 	// Chromium's first start on a cold machine, with other packages' tests
-	// beside it, takes minutes; the fixed runTimeout cut it off there. The
-	// page gets what the test binary's deadline (-timeout) leaves, less room
-	// to report and clean up; a warm run finishes long before either.
-	ctx, cancel := context.WithCancel(t.Context())
+	// beside it, takes minutes: the page gets what the test binary's
+	// deadline leaves.
+	ctx, cancel := untilDeadline(t)
 	defer cancel()
-	if d, ok := t.Deadline(); ok {
-		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, d.Add(-browserReportRoom))
-		defer cancelDeadline()
-	}
 	example := exec.CommandContext(ctx, binary(t, "browser"), "-url", wt.URL(), "-hash", wt.CertificateHash(), "-once")
 	example.WaitDelay = time.Second
 	out, err := example.StdoutPipe()
@@ -106,10 +100,6 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the page reported %q", report.String())
 	}
 }
-
-// browserReportRoom is what TestBrowser keeps of the test binary's deadline
-// to print chromium's log and shut its server down.
-const browserReportRoom = 30 * time.Second
 
 // tail is the end of s, at most n bytes.
 func tail(s string, n int) string {

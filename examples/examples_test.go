@@ -33,9 +33,21 @@ import (
 // goExamples are the Go examples, by directory.
 var goExamples = []string{"minimal", "websearch", "compare", "openai-go", "browser", "fork"}
 
-// runTimeout bounds one run of an example, with room for compare, the
-// slowest: most of its time goes to the replayed rollout's go test runs.
-const runTimeout = 2 * time.Minute
+// untilDeadline is t's context, ended a little before the test binary's
+// deadline (-timeout), with room left to report and clean up. A program a
+// test runs gets that long, not a fixed time: on a cold machine, with other
+// packages' tests beside it, Chromium's first start and the go test runs
+// of a replayed rollout take minutes; a warm run finishes long before.
+// reportRoom is what a test keeps of the test binary's deadline to print
+// what the program wrote and shut its servers down.
+const reportRoom = 30 * time.Second
+
+func untilDeadline(t *testing.T) (context.Context, context.CancelFunc) {
+	if d, ok := t.Deadline(); ok {
+		return context.WithDeadline(t.Context(), d.Add(-reportRoom))
+	}
+	return context.WithCancel(t.Context())
+}
 
 var binDir string // where build puts the examples' binaries; removed by TestMain
 
@@ -148,7 +160,7 @@ func serve(t *testing.T) string {
 // exit code.
 func run(t *testing.T, dir string, env []string, name string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	ctx, cancel := untilDeadline(t)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
