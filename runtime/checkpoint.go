@@ -31,7 +31,10 @@ type Checkpoints interface {
 	// took it first, or its owner wrote since), ErrNoCheckpoint when there
 	// is none.
 	Take(ctx context.Context, tenant, id string, epoch uint64) error
-	// Drop deletes the rollout's checkpoint if epoch still owns it.
+	// Drop ends the rollout's checkpoint if epoch still owns it: Load and
+	// Take find nothing from then on, and its epoch is kept until the
+	// checkpoint's ttl ends, so that a server that lost the rollout
+	// cannot write it again.
 	Drop(ctx context.Context, tenant, id string, epoch uint64) error
 }
 
@@ -69,6 +72,7 @@ type checkpointKey struct{ tenant, id string }
 type memCheckpoint struct {
 	cp      Checkpoint
 	expires time.Time
+	ended   bool // dropped: only its epoch is kept, to fence
 }
 
 // NewMemoryCheckpoints returns an empty MemoryCheckpoints.
@@ -105,7 +109,7 @@ func (m *MemoryCheckpoints) Load(_ context.Context, tenant, id, creds string) (*
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.lookupLocked(checkpointKey{tenant, id})
-	if !ok || c.cp.Creds != creds {
+	if !ok || c.ended || c.cp.Creds != creds {
 		return nil, ErrNoCheckpoint
 	}
 	cp := c.cp
@@ -120,7 +124,7 @@ func (m *MemoryCheckpoints) Take(_ context.Context, tenant, id string, epoch uin
 	k := checkpointKey{tenant, id}
 	c, ok := m.lookupLocked(k)
 	switch {
-	case !ok:
+	case !ok || c.ended:
 		return ErrNoCheckpoint
 	case c.cp.Epoch != epoch:
 		return ErrFenced
@@ -136,7 +140,8 @@ func (m *MemoryCheckpoints) Drop(_ context.Context, tenant, id string, epoch uin
 	defer m.mu.Unlock()
 	k := checkpointKey{tenant, id}
 	if c, ok := m.lookupLocked(k); ok && c.cp.Epoch == epoch {
-		delete(m.cps, k)
+		c.ended, c.cp.Data = true, nil
+		m.cps[k] = c
 	}
 	return nil
 }

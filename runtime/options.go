@@ -54,6 +54,12 @@ type Options struct {
 	// Store keeps store: true responses. Nil is a MemoryStore bounded by
 	// MemoryStore.
 	Store Store
+	// Checkpoints, when set, makes suspended rollouts durable: each pause
+	// is written there before its client sees it, and a response.resume
+	// of a rollout this server does not hold takes it over from there
+	// (see durable.go). Servers that share it resume each other's
+	// rollouts. Nil keeps a suspended rollout in its process only.
+	Checkpoints Checkpoints
 	// Keys, when set, are the API keys every request must bear (see Keys).
 	// Nil admits every request: run such a server on loopback only.
 	Keys *Keys

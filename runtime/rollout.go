@@ -57,6 +57,7 @@ type rollout struct {
 	tools        []protocol.Tool // what the model is offered: the request's tools, MCP servers as namespaces; nil until listed
 	approvedFrom int             // items before it have been looked at for MCP approvals
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
+	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
 	open         protocol.Item
 	openText     strings.Builder
 	openCall     *stepCall // non-nil while a call's arguments stream
@@ -285,8 +286,10 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	case r.paused != nil:
 		// A fork's beginning shows the forked step's items alone, as a
 		// pause does: the client has the earlier ones from the original.
-		r.emitStepView(protocol.EventCreated)
-		r.emitStepView(protocol.EventInProgress)
+		if !r.moved {
+			r.emitStepView(protocol.EventCreated)
+			r.emitStepView(protocol.EventInProgress)
+		}
 		if open, err := r.resumePaused(ctx); err != nil || open {
 			return r.finish(ctx, sampler.Result{}, err)
 		}

@@ -127,6 +127,10 @@ func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
 		j, lane = &resumeJob{sp: sp, after: ev.After}, sp.lane
 	} else if t := sess.srv.suspended.lookupTail(ev.ResponseID, sess.creds); t != nil {
 		j, lane = &tailJob{tail: t, after: ev.After}, t.lane
+	} else if sp == nil && sess.srv.opts.Checkpoints != nil {
+		// Not here: another server's, perhaps, that checkpointed it. The
+		// job checks its lane once it has read the checkpoint.
+		j, lane = &takeoverJob{id: ev.ResponseID, after: ev.After, received: received}, ev.StreamID
 	} else {
 		sess.sendError(errResumeNotFound(ev.ResponseID), ev.StreamID)
 		return

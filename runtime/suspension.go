@@ -66,6 +66,14 @@ type suspension struct {
 	paused    bool   // it has paused once (a fork's beginning is over)
 	replaying bool   // a resuming connection is catching up from the log; new frames wait there
 
+	// Durability (durable.go), guarded by mu.
+	epoch        uint64        // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
+	holding      bool          // the pause's checkpoint is being written: its response.done waits in the log
+	checkpointed bool          // a checkpoint of it is in the store
+	fenced       bool          // another server took it over: it sends nothing more
+	announced    bool          // taken over at a pause its response.done announced already: its first park is silent
+	parkedCh     chan struct{} // closed when it parks, for a takeover waiting to replay its pause
+
 	// What run left, once it has returned; guarded by mu.
 	terminal []byte // the terminal frame, held for the connection that settles the rollout
 	conv     *conversation
@@ -369,7 +377,7 @@ type frame struct {
 // outlive its connection, so they are bounded server-wide. start runs it.
 func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
 	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
-		sess: sess, gone: make(chan struct{}), sent: -1}
+		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1}
 	ro.client = sp
 	if ro.paused != nil { // restored: the calls answered before the pause stay answered
 		sp.answered = maps.Clone(ro.paused.Answered)
@@ -406,7 +414,8 @@ func (sp *suspension) ended(conv *conversation, err error) {
 	sp.decideLocked(evEnd, nil, "", "")
 	sp.stopTimerLocked()
 	sp.conv = conv
-	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) {
+	sp.dropCheckpointLocked()
+	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.fenced {
 		// It ended without a terminal event for a reason the client can be
 		// told (a panic, a replay log overflow while detached; not a
 		// shutdown or an expired resume window): the connection that

@@ -46,8 +46,14 @@ func (sp *suspension) park(ctx context.Context) (map[string]protocol.Item, error
 		pause[i] = pendingCall(c)
 	}
 	answer := sp.answer
+	announced := sp.announced
+	sp.announced = false
 	sp.mu.Unlock()
-	sp.ro.requireAction(pause)
+	if announced {
+		sp.ro.parkAnnounced(pause, sp)
+	} else {
+		sp.ro.requireAction(pause)
+	}
 	select {
 	case <-answer:
 		sp.mu.Lock()
@@ -88,12 +94,16 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	if sp.fenced {
+		return nil // another server owns it now
+	}
 	switch protocol.Type(ev) {
 	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
 		sp.terminal = b
 		return nil
 	case protocol.EventDone:
 		sp.lastDone, sp.paused = &f, true
+		sp.checkpointLocked(f)
 		// Parked once the pause is queued: arming its timer (a syscall
 		// when it wakes the netpoller) is not on the way to the client.
 		// mu is held throughout, so no append can come first.
@@ -110,7 +120,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	}
 	sp.log = append(sp.log, f)
 	sp.logBytes += len(b)
-	if sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+	if sp.sess != nil && !sp.replaying && !sp.holding && sp.sess.send(b, acct) == nil {
 		sp.sent = f.seq
 		for sp.logBytes > maxDetachedBytes && len(sp.log) > 1 { // sent long ago: beyond replay
 			sp.logBytes -= len(sp.log[0].b)
@@ -132,7 +142,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 func (sp *suspension) behind(acct *delivery) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.sess == nil || sp.replaying || acct.behind()
+	return sp.sess == nil || sp.replaying || sp.holding || acct.behind()
 }
 
 // parkLocked: the pause's response.done is going out; from now on the step
@@ -144,6 +154,10 @@ func (sp *suspension) parkLocked() {
 	}
 	sp.pauses++
 	sp.srv.obs.Paused()
+	if sp.parkedCh != nil {
+		close(sp.parkedCh)
+		sp.parkedCh = nil
+	}
 	pause := sp.pauses
 	sp.timer = time.AfterFunc(sp.srv.opts.Suspension.Timeout, func() { sp.timeout(pause) })
 }

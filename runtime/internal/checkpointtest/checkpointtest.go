@@ -85,6 +85,14 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	if _, err := cps.Load(ctx, "t1", id, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Errorf("Load after Drop: %v, want ErrNoCheckpoint", err)
 	}
+	if err := cps.Take(ctx, "t1", id, 3); !errors.Is(err, runtime.ErrNoCheckpoint) {
+		t.Errorf("Take after Drop: %v, want ErrNoCheckpoint", err)
+	}
+	// A server that lost the rollout before it ended cannot write it again.
+	cp.Epoch, cp.Data = 2, []byte("zombie pause")
+	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
+		t.Errorf("a Save at an older epoch after Drop: %v, want ErrFenced", err)
+	}
 
 	// The same id under two tenants is two rollouts.
 	other := &runtime.Checkpoint{Tenant: "t2", ID: prefix + "resp_b", Creds: "c1", Epoch: 1, Data: []byte("t2's")}

@@ -1,0 +1,275 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file makes suspended rollouts durable when the server has
+// Checkpoints (Options.Checkpoints): at each pause the rollout's state is
+// written before the pause's response.done goes out, so that nothing its
+// client saw is missing from it, and a response.resume that finds no
+// rollout here takes the rollout over from its last checkpoint, on this
+// server, under its own id, its sequence numbers going on.
+//
+// What is durable: a rollout parked on its client's calls, from the moment
+// its client can see the pause. What is not (yet): the outputs an append
+// brought, until the next pause is checkpointed (a server that dies
+// mid-step leaves the pause before it, whose outputs the client appends
+// again); a pause whose step still runs a hosted call (not checkpointed:
+// the one before it stays); a rollout that ended (its tail stays with the
+// server that ran it).
+
+// checkpointTimeout bounds one checkpoint operation: a store that does not
+// answer in time leaves the pause in memory only.
+const checkpointTimeout = 2 * time.Second
+
+// checkpointVersion is the version of checkpointData's written form.
+const checkpointVersion = 1
+
+// checkpointData is what a Checkpoint's Data holds: the state at the pause,
+// and the frames since the client last appended, the pause's response.done
+// last, for a resuming client that missed some.
+type checkpointData struct {
+	Version int               `json:"version"`
+	Pause   json.RawMessage   `json:"pause"` // a pauseState, as decodePause reads it
+	Frames  []checkpointFrame `json:"frames"`
+}
+
+type checkpointFrame struct {
+	Seq   int             `json:"seq"`
+	Event json.RawMessage `json:"event"`
+}
+
+func encodeCheckpoint(ps *pauseState, frames []frame) ([]byte, error) {
+	pause, err := protocol.Marshal(ps)
+	if err != nil {
+		return nil, err
+	}
+	d := checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames))}
+	for i, f := range frames {
+		d.Frames[i] = checkpointFrame{Seq: f.seq, Event: f.b}
+	}
+	return json.Marshal(d)
+}
+
+// decodeCheckpoint reads back what encodeCheckpoint wrote: the pause, and
+// its frames, the last of them its response.done.
+func decodeCheckpoint(b []byte) (*pauseState, []frame, error) {
+	var d checkpointData
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, nil, err
+	}
+	if d.Version != checkpointVersion || len(d.Frames) == 0 {
+		return nil, nil, errPauseUnreadable(d.Version)
+	}
+	ps, err := decodePause(d.Pause)
+	if err != nil {
+		return nil, nil, err
+	}
+	frames := make([]frame, len(d.Frames))
+	for i, f := range d.Frames {
+		if i > 0 && f.Seq <= frames[i-1].seq || f.Seq >= ps.Seq {
+			return nil, nil, errPauseUnreadable(d.Version)
+		}
+		frames[i] = frame{seq: f.Seq, b: f.Event}
+	}
+	return ps, frames, nil
+}
+
+// checkpointTTL is how long a checkpoint is kept: a pause's whole timeout,
+// then a resume window for a client that dropped at its end.
+func (s *Server) checkpointTTL() time.Duration {
+	return s.opts.Suspension.Timeout + s.opts.Suspension.ResumeWindow
+}
+
+// checkpointLocked starts writing the rollout's checkpoint at the pause
+// whose response.done is done: until it is written the frame waits in the
+// log (holding), so that a client never sees a pause that is not durable
+// yet. The caller holds the rollout's lock and the suspension's, putting
+// the frame.
+func (sp *suspension) checkpointLocked(done frame) {
+	cps := sp.srv.opts.Checkpoints
+	if cps == nil || sp.fenced {
+		return
+	}
+	ps, perr := sp.ro.pauseStateLocked()
+	if perr != nil { // a hosted call of the step still runs: the pause before stays the checkpoint
+		sp.srv.log.Debug("pause not checkpointed: a hosted call of its step still runs", "response_id", sp.id)
+		return
+	}
+	ps.Creds, ps.Answered = sp.creds, maps.Clone(sp.answered)
+	frames := append(slices.Clip(sp.log), done)
+	sp.holding = true
+	sp.srv.wg.Add(1)
+	go sp.writeCheckpoint(cps, ps, frames, sp.epoch)
+}
+
+// writeCheckpoint writes the checkpoint, then lets the frames held for it go
+// to the client. A store that fails leaves the pause in memory only (the
+// rollout goes on, and its previous checkpoint, if any, stays); a store that
+// says another server owns the rollout now stops it here, without a frame
+// more for its client.
+func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []frame, epoch uint64) {
+	defer sp.srv.wg.Done()
+	data, err := encodeCheckpoint(ps, frames)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		err = cps.Save(ctx, &Checkpoint{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
+		cancel()
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.holding = false
+	switch {
+	case errors.Is(err, ErrFenced):
+		sp.fenceLocked()
+		return
+	case err != nil:
+		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
+	default:
+		sp.checkpointed = true
+	}
+	if sp.sess == nil || sp.replaying {
+		return // a resuming connection replays them
+	}
+	for _, f := range sp.log {
+		if f.seq > sp.sent && sp.sess.send(f.b, nil) == nil {
+			sp.sent = f.seq
+		}
+	}
+}
+
+// fenceLocked stops a rollout another server has taken over: it sends
+// nothing more, and ends.
+func (sp *suspension) fenceLocked() {
+	sp.srv.log.Info("suspended rollout taken over by another server", "response_id", sp.id)
+	sp.fenced = true
+	sp.stopTimerLocked()
+	sp.ro.abort(errFenced)
+}
+
+// errFenced ends a rollout that another server owns now.
+var errFenced = errors.New("runtime: the rollout was taken over by another server")
+
+// dropCheckpoint deletes the checkpoint of a rollout that has ended.
+func (sp *suspension) dropCheckpointLocked() {
+	cps := sp.srv.opts.Checkpoints
+	if cps == nil || !sp.checkpointed || sp.fenced {
+		return
+	}
+	tenant, epoch := sp.ro.tenant, sp.epoch
+	sp.srv.wg.Add(1)
+	go func() {
+		defer sp.srv.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		defer cancel()
+		if err := cps.Drop(ctx, tenant, sp.id, epoch); err != nil {
+			sp.srv.log.Warn("checkpoint of an ended rollout not dropped", "response_id", sp.id, "err", err)
+		}
+	}()
+}
+
+// takeoverJob is a response.resume of a rollout this server does not hold:
+// its checkpoint may be in the store.
+type takeoverJob struct {
+	id       string
+	after    *int // the last sequence_number the resuming client received
+	received time.Time
+}
+
+func (j *takeoverJob) bytes() int                         { return 0 }
+func (j *takeoverJob) inFlight() bool                     { return true }
+func (j *takeoverJob) run(sess *session, ln *lane) []byte { return sess.takeover(ln, j) }
+
+// takeover runs a takeover job: it loads the rollout's checkpoint (under
+// the connection's tenant and credentials: another's reads as unknown),
+// raises its epoch, which fences out the server that held it, and rebuilds
+// the loop parked at that pause, reporting here. The client gets the
+// frames it missed, the pending response.done among them, and the rollout
+// goes on as it would have where it was.
+func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
+	cps := sess.srv.opts.Checkpoints
+	ctx, cancel := context.WithTimeout(sess.ctx, checkpointTimeout)
+	defer cancel()
+	cp, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
+	if err != nil {
+		return errorFrame(sess.takeoverError(j.id, err), ln.id)
+	}
+	ps, frames, err := decodeCheckpoint(cp.Data)
+	if err != nil || ps.Tenant != sess.tenant || ps.Creds != sess.creds || ps.Response.ID != j.id {
+		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
+		return errorFrame(errResumeNotFound(j.id), ln.id)
+	}
+	if ps.Lane != ln.id {
+		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
+	}
+	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
+		return errorFrame(sess.takeoverError(j.id, err), ln.id)
+	}
+	ro, perr := sess.srv.restore(ps, ln.id)
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	ro.moved = true
+	ro.path.Transport = sess.transport
+	ro.onConnection(&sess.scope.mcp)
+	ro.start = j.received
+	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	parked := make(chan struct{})
+	sp.mu.Lock()
+	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
+	sp.log, sp.lastDone, sp.paused, sp.replaying = frames, &frames[len(frames)-1], true, true
+	for _, f := range frames {
+		sp.logBytes += len(f.b)
+	}
+	sp.mu.Unlock()
+	sess.setRunning(ln, nil, sp)
+	sp.start()
+	select { // it parks at once: its step's pause was announced already
+	case <-parked:
+	case <-sp.done:
+	}
+	from := sp.lastDone.seq
+	if j.after != nil {
+		from = *j.after
+	}
+	sp.replay(sess.ctx, sess, from)
+	return sess.follow(ln, sp, gone, nil)
+}
+
+// takeoverError is what a resume is told when the store had no checkpoint
+// for it, another server took it first, or the store did not answer.
+func (sess *session) takeoverError(id string, err error) *protocol.Error {
+	if errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrFenced) {
+		return errResumeNotFound(id)
+	}
+	sess.srv.log.Warn("checkpoint store", "response_id", id, "err", err)
+	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",
+		"The store of suspended rollouts did not answer; retry the resume.")
+}
+
+// parkAnnounced parks a rollout taken over from its checkpoint on the
+// step's calls without announcing the pause again: the server that wrote
+// the checkpoint sent its response.done, which the resume replays.
+func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resp.Status = protocol.ResponseRequiresAction
+	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
+		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
+	sp.mu.Lock()
+	sp.parkLocked()
+	sp.mu.Unlock()
+	r.srv.notify()
+}

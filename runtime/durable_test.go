@@ -1,0 +1,147 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// durableOptions are two servers' options sharing one checkpoint store.
+func durableOptions(cps runtime.Checkpoints) runtime.Options {
+	return runtime.Options{Checkpoints: cps, EveryDelta: true,
+		Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: 10 * time.Minute}}
+}
+
+var durableSteps = [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
+
+// TestDurableTakeover: a rollout parked on server A, whose client's
+// connection drops, is resumed on server B, which shares A's checkpoints:
+// B replays what the client missed (the pending pause, or every frame after
+// the client's sequence_number), takes the appends and runs the rollout to
+// its end, its sequence numbers going on, with the same items and text as
+// the same rollout never moved. Other credentials find nothing. A, fenced
+// out, sends nothing more for it. Fake time, in-memory connections.
+func TestDurableTakeover(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		a := newPipeHarness(t, durableOptions(cps))
+		b := newPipeHarness(t, durableOptions(cps))
+		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "work", "input": script(durableSteps)}
+
+		// The same rollout, never moved, on a server of its own.
+		unmoved := maps.Clone(body)
+		delete(unmoved, "stream_id")
+		want, _ := driveSuspended(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), unmoved)
+
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.send(t, appendEv(id, "work", outputsFor(t, last(events))...))
+		step2 := c1.next(t)
+		events = append(events, step2...)
+		pause := last(events)
+		c1.drop() // A's client is gone; A could be too
+
+		for _, auth := range []string{"Bearer mallory", ""} {
+			other := b.dial(t, auth)
+			other.send(t, refEv("response.resume", id, "work"))
+			other.wantError(t, "response_not_found")
+			other.drop()
+		}
+		wrongLane := b.dial(t, "Bearer alice")
+		wrongLane.send(t, refEv("response.resume", id, ""))
+		wrongLane.wantError(t, "stream_id_mismatch")
+		wrongLane.drop()
+
+		// The client says it has seen step 2's first three events: B
+		// replays the rest of them, byte for byte, the pause last.
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "work")
+		resume["sequence_number"] = *decodeEv(t, step2[2]).Seq
+		c2.send(t, resume)
+		replayed := c2.next(t)
+		if len(replayed) != len(step2)-3 {
+			t.Fatalf("B replayed %d frames, want the %d after the client's sequence_number", len(replayed), len(step2)-3)
+		}
+		for i, f := range replayed {
+			if !bytes.Equal(f, step2[3+i]) {
+				t.Fatalf("replayed frame %d:\n%s\nwant\n%s", i, f, step2[3+i])
+			}
+		}
+		c2.send(t, appendEv(id, "work", outputsFor(t, pause)...))
+		rest := c2.next(t)
+		c2.send(t, appendEv(id, "work", outputsFor(t, last(rest))...))
+		rest = append(rest, c2.next(t)...)
+		events = append(events, rest...)
+		checkStreamInvariants(t, events)
+		sameRollout(t, last(events), last(want))
+
+		// A still holds the detached rollout; resumed there, it takes an
+		// append, runs its step, and its next pause is fenced out: not a
+		// frame more.
+		c3 := a.dial(t, "Bearer alice")
+		c3.send(t, refEv("response.resume", id, "work"))
+		if again := c3.recv(t); !bytes.Equal(again, pause) {
+			t.Fatalf("A's resume sent %s, want its pending pause", again)
+		}
+		c3.send(t, appendEv(id, "work", outputsFor(t, pause)...))
+		for {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			f, err := c3.read(t, ctx)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				break // nothing more
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if typ := eventType(t, f); typ == "response.done" || isEnd(typ) || typ == "error" {
+				t.Fatalf("the fenced server sent %s", f)
+			}
+		}
+	})
+}
+
+// sameRollout checks that two rollouts' terminal events have the same
+// items, in order, with the same calls and text, and the same output
+// tokens: ids differ (and with them, by a few tokens, the input).
+func sameRollout(t *testing.T, got, want []byte) {
+	t.Helper()
+	type item struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+		Content   []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	var g, w struct {
+		Response struct {
+			Status string `json:"status"`
+			Output []item `json:"output"`
+			Usage  struct {
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	gj, _ := json.Marshal(g)
+	wj, _ := json.Marshal(w)
+	if !bytes.Equal(gj, wj) || g.Response.Status != "completed" {
+		t.Fatalf("the moved rollout ended with\n%s\nwant, as never moved,\n%s", gj, wj)
+	}
+}
