@@ -52,7 +52,7 @@ func ParseMode(s string) (Mode, error) {
 			return Mode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("clienttools: unknown mode %q (want suspend, turns, chained or stateless)", s)
+	return 0, fmt.Errorf("unknown mode %q (want suspend, turns, chained or stateless)", s)
 }
 
 // DefaultMaxParallel is how many client tool calls of one step run at once
@@ -197,9 +197,9 @@ type ResponseError struct {
 
 func (e *ResponseError) Error() string {
 	if e.Code == "" {
-		return fmt.Sprintf("clienttools: response %s", e.Status)
+		return fmt.Sprintf("response %s", e.Status)
 	}
-	return fmt.Sprintf("clienttools: response %s: %s: %s", e.Status, e.Code, e.Msg)
+	return fmt.Sprintf("response %s: %s: %s", e.Status, e.Code, e.Msg)
 }
 
 // Run runs one rollout to its end and returns what it left. A response
@@ -412,7 +412,7 @@ func (r *run) addUsage(resp *protocol.Response) {
 // errorOf is the error of an error event: a request the server refused, or
 // a stream it ended with an error. errors.As finds its *protocol.Error.
 func errorOf(ev *protocol.ErrorEvent) error {
-	return fmt.Errorf("clienttools: error event: %w", payloadError(ev.Error, 0))
+	return fmt.Errorf("the server sent an error: %w", payloadError(ev.Error, 0))
 }
 
 // payloadError is the *protocol.Error of an error's wire form, with the
@@ -463,7 +463,7 @@ func (r *run) suspended(ctx context.Context) error {
 		}
 		ra := end.Response.RequiredAction
 		if ra == nil || len(ra.SubmitToolOutputs.ToolCalls) == 0 {
-			return fmt.Errorf("clienttools: a pause with no pending call")
+			return errors.New("the server paused the response with no pending call")
 		}
 		calls := make([]protocol.Call, len(ra.SubmitToolOutputs.ToolCalls))
 		for i, pc := range ra.SubmitToolOutputs.ToolCalls {

@@ -45,7 +45,7 @@ func (t Transport) String() string {
 func wtURL(base string) (string, error) {
 	base, err := protocol.APIBase(base, "https", "wt")
 	if err != nil {
-		return "", fmt.Errorf("clienttools: WebTransport %w", err)
+		return "", fmt.Errorf("WebTransport %w", err)
 	}
 	if rest, ok := strings.CutPrefix(base, "wt://"); ok {
 		base = "https://" + rest
@@ -71,17 +71,17 @@ func (c *Client) tlsConfig() (*tls.Config, error) {
 func PinCertificate(hash string) (*tls.Config, error) {
 	want, err := hex.DecodeString(strings.ReplaceAll(hash, ":", ""))
 	if err != nil || len(want) != sha256.Size {
-		return nil, fmt.Errorf("clienttools: certificate hash %q: want a SHA-256 in hex", hash)
+		return nil, fmt.Errorf("certificate hash %q: want a SHA-256 in hex (64 hex digits)", hash)
 	}
 	return &tls.Config{
 		InsecureSkipVerify: true, // verified below, by the pinned hash
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
-				return errors.New("clienttools: the server sent no certificate")
+				return errors.New("the server sent no certificate")
 			}
 			leaf := cs.PeerCertificates[0]
 			if sum := sha256.Sum256(leaf.Raw); !bytes.Equal(sum[:], want) {
-				return fmt.Errorf("clienttools: the server's certificate has SHA-256 %x, not the pinned %x", sum, want)
+				return fmt.Errorf("the server's certificate has SHA-256 %x, not the pinned %x", sum, want)
 			}
 			now := time.Now()
 			if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
@@ -128,13 +128,13 @@ func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
 	_, sess, err := tr.Dial(ctx, u, c.header())
 	if err != nil {
 		tr.Close()
-		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
+		return nil, fmt.Errorf("dial %s: %w", u, err)
 	}
 	w, err := openStream(ctx, sess, c.Encoding)
 	if err != nil {
 		sess.CloseWithError(0, "")
 		tr.Close()
-		return nil, fmt.Errorf("clienttools: %s: %w", u, err)
+		return nil, fmt.Errorf("open a stream on %s: %w", u, err)
 	}
 	w.tr = tr
 	return w, nil
@@ -181,7 +181,7 @@ func (w *wtConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	}
 	n := binary.BigEndian.Uint32(h[:])
 	if n > maxFrame {
-		return nil, frameCost{}, fmt.Errorf("clienttools: a frame of %d bytes from the server", n)
+		return nil, frameCost{}, fmt.Errorf("the server sent a frame of %d bytes, over the %d MiB limit", n, maxFrame>>20)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(w.r, b); err != nil {

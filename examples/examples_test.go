@@ -338,7 +338,7 @@ func TestBadInput(t *testing.T) {
 	}
 	cases = append(cases,
 		badCase{"compare", []string{"-url", "http://127.0.0.1:1/v1", "-repo", "no/such/dir"}, "-repo no/such/dir: not a directory"},
-		badCase{"minimal", []string{"-url", serve(t) + "/nope"}, "clienttools: dial"},
+		badCase{"minimal", []string{"-url", serve(t) + "/nope"}, "/nope/responses: 404 Not Found"},
 		badCase{"browser", []string{"-url", "https://127.0.0.1:8443/v1"}, "give -hash"},
 		badCase{"browser", []string{"-url", "https://127.0.0.1:8443/v1", "-hash", "abc"}, "64 hex digits"},
 		badCase{"browser", []string{"-url", "localhost:8443", "-hash", strings.Repeat("ab", 32)}, "want tether's WebTransport address"},

@@ -59,7 +59,7 @@ models.`, `tether run
 	}
 	mode, err := clienttools.ParseMode(*modeName)
 	if err != nil {
-		fmt.Fprintln(stderr, "tether:", err)
+		fmt.Fprintln(stderr, "tether: run:", err)
 		return 2
 	}
 	var tp clienttools.Transport

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -289,6 +290,61 @@ func TestRunAPIKeyHint(t *testing.T) {
 		errOut.Reset()
 		if code := run(t.Context(), append(args, "--api-key", "sk-test", scriptedTask), &out, &errOut); code != 0 {
 			t.Errorf("%s with the key: exit %d: %s%s", mode, code, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestRunErrorText: when a run fails (no server on the port, a URL that is
+// not a Responses API, a model the server does not have, a flag value),
+// its error says what was being done, in every mode, and names no Go
+// package.
+func TestRunErrorText(t *testing.T) {
+	t.Parallel()
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notFound.Close)
+	refused := "http://127.0.0.1:1/v1"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]string // by mode
+		code int
+	}{
+		{"no server", []string{"--url", refused}, map[string]string{
+			"suspend":   "error: dial ws://127.0.0.1:1/v1/responses: dial tcp 127.0.0.1:1: connect: connection refused",
+			"turns":     "error: dial ws://127.0.0.1:1/v1/responses: dial tcp 127.0.0.1:1: connect: connection refused",
+			"chained":   `error: Post "http://127.0.0.1:1/v1/responses": dial tcp 127.0.0.1:1: connect: connection refused`,
+			"stateless": `error: Post "http://127.0.0.1:1/v1/responses": dial tcp 127.0.0.1:1: connect: connection refused`,
+		}, 1},
+		{"not a Responses API", []string{"--url", notFound.URL + "/v1"}, map[string]string{
+			"suspend":   "error: dial ws" + strings.TrimPrefix(notFound.URL, "http") + "/v1/responses: 404 Not Found, not a WebSocket upgrade",
+			"turns":     "error: dial ws" + strings.TrimPrefix(notFound.URL, "http") + "/v1/responses: 404 Not Found, not a WebSocket upgrade",
+			"chained":   "error: POST " + notFound.URL + "/v1/responses: 404 Not Found: 404 page not found",
+			"stateless": "error: POST " + notFound.URL + "/v1/responses: 404 Not Found: 404 page not found",
+		}, 1},
+		{"no such model", []string{"--model", "nosuch", "--ttft", "0", "--tps", "0"}, map[string]string{
+			"suspend":   "error: the server sent an error: model_not_found (model): The model 'nosuch' does not exist.",
+			"turns":     "error: the server sent an error: model_not_found (model): The model 'nosuch' does not exist.",
+			"chained":   "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
+			"stateless": "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
+		}, 1},
+		{"no such mode", nil, map[string]string{
+			"bogus": `tether: run: unknown mode "bogus" (want suspend, turns, chained or stateless)`,
+		}, 2},
+	} {
+		for mode, want := range tc.want {
+			t.Run(tc.name+" "+mode, func(t *testing.T) {
+				t.Parallel()
+				args := append([]string{"run", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir()}, tc.args...)
+				var out, errOut bytes.Buffer
+				code := run(t.Context(), append(args, "hi"), &out, &errOut)
+				s := out.String() + errOut.String()
+				if code != tc.code || !strings.Contains(s, want) {
+					t.Errorf("exit %d, want %d and %q in:\n%s", code, tc.code, want, s)
+				}
+				if strings.Contains(s, "clienttools") {
+					t.Errorf("the output names the package clienttools:\n%s", s)
+				}
+			})
 		}
 	}
 }
