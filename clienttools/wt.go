@@ -67,7 +67,9 @@ func (c *Client) tlsConfig() (*tls.Config, error) {
 
 // PinCertificate is a TLS configuration that accepts only the certificate
 // whose SHA-256 is hash (hex, as tether serve prints it, colons allowed),
-// while it is valid, whoever signed it: a self-signed one.
+// while it is valid, whoever signed it: a self-signed one. A certificate it
+// refuses fails the handshake with a *tls.CertificateVerificationError, as
+// one that does not chain to a root does without it.
 func PinCertificate(hash string) (*tls.Config, error) {
 	want, err := hex.DecodeString(strings.ReplaceAll(hash, ":", ""))
 	if err != nil || len(want) != sha256.Size {
@@ -76,16 +78,19 @@ func PinCertificate(hash string) (*tls.Config, error) {
 	return &tls.Config{
 		InsecureSkipVerify: true, // verified below, by the pinned hash
 		VerifyConnection: func(cs tls.ConnectionState) error {
+			refused := func(err error) error {
+				return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+			}
 			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the server sent no certificate")
+				return refused(errors.New("the server sent no certificate"))
 			}
 			leaf := cs.PeerCertificates[0]
 			if sum := sha256.Sum256(leaf.Raw); !bytes.Equal(sum[:], want) {
-				return fmt.Errorf("the server's certificate has SHA-256 %x, not the pinned %x", sum, want)
+				return refused(fmt.Errorf("the server's certificate has SHA-256 %x, not the pinned %x", sum, want))
 			}
 			now := time.Now()
 			if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
-				return x509.CertificateInvalidError{Cert: leaf, Reason: x509.Expired}
+				return refused(x509.CertificateInvalidError{Cert: leaf, Reason: x509.Expired})
 			}
 			return nil
 		},
@@ -128,6 +133,9 @@ func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
 	_, sess, err := tr.Dial(ctx, u, c.header())
 	if err != nil {
 		tr.Close()
+		if cve, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+			err = cve // without QUIC's wrapping: "CRYPTO_ERROR 0x12a (local): "
+		}
 		return nil, fmt.Errorf("dial %s: %w", u, err)
 	}
 	w, err := openStream(ctx, sess, c.Encoding)

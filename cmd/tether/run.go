@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +72,12 @@ models.`, `tether run
 			fmt.Fprintf(stderr, "tether: run: --transport webtransport carries modes suspend and turns, not %s\n", mode)
 			return 2
 		}
+		if *certHash != "" {
+			if _, err := clienttools.PinCertificate(*certHash); err != nil {
+				fmt.Fprintln(stderr, "tether: run: --cert-hash:", err)
+				return 2
+			}
+		}
 	default:
 		fmt.Fprintf(stderr, "tether: run: --transport %q: want websocket or webtransport\n", *transport)
 		return 2
@@ -139,7 +146,7 @@ models.`, `tether run
 		return runBranches(ctx, c, ro, *branches, *model, *workdir, v, stderr)
 	}
 	res, err := c.Run(ctx, ro)
-	err = apiKeyHint(err)
+	err = hint(err, c)
 	v.summary(mode, *model, *workdir, res, err)
 	if err != nil {
 		return 1
@@ -170,7 +177,7 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		ro.OnEvent = nil // the branches' events would interleave: each is summed up below
 	}
 	results, err := c.Branch(ctx, ro, bs)
-	err = apiKeyHint(err)
+	err = hint(err, c)
 	if len(results) == 0 {
 		v.summary(ro.Mode, model, workdir, &clienttools.Result{}, err)
 		return 1
@@ -187,6 +194,21 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		return 1
 	}
 	return 0
+}
+
+// hint is err, saying which flag fixes it when one does.
+func hint(err error, c *clienttools.Client) error {
+	return certHashHint(apiKeyHint(err), c)
+}
+
+// certHashHint is err, saying how to pin the server's certificate when a
+// WebTransport dial failed to verify it: tether serve's certificate is
+// self-signed, and no root vouches for it.
+func certHashHint(err error, c *clienttools.Client) error {
+	if c.Transport == clienttools.TransportWebTransport && errors.As(err, new(*tls.CertificateVerificationError)) {
+		return fmt.Errorf("%w (pass --cert-hash HEX, as tether serve prints it on its `%s` line)", err, webTransportLine("https://…", "HEX"))
+	}
+	return err
 }
 
 // apiKeyHint is err, saying how to give a key when the server refused the

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -346,5 +347,54 @@ func TestRunErrorText(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRunCertHashHint: "tether run --transport webtransport" against tether
+// serve's self-signed certificate without --cert-hash (or with another
+// certificate's) fails on the certificate, with an error that says to pass
+// the hash serve prints, and on which line; with that hash it completes.
+func TestRunCertHashHint(t *testing.T) {
+	t.Parallel()
+	lines, stop := serveLines(t, 2, "--wt-addr", "127.0.0.1:0", "--tps", "0", "--ttft", "0")
+	defer stop()
+	m := regexp.MustCompile(`^webtransport on (https://\S+) sha256=([0-9a-f]{64})$`).FindStringSubmatch(lines[1])
+	if m == nil {
+		t.Fatalf("serve's second line %q, want webtransport on https://HOST:PORT sha256=HEX", lines[1])
+	}
+	wtBase, hash := m[1]+"/v1", m[2]
+	hint := regexp.MustCompile("\\(pass --cert-hash HEX, as tether serve prints it on its `(webtransport on https://… sha256=HEX)` line\\)$")
+	runWT := func(args ...string) (int, string) {
+		args = append([]string{"run", "--transport", "webtransport", "--url", wtBase, "--model", "tether-scripted", "--workdir", t.TempDir()}, args...)
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append(args, "hi"), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // on the error line, before the hint
+	}{
+		{"no --cert-hash", nil, "error: dial " + wtBase + "/responses: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{"another certificate's hash", []string{"--cert-hash", strings.Repeat("ab", 32)},
+			"error: dial " + wtBase + "/responses: tls: failed to verify certificate: the server's certificate has SHA-256 " + hash + ", not the pinned " + strings.Repeat("ab", 32)},
+	} {
+		code, s := runWT(tc.args...)
+		line, _, _ := strings.Cut(s[strings.Index(s, "error: "):], "\n")
+		if code != 1 || !strings.HasPrefix(line, tc.want+" ") || !hint.MatchString(line) || strings.Contains(s, "clienttools") || strings.Contains(s, "CRYPTO_ERROR") {
+			t.Errorf("%s: exit %d, want 1 and the line\n%s (pass --cert-hash HEX, …)\nin:\n%s", tc.name, code, tc.want, s)
+			continue
+		}
+		// The hint shows serve's line as serve prints it.
+		shown := strings.NewReplacer("https://…", m[1], "HEX", hash).Replace(hint.FindStringSubmatch(line)[1])
+		if shown != lines[1] {
+			t.Errorf("%s: the hint's line, filled in, is %q; serve printed %q", tc.name, shown, lines[1])
+		}
+	}
+	if code, s := runWT("--cert-hash", hash); code != 0 || !strings.Contains(s, "completed in") {
+		t.Errorf("--cert-hash %s: exit %d:\n%s", hash, code, s)
+	}
+	if code, s := runWT("--cert-hash", "abc"); code != 2 || !strings.Contains(s, `tether: run: --cert-hash: certificate hash "abc": want a SHA-256 in hex`) {
+		t.Errorf("--cert-hash abc: exit %d, want 2 and an error naming the flag:\n%s", code, s)
 	}
 }
