@@ -197,17 +197,19 @@ func wantLines(t *testing.T, out string, patterns ...string) {
 	}
 }
 
+// TestMinimal: minimal asks for the word counts of two sentences, and its
+// answer reports both: the model counts them in one step of two calls,
+// which the client runs and answers with one append.
 func TestMinimal(t *testing.T) {
 	t.Parallel()
 	out := runOK(t, ".", nil, binary(t, "minimal"), "-url", serve(t))
 	wantLines(t, out,
 		`^call  word_count \{"text":"The quick brown fox jumps over the lazy dog"\} -> "9" \(`,
 		`^call  word_count \{"text":"Suspended rollouts pause on client tools"\} -> "6" \(`,
-		`^answer "word_count returned: 6"$`,
-		`^response resp_\w+ completed: 3 turns, 2 calls, \d+\+\d+ tokens, `,
-		`^turn 0: first event \S+, stream \S+, tools \S+, 1 calls, \d+ B sent, \d+ B received$`,
-		`^turn 1: .*, 1 calls, `,
-		`^turn 2: .*, 0 calls, `,
+		`^answer "word_count returned: 9; word_count returned: 6"$`,
+		`^response resp_\w+ completed: 2 turns, 2 calls, \d+\+\d+ tokens, `,
+		`^turn 0: first event \S+, stream \S+, tools \S+, 2 calls, \d+ B sent, \d+ B received$`,
+		`^turn 1: .*, 0 calls, `,
 	)
 }
 
