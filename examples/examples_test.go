@@ -244,20 +244,32 @@ func TestCompare(t *testing.T) {
 		t.Skip("the replayed rollout runs go test in the repository: go is not on PATH")
 	}
 	out := runOK(t, ".", nil, binary(t, "compare"), "-url", serve(t), "-repo", "../sampler/traces/repo")
-	// mode, wall, tools, turns, calls, sent, received, first event, summed
-	row := regexp.MustCompile(`(?m)^(suspend|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$`)
-	sent := map[string]int{}
+	header := regexp.MustCompile(`(?m)^mode\s+wall\s+model\s+tools\s+API overhead\s+turns\s+calls\s+sent \(kB\)\s+received \(kB\)\s+first event\s+summed$`)
+	if !header.MatchString(out) {
+		t.Errorf("no header naming the columns mode, wall, model, tools, API overhead, turns, calls, sent (kB), received (kB), first event, summed:\n%s", out)
+	}
+	row := regexp.MustCompile(`(?m)^(suspend|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\S+)\s+(\S+)$`)
+	sent := map[string]float64{}
 	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		mode := m[1]
-		if m[4] != "11" || m[5] != "12" {
-			t.Errorf("%s: %s turns, %s calls; want the trace's 11 and 12", mode, m[4], m[5])
+		if m[6] != "11" || m[7] != "12" {
+			t.Errorf("%s: %s turns, %s calls; want the trace's 11 and 12", mode, m[6], m[7])
 		}
-		for _, d := range []string{m[2], m[3], m[8], m[9]} {
-			if _, err := time.ParseDuration(d); err != nil {
-				t.Errorf("%s: %q is not a duration", mode, d)
+		var d [5]time.Duration // wall, model, tools, API overhead, first event
+		for i, s := range []string{m[2], m[3], m[4], m[5], m[10]} {
+			var err error
+			if d[i], err = time.ParseDuration(s); err != nil {
+				t.Errorf("%s: %q is not a duration", mode, s)
 			}
 		}
-		sent[mode], _ = strconv.Atoi(m[6])
+		if _, err := time.ParseDuration(m[11]); err != nil {
+			t.Errorf("%s: %q is not a duration", mode, m[11])
+		}
+		// The columns split the wall time (each rounded to the millisecond).
+		if sum := d[1] + d[2] + d[3]; sum < d[0]-2*time.Millisecond || sum > d[0]+2*time.Millisecond || d[1] <= 0 {
+			t.Errorf("%s: model %v + tools %v + API overhead %v is not the wall time %v", mode, d[1], d[2], d[3], d[0])
+		}
+		sent[mode], _ = strconv.ParseFloat(m[8], 64)
 	}
 	if len(sent) != 4 {
 		t.Fatalf("%d mode rows, want 4:\n%s", len(sent), out)
