@@ -91,7 +91,7 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	}
 	calls := pausedCalls(ro.Mode, end)
 	if len(calls) == 0 {
-		return nil, fmt.Errorf("clienttools: the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
+		return nil, fmt.Errorf("the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
 	}
 
 	results := make([]*Result, n)

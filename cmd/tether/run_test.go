@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +292,109 @@ func TestRunAPIKeyHint(t *testing.T) {
 		if code := run(t.Context(), append(args, "--api-key", "sk-test", scriptedTask), &out, &errOut); code != 0 {
 			t.Errorf("%s with the key: exit %d: %s%s", mode, code, out.String(), errOut.String())
 		}
+	}
+}
+
+// TestRunErrorText: when a run fails (no server on the port, a URL that is
+// not a Responses API, a model the server does not have, a flag value),
+// its error says what was being done, in every mode, and names no Go
+// package.
+func TestRunErrorText(t *testing.T) {
+	t.Parallel()
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notFound.Close)
+	refused := "http://127.0.0.1:1/v1"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]string // by mode
+		code int
+	}{
+		{"no server", []string{"--url", refused}, map[string]string{
+			"suspend":   "error: dial ws://127.0.0.1:1/v1/responses: dial tcp 127.0.0.1:1: connect: connection refused",
+			"turns":     "error: dial ws://127.0.0.1:1/v1/responses: dial tcp 127.0.0.1:1: connect: connection refused",
+			"chained":   `error: Post "http://127.0.0.1:1/v1/responses": dial tcp 127.0.0.1:1: connect: connection refused`,
+			"stateless": `error: Post "http://127.0.0.1:1/v1/responses": dial tcp 127.0.0.1:1: connect: connection refused`,
+		}, 1},
+		{"not a Responses API", []string{"--url", notFound.URL + "/v1"}, map[string]string{
+			"suspend":   "error: dial ws" + strings.TrimPrefix(notFound.URL, "http") + "/v1/responses: 404 Not Found, not a WebSocket upgrade",
+			"turns":     "error: dial ws" + strings.TrimPrefix(notFound.URL, "http") + "/v1/responses: 404 Not Found, not a WebSocket upgrade",
+			"chained":   "error: POST " + notFound.URL + "/v1/responses: 404 Not Found: 404 page not found",
+			"stateless": "error: POST " + notFound.URL + "/v1/responses: 404 Not Found: 404 page not found",
+		}, 1},
+		{"no such model", []string{"--model", "nosuch", "--ttft", "0", "--tps", "0"}, map[string]string{
+			"suspend":   "error: the server sent an error: model_not_found (model): The model 'nosuch' does not exist.",
+			"turns":     "error: the server sent an error: model_not_found (model): The model 'nosuch' does not exist.",
+			"chained":   "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
+			"stateless": "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
+		}, 1},
+		{"no such mode", nil, map[string]string{
+			"bogus": `tether: run: unknown mode "bogus" (want suspend, turns, chained or stateless)`,
+		}, 2},
+	} {
+		for mode, want := range tc.want {
+			t.Run(tc.name+" "+mode, func(t *testing.T) {
+				t.Parallel()
+				args := append([]string{"run", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir()}, tc.args...)
+				var out, errOut bytes.Buffer
+				code := run(t.Context(), append(args, "hi"), &out, &errOut)
+				s := out.String() + errOut.String()
+				if code != tc.code || !strings.Contains(s, want) {
+					t.Errorf("exit %d, want %d and %q in:\n%s", code, tc.code, want, s)
+				}
+				if strings.Contains(s, "clienttools") {
+					t.Errorf("the output names the package clienttools:\n%s", s)
+				}
+			})
+		}
+	}
+}
+
+// TestRunCertHashHint: "tether run --transport webtransport" against tether
+// serve's self-signed certificate without --cert-hash (or with another
+// certificate's) fails on the certificate, with an error that says to pass
+// the hash serve prints, and on which line; with that hash it completes.
+func TestRunCertHashHint(t *testing.T) {
+	t.Parallel()
+	lines, stop := serveLines(t, 2, "--wt-addr", "127.0.0.1:0", "--tps", "0", "--ttft", "0")
+	defer stop()
+	m := regexp.MustCompile(`^webtransport on (https://\S+) sha256=([0-9a-f]{64})$`).FindStringSubmatch(lines[1])
+	if m == nil {
+		t.Fatalf("serve's second line %q, want webtransport on https://HOST:PORT sha256=HEX", lines[1])
+	}
+	wtBase, hash := m[1]+"/v1", m[2]
+	hint := regexp.MustCompile("\\(pass --cert-hash HEX, as tether serve prints it on its `(webtransport on https://… sha256=HEX)` line\\)$")
+	runWT := func(args ...string) (int, string) {
+		args = append([]string{"run", "--transport", "webtransport", "--url", wtBase, "--model", "tether-scripted", "--workdir", t.TempDir()}, args...)
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append(args, "hi"), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // on the error line, before the hint
+	}{
+		{"no --cert-hash", nil, "error: dial " + wtBase + "/responses: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{"another certificate's hash", []string{"--cert-hash", strings.Repeat("ab", 32)},
+			"error: dial " + wtBase + "/responses: tls: failed to verify certificate: the server's certificate has SHA-256 " + hash + ", not the pinned " + strings.Repeat("ab", 32)},
+	} {
+		code, s := runWT(tc.args...)
+		line, _, _ := strings.Cut(s[strings.Index(s, "error: "):], "\n")
+		if code != 1 || !strings.HasPrefix(line, tc.want+" ") || !hint.MatchString(line) || strings.Contains(s, "clienttools") || strings.Contains(s, "CRYPTO_ERROR") {
+			t.Errorf("%s: exit %d, want 1 and the line\n%s (pass --cert-hash HEX, …)\nin:\n%s", tc.name, code, tc.want, s)
+			continue
+		}
+		// The hint shows serve's line as serve prints it.
+		shown := strings.NewReplacer("https://…", m[1], "HEX", hash).Replace(hint.FindStringSubmatch(line)[1])
+		if shown != lines[1] {
+			t.Errorf("%s: the hint's line, filled in, is %q; serve printed %q", tc.name, shown, lines[1])
+		}
+	}
+	if code, s := runWT("--cert-hash", hash); code != 0 || !strings.Contains(s, "completed in") {
+		t.Errorf("--cert-hash %s: exit %d:\n%s", hash, code, s)
+	}
+	if code, s := runWT("--cert-hash", "abc"); code != 2 || !strings.Contains(s, `tether: run: --cert-hash: certificate hash "abc": want a SHA-256 in hex`) {
+		t.Errorf("--cert-hash abc: exit %d, want 2 and an error naming the flag:\n%s", code, s)
 	}
 }

@@ -251,12 +251,7 @@ func size(n int) string {
 // summary ends the view: turns, calls, tokens, and where the time went.
 func (v *view) summary(mode clienttools.Mode, model, workdir string, res *clienttools.Result, err error) {
 	v.setStatus("")
-	var tools time.Duration
-	for _, t := range res.Turns {
-		tools += t.Tools
-	}
-	modelTime := time.Duration(res.Server.SampleMicros) * time.Microsecond
-	overhead := res.Elapsed - tools - modelTime
+	b := res.Breakdown()
 	status := "failed"
 	if res.Response != nil {
 		status = string(res.Response.Status)
@@ -265,7 +260,7 @@ func (v *view) summary(mode clienttools.Mode, model, workdir string, res *client
 		b, _ := json.Marshal(map[string]any{
 			"type": "tether.summary", "mode": mode.String(), "model": model, "status": status, "error": errString(err),
 			"turns": len(res.Turns), "tool_calls": len(res.Calls), "usage": res.Usage, "elapsed_ms": res.Elapsed.Milliseconds(),
-			"model_ms": modelTime.Milliseconds(), "tools_ms": tools.Milliseconds(), "overhead_ms": overhead.Milliseconds(),
+			"model_ms": b.Model.Milliseconds(), "tools_ms": b.Tools.Milliseconds(), "overhead_ms": b.Overhead.Milliseconds(),
 			"reconnects": res.Reconnects, "workdir": workdir,
 		})
 		v.printf("%s", b)
@@ -276,10 +271,10 @@ func (v *view) summary(mode clienttools.Mode, model, workdir string, res *client
 	}
 	v.printf("%s in %s (%s, %s): %d turns, %d tool calls", status, res.Elapsed.Round(time.Millisecond), mode, model, len(res.Turns), len(res.Calls))
 	v.printf("tokens: %d in (%d cached), %d out", res.Usage.InputTokens, res.Usage.InputTokensDetails.CachedTokens, res.Usage.OutputTokens)
-	if modelTime > 0 {
-		v.printf("time: model %s, tools %s, API overhead %s", modelTime.Round(time.Millisecond), tools.Round(time.Millisecond), overhead.Round(time.Millisecond))
+	if b.Model > 0 {
+		v.printf("time: model %s, tools %s, API overhead %s", b.Model.Round(time.Millisecond), b.Tools.Round(time.Millisecond), b.Overhead.Round(time.Millisecond))
 	} else {
-		v.printf("time: tools %s, model and API %s (the server reports no timings)", tools.Round(time.Millisecond), (res.Elapsed - tools).Round(time.Millisecond))
+		v.printf("time: tools %s, model and API %s (the server reports no timings)", b.Tools.Round(time.Millisecond), b.Overhead.Round(time.Millisecond))
 	}
 	v.printf("workdir: %s", workdir)
 }
