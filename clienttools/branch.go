@@ -46,8 +46,11 @@ type Branch struct {
 // need 65 of each, the original's lane included).
 //
 // Each Result is the whole rollout of its branch: the shared output
-// before the pause, then the branch's own; its Usage counts the shared
-// prefix's sampling too. OnEvent and OnCall see every branch's events
+// before the pause, then the branch's own; its Usage and Server timings
+// count the shared prefix's sampling too, and its Elapsed runs from the
+// prefix's request. In ModeSuspend its Turns have one more than an
+// unbranched run's: the fork's, from the fork to its pause on the same
+// calls, whose Tools is the branch's answer to them. OnEvent and OnCall see every branch's events
 // and calls, one at a time, from the branches' goroutines.
 func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*Result, error) {
 	n := len(branches)
@@ -107,9 +110,14 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		b.res.Output = slices.Clone(root.res.Output)
 		b.res.Turns = slices.Clone(root.res.Turns)
 		b.turn, b.last = &b.res.Turns[len(b.res.Turns)-1], root.last // the pause's calls are its turn's
-		b.paid, b.paidTime = root.paid, root.paidTime                // what the fork's pause repeats
 		if ro.Mode == ModeTurns {
-			b.addUsage(end.Response) // a fork's response counts the prefix itself
+			b.addUsage(end.Response) // the paused turn, a response of its own
+		} else {
+			// A fork's response counts the prefix's usage itself, which
+			// its pause repeats, but times only its own work: the prefix's
+			// timings, up to the pause, are the original's.
+			b.paid = root.paid
+			b.res.Server.Add(root.paidTime)
 		}
 		wg.Go(func() {
 			defer b.exec.wait()

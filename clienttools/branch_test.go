@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
@@ -120,4 +121,75 @@ func TestBranch(t *testing.T) {
 	if _, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2)); err == nil || !strings.Contains(err.Error(), "nothing to branch") {
 		t.Errorf("a rollout without a call: %v", err)
 	}
+}
+
+// TestBranchTimings: a branch's Result tells model, tools and API
+// overhead apart as an unbranched run's does, in both designs: the
+// prefix's sampling counts as model time (a fork's response times only its
+// own work, though its usage counts the prefix), every turn's server
+// timing is its own, none negative, and the turns sum to the Result's.
+// The model is paced, so that its time dwarfs the API's: a branch whose
+// prefix went uncounted shows half the model time as overhead.
+func TestBranchTimings(t *testing.T) {
+	t.Parallel()
+	r, err := sharedRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paced := sampler.Timing{TTFT: 500 * time.Millisecond, TPS: 200}
+	base := server(t, runtime.Options{Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, paced)}})
+	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			check := clienttools.Func{Name: "check", Parameters: []byte(`{"type":"object"}`),
+				Run: func(context.Context, string) (string, error) { return "checked", nil }}
+			ro := clienttools.Rollout{Mode: mode, Funcs: []clienttools.Func{check},
+				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel, Include: []string{protocol.IncludeTimings},
+					Input: userInput("Check.\ncall: check {}")}}
+			c := &clienttools.Client{BaseURL: base}
+			one, err := c.Run(t.Context(), ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			model, _, overhead := timeSplit(one)
+			if overhead > model/4 {
+				t.Fatalf("unbranched: API overhead %v against model %v", overhead, model)
+			}
+			results, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, res := range results {
+				bModel, bTools, bOverhead := timeSplit(res)
+				if d := bModel - model; d.Abs() > model/4 {
+					t.Errorf("branch %d: model %v, unbranched %v", i, bModel, model)
+				}
+				if bOverhead > model/4 {
+					t.Errorf("branch %d: API overhead %v of %v (model %v, tools %v); unbranched: %v of %v",
+						i, bOverhead, res.Elapsed, bModel, bTools, overhead, one.Elapsed)
+				}
+				var sum protocol.Timings
+				for j, turn := range res.Turns {
+					if turn.Server.SampleMicros < 0 || turn.Server.TotalMicros < 0 {
+						t.Errorf("branch %d turn %d: server timings %+v", i, j, turn.Server)
+					}
+					sum.Add(turn.Server)
+				}
+				if sum.SampleMicros != res.Server.SampleMicros {
+					t.Errorf("branch %d: the turns sample %d µs, the branch %d µs", i, sum.SampleMicros, res.Server.SampleMicros)
+				}
+			}
+		})
+	}
+}
+
+// timeSplit is where a rollout's time went, as tether run sums it up: the
+// model's (the server's sampling), the client tools', and the rest, the
+// API's overhead.
+func timeSplit(res *clienttools.Result) (model, tools, overhead time.Duration) {
+	for _, turn := range res.Turns {
+		tools += turn.Tools
+	}
+	model = time.Duration(res.Server.SampleMicros) * time.Microsecond
+	return model, tools, res.Elapsed - tools - model
 }
