@@ -24,6 +24,11 @@ type Branch struct {
 	// without Output): each branch may act on an environment of its own.
 	// Nil: the Rollout's.
 	Funcs []Func
+	// OnEvent and OnCall, if set, see the branch's events and calls in
+	// place of the Rollout's (which still see the shared prefix's): a
+	// caller tells the branches apart by them. Nil: the Rollout's.
+	OnEvent func(protocol.Event)
+	OnCall  func(Call)
 }
 
 // Branch runs ro to its first pause on the client's calls, then branches
@@ -50,8 +55,10 @@ type Branch struct {
 // count the shared prefix's sampling too, and its Elapsed runs from the
 // prefix's request. In ModeSuspend its Turns have one more than an
 // unbranched run's: the fork's, from the fork to its pause on the same
-// calls, whose Tools is the branch's answer to them. OnEvent and OnCall see every branch's events
-// and calls, one at a time, from the branches' goroutines.
+// calls, whose Tools is the branch's answer to them.
+//
+// OnEvent and OnCall, the Rollout's and each Branch's, are called one at
+// a time, from the branches' goroutines.
 func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*Result, error) {
 	n := len(branches)
 	switch {
@@ -62,7 +69,8 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	case ro.Mode != ModeSuspend && ro.Mode != ModeTurns:
 		return nil, fmt.Errorf("clienttools: branching runs in modes suspend and turns, not %s", ro.Mode)
 	}
-	ro = serialCallbacks(ro)
+	var callbacks sync.Mutex // the callbacks run one at a time
+	ro.OnEvent, ro.OnCall = serialized(&callbacks, ro.OnEvent), serialized(&callbacks, ro.OnCall)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rl, err := c.dialBranches(ctx, n)
@@ -105,6 +113,12 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		bro := ro
 		if br.Funcs != nil {
 			bro.Funcs = br.Funcs
+		}
+		if br.OnEvent != nil {
+			bro.OnEvent = serialized(&callbacks, br.OnEvent)
+		}
+		if br.OnCall != nil {
+			bro.OnCall = serialized(&callbacks, br.OnCall)
 		}
 		b := c.newRun(bro)
 		b.res.Output = slices.Clone(root.res.Output)
@@ -275,16 +289,17 @@ func (r *run) branch(ctx context.Context, l branchLane, paused string, answer fu
 	}
 }
 
-// serialCallbacks is ro with OnEvent and OnCall never called at once.
-func serialCallbacks(ro Rollout) Rollout {
-	var mu sync.Mutex
-	if f := ro.OnEvent; f != nil {
-		ro.OnEvent = func(ev protocol.Event) { mu.Lock(); defer mu.Unlock(); f(ev) }
+// serialized is f called under mu, so that no two callbacks that share mu
+// run at once; nil stays nil.
+func serialized[T any](mu *sync.Mutex, f func(T)) func(T) {
+	if f == nil {
+		return nil
 	}
-	if f := ro.OnCall; f != nil {
-		ro.OnCall = func(c Call) { mu.Lock(); defer mu.Unlock(); f(c) }
+	return func(v T) {
+		mu.Lock()
+		defer mu.Unlock()
+		f(v)
 	}
-	return ro
 }
 
 // branchLane is a lane a Branch talks on: a lane of a shared WebSocket,

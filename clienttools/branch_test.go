@@ -17,7 +17,8 @@ import (
 // WebSocket and over WebTransport: each branch answers the call with its
 // own output, reads it, and goes on to a later call of its own (run with
 // Funcs) and its answer; every branch's output starts with the shared
-// prefix and diverges after it.
+// prefix and diverges after it. A branch with callbacks of its own has its
+// events and calls seen by them, the others' by the Rollout's.
 func TestBranch(t *testing.T) {
 	t.Parallel()
 	base, wt := serverWT(t, runtime.Options{}, true)
@@ -48,11 +49,14 @@ func TestBranch(t *testing.T) {
 			if tc.wt {
 				c = &clienttools.Client{BaseURL: wt.base, Transport: clienttools.TransportWebTransport, CertHash: wt.hash}
 			}
-			var events int
+			var events, calls int
 			ro := clienttools.Rollout{Mode: mode, Funcs: funcs, OnEvent: func(protocol.Event) { events++ },
+				OnCall: func(clienttools.Call) { calls++ },
 				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel,
 					Input: userInput("Pick a timeout.\ncall: read_config {\"path\":\"client.toml\"}\ncall: check {}")}}
 			var branches []clienttools.Branch
+			branchEvents := make([]int, len(candidates))
+			branchCalls := make([][]string, len(candidates))
 			for i := range candidates {
 				branches = append(branches, clienttools.Branch{Output: func(call clienttools.Call) (string, error) {
 					if call.Name != "read_config" || call.Arguments != `{"path":"client.toml"}` {
@@ -60,6 +64,10 @@ func TestBranch(t *testing.T) {
 					}
 					return "timeout = " + candidates[i], nil
 				}})
+				if i%2 == 0 { // the others' events and calls go to the Rollout's callbacks
+					branches[i].OnEvent = func(protocol.Event) { branchEvents[i]++ }
+					branches[i].OnCall = func(c clienttools.Call) { branchCalls[i] = append(branchCalls[i], c.Name) }
+				}
 			}
 			results, err := c.Branch(t.Context(), ro, branches)
 			if err != nil {
@@ -85,6 +93,9 @@ func TestBranch(t *testing.T) {
 				if len(res.Calls) != 1 || res.Calls[0].Name != "check" {
 					t.Errorf("branch %d ran %+v", i, res.Calls)
 				}
+				if i%2 == 0 && (branchEvents[i] == 0 || len(branchCalls[i]) != 1 || branchCalls[i][0] != "check") {
+					t.Errorf("branch %d's own callbacks saw %d events and the calls %q", i, branchEvents[i], branchCalls[i])
+				}
 				if text := finalText(res); !strings.Contains(text, "check returned: checked") {
 					t.Errorf("branch %d answered %q", i, text)
 				}
@@ -106,6 +117,9 @@ func TestBranch(t *testing.T) {
 			}
 			if later.Load() != int32(len(candidates)) {
 				t.Errorf("check ran %d times", later.Load())
+			}
+			if calls != len(candidates)/2 { // the odd branches'
+				t.Errorf("the Rollout's OnCall saw %d calls", calls)
 			}
 		})
 	}
