@@ -72,33 +72,40 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
-// TestRunTerminal runs "tether run" with a pseudo-terminal as its output:
-// the live view draws its spinner and styled call lines, and streams text.
+// TestRunTerminal runs "tether run" with a pseudo-terminal as its output,
+// in both WebSocket designs: the live view draws its spinner and styled
+// call lines, and streams the model's text (on a terminal a message's text
+// is printed only from its deltas, as they come).
 func TestRunTerminal(t *testing.T) {
 	t.Parallel()
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() { defer close(read); io.Copy(&screen, ptmx) }()
-	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"run", "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
-	tty.Close()
-	<-read
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	s := screen.String()
-	for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "completed in"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("the terminal shows no %q:\n%q", want, s)
-		}
-	}
-	if !strings.ContainsAny(s, string(spinnerFrames)) {
-		t.Errorf("no spinner frame drawn: %q", s)
+	for _, mode := range []string{"suspend", "turns"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Skipf("no pseudo-terminal here: %v", err)
+			}
+			defer ptmx.Close()
+			var screen bytes.Buffer
+			read := make(chan struct{})
+			go func() { defer close(read); io.Copy(&screen, ptmx) }()
+			var errOut bytes.Buffer
+			code := run(context.Background(), []string{"run", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
+			tty.Close()
+			<-read
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			s := screen.String()
+			for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "read_file returned: 1 hello", "completed in"} {
+				if !strings.Contains(s, want) {
+					t.Errorf("the terminal shows no %q:\n%q", want, s)
+				}
+			}
+			if !strings.ContainsAny(s, string(spinnerFrames)) {
+				t.Errorf("no spinner frame drawn: %q", s)
+			}
+		})
 	}
 }
 
