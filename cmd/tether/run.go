@@ -158,10 +158,13 @@ models.`, `tether run
 }
 
 // runBranches runs ro to its first pause and branches it there, each
-// branch in a copy of workdir of its own, and sums each branch up.
+// branch in a copy of workdir of its own, and sums each branch up. The
+// prefix shows as an unbranched rollout does; each branch's lines start
+// with its label, b0, b1, ….
 func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Rollout, n int, model, workdir string, v *view, stderr io.Writer) int {
 	bs := make([]clienttools.Branch, n)
 	dirs := make([]string, n)
+	views := make([]*view, n)
 	for i := range bs {
 		// A new directory each, outside the workdir (which may hold
 		// earlier runs' copies).
@@ -174,10 +177,8 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 			return 1
 		}
 		dirs[i] = dir
-		bs[i].Funcs = (&clienttools.Tools{Dir: dirs[i]}).Funcs()
-	}
-	if !v.json {
-		ro.OnEvent = nil // the branches' events would interleave: each is summed up below
+		views[i] = v.branch(fmt.Sprintf("b%d", i))
+		bs[i] = clienttools.Branch{Funcs: (&clienttools.Tools{Dir: dirs[i]}).Funcs(), OnEvent: views[i].event, OnCall: views[i].call}
 	}
 	results, err := c.Branch(ctx, ro, bs)
 	err = hint(err, c)
@@ -186,11 +187,9 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 		return 1
 	}
 	for i, res := range results {
-		if res == nil {
-			continue
+		if res != nil {
+			views[i].summary(ro.Mode, model, dirs[i], res, nil)
 		}
-		v.printf("branch b%d: %s", i, oneLine(res.Text(), 100))
-		v.summary(ro.Mode, model, dirs[i], res, nil)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: run:", err)

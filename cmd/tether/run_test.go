@@ -74,33 +74,40 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
-// TestRunTerminal runs "tether run" with a pseudo-terminal as its output:
-// the live view draws its spinner and styled call lines, and streams text.
+// TestRunTerminal runs "tether run" with a pseudo-terminal as its output,
+// in both WebSocket designs: the live view draws its spinner and styled
+// call lines, and streams the model's text (on a terminal a message's text
+// is printed only from its deltas, as they come).
 func TestRunTerminal(t *testing.T) {
 	t.Parallel()
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() { defer close(read); io.Copy(&screen, ptmx) }()
-	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"run", "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
-	tty.Close()
-	<-read
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	s := screen.String()
-	for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "completed in"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("the terminal shows no %q:\n%q", want, s)
-		}
-	}
-	if !strings.ContainsAny(s, string(spinnerFrames)) {
-		t.Errorf("no spinner frame drawn: %q", s)
+	for _, mode := range []string{"suspend", "turns"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Skipf("no pseudo-terminal here: %v", err)
+			}
+			defer ptmx.Close()
+			var screen bytes.Buffer
+			read := make(chan struct{})
+			go func() { defer close(read); io.Copy(&screen, ptmx) }()
+			var errOut bytes.Buffer
+			code := run(context.Background(), []string{"run", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
+			tty.Close()
+			<-read
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			s := screen.String()
+			for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "read_file returned: 1 hello", "completed in"} {
+				if !strings.Contains(s, want) {
+					t.Errorf("the terminal shows no %q:\n%q", want, s)
+				}
+			}
+			if !strings.ContainsAny(s, string(spinnerFrames)) {
+				t.Errorf("no spinner frame drawn: %q", s)
+			}
+		})
 	}
 }
 
@@ -214,41 +221,89 @@ func TestRunMCP(t *testing.T) {
 }
 
 // TestRunBranches: --branches forks the rollout at its first pause; each
-// branch runs the paused call and the rest in a workdir of its own.
+// branch runs the paused call and the rest in a workdir of its own. Every
+// line a branch prints starts with its label (the branches' lines
+// interleave); with --json every event names its lane and each summary
+// its branch.
 func TestRunBranches(t *testing.T) {
 	t.Parallel()
+	task := "Write.\ncall: shell {\"command\":\"echo $PWD > where.txt\"}\ncall: read_file {\"path\":\"where.txt\"}"
 	for _, mode := range []string{"suspend", "turns"} {
 		dir := filepath.Join(t.TempDir(), "w")
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		task := "Write.\ncall: shell {\"command\":\"echo $PWD > where.txt\"}\ncall: read_file {\"path\":\"where.txt\"}"
 		var out, errOut bytes.Buffer
 		code := run(t.Context(), []string{"run", "--model", "tether-scripted", "--mode", mode, "--workdir", dir, "--ttft", "0", "--tps", "0", "--branches", "2", task}, &out, &errOut)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s%s", mode, code, out.String(), errOut.String())
 		}
-		// Each branch's summary names its copy of the workdir.
-		var dirs []string
-		for _, line := range strings.Split(out.String(), "\n") {
-			if d, ok := strings.CutPrefix(line, "workdir: "); ok {
-				dirs = append(dirs, d)
-				t.Cleanup(func() { os.RemoveAll(d) })
+		// After the header, every line is a branch's (the scripted
+		// prefix prints none): its label starts it.
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		for _, line := range lines[1:] {
+			if !strings.HasPrefix(line, "b0 ") && !strings.HasPrefix(line, "b1 ") {
+				t.Errorf("%s: a line without its branch's label: %q", mode, line)
 			}
 		}
-		if len(dirs) != 2 || dirs[0] == dirs[1] || !strings.Contains(filepath.Base(dirs[0]), "w-b0-") {
-			t.Fatalf("%s: branch workdirs %q", mode, dirs)
+		// Each branch's summary names its copy of the workdir.
+		dirs := make([]string, 2)
+		for i := range dirs {
+			for _, line := range lines {
+				if d, ok := strings.CutPrefix(line, fmt.Sprintf("b%d workdir: ", i)); ok {
+					dirs[i] = d
+					t.Cleanup(func() { os.RemoveAll(d) })
+				}
+			}
+		}
+		if dirs[0] == "" || dirs[0] == dirs[1] || !strings.Contains(filepath.Base(dirs[0]), "w-b0-") {
+			t.Fatalf("%s: branch workdirs %q:\n%s", mode, dirs, out.String())
 		}
 		for i, b := range dirs {
 			if data, err := os.ReadFile(filepath.Join(b, "where.txt")); err != nil || strings.TrimSpace(string(data)) != b {
 				t.Errorf("%s: branch %d wrote %q, %v", mode, i, data, err)
 			}
-			if want := fmt.Sprintf("branch b%d: read_file returned: 1 %s", i, b); !strings.Contains(out.String(), want) {
-				t.Errorf("%s: output lacks %q:\n%s", mode, want, out.String())
+			for _, want := range []string{
+				fmt.Sprintf("b%d call shell ", i),
+				fmt.Sprintf("b%d call read_file ", i),
+				fmt.Sprintf("b%d assistant: read_file returned: 1 %s", i, b),
+				fmt.Sprintf("b%d completed in ", i),
+			} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("%s: output lacks %q:\n%s", mode, want, out.String())
+				}
 			}
 		}
 		if _, err := os.Stat(filepath.Join(dir, "where.txt")); err == nil {
 			t.Errorf("%s: the paused call ran in the original workdir", mode)
+		}
+
+		out.Reset()
+		code = run(t.Context(), []string{"run", "--json", "--model", "tether-scripted", "--mode", mode, "--workdir", dir, "--ttft", "0", "--tps", "0", "--branches", "2", task}, &out, &errOut)
+		if code != 0 {
+			t.Fatalf("%s --json: exit %d: %s%s", mode, code, out.String(), errOut.String())
+		}
+		summaries := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var obj struct {
+				Type     string `json:"type"`
+				StreamID string `json:"stream_id"`
+				Branch   string `json:"branch"`
+				Workdir  string `json:"workdir"`
+			}
+			if err := json.Unmarshal([]byte(line), &obj); err != nil {
+				t.Fatalf("%s --json: not a JSON line: %q", mode, line)
+			}
+			switch {
+			case obj.Type == "tether.summary":
+				summaries[obj.Branch] = true
+				t.Cleanup(func() { os.RemoveAll(obj.Workdir) })
+			case obj.StreamID != "root" && obj.StreamID != "b0" && obj.StreamID != "b1":
+				t.Errorf("%s --json: an event on no lane: %q", mode, line)
+			}
+		}
+		if !summaries["b0"] || !summaries["b1"] || len(summaries) != 2 {
+			t.Errorf("%s --json: summaries of %v", mode, summaries)
 		}
 	}
 	var out, errOut bytes.Buffer
