@@ -163,6 +163,7 @@ func TestAblateURLTiming(t *testing.T) {
 		{[]string{"--tps", "1000", "--modes", "stateless"}, "streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000)"},
 		{[]string{"--tps", "1000", "--modes", "suspend"}, "streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000)"},
 		{[]string{"--tps", "200", "--ttft", "40ms", "--modes", "turns"}, "pass --ttft 0s (or serve with --ttft 40ms)"},
+		{[]string{"--tps", "200,1000"}, "give --tps one value, the server's"},
 		{[]string{"--tps", "200", "--modes", "stateless,suspend"}, ""},
 	} {
 		args := append([]string{"ablate", "--url", base, "--workload", "synthetic", "--calls", "2", "--tool-latency", "0",

@@ -25,8 +25,8 @@ import (
 type Config struct {
 	Workload Workload
 	Modes    []Design
-	// Speeds are the models' output tokens per second, one server (or, with
-	// URL, one pass) each; 0 is unpaced.
+	// Speeds are the models' output tokens per second, one server each; 0
+	// is unpaced. With URL, only one: the server's.
 	Speeds      []float64
 	TTFT        time.Duration
 	PrefillRate float64
@@ -132,6 +132,9 @@ type target struct {
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if len(cfg.Modes) == 0 || len(cfg.Speeds) == 0 || cfg.Reps < 1 || cfg.Workload.Tools == nil {
 		return nil, errors.New("ablate: a config needs modes, speeds, reps and a workload")
+	}
+	if cfg.URL != "" && len(cfg.Speeds) > 1 {
+		return nil, errors.New("ablate: a server at --url streams at one speed, its own: give --tps one value, the server's")
 	}
 	echo, err := startEcho(slices.ContainsFunc(cfg.Modes, Design.webTransport))
 	if err != nil {
