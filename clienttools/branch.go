@@ -24,6 +24,11 @@ type Branch struct {
 	// without Output): each branch may act on an environment of its own.
 	// Nil: the Rollout's.
 	Funcs []Func
+	// OnEvent and OnCall, if set, see the branch's events and calls in
+	// place of the Rollout's (which still see the shared prefix's): a
+	// caller tells the branches apart by them. Nil: the Rollout's.
+	OnEvent func(protocol.Event)
+	OnCall  func(Call)
 }
 
 // Branch runs ro to its first pause on the client's calls, then branches
@@ -46,9 +51,14 @@ type Branch struct {
 // need 65 of each, the original's lane included).
 //
 // Each Result is the whole rollout of its branch: the shared output
-// before the pause, then the branch's own; its Usage counts the shared
-// prefix's sampling too. OnEvent and OnCall see every branch's events
-// and calls, one at a time, from the branches' goroutines.
+// before the pause, then the branch's own; its Usage and Server timings
+// count the shared prefix's sampling too, and its Elapsed runs from the
+// prefix's request. In ModeSuspend its Turns have one more than an
+// unbranched run's: the fork's, from the fork to its pause on the same
+// calls, whose Tools is the branch's answer to them.
+//
+// OnEvent and OnCall, the Rollout's and each Branch's, are called one at
+// a time, from the branches' goroutines.
 func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*Result, error) {
 	n := len(branches)
 	switch {
@@ -59,7 +69,8 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	case ro.Mode != ModeSuspend && ro.Mode != ModeTurns:
 		return nil, fmt.Errorf("clienttools: branching runs in modes suspend and turns, not %s", ro.Mode)
 	}
-	ro = serialCallbacks(ro)
+	var callbacks sync.Mutex // the callbacks run one at a time
+	ro.OnEvent, ro.OnCall = serialized(&callbacks, ro.OnEvent), serialized(&callbacks, ro.OnCall)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rl, err := c.dialBranches(ctx, n)
@@ -91,7 +102,7 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	}
 	calls := pausedCalls(ro.Mode, end)
 	if len(calls) == 0 {
-		return nil, fmt.Errorf("clienttools: the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
+		return nil, fmt.Errorf("the rollout ended (%s) before a call of the client's: nothing to branch", end.Response.Status)
 	}
 
 	results := make([]*Result, n)
@@ -103,13 +114,24 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 		if br.Funcs != nil {
 			bro.Funcs = br.Funcs
 		}
+		if br.OnEvent != nil {
+			bro.OnEvent = serialized(&callbacks, br.OnEvent)
+		}
+		if br.OnCall != nil {
+			bro.OnCall = serialized(&callbacks, br.OnCall)
+		}
 		b := c.newRun(bro)
 		b.res.Output = slices.Clone(root.res.Output)
 		b.res.Turns = slices.Clone(root.res.Turns)
 		b.turn, b.last = &b.res.Turns[len(b.res.Turns)-1], root.last // the pause's calls are its turn's
-		b.paid, b.paidTime = root.paid, root.paidTime                // what the fork's pause repeats
 		if ro.Mode == ModeTurns {
-			b.addUsage(end.Response) // a fork's response counts the prefix itself
+			b.addUsage(end.Response) // the paused turn, a response of its own
+		} else {
+			// A fork's response counts the prefix's usage itself, which
+			// its pause repeats, but times only its own work: the prefix's
+			// timings, up to the pause, are the original's.
+			b.paid = root.paid
+			b.res.Server.Add(root.paidTime)
 		}
 		wg.Go(func() {
 			defer b.exec.wait()
@@ -267,16 +289,17 @@ func (r *run) branch(ctx context.Context, l branchLane, paused string, answer fu
 	}
 }
 
-// serialCallbacks is ro with OnEvent and OnCall never called at once.
-func serialCallbacks(ro Rollout) Rollout {
-	var mu sync.Mutex
-	if f := ro.OnEvent; f != nil {
-		ro.OnEvent = func(ev protocol.Event) { mu.Lock(); defer mu.Unlock(); f(ev) }
+// serialized is f called under mu, so that no two callbacks that share mu
+// run at once; nil stays nil.
+func serialized[T any](mu *sync.Mutex, f func(T)) func(T) {
+	if f == nil {
+		return nil
 	}
-	if f := ro.OnCall; f != nil {
-		ro.OnCall = func(c Call) { mu.Lock(); defer mu.Unlock(); f(c) }
+	return func(v T) {
+		mu.Lock()
+		defer mu.Unlock()
+		f(v)
 	}
-	return ro
 }
 
 // branchLane is a lane a Branch talks on: a lane of a shared WebSocket,

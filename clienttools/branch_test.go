@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
@@ -16,7 +17,8 @@ import (
 // WebSocket and over WebTransport: each branch answers the call with its
 // own output, reads it, and goes on to a later call of its own (run with
 // Funcs) and its answer; every branch's output starts with the shared
-// prefix and diverges after it.
+// prefix and diverges after it. A branch with callbacks of its own has its
+// events and calls seen by them, the others' by the Rollout's.
 func TestBranch(t *testing.T) {
 	t.Parallel()
 	base, wt := serverWT(t, runtime.Options{}, true)
@@ -47,11 +49,14 @@ func TestBranch(t *testing.T) {
 			if tc.wt {
 				c = &clienttools.Client{BaseURL: wt.base, Transport: clienttools.TransportWebTransport, CertHash: wt.hash}
 			}
-			var events int
+			var events, calls int
 			ro := clienttools.Rollout{Mode: mode, Funcs: funcs, OnEvent: func(protocol.Event) { events++ },
+				OnCall: func(clienttools.Call) { calls++ },
 				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel,
 					Input: userInput("Pick a timeout.\ncall: read_config {\"path\":\"client.toml\"}\ncall: check {}")}}
 			var branches []clienttools.Branch
+			branchEvents := make([]int, len(candidates))
+			branchCalls := make([][]string, len(candidates))
 			for i := range candidates {
 				branches = append(branches, clienttools.Branch{Output: func(call clienttools.Call) (string, error) {
 					if call.Name != "read_config" || call.Arguments != `{"path":"client.toml"}` {
@@ -59,6 +64,10 @@ func TestBranch(t *testing.T) {
 					}
 					return "timeout = " + candidates[i], nil
 				}})
+				if i%2 == 0 { // the others' events and calls go to the Rollout's callbacks
+					branches[i].OnEvent = func(protocol.Event) { branchEvents[i]++ }
+					branches[i].OnCall = func(c clienttools.Call) { branchCalls[i] = append(branchCalls[i], c.Name) }
+				}
 			}
 			results, err := c.Branch(t.Context(), ro, branches)
 			if err != nil {
@@ -84,6 +93,9 @@ func TestBranch(t *testing.T) {
 				if len(res.Calls) != 1 || res.Calls[0].Name != "check" {
 					t.Errorf("branch %d ran %+v", i, res.Calls)
 				}
+				if i%2 == 0 && (branchEvents[i] == 0 || len(branchCalls[i]) != 1 || branchCalls[i][0] != "check") {
+					t.Errorf("branch %d's own callbacks saw %d events and the calls %q", i, branchEvents[i], branchCalls[i])
+				}
 				if text := finalText(res); !strings.Contains(text, "check returned: checked") {
 					t.Errorf("branch %d answered %q", i, text)
 				}
@@ -106,6 +118,9 @@ func TestBranch(t *testing.T) {
 			if later.Load() != int32(len(candidates)) {
 				t.Errorf("check ran %d times", later.Load())
 			}
+			if calls != len(candidates)/2 { // the odd branches'
+				t.Errorf("the Rollout's OnCall saw %d calls", calls)
+			}
 		})
 	}
 	c := &clienttools.Client{BaseURL: base}
@@ -120,4 +135,75 @@ func TestBranch(t *testing.T) {
 	if _, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2)); err == nil || !strings.Contains(err.Error(), "nothing to branch") {
 		t.Errorf("a rollout without a call: %v", err)
 	}
+}
+
+// TestBranchTimings: a branch's Result tells model, tools and API
+// overhead apart as an unbranched run's does, in both designs: the
+// prefix's sampling counts as model time (a fork's response times only its
+// own work, though its usage counts the prefix), every turn's server
+// timing is its own, none negative, and the turns sum to the Result's.
+// The model is paced, so that its time dwarfs the API's: a branch whose
+// prefix went uncounted shows half the model time as overhead.
+func TestBranchTimings(t *testing.T) {
+	t.Parallel()
+	r, err := sharedRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paced := sampler.Timing{TTFT: 500 * time.Millisecond, TPS: 200}
+	base := server(t, runtime.Options{Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, paced)}})
+	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			check := clienttools.Func{Name: "check", Parameters: []byte(`{"type":"object"}`),
+				Run: func(context.Context, string) (string, error) { return "checked", nil }}
+			ro := clienttools.Rollout{Mode: mode, Funcs: []clienttools.Func{check},
+				Request: &protocol.CreateRequest{Model: sampler.ScriptedModel, Include: []string{protocol.IncludeTimings},
+					Input: userInput("Check.\ncall: check {}")}}
+			c := &clienttools.Client{BaseURL: base}
+			one, err := c.Run(t.Context(), ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			model, _, overhead := timeSplit(one)
+			if overhead > model/4 {
+				t.Fatalf("unbranched: API overhead %v against model %v", overhead, model)
+			}
+			results, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, res := range results {
+				bModel, bTools, bOverhead := timeSplit(res)
+				if d := bModel - model; d.Abs() > model/4 {
+					t.Errorf("branch %d: model %v, unbranched %v", i, bModel, model)
+				}
+				if bOverhead > model/4 {
+					t.Errorf("branch %d: API overhead %v of %v (model %v, tools %v); unbranched: %v of %v",
+						i, bOverhead, res.Elapsed, bModel, bTools, overhead, one.Elapsed)
+				}
+				var sum protocol.Timings
+				for j, turn := range res.Turns {
+					if turn.Server.SampleMicros < 0 || turn.Server.TotalMicros < 0 {
+						t.Errorf("branch %d turn %d: server timings %+v", i, j, turn.Server)
+					}
+					sum.Add(turn.Server)
+				}
+				if sum.SampleMicros != res.Server.SampleMicros {
+					t.Errorf("branch %d: the turns sample %d µs, the branch %d µs", i, sum.SampleMicros, res.Server.SampleMicros)
+				}
+			}
+		})
+	}
+}
+
+// timeSplit is where a rollout's time went, as tether run sums it up: the
+// model's (the server's sampling), the client tools', and the rest, the
+// API's overhead.
+func timeSplit(res *clienttools.Result) (model, tools, overhead time.Duration) {
+	for _, turn := range res.Turns {
+		tools += turn.Tools
+	}
+	model = time.Duration(res.Server.SampleMicros) * time.Microsecond
+	return model, tools, res.Elapsed - tools - model
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -52,7 +51,7 @@ func ParseMode(s string) (Mode, error) {
 			return Mode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("clienttools: unknown mode %q (want suspend, turns, chained or stateless)", s)
+	return 0, fmt.Errorf("unknown mode %q (want suspend, turns, chained or stateless)", s)
 }
 
 // DefaultMaxParallel is how many client tool calls of one step run at once
@@ -121,72 +120,6 @@ type Rollout struct {
 	Approve func(ctx context.Context, call Call) bool
 }
 
-// Result is what a rollout left.
-type Result struct {
-	// Response is the last response: the one suspended response, or the
-	// last turn's. Its Tools is nil: the kit decodes responses without the
-	// tools they echo, which the client sent (protocol.DecodeEventLean).
-	Response *protocol.Response
-	// Output is every output item of the rollout, in order, over all turns.
-	Output protocol.Items
-	// Calls is every client tool call run, in order.
-	Calls []Call
-	// Usage is summed over the rollout's responses.
-	Usage protocol.Usage
-	// Server is the server's own timing of the rollout, summed over its
-	// responses, when it reports it (tether does when the request includes
-	// "tether.timings").
-	Server protocol.Timings
-	// Turns are the client's timings of each request and what answered it.
-	Turns []Turn
-	// Elapsed is the rollout's wall time, end to end.
-	Elapsed time.Duration
-	// Reconnects counts the connections dialed after the first: a
-	// suspended rollout resumed after a drop, turns continued past the
-	// connection age limit.
-	Reconnects int
-}
-
-// Text is the text of the rollout's last message: the model's answer.
-func (r *Result) Text() string {
-	for i := len(r.Output) - 1; i >= 0; i-- {
-		if m, ok := r.Output[i].(*protocol.Message); ok {
-			var b strings.Builder
-			for _, c := range m.Content {
-				if t, ok := c.(*protocol.OutputText); ok {
-					b.WriteString(t.Text)
-				}
-			}
-			return b.String()
-		}
-	}
-	return ""
-}
-
-// Turn is one request of a rollout and its answer, timed on the client: a
-// create or an append, up to the next pause or the response's end, then the
-// client tools it called for.
-type Turn struct {
-	Start         time.Time
-	FirstEvent    time.Duration // from sending the request to the first event
-	Stream        time.Duration // from the first event to the pause or the end
-	Tools         time.Duration // from the pause or the end until every output was ready: what the rollout waited on client tools
-	Calls         int
-	BytesSent     int
-	BytesReceived int
-	Events        int // server events received
-	// Encode and Decode are the client's JSON time: encoding the request,
-	// decoding the turn's events (most of which arrive while the model
-	// streams).
-	Encode, Decode time.Duration
-	// Usage is what the turn's sampling steps read and wrote: the tokens
-	// the model's time depends on.
-	Usage protocol.Usage
-	// Server is the server's timing of the turn's work, when the request
-	// includes protocol.IncludeTimings.
-	Server protocol.Timings
-}
-
 // ResponseError is the error of a rollout whose response failed or was
 // cancelled; Run returns it with the Result.
 type ResponseError struct {
@@ -197,9 +130,9 @@ type ResponseError struct {
 
 func (e *ResponseError) Error() string {
 	if e.Code == "" {
-		return fmt.Sprintf("clienttools: response %s", e.Status)
+		return fmt.Sprintf("response %s", e.Status)
 	}
-	return fmt.Sprintf("clienttools: response %s: %s: %s", e.Status, e.Code, e.Msg)
+	return fmt.Sprintf("response %s: %s: %s", e.Status, e.Code, e.Msg)
 }
 
 // Run runs one rollout to its end and returns what it left. A response
@@ -412,7 +345,7 @@ func (r *run) addUsage(resp *protocol.Response) {
 // errorOf is the error of an error event: a request the server refused, or
 // a stream it ended with an error. errors.As finds its *protocol.Error.
 func errorOf(ev *protocol.ErrorEvent) error {
-	return fmt.Errorf("clienttools: error event: %w", payloadError(ev.Error, 0))
+	return fmt.Errorf("the server sent an error: %w", payloadError(ev.Error, 0))
 }
 
 // payloadError is the *protocol.Error of an error's wire form, with the
@@ -463,7 +396,7 @@ func (r *run) suspended(ctx context.Context) error {
 		}
 		ra := end.Response.RequiredAction
 		if ra == nil || len(ra.SubmitToolOutputs.ToolCalls) == 0 {
-			return fmt.Errorf("clienttools: a pause with no pending call")
+			return errors.New("the server paused the response with no pending call")
 		}
 		calls := make([]protocol.Call, len(ra.SubmitToolOutputs.ToolCalls))
 		for i, pc := range ra.SubmitToolOutputs.ToolCalls {

@@ -30,4 +30,12 @@
 // relative to Tools.Dir: absolute paths and paths that escape it through
 // ".." are rejected. shell runs its command with sh in Dir under a timeout;
 // it is not a sandbox: the command can reach whatever the process can.
+//
+// Errors say what was being done, as net/http's client errors do ("dial
+// ws://HOST/v1/responses: ...", "POST URL: 400 Bad Request: ...", "response
+// failed: CODE: message"), without the package's name: a program shows
+// them to its users as they are. Only the errors of a misuse of the API
+// (a nil Rollout.Request) start with "clienttools:". A server's refusal
+// wraps its *protocol.Error; a failed or cancelled response is a
+// *ResponseError.
 package clienttools

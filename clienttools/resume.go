@@ -139,5 +139,5 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 		}
 		wait = min(2*wait, reconnectMax)
 	}
-	return fmt.Errorf("clienttools: resume %s: %w", rc.id, err)
+	return fmt.Errorf("resume %s after %d attempts: %w", rc.id, reconnectAttempts, err)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ const maxFrame = 64 << 20
 func wsURL(base string) (string, error) {
 	base, err := protocol.APIBase(base, "http", "https", "ws", "wss")
 	if err != nil {
-		return "", fmt.Errorf("clienttools: %w", err)
+		return "", err
 	}
 	if rest, ok := strings.CutPrefix(base, "http"); ok {
 		base = "ws" + rest // http: ws, https: wss
@@ -72,17 +73,31 @@ func (c *Client) dialWebSocket(ctx context.Context) (*wsConn, error) {
 	}
 	conn, res, err := websocket.Dial(ctx, u, opts)
 	if err != nil {
-		if pe := refusal(res); pe != nil {
-			return nil, fmt.Errorf("clienttools: dial %s: %s: %w", u, res.Status, pe)
-		}
-		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
+		return nil, dialError(u, res, err)
 	}
 	if c.Encoding == protocol.EncodingMsgpack && conn.Subprotocol() != c.Encoding.String() {
 		conn.CloseNow()
-		return nil, fmt.Errorf("clienttools: %s does not speak msgpack (no msgpack subprotocol in its upgrade)", u)
+		return nil, fmt.Errorf("dial %s: the server does not speak msgpack (no msgpack subprotocol in its upgrade)", u)
 	}
 	conn.SetReadLimit(maxFrame)
 	return &wsConn{c: conn, enc: c.Encoding}, nil
+}
+
+// dialError is the error of a WebSocket dial to u that failed, as a
+// reader wants it: the server's refusal, or the status it answered
+// instead of an upgrade, or why the request did not reach it, without the
+// WebSocket library's own wording around it.
+func dialError(u string, res *http.Response, err error) error {
+	if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+		if pe := refusal(res); pe != nil {
+			return fmt.Errorf("dial %s: %s: %w", u, res.Status, pe)
+		}
+		return fmt.Errorf("dial %s: %s, not a WebSocket upgrade", u, res.Status)
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err // the handshake request's error: dial tcp ..., a TLS failure, the context's
+	}
+	return fmt.Errorf("dial %s: %w", u, err)
 }
 
 // refusal is the error a server answered a WebSocket upgrade with instead
@@ -122,7 +137,7 @@ func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
 	ev, perr := protocol.DecodeEventLean(b)
 	cost := frameCost{bytes: wire, codec: time.Since(t0)}
 	if perr != nil {
-		return nil, cost, fmt.Errorf("clienttools: server event: %w", perr)
+		return nil, cost, fmt.Errorf("decode a server event: %w", perr)
 	}
 	return ev, cost, nil
 }
@@ -143,7 +158,7 @@ func decodeAs(enc protocol.Encoding, b []byte) (protocol.Event, frameCost, error
 	t0 := time.Now()
 	js, err := protocol.ToJSON(enc, b)
 	if err != nil {
-		return nil, frameCost{bytes: len(b)}, fmt.Errorf("clienttools: server event: %w", err)
+		return nil, frameCost{bytes: len(b)}, fmt.Errorf("decode a server event: %w", err)
 	}
 	ev, cost, err := decode(js, len(b))
 	cost.codec = time.Since(t0)
@@ -167,8 +182,12 @@ func (w *wsConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	if err != nil {
 		return nil, frameCost{}, err
 	}
-	if (typ == websocket.MessageBinary) != (w.enc == protocol.EncodingMsgpack) {
-		return nil, frameCost{bytes: len(b)}, fmt.Errorf("clienttools: a %v frame from the server on a %v connection", typ, w.enc)
+	if binary := typ == websocket.MessageBinary; binary != (w.enc == protocol.EncodingMsgpack) {
+		kind := "text"
+		if binary {
+			kind = "binary"
+		}
+		return nil, frameCost{bytes: len(b)}, fmt.Errorf("the server sent a %s frame on a %v connection", kind, w.enc)
 	}
 	return decodeAs(w.enc, b)
 }
@@ -191,9 +210,10 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 	}
 	base, err := protocol.APIBase(c.BaseURL)
 	if err != nil {
-		return nil, cost, fmt.Errorf("clienttools: %w", err)
+		return nil, cost, err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/responses", bytes.NewReader(body))
+	u := base + "/responses"
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, cost, err
 	}
@@ -211,9 +231,9 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		var e struct{ Error *protocol.ErrorPayload }
 		if json.Unmarshal(msg, &e) != nil || e.Error == nil {
-			return nil, cost, fmt.Errorf("clienttools: POST /responses: %s: %s", res.Status, bytes.TrimSpace(msg))
+			return nil, cost, fmt.Errorf("POST %s: %s: %s", u, res.Status, bytes.TrimSpace(msg))
 		}
-		return nil, cost, fmt.Errorf("POST /responses: %s: clienttools: error event: %w", res.Status, payloadError(*e.Error, res.StatusCode))
+		return nil, cost, fmt.Errorf("POST %s: %s: %w", u, res.Status, payloadError(*e.Error, res.StatusCode))
 	}
 	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, cost, nil
 }
@@ -249,7 +269,7 @@ func (s *sseStream) next() (protocol.Event, frameCost, error) {
 		case bytes.HasPrefix(line, []byte("data:")):
 			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
 			if len(data) > maxFrame {
-				return nil, frameCost{bytes: n}, errors.New("clienttools: SSE event too large")
+				return nil, frameCost{bytes: n}, fmt.Errorf("the server sent an event over the %d MiB limit", maxFrame>>20)
 			}
 		}
 	}

@@ -45,7 +45,7 @@ func (t Transport) String() string {
 func wtURL(base string) (string, error) {
 	base, err := protocol.APIBase(base, "https", "wt")
 	if err != nil {
-		return "", fmt.Errorf("clienttools: WebTransport %w", err)
+		return "", fmt.Errorf("WebTransport %w", err)
 	}
 	if rest, ok := strings.CutPrefix(base, "wt://"); ok {
 		base = "https://" + rest
@@ -67,25 +67,30 @@ func (c *Client) tlsConfig() (*tls.Config, error) {
 
 // PinCertificate is a TLS configuration that accepts only the certificate
 // whose SHA-256 is hash (hex, as tether serve prints it, colons allowed),
-// while it is valid, whoever signed it: a self-signed one.
+// while it is valid, whoever signed it: a self-signed one. A certificate it
+// refuses fails the handshake with a *tls.CertificateVerificationError, as
+// one that does not chain to a root does without it.
 func PinCertificate(hash string) (*tls.Config, error) {
 	want, err := hex.DecodeString(strings.ReplaceAll(hash, ":", ""))
 	if err != nil || len(want) != sha256.Size {
-		return nil, fmt.Errorf("clienttools: certificate hash %q: want a SHA-256 in hex", hash)
+		return nil, fmt.Errorf("certificate hash %q: want a SHA-256 in hex (64 hex digits)", hash)
 	}
 	return &tls.Config{
 		InsecureSkipVerify: true, // verified below, by the pinned hash
 		VerifyConnection: func(cs tls.ConnectionState) error {
+			refused := func(err error) error {
+				return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+			}
 			if len(cs.PeerCertificates) == 0 {
-				return errors.New("clienttools: the server sent no certificate")
+				return refused(errors.New("the server sent no certificate"))
 			}
 			leaf := cs.PeerCertificates[0]
 			if sum := sha256.Sum256(leaf.Raw); !bytes.Equal(sum[:], want) {
-				return fmt.Errorf("clienttools: the server's certificate has SHA-256 %x, not the pinned %x", sum, want)
+				return refused(fmt.Errorf("the server's certificate has SHA-256 %x, not the pinned %x", sum, want))
 			}
 			now := time.Now()
 			if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
-				return x509.CertificateInvalidError{Cert: leaf, Reason: x509.Expired}
+				return refused(x509.CertificateInvalidError{Cert: leaf, Reason: x509.Expired})
 			}
 			return nil
 		},
@@ -128,13 +133,16 @@ func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
 	_, sess, err := tr.Dial(ctx, u, c.header())
 	if err != nil {
 		tr.Close()
-		return nil, fmt.Errorf("clienttools: dial %s: %w", u, err)
+		if cve, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+			err = cve // without QUIC's wrapping: "CRYPTO_ERROR 0x12a (local): "
+		}
+		return nil, fmt.Errorf("dial %s: %w", u, err)
 	}
 	w, err := openStream(ctx, sess, c.Encoding)
 	if err != nil {
 		sess.CloseWithError(0, "")
 		tr.Close()
-		return nil, fmt.Errorf("clienttools: %s: %w", u, err)
+		return nil, fmt.Errorf("open a stream on %s: %w", u, err)
 	}
 	w.tr = tr
 	return w, nil
@@ -181,7 +189,7 @@ func (w *wtConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	}
 	n := binary.BigEndian.Uint32(h[:])
 	if n > maxFrame {
-		return nil, frameCost{}, fmt.Errorf("clienttools: a frame of %d bytes from the server", n)
+		return nil, frameCost{}, fmt.Errorf("the server sent a frame of %d bytes, over the %d MiB limit", n, maxFrame>>20)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(w.r, b); err != nil {

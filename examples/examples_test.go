@@ -209,17 +209,19 @@ func wantLines(t *testing.T, out string, patterns ...string) {
 	}
 }
 
+// TestMinimal: minimal asks for the word counts of two sentences, and its
+// answer reports both: the model counts them in one step of two calls,
+// which the client runs and answers with one append.
 func TestMinimal(t *testing.T) {
 	t.Parallel()
 	out := runOK(t, ".", nil, binary(t, "minimal"), "-url", serve(t))
 	wantLines(t, out,
 		`^call  word_count \{"text":"The quick brown fox jumps over the lazy dog"\} -> "9" \(`,
 		`^call  word_count \{"text":"Suspended rollouts pause on client tools"\} -> "6" \(`,
-		`^answer "word_count returned: 6"$`,
-		`^response resp_\w+ completed: 3 turns, 2 calls, \d+\+\d+ tokens, `,
-		`^turn 0: first event \S+, stream \S+, tools \S+, 1 calls, \d+ B sent, \d+ B received$`,
-		`^turn 1: .*, 1 calls, `,
-		`^turn 2: .*, 0 calls, `,
+		`^answer "word_count returned: 9; word_count returned: 6"$`,
+		`^response resp_\w+ completed: 2 turns, 2 calls, \d+\+\d+ tokens, `,
+		`^turn 0: first event \S+, stream \S+, tools \S+, 2 calls, \d+ B sent, \d+ B received$`,
+		`^turn 1: .*, 0 calls, `,
 	)
 }
 
@@ -254,20 +256,32 @@ func TestCompare(t *testing.T) {
 		t.Skip("the replayed rollout runs go test in the repository: go is not on PATH")
 	}
 	out := runOK(t, ".", nil, binary(t, "compare"), "-url", serve(t), "-repo", "../sampler/traces/repo")
-	// mode, wall, tools, turns, calls, sent, received, first event, summed
-	row := regexp.MustCompile(`(?m)^(suspend|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$`)
-	sent := map[string]int{}
+	header := regexp.MustCompile(`(?m)^mode\s+wall\s+model\s+tools\s+API overhead\s+turns\s+calls\s+sent \(kB\)\s+received \(kB\)\s+first event\s+summed$`)
+	if !header.MatchString(out) {
+		t.Errorf("no header naming the columns mode, wall, model, tools, API overhead, turns, calls, sent (kB), received (kB), first event, summed:\n%s", out)
+	}
+	row := regexp.MustCompile(`(?m)^(suspend|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\S+)\s+(\S+)$`)
+	sent := map[string]float64{}
 	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		mode := m[1]
-		if m[4] != "11" || m[5] != "12" {
-			t.Errorf("%s: %s turns, %s calls; want the trace's 11 and 12", mode, m[4], m[5])
+		if m[6] != "11" || m[7] != "12" {
+			t.Errorf("%s: %s turns, %s calls; want the trace's 11 and 12", mode, m[6], m[7])
 		}
-		for _, d := range []string{m[2], m[3], m[8], m[9]} {
-			if _, err := time.ParseDuration(d); err != nil {
-				t.Errorf("%s: %q is not a duration", mode, d)
+		var d [5]time.Duration // wall, model, tools, API overhead, first event
+		for i, s := range []string{m[2], m[3], m[4], m[5], m[10]} {
+			var err error
+			if d[i], err = time.ParseDuration(s); err != nil {
+				t.Errorf("%s: %q is not a duration", mode, s)
 			}
 		}
-		sent[mode], _ = strconv.Atoi(m[6])
+		if _, err := time.ParseDuration(m[11]); err != nil {
+			t.Errorf("%s: %q is not a duration", mode, m[11])
+		}
+		// The columns split the wall time (each rounded to the millisecond).
+		if sum := d[1] + d[2] + d[3]; sum < d[0]-2*time.Millisecond || sum > d[0]+2*time.Millisecond || d[1] <= 0 {
+			t.Errorf("%s: model %v + tools %v + API overhead %v is not the wall time %v", mode, d[1], d[2], d[3], d[0])
+		}
+		sent[mode], _ = strconv.ParseFloat(m[8], 64)
 	}
 	if len(sent) != 4 {
 		t.Fatalf("%d mode rows, want 4:\n%s", len(sent), out)
@@ -350,7 +364,7 @@ func TestBadInput(t *testing.T) {
 	}
 	cases = append(cases,
 		badCase{"compare", []string{"-url", "http://127.0.0.1:1/v1", "-repo", "no/such/dir"}, "-repo no/such/dir: not a directory"},
-		badCase{"minimal", []string{"-url", serve(t) + "/nope"}, "clienttools: dial"},
+		badCase{"minimal", []string{"-url", serve(t) + "/nope"}, "/nope/responses: 404 Not Found"},
 		badCase{"browser", []string{"-url", "https://127.0.0.1:8443/v1"}, "give -hash"},
 		badCase{"browser", []string{"-url", "https://127.0.0.1:8443/v1", "-hash", "abc"}, "64 hex digits"},
 		badCase{"browser", []string{"-url", "localhost:8443", "-hash", strings.Repeat("ab", 32)}, "want tether's WebTransport address"},

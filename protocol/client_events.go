@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -226,69 +227,122 @@ func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 		}
 	}
 	if head.Type == nil || *head.Type == "" {
-		return nil, lane, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'. Client events are response.create, response.append, response.cancel, response.resume and response.fork.")
+		return nil, lane, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'. Client events are %s.", clientEventTypesText())
 	}
-	switch *head.Type {
-	case ClientCreate:
-		req, perr := DecodeCreateRequest(data)
-		if perr != nil {
-			return nil, lane, perr
+	for _, d := range clientDecoders {
+		if d.typ == *head.Type {
+			ev, perr := d.decode(head, lane, data)
+			if perr != nil {
+				return nil, lane, perr
+			}
+			return ev, lane, nil
 		}
-		return &CreateEvent{StreamID: lane, Request: req}, lane, nil
-	case ClientAppend:
-		if head.ResponseID == "" {
-			return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
-		}
-		items, perr := decodeAppendInput(data)
-		if perr != nil {
-			return nil, lane, perr
-		}
-		return &AppendEvent{StreamID: lane, ResponseID: head.ResponseID, Input: items}, lane, nil
-	case ClientCancel, ClientResume:
-		if head.ResponseID == "" {
-			return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
-		}
-		if *head.Type == ClientCancel {
-			return &CancelEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
-		}
-		if head.After != nil && *head.After < -1 {
-			return nil, lane, Invalid(CodeInvalidValue, "sequence_number", "Invalid 'sequence_number': %d. Send the sequence_number of the last event received, or -1 for none.", *head.After)
-		}
-		return &ResumeEvent{StreamID: lane, ResponseID: head.ResponseID, After: head.After}, lane, nil
-	case ClientFork:
-		return decodeFork(head, lane)
-	case ClientProcessed:
-		return &ProcessedEvent{ResponseID: head.ResponseID}, lane, nil
-	default:
-		return nil, lane, Invalid(CodeUnknownEventType, "type", "Unknown client event type '%s'. Supported types are response.create, response.append, response.cancel, response.resume and response.fork.", *head.Type)
 	}
+	return nil, lane, Invalid(CodeUnknownEventType, "type", "Unknown client event type '%s'. Supported types are %s.", *head.Type, clientEventTypesText())
+}
+
+// clientDecoders decodes each client event type, in the order errors list
+// them: it is the one list of the types DecodeClientEvent accepts. Read
+// only.
+var clientDecoders = [...]struct {
+	typ    ClientEventType
+	decode func(head clientHead, lane string, data []byte) (ClientEvent, *Error)
+}{
+	{ClientCreate, decodeCreate},
+	{ClientAppend, decodeAppend},
+	{ClientCancel, decodeCancel},
+	{ClientResume, decodeResume},
+	{ClientFork, decodeFork},
+	{ClientProcessed, decodeProcessed},
+}
+
+// clientEventTypesText lists the types of clientDecoders for an error:
+// "a, b and c".
+func clientEventTypesText() string {
+	var b strings.Builder
+	for i, d := range clientDecoders {
+		switch {
+		case i == len(clientDecoders)-1:
+			b.WriteString(" and ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString(string(d.typ))
+	}
+	return b.String()
+}
+
+func decodeCreate(_ clientHead, lane string, data []byte) (ClientEvent, *Error) {
+	req, perr := DecodeCreateRequest(data)
+	if perr != nil {
+		return nil, perr
+	}
+	return &CreateEvent{StreamID: lane, Request: req}, nil
+}
+
+func decodeAppend(head clientHead, lane string, data []byte) (ClientEvent, *Error) {
+	if head.ResponseID == "" {
+		return nil, errMissingResponseID()
+	}
+	items, perr := decodeAppendInput(data)
+	if perr != nil {
+		return nil, perr
+	}
+	return &AppendEvent{StreamID: lane, ResponseID: head.ResponseID, Input: items}, nil
+}
+
+func decodeCancel(head clientHead, lane string, _ []byte) (ClientEvent, *Error) {
+	if head.ResponseID == "" {
+		return nil, errMissingResponseID()
+	}
+	return &CancelEvent{StreamID: lane, ResponseID: head.ResponseID}, nil
+}
+
+func decodeResume(head clientHead, lane string, _ []byte) (ClientEvent, *Error) {
+	if head.ResponseID == "" {
+		return nil, errMissingResponseID()
+	}
+	if head.After != nil && *head.After < -1 {
+		return nil, Invalid(CodeInvalidValue, "sequence_number", "Invalid 'sequence_number': %d. Send the sequence_number of the last event received, or -1 for none.", *head.After)
+	}
+	return &ResumeEvent{StreamID: lane, ResponseID: head.ResponseID, After: head.After}, nil
+}
+
+// decodeProcessed accepts a response.processed with or without its
+// response_id: it only acknowledges.
+func decodeProcessed(head clientHead, _ string, _ []byte) (ClientEvent, *Error) {
+	return &ProcessedEvent{ResponseID: head.ResponseID}, nil
+}
+
+func errMissingResponseID() *Error {
+	return Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
 }
 
 // decodeFork checks a response.fork: a response, and up to MaxForks
 // distinct, valid stream ids. Without stream_ids (on WebTransport, where
 // a stream is a lane) the fork runs on the lane the event came on; a
 // WebSocket session requires them (ErrForkLanes).
-func decodeFork(head clientHead, lane string) (ClientEvent, string, *Error) {
+func decodeFork(head clientHead, lane string, _ []byte) (ClientEvent, *Error) {
 	if head.ResponseID == "" {
-		return nil, lane, Invalid(CodeMissingRequired, "response_id", "Missing required parameter: 'response_id'.")
+		return nil, errMissingResponseID()
 	}
 	if head.StreamIDs == nil {
-		return &ForkEvent{StreamID: lane, ResponseID: head.ResponseID}, lane, nil
+		return &ForkEvent{StreamID: lane, ResponseID: head.ResponseID}, nil
 	}
 	if len(*head.StreamIDs) == 0 || len(*head.StreamIDs) > MaxForks {
-		return nil, lane, ErrForkLanes()
+		return nil, ErrForkLanes()
 	}
 	seen := make(map[string]bool, len(*head.StreamIDs))
 	for i, id := range *head.StreamIDs {
 		if perr := ValidateStreamID(id); perr != nil {
 			perr.Param = fmt.Sprintf("stream_ids[%d]", i)
-			return nil, lane, perr
+			return nil, perr
 		}
 		if seen[id] || id == lane {
-			return nil, lane, Invalid(CodeInvalidValue, fmt.Sprintf("stream_ids[%d]", i),
+			return nil, Invalid(CodeInvalidValue, fmt.Sprintf("stream_ids[%d]", i),
 				"Invalid 'stream_ids[%d]': '%s' is named twice, or is the lane of the response forked; every fork needs a lane of its own.", i, id)
 		}
 		seen[id] = true
 	}
-	return &ForkEvent{StreamID: lane, ResponseID: head.ResponseID, StreamIDs: *head.StreamIDs}, lane, nil
+	return &ForkEvent{StreamID: lane, ResponseID: head.ResponseID, StreamIDs: *head.StreamIDs}, nil
 }

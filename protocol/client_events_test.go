@@ -1,7 +1,14 @@
 package protocol_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -212,4 +219,76 @@ func TestClientEventMarshal(t *testing.T) {
 func decodeClientEvent(b []byte) (protocol.ClientEvent, *protocol.Error) {
 	ev, _, perr := protocol.DecodeClientEvent(b)
 	return ev, perr
+}
+
+// TestClientEventTypesListed guards the errors that list the client event
+// types (an unknown type, a missing one): they name every type the decoder
+// accepts, each ClientEventType constant of the package, and only those.
+func TestClientEventTypesListed(t *testing.T) {
+	t.Parallel()
+	declared := clientEventTypeConstants(t)
+	if len(declared) == 0 {
+		t.Fatal("no ClientEventType constant found in the package's source")
+	}
+	for _, frame := range []string{`{"type":"session.update"}`, `{"model":"m"}`} {
+		_, _, perr := protocol.DecodeClientEvent([]byte(frame))
+		if perr == nil {
+			t.Fatalf("DecodeClientEvent(%s) accepted it", frame)
+		}
+		listed := regexp.MustCompile(`response\.[a-z_]+`).FindAllString(perr.Message, -1)
+		for _, typ := range declared {
+			if !slices.Contains(listed, typ) {
+				t.Errorf("the error for %s does not name %s, which the decoder accepts: %q", frame, typ, perr.Message)
+			}
+			_, _, perr := protocol.DecodeClientEvent([]byte(`{"type":"` + typ + `","response_id":"r","input":[],"stream_ids":["b"]}`))
+			if perr != nil && perr.Code == protocol.CodeUnknownEventType {
+				t.Errorf("%s is declared but not decoded: %v", typ, perr)
+			}
+		}
+		for _, typ := range listed {
+			if !slices.Contains(declared, typ) {
+				t.Errorf("the error for %s names %s, which is no ClientEventType: %q", frame, typ, perr.Message)
+			}
+		}
+	}
+}
+
+// clientEventTypeConstants is the value of every ClientEventType constant
+// declared in the package's (non-test) source.
+func clientEventTypeConstants(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "ClientEventType" {
+					continue
+				}
+				for _, v := range vs.Values {
+					if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						s, _ := strconv.Unquote(lit.Value)
+						types = append(types, s)
+					}
+				}
+			}
+		}
+	}
+	return types
 }

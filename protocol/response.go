@@ -69,7 +69,9 @@ type Response struct {
 	OutputOffset *int `json:"output_offset,omitempty"`
 	// ForkedFrom is the suspended response this one was forked from
 	// (response.fork): its output begins with that response's output up to
-	// the fork, and its first pause waits on the same calls.
+	// the fork, and its first pause waits on the same calls. Its Usage
+	// counts that response's up to the fork; its Timings are its own work,
+	// from the fork on.
 	ForkedFrom *string `json:"forked_from,omitempty"`
 	// RequiredAction lists the client tool calls a suspended response waits on.
 	RequiredAction *RequiredAction `json:"required_action,omitempty"`

@@ -146,3 +146,35 @@ func TestParkChildLog(t *testing.T) {
 		t.Errorf("park.json: %v, %+v", err, res)
 	}
 }
+
+// TestAblateURLTiming: ablate --url against a server whose model runs at
+// another timing than ablate's --tps, --ttft and --prefill-rate fails in its
+// warm-up, over HTTP and over a WebSocket, saying what it measured and what
+// to pass; at the server's own timing it runs. Guards the silent run that
+// counted a slower model's time as API overhead.
+func TestAblateURLTiming(t *testing.T) {
+	t.Parallel()
+	base, stop := serveInProcess(t, "--tps", "200")
+	defer stop()
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" runs
+	}{
+		{[]string{"--tps", "1000", "--modes", "stateless"}, "streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000)"},
+		{[]string{"--tps", "1000", "--modes", "suspend"}, "streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000)"},
+		{[]string{"--tps", "200", "--ttft", "40ms", "--modes", "turns"}, "pass --ttft 0s (or serve with --ttft 40ms)"},
+		{[]string{"--tps", "200,1000"}, "give --tps one value, the server's"},
+		{[]string{"--tps", "200", "--modes", "stateless,suspend"}, ""},
+	} {
+		args := append([]string{"ablate", "--url", base, "--workload", "synthetic", "--calls", "2", "--tool-latency", "0",
+			"--output-bytes", "64", "--reps", "1"}, tc.args...)
+		var stdout, stderr strings.Builder
+		code := run(t.Context(), args, &stdout, &stderr)
+		switch {
+		case tc.want == "" && code != 0:
+			t.Errorf("%v: exit %d: %s", tc.args, code, stderr.String())
+		case tc.want != "" && (code != 1 || !strings.Contains(stderr.String(), tc.want)):
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}

@@ -22,6 +22,15 @@ import (
 // that stops it, as a signal would, and checks that it exits 0.
 func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
+	lines, stop := serveLines(t, 1, args...)
+	return strings.TrimPrefix(lines[0], "listening on "), stop
+}
+
+// serveLines is serveInProcess returning the first n lines serve prints
+// (the listening line, then, with --wt-addr, the webtransport line),
+// without their newlines.
+func serveLines(t *testing.T, n int, args ...string) (lines []string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
 	var stderr strings.Builder
@@ -30,13 +39,17 @@ func serveInProcess(t *testing.T, args ...string) (base string, stop func()) {
 		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, &stderr)
 		pw.Close()
 	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		cancel()
-		t.Fatalf("reading the listening line: %v (stderr: %s)", err, stderr.String())
+	r := bufio.NewReader(pr)
+	for range n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			cancel()
+			t.Fatalf("reading serve's line %d: %v (stderr: %s)", len(lines)+1, err, stderr.String())
+		}
+		lines = append(lines, strings.TrimSuffix(line, "\n"))
 	}
-	go io.Copy(io.Discard, pr)
-	return strings.TrimPrefix(strings.TrimSpace(line), "listening on "), func() {
+	go io.Copy(io.Discard, r)
+	return lines, func() {
 		t.Helper()
 		cancel()
 		select {

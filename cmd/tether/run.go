@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,7 +63,7 @@ models.`, `tether run
 	}
 	mode, err := clienttools.ParseMode(*modeName)
 	if err != nil {
-		fmt.Fprintln(stderr, "tether:", err)
+		fmt.Fprintln(stderr, "tether: run:", err)
 		return 2
 	}
 	var tp clienttools.Transport
@@ -73,6 +74,12 @@ models.`, `tether run
 		if mode != clienttools.ModeSuspend && mode != clienttools.ModeTurns {
 			fmt.Fprintf(stderr, "tether: run: --transport webtransport carries modes suspend and turns, not %s\n", mode)
 			return 2
+		}
+		if *certHash != "" {
+			if _, err := clienttools.PinCertificate(*certHash); err != nil {
+				fmt.Fprintln(stderr, "tether: run: --cert-hash:", err)
+				return 2
+			}
 		}
 	default:
 		fmt.Fprintf(stderr, "tether: run: --transport %q: want websocket or webtransport\n", *transport)
@@ -142,7 +149,7 @@ models.`, `tether run
 		return runBranches(ctx, c, ro, *branches, *model, *workdir, v, stderr)
 	}
 	res, err := c.Run(ctx, ro)
-	err = apiKeyHint(err)
+	err = hint(err, c)
 	v.summary(mode, *model, *workdir, res, err)
 	if err != nil {
 		return 1
@@ -151,10 +158,13 @@ models.`, `tether run
 }
 
 // runBranches runs ro to its first pause and branches it there, each
-// branch in a copy of workdir of its own, and sums each branch up.
+// branch in a copy of workdir of its own, and sums each branch up. The
+// prefix shows as an unbranched rollout does; each branch's lines start
+// with its label, b0, b1, ….
 func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Rollout, n int, model, workdir string, v *view, stderr io.Writer) int {
 	bs := make([]clienttools.Branch, n)
 	dirs := make([]string, n)
+	views := make([]*view, n)
 	for i := range bs {
 		// A new directory each, outside the workdir (which may hold
 		// earlier runs' copies).
@@ -167,29 +177,40 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 			return 1
 		}
 		dirs[i] = dir
-		bs[i].Funcs = (&clienttools.Tools{Dir: dirs[i]}).Funcs()
-	}
-	if !v.json {
-		ro.OnEvent = nil // the branches' events would interleave: each is summed up below
+		views[i] = v.branch(fmt.Sprintf("b%d", i))
+		bs[i] = clienttools.Branch{Funcs: (&clienttools.Tools{Dir: dirs[i]}).Funcs(), OnEvent: views[i].event, OnCall: views[i].call}
 	}
 	results, err := c.Branch(ctx, ro, bs)
-	err = apiKeyHint(err)
+	err = hint(err, c)
 	if len(results) == 0 {
 		v.summary(ro.Mode, model, workdir, &clienttools.Result{}, err)
 		return 1
 	}
 	for i, res := range results {
-		if res == nil {
-			continue
+		if res != nil {
+			views[i].summary(ro.Mode, model, dirs[i], res, nil)
 		}
-		v.printf("branch b%d: %s", i, oneLine(res.Text(), 100))
-		v.summary(ro.Mode, model, dirs[i], res, nil)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: run:", err)
 		return 1
 	}
 	return 0
+}
+
+// hint is err, saying which flag fixes it when one does.
+func hint(err error, c *clienttools.Client) error {
+	return certHashHint(apiKeyHint(err), c)
+}
+
+// certHashHint is err, saying how to pin the server's certificate when a
+// WebTransport dial failed to verify it: tether serve's certificate is
+// self-signed, and no root vouches for it.
+func certHashHint(err error, c *clienttools.Client) error {
+	if c.Transport == clienttools.TransportWebTransport && errors.As(err, new(*tls.CertificateVerificationError)) {
+		return fmt.Errorf("%w (pass --cert-hash HEX, as tether serve prints it on its `%s` line)", err, webTransportLine("https://…", "HEX"))
+	}
+	return err
 }
 
 // apiKeyHint is err, saying how to give a key when the server refused the

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,33 +74,40 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
-// TestRunTerminal runs "tether run" with a pseudo-terminal as its output:
-// the live view draws its spinner and styled call lines, and streams text.
+// TestRunTerminal runs "tether run" with a pseudo-terminal as its output,
+// in both WebSocket designs: the live view draws its spinner and styled
+// call lines, and streams the model's text (on a terminal a message's text
+// is printed only from its deltas, as they come).
 func TestRunTerminal(t *testing.T) {
 	t.Parallel()
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() { defer close(read); io.Copy(&screen, ptmx) }()
-	var errOut bytes.Buffer
-	code := run(context.Background(), []string{"run", "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
-	tty.Close()
-	<-read
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	s := screen.String()
-	for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "completed in"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("the terminal shows no %q:\n%q", want, s)
-		}
-	}
-	if !strings.ContainsAny(s, string(spinnerFrames)) {
-		t.Errorf("no spinner frame drawn: %q", s)
+	for _, mode := range []string{"suspend", "turns"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Skipf("no pseudo-terminal here: %v", err)
+			}
+			defer ptmx.Close()
+			var screen bytes.Buffer
+			read := make(chan struct{})
+			go func() { defer close(read); io.Copy(&screen, ptmx) }()
+			var errOut bytes.Buffer
+			code := run(context.Background(), []string{"run", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir(), "--ttft", "300ms", "--tps", "200", scriptedTask}, tty, &errOut)
+			tty.Close()
+			<-read
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			s := screen.String()
+			for _, want := range []string{"\r\x1b[2K", "waiting for the model…", "running tools…", "\x1b[36m▸ shell\x1b[0m", "read_file returned: 1 hello", "completed in"} {
+				if !strings.Contains(s, want) {
+					t.Errorf("the terminal shows no %q:\n%q", want, s)
+				}
+			}
+			if !strings.ContainsAny(s, string(spinnerFrames)) {
+				t.Errorf("no spinner frame drawn: %q", s)
+			}
+		})
 	}
 }
 
@@ -212,41 +221,89 @@ func TestRunMCP(t *testing.T) {
 }
 
 // TestRunBranches: --branches forks the rollout at its first pause; each
-// branch runs the paused call and the rest in a workdir of its own.
+// branch runs the paused call and the rest in a workdir of its own. Every
+// line a branch prints starts with its label (the branches' lines
+// interleave); with --json every event names its lane and each summary
+// its branch.
 func TestRunBranches(t *testing.T) {
 	t.Parallel()
+	task := "Write.\ncall: shell {\"command\":\"echo $PWD > where.txt\"}\ncall: read_file {\"path\":\"where.txt\"}"
 	for _, mode := range []string{"suspend", "turns"} {
 		dir := filepath.Join(t.TempDir(), "w")
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		task := "Write.\ncall: shell {\"command\":\"echo $PWD > where.txt\"}\ncall: read_file {\"path\":\"where.txt\"}"
 		var out, errOut bytes.Buffer
 		code := run(t.Context(), []string{"run", "--model", "tether-scripted", "--mode", mode, "--workdir", dir, "--ttft", "0", "--tps", "0", "--branches", "2", task}, &out, &errOut)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s%s", mode, code, out.String(), errOut.String())
 		}
-		// Each branch's summary names its copy of the workdir.
-		var dirs []string
-		for _, line := range strings.Split(out.String(), "\n") {
-			if d, ok := strings.CutPrefix(line, "workdir: "); ok {
-				dirs = append(dirs, d)
-				t.Cleanup(func() { os.RemoveAll(d) })
+		// After the header, every line is a branch's (the scripted
+		// prefix prints none): its label starts it.
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		for _, line := range lines[1:] {
+			if !strings.HasPrefix(line, "b0 ") && !strings.HasPrefix(line, "b1 ") {
+				t.Errorf("%s: a line without its branch's label: %q", mode, line)
 			}
 		}
-		if len(dirs) != 2 || dirs[0] == dirs[1] || !strings.Contains(filepath.Base(dirs[0]), "w-b0-") {
-			t.Fatalf("%s: branch workdirs %q", mode, dirs)
+		// Each branch's summary names its copy of the workdir.
+		dirs := make([]string, 2)
+		for i := range dirs {
+			for _, line := range lines {
+				if d, ok := strings.CutPrefix(line, fmt.Sprintf("b%d workdir: ", i)); ok {
+					dirs[i] = d
+					t.Cleanup(func() { os.RemoveAll(d) })
+				}
+			}
+		}
+		if dirs[0] == "" || dirs[0] == dirs[1] || !strings.Contains(filepath.Base(dirs[0]), "w-b0-") {
+			t.Fatalf("%s: branch workdirs %q:\n%s", mode, dirs, out.String())
 		}
 		for i, b := range dirs {
 			if data, err := os.ReadFile(filepath.Join(b, "where.txt")); err != nil || strings.TrimSpace(string(data)) != b {
 				t.Errorf("%s: branch %d wrote %q, %v", mode, i, data, err)
 			}
-			if want := fmt.Sprintf("branch b%d: read_file returned: 1 %s", i, b); !strings.Contains(out.String(), want) {
-				t.Errorf("%s: output lacks %q:\n%s", mode, want, out.String())
+			for _, want := range []string{
+				fmt.Sprintf("b%d call shell ", i),
+				fmt.Sprintf("b%d call read_file ", i),
+				fmt.Sprintf("b%d assistant: read_file returned: 1 %s", i, b),
+				fmt.Sprintf("b%d completed in ", i),
+			} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("%s: output lacks %q:\n%s", mode, want, out.String())
+				}
 			}
 		}
 		if _, err := os.Stat(filepath.Join(dir, "where.txt")); err == nil {
 			t.Errorf("%s: the paused call ran in the original workdir", mode)
+		}
+
+		out.Reset()
+		code = run(t.Context(), []string{"run", "--json", "--model", "tether-scripted", "--mode", mode, "--workdir", dir, "--ttft", "0", "--tps", "0", "--branches", "2", task}, &out, &errOut)
+		if code != 0 {
+			t.Fatalf("%s --json: exit %d: %s%s", mode, code, out.String(), errOut.String())
+		}
+		summaries := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var obj struct {
+				Type     string `json:"type"`
+				StreamID string `json:"stream_id"`
+				Branch   string `json:"branch"`
+				Workdir  string `json:"workdir"`
+			}
+			if err := json.Unmarshal([]byte(line), &obj); err != nil {
+				t.Fatalf("%s --json: not a JSON line: %q", mode, line)
+			}
+			switch {
+			case obj.Type == "tether.summary":
+				summaries[obj.Branch] = true
+				t.Cleanup(func() { os.RemoveAll(obj.Workdir) })
+			case obj.StreamID != "root" && obj.StreamID != "b0" && obj.StreamID != "b1":
+				t.Errorf("%s --json: an event on no lane: %q", mode, line)
+			}
+		}
+		if !summaries["b0"] || !summaries["b1"] || len(summaries) != 2 {
+			t.Errorf("%s --json: summaries of %v", mode, summaries)
 		}
 	}
 	var out, errOut bytes.Buffer
@@ -290,5 +347,109 @@ func TestRunAPIKeyHint(t *testing.T) {
 		if code := run(t.Context(), append(args, "--api-key", "sk-test", scriptedTask), &out, &errOut); code != 0 {
 			t.Errorf("%s with the key: exit %d: %s%s", mode, code, out.String(), errOut.String())
 		}
+	}
+}
+
+// TestRunErrorText: when a run fails (no server on the port, a URL that is
+// not a Responses API, a model the server does not have, a flag value),
+// its error says what was being done, in every mode, and names no Go
+// package.
+func TestRunErrorText(t *testing.T) {
+	t.Parallel()
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notFound.Close)
+	refused := "http://127.0.0.1:1/v1"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]string // by mode
+		code int
+	}{
+		{"no server", []string{"--url", refused}, map[string]string{
+			"suspend":   "error: dial ws://127.0.0.1:1/v1/responses: dial tcp 127.0.0.1:1: connect: connection refused",
+			"turns":     "error: dial ws://127.0.0.1:1/v1/responses: dial tcp 127.0.0.1:1: connect: connection refused",
+			"chained":   `error: Post "http://127.0.0.1:1/v1/responses": dial tcp 127.0.0.1:1: connect: connection refused`,
+			"stateless": `error: Post "http://127.0.0.1:1/v1/responses": dial tcp 127.0.0.1:1: connect: connection refused`,
+		}, 1},
+		{"not a Responses API", []string{"--url", notFound.URL + "/v1"}, map[string]string{
+			"suspend":   "error: dial ws" + strings.TrimPrefix(notFound.URL, "http") + "/v1/responses: 404 Not Found, not a WebSocket upgrade",
+			"turns":     "error: dial ws" + strings.TrimPrefix(notFound.URL, "http") + "/v1/responses: 404 Not Found, not a WebSocket upgrade",
+			"chained":   "error: POST " + notFound.URL + "/v1/responses: 404 Not Found: 404 page not found",
+			"stateless": "error: POST " + notFound.URL + "/v1/responses: 404 Not Found: 404 page not found",
+		}, 1},
+		{"no such model", []string{"--model", "nosuch", "--ttft", "0", "--tps", "0"}, map[string]string{
+			"suspend":   "error: the server sent an error: model_not_found (model): The model 'nosuch' does not exist.",
+			"turns":     "error: the server sent an error: model_not_found (model): The model 'nosuch' does not exist.",
+			"chained":   "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
+			"stateless": "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
+		}, 1},
+		{"no such mode", nil, map[string]string{
+			"bogus": `tether: run: unknown mode "bogus" (want suspend, turns, chained or stateless)`,
+		}, 2},
+	} {
+		for mode, want := range tc.want {
+			t.Run(tc.name+" "+mode, func(t *testing.T) {
+				t.Parallel()
+				args := append([]string{"run", "--mode", mode, "--model", "tether-scripted", "--workdir", t.TempDir()}, tc.args...)
+				var out, errOut bytes.Buffer
+				code := run(t.Context(), append(args, "hi"), &out, &errOut)
+				s := out.String() + errOut.String()
+				if code != tc.code || !strings.Contains(s, want) {
+					t.Errorf("exit %d, want %d and %q in:\n%s", code, tc.code, want, s)
+				}
+				if strings.Contains(s, "clienttools") {
+					t.Errorf("the output names the package clienttools:\n%s", s)
+				}
+			})
+		}
+	}
+}
+
+// TestRunCertHashHint: "tether run --transport webtransport" against tether
+// serve's self-signed certificate without --cert-hash (or with another
+// certificate's) fails on the certificate, with an error that says to pass
+// the hash serve prints, and on which line; with that hash it completes.
+func TestRunCertHashHint(t *testing.T) {
+	t.Parallel()
+	lines, stop := serveLines(t, 2, "--wt-addr", "127.0.0.1:0", "--tps", "0", "--ttft", "0")
+	defer stop()
+	m := regexp.MustCompile(`^webtransport on (https://\S+) sha256=([0-9a-f]{64})$`).FindStringSubmatch(lines[1])
+	if m == nil {
+		t.Fatalf("serve's second line %q, want webtransport on https://HOST:PORT sha256=HEX", lines[1])
+	}
+	wtBase, hash := m[1]+"/v1", m[2]
+	hint := regexp.MustCompile("\\(pass --cert-hash HEX, as tether serve prints it on its `(webtransport on https://… sha256=HEX)` line\\)$")
+	runWT := func(args ...string) (int, string) {
+		args = append([]string{"run", "--transport", "webtransport", "--url", wtBase, "--model", "tether-scripted", "--workdir", t.TempDir()}, args...)
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append(args, "hi"), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // on the error line, before the hint
+	}{
+		{"no --cert-hash", nil, "error: dial " + wtBase + "/responses: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{"another certificate's hash", []string{"--cert-hash", strings.Repeat("ab", 32)},
+			"error: dial " + wtBase + "/responses: tls: failed to verify certificate: the server's certificate has SHA-256 " + hash + ", not the pinned " + strings.Repeat("ab", 32)},
+	} {
+		code, s := runWT(tc.args...)
+		line, _, _ := strings.Cut(s[strings.Index(s, "error: "):], "\n")
+		if code != 1 || !strings.HasPrefix(line, tc.want+" ") || !hint.MatchString(line) || strings.Contains(s, "clienttools") || strings.Contains(s, "CRYPTO_ERROR") {
+			t.Errorf("%s: exit %d, want 1 and the line\n%s (pass --cert-hash HEX, …)\nin:\n%s", tc.name, code, tc.want, s)
+			continue
+		}
+		// The hint shows serve's line as serve prints it.
+		shown := strings.NewReplacer("https://…", m[1], "HEX", hash).Replace(hint.FindStringSubmatch(line)[1])
+		if shown != lines[1] {
+			t.Errorf("%s: the hint's line, filled in, is %q; serve printed %q", tc.name, shown, lines[1])
+		}
+	}
+	if code, s := runWT("--cert-hash", hash); code != 0 || !strings.Contains(s, "completed in") {
+		t.Errorf("--cert-hash %s: exit %d:\n%s", hash, code, s)
+	}
+	if code, s := runWT("--cert-hash", "abc"); code != 2 || !strings.Contains(s, `tether: run: --cert-hash: certificate hash "abc": want a SHA-256 in hex`) {
+		t.Errorf("--cert-hash abc: exit %d, want 2 and an error naming the flag:\n%s", code, s)
 	}
 }

@@ -241,7 +241,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	// An address a client can use: on every interface, loopback is one.
 	fmt.Fprintf(stdout, "listening on http://%s\n", runtime.DialableAddr(ln.Addr()))
 	if wt != nil {
-		fmt.Fprintf(stdout, "webtransport on %s sha256=%s\n", strings.TrimSuffix(wt.URL(), "/v1"), wt.CertificateHash())
+		fmt.Fprintln(stdout, webTransportLine(strings.TrimSuffix(wt.URL(), "/v1"), wt.CertificateHash()))
 	}
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
 		log.Info("serving on every interface", "addr", ln.Addr().String())
@@ -393,4 +393,10 @@ func negativeFlag(fs *flag.FlagSet) (name, value string, ok bool) {
 		}
 	})
 	return name, value, ok
+}
+
+// webTransportLine is the line serve prints for its WebTransport endpoint:
+// its URL, and the SHA-256 of its certificate, which clients pin.
+func webTransportLine(url, hash string) string {
+	return fmt.Sprintf("webtransport on %s sha256=%s", url, hash)
 }

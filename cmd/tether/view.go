@@ -16,9 +16,19 @@ import (
 // view shows a rollout as it runs. On a terminal it streams the model's
 // text, draws a spinner while the model or a tool works, and prints each
 // tool call on one line; elsewhere it prints plain lines (no control codes);
-// with --json, every event as a JSON line. Its methods are called on the
-// rollout's goroutine; the spinner draws from its own, under mu.
+// with --json, every event as a JSON line. A branch's view (branch) shares
+// its rollout's screen and starts each of its lines with its label; its
+// text is not streamed but printed a message a line, so that the branches'
+// lines, which interleave, each say whose they are. The methods may be
+// called from any goroutine, one at a time; the spinner draws from its
+// own, under the screen's mu.
 type view struct {
+	*screen
+	label string // a branch's ("b0"), the start of each of its lines; "" for the rollout's own
+}
+
+// screen is where a rollout's views print, and what is drawn there.
+type screen struct {
 	w    io.Writer
 	tty  bool
 	json bool
@@ -32,13 +42,16 @@ type view struct {
 }
 
 func newView(w io.Writer, jsonOut bool) *view {
-	v := &view{w: w, json: jsonOut, tty: !jsonOut && isTerminal(w), status: "waiting for the model"}
-	if v.tty {
-		v.stop, v.done = make(chan struct{}), make(chan struct{})
-		go v.spin()
+	s := &screen{w: w, json: jsonOut, tty: !jsonOut && isTerminal(w), status: "waiting for the model"}
+	if s.tty {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.spin()
 	}
-	return v
+	return &view{screen: s}
 }
+
+// branch is the view of the branch labelled label, on v's screen.
+func (v *view) branch(label string) *view { return &view{screen: v.screen, label: label} }
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
@@ -53,45 +66,51 @@ func isTerminal(w io.Writer) bool {
 var spinnerFrames = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
 
 // spin redraws the spinner line ten times a second.
-func (v *view) spin() {
-	defer close(v.done)
+func (s *screen) spin() {
+	defer close(s.done)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for i := 0; ; i++ {
 		select {
-		case <-v.stop:
+		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		v.mu.Lock()
-		if v.status != "" && !v.midLine {
-			fmt.Fprintf(v.w, "\r\x1b[2K\x1b[2m%c %s…\x1b[0m", spinnerFrames[i%len(spinnerFrames)], v.status)
-			v.spinning = true
+		s.mu.Lock()
+		if s.status != "" && !s.midLine {
+			fmt.Fprintf(s.w, "\r\x1b[2K\x1b[2m%c %s…\x1b[0m", spinnerFrames[i%len(spinnerFrames)], s.status)
+			s.spinning = true
 		}
-		v.mu.Unlock()
+		s.mu.Unlock()
 	}
 }
 
-func (v *view) close() {
-	if v.stop != nil {
-		close(v.stop)
-		<-v.done
-		v.mu.Lock()
-		v.clearLocked()
-		v.mu.Unlock()
+func (s *screen) close() {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+		s.mu.Lock()
+		s.clearLocked()
+		s.mu.Unlock()
 	}
 }
 
 // clearLocked erases the spinner's line before something is printed.
-func (v *view) clearLocked() {
-	if v.spinning {
-		fmt.Fprint(v.w, "\r\x1b[2K")
-		v.spinning = false
+func (s *screen) clearLocked() {
+	if s.spinning {
+		fmt.Fprint(s.w, "\r\x1b[2K")
+		s.spinning = false
 	}
 }
 
-// printf prints a line of its own.
+// printf prints a line of its own (lines, if the text has several), each
+// starting with the view's label, but for --json's (JSON lines whose
+// objects say whose they are).
 func (v *view) printf(format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	if v.label != "" && !v.json {
+		text = v.label + " " + strings.ReplaceAll(text, "\n", "\n"+v.label+" ")
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.clearLocked()
@@ -99,13 +118,13 @@ func (v *view) printf(format string, args ...any) {
 		fmt.Fprintln(v.w)
 		v.midLine = false
 	}
-	fmt.Fprintf(v.w, format+"\n", args...)
+	fmt.Fprintln(v.w, text)
 }
 
-func (v *view) setStatus(s string) {
-	v.mu.Lock()
-	v.status = s
-	v.mu.Unlock()
+func (s *screen) setStatus(status string) {
+	s.mu.Lock()
+	s.status = status
+	s.mu.Unlock()
 }
 
 func (v *view) header(s string) {
@@ -122,13 +141,12 @@ func (v *view) header(s string) {
 // event shows one server event.
 func (v *view) event(ev protocol.Event) {
 	if v.json {
-		b, _ := json.Marshal(ev)
-		v.printf("%s", b)
+		v.printf("%s", v.eventJSON(ev))
 		return
 	}
 	switch ev := ev.(type) {
 	case *protocol.TextDeltaEvent:
-		if v.tty && ev.Type == protocol.EventOutputTextDelta {
+		if v.tty && v.label == "" && ev.Type == protocol.EventOutputTextDelta {
 			v.mu.Lock()
 			v.clearLocked()
 			fmt.Fprint(v.w, ev.Delta)
@@ -141,7 +159,7 @@ func (v *view) event(ev protocol.Event) {
 		}
 		switch it := ev.Item.(type) {
 		case *protocol.Message:
-			if !v.tty {
+			if !v.tty || v.label != "" {
 				v.printf("assistant: %s", messageText(it))
 			} else {
 				v.printf("")
@@ -174,6 +192,21 @@ func (v *view) event(ev protocol.Event) {
 			}
 		}
 	}
+}
+
+// eventJSON is ev as a JSON line. A branch's event names the branch's
+// lane, as it does on a WebSocket, where the lane is the label: on
+// WebTransport, where a stream is a lane, the server names none.
+func (v *view) eventJSON(ev protocol.Event) []byte {
+	h := protocol.Header(ev)
+	if h.StreamID != "" || v.label == "" {
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	h.StreamID = v.label
+	defer func() { h.StreamID = "" }()
+	b, _ := json.Marshal(ev)
+	return b
 }
 
 // openCalls counts the function calls a finished turn leaves to the client.
@@ -251,35 +284,37 @@ func size(n int) string {
 // summary ends the view: turns, calls, tokens, and where the time went.
 func (v *view) summary(mode clienttools.Mode, model, workdir string, res *clienttools.Result, err error) {
 	v.setStatus("")
-	var tools time.Duration
-	for _, t := range res.Turns {
-		tools += t.Tools
-	}
-	modelTime := time.Duration(res.Server.SampleMicros) * time.Microsecond
-	overhead := res.Elapsed - tools - modelTime
+	b := res.Breakdown()
 	status := "failed"
 	if res.Response != nil {
 		status = string(res.Response.Status)
 	}
 	if v.json {
-		b, _ := json.Marshal(map[string]any{
+		sum := map[string]any{
 			"type": "tether.summary", "mode": mode.String(), "model": model, "status": status, "error": errString(err),
 			"turns": len(res.Turns), "tool_calls": len(res.Calls), "usage": res.Usage, "elapsed_ms": res.Elapsed.Milliseconds(),
-			"model_ms": modelTime.Milliseconds(), "tools_ms": tools.Milliseconds(), "overhead_ms": overhead.Milliseconds(),
+			"model_ms": b.Model.Milliseconds(), "tools_ms": b.Tools.Milliseconds(), "overhead_ms": b.Overhead.Milliseconds(),
 			"reconnects": res.Reconnects, "workdir": workdir,
-		})
+		}
+		if v.label != "" {
+			sum["branch"] = v.label
+		}
+		b, _ := json.Marshal(sum)
 		v.printf("%s", b)
 		return
 	}
 	if err != nil {
 		v.printf("error: %v", err)
 	}
+	if v.label != "" {
+		v.printf("answer: %s", oneLine(res.Text(), 100))
+	}
 	v.printf("%s in %s (%s, %s): %d turns, %d tool calls", status, res.Elapsed.Round(time.Millisecond), mode, model, len(res.Turns), len(res.Calls))
 	v.printf("tokens: %d in (%d cached), %d out", res.Usage.InputTokens, res.Usage.InputTokensDetails.CachedTokens, res.Usage.OutputTokens)
-	if modelTime > 0 {
-		v.printf("time: model %s, tools %s, API overhead %s", modelTime.Round(time.Millisecond), tools.Round(time.Millisecond), overhead.Round(time.Millisecond))
+	if b.Model > 0 {
+		v.printf("time: model %s, tools %s, API overhead %s", b.Model.Round(time.Millisecond), b.Tools.Round(time.Millisecond), b.Overhead.Round(time.Millisecond))
 	} else {
-		v.printf("time: tools %s, model and API %s (the server reports no timings)", tools.Round(time.Millisecond), (res.Elapsed - tools).Round(time.Millisecond))
+		v.printf("time: tools %s, model and API %s (the server reports no timings)", b.Tools.Round(time.Millisecond), b.Overhead.Round(time.Millisecond))
 	}
 	v.printf("workdir: %s", workdir)
 }

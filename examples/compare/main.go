@@ -1,8 +1,10 @@
 // Compare runs the same agent task in the four designs and prints, for
-// each, what the rollout cost the client: wall time, time spent waiting on
-// client tools, turns (requests sent), client tool calls, bytes each way,
-// and time to first event (from sending a request to the first event that
-// answered it).
+// each, what the rollout cost the client: wall time, split into the
+// model's time (as the server reports it), time spent waiting on client
+// tools, and the rest, the API overhead (Result.Breakdown); turns
+// (requests sent), client tool calls, kilobytes each way, and time to
+// first event (from sending a request to the first event that answered
+// it).
 //
 // The model replay:calc-fix-12 replays a recorded coding-agent rollout of
 // 12 tool calls; the local tools (list_dir, read_file, grep, apply_patch,
@@ -29,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
@@ -62,7 +65,8 @@ func run(ctx context.Context, url, repo, model string) error {
 		return fmt.Errorf("-repo %s: not a directory", repo)
 	}
 	fmt.Printf("%s at %s, tools on copies of %s\n\n", model, url, repo)
-	fmt.Printf("%-10s %9s %9s %6s %6s %10s %10s %12s %12s\n", "mode", "wall", "tools", "turns", "calls", "sent", "received", "first event", "summed")
+	const row = "%-10s %9s %9s %9s %12s %6s %6s %10s %14s %12s %12s\n"
+	fmt.Printf(row, "mode", "wall", "model", "tools", "API overhead", "turns", "calls", "sent (kB)", "received (kB)", "first event", "summed")
 	warmUp(ctx, url)
 	for _, mode := range clienttools.Modes {
 		res, err := runMode(ctx, mode, url, repo, model)
@@ -70,19 +74,35 @@ func run(ctx context.Context, url, repo, model string) error {
 			return fmt.Errorf("%s: %w", mode, err)
 		}
 		var sent, received int
-		var tools, firstEvent time.Duration // summed over the turns
+		var firstEvent time.Duration // summed over the turns
 		for _, t := range res.Turns {
 			sent += t.BytesSent
 			received += t.BytesReceived
-			tools += t.Tools
 			firstEvent += t.FirstEvent
 		}
-		fmt.Printf("%-10s %9v %9v %6d %6d %10d %10d %12v %12v\n", mode, res.Elapsed.Round(time.Millisecond), tools.Round(time.Millisecond), len(res.Turns), len(res.Calls),
-			sent, received, res.Turns[0].FirstEvent.Round(time.Microsecond), firstEvent.Round(time.Microsecond))
+		b := res.Breakdown()
+		model, overhead := "-", "-" // the server reports no timings
+		if b.Model > 0 {
+			model, overhead = round(b.Model), round(b.Overhead)
+		}
+		fmt.Printf(row, mode, round(res.Elapsed), model, round(b.Tools), overhead, strconv.Itoa(len(res.Turns)), strconv.Itoa(len(res.Calls)),
+			kB(sent), kB(received), res.Turns[0].FirstEvent.Round(time.Microsecond), firstEvent.Round(time.Microsecond))
 	}
-	fmt.Println("\ntools: time waiting on client tools; first event: from sending the first request to its first event; summed: over every turn")
+	fmt.Println("\nmodel: the server's sampling time, as it reports it (- when it does not); tools: time waiting on client tools;\n" +
+		"API overhead: wall - model - tools; first event: from sending the first request to its first event; summed: over every turn")
 	return nil
 }
+
+// round rounds d to the millisecond, or to the microsecond below one.
+func round(d time.Duration) string {
+	if d < time.Millisecond && d > -time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// kB is n bytes in kilobytes, to the tenth.
+func kB(n int) string { return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) }
 
 // runMode runs the task in one mode with the tools acting on a fresh copy
 // of repo.
@@ -98,7 +118,7 @@ func runMode(ctx context.Context, mode clienttools.Mode, url, repo, model string
 	c := &clienttools.Client{BaseURL: url}
 	return c.Run(ctx, clienttools.Rollout{
 		Mode: mode,
-		Request: &protocol.CreateRequest{Model: model,
+		Request: &protocol.CreateRequest{Model: model, Include: []string{protocol.IncludeTimings},
 			Input: protocol.Items{protocol.UserMessage(task)}},
 		Funcs: (&clienttools.Tools{Dir: dir}).Funcs(),
 	})

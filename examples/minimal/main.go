@@ -1,10 +1,14 @@
 // Minimal runs one suspended rollout against tether with one local tool.
 //
-// The whole rollout is one response: the server pauses it each time the
-// model calls word_count (response.done, status requires_action), the
-// client kit runs the function here and answers with response.append, and
-// the same response goes on until the model answers. The scripted model
-// makes one call per "call: NAME {json}" line of the user message.
+// The whole rollout is one response: the server pauses it when the model
+// calls word_count (response.done, status requires_action), the client kit
+// runs the calls here and answers with response.append, and the same
+// response goes on until the model answers. The scripted model makes the
+// calls of each "call: NAME {json}" line of the user message in a step of
+// its own, and calls joined by " | " in one step: here, one call per
+// sentence, which the kit runs concurrently and answers with one append.
+// The scripted model's answer repeats the outputs it was given last: both
+// counts.
 //
 // Run a server in one shell and the example in another:
 //
@@ -48,8 +52,7 @@ var wordCount = clienttools.Func{
 }
 
 const task = `How many words are in each of these two sentences?
-call: word_count {"text":"The quick brown fox jumps over the lazy dog"}
-call: word_count {"text":"Suspended rollouts pause on client tools"}`
+call: word_count {"text":"The quick brown fox jumps over the lazy dog"} | word_count {"text":"Suspended rollouts pause on client tools"}`
 
 func main() {
 	url := flag.String("url", defaultURL(), "base URL of the server, as OpenAI clients take it")

@@ -17,6 +17,13 @@
 // machine answers slower), and the warm floor, the fastest of a few echoes
 // back to back.
 //
+// Against a server at a URL, whose model ablate cannot set, the first
+// mode's warm-up checks that the server paces its model at the timing the
+// run computes model time with: the server's own timing of each step (its
+// timings' first_token and sample) against the computed one. A clear
+// mismatch of the output rate, the TTFT or the prefill rate ends the run
+// with what the steps fit and what to pass.
+//
 // After each trial the in-process server's counters must show that the
 // mode took its own path (Trial.Paths): a full history every stateless
 // turn, a store load every chained one, a cache hit every WebSocket turn,

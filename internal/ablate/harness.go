@@ -25,8 +25,8 @@ import (
 type Config struct {
 	Workload Workload
 	Modes    []Design
-	// Speeds are the models' output tokens per second, one server (or, with
-	// URL, one pass) each; 0 is unpaced.
+	// Speeds are the models' output tokens per second, one server each; 0
+	// is unpaced. With URL, only one: the server's.
 	Speeds      []float64
 	TTFT        time.Duration
 	PrefillRate float64
@@ -41,8 +41,11 @@ type Config struct {
 	Reps  int
 	// URL targets a running server (its base URL, as OpenAI clients take
 	// it) instead of one started in-process. Its timing must be the one
-	// given here, or the model time ablate computes is wrong; its caches
-	// cannot be reset, so trials are kept apart by prompt_cache_key alone.
+	// given here, or the model time ablate computes is wrong: the first
+	// mode's warm-up checks it (checkTiming), and a run against a server
+	// whose model clearly runs at another fails with a *TimingError. Its
+	// caches cannot be reset, so trials are kept apart by prompt_cache_key
+	// alone.
 	URL    string
 	APIKey string
 	// WTURL is that server's WebTransport base URL (https://HOST:PORT/v1),
@@ -130,6 +133,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if len(cfg.Modes) == 0 || len(cfg.Speeds) == 0 || cfg.Reps < 1 || cfg.Workload.Tools == nil {
 		return nil, errors.New("ablate: a config needs modes, speeds, reps and a workload")
 	}
+	if cfg.URL != "" && len(cfg.Speeds) > 1 {
+		return nil, errors.New("ablate: a server at --url streams at one speed, its own: give --tps one value, the server's")
+	}
 	echo, err := startEcho(slices.ContainsFunc(cfg.Modes, Design.webTransport))
 	if err != nil {
 		return nil, err
@@ -151,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = warmUp(ctx, cfg, tg)
+		err = warmUp(ctx, cfg, tg, timing, run)
 		for rep := 0; rep < cfg.Reps && err == nil; rep++ {
 			for i := range cfg.Modes {
 				mode := cfg.Modes[(i+rep)%len(cfg.Modes)]
@@ -293,18 +299,32 @@ func (tg *target) client(cfg Config, d Design) *clienttools.Client {
 
 // warmUp runs a two-call scripted rollout in each mode, unmeasured, so that
 // the first trial does not pay for the process's first connections,
-// encodings and heap growth.
-func warmUp(ctx context.Context, cfg Config, tg *target) error {
+// encodings and heap growth. Against a URL, the first mode's rollout is the
+// timing probe, which checks that the server's model runs at timing
+// (checkTiming); its key is the run's own, so that its first step reads its
+// whole prompt uncached. The probe runs the scripted model: a server that
+// times its models apart (a config) is checked on that one.
+func warmUp(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, run string) error {
 	w, err := SyntheticWorkload(2, 1, 0, 64)
 	if err != nil {
 		return err
 	}
-	for _, mode := range cfg.Modes {
+	for i, mode := range cfg.Modes {
 		c := tg.client(cfg, mode)
-		key := "ablate-warm-up"
-		if _, err := c.Run(ctx, clienttools.Rollout{Mode: mode.Mode, Funcs: w.Tools(""),
-			Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}}); err != nil {
+		key, ro := "ablate-warm-up", w
+		probe := i == 0 && cfg.URL != ""
+		if probe {
+			key, ro = "ablate-"+run+"-probe", timingProbe()
+		}
+		res, err := c.Run(ctx, clienttools.Rollout{Mode: mode.Mode, Funcs: ro.Tools(""), Request: &protocol.CreateRequest{
+			Model: ro.Model, Input: userTask(ro.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}})
+		if err != nil {
 			return fmt.Errorf("ablate: warm-up in %s: %w", mode, err)
+		}
+		if probe {
+			if err := checkTiming(cfg.URL, timing, res.Turns); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -130,6 +130,38 @@ func SyntheticWorkload(calls, parallel int, latency time.Duration, outputBytes i
 	}, nil
 }
 
+// timingProbe is the rollout whose server timings checkTiming reads: two
+// calls, one a step, each step writing some 40 tokens (the calls'
+// arguments, then an answer that quotes the last output), so that a model
+// at another speed moves every step by milliseconds, past the noise of a
+// machine, at any speed up to a few thousand tokens a second. Its steps
+// read different numbers of uncached prompt tokens, which tells prefill
+// from the TTFT: some 300 (a task with a paragraph of context), 200 (the
+// first call's output) and 100 (the second's, which is short).
+func timingProbe() Workload {
+	var task strings.Builder
+	task.WriteString("Probe the service once per line below and report what it said.\n\n")
+	task.WriteString(filler(800) + "\n\n")
+	for n := range 2 {
+		fmt.Fprintf(&task, "call: probe {\"n\":%d,\"note\":%q}\n", n, filler(140))
+	}
+	outputs := []string{filler(800), filler(100)}
+	probe := clienttools.Func{
+		Name:        "probe",
+		Description: "Probe the service; returns what it said.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"note":{"type":"string"}},"required":["n"]}`),
+		Run: func(_ context.Context, args string) (string, error) {
+			var a struct{ N int }
+			if err := json.Unmarshal([]byte(args), &a); err != nil || a.N < 0 || a.N >= len(outputs) {
+				return "", fmt.Errorf("probe %s: no such probe", args)
+			}
+			return outputs[a.N], nil
+		},
+	}
+	return Workload{Name: "timing probe", Model: sampler.ScriptedModel, Task: task.String(),
+		Tools: func(string) []clienttools.Func { return []clienttools.Func{probe} }, Calls: 2}
+}
+
 // filler is n bytes of plain English-like text, which tokenizes like tool
 // output does (about four bytes a token), unlike a run of one letter.
 func filler(n int) string {
