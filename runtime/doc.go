@@ -102,6 +102,24 @@
 //     it is attached to; it takes no more outputs (an append is refused with
 //     response_not_suspended, a resume replays no pause); no window starts.
 //
+// # Durable rollouts
+//
+// With Options.Checkpoints (durable.go), a suspended rollout outlives its
+// server. At each pause, the rollout's state (pause.go's pauseState) and
+// the frames since its client last appended are written to the store
+// before the pause's response.done goes out: until the write is done the
+// frame waits in the replay log (suspension.holding), written by a
+// goroutine of its own, so the rollout's producer never waits on the store.
+// The rollout owns its checkpoint by an epoch (1 where it began); a
+// response.resume on a server that does not hold the rollout loads the
+// checkpoint under the connection's tenant and credentials, raises the epoch
+// (a compare-and-swap), rebuilds the loop parked at that pause under its own
+// id, without announcing the pause again (the first park of a rollout taken
+// over is silent: rollout.parkAnnounced), and replays what the client
+// missed. The server that held it finds out at its next checkpoint, fenced
+// out, and stops it without a frame more. A rollout that ends drops its
+// checkpoint, leaving its epoch, so a fenced server cannot write it again.
+//
 // # Locks
 //
 // No lock is held across anything that waits on a client: events are
