@@ -1,7 +1,3 @@
-// Package redisstore keeps a tether server's stored responses in Redis, so
-// that every server sharing the database continues any of them. It is an
-// optional layer: it implements runtime.Store (and runtime.ChainStore) and
-// brings go-redis, which package runtime does not import.
 package redisstore
 
 import (
@@ -22,8 +18,9 @@ import (
 // Store keeps store: true responses in Redis, where every tether
 // server that uses the same database reads them: a chain started on one
 // continues on another, over HTTP or after a WebSocket's cache miss, and a
-// response deleted on one is gone on all. Suspended rollouts and connection
-// caches stay in the process that holds them.
+// response deleted on one is gone on all. Connection caches stay in the
+// process that holds them. A Store is also a runtime.Checkpoints, which
+// keeps suspended rollouts' state at their pauses (checkpoints.go).
 //
 // Each response is one key, written whole in one SET (so it is visible
 // only once whole), with a TTL: tether:{tTENANT}:r:ID, its tenant hex-coded
@@ -36,8 +33,9 @@ import (
 // When Redis is down or slow, every operation fails within Timeout with
 // store_unavailable (503); the client reconnects by itself.
 type Store struct {
-	c    *redis.Client
-	opts Options
+	c       *redis.Client
+	opts    Options
+	scripts checkpointScripts
 }
 
 // Options tune a RedisStore; zero fields take the defaults.
@@ -75,7 +73,7 @@ func New(url string, opts Options) (*Store, error) {
 	// inside the operation's Timeout.
 	ro.MaxRetries = 1
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout/2, opts.Timeout/2, opts.Timeout/2, opts.Timeout/2
-	return &Store{c: redis.NewClient(ro), opts: opts}, nil
+	return &Store{c: redis.NewClient(ro), opts: opts, scripts: newCheckpointScripts()}, nil
 }
 
 // quietRedis makes go-redis's own log (process-wide: a dial that failed,
