@@ -180,6 +180,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
 	var store runtime.Store
+	var checkpoints runtime.Checkpoints // a shared store makes suspended rollouts durable
 	switch {
 	case *storeURL == "memory":
 	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"):
@@ -194,7 +195,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			// store: false traffic needs none.
 			log.Warn("the store does not answer yet", "store", redactURL(*storeURL), "err", err)
 		}
-		store = rs
+		store, checkpoints = rs, rs
 	default:
 		fmt.Fprintf(stderr, "tether: --store %q: want memory, or redis://HOST:PORT/DB\n", *storeURL)
 		return 2
@@ -205,7 +206,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	opts.Store, opts.Models, opts.Renderer = store, served, renderer
+	opts.Store, opts.Checkpoints, opts.Models, opts.Renderer = store, checkpoints, served, renderer
 	opts.HostedTools = []runtime.Tool{webSearch(*searxngURL, *searchCorpus)}
 	opts.MCP = mcp.NewClient(mcp.Options{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
 		MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()})

@@ -40,14 +40,14 @@ return 1`),
 		// KEYS[1] the checkpoint; ARGV the epoch read.
 		take: redis.NewScript(`
 local stored = redis.call('HGET', KEYS[1], 'epoch')
-if not stored then return -1 end
+if not stored or redis.call('HEXISTS', KEYS[1], 'data') == 0 then return -1 end
 if stored ~= ARGV[1] then return 0 end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 return 1`),
 		// KEYS[1] the checkpoint; ARGV the caller's epoch.
 		drop: redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[1], 'creds', 'data')
 return 1`),
 	}
 }
@@ -90,8 +90,8 @@ func (s *Store) Load(ctx context.Context, tenant, id, creds string) (*runtime.Ch
 	epoch, ok1 := vals[0].(string)
 	stored, ok2 := vals[1].(string)
 	data, ok3 := vals[2].(string)
-	if !ok1 && !ok2 && !ok3 {
-		return nil, runtime.ErrNoCheckpoint // expired, dropped or never saved
+	if !ok3 {
+		return nil, runtime.ErrNoCheckpoint // expired, dropped (its epoch kept) or never saved
 	}
 	if !ok1 || !ok2 || !ok3 {
 		return nil, fmt.Errorf("redisstore: the checkpoint of %s lacks a field", id)

@@ -91,8 +91,12 @@ func TestCheckpointKeyTTL(t *testing.T) {
 	if err := st.Drop(ctx, "t1", "resp_ttl", 2); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.c.Exists(ctx, key).Result(); err != nil || n != 0 {
-		t.Errorf("EXISTS %s after Drop: %d %v", key, n, err)
+	// Dropped, only the epoch is kept, until the TTL ends.
+	if fields, err := st.c.HKeys(ctx, key).Result(); err != nil || len(fields) != 1 || fields[0] != "epoch" {
+		t.Errorf("HKEYS %s after Drop: %v %v, want only its epoch", key, fields, err)
+	}
+	if d := pttl(time.Hour); d <= time.Minute {
+		t.Errorf("PTTL after Drop: %v, want the TTL kept", d)
 	}
 }
 

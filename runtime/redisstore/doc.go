@@ -14,6 +14,8 @@
 // refuses when the stored epoch (none is 0) is higher than the one it
 // writes at, else sets the three fields and the TTL; Take raises the epoch
 // by one (HINCRBY, which keeps the TTL) only when it is still the one the
-// caller read; Drop deletes the hash only when its epoch is the caller's.
+// caller read, and the checkpoint is not dropped; Drop, only when the epoch
+// is the caller's, deletes the credentials and the data and keeps the epoch
+// until the TTL ends, so that a server fenced out cannot write it again.
 // Load is one HMGET, its credentials compared here.
 package redisstore
