@@ -211,12 +211,12 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if ps.Lane != ln.id {
 		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
 	}
-	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
-		return errorFrame(sess.takeoverError(j.id, err), ln.id)
-	}
-	ro, perr := sess.srv.restore(ps, ln.id)
+	ro, perr := sess.srv.restore(ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
 	if perr != nil {
 		return errorFrame(perr, ln.id)
+	}
+	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
+		return errorFrame(sess.takeoverError(j.id, err), ln.id)
 	}
 	ro.moved = true
 	ro.path.Transport = sess.transport

@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/redisstore"
+	"github.com/tether-run/tether/sampler"
 )
 
 // pauseSteps is the number of one-call steps of each benchmarked rollout.
@@ -28,131 +32,173 @@ const pauseSteps = 16
 // the context, so the context is the same for every pause. From the
 // rollouts' timings: rendered-tok/pause and render-us/pause are what the
 // server tokenized per pause, cached-tok/rollout the context it reused.
+//
+// checkpoints= is where each pause is checkpointed (durable.go): none, in
+// memory, or in a real redis-server (fsync on every write, as
+// internal/redistest runs it), each written before the pause goes out.
+// checkpoint-bytes/pause is its size.
 func BenchmarkPauseResume(b *testing.B) {
 	r := renderer(b)
 	for _, n := range []int{1_000, 100_000} {
-		b.Run(fmt.Sprintf("context=%dk", n/1000), func(b *testing.B) {
-			h := newHarness(b, runtime.Options{Renderer: r})
-			c := h.dial(b, nil)
-			c.send(b, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "base", "input": history(b, r, n)}))
-			base := c.untilTerminal(b)
-			baseID := respID(b, last(base))
-			if in := decodeEv(b, last(base)).Response.Usage.InputTokens; in < n {
-				b.Fatalf("context of %d tokens, want %d", in, n)
+		for _, where := range []string{"none", "memory", "redis"} {
+			b.Run(fmt.Sprintf("context=%dk/checkpoints=%s", n/1000, where), func(b *testing.B) {
+				benchmarkPauseResume(b, r, n, where)
+			})
+		}
+	}
+}
+
+func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string) {
+	opts := runtime.Options{Renderer: r}
+	var sizes *sizedCheckpoints
+	switch where {
+	case "memory":
+		sizes = &sizedCheckpoints{Checkpoints: runtime.NewMemoryCheckpoints()}
+	case "redis":
+		st, err := redisstore.New(redistest.Start(b).URL(), redisstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		sizes = &sizedCheckpoints{Checkpoints: st}
+	}
+	if sizes != nil {
+		opts.Checkpoints = sizes
+	}
+	h := newHarness(b, opts)
+	c := h.dial(b, nil)
+	c.send(b, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "base", "input": history(b, r, n)}))
+	base := c.untilTerminal(b)
+	baseID := respID(b, last(base))
+	if in := decodeEv(b, last(base)).Response.Usage.InputTokens; in < n {
+		b.Fatalf("context of %d tokens, want %d", in, n)
+	}
+	var steps [][]dcall
+	for i := range pauseSteps {
+		steps = append(steps, []dcall{{"read_file", fmt.Sprintf(`{"path":"pkg/config/file%d.go"}`, i)}})
+	}
+	start, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
+		"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{protocol.IncludeTimings}}))
+	ctx := context.Background()
+	// The client reads only what it needs: the event type, from the
+	// frame's head, and the pending call_id, the last in a pause
+	// (required_action ends the response object). The figures are
+	// then the server's work and the loopback I/O.
+	read := func() ([]byte, string) {
+		_, data, err := c.c.Read(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		head, ok := bytes.CutPrefix(data, []byte(`{"type":"`))
+		end := bytes.IndexByte(head, '"')
+		if !ok || end < 0 {
+			b.Fatalf("frame %.80s", data)
+		}
+		return data, string(head[:end])
+	}
+	untilPause := func() ([]byte, string) {
+		for {
+			if data, typ := read(); typ == "response.done" || isEnd(typ) || typ == "error" {
+				return data, typ
 			}
-			var steps [][]dcall
-			for i := range pauseSteps {
-				steps = append(steps, []dcall{{"read_file", fmt.Sprintf(`{"path":"pkg/config/file%d.go"}`, i)}})
+		}
+	}
+	respIDOf := func(done []byte) string {
+		e := decodeEv(b, done)
+		return e.Response.ID
+	}
+	var id string
+	var tm protocol.Timings // summed over the rollouts
+	rollouts := 0
+	appendFrame := func(done []byte) []byte {
+		const key = `"call_id":"`
+		i := bytes.LastIndex(done, []byte(key))
+		callID, _, _ := bytes.Cut(done[i+len(key):], []byte(`"`))
+		f, _ := json.Marshal(appendEv(id, "work", fco(string(callID), "package config\n\nfunc parse() {}\n")))
+		return f
+	}
+	// A rollout starts paused on its first step; the append that
+	// completes it is not measured.
+	begin := func() []byte {
+		if err := c.c.Write(ctx, websocket.MessageText, start); err != nil {
+			b.Fatal(err)
+		}
+		done, typ := untilPause()
+		if typ != "response.done" {
+			b.Fatalf("rollout began with %s", done)
+		}
+		id = respIDOf(done)
+		return done
+	}
+	finish := func(done []byte) {
+		typ := "response.done"
+		for typ == "response.done" {
+			if err := c.c.Write(ctx, websocket.MessageText, appendFrame(done)); err != nil {
+				b.Fatal(err)
 			}
-			start, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
-				"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{protocol.IncludeTimings}}))
-			ctx := context.Background()
-			// The client reads only what it needs: the event type, from the
-			// frame's head, and the pending call_id, the last in a pause
-			// (required_action ends the response object). The figures are
-			// then the server's work and the loopback I/O.
-			read := func() ([]byte, string) {
-				_, data, err := c.c.Read(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				head, ok := bytes.CutPrefix(data, []byte(`{"type":"`))
-				end := bytes.IndexByte(head, '"')
-				if !ok || end < 0 {
-					b.Fatalf("frame %.80s", data)
-				}
-				return data, string(head[:end])
-			}
-			untilPause := func() ([]byte, string) {
-				for {
-					if data, typ := read(); typ == "response.done" || isEnd(typ) || typ == "error" {
-						return data, typ
-					}
-				}
-			}
-			respIDOf := func(done []byte) string {
-				e := decodeEv(b, done)
-				return e.Response.ID
-			}
-			var id string
-			var tm protocol.Timings // summed over the rollouts
-			rollouts := 0
-			appendFrame := func(done []byte) []byte {
-				const key = `"call_id":"`
-				i := bytes.LastIndex(done, []byte(key))
-				callID, _, _ := bytes.Cut(done[i+len(key):], []byte(`"`))
-				f, _ := json.Marshal(appendEv(id, "work", fco(string(callID), "package config\n\nfunc parse() {}\n")))
-				return f
-			}
-			// A rollout starts paused on its first step; the append that
-			// completes it is not measured.
-			begin := func() []byte {
-				if err := c.c.Write(ctx, websocket.MessageText, start); err != nil {
-					b.Fatal(err)
-				}
-				done, typ := untilPause()
-				if typ != "response.done" {
-					b.Fatalf("rollout began with %s", done)
-				}
-				id = respIDOf(done)
-				return done
-			}
-			finish := func(done []byte) {
-				typ := "response.done"
-				for typ == "response.done" {
-					if err := c.c.Write(ctx, websocket.MessageText, appendFrame(done)); err != nil {
-						b.Fatal(err)
-					}
-					done, typ = untilPause()
-				}
-				if typ != "response.completed" {
-					b.Fatalf("rollout ended with %s", done)
-				}
-				var end struct {
-					Response struct{ Timings protocol.Timings }
-				}
-				if err := json.Unmarshal(done, &end); err != nil {
-					b.Fatal(err)
-				}
-				tm.RenderedTokens += end.Response.Timings.RenderedTokens
-				tm.CachedTokens += end.Response.Timings.CachedTokens
-				tm.RenderMicros += end.Response.Timings.RenderMicros
-				rollouts++
-			}
-			pause := begin()
-			left := pauseSteps - 1
-			var resume time.Duration
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				if left == 0 {
-					b.StopTimer()
-					finish(pause)
-					pause, left = begin(), pauseSteps-1
-					b.StartTimer()
-				}
-				t0 := time.Now()
-				if err := c.c.Write(ctx, websocket.MessageText, appendFrame(pause)); err != nil {
-					b.Fatal(err)
-				}
-				if _, typ := read(); typ != "response.in_progress" {
-					b.Fatalf("resumed with %s", typ)
-				}
-				resume += time.Since(t0)
-				var typ string
-				if pause, typ = untilPause(); typ != "response.done" {
-					b.Fatalf("step ended with %s", pause)
-				}
-				left--
-			}
-			b.ReportMetric(float64(resume.Nanoseconds())/float64(b.N), "resume-ns/op")
+			done, typ = untilPause()
+		}
+		if typ != "response.completed" {
+			b.Fatalf("rollout ended with %s", done)
+		}
+		var end struct {
+			Response struct{ Timings protocol.Timings }
+		}
+		if err := json.Unmarshal(done, &end); err != nil {
+			b.Fatal(err)
+		}
+		tm.RenderedTokens += end.Response.Timings.RenderedTokens
+		tm.CachedTokens += end.Response.Timings.CachedTokens
+		tm.RenderMicros += end.Response.Timings.RenderMicros
+		rollouts++
+	}
+	pause := begin()
+	left := pauseSteps - 1
+	var resume time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if left == 0 {
 			b.StopTimer()
 			finish(pause)
-			// What the server tokenized per pause (the rollout's own items,
-			// its script included) against what it reused from the cache.
-			b.ReportMetric(float64(tm.RenderedTokens)/float64(rollouts*pauseSteps), "rendered-tok/pause")
-			b.ReportMetric(float64(tm.RenderMicros)/float64(rollouts*pauseSteps), "render-us/pause")
-			b.ReportMetric(float64(tm.CachedTokens)/float64(rollouts), "cached-tok/rollout")
-		})
+			pause, left = begin(), pauseSteps-1
+			b.StartTimer()
+		}
+		t0 := time.Now()
+		if err := c.c.Write(ctx, websocket.MessageText, appendFrame(pause)); err != nil {
+			b.Fatal(err)
+		}
+		if _, typ := read(); typ != "response.in_progress" {
+			b.Fatalf("resumed with %s", typ)
+		}
+		resume += time.Since(t0)
+		var typ string
+		if pause, typ = untilPause(); typ != "response.done" {
+			b.Fatalf("step ended with %s", pause)
+		}
+		left--
 	}
+	b.ReportMetric(float64(resume.Nanoseconds())/float64(b.N), "resume-ns/op")
+	b.StopTimer()
+	finish(pause)
+	// What the server tokenized per pause (the rollout's own items,
+	// its script included) against what it reused from the cache.
+	b.ReportMetric(float64(tm.RenderedTokens)/float64(rollouts*pauseSteps), "rendered-tok/pause")
+	b.ReportMetric(float64(tm.RenderMicros)/float64(rollouts*pauseSteps), "render-us/pause")
+	b.ReportMetric(float64(tm.CachedTokens)/float64(rollouts), "cached-tok/rollout")
+	if sizes != nil {
+		b.ReportMetric(float64(sizes.bytes.Load())/float64(sizes.saves.Load()), "checkpoint-bytes/pause")
+	}
+}
+
+// sizedCheckpoints counts the checkpoints saved and their bytes.
+type sizedCheckpoints struct {
+	runtime.Checkpoints
+	saves, bytes atomic.Int64
+}
+
+func (s *sizedCheckpoints) Save(ctx context.Context, cp *runtime.Checkpoint, ttl time.Duration) error {
+	s.saves.Add(1)
+	s.bytes.Add(int64(len(cp.Data)))
+	return s.Checkpoints.Save(ctx, cp, ttl)
 }
