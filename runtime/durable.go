@@ -135,7 +135,7 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	case err != nil:
 		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
 	default:
-		sp.checkpointed = true
+		sp.checkpointed, sp.durablePause = true, true
 	}
 	if sp.sess == nil || sp.replaying {
 		return // a resuming connection replays them
@@ -162,7 +162,7 @@ var errFenced = errors.New("runtime: the rollout was taken over by another serve
 // dropCheckpoint deletes the checkpoint of a rollout that has ended.
 func (sp *suspension) dropCheckpointLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.checkpointed || sp.fenced {
+	if cps == nil || !sp.checkpointed || sp.fenced || sp.handedOver {
 		return
 	}
 	tenant, epoch := sp.ro.tenant, sp.epoch
@@ -272,4 +272,41 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 	sp.parkLocked()
 	sp.mu.Unlock()
 	r.srv.notify()
+}
+
+// errHandedOver ends, on this server, a rollout handed over at Shutdown.
+var errHandedOver = errors.New("runtime: the rollout was handed over for another server to resume")
+
+// handOver releases, at Shutdown, the rollouts parked at a pause that is in
+// the store: each ends here without a frame more, its checkpoint kept, and
+// its client, whose connection closes with 1012 (service restart), resumes
+// it on any server that shares the store. It returns their rollouts, which
+// Shutdown does not fail.
+func (s *Server) handOver() map[*rollout]bool {
+	if s.opts.Checkpoints == nil {
+		return nil
+	}
+	handed := map[*rollout]bool{}
+	for _, sp := range s.suspended.all() {
+		if sp.handOver() {
+			handed[sp.ro] = true
+		}
+	}
+	return handed
+}
+
+func (sp *suspension) handOver() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.state != suspParked || !sp.durablePause || sp.fenced {
+		return false
+	}
+	sp.handedOver = true
+	sp.stopTimerLocked()
+	if sp.expiry != nil {
+		sp.expiry.Stop()
+		sp.expiry = nil
+	}
+	sp.ro.abort(errHandedOver)
+	return true
 }

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -144,4 +146,63 @@ func sameRollout(t *testing.T, got, want []byte) {
 	if !bytes.Equal(gj, wj) || g.Response.Status != "completed" {
 		t.Fatalf("the moved rollout ended with\n%s\nwant, as never moved,\n%s", gj, wj)
 	}
+}
+
+// TestDurableHandover: at Shutdown, a server with checkpoints hands its
+// parked rollouts over instead of failing them: their clients get no
+// response.failed, their connections close with 1012 (service restart),
+// and each resumes on another server that shares the store and runs to its
+// end. A rollout running (not parked) when the drain is over still fails.
+func TestDurableHandover(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		a := newPipeHarness(t, durableOptions(cps))
+		b := newPipeHarness(t, durableOptions(cps))
+		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		events := c1.next(t)
+		pause := last(events)
+		id := respID(t, pause)
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		shut := make(chan error, 1)
+		go func() { shut <- a.srv.Shutdown(ctx) }()
+		for {
+			f, err := c1.read(t, ctx)
+			if err != nil {
+				if status := websocket.CloseStatus(err); status != websocket.StatusServiceRestart {
+					t.Fatalf("A closed the connection with %v (%v), want 1012", status, err)
+				}
+				break
+			}
+			t.Fatalf("A sent %s while handing its rollout over", f)
+		}
+		if err := <-shut; err != nil {
+			t.Fatal(err)
+		}
+
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = *decodeEv(t, pause).Seq
+		c2.send(t, resume)
+		if again := c2.recv(t); !bytes.Equal(again, pause) {
+			t.Fatalf("B's resume sent %s, want the pending pause", again)
+		}
+		for p := pause; ; {
+			c2.send(t, appendEv(id, "", outputsFor(t, p)...))
+			evs := c2.next(t)
+			events = append(events, evs...)
+			if p = last(evs); eventType(t, p) != "response.done" {
+				break
+			}
+		}
+		checkStreamInvariants(t, events)
+		if end := decodeEv(t, last(events)); end.Type != "response.completed" {
+			t.Fatalf("the handed-over rollout ended with %s", last(events))
+		}
+	})
 }

@@ -17,11 +17,15 @@ var errShuttingDown = errors.New("runtime: the server is shutting down")
 //     those queued on a lane too;
 //     the responses running get Timeouts.Drain to finish (tool outputs that
 //     clients append meanwhile are taken: their rollouts run on).
-//  2. What still runs or waits, parked or detached, fails with
-//     server_shutting_down: a response.failed (an error event on SSE
-//     streams cut later than that) for every client that is connected.
+//  2. With Options.Checkpoints, a suspended rollout parked at a pause that
+//     is in the store is handed over: it ends here without a frame more,
+//     its checkpoint kept, for its client to resume on another server
+//     (durable.go). What else still runs or waits, parked or detached,
+//     fails with server_shutting_down: a response.failed (an error event on
+//     SSE streams cut later than that) for every client that is connected.
 //  3. Every WebSocket session writes what it has queued, then its close
-//     frame (1001), and waits for the client's.
+//     frame (1001; 1012, service restart, with Options.Checkpoints: resume
+//     elsewhere), and waits for the client's.
 //
 // Shutdown returns when every goroutine of the server's has ended, or when
 // ctx does. Call it before http.Server.Shutdown, which neither waits for
@@ -32,10 +36,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.drain(ctx)
+	handed := s.handOver()
 	s.mu.Lock()
 	s.aborting = true
 	for r := range s.rollouts {
-		r.abort(errShuttingDown)
+		if !handed[r] {
+			r.abort(errShuttingDown)
+		}
 	}
 	s.mu.Unlock()
 	for _, sp := range s.suspended.close() {
@@ -163,6 +170,11 @@ func (sess *session) goAway(ctx context.Context) {
 	select {
 	case <-sess.writerDone:
 	case <-ctx.Done():
+	}
+	if sess.srv.opts.Checkpoints != nil {
+		// Its suspended rollouts are in the store: resume them elsewhere.
+		sess.stop(CloseServiceRestart, "server restarting: resume elsewhere")
+		return
 	}
 	sess.stop(CloseGoingAway, "server shutting down")
 }

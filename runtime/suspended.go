@@ -75,6 +75,17 @@ func (set *suspendedSet) lookup(id string) *suspension {
 	return set.byID[id]
 }
 
+// all are the suspended rollouts listed.
+func (set *suspendedSet) all() []*suspension {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	sps := make([]*suspension, 0, len(set.byID))
+	for _, sp := range set.byID {
+		sps = append(sps, sp)
+	}
+	return sps
+}
+
 // parked are the rollouts of the suspensions parked on their clients.
 func (set *suspendedSet) parked() []*rollout {
 	set.mu.Lock()

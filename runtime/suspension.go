@@ -70,7 +70,9 @@ type suspension struct {
 	epoch        uint64        // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
 	holding      bool          // the pause's checkpoint is being written: its response.done waits in the log
 	checkpointed bool          // a checkpoint of it is in the store
+	durablePause bool          // the pause it is parked at is that checkpoint: Shutdown may hand it over
 	fenced       bool          // another server took it over: it sends nothing more
+	handedOver   bool          // released at Shutdown to whichever server its client resumes on: it sends nothing more
 	announced    bool          // taken over at a pause its response.done announced already: its first park is silent
 	parkedCh     chan struct{} // closed when it parks, for a takeover waiting to replay its pause
 
@@ -415,7 +417,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 	sp.stopTimerLocked()
 	sp.conv = conv
 	sp.dropCheckpointLocked()
-	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.fenced {
+	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.fenced && !sp.handedOver {
 		// It ended without a terminal event for a reason the client can be
 		// told (a panic, a replay log overflow while detached; not a
 		// shutdown or an expired resume window): the connection that

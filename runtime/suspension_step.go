@@ -94,8 +94,8 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.fenced {
-		return nil // another server owns it now
+	if sp.fenced || sp.handedOver {
+		return nil // another server owns it now, or will
 	}
 	switch protocol.Type(ev) {
 	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
@@ -250,6 +250,7 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	}
 	if sp.left == 0 {
 		close(sp.answer)
+		sp.durablePause = false // the store has the pause, not the outputs
 		sp.decideLocked(evAnswered, nil, "", "")
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before

@@ -65,6 +65,10 @@ const (
 	CloseGoingAway CloseStatus = 1001 // the server is shutting down
 	ClosePolicy    CloseStatus = 1008 // the client was too slow, or a lane was refused
 	CloseTooBig    CloseStatus = 1009 // a frame past Limits.MaxFrame
+	// CloseServiceRestart: the server is shutting down, and its suspended
+	// rollouts are in a shared store (Options.Checkpoints): a client
+	// resumes them on another server.
+	CloseServiceRestart CloseStatus = 1012
 )
 
 // Connection is one client connection of a transport whose lanes are
