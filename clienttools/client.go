@@ -65,6 +65,13 @@ type Client struct {
 	// BaseURL is the API base as OpenAI clients take it: http://HOST:PORT/v1.
 	// The WebSocket endpoint is derived from it.
 	BaseURL string
+	// Fallbacks are the bases of other servers that share BaseURL's store
+	// (tether serve --store redis://…, where suspended rollouts are
+	// durable): a suspended rollout whose connection drops, or closes
+	// with 1012 as its server restarts, is resumed on the next of them
+	// (BaseURL among them, in turn), first on the one after the server it
+	// was on.
+	Fallbacks []string
 	// APIKey is sent as a bearer token when set.
 	APIKey string
 	// HTTPClient makes the HTTP requests and WebSocket handshakes; nil is

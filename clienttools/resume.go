@@ -31,6 +31,7 @@ type resumingConn struct {
 	pause  int                   // the pause's sequence_number
 
 	reconnects int // connections dialed after the first
+	at         int // the server it is on: 0 is BaseURL, then Fallbacks
 }
 
 func (c *Client) dialResuming(ctx context.Context) (*resumingConn, error) {
@@ -115,16 +116,17 @@ func (rc *resumingConn) next(ctx context.Context) (protocol.Event, frameCost, er
 }
 
 // resume dials again, with bounded backoff, and asks for the events after
-// the last one seen.
+// the last one seen: on the same server, or with Fallbacks on the next.
 func (rc *resumingConn) resume(ctx context.Context) error {
 	wait := reconnectFirst
 	var err error
-	for range reconnectAttempts {
+	for attempt := range reconnectAttempts {
+		at, c := rc.server(attempt)
 		var nc conn
-		if nc, err = rc.c.dial(ctx); err == nil {
+		if nc, err = c.dial(ctx); err == nil {
 			after := rc.last
 			if _, err = nc.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after}); err == nil {
-				rc.conn = nc
+				rc.conn, rc.at = nc, at
 				rc.reconnects++
 				return nil
 			}
@@ -140,4 +142,20 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 		wait = min(2*wait, reconnectMax)
 	}
 	return fmt.Errorf("resume %s after %d attempts: %w", rc.id, reconnectAttempts, err)
+}
+
+// server is the server a resume's attempt dials: without Fallbacks the one
+// it was on; with them, each attempt the next in turn after that one.
+func (rc *resumingConn) server(attempt int) (int, *Client) {
+	n := 1 + len(rc.c.Fallbacks)
+	if n == 1 {
+		return 0, rc.c
+	}
+	at := (rc.at + 1 + attempt) % n
+	if at == 0 {
+		return 0, rc.c
+	}
+	c := *rc.c
+	c.BaseURL = rc.c.Fallbacks[at-1]
+	return at, &c
 }

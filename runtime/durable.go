@@ -310,3 +310,12 @@ func (sp *suspension) handOver() bool {
 	sp.ro.abort(errHandedOver)
 	return true
 }
+
+// handingOver reports whether the server, shutting down with checkpoints,
+// has handed its parked rollouts over: what their clients send now is
+// answered on the server they resume on.
+func (s *Server) handingOver() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aborting && s.opts.Checkpoints != nil
+}

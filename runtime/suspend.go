@@ -81,6 +81,12 @@ func (sess *session) running(id string) (*lane, *rollout, *suspension) {
 // appendOutputs handles response.append: tool outputs (and steering
 // messages) for a suspended response of this connection.
 func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
+	if sess.srv.handingOver() {
+		// Its rollout is handed over, or failed: the connection closes
+		// with 1012 and the client, resuming elsewhere, gets the pause
+		// again and appends again.
+		return nil
+	}
 	switch _, ro, sp := sess.running(ev.ResponseID); {
 	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)

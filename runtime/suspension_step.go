@@ -192,6 +192,9 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	if sp.handedOver {
+		return nil // it is resumed elsewhere, where its pause is replayed and answered again
+	}
 	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
 		return perr
 	}
