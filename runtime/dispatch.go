@@ -35,28 +35,30 @@ func (r *rollout) toolFor(c *protocol.Call) Tool {
 }
 
 // startItem is the in-progress output item of a call: a function_call or a
-// custom_tool_call for the client, the hosted tool's own item type otherwise.
-func startItem(c *stepCall) protocol.Item {
+// custom_tool_call for the client, the hosted tool's own item type otherwise,
+// at output index (its id drawn from it: outputID).
+func (r *rollout) startItem(c *stepCall, index int) protocol.Item {
+	id := func(prefix string) string { return outputID(r.resp.ID, prefix, index) }
 	switch t := c.tool.(type) {
 	case *mcpServer:
-		c.call.ID = newID("mcp")
+		c.call.ID = id("mcp")
 		return &protocol.MCPCall{ID: c.call.ID, ServerLabel: c.call.Namespace, Name: c.call.Name, Status: protocol.StatusInProgress}
 	case approvedCall:
-		c.call.ID = newID("mcp")
+		c.call.ID = id("mcp")
 		return &protocol.MCPCall{ID: c.call.ID, ServerLabel: c.call.Namespace, Name: c.call.Name, Arguments: c.call.Input,
 			ApprovalRequestID: &t.request, Status: protocol.StatusInProgress}
 	}
 	switch {
 	case c.tool.Definition().Type == protocol.ToolWebSearch:
-		c.call.ID = newID("ws")
+		c.call.ID = id("ws")
 		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
 	case c.call.Type == protocol.ItemMCPApprovalRequest:
 		// The request's id is the call_id its approval names.
-		c.call.ID = newID("mcpr")
+		c.call.ID = id("mcpr")
 		c.call.CallID = c.call.ID
 		return protocol.ItemOf(c.call, "")
 	}
-	c.call.ID = newID(idPrefixes[c.call.Type])
+	c.call.ID = id(idPrefixes[c.call.Type])
 	return protocol.ItemOf(c.call, protocol.StatusInProgress)
 }
 

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -16,6 +18,19 @@ func newID(prefix string) string {
 	copy(out, prefix)
 	out[len(prefix)] = '_'
 	hex.Encode(out[len(prefix)+1:], b[:])
+	return string(out)
+}
+
+// outputID is the id of the response's output item at index, of the kind
+// prefix names: drawn from the response's id, so that a step run again
+// (a rollout taken over from its checkpoint mid-step) names its items as
+// the first run did, and as unguessable as the response id.
+func outputID(respID, prefix string, index int) string {
+	sum := sha256.Sum256([]byte(respID + "/" + prefix + "/" + strconv.Itoa(index)))
+	out := make([]byte, len(prefix)+1+48)
+	copy(out, prefix)
+	out[len(prefix)] = '_'
+	hex.Encode(out[len(prefix)+1:], sum[:24])
 	return string(out)
 }
 

@@ -545,7 +545,7 @@ func (r *rollout) runApproved(ctx context.Context) error {
 	r.calls = r.calls[:0]
 	for _, c := range calls {
 		idx := len(r.resp.Output)
-		item := startItem(c)
+		item := r.startItem(c, idx)
 		c.index, c.pos, c.toolFinishes = idx, len(r.items), true
 		r.emitCallStart(idx, item)
 		r.emit(&protocol.MCPArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDone}, ItemID: c.call.ID, OutputIndex: idx, Arguments: c.call.Input})

@@ -16,7 +16,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 	idx := len(r.resp.Output)
 	switch d.Kind {
 	case sampler.TextStart:
-		msg := &protocol.Message{ID: newID("msg"), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
+		msg := &protocol.Message{ID: outputID(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
 		r.open = msg
 		r.openText.Reset()
 		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: msg})
@@ -59,7 +59,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		call.call = c
 		r.openCall = call
 		r.openText.Reset()
-		item := startItem(call)
+		item := r.startItem(call, idx)
 		r.open = item
 		r.emitCallStart(idx, item)
 	case sampler.ArgsDelta:
