@@ -41,6 +41,9 @@ type checkpointData struct {
 	Version int               `json:"version"`
 	Pause   json.RawMessage   `json:"pause"` // a pauseState, as decodePause reads it
 	Frames  []checkpointFrame `json:"frames"`
+	// Answer is what the client appended at the pause, once it answered
+	// every pending call: the loop went on from there.
+	Answer json.RawMessage `json:"answer,omitempty"`
 }
 
 type checkpointFrame struct {
@@ -48,40 +51,52 @@ type checkpointFrame struct {
 	Event json.RawMessage `json:"event"`
 }
 
-func encodeCheckpoint(ps *pauseState, frames []frame) ([]byte, error) {
+func encodeCheckpoint(ps *pauseState, frames []frame, answer protocol.Items) ([]byte, error) {
 	pause, err := protocol.Marshal(ps)
 	if err != nil {
 		return nil, err
 	}
 	d := checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames))}
+	if answer != nil {
+		if d.Answer, err = protocol.Marshal(answer); err != nil {
+			return nil, err
+		}
+	}
 	for i, f := range frames {
 		d.Frames[i] = checkpointFrame{Seq: f.seq, Event: f.b}
 	}
 	return json.Marshal(d)
 }
 
-// decodeCheckpoint reads back what encodeCheckpoint wrote: the pause, and
-// its frames, the last of them its response.done.
-func decodeCheckpoint(b []byte) (*pauseState, []frame, error) {
+// decodeCheckpoint reads back what encodeCheckpoint wrote: the pause, its
+// frames, the last of them its response.done, and its answer if any.
+func decodeCheckpoint(b []byte) (*pauseState, []frame, protocol.Items, error) {
 	var d checkpointData
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if d.Version != checkpointVersion || len(d.Frames) == 0 {
-		return nil, nil, errPauseUnreadable(d.Version)
+		return nil, nil, nil, errPauseUnreadable(d.Version)
 	}
 	ps, err := decodePause(d.Pause)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	frames := make([]frame, len(d.Frames))
 	for i, f := range d.Frames {
 		if i > 0 && f.Seq <= frames[i-1].seq || f.Seq >= ps.Seq {
-			return nil, nil, errPauseUnreadable(d.Version)
+			return nil, nil, nil, errPauseUnreadable(d.Version)
 		}
 		frames[i] = frame{seq: f.Seq, b: f.Event}
 	}
-	return ps, frames, nil
+	var answer protocol.Items
+	if len(d.Answer) > 0 {
+		var perr *protocol.Error
+		if answer, perr = protocol.DecodeItems(d.Answer, "answer"); perr != nil {
+			return nil, nil, nil, perr
+		}
+	}
+	return ps, frames, answer, nil
 }
 
 // checkpointTTL is how long a checkpoint is kept: a pause's whole timeout,
@@ -107,9 +122,45 @@ func (sp *suspension) checkpointLocked(done frame) {
 	}
 	ps.Creds, ps.Answered = sp.creds, maps.Clone(sp.answered)
 	frames := append(slices.Clip(sp.log), done)
-	sp.holding = true
+	sp.holding, sp.lastPause, sp.lastFrames = true, ps, frames
 	sp.srv.wg.Add(1)
 	go sp.writeCheckpoint(cps, ps, frames, sp.epoch)
+}
+
+// checkpointAnswerLocked starts writing the checkpoint of the pause's
+// answer, when the pause is durable: the pause, and every item the client
+// appended at it. The loop goes on (answer is closed) once it is written,
+// so that a server that dies mid-step leaves the step's start in the store,
+// for the next to run again; a store that fails lets the loop go on all
+// the same. It reports whether it did; the caller holds the suspension's
+// lock and has the last pending call's output.
+func (sp *suspension) checkpointAnswerLocked() bool {
+	cps := sp.srv.opts.Checkpoints
+	if cps == nil || !sp.durablePause || sp.fenced || sp.lastPause == nil {
+		return false
+	}
+	ps, frames, answer, done, epoch := sp.lastPause, sp.lastFrames, slices.Clone(sp.appended), sp.answer, sp.epoch
+	sp.srv.wg.Add(1)
+	go func() {
+		defer sp.srv.wg.Done()
+		data, err := encodeCheckpoint(ps, frames, answer)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+			err = cps.Save(ctx, &Checkpoint{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
+			cancel()
+		}
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		switch {
+		case errors.Is(err, ErrFenced):
+			sp.fenceLocked() // the loop, aborted, stops parking
+			return
+		case err != nil:
+			sp.srv.log.Warn("answer not checkpointed", "response_id", sp.id, "err", err)
+		}
+		close(done)
+	}()
+	return true
 }
 
 // writeCheckpoint writes the checkpoint, then lets the frames held for it go
@@ -119,7 +170,7 @@ func (sp *suspension) checkpointLocked(done frame) {
 // more for its client.
 func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []frame, epoch uint64) {
 	defer sp.srv.wg.Done()
-	data, err := encodeCheckpoint(ps, frames)
+	data, err := encodeCheckpoint(ps, frames, nil)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 		err = cps.Save(ctx, &Checkpoint{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
@@ -203,7 +254,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if err != nil {
 		return errorFrame(sess.takeoverError(j.id, err), ln.id)
 	}
-	ps, frames, err := decodeCheckpoint(cp.Data)
+	ps, frames, answer, err := decodeCheckpoint(cp.Data)
 	if err != nil || ps.Tenant != sess.tenant || ps.Creds != sess.creds || ps.Response.ID != j.id {
 		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
 		return errorFrame(errResumeNotFound(j.id), ln.id)
@@ -229,9 +280,20 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	parked := make(chan struct{})
 	sp.mu.Lock()
 	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
-	sp.log, sp.lastDone, sp.paused, sp.replaying = frames, &frames[len(frames)-1], true, true
-	for _, f := range frames {
-		sp.logBytes += len(f.b)
+	sp.lastPause, sp.lastFrames, sp.paused, sp.replaying = ps, frames, true, true
+	from := frames[len(frames)-1].seq // the pause
+	if answer != nil {
+		// Answered: the client saw the pause; the step runs again from its
+		// start, and the client gets what it has not seen of it.
+		sp.preAnswered = answer
+	} else {
+		sp.log, sp.lastDone = frames, &frames[len(frames)-1]
+		for _, f := range frames {
+			sp.logBytes += len(f.b)
+		}
+	}
+	if j.after != nil {
+		from = *j.after
 	}
 	sp.mu.Unlock()
 	sess.setRunning(ln, nil, sp)
@@ -239,10 +301,6 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	select { // it parks at once: its step's pause was announced already
 	case <-parked:
 	case <-sp.done:
-	}
-	from := sp.lastDone.seq
-	if j.after != nil {
-		from = *j.after
 	}
 	sp.replay(sess.ctx, sess, from)
 	return sess.follow(ln, sp, gone, nil)
@@ -270,6 +328,15 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
 	sp.mu.Lock()
 	sp.parkLocked()
+	if items := sp.preAnswered; items != nil {
+		sp.preAnswered = nil
+		if perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
+			sp.srv.log.Warn("checkpointed answer refused", "response_id", sp.id, "err", perr)
+			sp.ro.abort(perr)
+		}
+	}
+	close(sp.parkedCh)
+	sp.parkedCh = nil
 	sp.mu.Unlock()
 	r.srv.notify()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // durableOptions are two servers' options sharing one checkpoint store.
@@ -204,5 +206,75 @@ func TestDurableHandover(t *testing.T) {
 		if end := decodeEv(t, last(events)); end.Type != "response.completed" {
 			t.Fatalf("the handed-over rollout ended with %s", last(events))
 		}
+	})
+}
+
+// hangAfter is a model that hangs (until its context ends) from its
+// (n+1)th step on: a server stuck, or dying, in the middle of a step.
+type hangAfter struct {
+	runtime.Sampler
+	mu sync.Mutex
+	n  int
+}
+
+func (h *hangAfter) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	h.mu.Lock()
+	h.n--
+	hang := h.n < 0
+	h.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return sampler.Result{}, ctx.Err()
+	}
+	return h.Sampler.Sample(ctx, req, emit)
+}
+
+// TestDurableMidStep: a server that stops in the middle of a step, after
+// its client's append was accepted (the client has seen the step begin),
+// leaves the pause and its answer in the store; the rollout resumed on
+// another server runs the step again from its start, and the client gets
+// only what it has not seen, the same items as a rollout never moved.
+func TestDurableMidStep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		r := renderer(t)
+		hung := durableOptions(cps)
+		hung.Renderer = r
+		hung.Models = map[string]runtime.Sampler{sampler.ScriptedModel: &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}}
+		a := newPipeHarness(t, hung)
+		b := newPipeHarness(t, durableOptions(cps))
+		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		want, _ := driveSuspended(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), maps.Clone(body))
+
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+		events = append(events, c1.next(t)...)
+		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+		resumed := c1.recv(t) // the step begins: the answer is in the store
+		if eventType(t, resumed) != "response.in_progress" {
+			t.Fatalf("after the append: %s", resumed)
+		}
+		events = append(events, resumed)
+		synctest.Wait() // A's model hangs in the step
+		c1.drop()
+
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = *decodeEv(t, resumed).Seq
+		c2.send(t, resume)
+		for {
+			evs := c2.next(t)
+			events = append(events, evs...)
+			if eventType(t, last(evs)) != "response.done" {
+				break
+			}
+			c2.send(t, appendEv(id, "", outputsFor(t, last(evs))...))
+		}
+		checkStreamInvariants(t, events)
+		sameRollout(t, last(events), last(want))
 	})
 }

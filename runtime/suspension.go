@@ -74,6 +74,10 @@ type suspension struct {
 	fenced       bool          // another server took it over: it sends nothing more
 	handedOver   bool          // released at Shutdown to whichever server its client resumes on: it sends nothing more
 	announced    bool          // taken over at a pause its response.done announced already: its first park is silent
+	lastPause    *pauseState   // the pause last checkpointed, with frames, for the checkpoint of its answer
+	lastFrames   []frame
+	appended     protocol.Items // what the client appended at the current pause
+	preAnswered  protocol.Items // taken over with the pause answered: the items its first park takes
 	parkedCh     chan struct{} // closed when it parks, for a takeover waiting to replay its pause
 
 	// What run left, once it has returned; guarded by mu.

@@ -28,6 +28,7 @@ func (sp *suspension) beginStep(calls []protocol.Call) {
 		}
 	}
 	sp.outputs, sp.answer = make(map[string]protocol.Item, len(calls)), make(chan struct{})
+	sp.appended = nil
 	if sp.answered == nil {
 		sp.answered = make(map[string]int)
 	}
@@ -154,10 +155,6 @@ func (sp *suspension) parkLocked() {
 	}
 	sp.pauses++
 	sp.srv.obs.Paused()
-	if sp.parkedCh != nil {
-		close(sp.parkedCh)
-		sp.parkedCh = nil
-	}
 	pause := sp.pauses
 	sp.timer = time.AfterFunc(sp.srv.opts.Suspension.Timeout, func() { sp.timeout(pause) })
 }
@@ -198,6 +195,14 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
 		return perr
 	}
+	return sp.takeLocked(items)
+}
+
+// takeLocked takes an append's items for the parked step, all or none:
+// outputs for its pending calls and steering messages. The moment the last
+// pending call has its output the rollout runs again; when its pause is
+// durable, once the store has the outputs too (durable.go).
+func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 	seen := map[string]bool{}
 	var steering protocol.Items
 	for i, it := range items {
@@ -251,9 +256,14 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 		sp.left--
 		sp.outputs[callID] = it
 	}
+	if sp.srv.opts.Checkpoints != nil {
+		sp.appended = append(sp.appended, items...) // for the checkpoint of the pause's answer
+	}
 	if sp.left == 0 {
-		close(sp.answer)
-		sp.durablePause = false // the store has the pause, not the outputs
+		if !sp.checkpointAnswerLocked() {
+			close(sp.answer)
+		}
+		sp.durablePause, sp.appended = false, nil
 		sp.decideLocked(evAnswered, nil, "", "")
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
