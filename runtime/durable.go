@@ -295,6 +295,9 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if j.after != nil {
 		from = *j.after
 	}
+	if answer != nil {
+		sp.sent = from // the step runs again: what the client has of it is not sent twice
+	}
 	sp.mu.Unlock()
 	sess.setRunning(ln, nil, sp)
 	sp.start()

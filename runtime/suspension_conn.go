@@ -72,7 +72,8 @@ func (sp *suspension) attach(sess *session, after *int) (gone <-chan struct{}, f
 // replay sends sess what its client has not seen, from the log: the pending
 // response.done first when the rollout is parked on it (the client may have
 // seen it and still needs it again, to know what to append), then every
-// frame after from. It runs on the resuming lane's worker, with flow control
+// frame after from. A pause whose checkpoint is being written, and what
+// follows it, are not replayed: the write sends them. It runs on the resuming lane's worker, with flow control
 // and no lock held across a send; frames the rollout makes meanwhile wait in
 // the log, so they follow in order.
 func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
@@ -89,12 +90,17 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 		}
 		withDone = false
 		for _, f := range sp.log {
+			if sp.holding && f.seq >= sp.lastDone.seq {
+				break // the pause waits for its checkpoint, and what follows it for the pause
+			}
 			if f.seq > from {
 				batch = append(batch, f.b)
 				from = f.seq
 			}
 		}
 		if len(batch) == 0 {
+			// Caught up; a pause held for its checkpoint goes out once
+			// written (writeCheckpoint), as the client reads live.
 			sp.replaying = false
 			sp.mu.Unlock()
 			sp.ro.flushDelta() // what it merged while the client was away

@@ -121,6 +121,9 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	}
 	sp.log = append(sp.log, f)
 	sp.logBytes += len(b)
+	if f.seq <= sp.sent {
+		return nil // its client has it: a step run again after a takeover
+	}
 	if sp.sess != nil && !sp.replaying && !sp.holding && sp.sess.send(b, acct) == nil {
 		sp.sent = f.seq
 		for sp.logBytes > maxDetachedBytes && len(sp.log) > 1 { // sent long ago: beyond replay

@@ -110,74 +110,132 @@ func outputs(pause map[string]any) []any {
 
 func seqOf(ev map[string]any) int { return int(ev["sequence_number"].(float64)) }
 
-// TestDurableKill: rollouts parked on server A, which is killed (SIGKILL),
-// are each resumed on server B, which shares A's Redis: each completes with
-// the same output as the same rollout never interrupted, and every event
+// readUntil reads until an event of type typ, appending to ro.
+func (ro *wsRollout) readUntil(ctx context.Context, t *testing.T, c *websocket.Conn, typ string) {
+	t.Helper()
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("rollout %s: %v", ro.id, err)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		ro.events, ro.raw = append(ro.events, ev), append(ro.raw, b)
+		if ev["type"] == typ {
+			return
+		}
+	}
+}
+
+// TestDurableKill: rollouts on server A, which is killed (SIGKILL), are
+// each resumed on server B, which shares A's Redis: each completes with the
+// same output as the same rollout never interrupted, and every event
 // reaches its client exactly once (the pending pause, which a resume
-// repeats, aside). Real processes, a real redis-server.
+// repeats, aside). Parked: 200 rollouts parked on their second step.
+// Mid-step: 20 rollouts killed in their third step, after the append that
+// answered the second pause was accepted (each client has seen the step
+// begin; A's model is still reading the large output appended, at 1,000
+// prompt tokens a second), which B runs again. Real processes, a real
+// redis-server.
 func TestDurableKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two tether serve processes and a redis-server: not in -short")
 	}
 	t.Parallel()
-	redis := redistest.Start(t)
-	a := startServeProcess(t, "--store", redis.URL())
-	b := startServeProcess(t, "--store", redis.URL())
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	create := map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript}
-
-	// The same rollout, never interrupted.
-	var want wsRollout
-	{
-		c := dialWS(ctx, t, b.base)
-		sendJSON(ctx, t, c, create)
-		for ev := want.untilPause(ctx, t, c); ev["type"] == "response.done"; ev = want.untilPause(ctx, t, c) {
-			sendJSON(ctx, t, c, map[string]any{"type": "response.append", "response_id": want.id, "input": outputs(ev)})
-		}
-		c.CloseNow()
-	}
-
-	const n = 200
-	ros := make([]*wsRollout, n)
-	for i := range ros {
-		ro := &wsRollout{}
-		c := dialWS(ctx, t, a.base)
-		sendJSON(ctx, t, c, create)
-		pause := ro.untilPause(ctx, t, c)
-		sendJSON(ctx, t, c, map[string]any{"type": "response.append", "response_id": ro.id, "input": outputs(pause)})
-		ro.untilPause(ctx, t, c) // parked on its second step
-		ros[i] = ro
-		defer c.CloseNow()
-	}
-	if err := a.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	a.cmd.Wait()
-
-	for _, ro := range ros {
-		seen := len(ro.raw)
-		pending := ro.raw[seen-1]
-		c := dialWS(ctx, t, b.base)
-		sendJSON(ctx, t, c, map[string]any{"type": "response.resume", "response_id": ro.id, "sequence_number": seqOf(ro.events[seen-1])})
-		pause := ro.untilPause(ctx, t, c)
-		if !bytes.Equal(ro.raw[len(ro.raw)-1], pending) {
-			t.Fatalf("rollout %s: B's resume sent %s, want the pending pause A sent", ro.id, ro.raw[len(ro.raw)-1])
-		}
-		// The repeated pause aside, the events are one stream.
-		ro.events, ro.raw = ro.events[:seen], ro.raw[:seen]
-		for ev := pause; ev["type"] == "response.done"; ev = ro.untilPause(ctx, t, c) {
-			sendJSON(ctx, t, c, map[string]any{"type": "response.append", "response_id": ro.id, "input": outputs(ev)})
-		}
-		c.CloseNow()
-		for i, ev := range ro.events {
-			if seqOf(ev) != i {
-				t.Fatalf("rollout %s: event %d has sequence_number %d: %s", ro.id, i, seqOf(ev), ro.raw[i])
+	// A large tool output: some 20,000 tokens, 20 s of reading at 1,000 a second.
+	large := strings.Repeat("the parser reads a token and looks one ahead; ", 2000)
+	for _, tc := range []struct {
+		name    string
+		n       int
+		aArgs   []string
+		midStep bool
+	}{
+		{name: "parked", n: 200},
+		{name: "mid-step", n: 20, aArgs: []string{"--prefill-rate", "1000"}, midStep: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			redis := redistest.Start(t)
+			a := startServeProcess(t, append([]string{"--store", redis.URL()}, tc.aArgs...)...)
+			b := startServeProcess(t, "--store", redis.URL())
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			create := map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript}
+			answer := func(ro *wsRollout, c *websocket.Conn, pause map[string]any, step int) {
+				outs := outputs(pause)
+				if tc.midStep && step == 2 {
+					outs[0].(map[string]any)["output"] = large
+				}
+				sendJSON(ctx, t, c, map[string]any{"type": "response.append", "response_id": ro.id, "input": outs})
 			}
-		}
-		if got, want := endSummary(ro.events[len(ro.events)-1]), endSummary(want.events[len(want.events)-1]); got != want {
-			t.Fatalf("rollout %s ended\n%s\nwant, as never interrupted,\n%s", ro.id, got, want)
-		}
+
+			// The same rollout, never interrupted.
+			var want wsRollout
+			{
+				c := dialWS(ctx, t, b.base)
+				sendJSON(ctx, t, c, create)
+				step := 1
+				for ev := want.untilPause(ctx, t, c); ev["type"] == "response.done"; ev = want.untilPause(ctx, t, c) {
+					answer(&want, c, ev, step)
+					step++
+				}
+				c.CloseNow()
+			}
+
+			ros := make([]*wsRollout, tc.n)
+			for i := range ros {
+				ro := &wsRollout{}
+				c := dialWS(ctx, t, a.base)
+				defer c.CloseNow()
+				sendJSON(ctx, t, c, create)
+				answer(ro, c, ro.untilPause(ctx, t, c), 1)
+				pause := ro.untilPause(ctx, t, c) // parked on its second step
+				if tc.midStep {
+					answer(ro, c, pause, 2)
+					ro.readUntil(ctx, t, c, "response.in_progress") // the third step begins: its start is in the store
+				}
+				ros[i] = ro
+			}
+			if err := a.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			a.cmd.Wait()
+
+			for _, ro := range ros {
+				seen := len(ro.raw)
+				c := dialWS(ctx, t, b.base)
+				sendJSON(ctx, t, c, map[string]any{"type": "response.resume", "response_id": ro.id, "sequence_number": seqOf(ro.events[seen-1])})
+				pause := ro.untilPause(ctx, t, c)
+				step := 3
+				if !tc.midStep {
+					if pending := ro.raw[seen-1]; !bytes.Equal(ro.raw[len(ro.raw)-1], pending) {
+						t.Fatalf("rollout %s: B's resume sent %s, want the pending pause A sent", ro.id, ro.raw[len(ro.raw)-1])
+					}
+					// The repeated pause aside, the events are one stream.
+					ro.events, ro.raw = ro.events[:seen], ro.raw[:seen]
+					step = 2
+				}
+				for ev := pause; ev["type"] == "response.done"; ev = ro.untilPause(ctx, t, c) {
+					answer(ro, c, ev, step)
+					step++
+				}
+				c.CloseNow()
+				for i, ev := range ro.events {
+					if seqOf(ev) != i {
+						var types []string
+						for _, e := range ro.events {
+							types = append(types, fmt.Sprintf("%v:%v", e["sequence_number"], e["type"]))
+						}
+						t.Fatalf("rollout %s: event %d has sequence_number %d: %.300s\n%v", ro.id, i, seqOf(ev), ro.raw[i], types)
+					}
+				}
+				if got, want := endSummary(ro.events[len(ro.events)-1]), endSummary(want.events[len(want.events)-1]); got != want {
+					t.Fatalf("rollout %s ended\n%s\nwant, as never interrupted,\n%s", ro.id, got, want)
+				}
+			}
+		})
 	}
 }
 
