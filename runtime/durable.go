@@ -51,52 +51,71 @@ type checkpointFrame struct {
 	Event json.RawMessage `json:"event"`
 }
 
-func encodeCheckpoint(ps *pauseState, frames []frame, answer protocol.Items) ([]byte, error) {
+// newCheckpoint is the checkpoint of the pause ps, whose frames are those
+// since the last append: its pause encoded once, for the checkpoint of its
+// answer too.
+func newCheckpoint(ps *pauseState, frames []frame) (*checkpointData, error) {
 	pause, err := protocol.Marshal(ps)
 	if err != nil {
 		return nil, err
 	}
-	d := checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames))}
+	d := &checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames))}
+	for i, f := range frames {
+		d.Frames[i] = checkpointFrame{Seq: f.seq, Event: f.b}
+	}
+	return d, nil
+}
+
+// encode writes the checkpoint out, with the pause's answer when there is
+// one.
+func (d checkpointData) encode(answer protocol.Items) ([]byte, error) {
 	if answer != nil {
+		var err error
 		if d.Answer, err = protocol.Marshal(answer); err != nil {
 			return nil, err
 		}
 	}
-	for i, f := range frames {
-		d.Frames[i] = checkpointFrame{Seq: f.seq, Event: f.b}
-	}
 	return json.Marshal(d)
 }
 
-// decodeCheckpoint reads back what encodeCheckpoint wrote: the pause, its
-// frames, the last of them its response.done, and its answer if any.
-func decodeCheckpoint(b []byte) (*pauseState, []frame, protocol.Items, error) {
+// loadedCheckpoint is a checkpoint read back: the pause, its frames, the
+// last of them its response.done, and its answer if any.
+type loadedCheckpoint struct {
+	data   *checkpointData // as written, without the answer
+	pause  *pauseState
+	frames []frame
+	answer protocol.Items
+}
+
+// decodeCheckpoint reads back what checkpointData.encode wrote.
+func decodeCheckpoint(b []byte) (*loadedCheckpoint, error) {
 	var d checkpointData
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if d.Version != checkpointVersion || len(d.Frames) == 0 {
-		return nil, nil, nil, errPauseUnreadable(d.Version)
+		return nil, errPauseUnreadable(d.Version)
 	}
 	ps, err := decodePause(d.Pause)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	frames := make([]frame, len(d.Frames))
+	lc := &loadedCheckpoint{pause: ps, frames: make([]frame, len(d.Frames))}
 	for i, f := range d.Frames {
-		if i > 0 && f.Seq <= frames[i-1].seq || f.Seq >= ps.Seq {
-			return nil, nil, nil, errPauseUnreadable(d.Version)
+		if i > 0 && f.Seq <= lc.frames[i-1].seq || f.Seq >= ps.Seq {
+			return nil, errPauseUnreadable(d.Version)
 		}
-		frames[i] = frame{seq: f.Seq, b: f.Event}
+		lc.frames[i] = frame{seq: f.Seq, b: f.Event}
 	}
-	var answer protocol.Items
 	if len(d.Answer) > 0 {
 		var perr *protocol.Error
-		if answer, perr = protocol.DecodeItems(d.Answer, "answer"); perr != nil {
-			return nil, nil, nil, perr
+		if lc.answer, perr = protocol.DecodeItems(d.Answer, "answer"); perr != nil {
+			return nil, perr
 		}
 	}
-	return ps, frames, answer, nil
+	d.Answer = nil
+	lc.data = &d
+	return lc, nil
 }
 
 // checkpointTTL is how long a checkpoint is kept: a pause's whole timeout,
@@ -122,7 +141,7 @@ func (sp *suspension) checkpointLocked(done frame) {
 	}
 	ps.Creds, ps.Answered = sp.creds, maps.Clone(sp.answered)
 	frames := append(slices.Clip(sp.log), done)
-	sp.holding, sp.lastPause, sp.lastFrames = true, ps, frames
+	sp.holding = true
 	sp.srv.wg.Add(1)
 	go sp.writeCheckpoint(cps, ps, frames, sp.epoch)
 }
@@ -136,17 +155,17 @@ func (sp *suspension) checkpointLocked(done frame) {
 // lock and has the last pending call's output.
 func (sp *suspension) checkpointAnswerLocked() bool {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.durablePause || sp.fenced || sp.lastPause == nil {
+	if cps == nil || !sp.durablePause || sp.fenced || sp.lastCheckpoint == nil {
 		return false
 	}
-	ps, frames, answer, done, epoch := sp.lastPause, sp.lastFrames, slices.Clone(sp.appended), sp.answer, sp.epoch
+	d, answer, done, epoch, tenant := *sp.lastCheckpoint, slices.Clone(sp.appended), sp.answer, sp.epoch, sp.ro.tenant
 	sp.srv.wg.Add(1)
 	go func() {
 		defer sp.srv.wg.Done()
-		data, err := encodeCheckpoint(ps, frames, answer)
+		data, err := d.encode(answer)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-			err = cps.Save(ctx, &Checkpoint{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
+			err = cps.Save(ctx, &Checkpoint{Tenant: tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
 			cancel()
 		}
 		sp.mu.Lock()
@@ -170,7 +189,11 @@ func (sp *suspension) checkpointAnswerLocked() bool {
 // more for its client.
 func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []frame, epoch uint64) {
 	defer sp.srv.wg.Done()
-	data, err := encodeCheckpoint(ps, frames, nil)
+	d, err := newCheckpoint(ps, frames)
+	var data []byte
+	if err == nil {
+		data, err = d.encode(nil)
+	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 		err = cps.Save(ctx, &Checkpoint{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
@@ -186,7 +209,7 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	case err != nil:
 		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
 	default:
-		sp.checkpointed, sp.durablePause = true, true
+		sp.checkpointed, sp.durablePause, sp.lastCheckpoint = true, true, d
 	}
 	if sp.sess == nil || sp.replaying {
 		return // a resuming connection replays them
@@ -254,11 +277,12 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if err != nil {
 		return errorFrame(sess.takeoverError(j.id, err), ln.id)
 	}
-	ps, frames, answer, err := decodeCheckpoint(cp.Data)
-	if err != nil || ps.Tenant != sess.tenant || ps.Creds != sess.creds || ps.Response.ID != j.id {
+	lc, err := decodeCheckpoint(cp.Data)
+	if err != nil || lc.pause.Tenant != sess.tenant || lc.pause.Creds != sess.creds || lc.pause.Response.ID != j.id {
 		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
 		return errorFrame(errResumeNotFound(j.id), ln.id)
 	}
+	ps, frames, answer := lc.pause, lc.frames, lc.answer
 	if ps.Lane != ln.id {
 		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
 	}
@@ -280,7 +304,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	parked := make(chan struct{})
 	sp.mu.Lock()
 	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
-	sp.lastPause, sp.lastFrames, sp.paused, sp.replaying = ps, frames, true, true
+	sp.lastCheckpoint, sp.paused, sp.replaying = lc.data, true, true
 	from := frames[len(frames)-1].seq // the pause
 	if answer != nil {
 		// Answered: the client saw the pause; the step runs again from its

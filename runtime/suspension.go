@@ -67,18 +67,17 @@ type suspension struct {
 	replaying bool   // a resuming connection is catching up from the log; new frames wait there
 
 	// Durability (durable.go), guarded by mu.
-	epoch        uint64      // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
-	holding      bool        // the pause's checkpoint is being written: its response.done waits in the log
-	checkpointed bool        // a checkpoint of it is in the store
-	durablePause bool        // the pause it is parked at is that checkpoint: Shutdown may hand it over
-	fenced       bool        // another server took it over: it sends nothing more
-	handedOver   bool        // released at Shutdown to whichever server its client resumes on: it sends nothing more
-	announced    bool        // taken over at a pause its response.done announced already: its first park is silent
-	lastPause    *pauseState // the pause last checkpointed, with frames, for the checkpoint of its answer
-	lastFrames   []frame
-	appended     protocol.Items // what the client appended at the current pause
-	preAnswered  protocol.Items // taken over with the pause answered: the items its first park takes
-	parkedCh     chan struct{}  // closed when it parks, for a takeover waiting to replay its pause
+	epoch          uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
+	holding        bool            // the pause's checkpoint is being written: its response.done waits in the log
+	checkpointed   bool            // a checkpoint of it is in the store
+	durablePause   bool            // the pause it is parked at is that checkpoint: Shutdown may hand it over
+	fenced         bool            // another server took it over: it sends nothing more
+	handedOver     bool            // released at Shutdown to whichever server its client resumes on: it sends nothing more
+	announced      bool            // taken over at a pause its response.done announced already: its first park is silent
+	lastCheckpoint *checkpointData // the pause last checkpointed, for the checkpoint of its answer
+	appended       protocol.Items  // what the client appended at the current pause
+	preAnswered    protocol.Items  // taken over with the pause answered: the items its first park takes
+	parkedCh       chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
 
 	// What run left, once it has returned; guarded by mu.
 	terminal []byte // the terminal frame, held for the connection that settles the rollout
