@@ -8,18 +8,22 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tether-run/tether/internal/redistest"
 )
 
-// serveProcess is a tether serve process the test may kill.
+// serveProcess is a tether serve process the test may kill, stop and
+// continue, and whose log it may wait on.
 type serveProcess struct {
 	base string
 	cmd  *exec.Cmd
+	logs chan string // its log's lines, as it writes them
 }
 
 func startServeProcess(t *testing.T, args ...string) *serveProcess {
@@ -29,18 +33,46 @@ func startServeProcess(t *testing.T, args ...string) *serveProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := &serveProcess{cmd: cmd, logs: make(chan string, 4096)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case p.logs <- sc.Text():
+			default: // nobody waits on this line
+			}
+		}
+	}()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	base, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
 	if err != nil || !ok {
-		t.Fatalf("tether serve %v: %q %v\n%s", args, line, err, stderr.String())
+		t.Fatalf("tether serve %v: %q %v", args, line, err)
 	}
-	return &serveProcess{base: base, cmd: cmd}
+	p.base = base
+	return p
+}
+
+// waitLog waits for a line of the process's log that contains s.
+func (p *serveProcess) waitLog(ctx context.Context, t *testing.T, s string) {
+	t.Helper()
+	for {
+		select {
+		case line := <-p.logs:
+			if strings.Contains(line, s) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %q in the server's log", s)
+		}
+	}
 }
 
 // durableScript is a rollout of three steps, each parked on client calls.
@@ -256,4 +288,70 @@ func endSummary(end map[string]any) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// TestDurableFencing: server A is stopped (SIGSTOP) while its client's
+// rollout, parked, is taken over and finished on server B; continued
+// (SIGCONT), A takes the append its client had sent it, finds at its
+// checkpoint that B owns the rollout, and stops it: A writes nothing more
+// to the rollout's state in Redis and sends its client nothing more for
+// it. Real processes, a real redis-server.
+func TestDurableFencing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two tether serve processes and a redis-server: not in -short")
+	}
+	t.Parallel()
+	rd := redistest.Start(t)
+	a := startServeProcess(t, "--store", rd.URL())
+	b := startServeProcess(t, "--store", rd.URL())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	var onA wsRollout
+	c1 := dialWS(ctx, t, a.base)
+	defer c1.CloseNow()
+	sendJSON(ctx, t, c1, map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript})
+	pause := onA.untilPause(ctx, t, c1)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The client gives up on A (it does not answer) and resumes on B.
+	sendJSON(ctx, t, c1, map[string]any{"type": "response.append", "response_id": onA.id, "input": outputs(pause)})
+	onB := wsRollout{id: onA.id}
+	c2 := dialWS(ctx, t, b.base)
+	sendJSON(ctx, t, c2, map[string]any{"type": "response.resume", "response_id": onA.id, "sequence_number": seqOf(pause)})
+	for ev := onB.untilPause(ctx, t, c2); ev["type"] == "response.done"; ev = onB.untilPause(ctx, t, c2) {
+		sendJSON(ctx, t, c2, map[string]any{"type": "response.append", "response_id": onA.id, "input": outputs(ev)})
+	}
+	c2.CloseNow()
+	if end := onB.events[len(onB.events)-1]; end["type"] != "response.completed" {
+		t.Fatalf("on B the rollout ended with %v", end["type"])
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	a.waitLog(ctx, t, "taken over by another server")
+	// Nothing came for the rollout: the next frame is the answer to a bad
+	// event sent now.
+	sendJSON(ctx, t, c1, map[string]any{"type": "response.nothing"})
+	_, f, err := c1.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev map[string]any
+	if json.Unmarshal(f, &ev); ev["type"] != "error" {
+		t.Fatalf("A sent %s after it lost the rollout", f)
+	}
+	// In Redis, the rollout's checkpoint is B's ended one: its epoch, 2,
+	// and nothing else.
+	st := redis.NewClient(&redis.Options{Addr: rd.Addr()})
+	defer st.Close()
+	keys, err := st.Keys(ctx, "tether:{r:"+onA.id+"}:cp:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("checkpoint keys %v %v", keys, err)
+	}
+	if h, err := st.HGetAll(ctx, keys[0]).Result(); err != nil || len(h) != 1 || h["epoch"] != "2" {
+		t.Fatalf("the checkpoint after A continued: %v %v, want only epoch 2", h, err)
+	}
 }
