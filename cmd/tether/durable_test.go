@@ -315,6 +315,11 @@ func TestDurableFencing(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// Stopped once waitpid says so (the signal is only queued by then).
+	var status syscall.WaitStatus
+	if _, err := syscall.Wait4(a.cmd.Process.Pid, &status, syscall.WUNTRACED, nil); err != nil || !status.Stopped() {
+		t.Fatalf("A did not stop: %v %v", status, err)
+	}
 	// The client gives up on A (it does not answer) and resumes on B.
 	sendJSON(ctx, t, c1, map[string]any{"type": "response.append", "response_id": onA.id, "input": outputs(pause)})
 	onB := wsRollout{id: onA.id}
