@@ -47,9 +47,17 @@ func tetherBinary(t *testing.T) string {
 // output.
 func tether(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// Built first: on a cold machine the race-enabled build alone takes
+	// minutes, which a timeout started before it spent (TestServeTraces
+	// failed so from a fresh clone). The run then gets what the test
+	// binary's deadline leaves, less room to report.
+	bin := tetherBinary(t)
+	ctx, cancel := t.Context(), context.CancelFunc(func() {})
+	if d, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
+	}
 	defer cancel()
-	cmd := exec.CommandContext(ctx, tetherBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -51,6 +51,9 @@ func TestMatchTiming(t *testing.T) {
 			s.first += 30 * ms
 		}
 	}
+	loaded := func(i int, s *stepTiming) { // an unpaced server's work stretched: 10-13 ms a step, as measured from a fresh clone's tests
+		s.first, s.sample = 4*ms, time.Duration(10+i)*ms
+	}
 	for _, tc := range []struct {
 		name         string
 		srv, assumed sampler.Timing
@@ -62,6 +65,7 @@ func TestMatchTiming(t *testing.T) {
 		{name: "same, a stalled step", srv: tps(1000), assumed: tps(1000), noise: []func(int, *stepTiming){stall}},
 		{name: "same, late first tokens", srv: tps(1000), assumed: tps(1000), noise: []func(int, *stepTiming){lateFirsts}},
 		{name: "same, unpaced", srv: tps(0), assumed: tps(0)},
+		{name: "same, unpaced on a loaded machine", srv: tps(0), assumed: tps(0), noise: []func(int, *stepTiming){loaded}},
 		{name: "same, every knob", srv: sampler.Timing{TPS: 200, TTFT: 20 * ms, PrefillRate: 20000}, assumed: sampler.Timing{TPS: 200, TTFT: 20 * ms, PrefillRate: 20000}},
 		{name: "slower", srv: tps(200), assumed: tps(1000), noise: []func(int, *stepTiming){stall},
 			want: "the server at URL streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000); ", measured: tps(200)},
