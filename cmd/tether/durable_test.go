@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,6 +108,13 @@ func sendJSON(ctx context.Context, t *testing.T, c *websocket.Conn, v any) {
 // untilPause reads until a pause or the end, appending to ro.
 func (ro *wsRollout) untilPause(ctx context.Context, t *testing.T, c *websocket.Conn) map[string]any {
 	t.Helper()
+	return ro.readUntil(ctx, t, c, "response.done", "response.completed", "response.failed", "response.cancelled", "response.incomplete")
+}
+
+// readUntil reads until an event of one of types, appending to ro, and
+// returns it; an error event fails the test.
+func (ro *wsRollout) readUntil(ctx context.Context, t *testing.T, c *websocket.Conn, types ...string) map[string]any {
+	t.Helper()
 	for {
 		_, b, err := c.Read(ctx)
 		if err != nil {
@@ -122,7 +130,8 @@ func (ro *wsRollout) untilPause(ctx context.Context, t *testing.T, c *websocket.
 			t.Fatalf("rollout %s: %s", ro.id, b)
 		case "response.created":
 			ro.id = ev["response"].(map[string]any)["id"].(string)
-		case "response.done", "response.completed", "response.failed", "response.cancelled", "response.incomplete":
+		}
+		if slices.Contains(types, ev["type"].(string)) {
 			return ev
 		}
 	}
@@ -141,25 +150,6 @@ func outputs(pause map[string]any) []any {
 }
 
 func seqOf(ev map[string]any) int { return int(ev["sequence_number"].(float64)) }
-
-// readUntil reads until an event of type typ, appending to ro.
-func (ro *wsRollout) readUntil(ctx context.Context, t *testing.T, c *websocket.Conn, typ string) {
-	t.Helper()
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			t.Fatalf("rollout %s: %v", ro.id, err)
-		}
-		var ev map[string]any
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
-		ro.events, ro.raw = append(ro.events, ev), append(ro.raw, b)
-		if ev["type"] == typ {
-			return
-		}
-	}
-}
 
 // TestDurableKill: rollouts on server A, which is killed (SIGKILL), are
 // each resumed on server B, which shares A's Redis: each completes with the
