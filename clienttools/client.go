@@ -68,9 +68,9 @@ type Client struct {
 	// Fallbacks are the bases of other servers that share BaseURL's store
 	// (tether serve --store redis://…, where suspended rollouts are
 	// durable): a suspended rollout whose connection drops, or closes
-	// with 1012 as its server restarts, is resumed on the next of them
-	// (BaseURL among them, in turn), first on the one after the server it
-	// was on.
+	// with 1012 as its server restarts, is resumed on the server it was
+	// on, and when that fails on the next of them (BaseURL among them, in
+	// turn).
 	Fallbacks []string
 	// APIKey is sent as a bearer token when set.
 	APIKey string

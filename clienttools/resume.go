@@ -144,14 +144,15 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 	return fmt.Errorf("resume %s after %d attempts: %w", rc.id, reconnectAttempts, err)
 }
 
-// server is the server a resume's attempt dials: without Fallbacks the one
-// it was on; with them, each attempt the next in turn after that one.
+// server is the server a resume's attempt dials: the one it was on first
+// (a dropped connection is most often the network's), then with Fallbacks
+// each attempt the next in turn (as when that one restarts, or is gone).
 func (rc *resumingConn) server(attempt int) (int, *Client) {
 	n := 1 + len(rc.c.Fallbacks)
 	if n == 1 {
 		return 0, rc.c
 	}
-	at := (rc.at + 1 + attempt) % n
+	at := (rc.at + attempt) % n
 	if at == 0 {
 		return 0, rc.c
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"sync"
 	"time"
@@ -31,11 +32,13 @@ type Checkpoints interface {
 	// took it first, or its owner wrote since), ErrNoCheckpoint when there
 	// is none.
 	Take(ctx context.Context, tenant, id string, epoch uint64) error
-	// Drop ends the rollout's checkpoint if epoch still owns it: Load and
-	// Take find nothing from then on, and its epoch is kept until the
-	// checkpoint's ttl ends, so that a server that lost the rollout
-	// cannot write it again.
-	Drop(ctx context.Context, tenant, id string, epoch uint64) error
+	// Drop ends the rollout's checkpoint, unless a higher epoch owns it:
+	// Load and Take find nothing from then on, and the epoch is raised
+	// past epoch and kept for ttl, so that no write at epoch or lower (a
+	// write of the same owner still in flight, a server that lost the
+	// rollout) lands after it. It ends a rollout with no checkpoint yet
+	// too.
+	Drop(ctx context.Context, tenant, id string, epoch uint64, ttl time.Duration) error
 }
 
 // Checkpoint is one suspended rollout's state at a pause.
@@ -109,7 +112,7 @@ func (m *MemoryCheckpoints) Load(_ context.Context, tenant, id, creds string) (*
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.lookupLocked(checkpointKey{tenant, id})
-	if !ok || c.ended || c.cp.Creds != creds {
+	if !ok || c.ended || subtle.ConstantTimeCompare([]byte(c.cp.Creds), []byte(creds)) != 1 {
 		return nil, ErrNoCheckpoint
 	}
 	cp := c.cp
@@ -135,13 +138,13 @@ func (m *MemoryCheckpoints) Take(_ context.Context, tenant, id string, epoch uin
 }
 
 // Drop implements Checkpoints.
-func (m *MemoryCheckpoints) Drop(_ context.Context, tenant, id string, epoch uint64) error {
+func (m *MemoryCheckpoints) Drop(_ context.Context, tenant, id string, epoch uint64, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := checkpointKey{tenant, id}
-	if c, ok := m.lookupLocked(k); ok && c.cp.Epoch == epoch {
-		c.ended, c.cp.Data = true, nil
-		m.cps[k] = c
+	if c, ok := m.lookupLocked(k); ok && c.cp.Epoch > epoch {
+		return nil
 	}
+	m.cps[k] = memCheckpoint{cp: Checkpoint{Tenant: tenant, ID: id, Epoch: epoch + 1}, expires: m.now().Add(ttl), ended: true}
 	return nil
 }

@@ -127,23 +127,25 @@ func (s *Server) checkpointTTL() time.Duration {
 // checkpointLocked starts writing the rollout's checkpoint at the pause
 // whose response.done is done: until it is written the frame waits in the
 // log (holding), so that a client never sees a pause that is not durable
-// yet. The caller holds the rollout's lock and the suspension's, putting
-// the frame.
-func (sp *suspension) checkpointLocked(done frame) {
+// yet, and the rollout is not parked (it takes no append) until it is. The
+// caller holds the rollout's lock and the suspension's, putting the frame;
+// it reports whether the write started.
+func (sp *suspension) checkpointLocked(done frame) bool {
 	cps := sp.srv.opts.Checkpoints
 	if cps == nil || sp.fenced {
-		return
+		return false
 	}
 	ps, perr := sp.ro.pauseStateLocked()
 	if perr != nil { // a hosted call of the step still runs: the pause before stays the checkpoint
 		sp.srv.log.Debug("pause not checkpointed: a hosted call of its step still runs", "response_id", sp.id)
-		return
+		return false
 	}
-	ps.Creds, ps.Answered = sp.creds, maps.Clone(sp.answered)
+	ps.Creds, ps.Answered, ps.ClientSteps = sp.creds, maps.Clone(sp.answered), sp.steps
 	frames := append(slices.Clip(sp.log), done)
 	sp.holding = true
 	sp.srv.wg.Add(1)
 	go sp.writeCheckpoint(cps, ps, frames, sp.epoch)
+	return true
 }
 
 // checkpointAnswerLocked starts writing the checkpoint of the pause's
@@ -211,6 +213,7 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	default:
 		sp.checkpointed, sp.durablePause, sp.lastCheckpoint = true, true, d
 	}
+	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
 	if sp.sess == nil || sp.replaying {
 		return // a resuming connection replays them
 	}
@@ -233,19 +236,21 @@ func (sp *suspension) fenceLocked() {
 // errFenced ends a rollout that another server owns now.
 var errFenced = errors.New("runtime: the rollout was taken over by another server")
 
-// dropCheckpoint deletes the checkpoint of a rollout that has ended.
+// dropCheckpointLocked ends the checkpoint of a rollout that has ended,
+// or whose first is being written: Drop fences out a write still in
+// flight, whichever lands first.
 func (sp *suspension) dropCheckpointLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.checkpointed || sp.fenced || sp.handedOver {
+	if cps == nil || !sp.checkpointed && !sp.holding || sp.fenced || sp.handedOver {
 		return
 	}
-	tenant, epoch := sp.ro.tenant, sp.epoch
+	tenant, epoch, ttl := sp.ro.tenant, sp.epoch, sp.srv.checkpointTTL()
 	sp.srv.wg.Add(1)
 	go func() {
 		defer sp.srv.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 		defer cancel()
-		if err := cps.Drop(ctx, tenant, sp.id, epoch); err != nil {
+		if err := cps.Drop(ctx, tenant, sp.id, epoch, ttl); err != nil {
 			sp.srv.log.Warn("checkpoint of an ended rollout not dropped", "response_id", sp.id, "err", err)
 		}
 	}()
@@ -304,6 +309,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	parked := make(chan struct{})
 	sp.mu.Lock()
 	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
+	sp.durablePause = answer == nil // the store has this pause (and, answered, its answer)
 	sp.lastCheckpoint, sp.paused, sp.replaying = lc.data, true, true
 	from := frames[len(frames)-1].seq // the pause
 	if answer != nil {

@@ -77,7 +77,7 @@ const maxMergedDelta = 64 << 10
 // mergedDelta). Merging is what keeps a slow reader's queue short without
 // the loop ever waiting for it.
 func (r *rollout) emitDelta(ev protocol.Event, delta *string) {
-	if r.srv.opts.EveryDelta {
+	if r.everyDelta {
 		r.emit(ev)
 		return
 	}
@@ -101,7 +101,7 @@ func (r *rollout) emitDelta(ev protocol.Event, delta *string) {
 // event only when it did not: most deltas to a client that is behind cost
 // no event and no encoding.
 func (r *rollout) moreDelta(typ protocol.EventType, itemID, text string) bool {
-	if r.srv.opts.EveryDelta {
+	if r.everyDelta {
 		return false
 	}
 	r.mu.Lock()

@@ -51,6 +51,9 @@ type pauseState struct {
 	// over the rollout with the step that answered each.
 	Calls    []pausedCall   `json:"calls"`
 	Answered map[string]int `json:"answered,omitempty"`
+	// ClientSteps is the steps that parked on the client, the paused one
+	// included: Answered counts by them.
+	ClientSteps int `json:"client_steps,omitempty"`
 	// Steered is what the client steered in (user messages on
 	// response.append) that joins the context after the step.
 	Steered protocol.Items `json:"steered,omitempty"`
@@ -134,7 +137,7 @@ func decodePause(b []byte) (*pauseState, error) {
 	}
 	n := len(ps.Items)
 	if ps.Rendered < 0 || ps.Rendered > n || ps.Base < 0 || ps.Base > n || ps.ApprovedFrom < 0 || ps.ApprovedFrom > n ||
-		ps.Steps < 0 || ps.Seq < 0 || ps.StepAt < 0 || ps.StepAt > len(ps.Response.Output) {
+		ps.Steps < 0 || ps.Seq < 0 || ps.ClientSteps < 0 || ps.StepAt < 0 || ps.StepAt > len(ps.Response.Output) {
 		return nil, errPauseUnreadable(ps.Version)
 	}
 	for _, c := range ps.Calls {
@@ -172,7 +175,7 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 	// own; nothing writes them in place once the step's hosted calls are
 	// settled (a client's output never replaces its call's item:
 	// settleCall).
-	r := &rollout{srv: s, req: ps.Request, model: model, lane: lane, tenant: ps.Tenant, base: ps.Base, chain: ps.Chain,
+	r := &rollout{srv: s, req: ps.Request, model: model, lane: lane, tenant: ps.Tenant, base: ps.Base, chain: ps.Chain, everyDelta: s.opts.EveryDelta,
 		path: ps.Path, routed: true, items: ps.Items, usage: ps.Usage, steps: ps.Steps, stepAt: ps.StepAt,
 		approvedFrom: ps.ApprovedFrom, tools: ps.Tools, paused: ps, client: openCalls{},
 		header: ps.header, prompt: ps.prompt, rendered: ps.Rendered}

@@ -58,6 +58,7 @@ type rollout struct {
 	approvedFrom int             // items before it have been looked at for MCP approvals
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
 	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
+	everyDelta   bool            // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
 	open         protocol.Item
 	openText     strings.Builder
 	openCall     *stepCall // non-nil while a call's arguments stream
@@ -81,7 +82,7 @@ type rollout struct {
 // tm carries the timings measured before prepare (decode, state load);
 // received is when the frame or body arrived.
 func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*rollout, *protocol.Error) {
-	r := &rollout{srv: s, req: req, start: received, tm: tm}
+	r := &rollout{srv: s, req: req, start: received, tm: tm, everyDelta: s.opts.EveryDelta}
 	t0 := s.now()
 	if perr := req.Validate(); perr != nil {
 		return nil, perr

@@ -384,8 +384,9 @@ func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, 
 	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
 		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1}
 	ro.client = sp
-	if ro.paused != nil { // restored: the calls answered before the pause stay answered
-		sp.answered = maps.Clone(ro.paused.Answered)
+	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
+	if ro.paused != nil { // restored: the calls answered before the pause stay answered, counted by the steps before it
+		sp.answered, sp.steps = maps.Clone(ro.paused.Answered), max(ro.paused.ClientSteps-1, 0)
 	}
 	if perr := s.register(sp); perr != nil {
 		return nil, nil, perr

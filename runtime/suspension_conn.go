@@ -90,7 +90,7 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 		}
 		withDone = false
 		for _, f := range sp.log {
-			if sp.holding && f.seq >= sp.lastDone.seq {
+			if sp.holding && sp.lastDone != nil && f.seq >= sp.lastDone.seq {
 				break // the pause waits for its checkpoint, and what follows it for the pause
 			}
 			if f.seq > from {

@@ -104,11 +104,14 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		return nil
 	case protocol.EventDone:
 		sp.lastDone, sp.paused = &f, true
-		sp.checkpointLocked(f)
 		// Parked once the pause is queued: arming its timer (a syscall
 		// when it wakes the netpoller) is not on the way to the client.
-		// mu is held throughout, so no append can come first.
-		defer sp.parkLocked()
+		// mu is held throughout, so no append can come first. A pause
+		// being checkpointed parks once written (writeCheckpoint): until
+		// then its client cannot see it, nor answer it.
+		if !sp.checkpointLocked(f) {
+			defer sp.parkLocked()
+		}
 	case protocol.EventCreated, protocol.EventInProgress:
 		// A fork's beginning shows what its first pause shows again: a
 		// resume replays that pause, so once sent these are not kept for
@@ -312,6 +315,6 @@ func (sp *suspension) pause(sess *session, lane string) (*pauseState, *protocol.
 	if perr != nil {
 		return nil, perr
 	}
-	ps.Creds, ps.Answered = sp.creds, maps.Clone(sp.answered)
+	ps.Creds, ps.Answered, ps.ClientSteps = sp.creds, maps.Clone(sp.answered), sp.steps
 	return ps, nil
 }

@@ -44,10 +44,13 @@ if not stored or redis.call('HEXISTS', KEYS[1], 'data') == 0 then return -1 end
 if stored ~= ARGV[1] then return 0 end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 return 1`),
-		// KEYS[1] the checkpoint; ARGV the caller's epoch.
+		// KEYS[1] the checkpoint; ARGV the caller's epoch, the TTL in ms.
 		drop: redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
+local stored = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
+if stored > tonumber(ARGV[1]) then return 0 end
 redis.call('HDEL', KEYS[1], 'creds', 'data')
+redis.call('HSET', KEYS[1], 'epoch', tonumber(ARGV[1]) + 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`),
 	}
 }
@@ -123,12 +126,14 @@ func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64) error
 	return nil
 }
 
-// Drop implements runtime.Checkpoints: one script that deletes the hash if
-// its epoch is still epoch.
-func (s *Store) Drop(ctx context.Context, tenant, id string, epoch uint64) error {
+// Drop implements runtime.Checkpoints: one script that, unless a higher
+// epoch owns the hash, deletes its credentials and data and leaves only
+// the epoch, raised past the caller's, for ttl.
+func (s *Store) Drop(ctx context.Context, tenant, id string, epoch uint64, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	return s.unavailable(s.scripts.drop.Run(ctx, s.c, []string{s.cpKey(tenant, id)}, strconv.FormatUint(epoch, 10)).Err())
+	return s.unavailable(s.scripts.drop.Run(ctx, s.c, []string{s.cpKey(tenant, id)}, strconv.FormatUint(epoch, 10),
+		max(ttl.Milliseconds(), 1)).Err())
 }
 
 var _ runtime.Checkpoints = (*Store)(nil)

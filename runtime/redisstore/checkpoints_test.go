@@ -88,7 +88,7 @@ func TestCheckpointKeyTTL(t *testing.T) {
 		t.Errorf("PTTL after a Save with an hour: %v", d)
 	}
 
-	if err := st.Drop(ctx, "t1", "resp_ttl", 2); err != nil {
+	if err := st.Drop(ctx, "t1", "resp_ttl", 2, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	// Dropped, only the epoch is kept, until the TTL ends.
@@ -114,7 +114,7 @@ func TestCheckpointRoundTrips(t *testing.T) {
 		{"save", func() error { return st.Save(ctx, cp, time.Minute) }},
 		{"load", func() error { _, err := st.Load(ctx, "t1", "resp_rt", "c1"); return err }},
 		{"take", func() error { cp.Epoch++; return st.Take(ctx, "t1", "resp_rt", cp.Epoch-1) }},
-		{"drop", func() error { return st.Drop(ctx, "t1", "resp_rt", cp.Epoch) }},
+		{"drop", func() error { cp.Epoch++; return st.Drop(ctx, "t1", "resp_rt", cp.Epoch-1, time.Minute) }}, // raises the epoch
 	}
 	for _, op := range ops { // a fresh Redis knows no script: EVALSHA, then EVAL
 		if err := op.do(); err != nil {
@@ -157,7 +157,7 @@ func TestCheckpointsUnavailable(t *testing.T) {
 		{"save", func() error { return st.Save(ctx, cp, time.Minute) }},
 		{"load", func() error { _, err := st.Load(ctx, "t1", "resp_down", "c1"); return err }},
 		{"take", func() error { return st.Take(ctx, "t1", "resp_down", 1) }},
-		{"drop", func() error { return st.Drop(ctx, "t1", "resp_down", 1) }},
+		{"drop", func() error { return st.Drop(ctx, "t1", "resp_down", 1, time.Minute) }},
 	} {
 		start := time.Now()
 		err := op.do()

@@ -55,7 +55,7 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
 		t.Errorf("the old owner's Save at epoch 1: %v, want ErrFenced", err)
 	}
-	must(t, cps.Drop(ctx, "t1", id, 1)) // the old owner's drop deletes nothing
+	must(t, cps.Drop(ctx, "t1", id, 1, ttl)) // the old owner's drop ends nothing
 	load(t, cps, "t1", id, "c1", 2, "pause 2")
 	cp.Epoch, cp.Data = 2, []byte("pause 3")
 	must(t, cps.Save(ctx, cp, ttl))
@@ -81,7 +81,7 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	load(t, cps, "t1", id, "c1", 3, "pause 3")
 
 	// The owner drops it once the rollout has ended.
-	must(t, cps.Drop(ctx, "t1", id, 3))
+	must(t, cps.Drop(ctx, "t1", id, 3, ttl))
 	if _, err := cps.Load(ctx, "t1", id, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Errorf("Load after Drop: %v, want ErrNoCheckpoint", err)
 	}
@@ -93,6 +93,20 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
 		t.Errorf("a Save at an older epoch after Drop: %v, want ErrFenced", err)
 	}
+	// Nor can its own write still in flight when it ended.
+	cp.Epoch, cp.Data = 3, []byte("late pause")
+	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
+		t.Errorf("a Save at the dropping epoch after Drop: %v, want ErrFenced", err)
+	}
+	// A rollout that ends before its first checkpoint lands leaves none.
+	first := &runtime.Checkpoint{Tenant: "t1", ID: prefix + "resp_c", Creds: "c1", Epoch: 1, Data: []byte("first pause")}
+	must(t, cps.Drop(ctx, "t1", first.ID, 1, ttl))
+	if err := cps.Save(ctx, first, ttl); !errors.Is(err, runtime.ErrFenced) {
+		t.Errorf("a first Save landing after the rollout's Drop: %v, want ErrFenced", err)
+	}
+	if _, err := cps.Load(ctx, "t1", first.ID, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
+		t.Errorf("Load of a rollout dropped before its first checkpoint: %v, want ErrNoCheckpoint", err)
+	}
 
 	// The same id under two tenants is two rollouts.
 	other := &runtime.Checkpoint{Tenant: "t2", ID: prefix + "resp_b", Creds: "c1", Epoch: 1, Data: []byte("t2's")}
@@ -101,8 +115,8 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	must(t, cps.Save(ctx, other, ttl))
 	load(t, cps, "t2", other.ID, "c1", 1, "t2's")
 	load(t, cps, "t1", mine.ID, "c1", 5, "t1's")
-	must(t, cps.Drop(ctx, "t1", mine.ID, 5))
-	must(t, cps.Drop(ctx, "t2", other.ID, 1))
+	must(t, cps.Drop(ctx, "t1", mine.ID, 5, ttl))
+	must(t, cps.Drop(ctx, "t2", other.ID, 1, ttl))
 }
 
 func load(t *testing.T, cps runtime.Checkpoints, tenant, id, creds string, epoch uint64, data string) {
