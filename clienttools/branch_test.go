@@ -96,7 +96,7 @@ func TestBranch(t *testing.T) {
 				if i%2 == 0 && (branchEvents[i] == 0 || len(branchCalls[i]) != 1 || branchCalls[i][0] != "check") {
 					t.Errorf("branch %d's own callbacks saw %d events and the calls %q", i, branchEvents[i], branchCalls[i])
 				}
-				if text := finalText(res); !strings.Contains(text, "check returned: checked") {
+				if text := res.Text(); !strings.Contains(text, "check returned: checked") {
 					t.Errorf("branch %d answered %q", i, text)
 				}
 				if res.Usage.OutputTokens == 0 || res.Usage.InputTokens == 0 {

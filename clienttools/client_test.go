@@ -142,22 +142,6 @@ func userInput(text string) protocol.Items {
 	return protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}}
 }
 
-// finalText is the text of the rollout's last message.
-func finalText(res *clienttools.Result) string {
-	for i := len(res.Output) - 1; i >= 0; i-- {
-		if m, ok := res.Output[i].(*protocol.Message); ok {
-			var b strings.Builder
-			for _, c := range m.Content {
-				if ot, ok := c.(*protocol.OutputText); ok {
-					b.WriteString(ot.Text)
-				}
-			}
-			return b.String()
-		}
-	}
-	return ""
-}
-
 type callKey struct{ name, args string }
 
 // TestRunModesReplay runs the 50-call replay trace through the client in
@@ -195,7 +179,7 @@ func TestRunModesReplay(t *testing.T) {
 			if res.Response.Status != protocol.ResponseCompleted {
 				t.Errorf("%s: ended %s", mode, res.Response.Status)
 			}
-			o := outcome{text: finalText(res), tree: treeHash(t, dir)}
+			o := outcome{text: res.Text(), tree: treeHash(t, dir)}
 			for _, call := range res.Calls {
 				o.calls = append(o.calls, callKey{call.Name, call.Arguments})
 				if call.Err != nil {
@@ -303,7 +287,7 @@ func TestRunTools(t *testing.T) {
 			if !slices.Equal(outs, want) {
 				t.Fatalf("calls %q, want %q", outs, want)
 			}
-			if text := finalText(res); !strings.Contains(text, `unknown tool \"c\"`) && !strings.Contains(text, `unknown tool "c"`) {
+			if text := res.Text(); !strings.Contains(text, `unknown tool \"c\"`) && !strings.Contains(text, `unknown tool "c"`) {
 				t.Errorf("the model did not read the last error: %q", text)
 			}
 			// Each turn's usage is its own step's; together they are the rollout's.
@@ -402,7 +386,7 @@ func TestRunTurnsAgeLimit(t *testing.T) {
 	if got.Reconnects != 1 {
 		t.Errorf("%d reconnects, want 1", got.Reconnects)
 	}
-	if !slices.Equal(rolloutKey(t, got), rolloutKey(t, want)) || finalText(got) != finalText(want) {
+	if !slices.Equal(rolloutKey(t, got), rolloutKey(t, want)) || got.Text() != want.Text() {
 		t.Errorf("rollout past the age limit\n%q\nwant\n%q", rolloutKey(t, got), rolloutKey(t, want))
 	}
 }
@@ -486,7 +470,7 @@ func TestRunWires(t *testing.T) {
 		for _, tn := range res.Turns {
 			received += tn.BytesReceived
 		}
-		return calls, finalText(res), received, types
+		return calls, res.Text(), received, types
 	}
 	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
 		wsCalls, wsText, _, wsTypes := run(mode, clienttools.TransportWebSocket, protocol.EncodingJSON)

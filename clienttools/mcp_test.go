@@ -57,8 +57,8 @@ func TestRunMCP(t *testing.T) {
 			if ran == nil || ran.Output == nil || *ran.Output != "42" || ran.ApprovalRequestID == nil || *ran.ApprovalRequestID != res.Calls[0].CallID {
 				t.Fatalf("the call on the MCP server: %+v", ran)
 			}
-			if finalText(res) != "calc.add returned: 42" {
-				t.Errorf("answer %q", finalText(res))
+			if res.Text() != "calc.add returned: 42" {
+				t.Errorf("answer %q", res.Text())
 			}
 
 			res, err = c.Run(t.Context(), ro(nil))
@@ -70,8 +70,8 @@ func TestRunMCP(t *testing.T) {
 					t.Errorf("without Approve, a call ran: %+v", it)
 				}
 			}
-			if finalText(res) != "add was not approved" {
-				t.Errorf("answer %q", finalText(res))
+			if res.Text() != "add was not approved" {
+				t.Errorf("answer %q", res.Text())
 			}
 		})
 	}

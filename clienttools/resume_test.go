@@ -69,7 +69,7 @@ func rolloutKey(t *testing.T, res *clienttools.Result) []string {
 		case *protocol.FunctionCall:
 			out = append(out, fmt.Sprintf("call %s %s %s %s", it.CallID, it.Name, it.Arguments, it.Status))
 		case *protocol.Message:
-			out = append(out, fmt.Sprintf("message %s %q", it.Status, finalText(&clienttools.Result{Output: protocol.Items{it}})))
+			out = append(out, fmt.Sprintf("message %s %q", it.Status, (&clienttools.Result{Output: protocol.Items{it}}).Text()))
 		default:
 			out = append(out, string(it.ItemType()))
 		}
