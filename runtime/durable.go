@@ -233,9 +233,6 @@ func (sp *suspension) fenceLocked() {
 	sp.ro.abort(errFenced)
 }
 
-// errFenced ends a rollout that another server owns now.
-var errFenced = errors.New("runtime: the rollout was taken over by another server")
-
 // dropCheckpointLocked ends the checkpoint of a rollout that has ended,
 // or whose first is being written: Drop fences out a write still in
 // flight, whichever lands first.
@@ -334,6 +331,8 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	select { // it parks at once: its step's pause was announced already
 	case <-parked:
 	case <-sp.done:
+	case <-sess.ctx.Done():
+		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
 	sp.replay(sess.ctx, sess, from)
 	return sess.follow(ln, sp, gone, nil)
@@ -373,9 +372,6 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 	sp.mu.Unlock()
 	r.srv.notify()
 }
-
-// errHandedOver ends, on this server, a rollout handed over at Shutdown.
-var errHandedOver = errors.New("runtime: the rollout was handed over for another server to resume")
 
 // handOver releases, at Shutdown, the rollouts parked at a pause that is in
 // the store: each ends here without a frame more, its checkpoint kept, and

@@ -154,7 +154,7 @@ func sameRollout(t *testing.T, got, want []byte) {
 // parked rollouts over instead of failing them: their clients get no
 // response.failed, their connections close with 1012 (service restart),
 // and each resumes on another server that shares the store and runs to its
-// end. A rollout running (not parked) when the drain is over still fails.
+// end.
 func TestDurableHandover(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

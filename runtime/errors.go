@@ -32,6 +32,8 @@ var (
 	errTooManyCalls  = errors.New("runtime: a step made more tool calls than Limits.MaxCallsPerStep")
 	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
 	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
+	errFenced        = errors.New("runtime: the rollout was taken over by another server")
+	errHandedOver    = errors.New("runtime: the rollout was handed over for another server to resume")
 )
 
 // errSettledTool is a restored step's hosted call run again, which restore

@@ -79,6 +79,10 @@ func (set *suspendedSet) lookup(id string) *suspension {
 func (set *suspendedSet) all() []*suspension {
 	set.mu.Lock()
 	defer set.mu.Unlock()
+	return set.listLocked()
+}
+
+func (set *suspendedSet) listLocked() []*suspension {
 	sps := make([]*suspension, 0, len(set.byID))
 	for _, sp := range set.byID {
 		sps = append(sps, sp)
@@ -108,11 +112,7 @@ func (set *suspendedSet) close() []*suspension {
 	for _, t := range set.tails {
 		set.dropTailLocked(t)
 	}
-	sps := make([]*suspension, 0, len(set.byID))
-	for _, sp := range set.byID {
-		sps = append(sps, sp)
-	}
-	return sps
+	return set.listLocked()
 }
 
 // retireLocked takes a settled rollout off the list and keeps its tail.
