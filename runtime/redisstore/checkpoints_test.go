@@ -42,7 +42,7 @@ func TestCheckpoints(t *testing.T) {
 
 // TestCheckpointKeyTTL: a checkpoint is the hash the package doc names,
 // kept for the ttl its Save gave (PTTL within (0, ttl]), which a takeover
-// keeps and the next Save sets again; Drop deletes the key.
+// keeps and the next Save sets again; Drop leaves only the epoch, for the TTL.
 func TestCheckpointKeyTTL(t *testing.T) {
 	t.Parallel()
 	st, _ := newCheckpointStore(t)
