@@ -338,15 +338,15 @@ func TestDurableFencing(t *testing.T) {
 	if json.Unmarshal(f, &ev); ev["type"] != "error" {
 		t.Fatalf("A sent %s after it lost the rollout", f)
 	}
-	// In Redis, the rollout's checkpoint is B's ended one: its epoch, 2,
-	// and nothing else.
+	// In Redis, the rollout's checkpoint is B's ended one: the epoch, 3
+	// (B's 2, raised past it as B dropped it), and nothing else.
 	st := redis.NewClient(&redis.Options{Addr: rd.Addr()})
 	defer st.Close()
 	keys, err := st.Keys(ctx, "tether:{r:"+onA.id+"}:cp:*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("checkpoint keys %v %v", keys, err)
 	}
-	if h, err := st.HGetAll(ctx, keys[0]).Result(); err != nil || len(h) != 1 || h["epoch"] != "2" {
-		t.Fatalf("the checkpoint after A continued: %v %v, want only epoch 2", h, err)
+	if h, err := st.HGetAll(ctx, keys[0]).Result(); err != nil || len(h) != 1 || h["epoch"] != "3" {
+		t.Fatalf("the checkpoint after A continued: %v %v, want only epoch 3", h, err)
 	}
 }
