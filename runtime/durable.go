@@ -292,16 +292,19 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if perr != nil {
 		return errorFrame(perr, ln.id)
 	}
-	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
-		return errorFrame(sess.takeoverError(j.id, err), ln.id)
-	}
 	ro.moved = true
 	ro.path.Transport = sess.transport
 	ro.onConnection(&sess.scope.mcp)
 	ro.start = j.received
+	// Registered before the takeover too: a server at its bound of
+	// suspended rollouts leaves the rollout to its owner, or another.
 	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 	if perr != nil {
 		return errorFrame(perr, ln.id)
+	}
+	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
+		sess.srv.unregister(sp)
+		return errorFrame(sess.takeoverError(j.id, err), ln.id)
 	}
 	parked := make(chan struct{})
 	sp.mu.Lock()

@@ -278,3 +278,43 @@ func TestDurableMidStep(t *testing.T) {
 		sameRollout(t, last(events), last(want))
 	})
 }
+
+// TestDurableTakeoverBounded: a server that holds as many suspended
+// rollouts as it may refuses a takeover before it takes the rollout: its
+// epoch stays, and the server that holds it goes on with it, not fenced
+// out.
+func TestDurableTakeoverBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		a := newPipeHarness(t, durableOptions(cps))
+		full := durableOptions(cps)
+		full.Suspension.Max = 1
+		b := newPipeHarness(t, full)
+		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+
+		onB := b.dial(t, "Bearer bob")
+		onB.send(t, create(body))
+		onB.next(t) // B's one place is taken
+
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		pause := last(c1.next(t))
+		id := respID(t, pause)
+		c1.drop()
+
+		c2 := b.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		c2.wantError(t, "too_many_suspended")
+
+		c3 := a.dial(t, "Bearer alice")
+		c3.send(t, refEv("response.resume", id, ""))
+		if again := c3.recv(t); !bytes.Equal(again, pause) {
+			t.Fatalf("A's resume sent %s, want the pending pause", again)
+		}
+		c3.send(t, appendEv(id, "", outputsFor(t, pause)...))
+		if next := last(c3.next(t)); eventType(t, next) != "response.done" {
+			t.Fatalf("A went on to %s, want its next pause", next)
+		}
+	})
+}

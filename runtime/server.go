@@ -218,6 +218,13 @@ func (s *Server) register(sp *suspension) *protocol.Error {
 	return nil
 }
 
+// unregister takes back the registration of a rollout that will not start
+// (a takeover that lost its race for the rollout).
+func (s *Server) unregister(sp *suspension) {
+	s.suspended.remove(sp)
+	s.wg.Done() // added by register
+}
+
 // writeError writes an HTTP error body.
 func writeError(w http.ResponseWriter, perr *protocol.Error) {
 	w.Header().Set("Content-Type", "application/json")
