@@ -418,3 +418,48 @@ func (s *Server) handingOver() bool {
 	defer s.mu.Unlock()
 	return s.aborting && s.opts.Checkpoints != nil
 }
+
+// What reclaim found of a rollout this server holds.
+type reclaimed int
+
+const (
+	reclaimHeld  reclaimed = iota // still this server's (or the store cannot say): resume it here
+	reclaimMoved                  // another server took it over: this copy is fenced out
+	reclaimEnded                  // it ended on another server: this copy is fenced out
+)
+
+// reclaim checks, before a resume here, that the store still has this
+// server's epoch of a checkpointed rollout, and raises it (a takeover of
+// its own: a server that loaded it meanwhile is fenced out). A copy that
+// lost the rollout is fenced out here rather than resumed from its older
+// state. Without checkpoints, or before the first is written, the rollout
+// is this server's.
+func (sp *suspension) reclaim(ctx context.Context) reclaimed {
+	cps := sp.srv.opts.Checkpoints
+	sp.mu.Lock()
+	epoch, ok := sp.epoch, cps != nil && sp.checkpointed && !sp.holding && !sp.fenced && !sp.handedOver
+	sp.mu.Unlock()
+	if !ok {
+		return reclaimHeld
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	err := cps.Take(ctx, sp.ro.tenant, sp.id, epoch)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	switch {
+	case err == nil:
+		if sp.epoch == epoch {
+			sp.epoch++
+		}
+		return reclaimHeld
+	case errors.Is(err, ErrFenced):
+		sp.fenceLocked()
+		return reclaimMoved
+	case errors.Is(err, ErrNoCheckpoint):
+		sp.fenceLocked()
+		return reclaimEnded
+	}
+	sp.srv.log.Warn("checkpoint store", "response_id", sp.id, "err", err)
+	return reclaimHeld // the store cannot say: the client is served here, as without one
+}

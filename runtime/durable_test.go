@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"sync"
 	"testing"
@@ -89,28 +88,54 @@ func TestDurableTakeover(t *testing.T) {
 		checkStreamInvariants(t, events)
 		sameRollout(t, last(events), last(want))
 
-		// A still holds the detached rollout; resumed there, it takes an
-		// append, runs its step, and its next pause is fenced out: not a
-		// frame more.
+		// A still holds its copy, detached and older: resumed there, it
+		// finds in the store that the rollout ended on B, and answers as
+		// for any rollout it does not hold, not from its own state.
 		c3 := a.dial(t, "Bearer alice")
 		c3.send(t, refEv("response.resume", id, "work"))
-		if again := c3.recv(t); !bytes.Equal(again, pause) {
-			t.Fatalf("A's resume sent %s, want its pending pause", again)
+		c3.wantError(t, "response_not_found")
+	})
+}
+
+// TestDurableTakeBack: a rollout taken over by B while its copy on A was
+// detached is resumed on A again: A finds in the store that B holds it,
+// fences out its own older copy, and takes the rollout back from B's
+// checkpoint (the pause B parked at, not A's), which fences B out.
+func TestDurableTakeBack(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		a := newPipeHarness(t, durableOptions(cps))
+		b := newPipeHarness(t, durableOptions(cps))
+		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		c1.drop()
+
+		c2 := b.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		events = append(events[:len(events)-1], c2.recv(t)) // the pause again
+		c2.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+		events = append(events, c2.next(t)...) // B parks at the second pause
+		c2.drop()
+
+		c3 := a.dial(t, "Bearer alice")
+		c3.send(t, refEv("response.resume", id, ""))
+		again := c3.recv(t)
+		if !bytes.Equal(again, last(events)) {
+			t.Fatalf("A's resume sent %s, want B's pending pause %s", again, last(events))
 		}
-		c3.send(t, appendEv(id, "work", outputsFor(t, pause)...))
-		for {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			f, err := c3.read(t, ctx)
-			cancel()
-			if errors.Is(err, context.DeadlineExceeded) {
-				break // nothing more
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ := eventType(t, f); typ == "response.done" || isEnd(typ) || typ == "error" {
-				t.Fatalf("the fenced server sent %s", f)
-			}
+		for p := again; eventType(t, p) == "response.done"; {
+			c3.send(t, appendEv(id, "", outputsFor(t, p)...))
+			evs := c3.next(t)
+			events = append(events, evs...)
+			p = last(evs)
+		}
+		checkStreamInvariants(t, events)
+		if end := decodeEv(t, last(events)); end.Type != "response.completed" {
+			t.Fatalf("the rollout taken back ended with %s", last(events))
 		}
 	})
 }

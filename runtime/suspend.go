@@ -164,6 +164,12 @@ func (sess *session) replayTail(t *tail, after *int) (last []byte) {
 // gets the frames its client missed, then follows it on ln.
 func (sess *session) resumeOn(ln *lane, j *resumeJob) (last []byte) {
 	sp := j.sp
+	switch sp.reclaim(sess.ctx) {
+	case reclaimMoved: // another server took it over: take it back from there
+		return sess.takeover(ln, &takeoverJob{id: sp.id, after: j.after, received: sess.srv.now()})
+	case reclaimEnded:
+		return errorFrame(errResumeNotFound(sp.id), ln.id)
+	}
 	sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
 	gone, from, ok := sp.attach(sess, j.after)
 	if !ok {
