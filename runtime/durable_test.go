@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -340,6 +342,59 @@ func TestDurableTakeoverBounded(t *testing.T) {
 		c3.send(t, appendEv(id, "", outputsFor(t, pause)...))
 		if next := last(c3.next(t)); eventType(t, next) != "response.done" {
 			t.Fatalf("A went on to %s, want its next pause", next)
+		}
+	})
+}
+
+// failNth is a checkpoint store whose nth Save fails.
+type failNth struct {
+	runtime.Checkpoints
+	n     int32
+	saves atomic.Int32
+}
+
+func (f *failNth) Save(ctx context.Context, cp *runtime.Checkpoint, ttl time.Duration) error {
+	if f.saves.Add(1) == f.n {
+		return errors.New("store down")
+	}
+	return f.Checkpoints.Save(ctx, cp, ttl)
+}
+
+// TestDurableCheckpointBehind: the store fails to take a pause (the
+// rollout goes on in memory), and its server stops in the step after the
+// client answered it: the rollout taken over elsewhere runs from the older
+// checkpoint, and when it comes to the pause the client has answered
+// already, the client is told (response.failed, store_unavailable), not
+// left waiting on a pause it will not be shown again.
+func TestDurableCheckpointBehind(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		mem := runtime.NewMemoryCheckpoints()
+		r := renderer(t)
+		ao := durableOptions(&failNth{Checkpoints: mem, n: 3}) // pause 1, its answer, then pause 2 fails
+		ao.Renderer = r
+		ao.Models = map[string]runtime.Sampler{sampler.ScriptedModel: &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}}
+		a := newPipeHarness(t, ao)
+		b := newPipeHarness(t, durableOptions(mem))
+		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		p1 := last(c1.next(t))
+		id := respID(t, p1)
+		c1.send(t, appendEv(id, "", outputsFor(t, p1)...))
+		p2 := last(c1.next(t)) // not in the store
+		c1.send(t, appendEv(id, "", outputsFor(t, p2)...))
+		seen := c1.recv(t) // the third step begins; A's model hangs in it
+		synctest.Wait()
+		c1.drop()
+
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = *decodeEv(t, seen).Seq
+		c2.send(t, resume)
+		end := decodeEv(t, last(c2.next(t)))
+		if end.Type != "response.failed" || end.Response.Error == nil || end.Response.Error.Code != "store_unavailable" {
+			t.Fatalf("the client was told %s %+v, want response.failed with store_unavailable", end.Type, end.Response)
 		}
 	})
 }

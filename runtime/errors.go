@@ -27,13 +27,14 @@ var (
 // with client_tool_timeout or too_many_tool_calls); the others end a
 // rollout nobody is attached to.
 var (
-	errCancelled     = errors.New("runtime: response cancelled by the client")
-	errToolTimeout   = errors.New("runtime: client tool outputs did not arrive in time")
-	errTooManyCalls  = errors.New("runtime: a step made more tool calls than Limits.MaxCallsPerStep")
-	errResumeExpired = errors.New("runtime: suspended response not resumed within the resume window")
-	errDetachedFull  = errors.New("runtime: detached response produced more events than a resume can replay")
-	errFenced        = errors.New("runtime: the rollout was taken over by another server")
-	errHandedOver    = errors.New("runtime: the rollout was handed over for another server to resume")
+	errCancelled        = errors.New("runtime: response cancelled by the client")
+	errToolTimeout      = errors.New("runtime: client tool outputs did not arrive in time")
+	errTooManyCalls     = errors.New("runtime: a step made more tool calls than Limits.MaxCallsPerStep")
+	errResumeExpired    = errors.New("runtime: suspended response not resumed within the resume window")
+	errDetachedFull     = errors.New("runtime: detached response produced more events than a resume can replay")
+	errFenced           = errors.New("runtime: the rollout was taken over by another server")
+	errHandedOver       = errors.New("runtime: the rollout was handed over for another server to resume")
+	errCheckpointBehind = errors.New("runtime: the rollout's checkpoint is older than what its client saw")
 )
 
 // errSettledTool is a restored step's hosted call run again, which restore

@@ -432,6 +432,11 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = errShutdown().ResponseError()
 		terminal = protocol.EventFailed
+	case cause == errCheckpointBehind:
+		r.resp.Status = protocol.ResponseFailed
+		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeStoreUnavailable,
+			Message: "This rollout's last checkpoint is older than what you have seen of it (the store did not take a later pause), so it cannot go on from where you are. Start it again."}
+		terminal = protocol.EventFailed
 	case cause == errTooManyCalls:
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeTooManyToolCalls,

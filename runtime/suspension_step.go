@@ -103,6 +103,14 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		sp.terminal = b
 		return nil
 	case protocol.EventDone:
+		if f.seq <= sp.sent {
+			// A step run again after a takeover pauses where its client
+			// has been already, and beyond: the checkpoint is older than
+			// what the client saw (the store did not take a later pause),
+			// and what it answered there is lost. Told, not left waiting.
+			sp.ro.abort(errCheckpointBehind)
+			return nil
+		}
 		sp.lastDone, sp.paused = &f, true
 		// Parked once the pause is queued: arming its timer (a syscall
 		// when it wakes the netpoller) is not on the way to the client.
