@@ -112,6 +112,9 @@ func decodeCheckpoint(b []byte) (*loadedCheckpoint, error) {
 		if lc.answer, perr = protocol.DecodeItems(d.Answer, "answer"); perr != nil {
 			return nil, perr
 		}
+		if perr = protocol.ValidateItems(lc.answer, "answer"); perr != nil { // as an append's are
+			return nil, perr
+		}
 	}
 	d.Answer = nil
 	lc.data = &d
