@@ -256,6 +256,33 @@ func (h *hangAfter) Sample(ctx context.Context, req *sampler.Request, emit func(
 	return h.Sampler.Sample(ctx, req, emit)
 }
 
+// hungServer is a server checkpointing to cps whose model hangs in the
+// third step of a rollout: a server that stops mid-step.
+func hungServer(t *testing.T, cps runtime.Checkpoints) *pipeHarness {
+	r := renderer(t)
+	o := durableOptions(cps)
+	o.Renderer = r
+	o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}}
+	return newPipeHarness(t, o)
+}
+
+// intoThirdStep creates the rollout on c, answers its two pauses, and
+// reads the third step's first event (response.in_progress: the loop went
+// on, the second answer taken); it returns the events read and the id.
+func intoThirdStep(t *testing.T, c *wsConn, body map[string]any) (events [][]byte, id string) {
+	c.send(t, create(body))
+	events = c.next(t)
+	id = respID(t, last(events))
+	c.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+	events = append(events, c.next(t)...)
+	c.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+	begun := c.recv(t)
+	if eventType(t, begun) != "response.in_progress" {
+		t.Fatalf("after the second append: %s", begun)
+	}
+	return append(events, begun), id
+}
+
 // TestDurableMidStep: a server that stops in the middle of a step, after
 // its client's append was accepted (the client has seen the step begin),
 // leaves the pause and its answer in the store; the rollout resumed on
@@ -265,27 +292,14 @@ func TestDurableMidStep(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cps := runtime.NewMemoryCheckpoints()
-		r := renderer(t)
-		hung := durableOptions(cps)
-		hung.Renderer = r
-		hung.Models = map[string]runtime.Sampler{sampler.ScriptedModel: &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}}
-		a := newPipeHarness(t, hung)
+		a := hungServer(t, cps)
 		b := newPipeHarness(t, durableOptions(cps))
 		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
 		want, _ := driveSuspended(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), maps.Clone(body))
 
 		c1 := a.dial(t, "Bearer alice")
-		c1.send(t, create(body))
-		events := c1.next(t)
-		id := respID(t, last(events))
-		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
-		events = append(events, c1.next(t)...)
-		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
-		resumed := c1.recv(t) // the step begins: the answer is in the store
-		if eventType(t, resumed) != "response.in_progress" {
-			t.Fatalf("after the append: %s", resumed)
-		}
-		events = append(events, resumed)
+		events, id := intoThirdStep(t, c1, body) // the step begins: the answer is in the store
+		resumed := last(events)
 		synctest.Wait() // A's model hangs in the step
 		c1.drop()
 
@@ -370,22 +384,13 @@ func TestDurableCheckpointBehind(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		mem := runtime.NewMemoryCheckpoints()
-		r := renderer(t)
-		ao := durableOptions(&failNth{Checkpoints: mem, n: 3}) // pause 1, its answer, then pause 2 fails
-		ao.Renderer = r
-		ao.Models = map[string]runtime.Sampler{sampler.ScriptedModel: &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}}
-		a := newPipeHarness(t, ao)
+		a := hungServer(t, &failNth{Checkpoints: mem, n: 3}) // pause 1, its answer, then pause 2 fails
 		b := newPipeHarness(t, durableOptions(mem))
 		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
 		c1 := a.dial(t, "Bearer alice")
-		c1.send(t, create(body))
-		p1 := last(c1.next(t))
-		id := respID(t, p1)
-		c1.send(t, appendEv(id, "", outputsFor(t, p1)...))
-		p2 := last(c1.next(t)) // not in the store
-		c1.send(t, appendEv(id, "", outputsFor(t, p2)...))
-		seen := c1.recv(t) // the third step begins; A's model hangs in it
-		synctest.Wait()
+		events, id := intoThirdStep(t, c1, body) // its second pause not in the store
+		seen := last(events)
+		synctest.Wait() // A's model hangs in the third step
 		c1.drop()
 
 		c2 := b.dial(t, "Bearer alice")
