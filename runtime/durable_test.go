@@ -26,6 +26,17 @@ func durableOptions(cps runtime.Checkpoints) runtime.Options {
 
 var durableSteps = [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
 
+// durableBody is a suspended rollout of durableSteps, on the default lane.
+func durableBody() map[string]any {
+	return map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+}
+
+// durablePair is two servers that share one checkpoint store.
+func durablePair(t *testing.T) (a, b *pipeHarness) {
+	cps := runtime.NewMemoryCheckpoints()
+	return newPipeHarness(t, durableOptions(cps)), newPipeHarness(t, durableOptions(cps))
+}
+
 // TestDurableTakeover: a rollout parked on server A, whose client's
 // connection drops, is resumed on server B, which shares A's checkpoints:
 // B replays what the client missed (the pending pause, or every frame after
@@ -106,10 +117,8 @@ func TestDurableTakeover(t *testing.T) {
 func TestDurableTakeBack(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		cps := runtime.NewMemoryCheckpoints()
-		a := newPipeHarness(t, durableOptions(cps))
-		b := newPipeHarness(t, durableOptions(cps))
-		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		a, b := durablePair(t)
+		body := durableBody()
 		c1 := a.dial(t, "Bearer alice")
 		c1.send(t, create(body))
 		events := c1.next(t)
@@ -185,10 +194,8 @@ func sameRollout(t *testing.T, got, want []byte) {
 func TestDurableHandover(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		cps := runtime.NewMemoryCheckpoints()
-		a := newPipeHarness(t, durableOptions(cps))
-		b := newPipeHarness(t, durableOptions(cps))
-		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		a, b := durablePair(t)
+		body := durableBody()
 
 		c1 := a.dial(t, "Bearer alice")
 		c1.send(t, create(body))
@@ -294,7 +301,7 @@ func TestDurableMidStep(t *testing.T) {
 		cps := runtime.NewMemoryCheckpoints()
 		a := hungServer(t, cps)
 		b := newPipeHarness(t, durableOptions(cps))
-		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		body := durableBody()
 		want, _ := driveSuspended(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), maps.Clone(body))
 
 		c1 := a.dial(t, "Bearer alice")
@@ -332,7 +339,7 @@ func TestDurableTakeoverBounded(t *testing.T) {
 		full := durableOptions(cps)
 		full.Suspension.Max = 1
 		b := newPipeHarness(t, full)
-		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		body := durableBody()
 
 		onB := b.dial(t, "Bearer bob")
 		onB.send(t, create(body))
@@ -386,7 +393,7 @@ func TestDurableCheckpointBehind(t *testing.T) {
 		mem := runtime.NewMemoryCheckpoints()
 		a := hungServer(t, &failNth{Checkpoints: mem, n: 3}) // pause 1, its answer, then pause 2 fails
 		b := newPipeHarness(t, durableOptions(mem))
-		body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(durableSteps)}
+		body := durableBody()
 		c1 := a.dial(t, "Bearer alice")
 		events, id := intoThirdStep(t, c1, body) // its second pause not in the store
 		seen := last(events)
