@@ -120,6 +120,13 @@
 // out, and stops it without a frame more. A rollout that ends drops its
 // checkpoint, leaving its epoch, so a fenced server cannot write it again.
 //
+// Parked at a checkpointed pause past Suspension.HibernateAfter, a
+// rollout hibernates: its loop ends as at a handover (nothing sent, the
+// checkpoint kept), the suspended set keeps its id (asleep, for the
+// quotas), and the lane it reported on keeps its place (lane.asleep). An
+// append or a cancel naming a rollout the server does not hold wakes it:
+// a takeover, as a resume's, with nothing replayed, then the event.
+//
 // # Locks
 //
 // No lock is held across anything that waits on a client: events are

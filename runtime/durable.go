@@ -44,6 +44,9 @@ type checkpointData struct {
 	// Answer is what the client appended at the pause, once it answered
 	// every pending call: the loop went on from there.
 	Answer json.RawMessage `json:"answer,omitempty"`
+	// Parked is when the pause was written (Unix milliseconds): its
+	// Suspension.Timeout runs from then on whichever server holds it.
+	Parked int64 `json:"parked_ms,omitempty"`
 }
 
 type checkpointFrame struct {
@@ -54,12 +57,12 @@ type checkpointFrame struct {
 // newCheckpoint is the checkpoint of the pause ps, whose frames are those
 // since the last append: its pause encoded once, for the checkpoint of its
 // answer too.
-func newCheckpoint(ps *pauseState, frames []frame) (*checkpointData, error) {
+func newCheckpoint(ps *pauseState, frames []frame, parked time.Time) (*checkpointData, error) {
 	pause, err := protocol.Marshal(ps)
 	if err != nil {
 		return nil, err
 	}
-	d := &checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames))}
+	d := &checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames)), Parked: parked.UnixMilli()}
 	for i, f := range frames {
 		d.Frames[i] = checkpointFrame{Seq: f.seq, Event: f.b}
 	}
@@ -194,7 +197,7 @@ func (sp *suspension) checkpointAnswerLocked() bool {
 // more for its client.
 func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []frame, epoch uint64) {
 	defer sp.srv.wg.Done()
-	d, err := newCheckpoint(ps, frames)
+	d, err := newCheckpoint(ps, frames, sp.srv.now())
 	var data []byte
 	if err == nil {
 		data, err = d.encode(nil)
@@ -227,6 +230,12 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	}
 }
 
+// releasedLocked reports whether the rollout has left this server for its
+// checkpoint: taken over by another server, handed over at Shutdown, or
+// hibernated. It sends nothing more, and ends without dropping the
+// checkpoint.
+func (sp *suspension) releasedLocked() bool { return sp.fenced || sp.handedOver || sp.hibernated }
+
 // fenceLocked stops a rollout another server has taken over: it sends
 // nothing more, and ends.
 func (sp *suspension) fenceLocked() {
@@ -241,7 +250,7 @@ func (sp *suspension) fenceLocked() {
 // flight, whichever lands first.
 func (sp *suspension) dropCheckpointLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.checkpointed && !sp.holding || sp.fenced || sp.handedOver {
+	if cps == nil || !sp.checkpointed && !sp.holding || sp.releasedLocked() {
 		return
 	}
 	tenant, epoch, ttl := sp.ro.tenant, sp.epoch, sp.srv.checkpointTTL()
@@ -262,6 +271,13 @@ type takeoverJob struct {
 	id       string
 	after    *int // the last sequence_number the resuming client received
 	received time.Time
+	// A wake: an append or a cancel naming a rollout this server does not
+	// hold (hibernated, or released by a server that left), whose client
+	// saw its pause. Nothing is replayed; the items are appended, or the
+	// rollout cancelled, once it is parked here.
+	wake   bool
+	items  protocol.Items
+	cancel bool
 }
 
 func (j *takeoverJob) bytes() int                         { return 0 }
@@ -280,12 +296,12 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	defer cancel()
 	cp, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
 	if err != nil {
-		return errorFrame(sess.takeoverError(j.id, err), ln.id)
+		return errorFrame(sess.takeoverError(j, err), ln.id)
 	}
 	lc, err := decodeCheckpoint(cp.Data)
 	if err != nil || lc.pause.Tenant != sess.tenant || lc.pause.Creds != sess.creds || lc.pause.Response.ID != j.id {
 		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
-		return errorFrame(errResumeNotFound(j.id), ln.id)
+		return errorFrame(j.notFound(), ln.id)
 	}
 	ps, frames, answer := lc.pause, lc.frames, lc.answer
 	if ps.Lane != ln.id {
@@ -307,13 +323,16 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	}
 	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
 		sess.srv.unregister(sp)
-		return errorFrame(sess.takeoverError(j.id, err), ln.id)
+		return errorFrame(sess.takeoverError(j, err), ln.id)
 	}
 	parked := make(chan struct{})
 	sp.mu.Lock()
 	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
 	sp.durablePause = answer == nil // the store has this pause (and, answered, its answer)
-	sp.lastCheckpoint, sp.paused, sp.replaying = lc.data, true, true
+	sp.lastCheckpoint, sp.paused, sp.replaying = lc.data, true, !j.wake
+	if lc.data.Parked > 0 {
+		sp.deadline = time.UnixMilli(lc.data.Parked).Add(sess.srv.opts.Suspension.Timeout)
+	}
 	from := frames[len(frames)-1].seq // the pause
 	if answer != nil {
 		// Answered: the client saw the pause; the step runs again from its
@@ -328,8 +347,8 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if j.after != nil {
 		from = *j.after
 	}
-	if answer != nil {
-		sp.sent = from // the step runs again: what the client has of it is not sent twice
+	if answer != nil || j.wake {
+		sp.sent = from // the client has it: the pause it answers, or the step run again
 	}
 	sp.mu.Unlock()
 	sess.setRunning(ln, nil, sp)
@@ -340,19 +359,39 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	case <-sess.ctx.Done():
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
-	sp.replay(sess.ctx, sess, from)
+	switch {
+	case j.cancel:
+		perr = sp.cancel(sess, ln.id)
+	case j.wake && sp.waitsOnClient(): // not when its pause timed out while no server held it
+		perr = sp.deliver(sess, ln.id, j.items)
+	default:
+		sp.replay(sess.ctx, sess, from)
+	}
+	if perr != nil { // a bad append: refused, the rollout parked here
+		sess.sendError(perr, ln.id)
+	}
 	return sess.follow(ln, sp, gone, nil)
 }
 
-// takeoverError is what a resume is told when the store had no checkpoint
-// for it, another server took it first, or the store did not answer.
-func (sess *session) takeoverError(id string, err error) *protocol.Error {
-	if errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrFenced) {
-		return errResumeNotFound(id)
+// notFound is what the job's event is told when there is no rollout to
+// take over.
+func (j *takeoverJob) notFound() *protocol.Error {
+	if j.wake {
+		return errNoSuspended(j.id)
 	}
-	sess.srv.log.Warn("checkpoint store", "response_id", id, "err", err)
+	return errResumeNotFound(j.id)
+}
+
+// takeoverError is what a takeover's event is told when the store had no
+// checkpoint for it, another server took it first, or the store did not
+// answer.
+func (sess *session) takeoverError(j *takeoverJob, err error) *protocol.Error {
+	if errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrFenced) {
+		return j.notFound()
+	}
+	sess.srv.log.Warn("checkpoint store", "response_id", j.id, "err", err)
 	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",
-		"The store of suspended rollouts did not answer; retry the resume.")
+		"The store of suspended rollouts did not answer; send the event again.")
 }
 
 // parkAnnounced parks a rollout taken over from its checkpoint on the
@@ -400,18 +439,53 @@ func (s *Server) handOver() map[*rollout]bool {
 func (sp *suspension) handOver() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.state != suspParked || !sp.durablePause || sp.fenced {
+	if sp.state != suspParked || !sp.durablePause || sp.releasedLocked() {
 		return false
 	}
 	sp.handedOver = true
+	sp.releaseLocked(errHandedOver)
+	return true
+}
+
+// releaseLocked ends the rollout here, its checkpoint kept, for cause: its
+// timers stop, and its loop, aborted, returns.
+func (sp *suspension) releaseLocked(cause error) {
 	sp.stopTimerLocked()
 	if sp.expiry != nil {
 		sp.expiry.Stop()
 		sp.expiry = nil
 	}
-	sp.ro.abort(errHandedOver)
-	return true
+	sp.ro.abort(cause)
 }
+
+// hibernate takes the rollout, parked at a durable pause since pause
+// began, out of memory (Suspension.HibernateAfter): its loop ends, the
+// suspended set keeps only its id for the quotas, and the event that names
+// it next takes it over from its checkpoint, on this server or another.
+// Not while a resuming client catches up, nor once some of the pause's
+// outputs are appended (the checkpoint has none of them): such a rollout
+// stays in memory.
+func (sp *suspension) hibernate(pause int) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.pauses != pause || sp.state != suspParked || !sp.durablePause || sp.releasedLocked() ||
+		sp.replaying || len(sp.appended) > 0 {
+		return
+	}
+	sp.hibernated = true
+	sp.releaseLocked(errHibernated)
+}
+
+// asleep reports whether the rollout hibernated.
+func (sp *suspension) asleep() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.hibernated
+}
+
+// errAsleep is deliver's answer for a rollout that hibernated: never sent,
+// the session wakes the rollout from its checkpoint instead.
+var errAsleep = &protocol.Error{Code: "asleep"}
 
 // handingOver reports whether the server, shutting down with checkpoints,
 // has handed its parked rollouts over: what their clients send now is
@@ -427,7 +501,7 @@ type reclaimed int
 
 const (
 	reclaimHeld  reclaimed = iota // still this server's (or the store cannot say): resume it here
-	reclaimMoved                  // another server took it over: this copy is fenced out
+	reclaimMoved                  // its checkpoint holds it: another server took it over (this copy is fenced out), or it hibernated
 	reclaimEnded                  // it ended on another server: this copy is fenced out
 )
 
@@ -440,8 +514,11 @@ const (
 func (sp *suspension) reclaim(ctx context.Context) reclaimed {
 	cps := sp.srv.opts.Checkpoints
 	sp.mu.Lock()
-	epoch, ok := sp.epoch, cps != nil && sp.checkpointed && !sp.holding && !sp.fenced && !sp.handedOver
+	epoch, ok, asleep := sp.epoch, cps != nil && sp.checkpointed && !sp.holding && !sp.releasedLocked(), sp.hibernated
 	sp.mu.Unlock()
+	if asleep {
+		return reclaimMoved // its checkpoint holds it: take it over from there
+	}
 	if !ok {
 		return reclaimHeld
 	}

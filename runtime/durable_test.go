@@ -410,3 +410,104 @@ func TestDurableCheckpointBehind(t *testing.T) {
 		}
 	})
 }
+
+// hibernatePair is two servers that share one checkpoint store, whose
+// parked rollouts hibernate after a minute.
+func hibernatePair(t *testing.T) (a, b *pipeHarness) {
+	cps := runtime.NewMemoryCheckpoints()
+	o := durableOptions(cps)
+	o.Suspension.HibernateAfter = time.Minute
+	return newPipeHarness(t, o), newPipeHarness(t, o)
+}
+
+// TestDurableHibernate: a rollout parked past Suspension.HibernateAfter
+// leaves memory (no goroutine of the server's is left for it once its
+// client is gone), and whatever names it next wakes it from its
+// checkpoint: an append on the connection it hibernated on, which keeps
+// its lane (a create there is refused as before); a resume on another
+// server; a bad append, refused with the rollout parked, then a good one.
+// The rollout ends as one never hibernated does, every event once.
+func TestDurableHibernate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a, b := hibernatePair(t)
+		body := durableBody()
+		unmoved := newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice")
+		want, _ := driveSuspended(t, unmoved, maps.Clone(body))
+		unmoved.drop()
+
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		events := c1.next(t)
+		id := respID(t, last(events))
+		time.Sleep(2 * time.Minute) // it hibernates
+		synctest.Wait()
+		c1.send(t, create(body))
+		c1.wantError(t, "stream_suspended")
+		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...)) // wakes it here
+		events = append(events, c1.next(t)...)
+		pause := last(events)
+		if eventType(t, pause) != "response.done" {
+			t.Fatalf("the rollout woken by an append went on to %s, want its second pause", pause)
+		}
+
+		time.Sleep(2 * time.Minute) // hibernates again
+		c1.drop()
+		synctest.Wait()
+		if g := serverGoroutines(t); len(g) != 0 {
+			t.Fatalf("a hibernated rollout, its client gone, left %d goroutines of the server's:\n%s", len(g), g[0])
+		}
+
+		c2 := b.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		if again := c2.recv(t); !bytes.Equal(again, pause) {
+			t.Fatalf("the resume on B sent %s, want the pending pause", again)
+		}
+		time.Sleep(2 * time.Minute) // hibernates on B, its client attached
+		synctest.Wait()
+		c2.send(t, appendEv(id, "", fco("call_nobody", "x")))
+		c2.wantError(t, "tool_call_not_found")
+		c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
+		for p := []byte(nil); ; {
+			evs := c2.next(t)
+			events = append(events, evs...)
+			if p = last(evs); eventType(t, p) != "response.done" {
+				break
+			}
+			c2.send(t, appendEv(id, "", outputsFor(t, p)...))
+		}
+		checkStreamInvariants(t, events)
+		sameRollout(t, last(events), last(want))
+	})
+}
+
+// TestDurableHibernatedTimeout: a hibernated rollout keeps its pause's
+// Suspension.Timeout, counted from the pause: woken after it, it fails
+// with client_tool_timeout; a hibernated rollout cancelled ends
+// cancelled.
+func TestDurableHibernatedTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := hibernatePair(t)
+		body := durableBody()
+		c := a.dial(t, "Bearer alice")
+		c.send(t, create(body))
+		first := respID(t, last(c.next(t)))
+		body["stream_id"] = "other"
+		c.send(t, create(body))
+		second := respID(t, last(c.next(t)))
+
+		time.Sleep(5 * time.Minute)
+		c.send(t, refEv("response.cancel", second, "other"))
+		if end := decodeEv(t, last(c.next(t))); end.Type != "response.cancelled" {
+			t.Fatalf("a hibernated rollout cancelled ended with %s", end.Type)
+		}
+		time.Sleep(5*time.Minute + 30*time.Second) // past the first's 10-minute timeout, within its checkpoint's 11
+		c.send(t, appendEv(first, "", fco("call_0", "late")))
+		got := last(c.next(t))
+		end := decodeEv(t, got)
+		if end.Type != "response.failed" || end.Response.Error == nil || end.Response.Error.Code != "client_tool_timeout" {
+			t.Fatalf("a hibernated rollout woken past its timeout: %s, want client_tool_timeout", got)
+		}
+	})
+}

@@ -34,6 +34,7 @@ var (
 	errDetachedFull     = errors.New("runtime: detached response produced more events than a resume can replay")
 	errFenced           = errors.New("runtime: the rollout was taken over by another server")
 	errHandedOver       = errors.New("runtime: the rollout was handed over for another server to resume")
+	errHibernated       = errors.New("runtime: the rollout hibernated: its checkpoint holds it")
 	errCheckpointBehind = errors.New("runtime: the rollout's checkpoint is older than what its client saw")
 )
 

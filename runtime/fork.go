@@ -70,12 +70,7 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 		return perr
 	}
 	for _, id := range lanes {
-		sess.admit(id, &forkJob{pause: ps, received: received}, func(ln *lane) *protocol.Error {
-			if ln.sp != nil {
-				return ln.sp.queueRefusal(sess, true)
-			}
-			return nil
-		})
+		sess.admit(id, &forkJob{pause: ps, received: received}, func(ln *lane) *protocol.Error { return ln.queueRefusal(sess, true) })
 	}
 	return nil
 }

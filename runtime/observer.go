@@ -34,6 +34,12 @@ const (
 // nobody resumed it.
 const StatusAbandoned protocol.ResponseStatus = "abandoned"
 
+// StatusReleased is the status an Observer is given for a suspended
+// rollout that left this server at a checkpointed pause, to go on from its
+// checkpoint: handed over at Shutdown, hibernated, or taken over by
+// another server.
+const StatusReleased protocol.ResponseStatus = "released"
+
 // Observer receives what a Server measures, as it happens: the seam through
 // which an embedder exports metrics (package runtime/prommetrics serves
 // them to Prometheus), as quic-go's Tracer and go-redis's Hook are. Its

@@ -175,8 +175,15 @@ type SuspensionOptions struct {
 	// waiting for response.resume on a new one.
 	ResumeWindow time.Duration
 	// Max bounds the suspended rollouts a server holds at once
-	// (running, parked or detached); beyond it a suspended create is refused.
+	// (running, parked, detached or hibernated); beyond it a suspended
+	// create is refused.
 	Max int
+	// HibernateAfter, with Checkpoints, takes a rollout parked this long
+	// at a checkpointed pause out of memory: its goroutine ends, its state
+	// lives in the checkpoint alone, and the append, cancel or resume that
+	// names it next rebuilds it on whichever server receives it. 0 never
+	// hibernates (the default); a nanosecond hibernates at once.
+	HibernateAfter time.Duration
 }
 
 // TenantLimits bound what one tenant (the tenant of a request's key) takes
@@ -284,7 +291,8 @@ func (s *SuspensionOptions) validate() error {
 	return errors.Join(
 		atLeast0("Suspension.Timeout", s.Timeout),
 		atLeast0("Suspension.ResumeWindow", s.ResumeWindow),
-		atLeast0("Suspension.Max", s.Max))
+		atLeast0("Suspension.Max", s.Max),
+		atLeast0("Suspension.HibernateAfter", s.HibernateAfter))
 }
 
 func (s *SuspensionOptions) setDefaults() {

@@ -442,6 +442,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.resp.Error = &protocol.ResponseError{Code: protocol.CodeTooManyToolCalls,
 			Message: fmt.Sprintf("A sampling step made more than %d tool calls, this server's limit per step (Limits.MaxCallsPerStep).", r.srv.opts.Limits.MaxCallsPerStep)}
 		terminal = protocol.EventFailed
+	case cause == errFenced || cause == errHandedOver || cause == errHibernated:
+		r.mu.Unlock()
+		r.srv.obs.ResponseEnded(r.path, StatusReleased, r.timings())
+		return nil, ctx.Err()
 	case serr != nil && ctx.Err() != nil:
 		// The client went away, the server is shutting down, or nobody
 		// resumed a detached rollout: nobody to tell.

@@ -82,6 +82,25 @@ type lane struct {
 	// answers for itself whether it is still this connection's).
 	ro *rollout
 	sp *suspension
+	// asleep is the id of the suspended rollout this lane followed until
+	// it hibernated (durable.go), guarded by session.mu: the lane stays
+	// its, and an append or cancel naming it wakes it here.
+	asleep string
+}
+
+// queueRefusal says why a create (fork: a fork) from sess may not queue on
+// ln: the lane's suspended rollout is parked, or asleep, on this
+// connection. The caller holds sess.mu.
+func (ln *lane) queueRefusal(sess *session, fork bool) *protocol.Error {
+	switch {
+	case ln.sp != nil:
+		return ln.sp.queueRefusal(sess, fork)
+	case ln.asleep == "":
+		return nil
+	case fork:
+		return errLaneSuspended(ln.asleep, evFork)
+	}
+	return errLaneSuspended(ln.asleep, evCreate)
 }
 
 // newSession makes the session of conn, whose upgrade request was r, in
@@ -256,12 +275,7 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 	if refusal != nil {
 		j = &refusedJob{refusal: refusal, parent: ev.Request.PreviousResponseID}
 	}
-	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error {
-		if ln.sp != nil {
-			return ln.sp.queueRefusal(sess, false)
-		}
-		return nil
-	})
+	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error { return ln.queueRefusal(sess, false) })
 }
 
 // admit puts j on lane laneID, starting the lane if new, or refuses it at
@@ -490,7 +504,7 @@ func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (
 func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	ln.ro, ln.sp = ro, sp
+	ln.ro, ln.sp, ln.asleep = ro, sp, ""
 }
 
 // jobSink is a cached-state response's sink: events go to the session, the

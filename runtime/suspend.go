@@ -51,6 +51,12 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 		return nil
 	}
 	sess.setRunning(ln, nil, nil)
+	if sp.asleep() { // its checkpoint holds it: the lane stays its, for the append that wakes it
+		sess.mu.Lock()
+		ln.asleep = sp.id
+		sess.mu.Unlock()
+		return nil
+	}
 	conv, terminal, ok := sp.settle(sess)
 	if !ok {
 		return nil
@@ -91,11 +97,30 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)
 	case sp != nil:
-		return sp.deliver(sess, ev.StreamID, ev.Input)
+		if perr := sp.deliver(sess, ev.StreamID, ev.Input); perr != errAsleep {
+			return perr
+		}
 	case ro != nil:
 		return errNotSuspendedRollout(ev.ResponseID, evAppend)
 	}
-	return errNoSuspended(ev.ResponseID)
+	return sess.wake(&takeoverJob{id: ev.ResponseID, wake: true, items: ev.Input}, ev.StreamID)
+}
+
+// wake takes j's rollout over from its checkpoint, in its lane's turn, to
+// append to it or cancel it: it hibernated, or the server that held it
+// left (Checkpoints). Without checkpoints there is no such rollout.
+func (sess *session) wake(j *takeoverJob, lane string) *protocol.Error {
+	if sess.srv.opts.Checkpoints == nil {
+		return j.notFound()
+	}
+	if !j.cancel {
+		if perr := protocol.ValidateItems(j.items, "input"); perr != nil {
+			return perr // refused before the store is asked
+		}
+	}
+	j.received = sess.srv.now()
+	sess.admit(lane, j, nil)
+	return nil
 }
 
 // cancelResponse handles response.cancel: it ends a running or suspended
@@ -106,7 +131,12 @@ func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)
 	case sp != nil:
-		return sp.cancel(sess, ev.StreamID)
+		if perr := sp.cancel(sess, ev.StreamID); perr != errAsleep {
+			return perr
+		}
+		return sess.wake(&takeoverJob{id: ev.ResponseID, wake: true, cancel: true}, ev.StreamID)
+	case ro == nil && sess.srv.opts.Checkpoints != nil:
+		return sess.wake(&takeoverJob{id: ev.ResponseID, wake: true, cancel: true}, ev.StreamID)
 	case ro == nil:
 		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
 			"No response '%s' in progress on this connection.", ev.ResponseID)

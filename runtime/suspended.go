@@ -20,6 +20,7 @@ type suspendedSet struct {
 
 	mu        sync.Mutex
 	byID      map[string]*suspension // guarded by mu
+	asleep    map[string]asleepEntry // hibernated rollouts, by response id; guarded by mu
 	tails     map[string]*tail       // guarded by mu
 	tailOrder *list.List             // of *tail, oldest first; guarded by mu
 	tailBytes int                    // guarded by mu
@@ -27,7 +28,17 @@ type suspendedSet struct {
 }
 
 func newSuspendedSet(opts *Options) *suspendedSet {
-	return &suspendedSet{opts: opts, byID: make(map[string]*suspension), tails: make(map[string]*tail), tailOrder: list.New()}
+	return &suspendedSet{opts: opts, byID: make(map[string]*suspension), asleep: make(map[string]asleepEntry),
+		tails: make(map[string]*tail), tailOrder: list.New()}
+}
+
+// asleepEntry is what a server keeps of a rollout that hibernated here:
+// enough to count it against the quotas until it wakes here, or its
+// checkpoint's time is up. A rollout woken by another server stays counted
+// here until then.
+type asleepEntry struct {
+	tenant string
+	until  time.Time
 }
 
 // add lists sp, so that response.resume finds it; it counts against
@@ -39,7 +50,11 @@ func (set *suspendedSet) add(sp *suspension) *protocol.Error {
 	if set.closed { // Shutdown took its list of them: it would not stop this one
 		return errShutdown()
 	}
-	if len(set.byID) >= set.opts.Suspension.Max {
+	delete(set.asleep, sp.id) // it wakes
+	if len(set.byID)+len(set.asleep) >= set.opts.Suspension.Max {
+		set.sweepLocked()
+	}
+	if len(set.byID)+len(set.asleep) >= set.opts.Suspension.Max {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
 			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", set.opts.Suspension.Max)
 	}
@@ -50,6 +65,11 @@ func (set *suspendedSet) add(sp *suspension) *protocol.Error {
 				n++
 			}
 		}
+		for _, a := range set.asleep {
+			if a.tenant == t {
+				n++
+			}
+		}
 		if n >= set.opts.Tenant.Suspended {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantSuspended, "suspend",
 				"Your key's tenant already holds %d suspended rollouts, its limit on this server. Finish or cancel one, or retry without 'suspend'.", n)
@@ -57,6 +77,37 @@ func (set *suspendedSet) add(sp *suspension) *protocol.Error {
 	}
 	set.byID[sp.id] = sp
 	return nil
+}
+
+// sleep lists sp, which hibernated, as asleep: it leaves memory, and its
+// checkpoint, kept for ttl, holds it.
+func (set *suspendedSet) sleep(sp *suspension, ttl time.Duration) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.byID[sp.id] != sp {
+		return
+	}
+	delete(set.byID, sp.id)
+	if !set.closed {
+		set.asleep[sp.id] = asleepEntry{tenant: sp.ro.tenant, until: time.Now().Add(ttl)}
+	}
+}
+
+// sweepLocked forgets the rollouts asleep past their checkpoints' time.
+func (set *suspendedSet) sweepLocked() {
+	now := time.Now()
+	for id, a := range set.asleep {
+		if !now.Before(a.until) {
+			delete(set.asleep, id)
+		}
+	}
+}
+
+// hibernated is how many rollouts hibernated here and have not woken here.
+func (set *suspendedSet) hibernated() int {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return len(set.asleep)
 }
 
 // remove takes sp off the list (it expired).
@@ -109,6 +160,7 @@ func (set *suspendedSet) close() []*suspension {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	set.closed = true
+	clear(set.asleep) // their checkpoints hold them
 	for _, t := range set.tails {
 		set.dropTailLocked(t)
 	}

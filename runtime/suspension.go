@@ -73,6 +73,9 @@ type suspension struct {
 	durablePause   bool            // the pause it is parked at is that checkpoint: Shutdown may hand it over
 	fenced         bool            // another server took it over: it sends nothing more
 	handedOver     bool            // released at Shutdown to whichever server its client resumes on: it sends nothing more
+	hibernated     bool            // released to its checkpoint (Suspension.HibernateAfter): it sends nothing more
+	sleep          *time.Timer     // Suspension.HibernateAfter of the current pause
+	deadline       time.Time       // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
 	announced      bool            // taken over at a pause its response.done announced already: its first park is silent
 	lastCheckpoint *checkpointData // the pause last checkpointed, for the checkpoint of its answer
 	appended       protocol.Items  // what the client appended at the current pause
@@ -406,6 +409,9 @@ func (sp *suspension) start() {
 				err = protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
 					"The server had an error while processing the request.")
 			}
+			if sp.asleep() {
+				sp.srv.suspended.sleep(sp, sp.srv.checkpointTTL()) // first: a resume from now on finds it in the store
+			}
 			sp.ended(conv, err)
 		}()
 		conv, err = sp.ro.run(sp.srv.ctx, sp)
@@ -421,7 +427,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 	sp.stopTimerLocked()
 	sp.conv = conv
 	sp.dropCheckpointLocked()
-	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.fenced && !sp.handedOver {
+	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.releasedLocked() {
 		// It ended without a terminal event for a reason the client can be
 		// told (a panic, a replay log overflow while detached; not a
 		// shutdown or an expired resume window): the connection that

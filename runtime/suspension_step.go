@@ -95,7 +95,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.fenced || sp.handedOver {
+	if sp.releasedLocked() {
 		return nil // another server owns it now, or will
 	}
 	switch protocol.Type(ev) {
@@ -170,7 +170,18 @@ func (sp *suspension) parkLocked() {
 	sp.pauses++
 	sp.srv.obs.Paused()
 	pause := sp.pauses
-	sp.timer = time.AfterFunc(sp.srv.opts.Suspension.Timeout, func() { sp.timeout(pause) })
+	wait := sp.srv.opts.Suspension.Timeout
+	if !sp.deadline.IsZero() { // taken over: the pause has waited since its checkpoint
+		wait, sp.deadline = max(sp.deadline.Sub(sp.srv.now()), 0), time.Time{}
+	}
+	if wait == 0 {
+		sp.timeoutLocked() // it timed out while no server held it
+		return
+	}
+	sp.timer = time.AfterFunc(wait, func() { sp.timeout(pause) })
+	if d := sp.srv.opts.Suspension.HibernateAfter; d > 0 && sp.durablePause {
+		sp.sleep = time.AfterFunc(d, func() { sp.hibernate(pause) })
+	}
 }
 
 // timeout ends a rollout whose pause waited longer than Suspension.Timeout.
@@ -180,7 +191,12 @@ func (sp *suspension) timeout(pause int) {
 	if sp.pauses != pause {
 		return // a later pause's timer is armed
 	}
+	sp.timeoutLocked()
+}
+
+func (sp *suspension) timeoutLocked() {
 	if r, _ := sp.decideLocked(evTimeout, nil, "", ""); r.v == allow {
+		sp.stopTimerLocked()
 		sp.ro.abort(errToolTimeout) // it runs to its end: it takes no more outputs
 	}
 }
@@ -189,6 +205,10 @@ func (sp *suspension) stopTimerLocked() {
 	if sp.timer != nil {
 		sp.timer.Stop()
 		sp.timer = nil
+	}
+	if sp.sleep != nil {
+		sp.sleep.Stop()
+		sp.sleep = nil
 	}
 }
 
@@ -203,8 +223,11 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.handedOver {
+	switch {
+	case sp.handedOver:
 		return nil // it is resumed elsewhere, where its pause is replayed and answered again
+	case sp.hibernated:
+		return errAsleep // the session wakes it from its checkpoint
 	}
 	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
 		return perr
@@ -296,6 +319,9 @@ func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[cal
 func (sp *suspension) cancel(sess *session, lane string) *protocol.Error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	if sp.hibernated {
+		return errAsleep // the session wakes it from its checkpoint
+	}
 	if _, perr := sp.decideLocked(evCancel, sess, lane, ""); perr != nil {
 		return perr
 	}
