@@ -350,6 +350,9 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if answer != nil || j.wake {
 		sp.sent = from // the client has it: the pause it answers, or the step run again
 	}
+	if j.wake {
+		sp.wake = &wakeEvent{items: j.items, cancel: j.cancel}
+	}
 	sp.mu.Unlock()
 	sess.setRunning(ln, nil, sp)
 	sp.start()
@@ -359,18 +362,26 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	case <-sess.ctx.Done():
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
-	switch {
-	case j.cancel:
-		perr = sp.cancel(sess, ln.id)
-	case j.wake && sp.waitsOnClient(): // not when its pause timed out while no server held it
-		perr = sp.deliver(sess, ln.id, j.items)
-	default:
+	if j.wake {
+		sp.mu.Lock()
+		perr = sp.wake.refused
+		sp.wake = nil
+		sp.mu.Unlock()
+		if perr != nil { // a bad append: refused, the rollout parked here
+			sess.sendError(perr, ln.id)
+		}
+	} else {
 		sp.replay(sess.ctx, sess, from)
 	}
-	if perr != nil { // a bad append: refused, the rollout parked here
-		sess.sendError(perr, ln.id)
-	}
 	return sess.follow(ln, sp, gone, nil)
+}
+
+// wakeEvent is the append or cancel that woke a rollout (takeoverJob), for
+// its first park to take, and the append's refusal.
+type wakeEvent struct {
+	items   protocol.Items
+	cancel  bool
+	refused *protocol.Error
 }
 
 // notFound is what the job's event is told when there is no rollout to
@@ -405,12 +416,23 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
 	sp.mu.Lock()
 	sp.parkLocked()
-	if items := sp.preAnswered; items != nil {
+	// What the takeover brought is taken as the rollout parks, under the
+	// same lock: before its hibernation timer can act on it.
+	switch w := sp.wake; {
+	case sp.preAnswered != nil:
+		items := sp.preAnswered
 		sp.preAnswered = nil
 		if perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
 			sp.srv.log.Warn("checkpointed answer refused", "response_id", sp.id, "err", perr)
 			sp.ro.abort(perr)
 		}
+	case w == nil || sp.state != suspParked: // its pause timed out while no server held it
+	case w.cancel:
+		sp.decideLocked(evCancel, sp.sess, sp.lane, "")
+		sp.stopTimerLocked()
+		sp.ro.abort(errCancelled)
+	default:
+		w.refused = sp.takeLocked(w.items)
 	}
 	close(sp.parkedCh)
 	sp.parkedCh = nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,11 +37,13 @@ const pauseSteps = 16
 // checkpoints= is where each pause is checkpointed (durable.go): none, in
 // memory, or in a real redis-server (fsync on every write, as
 // internal/redistest runs it), each written before the pause goes out.
-// checkpoint-bytes/pause is its size.
+// checkpoint-bytes/pause is its size. +hibernated hibernates the rollout
+// at each pause (Suspension.HibernateAfter of a nanosecond): each append
+// wakes it from its checkpoint.
 func BenchmarkPauseResume(b *testing.B) {
 	r := renderer(b)
 	for _, n := range []int{1_000, 100_000} {
-		for _, where := range []string{"none", "memory", "redis"} {
+		for _, where := range []string{"none", "memory", "redis", "memory+hibernated", "redis+hibernated"} {
 			b.Run(fmt.Sprintf("context=%dk/checkpoints=%s", n/1000, where), func(b *testing.B) {
 				benchmarkPauseResume(b, r, n, where)
 			})
@@ -51,6 +54,9 @@ func BenchmarkPauseResume(b *testing.B) {
 func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string) {
 	opts := runtime.Options{Renderer: r}
 	var sizes *sizedCheckpoints
+	if w, ok := strings.CutSuffix(where, "+hibernated"); ok {
+		where, opts.Suspension.HibernateAfter = w, time.Nanosecond
+	}
 	switch where {
 	case "memory":
 		sizes = &sizedCheckpoints{Checkpoints: runtime.NewMemoryCheckpoints()}

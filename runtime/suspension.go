@@ -80,6 +80,7 @@ type suspension struct {
 	lastCheckpoint *checkpointData // the pause last checkpointed, for the checkpoint of its answer
 	appended       protocol.Items  // what the client appended at the current pause
 	preAnswered    protocol.Items  // taken over with the pause answered: the items its first park takes
+	wake           *wakeEvent      // taken over by an append or a cancel: what its first park takes
 	parkedCh       chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
 
 	// What run left, once it has returned; guarded by mu.
