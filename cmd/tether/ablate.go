@@ -43,7 +43,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	url := fs.String("url", "", "base URL of a running server instead of an in-process one; its timing must match --tps (one value), --ttft and --prefill-rate, which the warm-up checks")
 	apiKey := fs.String("api-key", "", "bearer token for --url (default: $OPENAI_API_KEY)")
-	store := fs.String("store", "memory", "the in-process server's store: memory, or redis://HOST:PORT/DB (chained mode then keeps its chain in Redis)")
+	store := fs.String("store", "memory", "the in-process server's store: memory, or redis://HOST:PORT/DB (chained mode then keeps its chain in Redis); with --park --hibernate-after, the served tether's Redis")
 	wtURL := fs.String("wt-url", "", "with --url: that server's WebTransport base URL (https://HOST:PORT/v1, as tether serve --wt-addr prints it), for the wt- designs")
 	certHash := fs.String("cert-hash", "", "with --wt-url: the SHA-256 (hex) that pins its certificate, as tether serve prints it")
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
@@ -111,7 +111,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		defer pprof.StopCPUProfile()
 	}
 	if *load.park > 0 {
-		return runPark(ctx, load, costs, *out, stdout, stderr)
+		return runPark(ctx, load, costs, *store, *out, stdout, stderr)
 	}
 	if *load.hol > 0 {
 		return runHOL(ctx, load, *out, stdout, stderr)

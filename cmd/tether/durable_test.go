@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/internal/redistest"
 )
 
@@ -348,5 +351,38 @@ func TestDurableFencing(t *testing.T) {
 	}
 	if h, err := st.HGetAll(ctx, keys[0]).Result(); err != nil || len(h) != 1 || h["epoch"] != "3" {
 		t.Fatalf("the checkpoint after A continued: %v %v, want only epoch 3", h, err)
+	}
+}
+
+// TestParkHibernate: 2,000 suspended rollouts parked on a tether serve
+// whose rollouts hibernate after a second (--hibernate-after, Redis), their
+// clients gone: every one leaves the server's memory (its goroutines back
+// to what they were before parking), each costs the server's heap under
+// 8 KiB and Redis some bytes, and hibernated rollouts answer appends from
+// new connections (the ablate run completes them). Real processes, a real
+// redis-server; the figures are the closing note's at 100,000.
+func TestParkHibernate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("parks 2,000 rollouts on a tether serve process with a redis-server: not in -short")
+	}
+	t.Parallel()
+	redis := redistest.Start(t)
+	dir := t.TempDir()
+	code, stdout, stderr := tether(t, "ablate", "--park", "2000", "--park-context", "500", "--hibernate-after", "1s",
+		"--store", redis.URL(), "--park-wakes", "50", "--load-server", tetherBinary(t), "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stdout, stderr)
+	}
+	var res ablate.ParkResult
+	if b, err := os.ReadFile(filepath.Join(dir, "park.json")); err != nil || json.Unmarshal(b, &res) != nil {
+		t.Fatalf("park.json: %v", err)
+	}
+	t.Logf("%s", stdout)
+	if res.Rollouts != 2000 || res.GoroutinesPerRollout > 0.005 || res.RedisBytesPerRollout <= 0 ||
+		res.HotAppendMs.N != 50 || res.WakeAppendMs.N != 50 {
+		t.Errorf("hibernated: %+v", res)
+	}
+	if !raceEnabled && res.HeapPerRollout > 8<<10 {
+		t.Errorf("a hibernated rollout holds %.1f KiB of the server's heap, want under 8", res.HeapPerRollout/1024)
 	}
 }

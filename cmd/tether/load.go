@@ -20,32 +20,36 @@ import (
 
 // loadFlags are ablate's flags for a load run (--load).
 type loadFlags struct {
-	clients  *string
-	duration *time.Duration
-	mode     *string
-	server   *string
-	park     *int
-	parkCtx  *int
-	hol      *int
-	holLoss  *string
-	holDelay *time.Duration
-	holRTX   *time.Duration
-	holTPS   *float64
+	clients   *string
+	duration  *time.Duration
+	mode      *string
+	server    *string
+	park      *int
+	parkCtx   *int
+	hibernate *time.Duration
+	wakes     *int
+	hol       *int
+	holLoss   *string
+	holDelay  *time.Duration
+	holRTX    *time.Duration
+	holTPS    *float64
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 	return loadFlags{
-		clients:  fs.String("load", "", "a load run instead of the comparison: this many concurrent clients (comma-separated: one run each, like 100,300,500), each running the workload again and again for --duration against a tether serve started as a child process, so that client and server CPU are apart"),
-		duration: fs.Duration("duration", time.Minute, "with --load or --hol: how long each run lasts"),
-		mode:     fs.String("load-mode", "suspend", "with --load: the design the clients use (a --modes name: suspend, suspend+msgpack, turns, …)"),
-		park:     fs.Int("park", 0, "a parking run instead of the comparison: park this many suspended rollouts, each on its own WebSocket waiting for a client call's output, against a tether serve started as a child process, and report its memory and goroutines per rollout"),
-		parkCtx:  fs.Int("park-context", 8000, "with --park: tokens of context each parked rollout holds"),
-		hol:      fs.Int("hol", 0, "a head-of-line run instead of the comparison: this many lanes stream at once over one WebSocket, then one WebTransport connection, through a simulated lossy link, for --duration at each --hol-loss; reports each transport's token delivery lag"),
-		holLoss:  fs.String("hol-loss", "0,0.01,0.05", "with --hol: shares of packets the link loses each way, comma-separated"),
-		holDelay: fs.Duration("hol-delay", 10*time.Millisecond, "with --hol: the link's one-way delay"),
-		holRTX:   fs.Duration("hol-rtx", 0, "with --hol: how late a lost TCP segment arrives, its retransmission (default: two round trips)"),
-		holTPS:   fs.Float64("hol-tps", 50, "with --hol: each lane's model speed, tokens per second (the default keeps 16 lanes' frames well below what a lossy link carries, so that lag measures blocking, not a full pipe)"),
-		server:   fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
+		clients:   fs.String("load", "", "a load run instead of the comparison: this many concurrent clients (comma-separated: one run each, like 100,300,500), each running the workload again and again for --duration against a tether serve started as a child process, so that client and server CPU are apart"),
+		duration:  fs.Duration("duration", time.Minute, "with --load or --hol: how long each run lasts"),
+		mode:      fs.String("load-mode", "suspend", "with --load: the design the clients use (a --modes name: suspend, suspend+msgpack, turns, …)"),
+		park:      fs.Int("park", 0, "a parking run instead of the comparison: park this many suspended rollouts, each on its own WebSocket waiting for a client call's output, against a tether serve started as a child process, and report its memory and goroutines per rollout"),
+		parkCtx:   fs.Int("park-context", 8000, "with --park: tokens of context each parked rollout holds"),
+		hibernate: fs.Duration("hibernate-after", 0, "with --park and --store redis://: the served tether hibernates rollouts parked this long (serve --hibernate-after; 1ns at once); the clients then disconnect, and the run reports the server and Redis with every rollout hibernated, and an append's time to its first event, to a rollout hot and to one hibernated"),
+		wakes:     fs.Int("park-wakes", 200, "with --park --hibernate-after: rollouts answered hot, and hibernated, for the append's time to its first event"),
+		hol:       fs.Int("hol", 0, "a head-of-line run instead of the comparison: this many lanes stream at once over one WebSocket, then one WebTransport connection, through a simulated lossy link, for --duration at each --hol-loss; reports each transport's token delivery lag"),
+		holLoss:   fs.String("hol-loss", "0,0.01,0.05", "with --hol: shares of packets the link loses each way, comma-separated"),
+		holDelay:  fs.Duration("hol-delay", 10*time.Millisecond, "with --hol: the link's one-way delay"),
+		holRTX:    fs.Duration("hol-rtx", 0, "with --hol: how late a lost TCP segment arrives, its retransmission (default: two round trips)"),
+		holTPS:    fs.Float64("hol-tps", 50, "with --hol: each lane's model speed, tokens per second (the default keeps 16 lanes' frames well below what a lossy link carries, so that lag measures blocking, not a full pipe)"),
+		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
 
@@ -76,15 +80,23 @@ func serverLog(out string) (io.Writer, func(), error) {
 }
 
 // runPark runs `tether ablate --park`.
-func runPark(ctx context.Context, lf loadFlags, costs costSettings, out string, stdout, stderr io.Writer) int {
+func runPark(ctx context.Context, lf loadFlags, costs costSettings, store, out string, stdout, stderr io.Writer) int {
 	exe, err := lf.binary()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 1
 	}
 	k := *lf.park
+	hibernate := *lf.hibernate > 0
+	if hibernate && !strings.HasPrefix(store, "redis") {
+		fmt.Fprintln(stderr, "tether: ablate: --hibernate-after needs --store redis://HOST:PORT/DB: rollouts hibernate to Redis")
+		return 2
+	}
 	server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--pprof",
-		"--max-suspended", strconv.Itoa(max(k, 1024)), "--max-connections", strconv.Itoa(max(k, 4096))}
+		"--max-suspended", strconv.Itoa(max(k+*lf.wakes, 1024)), "--max-connections", strconv.Itoa(max(k, 4096))}
+	if hibernate {
+		server = append(server, "--store", store, "--hibernate-after", lf.hibernate.String())
+	}
 	server = append(server, costs.args()...)
 	log, closeLog, err := serverLog(out)
 	if err != nil {
@@ -94,6 +106,7 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, out string, 
 	defer closeLog()
 	bar := newProgress(stderr)
 	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server, ServerLog: log,
+		Hibernate: hibernate, Redis: store, Wakes: *lf.wakes,
 		Progress: func(done, total int) { bar.update(done, total, "parked") }})
 	bar.end()
 	if err != nil {
@@ -112,12 +125,22 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, out string, 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tserver RSS\theap in use\tstacks\tgoroutines\t")
 	fmt.Fprintf(tw, "before\t%.0f MiB\t%.0f MiB\t%.1f MiB\t%d\t\n", res.BaselineRSSMiB, res.BaselineHeapMiB, res.BaselineStackMiB, res.BaselineGoroutines)
-	fmt.Fprintf(tw, "parked\t%.0f MiB\t%.0f MiB\t%.1f MiB\t%d\t\n", res.ParkedRSSMiB, res.ParkedHeapMiB, res.ParkedStackMiB, res.ParkedGoroutines)
+	state := "parked"
+	if hibernate {
+		state = "hibernated"
+	}
+	fmt.Fprintf(tw, "%s\t%.0f MiB\t%.0f MiB\t%.1f MiB\t%d\t\n", state, res.ParkedRSSMiB, res.ParkedHeapMiB, res.ParkedStackMiB, res.ParkedGoroutines)
 	n := float64(res.Rollouts)
 	fmt.Fprintf(tw, "per rollout\t%.1f KiB\t%.1f KiB\t%.1f KiB\t%.2f\t\n", res.RSSPerRollout/1024, res.HeapPerRollout/1024,
 		(res.ParkedStackMiB-res.BaselineStackMiB)*1024/n, res.GoroutinesPerRollout)
 	tw.Flush()
 	fmt.Fprint(stdout, "\nHeap in use is read after a collection; RSS also holds what the collector has not yet returned.\n")
+	if hibernate {
+		fmt.Fprintf(stdout, "\nThe clients left; every rollout hibernated within %.1f s. Redis: %.1f MiB before, %.1f MiB after, %.1f KiB a rollout.\n",
+			res.HibernateSeconds, res.RedisBaselineMiB, res.RedisHibernatedMiB, res.RedisBytesPerRollout/1024)
+		fmt.Fprintf(stdout, "An append's time to its first event (median, p99): hot %.2f ms, %.2f ms (%d); hibernated, from a new connection, %.2f ms, %.2f ms (%d).\n",
+			res.HotAppendMs.P50, res.HotAppendMs.P99, res.HotAppendMs.N, res.WakeAppendMs.P50, res.WakeAppendMs.P99, res.WakeAppendMs.N)
+	}
 	return 0
 }
 

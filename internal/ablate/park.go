@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tether-run/tether/sampler"
 )
@@ -29,6 +31,18 @@ type ParkConfig struct {
 	ServerLog     io.Writer // as LoadConfig.ServerLog
 	URL           string    // a server's base URL instead, with /debug/pprof (its RSS is not read)
 	Progress      func(done, total int)
+	// Hibernate: the server hibernates parked rollouts (serve
+	// --hibernate-after, with --store Redis): each client disconnects once
+	// its rollout is parked, the run waits until every rollout has left
+	// the server's memory, and
+	// measures the server and Redis (at Redis, a redis:// URL) with every
+	// rollout hibernated. Before parking, Wakes rollouts are parked and
+	// answered at once (hot), and after, Wakes hibernated ones are
+	// answered from new connections: the time from the append to its
+	// first event, for each.
+	Hibernate bool
+	Redis     string
+	Wakes     int
 }
 
 // ParkResult is what parking cost the server: its resident memory, its
@@ -49,6 +63,24 @@ type ParkResult struct {
 	BaselineGoroutines   int     `json:"baseline_goroutines"`
 	ParkedGoroutines     int     `json:"parked_goroutines"`
 	GoroutinesPerRollout float64 `json:"goroutines_per_rollout"`
+
+	// With Hibernate: Redis's used_memory before and with every rollout
+	// hibernated, per rollout, and the append's time to its first event,
+	// to a rollout hot (parked in memory on its connection) and to one
+	// hibernated (woken from its checkpoint, on a new connection).
+	HibernateSeconds     float64   `json:"hibernate_seconds,omitempty"`
+	RedisBaselineMiB     float64   `json:"redis_baseline_mib,omitempty"`
+	RedisHibernatedMiB   float64   `json:"redis_hibernated_mib,omitempty"`
+	RedisBytesPerRollout float64   `json:"redis_bytes_per_rollout,omitempty"`
+	HotAppendMs          Quantiles `json:"hot_append_first_event_ms,omitzero"`
+	WakeAppendMs         Quantiles `json:"wake_append_first_event_ms,omitzero"`
+}
+
+// Quantiles are a sample's median and 99th percentile, and its size.
+type Quantiles struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
 }
 
 // RunPark parks cfg.Rollouts suspended rollouts and measures the server.
@@ -76,26 +108,41 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 		}
 		return 0, errors.New("ablate: the server's heap profile has no HeapInuse (is --pprof on?)")
 	}
-	if res.BaselineHeapMiB, err = heap(); err != nil {
-		return nil, err
-	}
-	res.BaselineRSSMiB, res.BaselineGoroutines = procRSS(srv.pid), goroutines(ctx, srv)
-	res.BaselineStackMiB = metric(ctx, srv, "go_memstats_stack_inuse_bytes") / (1 << 20)
-
 	r, err := sampler.NewRenderer()
 	if err != nil {
 		return nil, err
 	}
 	task := parkTask(r, cfg.ContextTokens)
 	ws := "ws" + strings.TrimPrefix(srv.base, "http") + "/responses"
-	conns := make([]*websocket.Conn, cfg.Rollouts)
+	if cfg.Hibernate {
+		// Hot first, before the server holds anything else: parked and
+		// answered at once, on their own connections. They warm the
+		// server up too (its tokenizer's tables, its pools), which the
+		// baseline then holds: what a hibernated rollout leaves is small
+		// beside them.
+		if res.HotAppendMs, err = hotAppends(ctx, ws, task, cfg.Wakes); err != nil {
+			return nil, err
+		}
+	}
+	if res.BaselineHeapMiB, err = heap(); err != nil {
+		return nil, err
+	}
+	res.BaselineRSSMiB, res.BaselineGoroutines = procRSS(srv.pid), goroutines(ctx, srv)
+	res.BaselineStackMiB = metric(ctx, srv, "go_memstats_stack_inuse_bytes") / (1 << 20)
+
+	parked := make([]*parkedRollout, cfg.Rollouts)
 	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.CloseNow()
+		for _, p := range parked {
+			if p != nil {
+				p.c.CloseNow()
 			}
 		}
 	}()
+	if cfg.Hibernate {
+		if res.RedisBaselineMiB, err = redisMiB(ctx, cfg.Redis); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	var next, done atomic.Int64
 	var tokens atomic.Int64
@@ -105,13 +152,19 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	for range 16 {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < cfg.Rollouts; i = int(next.Add(1) - 1) {
-				c, n, err := park(ctx, ws, fmt.Sprintf("Rollout %d.\n%s", i, task))
+				p, err := park(ctx, ws, fmt.Sprintf("Rollout %d.\n%s", i, task), !cfg.Hibernate)
 				if err != nil {
 					once.Do(func() { first = fmt.Errorf("ablate: parking rollout %d: %w", i, err) })
 					return
 				}
-				conns[i] = c
-				tokens.Add(int64(n))
+				if cfg.Hibernate {
+					// Its client leaves at once: a hibernation run holds
+					// no socket per rollout, so it is not bounded by
+					// the file descriptors one process may open.
+					p.c.CloseNow()
+				}
+				parked[i] = p
+				tokens.Add(int64(p.tokens))
 				if d := done.Add(1); cfg.Progress != nil && d%100 == 0 {
 					cfg.Progress(int(d), cfg.Rollouts)
 				}
@@ -124,6 +177,29 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	}
 	res.ParkSeconds = time.Since(start).Seconds()
 	res.ContextTokens = int(tokens.Load() / int64(cfg.Rollouts))
+	if cfg.Hibernate {
+		// The clients have gone; the rollouts leave memory as they
+		// hibernate: the run waits until the server is back to its
+		// goroutines before parking (its connections' and rollouts'
+		// all gone).
+		start = time.Now()
+		for goroutines(ctx, srv) > res.BaselineGoroutines+8 {
+			if time.Since(start) > 5*time.Minute {
+				return nil, fmt.Errorf("ablate: %d goroutines 5 minutes after the clients left, %d before parking: do the rollouts hibernate (serve --hibernate-after, --store redis://)?",
+					goroutines(ctx, srv), res.BaselineGoroutines)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		res.HibernateSeconds = time.Since(start).Seconds()
+		if res.RedisHibernatedMiB, err = redisMiB(ctx, cfg.Redis); err != nil {
+			return nil, err
+		}
+		res.RedisBytesPerRollout = (res.RedisHibernatedMiB - res.RedisBaselineMiB) * (1 << 20) / float64(cfg.Rollouts)
+	}
 	// Held: the collections an idle server runs (one every two minutes at
 	// least) have shrunk what the parking left, goroutine stacks among
 	// them (each collection halves a stack that uses under a quarter of
@@ -147,7 +223,84 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	res.RSSPerRollout = (res.ParkedRSSMiB - res.BaselineRSSMiB) * (1 << 20) / n
 	res.HeapPerRollout = (res.ParkedHeapMiB - res.BaselineHeapMiB) * (1 << 20) / n
 	res.GoroutinesPerRollout = float64(res.ParkedGoroutines-res.BaselineGoroutines) / n
+	if cfg.Hibernate {
+		if res.WakeAppendMs, err = wakeAppends(ctx, ws, parked[:min(cfg.Wakes, len(parked))]); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// hotAppends parks n rollouts of task, one at a time, and answers each at
+// once on its connection: the times from the append to its first event.
+func hotAppends(ctx context.Context, ws, task string, n int) (Quantiles, error) {
+	ms := make([]float64, 0, n)
+	for i := range n {
+		p, err := park(ctx, ws, fmt.Sprintf("Hot rollout %d.\n%s", i, task), false)
+		if err != nil {
+			return Quantiles{}, fmt.Errorf("ablate: parking a hot rollout: %w", err)
+		}
+		d, err := p.answer(ctx, p.c)
+		p.c.CloseNow()
+		if err != nil {
+			return Quantiles{}, fmt.Errorf("ablate: answering a hot rollout: %w", err)
+		}
+		ms = append(ms, d.Seconds()*1000)
+	}
+	return quantiles(ms), nil
+}
+
+// wakeAppends answers each hibernated rollout of ps from a new connection,
+// one at a time: the times from the append to its first event.
+func wakeAppends(ctx context.Context, ws string, ps []*parkedRollout) (Quantiles, error) {
+	ms := make([]float64, 0, len(ps))
+	for _, p := range ps {
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		c, _, err := websocket.Dial(dctx, ws, nil)
+		cancel()
+		if err != nil {
+			return Quantiles{}, err
+		}
+		c.SetReadLimit(16 << 20)
+		d, err := p.answer(ctx, c)
+		c.CloseNow()
+		if err != nil {
+			return Quantiles{}, fmt.Errorf("ablate: waking a hibernated rollout: %w", err)
+		}
+		ms = append(ms, d.Seconds()*1000)
+	}
+	return quantiles(ms), nil
+}
+
+func quantiles(xs []float64) Quantiles {
+	if len(xs) == 0 {
+		return Quantiles{}
+	}
+	return Quantiles{N: len(xs), P50: quantile(xs, 0.5), P99: quantile(xs, 0.99)}
+}
+
+// redisMiB is Redis's used_memory, in MiB.
+func redisMiB(ctx context.Context, url string) (float64, error) {
+	if url == "" {
+		return 0, errors.New("ablate: a hibernation run needs the server's Redis (--store redis://…)")
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return 0, err
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("ablate: reading Redis's memory: %w", err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			return n / (1 << 20), err
+		}
+	}
+	return 0, errors.New("ablate: Redis's INFO memory has no used_memory")
 }
 
 // parkTask is a user message of tokens tokens of context (o200k_base, as
@@ -158,15 +311,22 @@ func parkTask(r *sampler.Renderer, tokens int) string {
 	return "Read this, then probe the service.\n" + strings.Join(toks[:min(tokens, len(toks))], "") + "\ncall: probe {\"n\":1}\n"
 }
 
+// parkedRollout is a rollout parked on its client's call, on c.
+type parkedRollout struct {
+	c          *websocket.Conn
+	tokens     int // the prompt tokens the server counted
+	id, callID string
+}
+
 // park opens a WebSocket, creates a suspended rollout with task and reads
-// its events up to the pause; it returns the connection, left open, and
-// the prompt tokens the server counted.
-func park(ctx context.Context, url, task string) (*websocket.Conn, int, error) {
+// its events up to the pause; it returns the rollout, its connection left
+// open, and drained (read on in the background) when drain is set.
+func park(ctx context.Context, url, task string, drain bool) (*parkedRollout, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	c.SetReadLimit(16 << 20)
 	req, _ := json.Marshal(map[string]any{"type": "response.create", "model": sampler.ScriptedModel, "suspend": true, "store": false,
@@ -174,47 +334,93 @@ func park(ctx context.Context, url, task string) (*websocket.Conn, int, error) {
 		"input": task})
 	if err := c.Write(ctx, websocket.MessageText, req); err != nil {
 		c.CloseNow()
-		return nil, 0, err
+		return nil, err
 	}
 	for {
 		_, b, err := c.Read(ctx)
 		if err != nil {
 			c.CloseNow()
-			return nil, 0, err
+			return nil, err
 		}
 		var ev struct {
 			Type     string `json:"type"`
 			Response *struct {
+				ID     string `json:"id"`
 				Status string `json:"status"`
 				Usage  *struct {
 					InputTokens int `json:"input_tokens"`
 				} `json:"usage"`
+				RequiredAction *struct {
+					SubmitToolOutputs struct {
+						ToolCalls []struct {
+							CallID string `json:"call_id"`
+						} `json:"tool_calls"`
+					} `json:"submit_tool_outputs"`
+				} `json:"required_action"`
 			} `json:"response"`
 			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal(b, &ev); err != nil {
 			c.CloseNow()
-			return nil, 0, err
+			return nil, err
 		}
 		switch {
-		case ev.Type == "response.done" && ev.Response != nil && ev.Response.Status == "requires_action":
-			n := 0
+		case ev.Type == "response.done" && ev.Response != nil && ev.Response.Status == "requires_action" &&
+			ev.Response.RequiredAction != nil && len(ev.Response.RequiredAction.SubmitToolOutputs.ToolCalls) == 1:
+			p := &parkedRollout{c: c, id: ev.Response.ID, callID: ev.Response.RequiredAction.SubmitToolOutputs.ToolCalls[0].CallID}
 			if ev.Response.Usage != nil {
-				n = ev.Response.Usage.InputTokens
+				p.tokens = ev.Response.Usage.InputTokens
 			}
-			// Read on, so that the connection answers pings and its
-			// close; nothing more comes while the rollout is parked.
-			go func() {
-				for {
-					if _, _, err := c.Read(context.Background()); err != nil {
-						return
+			if drain {
+				// Read on, so that the connection answers pings and its
+				// close; nothing more comes while the rollout is parked.
+				go func() {
+					for {
+						if _, _, err := c.Read(context.Background()); err != nil {
+							return
+						}
 					}
-				}
-			}()
-			return c, n, nil
+				}()
+			}
+			return p, nil
 		case ev.Type == "error" || ev.Type == "response.failed" || ev.Type == "response.completed":
 			c.CloseNow()
-			return nil, 0, fmt.Errorf("the rollout did not park: %s", b)
+			return nil, fmt.Errorf("the rollout did not park: %s", b)
+		}
+	}
+}
+
+// answer appends the output of p's call on c and reads the rollout to its
+// end; it returns the time from the append to the first event.
+func (p *parkedRollout) answer(ctx context.Context, c *websocket.Conn) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, _ := json.Marshal(map[string]any{"type": "response.append", "response_id": p.id,
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": p.callID, "output": "ok"}}})
+	t0 := time.Now()
+	if err := c.Write(ctx, websocket.MessageText, req); err != nil {
+		return 0, err
+	}
+	var first time.Duration
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if first == 0 {
+			first = time.Since(t0)
+		}
+		var ev struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return 0, err
+		}
+		switch ev.Type {
+		case "response.completed":
+			return first, nil
+		case "error", "response.failed", "response.incomplete", "response.cancelled", "response.done":
+			return 0, fmt.Errorf("the append was answered with %.300s", b)
 		}
 	}
 }
