@@ -12,11 +12,14 @@ import (
 // mode of the client kit and, for the connection modes (turns, suspend),
 // the transport and the frames' encoding. Its name is the mode's, with
 // "wt-" for WebTransport and "+msgpack" for msgpack frames: "suspend",
-// "wt-suspend", "suspend+msgpack", "wt-turns+msgpack".
+// "wt-suspend", "suspend+msgpack", "wt-turns+msgpack". "suspend+durable"
+// is suspend against a server that checkpoints every pause (durable
+// suspended rollouts), for what the checkpoints cost.
 type Design struct {
 	Mode      clienttools.Mode
 	Transport clienttools.Transport
 	Encoding  protocol.Encoding
+	Durable   bool // the server checkpoints each pause (runtime.Options.Checkpoints)
 }
 
 func (d Design) String() string {
@@ -26,6 +29,9 @@ func (d Design) String() string {
 	}
 	if d.Encoding == protocol.EncodingMsgpack {
 		name += "+" + d.Encoding.String()
+	}
+	if d.Durable {
+		name += "+durable"
 	}
 	return name
 }
@@ -43,7 +49,7 @@ func (d Design) webTransport() bool { return d.Transport == clienttools.Transpor
 // design is JSON whatever enc is, and a design named with its encoding
 // keeps it.
 func (d Design) On(enc protocol.Encoding) Design {
-	if d.connected() && d.Encoding == protocol.EncodingJSON {
+	if d.connected() && !d.Durable && d.Encoding == protocol.EncodingJSON {
 		d.Encoding = enc
 	}
 	return d
@@ -79,6 +85,10 @@ func AllDesigns() []Design {
 			for _, enc := range []protocol.Encoding{protocol.EncodingJSON, protocol.EncodingMsgpack} {
 				d := Design{Mode: m, Transport: tp, Encoding: enc}
 				if d.connected() || tp == clienttools.TransportWebSocket && enc == protocol.EncodingJSON {
+					ds = append(ds, d)
+				}
+				if m == clienttools.ModeSuspend && tp == clienttools.TransportWebSocket && enc == protocol.EncodingJSON {
+					d.Durable = true
 					ds = append(ds, d)
 				}
 			}

@@ -11,13 +11,13 @@ import (
 // only for the connection designs; On switches their frames and no others'.
 func TestDesigns(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack", "wt-turns", "wt-suspend", "wt-suspend+msgpack"} {
+	for _, name := range []string{"stateless", "chained", "turns", "suspend", "turns+msgpack", "suspend+msgpack", "wt-turns", "wt-suspend", "wt-suspend+msgpack", "suspend+durable"} {
 		d, err := ParseDesign(name)
 		if err != nil || d.String() != name {
 			t.Errorf("%s: %v, %v", name, d, err)
 		}
 	}
-	for _, bad := range []string{"stateless+msgpack", "chained+msgpack", "suspend+cbor", "rpc", "wt-chained", "wt-stateless", "wt-", "ws-turns"} {
+	for _, bad := range []string{"stateless+msgpack", "chained+msgpack", "suspend+cbor", "rpc", "wt-chained", "wt-stateless", "wt-", "ws-turns", "turns+durable", "wt-suspend+durable", "suspend+msgpack+durable"} {
 		if _, err := ParseDesign(bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
@@ -38,8 +38,8 @@ func TestDesigns(t *testing.T) {
 func TestAllDesigns(t *testing.T) {
 	t.Parallel()
 	all := AllDesigns()
-	if len(all) != 10 {
-		t.Errorf("%d designs, want 10: %v", len(all), all)
+	if len(all) != 11 {
+		t.Errorf("%d designs, want 11: %v", len(all), all)
 	}
 	for _, d := range all {
 		if got, err := ParseDesign(d.String()); err != nil || got != d {

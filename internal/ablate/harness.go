@@ -117,6 +117,7 @@ type Turn struct {
 // target is the server the trials of one speed run against.
 type target struct {
 	base    string
+	durable string                 // the base URL of the in-process server that checkpoints (suspend+durable)
 	wt      wtTarget               // its WebTransport endpoint, when a design needs it
 	caches  []*sampler.PrefixCache // reset before each trial; none with URL
 	srv     *runtime.Server        // nil with URL
@@ -194,7 +195,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // at cfg.URL.
 func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	needWT := slices.ContainsFunc(cfg.Modes, Design.webTransport)
+	needDurable := slices.ContainsFunc(cfg.Modes, func(d Design) bool { return d.Durable })
 	if cfg.URL != "" {
+		if needDurable {
+			return nil, errors.New("ablate: suspend+durable runs against the in-process servers (one of them checkpoints), not --url: run it without --url, or compare two servers of your own as suspend")
+		}
 		if needWT && cfg.WTURL == "" {
 			return nil, errors.New("ablate: the WebTransport designs against --url need the server's WebTransport address (--wt-url) too")
 		}
@@ -225,6 +230,7 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	}
 	opts := runtime.Options{Models: models, Renderer: r, Hooks: hooks, StoreTokens: cfg.StoreTokens, Observer: metrics}
 	var closeStore func() error
+	var checkpoints runtime.Checkpoints = runtime.NewMemoryCheckpoints()
 	if cfg.Store != "" && cfg.Store != "memory" {
 		rs, err := redisstore.New(cfg.Store, redisstore.Options{})
 		if err != nil {
@@ -234,32 +240,37 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 			rs.Close()
 			return nil, fmt.Errorf("ablate: the store: %w", err)
 		}
-		opts.Store, closeStore = rs, rs.Close
+		opts.Store, checkpoints, closeStore = rs, rs, rs.Close
 	}
-	srv, err := runtime.NewServer(opts)
+	srv, base, stopSrv, err := serveInProcess(opts, metrics)
 	if err != nil {
 		return nil, err
 	}
-	srv.Handle("GET /metrics", metrics.Handler())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	tg := &target{base: base, caches: caches, srv: srv, metrics: metrics}
+	var stopDurable func(context.Context)
+	if needDurable {
+		// The same models (and caches) and options, and checkpoints: one
+		// server cannot checkpoint one design's rollouts and not another's.
+		opts.Checkpoints = checkpoints
+		if _, tg.durable, stopDurable, err = serveInProcess(opts, metrics); err != nil {
+			stopSrv(context.Background())
+			return nil, err
+		}
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	tg := &target{base: "http://" + ln.Addr().String() + "/v1", caches: caches, srv: srv, metrics: metrics}
 	var wt *webtransport.Endpoint
 	if needWT {
 		if wt, tg.wt, err = serveWebTransport(srv); err != nil {
-			ln.Close()
+			stopSrv(context.Background())
 			return nil, err
 		}
 	}
 	tg.stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
-		hs.Shutdown(ctx)
+		stopSrv(ctx)
+		if stopDurable != nil {
+			stopDurable(ctx)
+		}
 		if wt != nil {
 			wt.Close()
 		}
@@ -268,6 +279,26 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 		}
 	}
 	return tg, nil
+}
+
+// serveInProcess serves a tether with opts on a loopback port, its metrics
+// on /metrics: its base URL, and how to stop it.
+func serveInProcess(opts runtime.Options, metrics *prommetrics.Metrics) (*runtime.Server, string, func(context.Context), error) {
+	srv, err := runtime.NewServer(opts)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	srv.Handle("GET /metrics", metrics.Handler())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return srv, "http://" + ln.Addr().String() + "/v1", func(ctx context.Context) {
+		srv.Shutdown(ctx)
+		hs.Shutdown(ctx)
+	}, nil
 }
 
 // wtTarget is a server's WebTransport endpoint: its base URL and the hash
@@ -291,6 +322,9 @@ func serveWebTransport(srv *runtime.Server) (*webtransport.Endpoint, wtTarget, e
 // client is a client kit for design d against the target.
 func (tg *target) client(cfg Config, d Design) *clienttools.Client {
 	c := &clienttools.Client{BaseURL: tg.base, APIKey: cfg.APIKey, Encoding: d.Encoding}
+	if d.Durable {
+		c.BaseURL = tg.durable
+	}
 	if d.webTransport() {
 		c.BaseURL, c.Transport, c.CertHash = tg.wt.base, clienttools.TransportWebTransport, tg.wt.hash
 	}

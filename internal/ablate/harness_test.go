@@ -21,20 +21,22 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// TestRunSynthetic runs every mode twice on a small synthetic workload and
-// checks what the harness recorded: every call made, the turns' arithmetic,
-// no trial reading another's prompts, and files that follow the schema.
+// TestRunSynthetic runs every mode, and suspend against the server that
+// checkpoints, twice on a small synthetic workload and checks what the
+// harness recorded: every call made, the turns' arithmetic, no trial
+// reading another's prompts, and files that follow the schema.
 func TestRunSynthetic(t *testing.T) {
 	w, err := SyntheticWorkload(4, 1, time.Millisecond, 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.Modes...), Speeds: []float64{0}, Reps: 2})
+	modes := append(Designs(clienttools.Modes...), Design{Mode: clienttools.ModeSuspend, Durable: true})
+	res, err := Run(t.Context(), Config{Workload: w, Modes: modes, Speeds: []float64{0}, Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Trials) != 8 {
-		t.Fatalf("%d trials, want 8", len(res.Trials))
+	if len(res.Trials) != 10 {
+		t.Fatalf("%d trials, want 10", len(res.Trials))
 	}
 	keys := map[string]bool{}
 	for _, tr := range res.Trials {
@@ -79,8 +81,8 @@ func TestRunSynthetic(t *testing.T) {
 			t.Errorf("%s: elapsed %v, model %v, tools %v (turns %v), overhead %v", tr.Mode, tr.ElapsedUS, tr.ModelUS, tr.ToolsUS, tools, tr.OverheadUS)
 		}
 	}
-	if len(res.Summary) != 4 {
-		t.Fatalf("%d summary rows, want 4", len(res.Summary))
+	if len(res.Summary) != 5 {
+		t.Fatalf("%d summary rows, want 5", len(res.Summary))
 	}
 	for _, s := range res.Summary {
 		if s.Trials != 2 || s.RoundTrips != 6 || s.ElapsedMedianUS <= 0 || s.FloorMedianUS <= 0 {
@@ -105,8 +107,8 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+8*5 || len(rows[0]) != len(turnColumns) {
-		t.Errorf("turns.csv: %d rows of %d columns, want %d of %d", len(rows), len(rows[0]), 1+8*5, len(turnColumns))
+	if len(rows) != 1+10*5 || len(rows[0]) != len(turnColumns) {
+		t.Errorf("turns.csv: %d rows of %d columns, want %d of %d", len(rows), len(rows[0]), 1+10*5, len(turnColumns))
 	}
 }
 
