@@ -218,6 +218,14 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
 	default:
 		sp.checkpointed, sp.durablePause, sp.lastCheckpoint = true, true, d
+		if sp.srv.closing() && !sp.releasedLocked() {
+			// The server is draining: handed over here, its pause not
+			// sent, for its client to resume (and be shown the pause)
+			// on another server, rather than answered here.
+			sp.handedOver = true
+			sp.releaseLocked(errHandedOver)
+			return
+		}
 	}
 	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
 	if sp.sess == nil || sp.replaying {
@@ -444,7 +452,9 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 // the store: each ends here without a frame more, its checkpoint kept, and
 // its client, whose connection closes with 1012 (service restart), resumes
 // it on any server that shares the store. It returns their rollouts, which
-// Shutdown does not fail.
+// Shutdown does not fail. A rollout that comes to such a pause while the
+// server drains is handed over as its checkpoint is written
+// (writeCheckpoint).
 func (s *Server) handOver() map[*rollout]bool {
 	if s.opts.Checkpoints == nil {
 		return nil

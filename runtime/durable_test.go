@@ -243,6 +243,73 @@ func TestDurableHandover(t *testing.T) {
 	})
 }
 
+// TestDurableHandoverMidStep: a rollout running a step when its server
+// begins to shut down is handed over at the step's pause, not run to its
+// end: its client is not shown the pause there, its connection closes
+// with 1012 once the drain is over (which it does not last), and the pause
+// is replayed to it on the server it resumes on, where the rollout runs to
+// its end.
+func TestDurableHandoverMidStep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		r := renderer(t)
+		o := durableOptions(cps)
+		o.Renderer = r
+		o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{TTFT: 5 * time.Second})}
+		a := newPipeHarness(t, o)
+		b := newPipeHarness(t, durableOptions(cps))
+		body := durableBody()
+
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(body))
+		events := [][]byte{c1.recv(t)} // response.created: the step runs, waiting on its model
+		id := respID(t, events[0])
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		shut := make(chan error, 1)
+		go func() { shut <- a.srv.Shutdown(ctx) }()
+		for {
+			f, err := c1.read(t, ctx)
+			if err != nil {
+				if status := websocket.CloseStatus(err); status != websocket.StatusServiceRestart {
+					t.Fatalf("A closed the connection with %v (%v), want 1012", status, err)
+				}
+				break
+			}
+			if eventType(t, f) == "response.done" {
+				t.Fatalf("A showed the pause while handing the rollout over: %s", f)
+			}
+			events = append(events, f)
+		}
+		if err := <-shut; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d >= o.Timeouts.Drain && o.Timeouts.Drain > 0 || d >= runtime.DefaultDrainTimeout {
+			t.Errorf("the shutdown took %v: the drain waited for the rollout's end, not its pause", d)
+		}
+
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = *decodeEv(t, last(events)).Seq
+		c2.send(t, resume)
+		for {
+			evs := c2.next(t)
+			events = append(events, evs...)
+			p := last(evs)
+			if eventType(t, p) != "response.done" {
+				break
+			}
+			c2.send(t, appendEv(id, "", outputsFor(t, p)...))
+		}
+		checkStreamInvariants(t, events)
+		if end := decodeEv(t, last(events)); end.Type != "response.completed" {
+			t.Fatalf("the rollout handed over mid-step ended with %s", last(events))
+		}
+	})
+}
+
 // hangAfter is a model that hangs (until its context ends) from its
 // (n+1)th step on: a server stuck, or dying, in the middle of a step.
 type hangAfter struct {

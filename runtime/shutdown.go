@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 )
 
@@ -16,13 +17,15 @@ var errShuttingDown = errors.New("runtime: the server is shutting down")
 //  1. New connections and new responses are refused (server_shutting_down),
 //     those queued on a lane too;
 //     the responses running get Timeouts.Drain to finish (tool outputs that
-//     clients append meanwhile are taken: their rollouts run on).
-//  2. With Options.Checkpoints, a suspended rollout parked at a pause that
-//     is in the store is handed over: it ends here without a frame more,
-//     its checkpoint kept, for its client to resume on another server
-//     (durable.go). What else still runs or waits, parked or detached,
-//     fails with server_shutting_down: a response.failed (an error event on
-//     SSE streams cut later than that) for every client that is connected.
+//     clients append meanwhile are taken: their rollouts run on). With
+//     Options.Checkpoints, a suspended rollout parked at a pause that is
+//     in the store is handed over instead, at once or when it comes to
+//     its next such pause: it ends here without a frame more, its
+//     checkpoint kept, for its client to resume on another server
+//     (durable.go). The drain then lasts a step, not a rollout.
+//  2. What else still runs or waits, parked or detached, fails with
+//     server_shutting_down: a response.failed (an error event on SSE
+//     streams cut later than that) for every client that is connected.
 //  3. Every WebSocket session writes what it has queued, then its close
 //     frame (1001; 1012, service restart, with Options.Checkpoints: resume
 //     elsewhere), and waits for the client's.
@@ -35,8 +38,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 
-	s.drain(ctx)
 	handed := s.handOver()
+	s.drain(ctx)
+	maps.Copy(handed, s.handOver())
 	s.mu.Lock()
 	s.aborting = true
 	for r := range s.rollouts {

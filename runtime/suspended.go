@@ -103,13 +103,6 @@ func (set *suspendedSet) sweepLocked() {
 	}
 }
 
-// hibernated is how many rollouts hibernated here and have not woken here.
-func (set *suspendedSet) hibernated() int {
-	set.mu.Lock()
-	defer set.mu.Unlock()
-	return len(set.asleep)
-}
-
 // remove takes sp off the list (it expired).
 func (set *suspendedSet) remove(sp *suspension) {
 	set.mu.Lock()

@@ -41,7 +41,8 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
-	url := fs.String("url", "", "base URL of a running server instead of an in-process one; its timing must match --tps (one value), --ttft and --prefill-rate, which the warm-up checks")
+	var urls []string
+	fs.Var(urlList{&urls}, "url", "base URL of a running server instead of an in-process one; its timing must match --tps (one value), --ttft and --prefill-rate, which the warm-up checks. With --load, give it again for each server of a set that shares one Redis: each client starts on one of them, and resumes a suspended rollout on the next when its server goes (handovers are counted)")
 	apiKey := fs.String("api-key", "", "bearer token for --url (default: $OPENAI_API_KEY)")
 	store := fs.String("store", "memory", "the in-process server's store: memory, or redis://HOST:PORT/DB (chained mode then keeps its chain in Redis); with --park --hibernate-after, the served tether's Redis")
 	wtURL := fs.String("wt-url", "", "with --url: that server's WebTransport base URL (https://HOST:PORT/v1, as tether serve --wt-addr prints it), for the wt- designs")
@@ -82,7 +83,14 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		fmt.Fprintln(stderr, "tether: ablate: --reps must be at least 1, --ttft and --prefill-rate not negative")
 		return 2
 	}
-	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.URL, cfg.APIKey = *reps, *ttft, *prefillRate, *url, *apiKey
+	if len(urls) > 1 && *load.clients == "" {
+		fmt.Fprintln(stderr, "tether: ablate: --url more than once is for --load, against a set of servers")
+		return 2
+	}
+	if len(urls) > 0 {
+		cfg.URL, cfg.Fallbacks = urls[0], urls[1:]
+	}
+	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.APIKey = *reps, *ttft, *prefillRate, *apiKey
 	cfg.WTURL, cfg.CertHash, cfg.Store = *wtURL, *certHash, *store
 	enc, err := protocol.ParseEncoding(*encoding)
 	if err != nil {

@@ -203,3 +203,21 @@ func (b byteSize[T]) Set(s string) error {
 func (b byteSize[T]) Get() any { return *b.p }
 
 func (b byteSize[T]) isByteSize() {}
+
+// urlList is a flag.Value that takes one URL each time its flag is given.
+type urlList struct{ p *[]string }
+
+func (l urlList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l urlList) Set(s string) error {
+	if s == "" {
+		return errors.New("an empty URL")
+	}
+	*l.p = append(*l.p, s)
+	return nil
+}

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -189,7 +191,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		server = append(server, costs.args()...) // the cost model, every setting explicit
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, ServerLog: log, URL: cfg.URL, APIKey: cfg.APIKey,
+			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,
 			Progress: func(elapsed, total time.Duration) {
 				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
 			}})
@@ -219,27 +221,27 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	fmt.Fprintf(w, "%s, %s, %s tok/s a stream, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\tserver CPU\tclient CPU\tserver RSS max\tgoroutines max\t")
+	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\tclient CPU\tserver RSS max\tgoroutines max\t")
 	for _, r := range run.Results {
-		errs := "0"
-		if len(r.Errors) > 0 {
-			var parts []string
-			for code, n := range r.Errors {
-				parts = append(parts, fmt.Sprintf("%s %d", code, n))
-			}
-			errs = strings.Join(parts, ", ")
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%.2f cores\t%.2f cores\t%.0f MiB\t%d\t\n", r.Clients, r.Rollouts,
-			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, errs, r.ServerCPU, r.ClientCPU,
+		errs := byCode(r.Errors)
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.2f cores\t%.0f MiB\t%d\t\n", r.Clients, r.Rollouts,
+			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, errs, r.Handovers, r.ServerCPU, r.ClientCPU,
 			r.ServerRSSMaxMiB, r.ServerGoroutines)
 	}
 	tw.Flush()
+	for _, r := range run.Results {
+		if len(r.Refused) > 0 {
+			fmt.Fprintf(w, "\n%d clients on %d servers: refused before they began and started on the next server: %s\n", r.Clients, r.Servers, byCode(r.Refused))
+		}
+	}
 	fmt.Fprint(w, `
 Lag is each streamed token's arrival on its client against its stream's own
 schedule: a step's tokens are due 1/TPS apart from the earliest start that no
 token beat, so a late or merged delta's tokens lag (the model's time to its
 first token does not). CPU is cores busy on average, the server (a child
-process) and the clients (this one) apart; errors are failed rollouts by code.
+process) and the clients (this one) apart; errors are failed rollouts by code;
+handovers are suspended rollouts resumed after their connection closed or
+dropped (with --url given for several servers, on the next of them).
 `)
 }
 
@@ -284,4 +286,16 @@ func runHOL(ctx context.Context, lf loadFlags, out string, stdout, stderr io.Wri
 		fmt.Fprintf(stdout, "wrote hol.json to %s\n", out)
 	}
 	return 0
+}
+
+// byCode lists counts by code, in the codes' order: "0" when there are none.
+func byCode(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", code, counts[code]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -196,6 +196,14 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			// store: false traffic needs none.
 			log.Warn("the store does not answer yet", "store", redactURL(*storeURL), "err", err)
 		}
+		// One compaction key for every server on this Redis, so that a
+		// compaction item (in a request, or in a checkpoint taken over)
+		// opens on any of them.
+		if key, err := rs.CompactionKey(ctx); err != nil {
+			log.Warn("no shared compaction key: compaction items open only on this server", "err", err)
+		} else {
+			opts.CompactionKey = key
+		}
 		store, checkpoints = rs, rs
 	default:
 		fmt.Fprintf(stderr, "tether: --store %q: want memory, or redis://HOST:PORT/DB\n", *storeURL)

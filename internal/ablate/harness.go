@@ -48,6 +48,9 @@ type Config struct {
 	// alone.
 	URL    string
 	APIKey string
+	// Fallbacks are more servers beside URL that share its Redis, for a
+	// load run (LoadConfig.Fallbacks).
+	Fallbacks []string
 	// WTURL is that server's WebTransport base URL (https://HOST:PORT/v1),
 	// for the WebTransport designs; CertHash pins its certificate (hex
 	// SHA-256, as tether serve prints it).

@@ -37,8 +37,15 @@ type LoadConfig struct {
 	// error when it fails to start.
 	ServerLog   io.Writer
 	URL, APIKey string
-	Encoding    protocol.Encoding // the clients' frames, as Config.Encoding
-	Progress    func(elapsed, total time.Duration)
+	// Fallbacks are more servers beside URL, sharing its Redis (durable
+	// suspended rollouts): client i starts its rollouts on the (i mod n)th
+	// of the n, and resumes a suspended rollout on the next when its
+	// server closes with 1012 or goes (clienttools.Client.Fallbacks); after
+	// a failed rollout it starts the next on the next server. Handovers
+	// counts the resumes.
+	Fallbacks []string
+	Encoding  protocol.Encoding // the clients' frames, as Config.Encoding
+	Progress  func(elapsed, total time.Duration)
 }
 
 // LoadResult is what a load run measured. Token delivery lag is each
@@ -46,19 +53,25 @@ type LoadConfig struct {
 // lagRecorder); CPU is in cores (seconds of CPU a second), client and
 // server apart.
 type LoadResult struct {
-	Clients    int     `json:"clients"`
-	Mode       string  `json:"mode"`
-	Workload   string  `json:"workload"`
-	TPS        float64 `json:"tps"`
-	DurationS  float64 `json:"duration_s"`
-	Rollouts   int     `json:"rollouts"` // completed within the duration
-	Tokens     int64   `json:"tokens"`   // streamed tokens that reached the clients
-	Frames     int64   `json:"delta_frames"`
-	TokensPerS float64 `json:"tokens_per_s"`
-	FramesPerS float64 `json:"delta_frames_per_s"`
-	LagP50US   float64 `json:"lag_p50_us"`
-	LagP99US   float64 `json:"lag_p99_us"`
-	LagMaxUS   float64 `json:"lag_max_us"`
+	Clients   int     `json:"clients"`
+	Mode      string  `json:"mode"`
+	Workload  string  `json:"workload"`
+	TPS       float64 `json:"tps"`
+	DurationS float64 `json:"duration_s"`
+	Rollouts  int     `json:"rollouts"`  // completed within the duration
+	Servers   int     `json:"servers"`   // the servers the clients ran on (LoadConfig.Fallbacks)
+	Handovers int     `json:"handovers"` // suspended rollouts resumed after their connection closed or dropped (on the same server or the next)
+	// Refused are the rollouts refused before they began (their server
+	// draining or down) and tried again on the next server, by code:
+	// with several servers only; with one they are errors.
+	Refused    map[string]int `json:"refused,omitempty"`
+	Tokens     int64          `json:"tokens"` // streamed tokens that reached the clients
+	Frames     int64          `json:"delta_frames"`
+	TokensPerS float64        `json:"tokens_per_s"`
+	FramesPerS float64        `json:"delta_frames_per_s"`
+	LagP50US   float64        `json:"lag_p50_us"`
+	LagP99US   float64        `json:"lag_p99_us"`
+	LagMaxUS   float64        `json:"lag_max_us"`
 	// Errors counts the rollouts that failed, by error code (or the
 	// client's error when the server sent none).
 	Errors           map[string]int `json:"errors"`
@@ -96,7 +109,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, err
 	}
 	res := &LoadResult{Clients: cfg.Clients, Mode: Design{Mode: cfg.Mode, Encoding: cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
-		Errors: map[string]int{}}
+		Servers: 1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}}
 	lags := &lagWindows{}
 	var mu sync.Mutex // guards res's counts
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
@@ -111,21 +124,40 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	for i := range cfg.Clients {
 		wg.Go(func() {
 			rec := &lagRecorder{tps: cfg.TPS, r: r, out: lags, start: start, now: time.Now}
-			c := &clienttools.Client{BaseURL: srv.base, APIKey: cfg.APIKey, Encoding: cfg.Encoding}
+			bases := append([]string{srv.base}, cfg.Fallbacks...)
+			at := i % len(bases)
 			for n := 0; runCtx.Err() == nil; n++ {
+				c := &clienttools.Client{BaseURL: bases[at], APIKey: cfg.APIKey, Encoding: cfg.Encoding}
+				for k := 1; k < len(bases); k++ {
+					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
+				}
 				key := fmt.Sprintf("load-%d-%d", i, n)
-				_, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event,
+				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event,
 					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key}})
+				// Refused before it began (its server draining, or down):
+				// with more servers, tried again on the next at once.
+				refused := err != nil && out.Response == nil && len(out.Turns) == 0
 				mu.Lock()
 				switch {
 				case err == nil:
 					res.Rollouts++
-				case runCtx.Err() == nil:
+				case runCtx.Err() != nil:
+				case refused && len(bases) > 1:
+					res.Refused[errorCode(err)]++
+				default:
 					res.Errors[errorCode(err)]++
 				}
+				if runCtx.Err() == nil {
+					res.Handovers += out.Reconnects
+				}
 				mu.Unlock()
+				if refused && len(bases) > 1 {
+					at = (at + 1) % len(bases)
+					continue
+				}
 				if err != nil {
-					rec.drop() // a step cut off has no schedule to keep
+					at = (at + 1) % len(bases) // its server may be the one that went
+					rec.drop()                 // a step cut off has no schedule to keep
 					// A refused rollout is tried again after a breath, not in
 					// a loop as fast as the server can refuse it.
 					sleep(runCtx, 10*time.Millisecond)
@@ -164,6 +196,9 @@ func errorCode(err error) string {
 	var re *clienttools.ResponseError
 	if errors.As(err, &re) && re.Code != "" {
 		return re.Code
+	}
+	if perr, ok := errors.AsType[*protocol.Error](err); ok && perr.Code != "" {
+		return perr.Code // a refusal of the upgrade, wrapped in the dial's error
 	}
 	if perr := protocol.AsError(err); perr != nil && perr.Code != "" {
 		return perr.Code
