@@ -145,13 +145,18 @@ func userInput(text string) protocol.Items {
 type callKey struct{ name, args string }
 
 // TestRunModesReplay runs the 50-call replay trace through the client in
-// every mode, with the local tools executed for real on a copy of the
+// every mode, and in suspend mode once more against a server that
+// hibernates the rollout at every pause (each append rebuilds it from its
+// checkpoint), with the local tools executed for real on a copy of the
 // fixture repository each time: the same tool calls in the same order, the
 // same final answer, the same repository at the end, its checks passing.
 func TestRunModesReplay(t *testing.T) {
 	t.Parallel()
 	const trace = "calc-audit-50"
 	base := server(t, runtime.Options{})
+	var released releaseCounter
+	checkpointed := server(t, runtime.Options{Checkpoints: runtime.NewMemoryCheckpoints(), Observer: &released,
+		Suspension: runtime.SuspensionOptions{HibernateAfter: time.Nanosecond}})
 	type outcome struct {
 		calls []callKey
 		text  string
@@ -159,12 +164,22 @@ func TestRunModesReplay(t *testing.T) {
 		last  clienttools.Call
 		turns int
 	}
-	got := make([]outcome, len(clienttools.Modes))
+	modes := append(slices.Clone(clienttools.Modes), clienttools.ModeSuspend)
+	name := func(i int) string {
+		if i == len(clienttools.Modes) {
+			return "suspend, hibernated at every pause"
+		}
+		return modes[i].String()
+	}
+	got := make([]outcome, len(modes))
 	var wg sync.WaitGroup
-	for i, mode := range clienttools.Modes {
+	for i, mode := range modes {
 		wg.Go(func() {
 			dir := copyTree(t, fixtureRepo)
 			c := &clienttools.Client{BaseURL: base}
+			if i == len(clienttools.Modes) {
+				c.BaseURL = checkpointed
+			}
 			events := 0
 			res, err := c.Run(context.Background(), clienttools.Rollout{
 				Mode:    mode,
@@ -202,6 +217,9 @@ func TestRunModesReplay(t *testing.T) {
 		return
 	}
 	ref := got[0]
+	if n := released.n.Load(); n < int64(ref.turns)-2 { // every pause but, at most, one an append beat
+		t.Errorf("the checkpointed rollout hibernated %d times in %d turns: a pause each, less one at most", n, ref.turns)
+	}
 	if len(ref.calls) != 50 {
 		t.Fatalf("suspend made %d calls, want the trace's 50", len(ref.calls))
 	}
@@ -216,7 +234,7 @@ func TestRunModesReplay(t *testing.T) {
 		t.Error("the rollout left the repository unchanged")
 	}
 	for i, o := range got[1:] {
-		mode := clienttools.Modes[i+1]
+		mode := name(i + 1)
 		if !slices.Equal(o.calls, ref.calls) {
 			t.Errorf("%s: calls differ from suspend's", mode)
 		}
@@ -496,5 +514,20 @@ func TestRunWires(t *testing.T) {
 			}
 			t.Logf("%s over %s: %d bytes received as JSON, %d as msgpack", mode, tp, jsBytes, mpBytes)
 		}
+	}
+}
+
+// releaseCounter counts the responses that left their server for their
+// checkpoint (runtime.StatusReleased): hibernations, here.
+type releaseCounter struct{ n atomic.Int64 }
+
+func (*releaseCounter) StepSampled(time.Duration, time.Duration)  {}
+func (*releaseCounter) StepDispatched(time.Duration)              {}
+func (*releaseCounter) Paused()                                   {}
+func (*releaseCounter) FrameWritten(time.Duration, time.Duration) {}
+
+func (c *releaseCounter) ResponseEnded(_ runtime.ServePath, status protocol.ResponseStatus, _ protocol.Timings) {
+	if status == runtime.StatusReleased {
+		c.n.Add(1)
 	}
 }
