@@ -121,11 +121,13 @@
 // checkpoint, leaving its epoch, so a fenced server cannot write it again.
 //
 // Parked at a checkpointed pause past Suspension.HibernateAfter, a
-// rollout hibernates: its loop ends as at a handover (nothing sent, the
-// checkpoint kept), the suspended set keeps its id (asleep, for the
-// quotas), and the lane it reported on keeps its place (lane.asleep). An
-// append or a cancel naming a rollout the server does not hold wakes it:
-// a takeover, as a resume's, with nothing replayed, then the event.
+// rollout hibernates (wake.go): its loop ends as at a handover (nothing
+// sent, the checkpoint kept), the suspended set keeps its id (asleep, for
+// the quotas), and the lane it reported on keeps its place (lane.asleep)
+// until the pause's timeout. An append or a cancel naming a rollout the
+// server does not hold, or holds asleep, wakes it: a takeover, as a
+// resume's, with nothing replayed; the events naming it meanwhile queue
+// on the session (waking) and are taken in order as it parks.
 //
 // # Locks
 //

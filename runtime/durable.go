@@ -138,7 +138,7 @@ func (s *Server) checkpointTTL() time.Duration {
 // it reports whether the write started.
 func (sp *suspension) checkpointLocked(done frame) bool {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || sp.fenced {
+	if cps == nil || sp.released == fenced {
 		return false
 	}
 	ps, perr := sp.ro.pauseStateLocked()
@@ -163,7 +163,7 @@ func (sp *suspension) checkpointLocked(done frame) bool {
 // lock and has the last pending call's output.
 func (sp *suspension) checkpointAnswerLocked() bool {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.durablePause || sp.fenced || sp.lastCheckpoint == nil {
+	if cps == nil || !sp.durablePause || sp.released == fenced || sp.lastCheckpoint == nil {
 		return false
 	}
 	d, answer, done, epoch, tenant := *sp.lastCheckpoint, slices.Clone(sp.appended), sp.answer, sp.epoch, sp.ro.tenant
@@ -218,12 +218,11 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
 	default:
 		sp.checkpointed, sp.durablePause, sp.lastCheckpoint = true, true, d
-		if sp.srv.closing() && !sp.releasedLocked() {
+		if sp.state == suspPausing && sp.released == stayed && sp.srv.closing() {
 			// The server is draining: handed over here, its pause not
 			// sent, for its client to resume (and be shown the pause)
 			// on another server, rather than answered here.
-			sp.handedOver = true
-			sp.releaseLocked(errHandedOver)
+			sp.releaseLocked(handedOver)
 			return
 		}
 	}
@@ -238,19 +237,34 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	}
 }
 
-// releasedLocked reports whether the rollout has left this server for its
-// checkpoint: taken over by another server, handed over at Shutdown, or
-// hibernated. It sends nothing more, and ends without dropping the
-// checkpoint.
-func (sp *suspension) releasedLocked() bool { return sp.fenced || sp.handedOver || sp.hibernated }
+// release is why a rollout left this server for its checkpoint, if it did:
+// it sends nothing more, and ends without dropping the checkpoint.
+type release int
+
+const (
+	stayed     release = iota // it did not: the rollout is this server's
+	fenced                    // another server took it over
+	handedOver                // released at Shutdown, to whichever server its client resumes on
+	hibernated                // released to its checkpoint (Suspension.HibernateAfter), to whichever server the next event naming it reaches
+)
+
+// releaseLocked ends the rollout here for why, its checkpoint kept: its
+// timers stop, and its loop, aborted, returns.
+func (sp *suspension) releaseLocked(why release) {
+	sp.released = why
+	sp.stopTimerLocked()
+	if sp.expiry != nil {
+		sp.expiry.Stop()
+		sp.expiry = nil
+	}
+	sp.ro.abort([...]error{fenced: errFenced, handedOver: errHandedOver, hibernated: errHibernated}[why])
+}
 
 // fenceLocked stops a rollout another server has taken over: it sends
 // nothing more, and ends.
 func (sp *suspension) fenceLocked() {
 	sp.srv.log.Info("suspended rollout taken over by another server", "response_id", sp.id)
-	sp.fenced = true
-	sp.stopTimerLocked()
-	sp.ro.abort(errFenced)
+	sp.releaseLocked(fenced)
 }
 
 // dropCheckpointLocked ends the checkpoint of a rollout that has ended,
@@ -258,7 +272,7 @@ func (sp *suspension) fenceLocked() {
 // flight, whichever lands first.
 func (sp *suspension) dropCheckpointLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.checkpointed && !sp.holding || sp.releasedLocked() {
+	if cps == nil || !sp.checkpointed && !sp.holding || sp.released != stayed {
 		return
 	}
 	tenant, epoch, ttl := sp.ro.tenant, sp.epoch, sp.srv.checkpointTTL()
@@ -279,13 +293,10 @@ type takeoverJob struct {
 	id       string
 	after    *int // the last sequence_number the resuming client received
 	received time.Time
-	// A wake: an append or a cancel naming a rollout this server does not
-	// hold (hibernated, or released by a server that left), whose client
-	// saw its pause. Nothing is replayed; the items are appended, or the
-	// rollout cancelled, once it is parked here.
-	wake   bool
-	items  protocol.Items
-	cancel bool
+	// wake: the job is a wake (wake.go), for the appends and cancels
+	// naming the rollout that the session queues meanwhile (its client
+	// saw the pause: nothing is replayed).
+	wake bool
 }
 
 func (j *takeoverJob) bytes() int                         { return 0 }
@@ -302,6 +313,14 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	cps := sess.srv.opts.Checkpoints
 	ctx, cancel := context.WithTimeout(sess.ctx, checkpointTimeout)
 	defer cancel()
+	settled := false
+	if j.wake {
+		defer func() {
+			if !settled { // what the session queued for it is answered by the job's error, or not at all
+				sess.endWake(ln, j.id)
+			}
+		}()
+	}
 	cp, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
 	if err != nil {
 		return errorFrame(sess.takeoverError(j, err), ln.id)
@@ -312,7 +331,10 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		return errorFrame(j.notFound(), ln.id)
 	}
 	ps, frames, answer := lc.pause, lc.frames, lc.answer
-	if ps.Lane != ln.id {
+	switch {
+	case ps.Lane != ln.id && j.wake:
+		return errorFrame(errOtherLane(j.id, ps.Lane, ln.id), ln.id)
+	case ps.Lane != ln.id:
 		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
 	}
 	ro, perr := sess.srv.restore(ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
@@ -338,7 +360,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
 	sp.durablePause = answer == nil // the store has this pause (and, answered, its answer)
 	sp.lastCheckpoint, sp.paused, sp.replaying = lc.data, true, !j.wake
-	if lc.data.Parked > 0 {
+	if lc.data.Parked > 0 && answer == nil { // answered, the pause did not time out
 		sp.deadline = time.UnixMilli(lc.data.Parked).Add(sess.srv.opts.Suspension.Timeout)
 	}
 	from := frames[len(frames)-1].seq // the pause
@@ -358,11 +380,18 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if answer != nil || j.wake {
 		sp.sent = from // the client has it: the pause it answers, or the step run again
 	}
+	var wakes []*wakeEvent
 	if j.wake {
-		sp.wake = &wakeEvent{items: j.items, cancel: j.cancel}
+		// What the session queued so far is taken as the rollout parks;
+		// what it queues from now on, once it has (settleWake). The
+		// rollout does not hibernate again meanwhile.
+		wakes = sess.wakeEvents(j.id)
+		sp.wakes, sp.waking = wakes, true
 	}
 	sp.mu.Unlock()
-	sess.setRunning(ln, nil, sp)
+	if !j.wake {
+		sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
+	}
 	sp.start()
 	select { // it parks at once: its step's pause was announced already
 	case <-parked:
@@ -371,25 +400,12 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
 	if j.wake {
-		sp.mu.Lock()
-		perr = sp.wake.refused
-		sp.wake = nil
-		sp.mu.Unlock()
-		if perr != nil { // a bad append: refused, the rollout parked here
-			sess.sendError(perr, ln.id)
-		}
+		sess.settleWake(ln, sp, wakes)
+		settled = true
 	} else {
 		sp.replay(sess.ctx, sess, from)
 	}
 	return sess.follow(ln, sp, gone, nil)
-}
-
-// wakeEvent is the append or cancel that woke a rollout (takeoverJob), for
-// its first park to take, and the append's refusal.
-type wakeEvent struct {
-	items   protocol.Items
-	cancel  bool
-	refused *protocol.Error
 }
 
 // notFound is what the job's event is told when there is no rollout to
@@ -399,6 +415,24 @@ func (j *takeoverJob) notFound() *protocol.Error {
 		return errNoSuspended(j.id)
 	}
 	return errResumeNotFound(j.id)
+}
+
+// takeAnswersLocked takes, as a rollout taken over parks, what its
+// takeover brought: the answer in its checkpoint, then the events that
+// woke it, in order. The caller holds the suspension's lock: its
+// hibernation timer cannot act first.
+func (sp *suspension) takeAnswersLocked() {
+	if items := sp.preAnswered; items != nil {
+		sp.preAnswered = nil
+		if perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
+			sp.srv.log.Warn("checkpointed answer refused", "response_id", sp.id, "err", perr)
+			sp.ro.abort(perr)
+		}
+	}
+	for _, w := range sp.wakes {
+		w.refused = sp.takeWakeLocked(w)
+	}
+	sp.wakes = nil
 }
 
 // takeoverError is what a takeover's event is told when the store had no
@@ -424,24 +458,7 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
 	sp.mu.Lock()
 	sp.parkLocked()
-	// What the takeover brought is taken as the rollout parks, under the
-	// same lock: before its hibernation timer can act on it.
-	switch w := sp.wake; {
-	case sp.preAnswered != nil:
-		items := sp.preAnswered
-		sp.preAnswered = nil
-		if perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
-			sp.srv.log.Warn("checkpointed answer refused", "response_id", sp.id, "err", perr)
-			sp.ro.abort(perr)
-		}
-	case w == nil || sp.state != suspParked: // its pause timed out while no server held it
-	case w.cancel:
-		sp.decideLocked(evCancel, sp.sess, sp.lane, "")
-		sp.stopTimerLocked()
-		sp.ro.abort(errCancelled)
-	default:
-		w.refused = sp.takeLocked(w.items)
-	}
+	sp.takeAnswersLocked()
 	close(sp.parkedCh)
 	sp.parkedCh = nil
 	sp.mu.Unlock()
@@ -471,53 +488,12 @@ func (s *Server) handOver() map[*rollout]bool {
 func (sp *suspension) handOver() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.state != suspParked || !sp.durablePause || sp.releasedLocked() {
+	if sp.state != suspParked || !sp.durablePause || sp.released != stayed {
 		return false
 	}
-	sp.handedOver = true
-	sp.releaseLocked(errHandedOver)
+	sp.releaseLocked(handedOver)
 	return true
 }
-
-// releaseLocked ends the rollout here, its checkpoint kept, for cause: its
-// timers stop, and its loop, aborted, returns.
-func (sp *suspension) releaseLocked(cause error) {
-	sp.stopTimerLocked()
-	if sp.expiry != nil {
-		sp.expiry.Stop()
-		sp.expiry = nil
-	}
-	sp.ro.abort(cause)
-}
-
-// hibernate takes the rollout, parked at a durable pause since pause
-// began, out of memory (Suspension.HibernateAfter): its loop ends, the
-// suspended set keeps only its id for the quotas, and the event that names
-// it next takes it over from its checkpoint, on this server or another.
-// Not while a resuming client catches up, nor once some of the pause's
-// outputs are appended (the checkpoint has none of them): such a rollout
-// stays in memory.
-func (sp *suspension) hibernate(pause int) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if sp.pauses != pause || sp.state != suspParked || !sp.durablePause || sp.releasedLocked() ||
-		sp.replaying || len(sp.appended) > 0 {
-		return
-	}
-	sp.hibernated = true
-	sp.releaseLocked(errHibernated)
-}
-
-// asleep reports whether the rollout hibernated.
-func (sp *suspension) asleep() bool {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	return sp.hibernated
-}
-
-// errAsleep is deliver's answer for a rollout that hibernated: never sent,
-// the session wakes the rollout from its checkpoint instead.
-var errAsleep = &protocol.Error{Code: "asleep"}
 
 // handingOver reports whether the server, shutting down with checkpoints,
 // has handed its parked rollouts over: what their clients send now is
@@ -546,7 +522,7 @@ const (
 func (sp *suspension) reclaim(ctx context.Context) reclaimed {
 	cps := sp.srv.opts.Checkpoints
 	sp.mu.Lock()
-	epoch, ok, asleep := sp.epoch, cps != nil && sp.checkpointed && !sp.holding && !sp.releasedLocked(), sp.hibernated
+	epoch, ok, asleep := sp.epoch, cps != nil && sp.checkpointed && !sp.holding && sp.released == stayed, sp.released == hibernated
 	sp.mu.Unlock()
 	if asleep {
 		return reclaimMoved // its checkpoint holds it: take it over from there

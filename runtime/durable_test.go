@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -480,11 +481,22 @@ func TestDurableCheckpointBehind(t *testing.T) {
 
 // hibernatePair is two servers that share one checkpoint store, whose
 // parked rollouts hibernate after a minute.
-func hibernatePair(t *testing.T) (a, b *pipeHarness) {
+func hibernatePair(t *testing.T, released *releaseCounter) (a, b *pipeHarness) {
 	cps := runtime.NewMemoryCheckpoints()
 	o := durableOptions(cps)
-	o.Suspension.HibernateAfter = time.Minute
+	o.Suspension.HibernateAfter, o.Observer = time.Minute, released
 	return newPipeHarness(t, o), newPipeHarness(t, o)
+}
+
+// hibernated waits for the rollouts parked to hibernate, and checks that
+// n have, in all, on the servers counted.
+func (c *releaseCounter) hibernated(t *testing.T, n int64) {
+	t.Helper()
+	time.Sleep(2 * time.Minute)
+	synctest.Wait()
+	if got := c.n.Load(); got != n {
+		t.Fatalf("%d hibernations, want %d", got, n)
+	}
 }
 
 // TestDurableHibernate: a rollout parked past Suspension.HibernateAfter
@@ -497,7 +509,8 @@ func hibernatePair(t *testing.T) (a, b *pipeHarness) {
 func TestDurableHibernate(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		a, b := hibernatePair(t)
+		var released releaseCounter
+		a, b := hibernatePair(t, &released)
 		body := durableBody()
 		unmoved := newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice")
 		want, _ := driveSuspended(t, unmoved, maps.Clone(body))
@@ -507,8 +520,7 @@ func TestDurableHibernate(t *testing.T) {
 		c1.send(t, create(body))
 		events := c1.next(t)
 		id := respID(t, last(events))
-		time.Sleep(2 * time.Minute) // it hibernates
-		synctest.Wait()
+		released.hibernated(t, 1)
 		c1.send(t, create(body))
 		c1.wantError(t, "stream_suspended")
 		c1.send(t, appendEv(id, "", outputsFor(t, last(events))...)) // wakes it here
@@ -518,7 +530,7 @@ func TestDurableHibernate(t *testing.T) {
 			t.Fatalf("the rollout woken by an append went on to %s, want its second pause", pause)
 		}
 
-		time.Sleep(2 * time.Minute) // hibernates again
+		released.hibernated(t, 2)
 		c1.drop()
 		synctest.Wait()
 		if g := serverGoroutines(t); len(g) != 0 {
@@ -530,8 +542,7 @@ func TestDurableHibernate(t *testing.T) {
 		if again := c2.recv(t); !bytes.Equal(again, pause) {
 			t.Fatalf("the resume on B sent %s, want the pending pause", again)
 		}
-		time.Sleep(2 * time.Minute) // hibernates on B, its client attached
-		synctest.Wait()
+		released.hibernated(t, 3) // on B, its client attached
 		c2.send(t, appendEv(id, "", fco("call_nobody", "x")))
 		c2.wantError(t, "tool_call_not_found")
 		c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
@@ -548,33 +559,179 @@ func TestDurableHibernate(t *testing.T) {
 	})
 }
 
+// TestDurableWakeQueued: events that name a hibernated rollout while it
+// wakes are taken in order: two appends sent back to back, each with one
+// of the pause's two outputs, answer it (the second is not left behind
+// the first's wake); an append of one output then a cancel cancel it. An
+// append from another connection to a rollout held here awake is
+// refused, as it was before hibernation, and the rollout goes on.
+func TestDurableWakeQueued(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var released releaseCounter
+		a, _ := hibernatePair(t, &released)
+		steps := [][]dcall{{{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
+		c := a.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
+		pause := last(c.next(t))
+		id := respID(t, pause)
+		other := a.dial(t, "Bearer alice")
+		other.send(t, appendEv(id, "", fco("call_x", "x")))
+		other.wantError(t, "response_not_found")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "b", "input": script(steps)}))
+		pauseB := last(c.next(t))
+		idB := respID(t, pauseB)
+		released.hibernated(t, 2)
+
+		outs := outputsFor(t, pause)
+		c.send(t, appendEv(id, "", outs[0]))
+		c.send(t, appendEv(id, "", outs[1]))
+		if p := last(c.next(t)); eventType(t, p) != "response.done" {
+			t.Fatalf("after two appends to a waking rollout: %s, want its second pause", p)
+		}
+		c.send(t, appendEv(idB, "b", outputsFor(t, pauseB)[0]))
+		c.send(t, refEv("response.cancel", idB, "b"))
+		if end := last(c.next(t)); eventType(t, end) != "response.cancelled" {
+			t.Fatalf("an append then a cancel to a waking rollout: %s, want it cancelled", end)
+		}
+	})
+}
+
+// TestDurableAnsweredTimeout: a pause answered in time, whose server then
+// stops in the step, is not timed out by the server that takes the
+// rollout over after the pause's timeout: the answer came in time. A
+// cancel sent to that server, rather than a resume, cancels the rollout.
+func TestDurableAnsweredTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, cancel := range []bool{false, true} {
+			cps := runtime.NewMemoryCheckpoints()
+			a := hungServer(t, cps)
+			b := newPipeHarness(t, durableOptions(cps))
+			c1 := a.dial(t, "Bearer alice")
+			c1.send(t, create(durableBody()))
+			events := c1.next(t)
+			id := respID(t, last(events))
+			c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+			events = append(events, c1.next(t)...)
+			time.Sleep(9*time.Minute + 30*time.Second) // the second pause answered near its timeout
+			c1.send(t, appendEv(id, "", outputsFor(t, last(events))...))
+			seen := c1.recv(t) // the third step begins; A's model hangs in it
+			synctest.Wait()
+			c1.drop()
+			time.Sleep(50 * time.Second) // past the second pause's timeout, within the resume window of A's copy
+
+			c2 := b.dial(t, "Bearer alice")
+			if cancel {
+				c2.send(t, refEv("response.cancel", id, ""))
+			} else {
+				resume := refEv("response.resume", id, "")
+				resume["sequence_number"] = *decodeEv(t, seen).Seq
+				c2.send(t, resume)
+			}
+			end := last(c2.next(t))
+			want := map[bool]string{false: "response.done", true: "response.cancelled"}[cancel]
+			if eventType(t, end) != want {
+				t.Fatalf("cancel %v: the rollout taken over after its answered pause's timeout: %s, want %s", cancel, end, want)
+			}
+		}
+	})
+}
+
 // TestDurableHibernatedTimeout: a hibernated rollout keeps its pause's
-// Suspension.Timeout, counted from the pause: woken after it, it fails
-// with client_tool_timeout; a hibernated rollout cancelled ends
-// cancelled.
+// Suspension.Timeout, counted from the pause. Its client still connected
+// is told at the timeout (client_tool_timeout), with no frame before it,
+// and its lane is free again; a client that left and resumes after it is
+// told on resuming. A hibernated rollout cancelled ends cancelled.
 func TestDurableHibernatedTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		a, _ := hibernatePair(t)
+		var released releaseCounter
+		o := durableOptions(runtime.NewMemoryCheckpoints())
+		o.Suspension.HibernateAfter, o.Observer = 30*time.Second, &released // before the detached one's resume window ends
+		a := newPipeHarness(t, o)
 		body := durableBody()
 		c := a.dial(t, "Bearer alice")
 		c.send(t, create(body))
-		first := respID(t, last(c.next(t)))
+		c.next(t)
 		body["stream_id"] = "other"
 		c.send(t, create(body))
 		second := respID(t, last(c.next(t)))
+		c2 := a.dial(t, "Bearer alice")
+		delete(body, "stream_id")
+		c2.send(t, create(body))
+		third := respID(t, last(c2.next(t)))
+		c2.drop()
 
 		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if n := released.n.Load(); n != 3 {
+			t.Fatalf("%d rollouts hibernated, want 3", n)
+		}
 		c.send(t, refEv("response.cancel", second, "other"))
 		if end := decodeEv(t, last(c.next(t))); end.Type != "response.cancelled" {
 			t.Fatalf("a hibernated rollout cancelled ended with %s", end.Type)
 		}
-		time.Sleep(5*time.Minute + 30*time.Second) // past the first's 10-minute timeout, within its checkpoint's 11
-		c.send(t, appendEv(first, "", fco("call_0", "late")))
+
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute-time.Second) // until just before the timeout
+		_, err := c.read(t, ctx)
+		cancel()
+		if err == nil {
+			t.Fatal("a frame came before the hibernated rollout's timeout")
+		}
+		time.Sleep(2 * time.Second)   // past the timeout
+		c = a.dial(t, "Bearer alice") // the read's deadline closed that one
+		c.send(t, refEv("response.resume", third, ""))
 		got := last(c.next(t))
-		end := decodeEv(t, got)
-		if end.Type != "response.failed" || end.Response.Error == nil || end.Response.Error.Code != "client_tool_timeout" {
-			t.Fatalf("a hibernated rollout woken past its timeout: %s, want client_tool_timeout", got)
+		if end := decodeEv(t, got); end.Type != "response.failed" || end.Response.Error == nil || end.Response.Error.Code != "client_tool_timeout" {
+			t.Fatalf("a hibernated rollout resumed past its timeout: %s, want client_tool_timeout", got)
 		}
 	})
 }
+
+// TestDurableHibernatedTimeoutAttached: a hibernated rollout whose client
+// is still connected is told at its pause's timeout, without a frame
+// before, and its lane is free again.
+func TestDurableHibernatedTimeoutAttached(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		o := durableOptions(runtime.NewMemoryCheckpoints())
+		o.Suspension.HibernateAfter = time.Minute
+		a := newPipeHarness(t, o)
+		body := durableBody()
+		c := a.dial(t, "Bearer alice")
+		c.send(t, create(body))
+		c.next(t)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+		defer cancel()
+		got, err := c.read(t, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end := decodeEv(t, got); end.Type != "response.failed" || end.Response.Error == nil || end.Response.Error.Code != "client_tool_timeout" {
+			t.Fatalf("the hibernated rollout's client got %s, want client_tool_timeout", got)
+		}
+		if d := time.Since(start); d < 10*time.Minute-time.Second {
+			t.Fatalf("told after %v, want at the 10-minute timeout", d)
+		}
+		c.send(t, create(body)) // the lane is free
+		if eventType(t, last(c.next(t))) != "response.done" {
+			t.Fatal("a create on the lane after the timeout did not run")
+		}
+	})
+}
+
+// releaseCounter is an Observer that counts the responses that left
+// their server for their checkpoint (runtime.StatusReleased).
+type releaseCounter struct{ n atomic.Int64 }
+
+func (c *releaseCounter) ResponseEnded(_ runtime.ServePath, status protocol.ResponseStatus, _ protocol.Timings) {
+	if status == runtime.StatusReleased {
+		c.n.Add(1)
+	}
+}
+func (*releaseCounter) StepSampled(time.Duration, time.Duration)  {}
+func (*releaseCounter) StepDispatched(time.Duration)              {}
+func (*releaseCounter) Paused()                                   {}
+func (*releaseCounter) FrameWritten(time.Duration, time.Duration) {}

@@ -97,7 +97,7 @@ type Server struct {
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
-	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts)
+	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts, func() time.Time { return s.now() })
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {
 		s.cancel()

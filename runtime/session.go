@@ -66,9 +66,10 @@ type session struct {
 	closeStatus CloseStatus // set once by stop, before ctx ends; read by the closer after
 	closeReason string      //
 
-	mu    sync.Mutex
-	lanes map[string]*lane // guarded by mu; "" is the default lane
-	named int              // named lanes, guarded by mu
+	mu     sync.Mutex
+	lanes  map[string]*lane   // guarded by mu; "" is the default lane
+	named  int                // named lanes, guarded by mu
+	waking map[string]*waking // wakes in progress by response id (wake.go), guarded by mu
 }
 
 // lane is one stream_id's FIFO of creates, and what runs on it.
@@ -83,9 +84,11 @@ type lane struct {
 	ro *rollout
 	sp *suspension
 	// asleep is the id of the suspended rollout this lane followed until
-	// it hibernated (durable.go), guarded by session.mu: the lane stays
-	// its, and an append or cancel naming it wakes it here.
-	asleep string
+	// it hibernated (wake.go), guarded by session.mu: the lane stays its,
+	// and an append or cancel naming it wakes it here, as does
+	// asleepTimer at the end of its pause's timeout.
+	asleep      string
+	asleepTimer *time.Timer
 }
 
 // queueRefusal says why a create (fork: a fork) from sess may not queue on
@@ -280,15 +283,16 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 
 // admit puts j on lane laneID, starting the lane if new, or refuses it at
 // once (an error event) when the connection is at a limit that queuing
-// would not resolve, or when check, called under mu, says why.
-func (sess *session) admit(laneID string, j job, check func(*lane) *protocol.Error) {
+// would not resolve, or when check, called under mu, says why. It reports
+// whether it did put it.
+func (sess *session) admit(laneID string, j job, check func(*lane) *protocol.Error) (admitted bool) {
 	if sess.srv.closing() {
 		sess.sendError(errShutdown(), laneID)
-		return
+		return false
 	}
 	if perr := sess.scope.reserve(j.bytes(), &sess.srv.opts); perr != nil {
 		sess.sendError(perr, laneID)
-		return
+		return false
 	}
 	sess.mu.Lock()
 	ln, perr := sess.laneLocked(laneID)
@@ -299,9 +303,10 @@ func (sess *session) admit(laneID string, j job, check func(*lane) *protocol.Err
 	if perr != nil {
 		sess.scope.release(j.bytes())
 		sess.sendError(perr, laneID)
-		return
+		return false
 	}
 	sess.push(ln, j)
+	return true
 }
 
 // refuse answers a frame that could not be decoded: in its lane's order when
@@ -504,7 +509,8 @@ func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (
 func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	ln.ro, ln.sp, ln.asleep = ro, sp, ""
+	ln.ro, ln.sp = ro, sp
+	ln.clearAsleep()
 }
 
 // jobSink is a cached-state response's sink: events go to the session, the

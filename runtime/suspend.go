@@ -50,13 +50,13 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 		}
 		return nil
 	}
-	sess.setRunning(ln, nil, nil)
-	if sp.asleep() { // its checkpoint holds it: the lane stays its, for the append that wakes it
+	if at, ok := sp.sleptOn(sess); ok { // its checkpoint holds it: the lane stays its, for the event that wakes it
 		sess.mu.Lock()
-		ln.asleep = sp.id
+		sess.sleepLaneLocked(ln, sp.id, at)
 		sess.mu.Unlock()
 		return nil
 	}
+	sess.setRunning(ln, nil, nil)
 	conv, terminal, ok := sp.settle(sess)
 	if !ok {
 		return nil
@@ -69,7 +69,8 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 	return terminal
 }
 
-// running finds the response id running on one of this connection's lanes.
+// running finds the response id running on one of this connection's
+// lanes; a lane whose rollout hibernated (or wakes) is returned alone.
 func (sess *session) running(id string) (*lane, *rollout, *suspension) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -79,7 +80,12 @@ func (sess *session) running(id string) (*lane, *rollout, *suspension) {
 			return ln, ln.ro, nil
 		case ln.sp != nil && ln.sp.id == id:
 			return ln, nil, ln.sp
+		case ln.asleep == id:
+			return ln, nil, nil
 		}
+	}
+	if w := sess.waking[id]; w != nil {
+		return sess.lanes[w.lane], nil, nil
 	}
 	return nil, nil, nil
 }
@@ -93,34 +99,19 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 		// again and appends again.
 		return nil
 	}
-	switch _, ro, sp := sess.running(ev.ResponseID); {
-	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
+	switch ln, ro, sp := sess.running(ev.ResponseID); {
+	case ln == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)
 	case sp != nil:
-		if perr := sp.deliver(sess, ev.StreamID, ev.Input); perr != errAsleep {
+		if asleep, perr := sp.deliver(sess, ev.StreamID, ev.Input); !asleep {
 			return perr
 		}
 	case ro != nil:
 		return errNotSuspendedRollout(ev.ResponseID, evAppend)
+	case ln == nil && sess.srv.suspended.heldAwake(ev.ResponseID):
+		return errNoSuspended(ev.ResponseID) // another connection's: a resume moves it here
 	}
-	return sess.wake(&takeoverJob{id: ev.ResponseID, wake: true, items: ev.Input}, ev.StreamID)
-}
-
-// wake takes j's rollout over from its checkpoint, in its lane's turn, to
-// append to it or cancel it: it hibernated, or the server that held it
-// left (Checkpoints). Without checkpoints there is no such rollout.
-func (sess *session) wake(j *takeoverJob, lane string) *protocol.Error {
-	if sess.srv.opts.Checkpoints == nil {
-		return j.notFound()
-	}
-	if !j.cancel {
-		if perr := protocol.ValidateItems(j.items, "input"); perr != nil {
-			return perr // refused before the store is asked
-		}
-	}
-	j.received = sess.srv.now()
-	sess.admit(lane, j, nil)
-	return nil
+	return sess.wake(ev.ResponseID, ev.StreamID, &wakeEvent{items: ev.Input})
 }
 
 // cancelResponse handles response.cancel: it ends a running or suspended
@@ -128,23 +119,28 @@ func (sess *session) wake(j *takeoverJob, lane string) *protocol.Error {
 func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	ln, ro, sp := sess.running(ev.ResponseID)
 	switch {
-	case sp == nil && ro == nil && sess.scope.elsewhere(sess, ev.ResponseID):
+	case ln == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)
 	case sp != nil:
-		if perr := sp.cancel(sess, ev.StreamID); perr != errAsleep {
+		if asleep, perr := sp.cancel(sess, ev.StreamID); !asleep {
 			return perr
 		}
-		return sess.wake(&takeoverJob{id: ev.ResponseID, wake: true, cancel: true}, ev.StreamID)
-	case ro == nil && sess.srv.opts.Checkpoints != nil:
-		return sess.wake(&takeoverJob{id: ev.ResponseID, wake: true, cancel: true}, ev.StreamID)
-	case ro == nil:
-		return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-			"No response '%s' in progress on this connection.", ev.ResponseID)
-	case ln.id != ev.StreamID:
+	case ro != nil && ln.id != ev.StreamID:
 		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
+	case ro != nil:
+		ro.abort(errCancelled)
+		return nil
+	case ln == nil && sess.srv.suspended.heldAwake(ev.ResponseID):
+		return errNoResponse(ev.ResponseID) // another connection's
 	}
-	ro.abort(errCancelled)
-	return nil
+	return sess.wake(ev.ResponseID, ev.StreamID, &wakeEvent{cancel: true})
+}
+
+// errNoResponse: a cancel of a response not in progress on this
+// connection.
+func errNoResponse(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
+		"No response '%s' in progress on this connection.", id)
 }
 
 // errOtherStream refuses an event, on a WebTransport stream, that names a

@@ -17,6 +17,7 @@ import (
 // tail kept).
 type suspendedSet struct {
 	opts *Options
+	now  func() time.Time
 
 	mu        sync.Mutex
 	byID      map[string]*suspension // guarded by mu
@@ -27,8 +28,8 @@ type suspendedSet struct {
 	closed    bool                   // the server is shutting down: no rollout is added, no tail kept; guarded by mu
 }
 
-func newSuspendedSet(opts *Options) *suspendedSet {
-	return &suspendedSet{opts: opts, byID: make(map[string]*suspension), asleep: make(map[string]asleepEntry),
+func newSuspendedSet(opts *Options, now func() time.Time) *suspendedSet {
+	return &suspendedSet{opts: opts, now: now, byID: make(map[string]*suspension), asleep: make(map[string]asleepEntry),
 		tails: make(map[string]*tail), tailOrder: list.New()}
 }
 
@@ -43,30 +44,47 @@ type asleepEntry struct {
 
 // add lists sp, so that response.resume finds it; it counts against
 // Suspension.Max (and its tenant's Tenant.Suspended) until it settles or
-// expires.
+// expires. A rollout taken over that this server holds already, awake (a
+// takeover racing another for it), is refused.
 func (set *suspendedSet) add(sp *suspension) *protocol.Error {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if set.closed { // Shutdown took its list of them: it would not stop this one
 		return errShutdown()
 	}
-	delete(set.asleep, sp.id) // it wakes
-	if len(set.byID)+len(set.asleep) >= set.opts.Suspension.Max {
-		set.sweepLocked()
+	old := set.byID[sp.id]
+	if old != nil && old.awake() {
+		return errNoSuspended(sp.id)
 	}
-	if len(set.byID)+len(set.asleep) >= set.opts.Suspension.Max {
+	_, waking := set.asleep[sp.id] // it counts already, asleep
+	held := func() int {
+		n := len(set.byID) + len(set.asleep)
+		if old != nil {
+			n--
+		}
+		if waking {
+			n--
+		}
+		return n
+	}
+	if held() >= set.opts.Suspension.Max {
+		set.sweepLocked()
+		_, waking = set.asleep[sp.id]
+	}
+	if held() >= set.opts.Suspension.Max {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManySuspended, "suspend",
 			"This server already holds %d suspended rollouts. Finish or cancel one, or retry without 'suspend'.", set.opts.Suspension.Max)
 	}
 	if t := sp.ro.tenant; t != "" {
 		n := 0
-		for _, other := range set.byID {
-			if other.ro.tenant == t {
+		for id, other := range set.byID {
+			if other.ro.tenant == t && id != sp.id {
 				n++
 			}
 		}
-		for _, a := range set.asleep {
-			if a.tenant == t {
+		now := set.now()
+		for id, a := range set.asleep {
+			if a.tenant == t && id != sp.id && now.Before(a.until) {
 				n++
 			}
 		}
@@ -75,8 +93,19 @@ func (set *suspendedSet) add(sp *suspension) *protocol.Error {
 				"Your key's tenant already holds %d suspended rollouts, its limit on this server. Finish or cancel one, or retry without 'suspend'.", n)
 		}
 	}
+	delete(set.asleep, sp.id) // it wakes
 	set.byID[sp.id] = sp
 	return nil
+}
+
+// heldAwake reports whether this server holds rollout id, awake: an event
+// naming it from a connection it does not report to is refused, not a
+// wake.
+func (set *suspendedSet) heldAwake(id string) bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	sp := set.byID[id]
+	return sp != nil && sp.awake()
 }
 
 // sleep lists sp, which hibernated, as asleep: it leaves memory, and its
@@ -89,13 +118,13 @@ func (set *suspendedSet) sleep(sp *suspension, ttl time.Duration) {
 	}
 	delete(set.byID, sp.id)
 	if !set.closed {
-		set.asleep[sp.id] = asleepEntry{tenant: sp.ro.tenant, until: time.Now().Add(ttl)}
+		set.asleep[sp.id] = asleepEntry{tenant: sp.ro.tenant, until: set.now().Add(ttl)}
 	}
 }
 
 // sweepLocked forgets the rollouts asleep past their checkpoints' time.
 func (set *suspendedSet) sweepLocked() {
-	now := time.Now()
+	now := set.now()
 	for id, a := range set.asleep {
 		if !now.Before(a.until) {
 			delete(set.asleep, id)

@@ -71,16 +71,16 @@ type suspension struct {
 	holding        bool            // the pause's checkpoint is being written: its response.done waits in the log
 	checkpointed   bool            // a checkpoint of it is in the store
 	durablePause   bool            // the pause it is parked at is that checkpoint: Shutdown may hand it over
-	fenced         bool            // another server took it over: it sends nothing more
-	handedOver     bool            // released at Shutdown to whichever server its client resumes on: it sends nothing more
-	hibernated     bool            // released to its checkpoint (Suspension.HibernateAfter): it sends nothing more
+	released       release         // why it left this server for its checkpoint, if it did: it sends nothing more
 	sleep          *time.Timer     // Suspension.HibernateAfter of the current pause
 	deadline       time.Time       // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
 	announced      bool            // taken over at a pause its response.done announced already: its first park is silent
 	lastCheckpoint *checkpointData // the pause last checkpointed, for the checkpoint of its answer
 	appended       protocol.Items  // what the client appended at the current pause
 	preAnswered    protocol.Items  // taken over with the pause answered: the items its first park takes
-	wake           *wakeEvent      // taken over by an append or a cancel: what its first park takes
+	wakes          []*wakeEvent    // woken (wake.go): the appends and cancels its first park takes
+	waking         bool            // woken, and the events queued for it not all taken yet: it does not hibernate
+	timeoutAt      time.Time       // when the current pause's Suspension.Timeout ends
 	parkedCh       chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
 
 	// What run left, once it has returned; guarded by mu.
@@ -428,7 +428,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 	sp.stopTimerLocked()
 	sp.conv = conv
 	sp.dropCheckpointLocked()
-	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.releasedLocked() {
+	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && sp.released == stayed {
 		// It ended without a terminal event for a reason the client can be
 		// told (a panic, a replay log overflow while detached; not a
 		// shutdown or an expired resume window): the connection that

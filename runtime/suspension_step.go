@@ -95,7 +95,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.releasedLocked() {
+	if sp.released != stayed {
 		return nil // another server owns it now, or will
 	}
 	switch protocol.Type(ev) {
@@ -178,10 +178,9 @@ func (sp *suspension) parkLocked() {
 		sp.timeoutLocked() // it timed out while no server held it
 		return
 	}
+	sp.timeoutAt = sp.srv.now().Add(wait)
 	sp.timer = time.AfterFunc(wait, func() { sp.timeout(pause) })
-	if d := sp.srv.opts.Suspension.HibernateAfter; d > 0 && sp.durablePause {
-		sp.sleep = time.AfterFunc(d, func() { sp.hibernate(pause) })
-	}
+	sp.sleepLocked()
 }
 
 // timeout ends a rollout whose pause waited longer than Suspension.Timeout.
@@ -217,22 +216,22 @@ func (sp *suspension) stopTimerLocked() {
 // context after the step). It checks every item before delivering any, so a
 // refused append changes nothing. The moment the last parked call has its
 // output, the rollout is running again.
-func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) *protocol.Error {
+func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) (asleep bool, perr *protocol.Error) {
 	if perr := protocol.ValidateItems(items, "input"); perr != nil {
-		return perr
+		return false, perr
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch {
-	case sp.handedOver:
-		return nil // it is resumed elsewhere, where its pause is replayed and answered again
-	case sp.hibernated:
-		return errAsleep // the session wakes it from its checkpoint
+	case sp.released == handedOver:
+		return false, nil // it is resumed elsewhere, where its pause is replayed and answered again
+	case sp.released == hibernated && lane == sp.lane:
+		return true, nil // the session wakes it from its checkpoint
 	}
 	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
-		return perr
+		return false, perr
 	}
-	return sp.takeLocked(items)
+	return false, sp.takeLocked(items)
 }
 
 // takeLocked takes an append's items for the parked step, all or none:
@@ -316,18 +315,18 @@ func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[cal
 
 // cancel handles response.cancel from sess: the rollout ends with status
 // cancelled.
-func (sp *suspension) cancel(sess *session, lane string) *protocol.Error {
+func (sp *suspension) cancel(sess *session, lane string) (asleep bool, perr *protocol.Error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.hibernated {
-		return errAsleep // the session wakes it from its checkpoint
+	if sp.released == hibernated && lane == sp.lane {
+		return true, nil // the session wakes it from its checkpoint
 	}
 	if _, perr := sp.decideLocked(evCancel, sess, lane, ""); perr != nil {
-		return perr
+		return false, perr
 	}
 	sp.stopTimerLocked() // it runs to its end: it takes no more outputs
 	sp.ro.abort(errCancelled)
-	return nil
+	return false, nil
 }
 
 // pause takes the rollout's state at its pause for response.fork from sess

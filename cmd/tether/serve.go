@@ -199,8 +199,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		// One compaction key for every server on this Redis, so that a
 		// compaction item (in a request, or in a checkpoint taken over)
 		// opens on any of them.
-		if key, err := rs.CompactionKey(ctx); err != nil {
-			log.Warn("no shared compaction key: compaction items open only on this server", "err", err)
+		if key, err := sharedCompactionKey(ctx, rs); err != nil {
+			log.Warn("no shared compaction key: compaction items (and checkpoints holding them) open only on this server", "err", err)
 		} else {
 			opts.CompactionKey = key
 		}
@@ -409,4 +409,23 @@ func negativeFlag(fs *flag.FlagSet) (name, value string, ok bool) {
 // its URL, and the SHA-256 of its certificate, which clients pin.
 func webTransportLine(url, hash string) string {
 	return fmt.Sprintf("webtransport on %s sha256=%s", url, hash)
+}
+
+// sharedCompactionKey reads the compaction key every server on rs shares,
+// trying for a second and a half: a server that starts while Redis is down and
+// seals with a key of its own makes items no other server opens.
+func sharedCompactionKey(ctx context.Context, rs *redisstore.Store) ([]byte, error) {
+	var err error
+	for wait := 100 * time.Millisecond; wait <= time.Second; wait *= 2 { // 1.5 s in all
+		var key []byte
+		if key, err = rs.CompactionKey(ctx); err == nil {
+			return key, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil, err
 }

@@ -125,7 +125,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		wg.Go(func() {
 			rec := &lagRecorder{tps: cfg.TPS, r: r, out: lags, start: start, now: time.Now}
 			bases := append([]string{srv.base}, cfg.Fallbacks...)
-			at := i % len(bases)
+			at, refusals := i%len(bases), 0
 			for n := 0; runCtx.Err() == nil; n++ {
 				c := &clienttools.Client{BaseURL: bases[at], APIKey: cfg.APIKey, Encoding: cfg.Encoding}
 				for k := 1; k < len(bases); k++ {
@@ -153,8 +153,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 				mu.Unlock()
 				if refused && len(bases) > 1 {
 					at = (at + 1) % len(bases)
+					if refusals++; refusals%len(bases) == 0 {
+						sleep(runCtx, 10*time.Millisecond) // every server refused it: a breath before the next round
+					}
 					continue
 				}
+				refusals = 0
 				if err != nil {
 					at = (at + 1) % len(bases) // its server may be the one that went
 					rec.drop()                 // a step cut off has no schedule to keep
