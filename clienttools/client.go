@@ -261,6 +261,12 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCo
 				r.turnUsage(ev)
 				return ev, nil
 			}
+		case *protocol.StepRestartedEvent:
+			// A durable rollout taken over mid-step runs the step again:
+			// what its first run made is void.
+			if ev.OutputIndex < len(r.res.Output) {
+				r.res.Output = r.res.Output[:ev.OutputIndex]
+			}
 		case *protocol.ErrorEvent:
 			return nil, errorOf(ev)
 		}

@@ -40,6 +40,15 @@ const (
 	EventFunctionArgsDelta EventType = "response.function_call_arguments.delta"
 	EventFunctionArgsDone  EventType = "response.function_call_arguments.done"
 	EventError             EventType = "error"
+
+	// EventStepRestarted is tether's own, for durable suspended rollouts:
+	// a rollout taken over from its checkpoint in the middle of a step
+	// runs the step again from its start, and its model (an upstream one)
+	// may not say the same the second time. The events after
+	// discard_after, up to this one, were the first run's: the client
+	// drops what it built from them (the items from output_index on), and
+	// the step's events follow.
+	EventStepRestarted EventType = "response.step_restarted"
 )
 
 // EventHeader is the part every server event shares. The runtime stamps
@@ -65,6 +74,13 @@ type Event interface {
 type ResponseEvent struct {
 	EventHeader
 	Response *Response `json:"response"`
+}
+
+// StepRestartedEvent is response.step_restarted (EventStepRestarted).
+type StepRestartedEvent struct {
+	EventHeader
+	DiscardAfter int `json:"discard_after"` // the last sequence_number of the events kept
+	OutputIndex  int `json:"output_index"`  // the first output item of the step run again
 }
 
 // OutputItemEvent is output_item.added and output_item.done.
@@ -292,6 +308,8 @@ func decodeEventAs(t EventType, data []byte, lean bool) (Event, *Error) {
 		e = new(MCPArgsDoneEvent)
 	case EventError:
 		e = new(ErrorEvent)
+	case EventStepRestarted:
+		e = new(StepRestartedEvent)
 	case "":
 		return nil, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'.")
 	default:

@@ -259,6 +259,7 @@ func allEvents() []protocol.Event {
 		&protocol.FunctionArgsDeltaEvent{EventHeader: h(protocol.EventFunctionArgsDelta), ItemID: "fc_1", Delta: "{"},
 		&protocol.FunctionArgsDoneEvent{EventHeader: h(protocol.EventFunctionArgsDone), ItemID: "fc_1", Name: "f", Arguments: "{}"},
 		protocol.Invalid(protocol.CodeInvalidValue, "", "bad").StreamError(),
+		&protocol.StepRestartedEvent{EventHeader: h(protocol.EventStepRestarted), DiscardAfter: 11, OutputIndex: 3},
 	)
 	return evs
 }

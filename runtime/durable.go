@@ -375,6 +375,15 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		}
 	}
 	if j.after != nil {
+		if answer != nil && *j.after > from && !deterministic(ro.model) {
+			// The client saw part of the step, which runs again from its
+			// start and may come out otherwise: announced, and numbered
+			// after what the client has, so that every frame of the run
+			// again reaches it.
+			ro.restart = &protocol.StepRestartedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventStepRestarted},
+				DiscardAfter: from, OutputIndex: len(ps.Response.Output)}
+			ro.order.seq = *j.after + 1
+		}
 		from = *j.after
 	}
 	if answer != nil || j.wake {
@@ -406,6 +415,14 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		sp.replay(sess.ctx, sess, from)
 	}
 	return sess.follow(ln, sp, gone, nil)
+}
+
+// deterministic reports whether a model says the same whenever it is asked
+// the same (sampler.Scripted and sampler.Replay do): a step it runs again
+// lines up with its first run.
+func deterministic(m Sampler) bool {
+	d, ok := m.(interface{ Deterministic() bool })
+	return ok && d.Deterministic()
 }
 
 // notFound is what the job's event is told when there is no rollout to

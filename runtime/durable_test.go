@@ -395,6 +395,91 @@ func TestDurableMidStep(t *testing.T) {
 	})
 }
 
+// upstreamLike is a model that does not say it is deterministic, as an
+// upstream one: a step it runs again may come out otherwise.
+type upstreamLike struct{ runtime.Sampler }
+
+// TestDurableRestartAnnounced: a rollout taken over in the middle of a
+// step, whose new server's model may not say the same twice, announces
+// the step's run again (response.step_restarted, discarding what the
+// client saw of the first run) and sends all of it, numbered on from
+// what the client has, without a gap; the rollout ends as one never
+// moved does.
+func TestDurableRestartAnnounced(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cps := runtime.NewMemoryCheckpoints()
+		a := hungServer(t, cps)
+		r := renderer(t)
+		o := durableOptions(cps)
+		o.Renderer = r
+		o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: upstreamLike{sampler.NewScripted(r, sampler.Timing{})}}
+		b := newPipeHarness(t, o)
+		body := durableBody()
+		unmoved := newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice")
+		want, _ := driveSuspended(t, unmoved, maps.Clone(body))
+		unmoved.drop()
+
+		c1 := a.dial(t, "Bearer alice")
+		events, id := intoThirdStep(t, c1, body)
+		begun := last(events) // the third step's response.in_progress: seen of its first run
+		pause := events[len(events)-2]
+		synctest.Wait()
+		c1.drop()
+
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = *decodeEv(t, begun).Seq
+		c2.send(t, resume)
+		rest := c2.next(t)
+		var restart struct {
+			Type         string `json:"type"`
+			Seq          int    `json:"sequence_number"`
+			DiscardAfter int    `json:"discard_after"`
+			OutputIndex  int    `json:"output_index"`
+		}
+		if err := json.Unmarshal(rest[0], &restart); err != nil || restart.Type != "response.step_restarted" ||
+			restart.Seq != *decodeEv(t, begun).Seq+1 || restart.DiscardAfter != *decodeEv(t, pause).Seq || restart.OutputIndex != 3 {
+			t.Fatalf("the step run again began with %s, want response.step_restarted after %d, discarding after the pause %d, from output 3",
+				rest[0], *decodeEv(t, begun).Seq, *decodeEv(t, pause).Seq)
+		}
+		if typ := eventType(t, rest[1]); typ != "response.in_progress" {
+			t.Fatalf("after the announcement: %s, want the step's response.in_progress", typ)
+		}
+		for eventType(t, last(rest)) == "response.done" {
+			c2.send(t, appendEv(id, "", outputsFor(t, last(rest))...))
+			rest = append(rest, c2.next(t)...)
+		}
+		for i, f := range rest { // numbered on from what the client had, without a gap
+			if seq := *decodeEv(t, f).Seq; seq != restart.Seq+i {
+				t.Fatalf("frame %d from B has sequence_number %d, want %d", i, seq, restart.Seq+i)
+			}
+		}
+		// Checked as the client sees it: the first run's in_progress and
+		// the announcement dropped.
+		events = append(events[:len(events)-1], rest[1:]...)
+		for i := range events[1:] {
+			events[i+1] = renumber(t, events[i+1], *decodeEv(t, events[i]).Seq+1)
+		}
+		checkStreamInvariants(t, events)
+		sameRollout(t, last(events), last(want))
+	})
+}
+
+// renumber is the frame b with sequence_number seq.
+func renumber(t *testing.T, b []byte, seq int) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["sequence_number"] = seq
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // TestDurableTakeoverBounded: a server that holds as many suspended
 // rollouts as it may refuses a takeover before it takes the rollout: its
 // epoch stays, and the server that holds it goes on with it, not fenced

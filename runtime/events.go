@@ -293,5 +293,9 @@ func (r *rollout) resumeLocked() {
 	}
 	r.resp.Status = protocol.ResponseInProgress
 	r.resp.RequiredAction = nil
+	if ev := r.restart; ev != nil {
+		r.restart = nil
+		r.emitLocked(ev)
+	}
 	r.emitStepViewLocked(protocol.EventInProgress)
 }

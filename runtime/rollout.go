@@ -58,13 +58,17 @@ type rollout struct {
 	approvedFrom int             // items before it have been looked at for MCP approvals
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
 	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
-	everyDelta   bool            // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
-	open         protocol.Item
-	openText     strings.Builder
-	openCall     *stepCall // non-nil while a call's arguments stream
-	modelReady   time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
-	firstAt      time.Time // when the current step's first delta came
-	first        bool      // the current step has had its first delta
+	// restart, taken over in the middle of a step from a model that may
+	// not say the same twice, announces the step's run again as it begins
+	// (resumeLocked); guarded by mu.
+	restart    *protocol.StepRestartedEvent
+	everyDelta bool // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
+	open       protocol.Item
+	openText   strings.Builder
+	openCall   *stepCall // non-nil while a call's arguments stream
+	modelReady time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
+	firstAt    time.Time // when the current step's first delta came
+	first      bool      // the current step has had its first delta
 
 	mu      sync.Mutex
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then

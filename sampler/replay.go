@@ -362,3 +362,8 @@ func (t *Trace) StepItems(k int, outputs bool) protocol.Items {
 	}
 	return items
 }
+
+// Deterministic reports that the model says the same whenever it is asked
+// the same: a step run again after a takeover (a durable suspended
+// rollout) lines up with its first run, frame by frame.
+func (*Replay) Deterministic() bool { return true }

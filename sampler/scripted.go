@@ -530,3 +530,8 @@ func quote(s string) string {
 	}
 	return b.String()
 }
+
+// Deterministic reports that the model says the same whenever it is asked
+// the same: a step run again after a takeover (a durable suspended
+// rollout) lines up with its first run, frame by frame.
+func (*Scripted) Deterministic() bool { return true }
