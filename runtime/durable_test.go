@@ -204,22 +204,8 @@ func TestDurableHandover(t *testing.T) {
 		pause := last(events)
 		id := respID(t, pause)
 
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		shut := make(chan error, 1)
-		go func() { shut <- a.srv.Shutdown(ctx) }()
-		for {
-			f, err := c1.read(t, ctx)
-			if err != nil {
-				if status := websocket.CloseStatus(err); status != websocket.StatusServiceRestart {
-					t.Fatalf("A closed the connection with %v (%v), want 1012", status, err)
-				}
-				break
-			}
-			t.Fatalf("A sent %s while handing its rollout over", f)
-		}
-		if err := <-shut; err != nil {
-			t.Fatal(err)
+		if sent := handOver(t, a, c1); len(sent) > 0 {
+			t.Fatalf("A sent %s while handing its rollout over", sent[0])
 		}
 
 		c2 := b.dial(t, "Bearer alice")
@@ -244,6 +230,30 @@ func TestDurableHandover(t *testing.T) {
 	})
 }
 
+// handOver shuts server a down and reads c, its client, until a closes it
+// with 1012 (service restart): it returns the frames read meanwhile.
+func handOver(t *testing.T, a *pipeHarness, c *wsConn) (sent [][]byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- a.srv.Shutdown(ctx) }()
+	for {
+		f, err := c.read(t, ctx)
+		if err != nil {
+			if status := websocket.CloseStatus(err); status != websocket.StatusServiceRestart {
+				t.Fatalf("the server closed the connection with %v (%v), want 1012", status, err)
+			}
+			break
+		}
+		sent = append(sent, f)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	return sent
+}
+
 // TestDurableHandoverMidStep: a rollout running a step when its server
 // begins to shut down is handed over at the step's pause, not run to its
 // end: its client is not shown the pause there, its connection closes
@@ -266,26 +276,12 @@ func TestDurableHandoverMidStep(t *testing.T) {
 		c1.send(t, create(body))
 		events := [][]byte{c1.recv(t)} // response.created: the step runs, waiting on its model
 		id := respID(t, events[0])
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
 		start := time.Now()
-		shut := make(chan error, 1)
-		go func() { shut <- a.srv.Shutdown(ctx) }()
-		for {
-			f, err := c1.read(t, ctx)
-			if err != nil {
-				if status := websocket.CloseStatus(err); status != websocket.StatusServiceRestart {
-					t.Fatalf("A closed the connection with %v (%v), want 1012", status, err)
-				}
-				break
-			}
+		for _, f := range handOver(t, a, c1) {
 			if eventType(t, f) == "response.done" {
 				t.Fatalf("A showed the pause while handing the rollout over: %s", f)
 			}
 			events = append(events, f)
-		}
-		if err := <-shut; err != nil {
-			t.Fatal(err)
 		}
 		if d := time.Since(start); d >= o.Timeouts.Drain && o.Timeouts.Drain > 0 || d >= runtime.DefaultDrainTimeout {
 			t.Errorf("the shutdown took %v: the drain waited for the rollout's end, not its pause", d)
