@@ -264,11 +264,9 @@ func TestDurableHandoverMidStep(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cps := runtime.NewMemoryCheckpoints()
-		r := renderer(t)
-		o := durableOptions(cps)
-		o.Renderer = r
-		o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{TTFT: 5 * time.Second})}
-		a := newPipeHarness(t, o)
+		a := durableServer(t, cps, func(r *sampler.Renderer) runtime.Sampler {
+			return sampler.NewScripted(r, sampler.Timing{TTFT: 5 * time.Second})
+		})
 		b := newPipeHarness(t, durableOptions(cps))
 		body := durableBody()
 
@@ -283,7 +281,7 @@ func TestDurableHandoverMidStep(t *testing.T) {
 			}
 			events = append(events, f)
 		}
-		if d := time.Since(start); d >= o.Timeouts.Drain && o.Timeouts.Drain > 0 || d >= runtime.DefaultDrainTimeout {
+		if d := time.Since(start); d >= runtime.DefaultDrainTimeout {
 			t.Errorf("the shutdown took %v: the drain waited for the rollout's end, not its pause", d)
 		}
 
@@ -330,10 +328,18 @@ func (h *hangAfter) Sample(ctx context.Context, req *sampler.Request, emit func(
 // hungServer is a server checkpointing to cps whose model hangs in the
 // third step of a rollout: a server that stops mid-step.
 func hungServer(t *testing.T, cps runtime.Checkpoints) *pipeHarness {
+	return durableServer(t, cps, func(r *sampler.Renderer) runtime.Sampler {
+		return &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}
+	})
+}
+
+// durableServer is a server checkpointing to cps whose tether-scripted is
+// the model that model makes.
+func durableServer(t *testing.T, cps runtime.Checkpoints, model func(*sampler.Renderer) runtime.Sampler) *pipeHarness {
 	r := renderer(t)
 	o := durableOptions(cps)
 	o.Renderer = r
-	o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}}
+	o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: model(r)}
 	return newPipeHarness(t, o)
 }
 
@@ -406,11 +412,9 @@ func TestDurableRestartAnnounced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cps := runtime.NewMemoryCheckpoints()
 		a := hungServer(t, cps)
-		r := renderer(t)
-		o := durableOptions(cps)
-		o.Renderer = r
-		o.Models = map[string]runtime.Sampler{sampler.ScriptedModel: upstreamLike{sampler.NewScripted(r, sampler.Timing{})}}
-		b := newPipeHarness(t, o)
+		b := durableServer(t, cps, func(r *sampler.Renderer) runtime.Sampler {
+			return upstreamLike{sampler.NewScripted(r, sampler.Timing{})}
+		})
 		body := durableBody()
 		unmoved := newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice")
 		want, _ := driveSuspended(t, unmoved, maps.Clone(body))
