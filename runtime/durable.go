@@ -287,8 +287,9 @@ func (sp *suspension) dropCheckpointLocked() {
 	}()
 }
 
-// takeoverJob is a response.resume of a rollout this server does not hold:
-// its checkpoint may be in the store.
+// takeoverJob is a response.resume of a rollout this server does not hold,
+// or a wake (an append or a cancel naming it, wake.go): its checkpoint may
+// be in the store.
 type takeoverJob struct {
 	id       string
 	after    *int // the last sequence_number the resuming client received
@@ -406,6 +407,12 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	case <-parked:
 	case <-sp.done:
 	case <-sess.ctx.Done():
+		if j.wake {
+			sp.mu.Lock()
+			sp.waking = false // nothing more comes from this connection: it may hibernate again
+			sp.sleepLocked()
+			sp.mu.Unlock()
+		}
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
 	if j.wake {
