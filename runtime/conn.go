@@ -106,6 +106,14 @@ func (c *connScope) reserve(size int, opts *Options) *protocol.Error {
 	return nil
 }
 
+// hold takes a place in the queue whatever its bounds, for a job the
+// server makes itself (a wake at a pause's timeout); release gives it back.
+func (c *connScope) hold() {
+	c.mu.Lock()
+	c.pending++
+	c.mu.Unlock()
+}
+
 // release gives back what reserve took.
 func (c *connScope) release(size int) {
 	c.mu.Lock()

@@ -296,8 +296,11 @@ type takeoverJob struct {
 	received time.Time
 	// wake: the job is a wake (wake.go), for the appends and cancels
 	// naming the rollout that the session queues meanwhile (its client
-	// saw the pause: nothing is replayed).
-	wake bool
+	// saw the pause: nothing is replayed). deadline: the lane's own, at
+	// its pause's timeout, for the checkpoint of epoch.
+	wake, deadline bool
+	epoch          uint64
+	retry          bool // a deadline wake the store did not answer: tried again later (wakeFailed)
 }
 
 func (j *takeoverJob) bytes() int                         { return 0 }
@@ -317,30 +320,33 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	settled := false
 	if j.wake {
 		defer func() {
-			if !settled { // what the session queued for it is answered by the job's error, or not at all
+			if !settled && !j.retry { // what the session queued for it is answered by the job's error, or not at all
 				sess.endWake(ln, j.id)
 			}
 		}()
 	}
 	cp, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
 	if err != nil {
-		return errorFrame(sess.takeoverError(j, err), ln.id)
+		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
+	}
+	if j.deadline && cp.Epoch != j.epoch {
+		return nil // moved since it hibernated here: its timeout is its new holder's
 	}
 	lc, err := decodeCheckpoint(cp.Data)
 	if err != nil || lc.pause.Tenant != sess.tenant || lc.pause.Creds != sess.creds || lc.pause.Response.ID != j.id {
 		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
-		return errorFrame(j.notFound(), ln.id)
+		return sess.wakeFailed(ln, j, j.notFound())
 	}
 	ps, frames, answer := lc.pause, lc.frames, lc.answer
 	switch {
 	case ps.Lane != ln.id && j.wake:
-		return errorFrame(errOtherLane(j.id, ps.Lane, ln.id), ln.id)
+		return sess.wakeFailed(ln, j, errOtherLane(j.id, ps.Lane, ln.id))
 	case ps.Lane != ln.id:
 		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
 	}
 	ro, perr := sess.srv.restore(ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
 	if perr != nil {
-		return errorFrame(perr, ln.id)
+		return sess.wakeFailed(ln, j, perr)
 	}
 	ro.moved = true
 	ro.path.Transport = sess.transport
@@ -350,11 +356,11 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	// suspended rollouts leaves the rollout to its owner, or another.
 	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 	if perr != nil {
-		return errorFrame(perr, ln.id)
+		return sess.wakeFailed(ln, j, perr)
 	}
 	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
 		sess.srv.unregister(sp)
-		return errorFrame(sess.takeoverError(j, err), ln.id)
+		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}
 	parked := make(chan struct{})
 	sp.mu.Lock()
@@ -408,6 +414,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	case <-sp.done:
 	case <-sess.ctx.Done():
 		if j.wake {
+			sp.detach(sess) // the lane never followed it: teardown does not know it
 			sp.mu.Lock()
 			sp.waking = false // nothing more comes from this connection: it may hibernate again
 			sp.sleepLocked()

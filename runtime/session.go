@@ -89,6 +89,7 @@ type lane struct {
 	// asleepTimer at the end of its pause's timeout.
 	asleep      string
 	asleepTimer *time.Timer
+	asleepGen   int // counts the places kept: a timer of an earlier one does nothing
 }
 
 // queueRefusal says why a create (fork: a fork) from sess may not queue on
@@ -183,6 +184,7 @@ func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
 			sps = append(sps, ln.sp)
 			ln.sp = nil
 		}
+		ln.clearAsleep() // nobody to tell at its timeout
 	}
 	sess.mu.Unlock()
 	for _, sp := range sps {

@@ -50,9 +50,9 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 		}
 		return nil
 	}
-	if at, ok := sp.sleptOn(sess); ok { // its checkpoint holds it: the lane stays its, for the event that wakes it
+	if at, epoch, ok := sp.sleptOn(sess); ok { // its checkpoint holds it: the lane stays its, for the event that wakes it
 		sess.mu.Lock()
-		sess.sleepLaneLocked(ln, sp.id, at)
+		sess.sleepLaneLocked(ln, sp.id, at, epoch)
 		sess.mu.Unlock()
 		return nil
 	}
@@ -102,6 +102,8 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	switch ln, ro, sp := sess.running(ev.ResponseID); {
 	case ln == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)
+	case ln != nil && ro == nil && sp == nil && ln.id != ev.StreamID: // asleep, or waking, on another lane
+		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
 	case sp != nil:
 		if asleep, perr := sp.deliver(sess, ev.StreamID, ev.Input); !asleep {
 			return perr
@@ -121,6 +123,8 @@ func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
 	switch {
 	case ln == nil && sess.scope.elsewhere(sess, ev.ResponseID):
 		return errOtherStream(ev.ResponseID)
+	case ln != nil && ro == nil && sp == nil && ln.id != ev.StreamID: // asleep, or waking, on another lane
+		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
 	case sp != nil:
 		if asleep, perr := sp.cancel(sess, ev.StreamID); !asleep {
 			return perr

@@ -67,11 +67,11 @@ func (sp *suspension) awake() bool {
 }
 
 // sleptOn reports whether the rollout hibernated while it reported to
-// sess, and when its pause's timeout ends.
-func (sp *suspension) sleptOn(sess *session) (timeoutAt time.Time, ok bool) {
+// sess, when its pause's timeout ends, and the epoch of its checkpoint.
+func (sp *suspension) sleptOn(sess *session) (timeoutAt time.Time, epoch uint64, ok bool) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.timeoutAt, sp.released == hibernated && sp.sess == sess
+	return sp.timeoutAt, sp.epoch, sp.released == hibernated && sp.sess == sess
 }
 
 // wake queues ev for rollout id, and starts waking it on lane unless a
@@ -181,7 +181,10 @@ func (sp *suspension) takeWakeLocked(w *wakeEvent) *protocol.Error {
 	case w.deadline:
 		return nil // parked, the rollout timed out as it did
 	case w.cancel:
-		if r, _ := sp.decideLocked(evCancel, sp.sess, sp.lane, ""); r.v == allow {
+		// The client's, whether or not its connection is still there:
+		// decided by the state alone.
+		if r := suspRules[sp.state][evCancel]; r.v == allow {
+			sp.state = r.to
 			sp.stopTimerLocked()
 			sp.ro.abort(errCancelled)
 		}
@@ -207,18 +210,63 @@ func (sp *suspension) sleepLocked() {
 	sp.sleep = time.AfterFunc(d, func() { sp.hibernate(pause) })
 }
 
-// sleepLane keeps ln's place for rollout sp, which hibernated while it
-// reported there: until the event that wakes it, or the end of its
-// pause's timeout, when the session wakes it to be told it timed out.
-// The caller holds sess.mu.
-func (sess *session) sleepLaneLocked(ln *lane, id string, timeoutAt time.Time) {
+// sleepLaneLocked keeps ln's place for rollout id, which hibernated at
+// epoch while it reported there: until the event that wakes it, or the
+// end of its pause's timeout (at), when the session wakes it for its
+// client to be told it timed out. The caller holds sess.mu.
+func (sess *session) sleepLaneLocked(ln *lane, id string, at time.Time, epoch uint64) {
+	ln.clearAsleep()
 	ln.ro, ln.sp, ln.asleep = nil, nil, id
-	ln.asleepTimer = time.AfterFunc(max(timeoutAt.Sub(sess.srv.now()), 0), func() {
-		if sess.ctx.Err() == nil {
-			sess.wake(id, ln.id, &wakeEvent{deadline: true})
-		}
-	})
+	ln.asleepGen++
+	gen := ln.asleepGen
+	ln.asleepTimer = time.AfterFunc(max(at.Sub(sess.srv.now()), 0), func() { sess.wakeAtDeadline(ln, id, gen, epoch) })
 }
+
+// wakeAtDeadline wakes rollout id, asleep on ln since generation gen, at
+// its pause's timeout: taken over, it times out at once and its client is
+// told. Not when the lane let the rollout go meanwhile, nor when a wake of
+// it is in progress; nor, once loaded, when its checkpoint is no longer
+// the one it hibernated at (epoch: its client moved it elsewhere). The
+// job takes no place in the connection's queue: the client sent nothing.
+func (sess *session) wakeAtDeadline(ln *lane, id string, gen int, epoch uint64) {
+	sess.mu.Lock()
+	if sess.ctx.Err() != nil || ln.asleep != id || ln.asleepGen != gen || sess.waking[id] != nil {
+		sess.mu.Unlock()
+		return
+	}
+	if sess.waking == nil {
+		sess.waking = make(map[string]*waking)
+	}
+	sess.waking[id] = &waking{lane: ln.id, events: []*wakeEvent{{deadline: true}}}
+	ln.asleepTimer = nil
+	sess.mu.Unlock()
+	sess.scope.hold()
+	sess.push(ln, &takeoverJob{id: id, wake: true, deadline: true, epoch: epoch, received: sess.srv.now()})
+}
+
+// wakeFailed is what a wake that took nothing over answers: the error,
+// to the client that sent the event. A wake at a pause's timeout sent
+// nothing: it tells nothing, and when the store did not answer it tries
+// again in a while, the lane keeping its place.
+func (sess *session) wakeFailed(ln *lane, j *takeoverJob, perr *protocol.Error) []byte {
+	if !j.deadline {
+		return errorFrame(perr, ln.id)
+	}
+	if perr != nil && perr.Code == protocol.CodeStoreUnavailable {
+		sess.mu.Lock()
+		delete(sess.waking, j.id)
+		if ln.asleep == j.id {
+			sess.sleepLaneLocked(ln, j.id, sess.srv.now().Add(deadlineRetry), j.epoch)
+			j.retry = true
+		}
+		sess.mu.Unlock()
+	}
+	return nil
+}
+
+// deadlineRetry is how long a wake at a pause's timeout waits for a store
+// that did not answer before it tries again.
+const deadlineRetry = 5 * time.Second
 
 // clearAsleep frees the lane's place for a hibernated rollout. The caller
 // holds the session's lock.
