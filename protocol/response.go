@@ -280,6 +280,12 @@ type Model struct {
 	OwnedBy string `json:"owned_by"`
 }
 
+// InputTokens is the body of POST /v1/responses/input_tokens.
+type InputTokens struct {
+	Object      string `json:"object"` // response.input_tokens
+	InputTokens int    `json:"input_tokens"`
+}
+
 // List is a list body ({"object":"list","data":[...]}).
 type List[T any] struct {
 	Object  string `json:"object"`

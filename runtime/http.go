@@ -19,10 +19,12 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/responses", s.serveWebSocket)
 	m.HandleFunc("POST /v1/responses", s.handleCreate)
 	m.HandleFunc("POST /v1/responses/compact", s.handleCompact)
+	m.HandleFunc("POST /v1/responses/input_tokens", s.handleInputTokens)
 	m.HandleFunc("GET /v1/responses/{id}", s.handleGet)
 	m.HandleFunc("DELETE /v1/responses/{id}", s.handleDelete)
 	m.HandleFunc("GET /v1/responses/{id}/input_items", s.handleInputItems)
 	m.HandleFunc("GET /v1/models", s.handleModels)
+	m.HandleFunc("GET /v1/models/{id}", s.handleModel)
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux = m
@@ -229,9 +231,102 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	list := protocol.List[protocol.Model]{Object: "list", Data: []protocol.Model{}}
 	for _, name := range s.ModelNames() {
-		list.Data = append(list.Data, protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"})
+		list.Data = append(list.Data, modelObject(name))
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// handleModel serves GET /v1/models/{id}: the model, or model_not_found.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, perr := s.model(id); perr != nil {
+		writeError(w, perr)
+		return
+	}
+	writeJSON(w, http.StatusOK, modelObject(id))
+}
+
+func modelObject(name string) protocol.Model {
+	return protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"}
+}
+
+// handleInputTokens serves POST /v1/responses/input_tokens: how many
+// tokens the request's first step would read, counted as its response's
+// usage.input_tokens is (instructions and tools, the stored chain of
+// previous_response_id, the input). The request is checked as a create's
+// is; nothing runs. Without a model it is counted as for the first one
+// served: they share one tokenizer.
+func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
+	body, perr := s.readBody(w, r)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	req, perr := protocol.DecodeCreateRequest(body)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	if req.Model == "" {
+		req.Model = s.ModelNames()[0]
+	}
+	var parent *conversation
+	if req.PreviousResponseID != "" {
+		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
+			writeError(w, perr)
+			return
+		}
+	}
+	ro, perr := s.prepare(req, parent, s.now(), protocol.Timings{})
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	writeJSON(w, http.StatusOK, protocol.InputTokens{Object: "response.input_tokens", InputTokens: len(ro.header) + ro.prompt.Len()})
+}
+
+// notRouted answers a request no route takes, with the API's JSON error
+// where http.ServeMux would write plain text: 404 for a path it does not
+// serve (as OpenAI: "Invalid URL"), 405 with Allow for a method the path
+// does not take. h is the mux's own handler for it, whose status it keeps.
+func notRouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &statusRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusNotFound:
+		writeError(w, protocol.Errorf(http.StatusNotFound, "", "", "Invalid URL (%s %s)", r.Method, r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeError(w, protocol.Errorf(http.StatusMethodNotAllowed, "", "", "Method %s is not allowed on %s (it takes %s).",
+			r.Method, r.URL.Path, rec.header.Get("Allow")))
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		w.Write(rec.body)
+	}
+}
+
+// statusRecorder keeps what the mux's fallback handler wrote.
+type statusRecorder struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (r *statusRecorder) Header() http.Header { return r.header }
+func (r *statusRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.body = append(r.body, b...)
+	return len(b), nil
 }
 
 // handleCompact seals the whole context (stored chain + input) into one

@@ -165,10 +165,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	r, ok := s.authenticate(w, r)
-	if ok {
-		authenticated(r)
-		s.mux.ServeHTTP(w, r)
+	if !ok {
+		return
 	}
+	authenticated(r)
+	if h, pattern := s.mux.Handler(r); pattern == "" {
+		notRouted(w, r, h)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
 }
 
 // admitConn takes a connection slot for tenant, or says why there is none
