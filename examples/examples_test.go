@@ -303,7 +303,7 @@ func TestOpenAIGo(t *testing.T) {
 
 // TestOpenAINode runs the openai-node example with the official npm
 // package, when node and the example's node_modules are there (.ci/run
-// installs them).
+// installs them): the SDK examples' turns, then responses.inputTokens.count.
 func TestOpenAINode(t *testing.T) {
 	t.Parallel()
 	node, err := exec.LookPath("node")
@@ -315,6 +315,7 @@ func TestOpenAINode(t *testing.T) {
 	}
 	out := runOK(t, "openai-node", []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
 	wantSDKOutput(t, out)
+	wantLines(t, out, `^input tokens of the first turn's request: [1-9]\d* \(response\.input_tokens\)$`)
 }
 
 // wantSDKOutput checks the output of the SDK examples: two chained turns,

@@ -166,6 +166,13 @@ async function main() {
         throw new Error(`suspended rollout ended with ${JSON.stringify(ev)}`);
       }
     }
+    // Over HTTP: the tokens the first turn's request reads, as its usage counts them.
+    const count = await client.responses.inputTokens.count({
+      model,
+      tools: [weatherTool],
+      input: 'What\'s the weather like in Paris?\ncall: get_weather {"location":"Paris"}',
+    });
+    console.log(`input tokens of the first turn's request: ${count.input_tokens} (${count.object})`);
   } finally {
     ws.close();
   }
