@@ -229,12 +229,15 @@ func (o *ToolOutput) UnmarshalJSON(b []byte) error {
 type itemHead struct {
 	Type    *string         `json:"type"`
 	Role    Role            `json:"role"`
+	ID      string          `json:"id"`
 	Content json.RawMessage `json:"content"`
 	Output  json.RawMessage `json:"output"`
 }
 
 // DecodeItem decodes one input or output item; param names it in errors
-// (for example "input[3]"). A message may omit "type" (the easy input shape).
+// (for example "input[3]"). A message may omit "type" (the easy input
+// shape), and so may an item_reference (an object with an id and no role,
+// as the API's ItemReferenceParam).
 // A message's content may be a string; it becomes one input_text part (or
 // output_text for an assistant).
 func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
@@ -243,9 +246,12 @@ func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
 		return nil, Invalid(CodeInvalidType, param, "Invalid item: expected an object with a 'type' field (%s).", jsonReason(err))
 	}
 	typ := ItemMessage
-	if head.Type != nil {
+	switch {
+	case head.Type != nil:
 		typ = ItemType(*head.Type)
-	} else if head.Role == "" {
+	case head.Role == "" && head.ID != "":
+		typ = ItemReference
+	case head.Role == "":
 		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
 	}
 	if it, perr, ok := decodeTyped(raw, typ, param); ok {

@@ -88,6 +88,11 @@ var itemCases = []itemCase{
 		in:   `{"type":"item_reference","id":"msg_9"}`,
 		want: &protocol.ItemReferenceItem{ID: "msg_9"},
 	},
+	{
+		name: "item_reference without type",
+		in:   `{"id":"msg_9"}`,
+		want: &protocol.ItemReferenceItem{ID: "msg_9"},
+	},
 }
 
 // itemErrCases are decoded with param "input[2]".

@@ -127,3 +127,38 @@ func TestRoutesJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestItemReferenceUntyped: an input item that is only an id refers to an
+// earlier item of the conversation, as the API's item_reference with its
+// type left out: a chained create that names its parent's message by id
+// reads it again; one that names an id the conversation does not hold is
+// refused, naming the item.
+func TestItemReferenceUntyped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	client := sdkClient(t, h)
+	ctx := sdkContext(t)
+	first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Store: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgID := first.Output[len(first.Output)-1].ID
+	post := func(body string) (int, string) {
+		resp, err := http.Post(h.base+"/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := post(`{"model":"tether-scripted","previous_response_id":"` + first.ID + `","input":[{"id":"` + msgID + `"},{"role":"user","content":"Again."}]}`)
+	if status != 200 || !strings.Contains(body, `"status":"completed"`) {
+		t.Fatalf("a reference by id alone: %d %s", status, body)
+	}
+	status, body = post(`{"model":"tether-scripted","previous_response_id":"` + first.ID + `","input":[{"id":"msg_nope"}]}`)
+	if status != 400 || !strings.Contains(body, `"param":"input[0].id"`) {
+		t.Fatalf("a reference to an unknown id: %d %s, want 400 on input[0].id", status, body)
+	}
+}
