@@ -20,7 +20,9 @@ import (
 
 // wakeEvent is an event that wakes a rollout, or arrives while it wakes:
 // an append's items, a cancel, or the end of its pause's timeout for the
-// connection it hibernated on; and the append's refusal.
+// connection it hibernated on; and the append's refusal, written under the
+// suspension's lock as the event is taken and read by settleWake after
+// (the rollout's parking, or that lock, orders the two).
 type wakeEvent struct {
 	items    protocol.Items
 	cancel   bool
@@ -94,6 +96,10 @@ func (sess *session) wake(id, lane string, ev *wakeEvent) *protocol.Error {
 		}
 	}
 	sess.mu.Lock()
+	if ln := sess.lanes[lane]; ln != nil && ln.asleep != "" && ln.asleep != id {
+		sess.mu.Unlock()
+		return errLaneSuspended(ln.asleep, evCreate) // the lane holds another's place
+	}
 	if w := sess.waking[id]; w != nil {
 		defer sess.mu.Unlock()
 		if w.lane != lane {
