@@ -257,16 +257,11 @@ func modelObject(name string) protocol.Model {
 // is; nothing runs. Without a model it is counted as for the first one
 // served: they share one tokenizer.
 func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
-	body, perr := s.readBody(w, r)
-	if perr != nil {
-		writeError(w, perr)
+	req, ok := s.readCreateRequest(w, r)
+	if !ok {
 		return
 	}
-	req, perr := protocol.DecodeCreateRequest(body)
-	if perr != nil {
-		writeError(w, perr)
-		return
-	}
+	var perr *protocol.Error
 	if req.Model == "" {
 		req.Model = s.ModelNames()[0]
 	}
@@ -283,6 +278,21 @@ func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, protocol.InputTokens{Object: "response.input_tokens", InputTokens: len(ro.header) + ro.prompt.Len()})
+}
+
+// readCreateRequest reads and decodes a request body of a create's form
+// (compact and input_tokens take one), or answers the error and reports
+// false.
+func (s *Server) readCreateRequest(w http.ResponseWriter, r *http.Request) (*protocol.CreateRequest, bool) {
+	body, perr := s.readBody(w, r)
+	if perr == nil {
+		var req *protocol.CreateRequest
+		if req, perr = protocol.DecodeCreateRequest(body); perr == nil {
+			return req, true
+		}
+	}
+	writeError(w, perr)
+	return nil, false
 }
 
 // notRouted answers a request no route takes, with the API's JSON error
@@ -333,14 +343,8 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // compaction item. A later request that sends the item as input sees the
 // compacted items again, in order.
 func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
-	body, perr := s.readBody(w, r)
-	if perr != nil {
-		writeError(w, perr)
-		return
-	}
-	req, perr := protocol.DecodeCreateRequest(body)
-	if perr != nil {
-		writeError(w, perr)
+	req, ok := s.readCreateRequest(w, r)
+	if !ok {
 		return
 	}
 	if strings.TrimSpace(req.Model) == "" {
