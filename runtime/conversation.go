@@ -52,7 +52,7 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 		}
 		return nil, protocol.AsError(err)
 	}
-	items, perr := s.expand(items, nil, "input")
+	items, perr := s.expand(items, nil, "input", nil)
 	if perr != nil {
 		return nil, perr
 	}
@@ -69,14 +69,44 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 	return conv, nil
 }
 
+// errItemNotFound: an item_reference to an item neither the conversation
+// nor the store holds, answered as OpenAI answers it.
+func errItemNotFound(id, param string) *protocol.Error {
+	return protocol.Errorf(http.StatusNotFound, "", param,
+		"Item with id '%s' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.", id)
+}
+
+// findItemFunc finds a stored item by id: nil when there is none.
+type findItemFunc func(id string) (protocol.Item, *protocol.Error)
+
+// storedItems finds items by id in the store (ItemStore), under ctx's
+// tenant; nil when the server has no store that can.
+func (s *Server) storedItems(ctx context.Context) findItemFunc {
+	st, ok := s.store.(scopedStore)
+	if _, can := st.Store.(ItemStore); !ok || !can {
+		return nil
+	}
+	return func(id string) (protocol.Item, *protocol.Error) {
+		rec, err := st.GetItemRecord(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotStored):
+			return nil, nil
+		case err != nil:
+			return nil, protocol.AsError(err) // a store's errors are StoreUnavailable
+		}
+		return findItem(rec.added(), id), nil
+	}
+}
+
 func previousNotFound(id string) *protocol.Error {
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousResponseNotFound, "previous_response_id",
 		"Previous response with id '%s' not found.", id)
 }
 
 // expand replaces compaction items by the items they seal and item references
-// by the items they name (looked up in ctxItems, then in earlier input).
-func (s *Server) expand(input, ctxItems protocol.Items, param string) (protocol.Items, *protocol.Error) {
+// by the items they name: earlier in the input, in ctxItems, then by find
+// (nil: nowhere else), which looks in the store.
+func (s *Server) expand(input, ctxItems protocol.Items, param string, find findItemFunc) (protocol.Items, *protocol.Error) {
 	need := false
 	for _, it := range input {
 		switch it.(type) {
@@ -101,9 +131,14 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string) (protocol.
 			if ref == nil {
 				ref = findItem(ctxItems, it.ID)
 			}
+			if ref == nil && find != nil {
+				var perr *protocol.Error
+				if ref, perr = find(it.ID); perr != nil {
+					return nil, perr
+				}
+			}
 			if ref == nil {
-				return nil, protocol.Invalid(protocol.CodeInvalidValue, indexParam(param, i)+".id",
-					"Item with id '%s' not found in this conversation.", it.ID)
+				return nil, errItemNotFound(it.ID, param)
 			}
 			out = append(out, ref)
 		default:

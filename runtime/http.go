@@ -104,7 +104,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	ro, perr := s.prepare(req, parent, t0, tm)
+	ro, perr := s.prepare(r.Context(), req, parent, t0, tm)
 	if perr != nil {
 		s.admission.responseDone(tenant)
 		writeError(w, perr)
@@ -272,7 +272,7 @@ func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ro, perr := s.prepare(req, parent, s.now(), protocol.Timings{})
+	ro, perr := s.prepare(r.Context(), req, parent, s.now(), protocol.Timings{})
 	if perr != nil {
 		writeError(w, perr)
 		return
@@ -368,7 +368,7 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		}
 		items = parent.items
 	}
-	input, perr := s.expand(req.Input, items, "input")
+	input, perr := s.expand(req.Input, items, "input", s.storedItems(r.Context()))
 	if perr != nil {
 		writeError(w, perr)
 		return

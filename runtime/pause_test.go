@@ -41,7 +41,7 @@ func prepared(t *testing.T, srv *Server, body string) *rollout {
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	ro, perr := srv.prepare(req, nil, time.Now(), protocol.Timings{})
+	ro, perr := srv.prepare(context.Background(), req, nil, time.Now(), protocol.Timings{})
 	if perr != nil {
 		t.Fatal(perr)
 	}

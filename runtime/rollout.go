@@ -85,7 +85,7 @@ type rollout struct {
 // new input: all the pre-inference work, done once per turn, on new input only.
 // tm carries the timings measured before prepare (decode, state load);
 // received is when the frame or body arrived.
-func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*rollout, *protocol.Error) {
+func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*rollout, *protocol.Error) {
 	r := &rollout{srv: s, req: req, start: received, tm: tm, everyDelta: s.opts.EveryDelta}
 	t0 := s.now()
 	if perr := req.Validate(); perr != nil {
@@ -119,7 +119,7 @@ func (s *Server) prepare(req *protocol.CreateRequest, parent *conversation, rece
 	if parent != nil {
 		ctxItems, r.chain = parent.items, parent.chain
 	}
-	input, perr := s.expand(req.Input, ctxItems, "input")
+	input, perr := s.expand(req.Input, ctxItems, "input", s.storedItems(ctx))
 	if perr != nil {
 		return nil, perr
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -158,7 +159,86 @@ func TestItemReferenceUntyped(t *testing.T) {
 		t.Fatalf("a reference by id alone: %d %s", status, body)
 	}
 	status, body = post(`{"model":"tether-scripted","previous_response_id":"` + first.ID + `","input":[{"id":"msg_nope"}]}`)
-	if status != 400 || !strings.Contains(body, `"param":"input[0].id"`) {
-		t.Fatalf("a reference to an unknown id: %d %s, want 400 on input[0].id", status, body)
+	if status != 404 || !strings.Contains(body, `"param":"input"`) || !strings.Contains(body, "Items are not persisted") {
+		t.Fatalf("a reference to an unknown id: %d %s, want OpenAI's 404 on input", status, body)
+	}
+}
+
+// TestStoredItemReference: an item_reference names any item a stored
+// response of the tenant holds, without previous_response_id, in the
+// memory store and in Redis: the create reads it (its prompt grows by it).
+// (A response that stores a reference holds the item too.) Once the
+// response is deleted, for another tenant, for a response made with
+// store: false, and for an id nothing holds, the reference is
+// answered as OpenAI answers it (404 on input), over HTTP and over a
+// WebSocket, whose connection stays usable.
+func TestStoredItemReference(t *testing.T) {
+	t.Parallel()
+	wsCreate := create
+	for _, where := range []string{"memory", "redis"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			keys := new(runtime.Keys)
+			keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+			opts := runtime.Options{Keys: keys}
+			var h *harness
+			if where == "redis" {
+				h = redisHarness(t, redistest.Start(t).URL(), opts)
+			} else {
+				h = newHarness(t, opts)
+			}
+			do := func(method, path, key, body string) (int, string) {
+				return authed(t, h, method, path, "Bearer "+key, body)
+			}
+			create := func(key, body string) (int, map[string]any) {
+				code, b := do("POST", "/v1/responses", key, body)
+				var m map[string]any
+				json.Unmarshal([]byte(b), &m)
+				return code, m
+			}
+			lastItem := func(m map[string]any) string {
+				out := m["output"].([]any)
+				return out[len(out)-1].(map[string]any)["id"].(string)
+			}
+			inputTokens := func(m map[string]any) float64 {
+				return m["usage"].(map[string]any)["input_tokens"].(float64)
+			}
+			_, stored := create("sk-alice", `{"model":"tether-scripted","input":"Remember the parser's name: Lex."}`)
+			_, unstored := create("sk-alice", `{"model":"tether-scripted","store":false,"input":"Forget this."}`)
+			msg, gone := lastItem(stored), lastItem(unstored)
+
+			_, plain := create("sk-alice", `{"model":"tether-scripted","input":"What was it?"}`)
+			for _, ref := range []string{`{"type":"item_reference","id":"` + msg + `"}`, `{"id":"` + msg + `"}`} {
+				// store: false, so that the stored response stays the one that holds the item
+				code, got := create("sk-alice", `{"model":"tether-scripted","store":false,"input":[`+ref+`,{"role":"user","content":"What was it?"}]}`)
+				if code != 200 || inputTokens(got) <= inputTokens(plain) {
+					t.Fatalf("%s: %d %v, want it read (more than %v input tokens)", ref, code, got, inputTokens(plain))
+				}
+			}
+			refused := func(what, key, id string) {
+				t.Helper()
+				code, b := do("POST", "/v1/responses", key, `{"model":"tether-scripted","input":[{"type":"item_reference","id":"`+id+`"}]}`)
+				if code != 404 || !strings.Contains(b, `"param":"input"`) || !strings.Contains(b, "Item with id '"+id+"' not found") {
+					t.Errorf("%s: %d %s, want 404 on input", what, code, b)
+				}
+			}
+			refused("another tenant's item", "sk-bob", msg)
+			refused("an item of a store: false response", "sk-alice", gone)
+			refused("an unknown item", "sk-alice", "msg_nope")
+			if code, b := do("DELETE", "/v1/responses/"+stored["id"].(string), "sk-alice", ""); code != 200 {
+				t.Fatalf("delete: %d %s", code, b)
+			}
+			refused("an item of a deleted response", "sk-alice", msg)
+
+			c := h.dial(t, http.Header{"Authorization": {"Bearer sk-alice"}})
+			c.send(t, wsCreate(map[string]any{"model": "tether-scripted", "store": false, "input": []any{map[string]any{"id": msg}}}))
+			if e := decodeEv(t, c.recv(t)); e.Type != "error" || e.Error == nil || e.Error.Code != "" {
+				t.Fatalf("a WebSocket create with a deleted response's item: %+v, want an error", e)
+			}
+			c.send(t, wsCreate(map[string]any{"model": "tether-scripted", "store": false, "input": "Still here?"}))
+			if end := last(c.untilTerminal(t)); eventType(t, end) != "response.completed" {
+				t.Fatalf("the connection after a refused reference: %s", end)
+			}
+		})
 	}
 }

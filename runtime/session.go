@@ -466,7 +466,7 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 	if perr := sess.srv.admission.response(tenant); perr != nil {
 		return errorFrame(perr, ln.id)
 	}
-	ro, perr := sess.srv.prepare(req, parent, j.received, tm)
+	ro, perr := sess.srv.prepare(sess.ctx, req, parent, j.received, tm)
 	if perr != nil {
 		sess.srv.admission.responseDone(tenant)
 		sess.scope.evictAfterFailure(ln, parent)

@@ -77,6 +77,15 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// ItemStore is a Store that finds a stored item by its id: the record of
+// a response that holds it (under the context's tenant, as Get), or
+// ErrNotStored. An item_reference then names any item a stored response
+// of the tenant holds, as the API's does; without it, only the items of
+// the previous_response_id chain.
+type ItemStore interface {
+	GetItemRecord(ctx context.Context, itemID string) (*Record, error)
+}
+
 // ChainStore is a Store that loads a whole conversation at once: the
 // record of id, then the records before it, newest first (package redisstore: in
 // two round trips, by Record.Chain). A store without it is read a record
@@ -123,6 +132,21 @@ func (st scopedStore) GetChain(ctx context.Context, id string) ([]*Record, error
 	return recs, nil
 }
 
+// GetItemRecord finds by the inner store's ItemStore, when it has one
+// (ErrNotStored when it has not), with the record checked as Get checks
+// it.
+func (st scopedStore) GetItemRecord(ctx context.Context, itemID string) (*Record, error) {
+	is, ok := st.Store.(ItemStore)
+	if !ok {
+		return nil, ErrNotStored
+	}
+	rec, err := is.GetItemRecord(ctx, itemID)
+	if err == nil && rec.Tenant != Tenant(ctx) {
+		return nil, ErrNotStored
+	}
+	return rec, err
+}
+
 func (st scopedStore) Delete(ctx context.Context, id string) error {
 	if _, err := st.Get(ctx, id); err != nil {
 		return err
@@ -141,8 +165,9 @@ type MemoryStore struct {
 	opts MemoryStoreOptions
 
 	mu      sync.RWMutex
-	recs    map[string]*stored // guarded by mu
-	all     list.List          // of *stored, oldest first; guarded by mu
+	recs    map[string]*stored  // guarded by mu
+	items   map[itemKey]*stored // the latest record of each tenant holding each item id; guarded by mu
+	all     list.List           // of *stored, oldest first; guarded by mu
 	tenants map[string]*tenantRecords
 	bytes   int // guarded by mu
 }
@@ -153,6 +178,10 @@ type MemoryStoreOptions struct {
 	MaxBytes       int // DefaultStoreBytes
 	MaxTenantBytes int // DefaultTenantStoreBytes
 }
+
+// itemKey is an item id under a tenant: one tenant's item ids never hide
+// another's.
+type itemKey struct{ tenant, id string }
 
 type stored struct {
 	rec       *Record
@@ -179,7 +208,7 @@ var ErrTooLarge = errors.New("runtime: record larger than the store's bound")
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	opts.setDefaults()
-	return &MemoryStore{opts: opts, recs: make(map[string]*stored), tenants: make(map[string]*tenantRecords)}
+	return &MemoryStore{opts: opts, recs: make(map[string]*stored), items: make(map[itemKey]*stored), tenants: make(map[string]*tenantRecords)}
 }
 
 // recordBytes is a record's size as a store would write it.
@@ -216,6 +245,11 @@ func (m *MemoryStore) Put(_ context.Context, rec *Record) error {
 	e := &stored{rec: rec, bytes: size}
 	e.all, e.mine = m.all.PushBack(e), t.list.PushBack(e)
 	m.recs[rec.Response.ID] = e
+	for _, it := range rec.added() {
+		if id := it.ItemID(); id != "" {
+			m.items[itemKey{rec.Tenant, id}] = e
+		}
+	}
 	m.bytes += size
 	t.bytes += size
 	for t.bytes > m.opts.MaxTenantBytes {
@@ -229,6 +263,11 @@ func (m *MemoryStore) Put(_ context.Context, rec *Record) error {
 
 func (m *MemoryStore) removeLocked(e *stored) {
 	delete(m.recs, e.rec.Response.ID)
+	for _, it := range e.rec.added() {
+		if k := (itemKey{e.rec.Tenant, it.ItemID()}); k.id != "" && m.items[k] == e {
+			delete(m.items, k)
+		}
+	}
 	m.all.Remove(e.all)
 	t := m.tenants[e.rec.Tenant]
 	t.list.Remove(e.mine)
@@ -243,6 +282,18 @@ func (m *MemoryStore) removeLocked(e *stored) {
 func (m *MemoryStore) Get(_ context.Context, id string) (*Record, error) {
 	m.mu.RLock()
 	e, ok := m.recs[id]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, ErrNotStored
+	}
+	return e.rec, nil
+}
+
+// GetItemRecord returns the latest record of the context's tenant that
+// holds item itemID, or ErrNotStored (ItemStore).
+func (m *MemoryStore) GetItemRecord(ctx context.Context, itemID string) (*Record, error) {
+	m.mu.RLock()
+	e, ok := m.items[itemKey{Tenant(ctx), itemID}]
 	m.mu.RUnlock()
 	if !ok {
 		return nil, ErrNotStored

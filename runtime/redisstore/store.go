@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,7 +111,14 @@ func (s *Store) key(tenant, id string) string {
 	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}:r:" + id
 }
 
-// Put writes rec whole, in one SET with the TTL.
+// itemKey is where the id of the latest response of tenant that holds
+// item id is kept, in the tenant's slot.
+func (s *Store) itemKey(tenant, id string) string {
+	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}:i:" + id
+}
+
+// Put writes rec whole, and the index of its items by id, in one
+// pipeline of SETs with the TTL.
 func (s *Store) Put(ctx context.Context, rec *runtime.Record) error {
 	b, err := protocol.MarshalAs(protocol.EncodingMsgpack, redisRecord{rec.Response, rec.Input, rec.Items, rec.Chain, rec.Tenant})
 	if err != nil {
@@ -121,7 +129,37 @@ func (s *Store) Put(ctx context.Context, rec *runtime.Record) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	return s.unavailable(s.c.Set(ctx, s.key(rec.Tenant, rec.Response.ID), b, s.opts.TTL).Err())
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, s.key(rec.Tenant, rec.Response.ID), b, s.opts.TTL)
+		items := rec.Items
+		if items == nil {
+			items = append(slices.Clip(rec.Input), rec.Response.Output...)
+		}
+		for _, it := range items {
+			if id := it.ItemID(); id != "" {
+				p.Set(ctx, s.itemKey(rec.Tenant, id), rec.Response.ID, s.opts.TTL)
+			}
+		}
+		return nil
+	})
+	return s.unavailable(err)
+}
+
+// GetItemRecord reads the record of the latest response of the context's
+// tenant that holds item itemID (runtime.ItemStore): its id from the
+// index, then the record. An item of a response deleted since is not
+// found.
+func (s *Store) GetItemRecord(ctx context.Context, itemID string) (*runtime.Record, error) {
+	tctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	id, err := s.c.Get(tctx, s.itemKey(runtime.Tenant(ctx), itemID)).Result()
+	cancel()
+	if errors.Is(err, redis.Nil) {
+		return nil, runtime.ErrNotStored
+	}
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	return s.Get(ctx, id)
 }
 
 // Get reads id under the context's tenant.
@@ -209,4 +247,7 @@ func (s *Store) unavailable(err error) error {
 	return runtime.StoreUnavailable(err)
 }
 
-var _ runtime.ChainStore = (*Store)(nil)
+var (
+	_ runtime.ChainStore = (*Store)(nil)
+	_ runtime.ItemStore  = (*Store)(nil)
+)
