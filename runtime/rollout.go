@@ -343,6 +343,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		ToolChoice:      r.resp.ToolChoice,
 		Serial:          !r.resp.ParallelToolCalls,
 		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
+		Format:          textFormat(r.req.Text),
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		Start:           r.modelReady,
@@ -554,4 +555,12 @@ func derefInt(i *int) int {
 		return 0
 	}
 	return *i
+}
+
+// textFormat is a request's text.format, nil when it sets none.
+func textFormat(t *protocol.TextConfig) *protocol.TextFormat {
+	if t == nil {
+		return nil
+	}
+	return &t.Format
 }

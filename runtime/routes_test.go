@@ -242,3 +242,45 @@ func TestStoredItemReference(t *testing.T) {
 		})
 	}
 }
+
+// TestStructuredOutputSDK: through the official Go SDK, text.format
+// json_schema gets an answer that decodes into the schema's shape, the
+// same whether it is read whole or assembled from streamed deltas.
+func TestStructuredOutputSDK(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	client := sdkClient(t, h)
+	ctx := sdkContext(t)
+	schema := map[string]any{"type": "object", "additionalProperties": false, "required": []any{"city", "temperature_c", "conditions"},
+		"properties": map[string]any{
+			"city":          map[string]any{"type": "string"},
+			"temperature_c": map[string]any{"type": "integer", "minimum": -40, "maximum": 50},
+			"conditions":    map[string]any{"type": "string", "enum": []any{"sunny", "cloudy", "rain"}},
+		}}
+	params := responses.ResponseNewParams{Model: sdkModel, Store: openai.Bool(false),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What's the weather in Paris?")},
+		Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: "weather", Schema: schema, Strict: openai.Bool(true)}}}}
+	whole, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		City         string `json:"city"`
+		TemperatureC int    `json:"temperature_c"`
+		Conditions   string `json:"conditions"`
+	}
+	if err := json.Unmarshal([]byte(whole.OutputText()), &w); err != nil || w.City == "" || w.Conditions != "sunny" || w.TemperatureC < -40 {
+		t.Fatalf("the answer %q: %+v, %v", whole.OutputText(), w, err)
+	}
+	stream := client.Responses.NewStreaming(ctx, params)
+	var deltas strings.Builder
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.output_text.delta" {
+			deltas.WriteString(ev.Delta)
+		}
+	}
+	if err := stream.Err(); err != nil || deltas.String() != whole.OutputText() {
+		t.Fatalf("streamed %q (%v), want %q", deltas.String(), err, whole.OutputText())
+	}
+}

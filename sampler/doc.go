@@ -77,7 +77,10 @@
 //     items are function_call_outputs, "NAME returned: OUTPUT" for each,
 //     joined by "; "; else `You said: "TEXT"` quoting the newest user text
 //     (directive lines removed); else a greeting. Quotes have their
-//     whitespace collapsed and are cut to 200 characters.
+//     whitespace collapsed and are cut to 200 characters. With text.format
+//     json_schema (Request.Format) the answer is JSON made from the schema
+//     as arguments are (rule 2), its free-text fields from that text; with
+//     json_object, {"answer": TEXT}.
 //
 // tool_choice "none" turns off calls, scripted ones included. A forced
 // function is called only after a user message, as in rule 2, so a forced

@@ -64,6 +64,9 @@ type Request struct {
 	// Serial is parallel_tool_calls: false: a step calls at most one tool.
 	Serial          bool
 	MaxOutputTokens int // 0 = no limit
+	// Format is text.format: a text answer's form (json_schema,
+	// json_object), nil or "text" for free text.
+	Format *protocol.TextFormat
 	// Prompt is Items rendered, without the system block of Instructions
 	// and Tools. It may be nil; backends that need it render Items
 	// themselves. A PrefixCache matches it by the hashes its segments keep.

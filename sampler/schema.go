@@ -243,7 +243,7 @@ func (g *argGen) plausible(name string, m map[string]any) string {
 	case "date":
 		return "2025-01-01"
 	case "time":
-		return "12:00:00"
+		return "12:00:00Z" // RFC 3339 full-time: with its offset
 	case "email":
 		return "user@example.com"
 	case "uri", "url", "iri", "uri-reference":

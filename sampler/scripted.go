@@ -72,8 +72,7 @@ func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (
 func plan(req *Request) []part {
 	items := req.Items
 	if req.ToolChoice.Mode == "none" {
-		text, cites := answer(items)
-		return []part{{text: text, cites: cites}}
+		return []part{answerPart(req)}
 	}
 	if at, steps := findScript(items); len(steps) > 0 {
 		if req.Serial {
@@ -108,8 +107,27 @@ func plan(req *Request) []part {
 			return []part{p}
 		}
 	}
-	text, cites := answer(items)
-	return []part{{text: text, cites: cites}}
+	return []part{answerPart(req)}
+}
+
+// answerPart is the text answer, in the form text.format asks for: free
+// text; a JSON object holding it (json_object); or JSON made from the
+// schema, as a tool's arguments are, its free-text fields from the answer
+// (json_schema).
+func answerPart(req *Request) part {
+	text, cites := answer(req.Items)
+	switch f := req.Format; {
+	case f == nil || f.Type == "" || f.Type == "text":
+		return part{text: text, cites: cites}
+	case f.Type == "json_object":
+		b, _ := json.Marshal(map[string]string{"answer": text})
+		return part{text: string(b)}
+	}
+	schema, err := json.Marshal(req.Format.Schema)
+	if err != nil {
+		schema = []byte("{}")
+	}
+	return part{text: schemaArgs(schema, text)}
 }
 
 // oneCallPerStep is a script's steps with their parallel calls made one

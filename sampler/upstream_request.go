@@ -160,6 +160,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		ToolChoice      *protocol.ToolChoice `json:"tool_choice,omitempty"`
 		Parallel        *bool                `json:"parallel_tool_calls,omitempty"`
 		MaxOutputTokens int                  `json:"max_output_tokens,omitempty"`
+		Text            *protocol.TextConfig `json:"text,omitempty"`
 		Stream          bool                 `json:"stream"`
 		Store           bool                 `json:"store"`
 	}{
@@ -174,6 +175,9 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		body.ToolChoice = &choice
 	}
 	body.MaxOutputTokens = max(req.MaxOutputTokens, 0)
+	if f := req.Format; f != nil && f.Type != "" && f.Type != "text" {
+		body.Text = &protocol.TextConfig{Format: *f} // passed through: the upstream model answers in it
+	}
 	return json.Marshal(body)
 }
 

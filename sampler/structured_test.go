@@ -1,0 +1,113 @@
+package sampler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// strictSchema generates a strict-mode schema (every object's properties
+// all required, additionalProperties false) of the keywords structured
+// outputs take: objects, arrays, enums, anyOf, $defs and $ref, nullable
+// types, string formats and number bounds.
+func strictSchema(rng *rand.Rand, depth int, defs map[string]any) map[string]any {
+	kinds := []string{"string", "integer", "number", "boolean", "enum", "format", "nullable", "anyOf", "ref"}
+	if depth < 3 {
+		kinds = append(kinds, "object", "object", "array")
+	}
+	switch kinds[rng.IntN(len(kinds))] {
+	case "object":
+		props, req := map[string]any{}, []any{}
+		for i := range 1 + rng.IntN(4) {
+			name := fmt.Sprintf("field_%d_%d", depth, i)
+			props[name] = strictSchema(rng, depth+1, defs)
+			req = append(req, name)
+		}
+		return map[string]any{"type": "object", "properties": props, "required": req, "additionalProperties": false}
+	case "array":
+		s := map[string]any{"type": "array", "items": strictSchema(rng, depth+1, defs)}
+		if rng.IntN(2) == 0 {
+			s["minItems"] = 2
+		}
+		return s
+	case "integer":
+		return map[string]any{"type": "integer", "minimum": rng.IntN(50) + 3, "maximum": 100}
+	case "number":
+		return map[string]any{"type": "number", "exclusiveMinimum": 0.5, "maximum": 9.5}
+	case "boolean":
+		return map[string]any{"type": "boolean"}
+	case "enum":
+		return map[string]any{"type": "string", "enum": []any{"red", "green", "blue"}}
+	case "format":
+		f := []string{"date-time", "date", "time", "email", "uri", "uuid", "hostname", "ipv4"}
+		return map[string]any{"type": "string", "format": f[rng.IntN(len(f))]}
+	case "nullable":
+		return map[string]any{"type": []any{"string", "null"}}
+	case "anyOf":
+		return map[string]any{"anyOf": []any{strictSchema(rng, depth+1, defs), map[string]any{"type": "null"}}}
+	case "ref":
+		name := fmt.Sprintf("def_%d", len(defs))
+		defs[name] = map[string]any{"type": "object", "properties": map[string]any{"label": map[string]any{"type": "string", "minLength": 3}},
+			"required": []any{"label"}, "additionalProperties": false}
+		return map[string]any{"$ref": "#/$defs/" + name}
+	}
+	return map[string]any{"type": "string", "maxLength": 12}
+}
+
+// TestStructuredOutputs: for generated strict-mode schemas, the scripted
+// model's answer under text.format json_schema validates against the
+// schema (with a JSON Schema validator), the same answer each time; under
+// json_object it is an object holding the answer.
+func TestStructuredOutputs(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	items := protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: "Describe the parser's state."}}}}
+	for i := range 300 {
+		defs := map[string]any{}
+		root := strictSchema(rng, 0, defs)
+		if root["type"] != "object" { // strict mode wants an object at the top
+			root = map[string]any{"type": "object", "properties": map[string]any{"value": root}, "required": []any{"value"}, "additionalProperties": false}
+		}
+		if len(defs) > 0 {
+			root["$defs"] = defs
+		}
+		req := &Request{Items: items, Format: &protocol.TextFormat{Type: "json_schema", Name: "out", Schema: root, Strict: new(true)}}
+		got := answerPart(req).text
+		if again := answerPart(req).text; again != got {
+			t.Fatalf("schema %d: two answers %s and %s", i, got, again)
+		}
+		schema, _ := json.Marshal(root)
+		c := jsonschema.NewCompiler()
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.AssertFormat()
+		if err := c.AddResource("s.json", doc); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := c.Compile("s.json")
+		if err != nil {
+			t.Fatalf("schema %d %s: %v", i, schema, err)
+		}
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(got))
+		if err != nil {
+			t.Fatalf("schema %d: the answer %s is not JSON: %v", i, got, err)
+		}
+		if err := sch.Validate(v); err != nil {
+			t.Fatalf("schema %d %s: the answer %s does not validate: %v", i, schema, got, err)
+		}
+	}
+	obj := answerPart(&Request{Items: items, Format: &protocol.TextFormat{Type: "json_object"}}).text
+	var m map[string]string
+	if err := json.Unmarshal([]byte(obj), &m); err != nil || !strings.Contains(m["answer"], "parser") {
+		t.Fatalf("json_object: %s", obj)
+	}
+}
