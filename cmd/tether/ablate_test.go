@@ -156,14 +156,17 @@ func TestAblateURLTiming(t *testing.T) {
 	t.Parallel()
 	base, stop := serveInProcess(t, "--tps", "200")
 	defer stop()
+	// The speed is estimated from one warm-up on a shared machine: ~200,
+	// give or take a sixth (~210 was seen on a busy one).
+	speed := `streams at ~(1[7-9]\d|2[0-3]\d) tokens/s where --tps is 1000: pass --tps (1[7-9]\d|2[0-3]\d) \(or serve with --tps 1000\)`
 	for _, tc := range []struct {
 		args []string
-		want string // in the error; "" runs
+		want string // a pattern of the error; "" runs
 	}{
-		{[]string{"--tps", "1000", "--modes", "stateless"}, "streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000)"},
-		{[]string{"--tps", "1000", "--modes", "suspend"}, "streams at ~200 tokens/s where --tps is 1000: pass --tps 200 (or serve with --tps 1000)"},
-		{[]string{"--tps", "200", "--ttft", "40ms", "--modes", "turns"}, "pass --ttft 0s (or serve with --ttft 40ms)"},
-		{[]string{"--tps", "200,1000"}, "give --tps one value, the server's"},
+		{[]string{"--tps", "1000", "--modes", "stateless"}, speed},
+		{[]string{"--tps", "1000", "--modes", "suspend"}, speed},
+		{[]string{"--tps", "200", "--ttft", "40ms", "--modes", "turns"}, regexp.QuoteMeta("pass --ttft 0s (or serve with --ttft 40ms)")},
+		{[]string{"--tps", "200,1000"}, regexp.QuoteMeta("give --tps one value, the server's")},
 		{[]string{"--tps", "200", "--modes", "stateless,suspend"}, ""},
 	} {
 		args := append([]string{"ablate", "--url", base, "--workload", "synthetic", "--calls", "2", "--tool-latency", "0",
@@ -173,7 +176,7 @@ func TestAblateURLTiming(t *testing.T) {
 		switch {
 		case tc.want == "" && code != 0:
 			t.Errorf("%v: exit %d: %s", tc.args, code, stderr.String())
-		case tc.want != "" && (code != 1 || !strings.Contains(stderr.String(), tc.want)):
+		case tc.want != "" && (code != 1 || !regexp.MustCompile(tc.want).MatchString(stderr.String())):
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
