@@ -318,6 +318,30 @@ func TestOpenAINode(t *testing.T) {
 	wantLines(t, out, `^input tokens of the first turn's request: [1-9]\d* \(response\.input_tokens\)$`)
 }
 
+// TestAISDK runs the ai-sdk example with the real Vercel AI SDK (ai and
+// @ai-sdk/openai), when node and the example's node_modules are there
+// (.ci/run installs them): four chat turns with a tool, whose provider
+// sends the earlier assistant items back as item_reference items by id
+// (tether finds them in its store), then a structured answer.
+func TestAISDK(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH: skipping examples/ai-sdk")
+	}
+	if _, err := os.Stat("ai-sdk/node_modules/ai/package.json"); err != nil {
+		t.Skip("examples/ai-sdk/node_modules/ai is missing: run npm ci in examples/ai-sdk")
+	}
+	out := runOK(t, "ai-sdk", []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
+	wantLines(t, out,
+		`^turn 1: 1 tool call\(s\), "get_weather returned: Sunny, 21°C in Paris"$`,
+		`^turn 2: \d tool call\(s\), ".+"$`,
+		`^turn 3: 1 tool call\(s\), "get_weather returned: Sunny, 21°C in Lyon"$`,
+		`^turn 4: \d tool call\(s\), ".+"$`,
+		`^structured: \{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sunny|cloudy|rain)"\}$`,
+	)
+}
+
 // wantSDKOutput checks the output of the SDK examples: two chained turns,
 // then one suspended response that pauses twice and completes.
 func wantSDKOutput(t *testing.T, out string) {

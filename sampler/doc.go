@@ -69,7 +69,7 @@
 //     them when none is required); strings from const, enum or default, then
 //     format, then the property's name ("location" gives "Boston, MA", "path"
 //     "README.md", "query" a few words of the user's text); integers and
-//     numbers their minimum, or 1; booleans true; arrays one element; nested
+//     numbers 1, or the bound nearest to it; booleans true; arrays one element; nested
 //     objects and local $refs recursively. A schema it cannot read gives "{}".
 //     The tool is the one tool_choice forces, else the first function tool
 //     (among allowed_tools, when given).

@@ -175,9 +175,11 @@ func (g *argGen) array(m map[string]any, name string, depth int) []any {
 	return out
 }
 
+// integer is 1, or the bound nearest to it when the schema's bounds
+// exclude it (zod's int() bounds every integer by the safe range).
 func integer(m map[string]any) int64 {
 	v := 1.0
-	if lo, ok := lowerBound(m); ok {
+	if lo, ok := lowerBound(m); ok && v < lo {
 		v = math.Ceil(lo)
 	}
 	if hi, ok := num(m["maximum"]); ok && v > hi {
@@ -189,9 +191,10 @@ func integer(m map[string]any) int64 {
 	return int64(v)
 }
 
+// number is 1, or the bound nearest to it, as integer.
 func number(m map[string]any) float64 {
 	v := 1.0
-	if lo, ok := lowerBound(m); ok {
+	if lo, ok := lowerBound(m); ok && v < lo {
 		v = lo
 	}
 	if hi, ok := num(m["maximum"]); ok && v > hi {
