@@ -303,7 +303,8 @@ func TestOpenAIGo(t *testing.T) {
 
 // TestOpenAINode runs the openai-node example with the official npm
 // package, when node and the example's node_modules are there (.ci/run
-// installs them): the SDK examples' turns, then responses.inputTokens.count.
+// installs them): the SDK examples' turns, then responses.inputTokens.count
+// and a structured answer through responses.parse.
 func TestOpenAINode(t *testing.T) {
 	t.Parallel()
 	node, err := exec.LookPath("node")
@@ -315,7 +316,8 @@ func TestOpenAINode(t *testing.T) {
 	}
 	out := runOK(t, "openai-node", []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
 	wantSDKOutput(t, out)
-	wantLines(t, out, `^input tokens of the first turn's request: [1-9]\d* \(response\.input_tokens\)$`)
+	wantLines(t, out, `^input tokens of the first turn's request: [1-9]\d* \(response\.input_tokens\)$`,
+		`^parsed: \{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sunny|cloudy|rain)"\}$`)
 }
 
 // TestAISDK runs the ai-sdk example with the real Vercel AI SDK (ai and

@@ -21,7 +21,9 @@
 // --url URL (default $TETHER_URL, else http://127.0.0.1:8080/v1) points it
 // at another server.
 import OpenAI from 'openai';
+import { zodTextFormat } from 'openai/helpers/zod';
 import { ResponsesWS } from 'openai/resources/responses/ws';
+import { z } from 'zod';
 
 const model = 'tether-scripted';
 
@@ -173,6 +175,15 @@ async function main() {
       input: 'What\'s the weather like in Paris?\ncall: get_weather {"location":"Paris"}',
     });
     console.log(`input tokens of the first turn's request: ${count.input_tokens} (${count.object})`);
+
+    // A structured answer: responses.parse with a zod schema as text.format.
+    const Weather = z.object({ city: z.string(), temperature_c: z.number().int(), conditions: z.enum(['sunny', 'cloudy', 'rain']) });
+    const parsed = await client.responses.parse({
+      model,
+      input: 'The weather in Paris, as an object.',
+      text: { format: zodTextFormat(Weather, 'weather') },
+    });
+    console.log(`parsed: ${JSON.stringify(parsed.output_parsed)}`);
   } finally {
     ws.close();
   }
