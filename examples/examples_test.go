@@ -307,17 +307,10 @@ func TestOpenAIGo(t *testing.T) {
 // and a structured answer through responses.parse.
 func TestOpenAINode(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH: skipping examples/openai-node")
-	}
-	if _, err := os.Stat("openai-node/node_modules/openai/package.json"); err != nil {
-		t.Skip("examples/openai-node/node_modules/openai is missing: run npm ci in examples/openai-node")
-	}
-	out := runOK(t, "openai-node", []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
+	out := runNodeExample(t, "openai-node", "openai")
 	wantSDKOutput(t, out)
 	wantLines(t, out, `^input tokens of the first turn's request: [1-9]\d* \(response\.input_tokens\)$`,
-		`^parsed: \{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sunny|cloudy|rain)"\}$`)
+		`^parsed: `+weatherObject+`$`)
 }
 
 // TestAISDK runs the ai-sdk example with the real Vercel AI SDK (ai and
@@ -327,21 +320,33 @@ func TestOpenAINode(t *testing.T) {
 // (tether finds them in its store), then a structured answer.
 func TestAISDK(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH: skipping examples/ai-sdk")
-	}
-	if _, err := os.Stat("ai-sdk/node_modules/ai/package.json"); err != nil {
-		t.Skip("examples/ai-sdk/node_modules/ai is missing: run npm ci in examples/ai-sdk")
-	}
-	out := runOK(t, "ai-sdk", []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
+	out := runNodeExample(t, "ai-sdk", "ai")
 	wantLines(t, out,
 		`^turn 1: 1 tool call\(s\), "get_weather returned: Sunny, 21°C in Paris"$`,
 		`^turn 2: \d tool call\(s\), ".+"$`,
 		`^turn 3: 1 tool call\(s\), "get_weather returned: Sunny, 21°C in Lyon"$`,
 		`^turn 4: \d tool call\(s\), ".+"$`,
-		`^structured: \{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sunny|cloudy|rain)"\}$`,
+		`^structured: `+weatherObject+`$`,
 	)
+}
+
+// weatherObject is the structured answer the Node examples print: the
+// JSON the scripted model makes from their weather schema.
+const weatherObject = `\{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sunny|cloudy|rain)"\}`
+
+// runNodeExample runs examples/dir/index.mjs against a tether of its own
+// and returns its output; it skips without node, or without the npm
+// package pkg installed in the example (.ci/run installs it).
+func runNodeExample(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH: skipping examples/" + dir)
+	}
+	if _, err := os.Stat(dir + "/node_modules/" + pkg + "/package.json"); err != nil {
+		t.Skipf("examples/%s/node_modules/%s is missing: run npm ci in examples/%s", dir, pkg, dir)
+	}
+	return runOK(t, dir, []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
 }
 
 // wantSDKOutput checks the output of the SDK examples: two chained turns,

@@ -568,9 +568,8 @@ func TestDurableCheckpointBehind(t *testing.T) {
 // parked rollouts hibernate after a minute.
 func hibernatePair(t *testing.T, released *releaseCounter) (a, b *pipeHarness) {
 	cps := runtime.NewMemoryCheckpoints()
-	o := durableOptions(cps)
-	o.Suspension.HibernateAfter, o.Observer = time.Minute, released
-	return newPipeHarness(t, o), newPipeHarness(t, o)
+	counted := func(o *runtime.Options) { o.Observer = released }
+	return hibernatingServer(t, cps, counted), hibernatingServer(t, cps, counted)
 }
 
 // hibernated waits for the rollouts parked to hibernate, and checks that
