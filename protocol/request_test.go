@@ -69,9 +69,9 @@ var createCases = []createCase{
 	{
 		name: "every field",
 		in: `{"model":"m","instructions":"Be kind.","include":["reasoning.encrypted_content"],
-			"tools":[{"type":"function","name":"get_weather","description":"Weather.","parameters":{"type":"object"},"strict":true},{"type":"web_search","search_context_size":"low"}],
+			"tools":[{"type":"function","name":"get_weather","description":"Weather.","parameters":{"type":"object","properties":{},"additionalProperties":false},"strict":true},{"type":"web_search","search_context_size":"low"}],
 			"tool_choice":{"type":"function","name":"get_weather"},"metadata":{"k":"v"},
-			"text":{"format":{"type":"json_schema","name":"out","schema":{"type":"object"},"strict":true},"verbosity":"low"},
+			"text":{"format":{"type":"json_schema","name":"out","schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false},"strict":true},"verbosity":"low"},
 			"temperature":0.5,"top_p":0.9,"presence_penalty":0.1,"frequency_penalty":-0.1,"top_logprobs":3,
 			"parallel_tool_calls":false,"stream":false,"background":false,"max_output_tokens":100,"max_tool_calls":2,
 			"reasoning":{"effort":"low","summary":"auto"},"safety_identifier":"u1","prompt_cache_key":"p1",
@@ -82,7 +82,7 @@ var createCases = []createCase{
 				t.Errorf("Instructions = %v", r.Instructions)
 			case !r.Includes("reasoning.encrypted_content") || r.Includes("x"):
 				t.Errorf("Include = %v", r.Include)
-			case len(r.Tools) != 2 || r.Tools[0].Name != "get_weather" || string(r.Tools[0].Parameters) != `{"type":"object"}` || r.Tools[1].Type != protocol.ToolWebSearch:
+			case len(r.Tools) != 2 || r.Tools[0].Name != "get_weather" || string(r.Tools[0].Parameters) != `{"type":"object","properties":{},"additionalProperties":false}` || r.Tools[1].Type != protocol.ToolWebSearch:
 				t.Errorf("Tools = %s", mustMarshal(t, r.Tools))
 			case r.ToolChoice == nil || r.ToolChoice.Function != "get_weather":
 				t.Errorf("ToolChoice = %#v", r.ToolChoice)

@@ -88,8 +88,17 @@ func (r *CreateRequest) Validate() *Error {
 		switch r.Text.Format.Type {
 		case "", "text", "json_object":
 		case "json_schema":
-			if r.Text.Format.Name == "" {
+			f := r.Text.Format
+			if f.Name == "" {
 				return Invalid(CodeMissingRequired, "text.format.name", "Missing required parameter: 'text.format.name'.")
+			}
+			if f.Schema == nil {
+				return Invalid(CodeMissingRequired, "text.format.schema", "Missing required parameter: 'text.format.schema'.")
+			}
+			if f.Strict != nil && *f.Strict {
+				if msg := StrictSchemaProblem(f.Schema); msg != "" {
+					return Invalid(CodeInvalidJSONSchema, "text.format.schema", "Invalid schema for response_format '%s': %s", f.Name, msg)
+				}
 			}
 		default:
 			return Invalid(CodeInvalidValue, "text.format.type", "Invalid 'text.format.type': '%s'. Supported values are: 'text', 'json_object' and 'json_schema'.", r.Text.Format.Type)
@@ -107,6 +116,15 @@ func validateFunction(t Tool, fields string, seen map[string]bool) *Error {
 	}
 	if !isNull(t.Parameters) && trimSpace(t.Parameters)[0] != '{' {
 		return Invalid(CodeInvalidType, fields+".parameters", "Invalid '%s.parameters': expected a JSON Schema object.", fields)
+	}
+	if t.Strict != nil && *t.Strict {
+		var schema map[string]any
+		if err := json.Unmarshal(t.Parameters, &schema); err != nil && !isNull(t.Parameters) {
+			return Invalid(CodeInvalidType, fields+".parameters", "Invalid '%s.parameters': expected a JSON Schema object.", fields)
+		}
+		if msg := StrictSchemaProblem(schema); msg != "" {
+			return Invalid(CodeInvalidFunctionParameters, fields+".parameters", "Invalid schema for function '%s': %s", t.Name, msg)
+		}
 	}
 	return nil
 }

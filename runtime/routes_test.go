@@ -284,3 +284,124 @@ func TestStructuredOutputSDK(t *testing.T) {
 		t.Fatalf("streamed %q (%v), want %q", deltas.String(), err, whole.OutputText())
 	}
 }
+
+// TestStructuredOutputRefused: a strict schema that strict mode refuses
+// is answered with OpenAI's 400 (invalid_json_schema on
+// text.format.schema, invalid_function_parameters on a strict function's
+// parameters) through the Go SDK and as a WebSocket error, the connection
+// usable after; a json: directive the schema does not validate fails its
+// response with invalid_directive.
+func TestStructuredOutputRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	client := sdkClient(t, h)
+	ctx := sdkContext(t)
+	loose := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}
+	input := responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather?")}
+	_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Input: input,
+		Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: "weather", Schema: loose, Strict: openai.Bool(true)}}}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "invalid_json_schema" || apiErr.Param != "text.format.schema" ||
+		apiErr.Message != "Invalid schema for response_format 'weather': In context=(), 'additionalProperties' is required to be supplied and to be false." {
+		t.Fatalf("a loose strict schema: %v", err)
+	}
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Input: input,
+		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: loose, Strict: openai.Bool(true)}}}})
+	if !errors.As(err, &apiErr) || apiErr.Code != "invalid_function_parameters" || apiErr.Param != "tools[0].parameters" {
+		t.Fatalf("a loose strict function: %v", err)
+	}
+	// Not strict: taken as it is.
+	if _, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel, Input: input, Store: openai.Bool(false),
+		Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: "weather", Schema: loose, Strict: openai.Bool(false)}}}}); err != nil {
+		t.Fatalf("a loose schema without strict: %v", err)
+	}
+
+	c := h.dial(t, nil)
+	format := map[string]any{"format": map[string]any{"type": "json_schema", "name": "weather", "strict": true, "schema": map[string]any{"type": "array"}}}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "input": "Weather?", "text": format}))
+	if e := decodeEv(t, c.recv(t)); e.Type != "error" || e.Error == nil || e.Error.Code != "invalid_json_schema" || e.Error.Param != "text.format.schema" {
+		t.Fatalf("a WebSocket create with an array schema: %+v", e)
+	}
+	strictCount := map[string]any{"format": map[string]any{"type": "json_schema", "name": "count", "strict": true, "schema": map[string]any{
+		"type": "object", "additionalProperties": false, "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer", "maximum": 5}}}}}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "json: {\"n\": 9}", "text": strictCount}))
+	end := last(c.untilTerminal(t))
+	if eventType(t, end) != "response.failed" || !strings.Contains(string(end), `"code":"invalid_directive"`) {
+		t.Fatalf("a json: directive the schema refuses: %s", end)
+	}
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "json: {\"n\": 4}", "text": strictCount}))
+	if end := last(c.untilTerminal(t)); eventType(t, end) != "response.completed" || !strings.Contains(string(end), `"text":"{\"n\": 4}"`) {
+		t.Fatalf("the connection after: %s", end)
+	}
+}
+
+// TestAppendItemReference: a suspended rollout's response.append takes
+// item_references as a create does, in the memory store and in Redis: a
+// stored user message of the tenant steers it; an unknown id, or another
+// tenant's, is refused with OpenAI's 404 on input and the rollout stays
+// parked, answered by the next append; a cancel sent right behind a
+// resolving append is taken after it, in order.
+func TestAppendItemReference(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"memory", "redis"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			keys := new(runtime.Keys)
+			keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+			opts := runtime.Options{Keys: keys}
+			var h *harness
+			if where == "redis" {
+				h = redisHarness(t, redistest.Start(t).URL(), opts)
+			} else {
+				h = newHarness(t, opts)
+			}
+			code, b := authed(t, h, "POST", "/v1/responses", "Bearer sk-alice",
+				`{"model":"tether-scripted","input":[{"type":"message","id":"msg_steer1","role":"user","content":"Take the fast path."}]}`)
+			if code != 200 {
+				t.Fatalf("storing the message: %d %s", code, b)
+			}
+			notFound := func(c *wsConn, id string) {
+				t.Helper()
+				b := c.recv(t)
+				e := decodeEv(t, b)
+				if e.Type != "error" || e.Error == nil || e.Error.Param != "input" || !strings.Contains(string(b), "Item with id '"+id+"' not found") {
+					t.Fatalf("a reference to %s: %s, want OpenAI's 404 on input", id, b)
+				}
+			}
+			ref := func(id string) map[string]any { return map[string]any{"type": "item_reference", "id": id} }
+			body := suspendedBody("tether-scripted", [][]dcall{{{"read_file", `{"path":"a.go"}`}}}, false)
+
+			bob := h.dial(t, http.Header{"Authorization": {"Bearer sk-bob"}})
+			bob.send(t, create(body))
+			pause := last(bob.next(t))
+			bobs := respID(t, pause)
+			outs := outputsFor(t, pause)
+			bob.send(t, appendEv(bobs, "", append(outs, ref("msg_steer1"))...))
+			notFound(bob, "msg_steer1")
+
+			alice := h.dial(t, http.Header{"Authorization": {"Bearer sk-alice"}})
+			alice.send(t, create(body))
+			pause = last(alice.next(t))
+			id := respID(t, pause)
+			outs = outputsFor(t, pause)
+			alice.send(t, appendEv(id, "", append(outs, ref("msg_nope"))...))
+			notFound(alice, "msg_nope")
+			alice.send(t, appendEv(id, "", append(outs, ref("msg_steer1"))...))
+			end := last(alice.untilTerminal(t))
+			if eventType(t, end) != "response.completed" || !strings.Contains(string(end), "Take the fast path.") {
+				t.Fatalf("steered by a stored message: %s", end)
+			}
+
+			// Bob's rollout is still parked: his append with a reference to
+			// nothing, and a cancel right behind it, are taken in order.
+			bob.send(t, appendEv(bobs, "", ref("msg_nope")))
+			bob.send(t, refEv("response.cancel", bobs, ""))
+			notFound(bob, "msg_nope")
+			if end := last(bob.next(t)); eventType(t, end) != "response.cancelled" {
+				t.Fatalf("the cancel behind it: %s", end)
+			}
+		})
+	}
+}

@@ -70,6 +70,10 @@ type session struct {
 	lanes  map[string]*lane   // guarded by mu; "" is the default lane
 	named  int                // named lanes, guarded by mu
 	waking map[string]*waking // wakes in progress by response id (wake.go), guarded by mu
+	// resolving holds, by response id, the events naming it that wait
+	// behind an append whose item references are being resolved
+	// (appendref.go). Guarded by mu.
+	resolving map[string][]outOfBandEvent
 }
 
 // lane is one stream_id's FIFO of creates, and what runs on it.

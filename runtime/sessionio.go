@@ -76,10 +76,16 @@ func (sess *session) readLoop(ctx context.Context) error {
 		case *protocol.CreateEvent:
 			sess.enqueue(ev, len(data), received, decodeMicros)
 		case *protocol.AppendEvent:
+			if sess.queueBehindResolve(ev.ResponseID, ev, hasReferences(ev.Input)) {
+				continue
+			}
 			if perr := sess.appendOutputs(ev); perr != nil {
 				sess.sendError(perr, lane)
 			}
 		case *protocol.CancelEvent:
+			if sess.queueBehindResolve(ev.ResponseID, ev, false) {
+				continue
+			}
 			if perr := sess.cancelResponse(ev); perr != nil {
 				sess.sendError(perr, lane)
 			}

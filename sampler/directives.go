@@ -52,9 +52,26 @@ func directiveBody(line string) (string, bool) {
 	return line[len(prefix):], true
 }
 
-// isDirectiveLine reports whether line is a directive (named call or not).
+// jsonDirective is the body of the first "json:" line of text: the answer
+// the scripted model gives as its text (or structured) answer.
+func jsonDirective(text string) (string, bool) {
+	const prefix = "json:"
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if len(line) >= len(prefix) && strings.EqualFold(line[:len(prefix)], prefix) {
+			return strings.TrimSpace(line[len(prefix):]), true
+		}
+	}
+	return "", false
+}
+
+// isDirectiveLine reports whether line is a directive: a call (named or
+// not) or a json answer.
 func isDirectiveLine(line string) bool {
-	_, ok := directiveBody(line)
+	if _, ok := directiveBody(line); ok {
+		return true
+	}
+	_, ok := jsonDirective(line)
 	return ok
 }
 

@@ -64,6 +64,9 @@ type part struct {
 // tokens, leaving the open part without its PartEnd. req.Model is not used;
 // req.Prompt only times the sample.
 func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
+	if err := checkJSONDirective(req); err != nil {
+		return Result{}, err
+	}
 	return sampleParts(ctx, s.r, s.timing, s.cache, req, func(req *Request) ([]part, int) { return plan(req), 0 }, emit)
 }
 
@@ -108,26 +111,6 @@ func plan(req *Request) []part {
 		}
 	}
 	return []part{answerPart(req)}
-}
-
-// answerPart is the text answer, in the form text.format asks for: free
-// text; a JSON object holding it (json_object); or JSON made from the
-// schema, as a tool's arguments are, its free-text fields from the answer
-// (json_schema).
-func answerPart(req *Request) part {
-	text, cites := answer(req.Items)
-	switch f := req.Format; {
-	case f == nil || f.Type == "" || f.Type == "text":
-		return part{text: text, cites: cites}
-	case f.Type == "json_object":
-		b, _ := json.Marshal(map[string]string{"answer": text})
-		return part{text: string(b)}
-	}
-	schema, err := json.Marshal(req.Format.Schema)
-	if err != nil {
-		schema = []byte("{}")
-	}
-	return part{text: schemaArgs(schema, text)}
 }
 
 // oneCallPerStep is a script's steps with their parallel calls made one

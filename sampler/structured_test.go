@@ -61,8 +61,8 @@ func strictSchema(rng *rand.Rand, depth int, defs map[string]any) map[string]any
 	return map[string]any{"type": "string", "maxLength": 12}
 }
 
-// TestStructuredOutputs: for generated strict-mode schemas, the scripted
-// model's answer under text.format json_schema validates against the
+// TestStructuredOutputs: for generated strict-mode schemas, which the
+// request validator's strict check accepts, the scripted model's answer under text.format json_schema validates against the
 // schema (with a JSON Schema validator), the same answer each time; under
 // json_object it is an object holding the answer.
 func TestStructuredOutputs(t *testing.T) {
@@ -77,6 +77,9 @@ func TestStructuredOutputs(t *testing.T) {
 		}
 		if len(defs) > 0 {
 			root["$defs"] = defs
+		}
+		if msg := protocol.StrictSchemaProblem(root); msg != "" {
+			t.Fatalf("schema %d: strict mode refuses it: %s", i, msg)
 		}
 		req := &Request{Items: items, Format: &protocol.TextFormat{Type: "json_schema", Name: "out", Schema: root, Strict: new(true)}}
 		got := answerPart(req).text
@@ -109,5 +112,79 @@ func TestStructuredOutputs(t *testing.T) {
 	var m map[string]string
 	if err := json.Unmarshal([]byte(obj), &m); err != nil || !strings.Contains(m["answer"], "parser") {
 		t.Fatalf("json_object: %s", obj)
+	}
+}
+
+// TestJSONDirective: a json: line sets the text answer, in every format;
+// one that text.format refuses fails the sample with invalid_directive
+// before any token; after a script's calls it is the final answer.
+func TestJSONDirective(t *testing.T) {
+	t.Parallel()
+	s := NewScripted(nil, Timing{})
+	schema := map[string]any{"type": "object", "additionalProperties": false, "required": []any{"n"},
+		"properties": map[string]any{"n": map[string]any{"type": "integer", "maximum": 5}}}
+	asSchema := &protocol.TextFormat{Type: "json_schema", Name: "count", Schema: schema, Strict: new(true)}
+	asObject := &protocol.TextFormat{Type: "json_object"}
+	user := func(text string) protocol.Items {
+		return protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}}
+	}
+	sample := func(items protocol.Items, f *protocol.TextFormat, tools ...protocol.Tool) (string, error) {
+		var b strings.Builder
+		var deltas int
+		_, err := s.Sample(t.Context(), &Request{Items: items, Format: f, Tools: tools}, func(d Delta) {
+			if d.Kind == TextDelta || d.Kind == ArgsDelta {
+				b.WriteString(d.Text)
+				deltas++
+			}
+		})
+		if err != nil && deltas > 0 {
+			t.Fatalf("%d deltas before the error %v", deltas, err)
+		}
+		return b.String(), err
+	}
+	for _, tc := range []struct {
+		text   string
+		format *protocol.TextFormat
+		want   string // the answer, or the error's message in part
+		code   string
+	}{
+		{"Count them.\njson: {\"n\": 3}", asSchema, `{"n": 3}`, ""},
+		{"json: {\"n\": 3}", nil, `{"n": 3}`, ""},
+		{"JSON: {\"anything\": [1]}", asObject, `{"anything": [1]}`, ""},
+		{"json: {\"n\": 9}", asSchema, "does not match text.format.schema 'count'", protocol.CodeInvalidDirective},
+		{"json: {\"n\": 1, \"m\": 2}", asSchema, "does not match", protocol.CodeInvalidDirective},
+		{"json: [1, 2]", asObject, "is not a JSON object", protocol.CodeInvalidDirective},
+		{"json: {n: 3}", asSchema, "is not JSON", protocol.CodeInvalidDirective},
+	} {
+		got, err := sample(user(tc.text), tc.format)
+		if tc.code == "" {
+			if err != nil || got != tc.want {
+				t.Errorf("%q: %q, %v; want %q", tc.text, got, err, tc.want)
+			}
+			continue
+		}
+		perr, ok := err.(*protocol.Error)
+		if !ok || perr.Code != tc.code || !strings.Contains(perr.Message, tc.want) {
+			t.Errorf("%q: %q, %v; want %s %q", tc.text, got, err, tc.code, tc.want)
+		}
+	}
+	if got, _ := sample(user("json: {\"n\": 3}\nThanks."), nil); got != `{"n": 3}` {
+		t.Errorf("the answer with text beside the directive: %q", got)
+	}
+	weather := protocol.Tool{Type: protocol.ToolFunction, Name: "get_weather", Parameters: []byte(`{"type":"object"}`)}
+	items := user("call: get_weather {\"city\": \"Paris\"}\njson: {\"n\": 2}")
+	call, err := sample(items, asSchema, weather)
+	if err != nil || call != `{"city": "Paris"}` {
+		t.Fatalf("the script's call: %q, %v", call, err)
+	}
+	items = append(items,
+		&protocol.FunctionCall{CallID: "c1", Name: "get_weather", Arguments: call},
+		&protocol.FunctionCallOutput{CallID: "c1", Output: protocol.ToolOutput{Text: "Sunny"}})
+	if got, err := sample(items, asSchema, weather); err != nil || got != `{"n": 2}` {
+		t.Fatalf("the answer after the call: %q, %v", got, err)
+	}
+	search := protocol.Tool{Type: protocol.ToolFunction, Name: "search", Parameters: []byte(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}
+	if got, _ := sample(user("Parsers\njson: {\"n\": 3}"), nil, search); got != `{"query":"Parsers"}` {
+		t.Errorf("generated arguments from text with a json: line: %q", got)
 	}
 }
