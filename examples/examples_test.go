@@ -315,17 +315,19 @@ func TestOpenAINode(t *testing.T) {
 
 // TestAISDK runs the ai-sdk example with the real Vercel AI SDK (ai and
 // @ai-sdk/openai), when node and the example's node_modules are there
-// (.ci/run installs them): four chat turns with a tool, whose provider
-// sends the earlier assistant items back as item_reference items by id
-// (tether finds them in its store), then a structured answer.
+// (.ci/run installs them): four chat turns with a function tool, the
+// shell tool and web search, whose provider sends the earlier assistant,
+// shell and web search items back as item_reference items by id (tether
+// finds them in its store, and a shell call's output answers the call its
+// reference stands for), then a structured answer.
 func TestAISDK(t *testing.T) {
 	t.Parallel()
 	out := runNodeExample(t, "ai-sdk", "ai")
 	wantLines(t, out,
-		`^turn 1: 1 tool call\(s\), "get_weather returned: Sunny, 21°C in Paris"$`,
-		`^turn 2: \d tool call\(s\), ".+"$`,
-		`^turn 3: 1 tool call\(s\), "get_weather returned: Sunny, 21°C in Lyon"$`,
-		`^turn 4: \d tool call\(s\), ".+"$`,
+		`^turn 1: \[get_weather\] "get_weather returned: Sunny, 21°C in Paris"$`,
+		`^turn 2: \[shell\] "shell returned: sandbox: ls"$`,
+		`^turn 3: \[web_search\] "searching for \\"read a file in Go\\" found .*os\.ReadFile`,
+		`^turn 4: \[get_weather\] ".+"$`,
 		`^structured: `+weatherObject+`$`,
 	)
 }

@@ -76,7 +76,7 @@ func (sess *session) takeOutOfBand(ev outOfBandEvent) *protocol.Error {
 		if !hasReferences(ev.Input) {
 			return sess.appendOutputs(ev)
 		}
-		items, perr := sess.srv.expand(ev.Input, nil, "input", sess.srv.storedItems(sess.ctx))
+		items, _, perr := sess.srv.expand(ev.Input, nil, "input", sess.srv.storedItems(sess.ctx))
 		if perr != nil {
 			return perr
 		}

@@ -52,7 +52,7 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 		}
 		return nil, protocol.AsError(err)
 	}
-	items, perr := s.expand(items, nil, "input", nil)
+	items, _, perr := s.expand(items, nil, "input", nil)
 	if perr != nil {
 		return nil, perr
 	}
@@ -105,8 +105,9 @@ func previousNotFound(id string) *protocol.Error {
 
 // expand replaces compaction items by the items they seal and item references
 // by the items they name: earlier in the input, in ctxItems, then by find
-// (nil: nowhere else), which looks in the store.
-func (s *Server) expand(input, ctxItems protocol.Items, param string, find findItemFunc) (protocol.Items, *protocol.Error) {
+// (nil: nowhere else), which looks in the store. from holds, for each item
+// it returns, the index in input it came from (nil: input itself).
+func (s *Server) expand(input, ctxItems protocol.Items, param string, find findItemFunc) (_ protocol.Items, from []int, _ *protocol.Error) {
 	need := false
 	for _, it := range input {
 		switch it.(type) {
@@ -115,15 +116,17 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 		}
 	}
 	if !need {
-		return input, nil
+		return input, nil, nil
 	}
 	out := make(protocol.Items, 0, len(input))
+	from = make([]int, 0, len(input))
 	for i, it := range input {
+		n := len(out)
 		switch it := it.(type) {
 		case *protocol.Compaction:
 			sealed, perr := s.sealer.open(it.EncryptedContent, indexParam(param, i)+".encrypted_content")
 			if perr != nil {
-				return nil, perr
+				return nil, nil, perr
 			}
 			out = append(out, sealed...)
 		case *protocol.ItemReferenceItem:
@@ -134,18 +137,21 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 			if ref == nil && find != nil {
 				var perr *protocol.Error
 				if ref, perr = find(it.ID); perr != nil {
-					return nil, perr
+					return nil, nil, perr
 				}
 			}
 			if ref == nil {
-				return nil, errItemNotFound(it.ID, param)
+				return nil, nil, errItemNotFound(it.ID, param)
 			}
 			out = append(out, ref)
 		default:
 			out = append(out, it)
 		}
+		for range len(out) - n {
+			from = append(from, i)
+		}
 	}
-	return out, nil
+	return out, from, nil
 }
 
 func findItem(items protocol.Items, id string) protocol.Item {
@@ -162,8 +168,9 @@ func findItem(items protocol.Items, id string) protocol.Item {
 // linear: one pass over input with its calls indexed by id, then ctx read
 // from its newest item only as far back as the oldest call still wanted
 // (usually the last step's). The first output in input order that fails
-// is the error.
-func checkOutputs(input, ctx protocol.Items) *protocol.Error {
+// is the error, named by its index in the request: from[i] for input[i]
+// (nil: i), as expand returns it.
+func checkOutputs(input protocol.Items, from []int, ctx protocol.Items) *protocol.Error {
 	type output struct {
 		i       int
 		callID  string
@@ -207,12 +214,16 @@ func checkOutputs(input, ctx protocol.Items) *protocol.Error {
 		if !o.found {
 			o.call, o.found = got[o.callID]
 		}
+		at := o.i
+		if from != nil {
+			at = from[o.i]
+		}
 		switch {
 		case !o.found:
-			return protocol.Invalid(protocol.CodeToolCallNotFound, indexParam("input", o.i)+".call_id",
+			return protocol.Invalid(protocol.CodeToolCallNotFound, indexParam("input", at)+".call_id",
 				"No tool call found for %s with call_id '%s'.", input[o.i].ItemType(), o.callID)
 		case o.call.Type != o.answers:
-			return protocol.OutputMismatch(input[o.i], o.callID, o.call.Type, indexParam("input", o.i))
+			return protocol.OutputMismatch(input[o.i], o.callID, o.call.Type, indexParam("input", at))
 		}
 	}
 	return nil

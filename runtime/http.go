@@ -368,7 +368,7 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		}
 		items = parent.items
 	}
-	input, perr := s.expand(req.Input, items, "input", s.storedItems(r.Context()))
+	input, _, perr := s.expand(req.Input, items, "input", s.storedItems(r.Context()))
 	if perr != nil {
 		writeError(w, perr)
 		return

@@ -33,7 +33,7 @@ func TestCheckOutputs(t *testing.T) {
 		{"first failure in input order", protocol.Items{fco("zz"), fc("m"), &protocol.CustomToolCallOutput{CallID: "m"}}, protocol.CodeToolCallNotFound, "input[0].call_id"},
 		{"local shell output by the call's id", protocol.Items{&protocol.LocalShellCall{ID: "lsh_1", CallID: "call_9"}, &protocol.LocalShellCallOutput{ID: "lsh_1"}}, "", ""},
 	} {
-		perr := checkOutputs(tt.input, ctx)
+		perr := checkOutputs(tt.input, nil, ctx)
 		switch {
 		case tt.code == "" && perr != nil:
 			t.Errorf("%s: %v", tt.name, perr)
@@ -56,7 +56,7 @@ func BenchmarkCheckOutputs(b *testing.B) {
 		}
 		b.Run(fmt.Sprint("pairs=", n), func(b *testing.B) {
 			for b.Loop() {
-				if perr := checkOutputs(input, nil); perr != nil {
+				if perr := checkOutputs(input, nil, nil); perr != nil {
 					b.Fatal(perr)
 				}
 			}

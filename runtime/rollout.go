@@ -119,11 +119,11 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	if parent != nil {
 		ctxItems, r.chain = parent.items, parent.chain
 	}
-	input, perr := s.expand(req.Input, ctxItems, "input", s.storedItems(ctx))
+	input, from, perr := s.expand(req.Input, ctxItems, "input", s.storedItems(ctx))
 	if perr != nil {
 		return nil, perr
 	}
-	if perr := checkOutputs(req.Input, ctxItems); perr != nil {
+	if perr := checkOutputs(input, from, ctxItems); perr != nil {
 		return nil, perr
 	}
 	if parent == nil && len(input) == 0 && req.Generating() {

@@ -215,6 +215,16 @@ func TestStoredItemReference(t *testing.T) {
 					t.Fatalf("%s: %d %v, want it read (more than %v input tokens)", ref, code, got, inputTokens(plain))
 				}
 			}
+			// A stored call named by reference, then its output: the output
+			// answers the call the reference stands for (the AI SDK sends a
+			// shell call so within one turn's steps).
+			_, called := create("sk-alice", `{"model":"tether-scripted","tools":[{"type":"shell"}],"input":"call: shell {\"commands\":[\"ls\"]}"}`)
+			sh := called["output"].([]any)[0].(map[string]any)
+			code, got := create("sk-alice", `{"model":"tether-scripted","store":false,"tools":[{"type":"shell"}],"input":[{"type":"item_reference","id":"`+sh["id"].(string)+`"},`+
+				`{"type":"shell_call_output","call_id":"`+sh["call_id"].(string)+`","output":[{"stdout":"a.go\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]}]}`)
+			if code != 200 || got["status"] != "completed" {
+				t.Fatalf("a referenced call's output: %d %v", code, got)
+			}
 			refused := func(what, key, id string) {
 				t.Helper()
 				code, b := do("POST", "/v1/responses", key, `{"model":"tether-scripted","input":[{"type":"item_reference","id":"`+id+`"}]}`)

@@ -1,8 +1,9 @@
-// A four-turn chat with a tool, then a structured answer, against tether
-// with the Vercel AI SDK and its OpenAI provider, as the AI SDK's docs show
-// them. The provider speaks the Responses API and, by default, stores
-// responses and sends earlier assistant items back as item_reference
-// items by id: tether resolves them from its store.
+// A four-turn chat with a function tool, the shell tool and web search,
+// then a structured answer, against tether with the Vercel AI SDK and its
+// OpenAI provider, as the AI SDK's docs show them. The provider speaks the
+// Responses API and, by default, stores responses and sends earlier
+// assistant, shell and web search items back as item_reference items by
+// id: tether resolves them from its store.
 //
 //   TETHER_URL=http://127.0.0.1:8080 node index.mjs
 import { createOpenAI } from '@ai-sdk/openai';
@@ -19,22 +20,29 @@ const tools = {
     inputSchema: z.object({ location: z.string() }),
     execute: async ({ location }) => `Sunny, 21°C in ${location}`,
   }),
+  // A pretend sandbox: it says what it would run instead of running it.
+  shell: openai.tools.shell({
+    execute: async ({ action }) => ({
+      output: action.commands.map((c) => ({ stdout: `sandbox: ${c}\n`, stderr: '', outcome: { type: 'exit', exitCode: 0 } })),
+    }),
+  }),
+  web_search: openai.tools.webSearch(),
 };
 
 async function main() {
   const messages = [];
   const turns = [
     'What\'s the weather like in Paris?\ncall: get_weather {"location":"Paris"}',
-    'Thanks. And what did I ask first?',
-    'What about Lyon?\ncall: get_weather {"location":"Lyon"}',
-    'Summarise.',
+    'List the files.\ncall: shell {"commands":["ls"]}',
+    'How do I read a file in Go?\ncall: web_search {"query":"read a file in Go"}',
+    'Thanks. Summarise.',
   ];
   for (const [i, text] of turns.entries()) {
     messages.push({ role: 'user', content: text });
     const result = await generateText({ model, messages, tools, stopWhen: stepCountIs(4) });
     messages.push(...result.response.messages);
-    const calls = result.steps.flatMap((s) => s.toolCalls).length;
-    console.log(`turn ${i + 1}: ${calls} tool call(s), ${JSON.stringify(result.text)}`);
+    const calls = result.steps.flatMap((s) => s.toolCalls).map((c) => c.toolName);
+    console.log(`turn ${i + 1}: [${calls.join(' ')}] ${JSON.stringify(result.text)}`);
   }
 
   const { output } = await generateText({
