@@ -332,6 +332,34 @@ func TestAISDK(t *testing.T) {
 	)
 }
 
+// TestAgentsJS runs the agents-js example with the real OpenAI Agents SDK
+// for JavaScript: an agent with a tool and a structured final output
+// (outputType), over HTTP and over the Responses WebSocket, each
+// continued with a json: directive that sets the answer.
+func TestAgentsJS(t *testing.T) {
+	t.Parallel()
+	out := runNodeExample(t, "agents-js", "@openai/agents")
+	for _, transport := range []string{"http", "websocket"} {
+		wantLines(t, out,
+			`^`+transport+`: \[get_weather\] `+weatherObject+`$`,
+			`^`+transport+` json: \{"city":"Oslo","temperature_c":-3,"conditions":"cloudy"\}$`,
+		)
+	}
+}
+
+// TestLangChain runs the langchain example with the real LangChain
+// ChatOpenAI over the Responses API: a tool loop, then
+// withStructuredOutput answered from the schema and set by a directive.
+func TestLangChain(t *testing.T) {
+	t.Parallel()
+	out := runNodeExample(t, "langchain", "@langchain/openai")
+	wantLines(t, out,
+		`^tools: \[get_weather\] "get_weather returned: Sunny, 21°C in Lyon"$`,
+		`^structured: \{"city":"[^"]+","conditions":"(sunny|cloudy|rain)","temperature_c":-?\d+\}$`,
+		`^json: \{"city":"Rome","temperature_c":24,"conditions":"sunny"\}$`,
+	)
+}
+
 // weatherObject is the structured answer the Node examples print: the
 // JSON the scripted model makes from their weather schema.
 const weatherObject = `\{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sunny|cloudy|rain)"\}`
