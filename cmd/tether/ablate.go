@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -40,6 +41,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	ttft := fs.Duration("ttft", 0, "model time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
+	wide := fs.Bool("wide", false, "print the wide tables too: end to end as measured per trial, and each round trip against the echo floor")
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	var urls []string
 	fs.Var(urlList{&urls}, "url", "base URL of a running server instead of an in-process one; its timing must match --tps (one value), --ttft and --prefill-rate, which the warm-up checks. With --load, give it again for each server of a set that shares one Redis: each client starts on one of them, and resumes a suspended rollout on the next when its server goes (handovers are counted)")
@@ -135,7 +137,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	printAblation(stdout, res)
+	printAblation(stdout, res, *wide)
 	if *out != "" {
 		if err := res.WriteFiles(*out); err != nil {
 			fmt.Fprintln(stderr, "tether: ablate:", err)
@@ -194,54 +196,134 @@ func ablateConfig(workload, tools string, calls, parallel int, latency time.Dura
 	return cfg, nil
 }
 
-// printAblation prints the run's two tables: end to end per mode, and per
-// round trip against the echo floor.
-func printAblation(w io.Writer, res *ablate.Results) {
+// printAblation prints the run's headline: a table of at most seven
+// columns, every figure with its 95% interval, and a sentence per design
+// that says what it shows and how sure. wide adds the tables behind it.
+func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 	c := res.Config
 	prefill := "free"
 	if c.Prefill > 0 {
 		prefill = strconv.FormatFloat(c.Prefill, 'f', -1, 64) + " tok/s"
 	}
-	fmt.Fprintf(w, "%s (%s, %s), %s, ttft %v, prefill %s; %d CPUs, %s\n\n", c.Workload, c.Model, count(c.Calls, "call"), count(c.Reps, "round"),
+	fmt.Fprintf(w, "%s (%s, %s), %s, ttft %v, prefill %s; %d CPUs, %s\n", c.Workload, c.Model, count(c.Calls, "call"), count(c.Reps, "round"),
 		time.Duration(c.TTFTUS*1e3), prefill, res.Machine.CPUs, res.Machine.GoVersion)
+	speeds := speedsOf(res.Summary)
+	for _, tps := range speeds {
+		fmt.Fprintln(w)
+		if len(speeds) > 1 {
+			fmt.Fprintf(w, "at %s tok/s:\n", rate(tps))
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tend to end, ms\tvs stateless\tAPI overhead, ms\tvs stateless\t× echo floor\tµs per 1k ctx tokens\t")
+		for _, s := range res.Summary {
+			if s.TPS != tps {
+				continue
+			}
+			slope := "needs " + strconv.Itoa(ablate.MinSlopeRoundTrips) + " round trips"
+			if s.SlopeCarried {
+				slope = ablate.WithInterval(s.SlopeUSPer1kTokens, s.SlopeCI, 0)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Mode,
+				ablate.WithInterval(s.EndToEndUS/1e3, [2]float64{s.EndToEndCI[0] / 1e3, s.EndToEndCI[1] / 1e3}, 1), vsStateless(s.EndToEndVsStateless, s.EndToEndVsStatelessCI, 3),
+				ablate.WithInterval(s.APIOverheadUS/1e3, [2]float64{s.APIOverheadCI[0] / 1e3, s.APIOverheadCI[1] / 1e3}, 1), vsStateless(s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI, 2),
+				ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), slope)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+		for _, s := range res.Summary {
+			if s.TPS == tps {
+				if line := ablate.Conclusion(s); line != "" {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}
+	fmt.Fprint(w, `
+End to end is a rollout's model and tool time (the timing model's, the same in
+every trial) plus its API overhead: its turns times their mean overhead (a
+turn's latency less its model time) and the client's time between turns. × echo
+floor sets the round trips' median overhead against an echo of the same bytes
+and frames on the same loopback; µs per 1k ctx tokens is how a round trip's
+overhead grows with the context the step read (Theil-Sen). In brackets: 95%
+intervals (bootstrap over the turns; for medians, between order statistics),
+how far this run could have landed. --wide prints the tables behind them.
+`)
+	if wide {
+		printWide(w, res)
+	}
+}
+
+// vsStateless is a ratio to stateless with its interval to prec
+// decimals, "-" for none and for stateless itself.
+func vsStateless(r float64, ci [2]float64, prec int) string {
+	if r == 0 || ci == [2]float64{1, 1} {
+		return "-"
+	}
+	return ablate.WithInterval(r, ci, prec) + "×"
+}
+
+// speedsOf is the speeds of summaries, in the order they ran.
+func speedsOf(sums []ablate.Summary) []float64 {
+	var out []float64
+	for _, s := range sums {
+		if !slices.Contains(out, s.TPS) {
+			out = append(out, s.TPS)
+		}
+	}
+	return out
+}
+
+// printWide prints the tables behind the headline: each mode's trials as
+// measured, and its round trips against the echo floor.
+func printWide(w io.Writer, res *ablate.Results) {
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tok/s\tmode\tend to end\tp95\tmodel\ttools\tAPI overhead\tof e2e\te2e vs stateless\tsent\treceived\t")
+	fmt.Fprintln(tw, "tok/s\tmode\ttrials\tend to end p50, ms\tmax, ms\tmodel p50, ms\ttools p50, ms\tAPI overhead p50, ms\tof e2e\tsent\treceived\tCPU/turn, µs\t")
 	for _, s := range res.Summary {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t\n", rate(s.TPS), s.Mode, ms(s.ElapsedMedianUS), ms(s.ElapsedP95US),
-			ms(s.ModelMedianUS), ms(s.ToolsMedianUS), ms(s.OverheadMedianUS), 100*s.OverheadMedianUS/s.ElapsedMedianUS,
-			times(s.ElapsedVsStateless), size(int(s.BytesSentMedian)), size(int(s.BytesReceivedMedian)))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f%%\t%s\t%s\t%.0f\t\n", rate(s.TPS), s.Mode, s.Trials, s.ElapsedMedianUS/1e3, s.ElapsedMaxUS/1e3,
+			s.ModelMedianUS/1e3, s.ToolsMedianUS/1e3, s.OverheadMedianUS/1e3, 100*ratio(s.OverheadMedianUS, s.ElapsedMedianUS),
+			size(int(s.BytesSentMedian)), size(int(s.BytesReceivedMedian)), s.CPUPerTurnUS)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(tw, "tok/s\tmode\tround trips\toverhead p50\tp99\tfloor p50\tp99\t× floor p50 (95% CI)\tp99 (95% CI)\ttokenize p50\t× floor without\twarm floor\t× warm\tpacer late\tline at first\tat last\tgrowth (95% CI)\tµs per 1k tok (95% CI)\tCPU/turn\t")
+	fmt.Fprintln(tw, "tok/s\tmode\tround trips\toverhead p50, µs\tp99 (or max), µs\tfloor p50, µs\t× floor p50\t× floor p99\ttokenize p50, µs\t× floor without\twarm floor, µs\t× warm\tpacer late, µs\tline at first, µs\tat last, µs\t")
 	for _, s := range res.Summary {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rate(s.TPS), s.Mode, s.RoundTrips,
-			usec(s.RoundTripMedianUS), usec(s.RoundTripP99US), usec(s.FloorMedianUS), usec(s.FloorP99US),
-			ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), ablate.WithInterval(s.FloorRatioP99, s.FloorRatioP99CI, 1),
-			usec(s.RenderMedianUS), s.FloorRatioExRender, usec(s.WarmFloorMedianUS), s.WarmFloorRatio,
-			usec(s.PacerLateMedianUS), usec(s.FitFirstUS), usec(s.FitLastUS),
-			ablate.WithInterval(s.OverheadGrowth, s.OverheadGrowthCI, 2), ablate.WithInterval(s.SlopeUSPer1kTokens, s.SlopeCI, 1), usec(s.CPUPerTurnUS))
+		tail, p99ratio := "max "+strconv.FormatFloat(s.RoundTripMaxUS, 'f', 0, 64), "-"
+		if s.RoundTripP99US > 0 {
+			tail, p99ratio = strconv.FormatFloat(s.RoundTripP99US, 'f', 0, 64), ablate.WithInterval(s.FloorRatioP99, s.FloorRatioP99CI, 1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t\n", rate(s.TPS), s.Mode, s.RoundTrips,
+			ablate.WithInterval(s.RoundTripMedianUS, s.RoundTripMedianCI, 0), tail, s.FloorMedianUS,
+			ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), p99ratio,
+			s.RenderMedianUS, s.FloorRatioExRender, s.WarmFloorMedianUS, s.WarmFloorRatio,
+			s.PacerLateMedianUS, s.FitFirstUS, s.FitLastUS)
 	}
 	tw.Flush()
 	fmt.Fprint(w, `
-API overhead = end to end - model - tools, where model time is the timing model's
-for each step's uncached prompt and output tokens, plus how late the simulated
-model's last token came (pacer late: Go's timers wake up to 1 ms late here). A round trip is a turn that
-ends in a pause for tools (all but the first and the last); its overhead is its
-latency minus its model time; floor is an echo of the same bytes and frames on
-the same loopback, measured in the same run after as long an idle as the round
-trip's request followed (the client's tool time, up to 50 ms: an idle machine
-answers slower), and × floor the round trips' overhead p50 (p99) over their
-floors' p50 (p99); tokenize is the server's tokenizing of the round trip's new
-items (its timings), which a real server does as well, and the next column the
-floor ratio without it; warm floor is the fastest of three echoes back to back,
-the transport's best case, and × warm the overhead p50 over it. The line is overhead against
-the context each step read (Theil-Sen: the median of pairwise slopes, which one
-slow round trip does not move), at the first and the last round trip; growth is
-last over first. 95% CI: bootstrap intervals over the round trips, how far this
-run's figure could have landed. CPU/turn counts the whole process: the client
-and the in-process server.
+Per trial: medians over the trials, and the slowest (max); API overhead = end to
+end - model - tools, where model time is the timing model's for each step's
+uncached prompt and output tokens, plus how late the simulated model's last
+token came (pacer late: Go's timers wake up to 1 ms late here). Per round trip
+(a turn that ends in a pause for tools: all but the first and the last): floor
+is an echo of the same bytes and frames on the same loopback, measured in the
+same run after as long an idle as the round trip's request followed (the
+client's tool time, up to 50 ms: an idle machine answers slower); p99 only
+where the round trips carry it (its interval inside the sample), their maximum
+otherwise; tokenize is the server's tokenizing of the round trip's new items,
+which a real server does as well, and the next column the floor ratio without
+it; warm floor is the fastest of three echoes back to back, the transport's
+best case. The line is overhead against the context each step read
+(Theil-Sen), at the first and the last round trip. CPU/turn counts the whole
+process: the client and the in-process server.
 `)
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // count is n and noun, the noun plural (with an s) unless n is 1.
@@ -250,16 +332,6 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
-}
-
-func ms(us float64) string   { return strconv.FormatFloat(us/1e3, 'f', 1, 64) + " ms" }
-func usec(us float64) string { return strconv.FormatFloat(us, 'f', 0, 64) + " µs" }
-
-func times(r float64) string {
-	if r == 0 {
-		return "-"
-	}
-	return strconv.FormatFloat(r, 'f', 3, 64) + "×"
 }
 
 func rate(r float64) string {

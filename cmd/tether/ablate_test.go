@@ -13,29 +13,42 @@ import (
 )
 
 // TestAblate runs "tether ablate" on a tiny synthetic workload with the cost
-// model's knobs set: both tables on stdout with a row per mode, progress on
-// stderr, and every file of --out.
+// model's knobs set: the headline per speed (seven columns, a row per mode,
+// a conclusion per design against stateless) and with --wide the two
+// tables behind it on stdout, progress on stderr, and every file of --out.
+// With 2 round trips per mode, no slope and no p99 is printed.
 func TestAblate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var stdout, stderr strings.Builder
 	code := run(context.Background(), []string{"ablate", "--workload", "synthetic", "--calls", "3", "--tool-latency", "1ms",
 		"--output-bytes", "100", "--reps", "1", "--tps", "0,4000", "--hop-latency", "1ms", "--post-inference", "sync",
-		"--safety", "off", "--store-tokens", "--out", dir}, &stdout, &stderr)
+		"--safety", "off", "--store-tokens", "--wide", "--out", dir}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"API overhead", "round trips", "× floor p50", "report.html to " + dir} {
+	for _, want := range []string{"at unpaced tok/s:", "at 4000 tok/s:", "API overhead, ms", "round trips", "× floor p50", "report.html to " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
+	header := regexp.MustCompile(`(?m)^\s*mode\s.*$`).FindAllString(out, -1)
+	if len(header) != 2 || len(regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(header[0]), -1)) != 7 {
+		t.Errorf("headline headers %q, want two of seven columns", header)
+	}
 	for _, mode := range []string{"stateless", "chained", "turns", "suspend"} {
-		rows := regexp.MustCompile(`(?m)^\s+(unpaced|4000)\s+`+mode+`\s`).FindAllString(out, -1)
-		if n := len(rows); n != 4 { // two speeds, two tables
-			t.Errorf("%s: %d rows, want 4:\n%s", mode, n, out)
+		headline := regexp.MustCompile(`(?m)^\s*`+mode+`\s+[\d.]+ \([\d.]+–[\d.]+\)`).FindAllString(out, -1)
+		wide := regexp.MustCompile(`(?m)^\s+(unpaced|4000)\s+`+mode+`\s`).FindAllString(out, -1)
+		if len(headline) != 2 || len(wide) != 4 { // two speeds; two wide tables
+			t.Errorf("%s: %d headline rows (want 2), %d wide rows (want 4):\n%s", mode, len(headline), len(wide), out)
 		}
+		if mode != "stateless" && len(regexp.MustCompile(`(?m)^`+mode+`: .*API overhead.*; end to end .*; model and tools are \d+% of the time\.$`).FindAllString(out, -1)) != 2 {
+			t.Errorf("%s: no conclusion per speed:\n%s", mode, out)
+		}
+	}
+	if !strings.Contains(out, "needs 20 round trips") || !strings.Contains(out, "max ") {
+		t.Errorf("2 round trips a mode: want the slope and the p99 withheld:\n%s", out)
 	}
 	if !strings.Contains(stderr.String(), "ablate: 8/8 done") {
 		t.Errorf("no progress on stderr: %s", stderr.String())
@@ -90,7 +103,7 @@ func TestAblateHeaderCounts(t *testing.T) {
 		{12, 3, "(tether-scripted, 12 calls), 3 rounds, "},
 	} {
 		var b strings.Builder
-		printAblation(&b, &ablate.Results{Config: ablate.RunConfig{Workload: "synthetic", Model: "tether-scripted", Calls: tc.calls, Reps: tc.reps}})
+		printAblation(&b, &ablate.Results{Config: ablate.RunConfig{Workload: "synthetic", Model: "tether-scripted", Calls: tc.calls, Reps: tc.reps}}, false)
 		if first, _, _ := strings.Cut(b.String(), "\n"); !strings.Contains(first, tc.want) {
 			t.Errorf("%d calls, %d reps: header %q, want %q in it", tc.calls, tc.reps, first, tc.want)
 		}

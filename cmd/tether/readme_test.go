@@ -93,7 +93,7 @@ func TestWalkthrough(t *testing.T) {
 		`You said: \"Hello, tether\"`,           // the request's answer
 		"completed in",                          // tether run's summary
 		"suspend rollout of replay:calc-fix-12", // its header
-		"e2e vs stateless",                      // tether ablate's table
+		"model and tools are",                   // tether ablate's conclusion
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the walk-through's output lacks %q:\n%s", want, out)

@@ -88,8 +88,11 @@ func TestRunSynthetic(t *testing.T) {
 		if s.Trials != 2 || s.RoundTrips != 6 || s.ElapsedMedianUS <= 0 || s.FloorMedianUS <= 0 {
 			t.Errorf("summary %+v", s)
 		}
-		if s.Mode == "stateless" && s.ElapsedVsStateless != 1 {
-			t.Errorf("stateless against itself: %v", s.ElapsedVsStateless)
+		if s.Mode == "stateless" && (s.EndToEndVsStateless != 1 || s.APIOverheadVsStateless != 1) {
+			t.Errorf("stateless against itself: %v, %v", s.EndToEndVsStateless, s.APIOverheadVsStateless)
+		}
+		if s.EndToEndCI[0] > s.EndToEndUS || s.EndToEndCI[1] < s.EndToEndUS || s.EndToEndUS < s.ModelMedianUS+s.ToolsMedianUS {
+			t.Errorf("%s: end to end %v (%v), model %v, tools %v", s.Mode, s.EndToEndUS, s.EndToEndCI, s.ModelMedianUS, s.ToolsMedianUS)
 		}
 	}
 

@@ -18,16 +18,19 @@ import (
 var reportHTML string
 
 var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"ms":   func(us float64) string { return strconv.FormatFloat(us/1e3, 'f', 1, 64) },
-	"us":   func(us float64) string { return strconv.FormatFloat(us, 'f', 0, 64) },
-	"x":    func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
-	"pct":  func(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" },
-	"rate": rateLabel,
-	"div":  ratio,
-	"kb":   func(b float64) string { return strconv.FormatFloat(b/1e3, 'f', 1, 64) },
-	"dur":  func(us float64) string { return time.Duration(us * 1e3).String() },
-	"ci":   WithInterval,
-	"svg":  func(b []byte) template.HTML { return template.HTML(b) }, // our own gonum/plot output
+	"ms":         func(us float64) string { return strconv.FormatFloat(us/1e3, 'f', 1, 64) },
+	"us":         func(us float64) string { return strconv.FormatFloat(us, 'f', 0, 64) },
+	"x":          func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
+	"pct":        func(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" },
+	"rate":       rateLabel,
+	"div":        ratio,
+	"kb":         func(b float64) string { return strconv.FormatFloat(b/1e3, 'f', 1, 64) },
+	"dur":        func(us float64) string { return time.Duration(us * 1e3).String() },
+	"ci":         WithInterval,
+	"scale":      func(ci [2]float64, f float64) [2]float64 { return [2]float64{ci[0] * f, ci[1] * f} },
+	"conclusion": Conclusion,
+	"minSlope":   func() int { return MinSlopeRoundTrips },
+	"svg":        func(b []byte) template.HTML { return template.HTML(b) }, // our own gonum/plot output
 }).Parse(reportHTML))
 
 // WriteReport writes report.html, with charts drawn by Charts.

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion names the layout of results.json; results.schema.json (in
 // this package) is its JSON Schema. A change that breaks a reader bumps it.
-const SchemaVersion = "tether.ablate/v2"
+const SchemaVersion = "tether.ablate/v3"
 
 // Schema is the JSON Schema of results.json.
 //

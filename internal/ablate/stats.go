@@ -52,16 +52,20 @@ func fit(xs, ys []float64) (intercept, slope float64) {
 }
 
 // resamples is how many bootstrap resamples an interval takes.
-const resamples = 300
+const resamples = 1000
 
 // resample calls each with resamples draws of n indexes with replacement,
 // for bootstrap intervals. The seed is fixed: the same data give the same
 // intervals.
-func resample(n int, each func(idx []int)) {
+func resample(n int, each func(idx []int)) { resampleSeed(n, 0x7e7e, each) }
+
+// resampleSeed is resample with a seed of the caller's: two samples
+// resampled together draw apart.
+func resampleSeed(n int, seed uint64, each func(idx []int)) {
 	if n == 0 {
 		return
 	}
-	rng := rand.New(rand.NewPCG(uint64(n), 0x7e7e))
+	rng := rand.New(rand.NewPCG(uint64(n), seed))
 	idx := make([]int, n)
 	for range resamples {
 		for i := range idx {
@@ -83,6 +87,155 @@ func pick(xs []float64, idx []int) []float64 {
 		out[i] = xs[k]
 	}
 	return out
+}
+
+// binomCDF is P(B ≤ k) for B ~ Binomial(n, p).
+func binomCDF(k, n int, p float64) float64 {
+	if k < 0 {
+		return 0
+	}
+	if k >= n {
+		return 1
+	}
+	// The terms by their logarithms: n is at most a few thousand here.
+	lp, lq := math.Log(p), math.Log1p(-p)
+	lgN, _ := math.Lgamma(float64(n + 1))
+	var sum float64
+	for i := 0; i <= k; i++ {
+		lgI, _ := math.Lgamma(float64(i + 1))
+		lgR, _ := math.Lgamma(float64(n - i + 1))
+		sum += math.Exp(lgN - lgI - lgR + float64(i)*lp + float64(n-i)*lq)
+	}
+	return min(sum, 1)
+}
+
+// medianCI is the 95% interval of the median of xs: between two order
+// statistics (distribution-free), interpolated between neighbours as
+// Hettmansperger and Sheather do so that it covers 95%, not the 96–98% of
+// the nearest exact pair. ok is false for fewer than 6 values, which no
+// 95% interval of order statistics can hold.
+func medianCI(xs []float64) (ci [2]float64, ok bool) {
+	n := len(xs)
+	if n < 6 {
+		return ci, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	// cover(k) is the coverage of [x(k), x(n-k+1)] (1-based): P(k ≤ B ≤ n-k).
+	cover := func(k int) float64 { return binomCDF(n-k, n, 0.5) - binomCDF(k-1, n, 0.5) }
+	k := 1
+	for k+1 <= n/2 && cover(k+1) >= 0.95 {
+		k++
+	}
+	gk, gk1 := cover(k), cover(k+1)
+	lambda := 0.0
+	if gk > gk1 {
+		i := (gk - 0.95) / (gk - gk1)
+		lambda = float64(n-k) * i / (float64(k) + float64(n-2*k)*i)
+	}
+	at := func(r int) float64 { return s[r-1] }
+	ci[0] = (1-lambda)*at(k) + lambda*at(k+1)
+	ci[1] = (1-lambda)*at(n-k+1) + lambda*at(n-k)
+	return ci, true
+}
+
+// tailQuantile is the q-quantile of xs with its 95% interval between two
+// order statistics, when the sample can carry it: when both ends of the
+// interval are inside the sample. Otherwise carried is false, and what the
+// sample says of that tail is its maximum (for q above 0.5).
+func tailQuantile(xs []float64, q float64) (v float64, ci [2]float64, carried bool) {
+	n := len(xs)
+	if n == 0 {
+		return 0, ci, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	// The largest l with P(B < l) ≤ 2.5% and the smallest u with
+	// P(B ≥ u) ≤ 2.5%, B ~ Binomial(n, q): [x(l), x(u)] covers 95%.
+	l, u := 0, n+1
+	for r := 1; r <= n; r++ {
+		if binomCDF(r-1, n, q) <= 0.025 {
+			l = r
+		}
+	}
+	for r := n; r >= 1; r-- {
+		if 1-binomCDF(r-1, n, q) <= 0.025 {
+			u = r
+		}
+	}
+	if l < 1 || u > n {
+		return s[n-1], ci, false
+	}
+	return quantile(s, q), [2]float64{s[l-1], s[u-1]}, true
+}
+
+// slopeCI is the 95% percentile interval of the Theil–Sen slope of
+// (xs, ys) over resamples of the points.
+func slopeCI(xs, ys []float64) [2]float64 {
+	var slopes []float64
+	rx, ry := make([]float64, len(xs)), make([]float64, len(ys))
+	resample(len(xs), func(idx []int) {
+		for i, k := range idx {
+			rx[i], ry[i] = xs[k], ys[k]
+		}
+		_, b := fit(rx, ry)
+		slopes = append(slopes, b)
+	})
+	return ci95(slopes)
+}
+
+// mean is the arithmetic mean of xs; 0 for none.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// bootstrapCI is the 95% percentile interval of stat over resamples of
+// xs (with a seed of its own, so that the same data give the same
+// interval).
+func bootstrapCI(xs []float64, stat func([]float64) float64) [2]float64 {
+	var vals []float64
+	buf := make([]float64, len(xs))
+	resample(len(xs), func(idx []int) {
+		for i, k := range idx {
+			buf[i] = xs[k]
+		}
+		vals = append(vals, stat(buf))
+	})
+	return ci95(vals)
+}
+
+// ratioCI is the 95% percentile interval of sa(a)/sb(b) over resamples of
+// a and of b drawn apart (two independent samples).
+func ratioCI(a, b []float64, sa, sb func([]float64) float64) [2]float64 {
+	var va, vb []float64
+	ba, bb := make([]float64, len(a)), make([]float64, len(b))
+	resample(len(a), func(idx []int) {
+		for i, k := range idx {
+			ba[i] = a[k]
+		}
+		va = append(va, sa(ba))
+	})
+	resampleSeed(len(b), 0x5eed, func(idx []int) {
+		for i, k := range idx {
+			bb[i] = b[k]
+		}
+		vb = append(vb, sb(bb))
+	})
+	if len(va) != len(vb) {
+		return [2]float64{}
+	}
+	vals := make([]float64, len(va))
+	for i := range va {
+		vals[i] = ratio(va[i], vb[i])
+	}
+	return ci95(vals)
 }
 
 // ratio is a/b, 0 when b is 0.

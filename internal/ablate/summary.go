@@ -1,7 +1,10 @@
 package ablate
 
 // Summary is one mode at one speed over its trials. Durations are in
-// microseconds; "median" and "p95" are over trials unless they say turns.
+// microseconds. Every figure that a run can land differently on comes with
+// its 95% interval (CI95), and a figure the sample cannot carry is not
+// given: a tail quantile the round trips are too few for is left at 0 and
+// their maximum given instead; a slope needs MinSlopeRoundTrips.
 //
 // A round trip is a turn that ends in a pause for client tools: every turn
 // but the first (which sends the task) and the last (which ends with the
@@ -12,12 +15,30 @@ type Summary struct {
 	TPS    float64 `json:"tps"`
 	Trials int     `json:"trials"`
 
+	// The headline. A rollout's end to end is its model time and tool time
+	// (computed, the same in every trial: medians), what the client does
+	// between turns (the median trial's), and its turns' API overhead: the
+	// turns per trial times their mean overhead, for a sum of turns is
+	// what a rollout pays. The intervals resample the turns.
+	TurnsPerTrial   float64    `json:"turns_per_trial"`
+	EndToEndUS      float64    `json:"end_to_end_us"`
+	EndToEndCI      [2]float64 `json:"end_to_end_ci95"`
+	APIOverheadUS   float64    `json:"api_overhead_us"` // per rollout: turns × mean turn overhead, and between turns
+	APIOverheadCI   [2]float64 `json:"api_overhead_ci95"`
+	ModelToolsShare float64    `json:"model_and_tools_share"` // (model + tools) / end to end
+	// Against stateless at the same speed (0 when it did not run), with
+	// intervals that resample both modes' turns apart.
+	EndToEndVsStateless      float64    `json:"end_to_end_vs_stateless"`
+	EndToEndVsStatelessCI    [2]float64 `json:"end_to_end_vs_stateless_ci95"`
+	APIOverheadVsStateless   float64    `json:"api_overhead_vs_stateless"`
+	APIOverheadVsStatelessCI [2]float64 `json:"api_overhead_vs_stateless_ci95"`
+
+	// Over trials, as measured: the median trial and the slowest.
 	ElapsedMedianUS  float64 `json:"elapsed_median_us"`
-	ElapsedP95US     float64 `json:"elapsed_p95_us"`
+	ElapsedMaxUS     float64 `json:"elapsed_max_us"`
 	ModelMedianUS    float64 `json:"model_median_us"`
 	ToolsMedianUS    float64 `json:"tools_median_us"`
 	OverheadMedianUS float64 `json:"overhead_median_us"` // elapsed - model - tools
-	OverheadP95US    float64 `json:"overhead_p95_us"`
 	// BeyondModelAndTools is elapsed / (model + tools) - 1 of the median
 	// trial: the share the API adds to what the model and the tools take.
 	BeyondModelAndTools float64 `json:"beyond_model_and_tools"`
@@ -25,29 +46,31 @@ type Summary struct {
 	// Round trips. First and last are the median overhead of the first
 	// three and the last three (median over trials). The line is a
 	// Theil–Sen fit of overhead against the context each step read, over
-	// every round trip of every trial: its slope, its values at the first
-	// and the last round trip's context, and growth, the ratio of the two.
-	// The ratios to the floor set the median (p99) overhead of the round
-	// trips against the median (p99) of their floors, each measured after
-	// the round trip's own idle (see measureFloor); the warm ratio against
-	// the median of their warm floors. CI95 are 95% bootstrap intervals
-	// over the round trips.
+	// every round trip of every trial: its slope (when carried), and its
+	// values at the first and the last round trip's context. The ratios to
+	// the floor set the median (p99) overhead of the round trips against
+	// the median (p99) of their floors, each measured after the round
+	// trip's own idle (see measureFloor); the warm ratio against the
+	// median of their warm floors. CI95 are 95% intervals: of a median,
+	// between order statistics; of a ratio or a slope, bootstrap
+	// percentiles over the round trips.
 	RoundTrips         int        `json:"round_trips"`
 	FirstOverheadUS    float64    `json:"first_round_trips_overhead_us"`
 	LastOverheadUS     float64    `json:"last_round_trips_overhead_us"`
 	FitFirstUS         float64    `json:"overhead_fit_first_us"`
 	FitLastUS          float64    `json:"overhead_fit_last_us"`
-	OverheadGrowth     float64    `json:"overhead_growth"` // fit last / fit first
-	OverheadGrowthCI   [2]float64 `json:"overhead_growth_ci95"`
+	SlopeCarried       bool       `json:"overhead_slope_carried"` // at least MinSlopeRoundTrips round trips over more than one context
 	SlopeUSPer1kTokens float64    `json:"overhead_slope_us_per_1k_tokens"`
 	SlopeCI            [2]float64 `json:"overhead_slope_ci95"`
 	RoundTripMedianUS  float64    `json:"round_trip_overhead_median_us"` // over round trips
-	RoundTripP99US     float64    `json:"round_trip_overhead_p99_us"`
+	RoundTripMedianCI  [2]float64 `json:"round_trip_overhead_median_ci95"`
+	RoundTripP99US     float64    `json:"round_trip_overhead_p99_us"` // 0 unless the round trips carry a p99
+	RoundTripMaxUS     float64    `json:"round_trip_overhead_max_us"`
 	FloorMedianUS      float64    `json:"floor_median_us"` // the echo floor of the same round trips
 	FloorP99US         float64    `json:"floor_p99_us"`
 	FloorRatioMedian   float64    `json:"floor_ratio_median"` // overhead p50 / floor p50
 	FloorRatioMedianCI [2]float64 `json:"floor_ratio_median_ci95"`
-	FloorRatioP99      float64    `json:"floor_ratio_p99"` // overhead p99 / floor p99
+	FloorRatioP99      float64    `json:"floor_ratio_p99"` // overhead p99 / floor p99, 0 unless carried
 	FloorRatioP99CI    [2]float64 `json:"floor_ratio_p99_ci95"`
 	WarmFloorMedianUS  float64    `json:"warm_floor_median_us"`
 	WarmFloorRatio     float64    `json:"warm_floor_ratio_median"` // overhead p50 / warm floor p50
@@ -62,10 +85,14 @@ type Summary struct {
 	BytesReceivedMedian float64 `json:"bytes_received_median"`
 	CPUPerTurnUS        float64 `json:"cpu_per_turn_us"` // process CPU (client and in-process server) per turn, median trial
 
-	// Against stateless at the same speed (0 when it did not run).
-	ElapsedVsStateless  float64 `json:"elapsed_vs_stateless"`
-	OverheadVsStateless float64 `json:"overhead_vs_stateless"`
+	turns []float64 // every turn's overhead, for the intervals against stateless
+	fixed float64   // end to end less the turns' overhead: model, tools, between turns
 }
+
+// MinSlopeRoundTrips is the fewest round trips a slope of overhead against
+// context is given for: fewer scatter it past reading (a --quick run's 9
+// gave a negative slope).
+const MinSlopeRoundTrips = 20
 
 // summarize groups trials by speed and mode, in the order they first ran
 // at each speed.
@@ -90,19 +117,48 @@ func summarize(trials []Trial) []Summary {
 	for i := range out {
 		for _, base := range out {
 			if base.Mode == "stateless" && base.TPS == out[i].TPS {
-				out[i].ElapsedVsStateless = ratio(out[i].ElapsedMedianUS, base.ElapsedMedianUS)
-				out[i].OverheadVsStateless = ratio(out[i].OverheadMedianUS, base.OverheadMedianUS)
+				out[i].vsStateless(base)
 			}
 		}
 	}
 	return out
 }
 
+// vsStateless sets s's figures against base, stateless at its speed.
+func (s *Summary) vsStateless(base Summary) {
+	s.EndToEndVsStateless = ratio(s.EndToEndUS, base.EndToEndUS)
+	s.APIOverheadVsStateless = ratio(s.APIOverheadUS, base.APIOverheadUS)
+	if s.Mode == base.Mode { // itself: exactly 1
+		s.EndToEndVsStatelessCI, s.APIOverheadVsStatelessCI = [2]float64{1, 1}, [2]float64{1, 1}
+		return
+	}
+	if len(s.turns) == 0 || len(base.turns) == 0 {
+		return
+	}
+	e2e := func(sm Summary) func([]float64) float64 {
+		return func(o []float64) float64 { return sm.fixed + sm.TurnsPerTrial*mean(o) }
+	}
+	s.EndToEndVsStatelessCI = ratioCI(s.turns, base.turns, e2e(*s), e2e(base))
+	// The overhead between turns is a constant of each mode, in both.
+	api := func(sm Summary) func([]float64) float64 {
+		between := sm.APIOverheadUS - sm.TurnsPerTrial*mean(sm.turns)
+		return func(o []float64) float64 { return between + sm.TurnsPerTrial*mean(o) }
+	}
+	s.APIOverheadVsStatelessCI = ratioCI(s.turns, base.turns, api(*s), api(base))
+}
+
 func summarizeGroup(ts []Trial) Summary {
 	s := Summary{Mode: ts[0].Mode, TPS: ts[0].TPS, Trials: len(ts)}
 	var elapsed, model, tools, overhead, sent, received, cpu, first, last, firstCtx, lastCtx []float64
-	var rt, floor, warm, render, late, ctx, exRender []float64
+	var rt, floor, warm, render, late, ctx, exRender, between, nturns []float64
 	for _, t := range ts {
+		var sum float64
+		for _, tn := range t.Turns {
+			s.turns = append(s.turns, tn.OverheadUS)
+			sum += tn.OverheadUS
+		}
+		between = append(between, t.OverheadUS-sum)
+		nturns = append(nturns, float64(len(t.Turns)))
 		elapsed = append(elapsed, t.ElapsedUS)
 		model = append(model, t.ModelUS)
 		tools = append(tools, t.ToolsUS)
@@ -132,32 +188,48 @@ func summarizeGroup(ts []Trial) Summary {
 		}
 		s.RoundTrips += len(trips)
 	}
-	s.ElapsedMedianUS, s.ElapsedP95US = quantile(elapsed, 0.5), quantile(elapsed, 0.95)
-	s.ModelMedianUS, s.ToolsMedianUS = quantile(model, 0.5), quantile(tools, 0.5)
-	s.OverheadMedianUS, s.OverheadP95US = quantile(overhead, 0.5), quantile(overhead, 0.95)
+	s.ElapsedMedianUS, s.ModelMedianUS, s.ToolsMedianUS = quantile(elapsed, 0.5), quantile(model, 0.5), quantile(tools, 0.5)
+	s.ElapsedMaxUS = quantile(elapsed, 1)
+	s.OverheadMedianUS = quantile(overhead, 0.5)
 	s.BeyondModelAndTools = ratio(s.ElapsedMedianUS, s.ModelMedianUS+s.ToolsMedianUS) - 1
 	s.FirstOverheadUS, s.LastOverheadUS = quantile(first, 0.5), quantile(last, 0.5)
 
+	s.TurnsPerTrial = quantile(nturns, 0.5)
+	gap := quantile(between, 0.5)
+	s.fixed = s.ModelMedianUS + s.ToolsMedianUS + gap
+	perRollout := func(o []float64) float64 { return gap + s.TurnsPerTrial*mean(o) }
+	s.APIOverheadUS, s.APIOverheadCI = perRollout(s.turns), bootstrapCI(s.turns, perRollout)
+	s.EndToEndUS = s.fixed - gap + s.APIOverheadUS
+	s.EndToEndCI = [2]float64{s.EndToEndUS - s.APIOverheadUS + s.APIOverheadCI[0], s.EndToEndUS - s.APIOverheadUS + s.APIOverheadCI[1]}
+	s.ModelToolsShare = ratio(s.ModelMedianUS+s.ToolsMedianUS, s.EndToEndUS)
+
 	x0, x1 := quantile(firstCtx, 0.5), quantile(lastCtx, 0.5)
-	growth := func(a, b float64) float64 { return ratio(a+b*x1, a+b*x0) }
 	a, b := fit(ctx, rt)
-	s.SlopeUSPer1kTokens, s.FitFirstUS, s.FitLastUS, s.OverheadGrowth = b, a+b*x0, a+b*x1, growth(a, b)
+	s.FitFirstUS, s.FitLastUS = a+b*x0, a+b*x1
+	if len(rt) >= MinSlopeRoundTrips && x1 > x0 {
+		s.SlopeCarried, s.SlopeUSPer1kTokens, s.SlopeCI = true, b, slopeCI(ctx, rt)
+	}
+	s.RoundTripMedianUS = quantile(rt, 0.5)
+	s.RoundTripMedianCI, _ = medianCI(rt)
+	s.RoundTripMaxUS = quantile(rt, 1)
+	s.FloorMedianUS = quantile(floor, 0.5)
+	s.FloorRatioMedian = ratio(s.RoundTripMedianUS, s.FloorMedianUS)
 	vsFloor := func(q float64, idx []int) float64 {
 		return ratio(quantile(pick(rt, idx), q), quantile(pick(floor, idx), q))
 	}
-	var slopes, growths, medians, p99s []float64
+	var medians, p99s []float64
+	p99, _, carried := tailQuantile(rt, 0.99)
 	resample(len(rt), func(idx []int) {
-		a, b := fit(pick(ctx, idx), pick(rt, idx))
-		slopes, growths = append(slopes, b), append(growths, growth(a, b))
-		medians, p99s = append(medians, vsFloor(0.5, idx)), append(p99s, vsFloor(0.99, idx))
+		medians = append(medians, vsFloor(0.5, idx))
+		if carried {
+			p99s = append(p99s, vsFloor(0.99, idx))
+		}
 	})
-	s.SlopeCI, s.OverheadGrowthCI = ci95(slopes), ci95(growths)
-
-	s.RoundTripMedianUS, s.RoundTripP99US = quantile(rt, 0.5), quantile(rt, 0.99)
-	s.FloorMedianUS, s.FloorP99US = quantile(floor, 0.5), quantile(floor, 0.99)
-	s.FloorRatioMedian = ratio(s.RoundTripMedianUS, s.FloorMedianUS)
-	s.FloorRatioP99 = ratio(s.RoundTripP99US, s.FloorP99US)
-	s.FloorRatioMedianCI, s.FloorRatioP99CI = ci95(medians), ci95(p99s)
+	s.FloorRatioMedianCI = ci95(medians)
+	if carried {
+		s.RoundTripP99US, s.FloorP99US = p99, quantile(floor, 0.99)
+		s.FloorRatioP99, s.FloorRatioP99CI = ratio(s.RoundTripP99US, s.FloorP99US), ci95(p99s)
+	}
 	s.WarmFloorMedianUS = quantile(warm, 0.5)
 	s.WarmFloorRatio = ratio(s.RoundTripMedianUS, s.WarmFloorMedianUS)
 	s.RenderMedianUS = quantile(render, 0.5)

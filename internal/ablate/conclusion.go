@@ -1,0 +1,48 @@
+package ablate
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Conclusion is one sentence on what s shows against stateless at its
+// speed, and how sure: the change in API overhead and end to end with
+// their 95% intervals, "no clear difference" when an interval holds no
+// change, and the share of the time the model and the tools take. It is
+// "" for stateless itself, and for a mode without stateless to set it
+// against.
+func Conclusion(s Summary) string {
+	if s.Mode == "stateless" || s.APIOverheadVsStateless == 0 || s.EndToEndVsStateless == 0 {
+		return ""
+	}
+	r, ci := s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI
+	var api string
+	switch {
+	case ci[1] < 1:
+		api = fmt.Sprintf("%s× less API overhead than stateless [%s–%s]", num(1/r), num(1/ci[1]), num(1/ci[0]))
+	case ci[0] > 1:
+		api = fmt.Sprintf("%s× more API overhead than stateless [%s–%s]", num(r), num(ci[0]), num(ci[1]))
+	default:
+		api = fmt.Sprintf("no clear difference in API overhead from stateless (%s× [%s–%s])", num(r), num(ci[0]), num(ci[1]))
+	}
+	e, eci := s.EndToEndVsStateless, s.EndToEndVsStatelessCI
+	pct := func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) }
+	var e2e string
+	switch {
+	case eci[1] < 1:
+		e2e = fmt.Sprintf("end to end %s%% faster [%s–%s]", pct(1-e), pct(1-eci[1]), pct(1-eci[0]))
+	case eci[0] > 1:
+		e2e = fmt.Sprintf("end to end %s%% slower [%s–%s]", pct(e-1), pct(eci[0]-1), pct(eci[1]-1))
+	default:
+		e2e = fmt.Sprintf("end to end no clear difference (%s%% [%s–%s])", pct(e-1), pct(eci[0]-1), pct(eci[1]-1))
+	}
+	return fmt.Sprintf("%s: %s; %s; model and tools are %s%% of the time.", s.Mode, api, e2e, strconv.FormatFloat(100*s.ModelToolsShare, 'f', 0, 64))
+}
+
+// num is a ratio with two significant decimals below 10, one above.
+func num(x float64) string {
+	if x >= 10 {
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
+}

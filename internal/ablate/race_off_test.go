@@ -1,0 +1,5 @@
+//go:build !race
+
+package ablate
+
+const raceEnabled = false
