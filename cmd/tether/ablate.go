@@ -21,6 +21,9 @@ import (
 // ablateCmd runs "tether ablate": one workload through every design, side
 // by side, and a table of where the time went.
 func ablateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "compare" {
+		return ablateCompare(args[1:], stdout, stderr)
+	}
 	fs := newCommand("ablate", `Usage: tether ablate [flags]
 
 Runs one agent workload through every design of the Responses API
@@ -41,6 +44,8 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	ttft := fs.Duration("ttft", 0, "model time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
+	precision := fs.String("precision", "", "add rounds past --reps, the modes interleaved, until every headline figure (end to end and API overhead, and their ratios to stateless) is within ±this of it at 95%, such as 5%; or until --max-time")
+	maxTime := fs.Duration("max-time", 10*time.Minute, "with --precision: stop adding rounds once the run has taken this long, and say which figures are still wider")
 	wide := fs.Bool("wide", false, "print the wide tables too: end to end as measured per trial, and each round trip against the echo floor")
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	var urls []string
@@ -91,6 +96,14 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	}
 	if len(urls) > 0 {
 		cfg.URL, cfg.Fallbacks = urls[0], urls[1:]
+	}
+	if *precision != "" {
+		p, err := parsePercent(*precision)
+		if err != nil || p <= 0 || p >= 1 {
+			fmt.Fprintf(stderr, "tether: ablate: --precision %q: want a share between 0 and 100%%, such as 5%% or 0.05\n", *precision)
+			return 2
+		}
+		cfg.Precision, cfg.MaxTime = p, *maxTime
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.APIKey = *reps, *ttft, *prefillRate, *apiKey
 	cfg.WTURL, cfg.CertHash, cfg.Store = *wtURL, *certHash, *store
@@ -238,6 +251,17 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 			}
 		}
 	}
+	for _, p := range res.Precision {
+		at := ""
+		if len(speeds) > 1 {
+			at = " at " + rate(p.TPS) + " tok/s"
+		}
+		if p.Reached {
+			fmt.Fprintf(w, "Precision ±%s reached%s after %s: every headline figure's interval is within it.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, count(p.Rounds, "round"))
+		} else {
+			fmt.Fprintf(w, "Precision ±%s not reached%s in --max-time (%s): still wider: %s.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, count(p.Rounds, "round"), strings.Join(p.Left, ", "))
+		}
+	}
 	fmt.Fprint(w, `
 End to end is a rollout's model and tool time (the timing model's, the same in
 every trial) plus its API overhead: its turns times their mean overhead (a
@@ -251,6 +275,15 @@ how far this run could have landed. --wide prints the tables behind them.
 	if wide {
 		printWide(w, res)
 	}
+}
+
+// parsePercent reads "5%" as 0.05, and "0.05" as it is.
+func parsePercent(s string) (float64, error) {
+	if v, ok := strings.CutSuffix(s, "%"); ok {
+		p, err := strconv.ParseFloat(v, 64)
+		return p / 100, err
+	}
+	return strconv.ParseFloat(s, 64)
 }
 
 // vsStateless is a ratio to stateless with its interval to prec

@@ -194,3 +194,47 @@ func TestAblateURLTiming(t *testing.T) {
 		}
 	}
 }
+
+// TestAblateCompareAndPrecision: two tiny runs, the second with
+// --precision, set side by side by "tether ablate compare": a row per mode
+// and figure, each with its change and p (or "~"); the precision run says
+// what it reached and records it. Bad input: one file, or a file that is
+// not results.json, is a clear error.
+func TestAblateCompareAndPrecision(t *testing.T) {
+	t.Parallel()
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	for i, extra := range [][]string{nil, {"--precision", "40%", "--max-time", "20s"}} {
+		var stdout, stderr strings.Builder
+		args := append([]string{"ablate", "--workload", "synthetic", "--calls", "4", "--tool-latency", "1ms", "--output-bytes", "100",
+			"--reps", "2", "--tps", "0", "--modes", "stateless,suspend", "--out", dirs[i]}, extra...)
+		if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, stderr.String())
+		}
+		if i == 1 && !regexp.MustCompile(`(?m)^Precision ±40% (reached after \d+ rounds?: .*|not reached in --max-time .*still wider: .+\.)$`).MatchString(stdout.String()) {
+			t.Errorf("the precision run does not say what it reached:\n%s", stdout.String())
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dirs[1], "results.json"))
+	if !strings.Contains(string(b), `"precision": [`) {
+		t.Errorf("results.json records no precision outcome")
+	}
+	var stdout, stderr strings.Builder
+	a, bb := filepath.Join(dirs[0], "results.json"), filepath.Join(dirs[1], "results.json")
+	if code := run(t.Context(), []string{"ablate", "compare", a, bb}, &stdout, &stderr); code != 0 {
+		t.Fatalf("compare: exit %d: %s", code, stderr.String())
+	}
+	for _, mode := range []string{"stateless", "suspend"} {
+		for _, figure := range []string{"end to end, ms", "API overhead, ms", "round trip p50, µs"} {
+			row := regexp.MustCompile(`(?m)^\s+unpaced\s+` + mode + `\s+` + regexp.QuoteMeta(figure) + `\s+[\d.]+ \(.+\)\s+[\d.]+ \(.+\)\s+[+-][\d.]+% \[.+\]\s+(~ \()?p=[\d.]+\)?$`)
+			if !row.MatchString(stdout.String()) {
+				t.Errorf("no %s %s row:\n%s", mode, figure, stdout.String())
+			}
+		}
+	}
+	for _, args := range [][]string{{"ablate", "compare", a}, {"ablate", "compare", a, filepath.Join(dirs[0], "turns.csv")}} {
+		var stdout, stderr strings.Builder
+		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "tether ablate compare: ") {
+			t.Errorf("%v: exit %d, %s", args, code, stderr.String())
+		}
+	}
+}

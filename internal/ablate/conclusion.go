@@ -34,9 +34,17 @@ func Conclusion(s Summary) string {
 	case eci[0] > 1:
 		e2e = fmt.Sprintf("end to end %s%% slower [%s–%s]", pct(e-1), pct(eci[0]-1), pct(eci[1]-1))
 	default:
-		e2e = fmt.Sprintf("end to end no clear difference (%s%% [%s–%s])", pct(e-1), pct(eci[0]-1), pct(eci[1]-1))
+		e2e = fmt.Sprintf("end to end no clear difference (%s%% [%s to %s])", signed(pct(e-1)), signed(pct(eci[0]-1)), signed(pct(eci[1]-1)))
 	}
-	return fmt.Sprintf("%s: %s; %s; model and tools are %s%% of the time.", s.Mode, api, e2e, strconv.FormatFloat(100*s.ModelToolsShare, 'f', 0, 64))
+	return fmt.Sprintf("%s: %s; %s; model and tools are %s%% of the time.", s.Mode, api, e2e, strconv.FormatFloat(100*s.ModelToolsShare, 'f', 1, 64))
+}
+
+// signed is a formatted number with its sign: "+0.1", "-0.3".
+func signed(s string) string {
+	if len(s) > 0 && s[0] != '-' {
+		return "+" + s
+	}
+	return s
 }
 
 // num is a ratio with two significant decimals below 10, one above.

@@ -39,6 +39,12 @@ type Config struct {
 	// redis:// URL (chained mode then reads and writes Redis).
 	Store string
 	Reps  int
+	// Precision, when above 0, adds rounds past Reps (the modes
+	// interleaved, their order rotating on) until every figure of the
+	// headline at a speed is within ±Precision of it at 95% (see
+	// Imprecise), or MaxTime has passed since the run began.
+	Precision float64
+	MaxTime   time.Duration
 	// URL targets a running server (its base URL, as OpenAI clients take
 	// it) instead of one started in-process. Its timing must be the one
 	// given here, or the model time ablate computes is wrong: the first
@@ -155,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res.Machine.InProcess = cfg.URL == ""
 	run := strconv.FormatInt(res.Started.UnixNano(), 36) // keeps keys apart across runs against one --url
 	total, done := len(cfg.Speeds)*cfg.Reps*len(cfg.Modes), 0
+	began := time.Now()
 	for _, tps := range cfg.Speeds {
 		timing := sampler.Timing{TPS: tps, TTFT: cfg.TTFT, PrefillRate: cfg.PrefillRate}
 		tg, err := startTarget(cfg, timing)
@@ -162,7 +169,18 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			return nil, err
 		}
 		err = warmUp(ctx, cfg, tg, timing, run)
-		for rep := 0; rep < cfg.Reps && err == nil; rep++ {
+		var left []string // the figures not yet precise enough, with Precision
+		for rep := 0; err == nil; rep++ {
+			if rep >= cfg.Reps {
+				if cfg.Precision <= 0 {
+					break
+				}
+				if left = Imprecise(summarize(trialsAt(res.Trials, tps)), cfg.Precision); len(left) == 0 || time.Since(began) > cfg.MaxTime {
+					res.Precision = append(res.Precision, PrecisionOutcome{TPS: tps, Target: cfg.Precision, Rounds: rep, Reached: len(left) == 0, Left: left})
+					break
+				}
+				total += len(cfg.Modes)
+			}
 			for i := range cfg.Modes {
 				mode := cfg.Modes[(i+rep)%len(cfg.Modes)]
 				if cfg.Progress != nil {

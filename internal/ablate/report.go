@@ -27,7 +27,7 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"kb":         func(b float64) string { return strconv.FormatFloat(b/1e3, 'f', 1, 64) },
 	"dur":        func(us float64) string { return time.Duration(us * 1e3).String() },
 	"ci":         WithInterval,
-	"scale":      func(ci [2]float64, f float64) [2]float64 { return [2]float64{ci[0] * f, ci[1] * f} },
+	"scale":      scaled,
 	"conclusion": Conclusion,
 	"minSlope":   func() int { return MinSlopeRoundTrips },
 	"svg":        func(b []byte) template.HTML { return template.HTML(b) }, // our own gonum/plot output

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -31,6 +32,19 @@ type Results struct {
 	Trials  []Trial   `json:"trials"`
 	// Summary is one row per mode and speed, in the order of the config.
 	Summary []Summary `json:"summary"`
+	// Precision is, with --precision, what each speed reached.
+	Precision []PrecisionOutcome `json:"precision,omitempty"`
+}
+
+// PrecisionOutcome is how a speed's rounds ended under --precision: with
+// every headline figure within ±Target of it (Reached), or out of time
+// with the figures in Left still wider.
+type PrecisionOutcome struct {
+	TPS     float64  `json:"tps"`
+	Target  float64  `json:"target"`
+	Rounds  int      `json:"rounds"`
+	Reached bool     `json:"reached"`
+	Left    []string `json:"left,omitempty"`
 }
 
 // Machine is where the run ran.
@@ -87,6 +101,18 @@ func machine() Machine {
 		}
 	}
 	return m
+}
+
+// ReadResults reads a results.json, of this schema only.
+func ReadResults(r io.Reader) (*Results, error) {
+	var res Results
+	if err := json.NewDecoder(r).Decode(&res); err != nil {
+		return nil, fmt.Errorf("ablate: results: %w", err)
+	}
+	if res.Schema != SchemaVersion {
+		return nil, fmt.Errorf("ablate: results of schema %q; this tether reads %s", res.Schema, SchemaVersion)
+	}
+	return &res, nil
 }
 
 // WriteJSON writes results.json.

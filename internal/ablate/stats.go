@@ -1,6 +1,7 @@
 package ablate
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -214,6 +215,12 @@ func bootstrapCI(xs []float64, stat func([]float64) float64) [2]float64 {
 // ratioCI is the 95% percentile interval of sa(a)/sb(b) over resamples of
 // a and of b drawn apart (two independent samples).
 func ratioCI(a, b []float64, sa, sb func([]float64) float64) [2]float64 {
+	return ci95(ratioBoot(a, b, sa, sb))
+}
+
+// ratioBoot is the bootstrap distribution of sa(a)/sb(b): resamples of a
+// and of b drawn apart.
+func ratioBoot(a, b []float64, sa, sb func([]float64) float64) []float64 {
 	var va, vb []float64
 	ba, bb := make([]float64, len(a)), make([]float64, len(b))
 	resample(len(a), func(idx []int) {
@@ -229,13 +236,51 @@ func ratioCI(a, b []float64, sa, sb func([]float64) float64) [2]float64 {
 		vb = append(vb, sb(bb))
 	})
 	if len(va) != len(vb) {
-		return [2]float64{}
+		return nil
 	}
 	vals := make([]float64, len(va))
 	for i := range va {
 		vals[i] = ratio(va[i], vb[i])
 	}
-	return ci95(vals)
+	return vals
+}
+
+// bootP is the two-sided bootstrap p-value of "the ratio is 1": twice the
+// share of the bootstrap ratios on the far side of 1 (at least one
+// resample's worth, so that it is never 0).
+func bootP(vals []float64) float64 {
+	if len(vals) == 0 {
+		return 1
+	}
+	var below, above int
+	for _, v := range vals {
+		switch {
+		case v < 1:
+			below++
+		case v > 1:
+			above++
+		}
+	}
+	far := max(min(below, above), 1)
+	return min(1, 2*float64(far)/float64(len(vals)))
+}
+
+// holm adjusts p-values for testing them all at once (Holm–Bonferroni):
+// the i-th smallest of m is multiplied by m-i, and kept from falling below
+// those before it.
+func holm(ps []float64) []float64 {
+	idx := make([]int, len(ps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ps[a], ps[b]) })
+	out := make([]float64, len(ps))
+	running := 0.0
+	for rank, i := range idx {
+		running = max(running, min(1, float64(len(ps)-rank)*ps[i]))
+		out[i] = running
+	}
+	return out
 }
 
 // ratio is a/b, 0 when b is 0.
@@ -247,8 +292,13 @@ func ratio(a, b float64) float64 {
 }
 
 // WithInterval formats v and its 95% interval as "5.7 (5.1–6.2)", with
-// prec decimals.
+// prec decimals; "-76 (-154 to -9)" when a bound is negative, where a dash
+// would read as a minus.
 func WithInterval(v float64, ci [2]float64, prec int) string {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', prec, 64) }
-	return f(v) + " (" + f(ci[0]) + "–" + f(ci[1]) + ")"
+	sep := "–"
+	if ci[0] < 0 || ci[1] < 0 {
+		sep = " to "
+	}
+	return f(v) + " (" + f(ci[0]) + sep + f(ci[1]) + ")"
 }

@@ -86,7 +86,17 @@ type Summary struct {
 	CPUPerTurnUS        float64 `json:"cpu_per_turn_us"` // process CPU (client and in-process server) per turn, median trial
 
 	turns []float64 // every turn's overhead, for the intervals against stateless
+	trips []float64 // every round trip's overhead
 	fixed float64   // end to end less the turns' overhead: model, tools, between turns
+}
+
+// endToEnd is the end to end of s with turn overheads o: what a resample
+// of its turns would give.
+func (s *Summary) endToEnd(o []float64) float64 { return s.fixed + s.TurnsPerTrial*mean(o) }
+
+// apiOverhead is the API overhead of s with turn overheads o.
+func (s *Summary) apiOverhead(o []float64) float64 {
+	return s.fixed - s.ModelMedianUS - s.ToolsMedianUS + s.TurnsPerTrial*mean(o)
 }
 
 // MinSlopeRoundTrips is the fewest round trips a slope of overhead against
@@ -135,16 +145,8 @@ func (s *Summary) vsStateless(base Summary) {
 	if len(s.turns) == 0 || len(base.turns) == 0 {
 		return
 	}
-	e2e := func(sm Summary) func([]float64) float64 {
-		return func(o []float64) float64 { return sm.fixed + sm.TurnsPerTrial*mean(o) }
-	}
-	s.EndToEndVsStatelessCI = ratioCI(s.turns, base.turns, e2e(*s), e2e(base))
-	// The overhead between turns is a constant of each mode, in both.
-	api := func(sm Summary) func([]float64) float64 {
-		between := sm.APIOverheadUS - sm.TurnsPerTrial*mean(sm.turns)
-		return func(o []float64) float64 { return between + sm.TurnsPerTrial*mean(o) }
-	}
-	s.APIOverheadVsStatelessCI = ratioCI(s.turns, base.turns, api(*s), api(base))
+	s.EndToEndVsStatelessCI = ratioCI(s.turns, base.turns, s.endToEnd, base.endToEnd)
+	s.APIOverheadVsStatelessCI = ratioCI(s.turns, base.turns, s.apiOverhead, base.apiOverhead)
 }
 
 func summarizeGroup(ts []Trial) Summary {
@@ -195,12 +197,9 @@ func summarizeGroup(ts []Trial) Summary {
 	s.FirstOverheadUS, s.LastOverheadUS = quantile(first, 0.5), quantile(last, 0.5)
 
 	s.TurnsPerTrial = quantile(nturns, 0.5)
-	gap := quantile(between, 0.5)
-	s.fixed = s.ModelMedianUS + s.ToolsMedianUS + gap
-	perRollout := func(o []float64) float64 { return gap + s.TurnsPerTrial*mean(o) }
-	s.APIOverheadUS, s.APIOverheadCI = perRollout(s.turns), bootstrapCI(s.turns, perRollout)
-	s.EndToEndUS = s.fixed - gap + s.APIOverheadUS
-	s.EndToEndCI = [2]float64{s.EndToEndUS - s.APIOverheadUS + s.APIOverheadCI[0], s.EndToEndUS - s.APIOverheadUS + s.APIOverheadCI[1]}
+	s.fixed = s.ModelMedianUS + s.ToolsMedianUS + quantile(between, 0.5)
+	s.APIOverheadUS, s.APIOverheadCI = s.apiOverhead(s.turns), bootstrapCI(s.turns, s.apiOverhead)
+	s.EndToEndUS, s.EndToEndCI = s.endToEnd(s.turns), bootstrapCI(s.turns, s.endToEnd)
 	s.ModelToolsShare = ratio(s.ModelMedianUS+s.ToolsMedianUS, s.EndToEndUS)
 
 	x0, x1 := quantile(firstCtx, 0.5), quantile(lastCtx, 0.5)
@@ -209,6 +208,7 @@ func summarizeGroup(ts []Trial) Summary {
 	if len(rt) >= MinSlopeRoundTrips && x1 > x0 {
 		s.SlopeCarried, s.SlopeUSPer1kTokens, s.SlopeCI = true, b, slopeCI(ctx, rt)
 	}
+	s.trips = rt
 	s.RoundTripMedianUS = quantile(rt, 0.5)
 	s.RoundTripMedianCI, _ = medianCI(rt)
 	s.RoundTripMaxUS = quantile(rt, 1)
@@ -256,4 +256,38 @@ func medianOverhead(turns []Turn) float64 {
 		xs = append(xs, t.OverheadUS)
 	}
 	return quantile(xs, 0.5)
+}
+
+// Imprecise lists the headline figures of sums (one speed's) whose 95%
+// interval reaches farther than ±p of the figure: each mode's end to end
+// and API overhead, and their ratios to stateless. The µs per 1k tokens
+// slope and the × floor ratio are not held to it: their spread is the
+// machine's, which more rounds do not narrow as fast.
+func Imprecise(sums []Summary, p float64) []string {
+	var out []string
+	check := func(mode, figure string, v float64, ci [2]float64) {
+		if v != 0 && (ci[1]-v > p*v || v-ci[0] > p*v) {
+			out = append(out, mode+" "+figure)
+		}
+	}
+	for _, s := range sums {
+		check(s.Mode, "end to end", s.EndToEndUS, s.EndToEndCI)
+		check(s.Mode, "API overhead", s.APIOverheadUS, s.APIOverheadCI)
+		if s.Mode != "stateless" {
+			check(s.Mode, "end to end vs stateless", s.EndToEndVsStateless, s.EndToEndVsStatelessCI)
+			check(s.Mode, "API overhead vs stateless", s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI)
+		}
+	}
+	return out
+}
+
+// trialsAt is the trials at speed tps.
+func trialsAt(trials []Trial, tps float64) []Trial {
+	var out []Trial
+	for _, t := range trials {
+		if t.TPS == tps {
+			out = append(out, t)
+		}
+	}
+	return out
 }

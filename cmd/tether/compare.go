@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/tether-run/tether/internal/ablate"
+)
+
+// ablateCompare is "tether ablate compare A.json B.json": two runs set
+// side by side, figure by figure, as benchstat sets two builds.
+func ablateCompare(args []string, stdout, stderr io.Writer) int {
+	fs := newCommand("ablate compare", `Usage: tether ablate compare [flags] A/results.json B/results.json
+
+Sets run B against run A (two builds, two configurations, or the same
+twice) for every mode and speed both ran: end to end and API overhead per
+rollout, and the round trips' median overhead. Each figure has its 95%
+interval, and the change B/A its interval (the two runs' turns resampled
+apart) and its p-value, Holm-adjusted over every figure compared: "~"
+where the change is not significant at 5%.`, `tether ablate --out a && tether ablate --hop-latency 1ms --out b
+tether ablate compare a/results.json b/results.json`, 2)
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 2 {
+		fs.fail(stderr, "give two results.json files, A then B")
+		return 2
+	}
+	var runs [2]*ablate.Results
+	for i, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			fs.fail(stderr, "%v", err)
+			return 1
+		}
+		runs[i], err = ablate.ReadResults(f)
+		f.Close()
+		if err != nil {
+			fs.fail(stderr, "%s: %v", path, err)
+			return 1
+		}
+	}
+	changes, err := ablate.Compare(runs[0], runs[1])
+	if err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
+	}
+	for i, r := range runs {
+		fmt.Fprintf(stdout, "%c: %s, %s, %s; %s\n", 'A'+i, fs.Arg(i), r.Config.Workload, count(r.Config.Reps, "round"), r.Started.Format("2006-01-02 15:04 UTC"))
+	}
+	fmt.Fprintln(stdout)
+	printChanges(stdout, changes)
+	return 0
+}
+
+// printChanges prints changes as a table: each figure in A and in B with
+// its interval, the change in percent with its interval, and p.
+func printChanges(w io.Writer, changes []ablate.Change) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tok/s\tmode\tfigure\tA\tB\tchange\tp\t")
+	for _, c := range changes {
+		prec := 1
+		if c.Unit == "µs" {
+			prec = 0
+		}
+		verdict := "p=" + strconv.FormatFloat(c.P, 'f', 3, 64)
+		if !c.Significant {
+			verdict = "~ (" + verdict + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s, %s\t%s\t%s\t%s\t%s\t\n", rate(c.TPS), c.Mode, c.Figure, c.Unit,
+			ablate.WithInterval(c.A, c.ACI, prec), ablate.WithInterval(c.B, c.BCI, prec),
+			percent(c.Ratio-1)+" ["+percent(c.RatioCI[0]-1)+", "+percent(c.RatioCI[1]-1)+"]", verdict)
+	}
+	tw.Flush()
+}
+
+// percent is a signed change in percent.
+func percent(x float64) string {
+	s := strconv.FormatFloat(100*x, 'f', 1, 64) + "%"
+	if x >= 0 {
+		s = "+" + s
+	}
+	return s
+}

@@ -1,0 +1,83 @@
+package ablate
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Change is one figure of one mode at one speed in two runs, B against A,
+// as benchstat sets two builds side by side: each run's figure with its 95%
+// interval, their ratio with its interval (the two runs' turns resampled
+// apart), and whether the change is significant: its bootstrap p-value,
+// Holm-adjusted over every figure compared, under Alpha.
+type Change struct {
+	Mode        string     `json:"mode"`
+	TPS         float64    `json:"tps"`
+	Figure      string     `json:"figure"` // "end to end", "API overhead", "round trip p50"
+	Unit        string     `json:"unit"`   // of A and B: "ms" or "µs"
+	A, B        float64    `json:"-"`
+	ACI, BCI    [2]float64 `json:"-"`
+	Ratio       float64    `json:"ratio"` // B / A
+	RatioCI     [2]float64 `json:"ratio_ci95"`
+	P           float64    `json:"p"` // Holm-adjusted
+	Significant bool       `json:"significant"`
+}
+
+// Alpha is the significance level of Compare, after Holm's correction.
+const Alpha = 0.05
+
+// Compare sets run b against run a, figure by figure, for every mode and
+// speed both ran: the headline's end to end and API overhead (per
+// rollout, from the turns), and the round trips' median overhead. The
+// summaries are computed again from the trials, so that a results.json
+// of any tether that wrote this schema compares.
+func Compare(a, b *Results) ([]Change, error) {
+	if a.Schema != b.Schema {
+		return nil, fmt.Errorf("ablate: compare: %s against %s: results of two schemas", a.Schema, b.Schema)
+	}
+	sa, sb := summarize(a.Trials), summarize(b.Trials)
+	var out []Change
+	var ps []float64
+	for _, y := range sb {
+		for _, x := range sa {
+			if x.Mode != y.Mode || x.TPS != y.TPS {
+				continue
+			}
+			for _, f := range []struct {
+				name, unit string
+				scale      float64
+				ax, bx     []float64
+				fa, fb     func([]float64) float64
+			}{
+				{"end to end", "ms", 1e-3, x.turns, y.turns, x.endToEnd, y.endToEnd},
+				{"API overhead", "ms", 1e-3, x.turns, y.turns, x.apiOverhead, y.apiOverhead},
+				{"round trip p50", "µs", 1, x.trips, y.trips, median, median},
+			} {
+				if len(f.ax) == 0 || len(f.bx) == 0 {
+					continue
+				}
+				boot := ratioBoot(f.bx, f.ax, f.fb, f.fa)
+				c := Change{Mode: y.Mode, TPS: y.TPS, Figure: f.name, Unit: f.unit,
+					A: f.scale * f.fa(f.ax), B: f.scale * f.fb(f.bx), Ratio: ratio(f.fb(f.bx), f.fa(f.ax)), RatioCI: ci95(boot)}
+				c.ACI, c.BCI = scaled(bootstrapCI(f.ax, f.fa), f.scale), scaled(bootstrapCI(f.bx, f.fb), f.scale)
+				if f.name == "round trip p50" {
+					c.ACI, _ = medianCI(f.ax)
+					c.BCI, _ = medianCI(f.bx)
+				}
+				out = append(out, c)
+				ps = append(ps, bootP(boot))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("ablate: compare: the two runs share no mode at one speed")
+	}
+	for i, p := range holm(ps) {
+		out[i].P, out[i].Significant = p, p < Alpha
+	}
+	return out, nil
+}
+
+func median(xs []float64) float64 { return quantile(xs, 0.5) }
+
+func scaled(ci [2]float64, f float64) [2]float64 { return [2]float64{ci[0] * f, ci[1] * f} }

@@ -1,0 +1,77 @@
+package ablate
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// syntheticRun is three trials of each mode of 26 turns whose overheads
+// are lognormal around perTurn[mode] µs, with 10 s of model and tools.
+func syntheticRun(seed uint64, perTurn map[string]float64) *Results {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	r := &Results{Schema: SchemaVersion}
+	for rep := range 3 {
+		for _, mode := range []string{"stateless", "suspend"} {
+			tr := Trial{Mode: mode, TPS: 1000, Rep: rep, ModelUS: 6e6, ToolsUS: 4e6}
+			for i := range 26 {
+				o := perTurn[mode] * math.Exp(0.4*rng.NormFloat64())
+				tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: 1000 * (i + 1), OverheadUS: o, FloorUS: 500})
+				tr.OverheadUS += o
+			}
+			tr.ElapsedUS = tr.ModelUS + tr.ToolsUS + tr.OverheadUS
+			r.Trials = append(r.Trials, tr)
+		}
+	}
+	return r
+}
+
+// TestCompare: B against A, where suspend's turns cost 1 ms more in B and
+// stateless's the same: suspend's changes are significant, their sizes
+// inside their intervals (+26 ms of API overhead a rollout: +50% on 2 ms a
+// turn), stateless's are "~".
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	a := syntheticRun(1, map[string]float64{"stateless": 5000, "suspend": 2000})
+	b := syntheticRun(2, map[string]float64{"stateless": 5000, "suspend": 3000})
+	changes, err := Compare(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 6 {
+		t.Fatalf("%d changes, want 3 figures × 2 modes", len(changes))
+	}
+	for _, c := range changes {
+		t.Logf("%s %s: %.1f → %.1f, ×%.3f %v p=%.3f", c.Mode, c.Figure, c.A, c.B, c.Ratio, c.RatioCI, c.P)
+		if c.RatioCI[0] > c.Ratio || c.RatioCI[1] < c.Ratio {
+			t.Errorf("%s %s: ratio %v outside its interval %v", c.Mode, c.Figure, c.Ratio, c.RatioCI)
+		}
+		switch c.Mode {
+		case "suspend":
+			if !c.Significant {
+				t.Errorf("suspend %s: +50%% a turn not significant (p=%v)", c.Figure, c.P)
+			}
+			if c.Figure == "API overhead" && (c.RatioCI[0] > 1.5 || c.RatioCI[1] < 1.5) {
+				t.Errorf("suspend API overhead: ×%v %v, want 1.5 inside", c.Ratio, c.RatioCI)
+			}
+		case "stateless":
+			if c.Significant {
+				t.Errorf("stateless %s: no change called significant (p=%v, %v)", c.Figure, c.P, c.RatioCI)
+			}
+		}
+	}
+	if _, err := Compare(a, &Results{Schema: "tether.ablate/v1"}); err == nil {
+		t.Error("two schemas compared")
+	}
+}
+
+// TestHolm: Holm's adjustment on a known case.
+func TestHolm(t *testing.T) {
+	got := holm([]float64{0.01, 0.04, 0.03, 0.005})
+	want := []float64{0.03, 0.06, 0.06, 0.02}
+	for i := range want {
+		if !near(got[i], want[i]) {
+			t.Fatalf("holm = %v, want %v", got, want)
+		}
+	}
+}
