@@ -238,3 +238,38 @@ func TestAblateCompareAndPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestAblateSweep: --sweep runs the comparison per value and prints each
+// design's gain against stateless and against chained, value by value,
+// and where each reaches the published gains; --out gets sweep.json and a
+// chart per baseline. A knob it does not know, or one value, is exit 2.
+func TestAblateSweep(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr strings.Builder
+	code := run(t.Context(), []string{"ablate", "--workload", "synthetic", "--calls", "3", "--tool-latency", "1ms", "--output-bytes", "100",
+		"--reps", "1", "--tps", "0", "--modes", "stateless,chained,suspend", "--sweep", "hop-latency=0ms,2ms", "--out", dir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"end-to-end gain against stateless, %:", "end-to-end gain against chained, %:", "OpenAI (", "xAI (", "SGLang gateway ("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q:\n%s", want, out)
+		}
+	}
+	if rows := regexp.MustCompile(`(?m)^\s+(0ms|2ms)\s+-?[\d.]+ \(`).FindAllString(out, -1); len(rows) != 4 {
+		t.Errorf("%d value rows, want 2 per baseline:\n%s", len(rows), out)
+	}
+	for _, f := range []string{"sweep.json", "sweep-hop-latency-vs-stateless.svg", "sweep-hop-latency-vs-chained.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, sweep := range []string{"loudness=1,2", "hop-latency=1ms", "hop-latency=1ms,fast"} {
+		var stdout, stderr strings.Builder
+		if code := run(t.Context(), []string{"ablate", "--sweep", sweep}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--sweep") {
+			t.Errorf("--sweep %s: exit %d, %s", sweep, code, stderr.String())
+		}
+	}
+}

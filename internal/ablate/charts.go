@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -54,10 +56,16 @@ var (
 	overheadColor = color.RGBA{R: 0xe3, G: 0x4a, B: 0x33, A: 0xff}
 )
 
+// The charts' text is in a sans face, as the report's page is (gonum/plot
+// lays text out with the metrics of the fonts it embeds, so the face is
+// chosen here, for every plot this package draws; the SVG names system
+// faces after it).
+func init() { plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"} }
+
 // Charts draws the run's charts.
 func (r *Results) Charts() ([]Chart, error) {
 	var charts []Chart
-	for _, draw := range []func() (Chart, error){r.overheadChart, r.e2eChart, r.waterfallChart} {
+	for _, draw := range []func() (Chart, error){r.overheadChart, r.overheadCIChart, r.e2eChart, r.waterfallChart} {
 		c, err := draw()
 		if err != nil {
 			return nil, fmt.Errorf("ablate: chart: %w", err)
@@ -77,7 +85,8 @@ func (r *Results) firstSpeed() float64 {
 
 // overheadChart plots, per mode at the first speed, each round trip's
 // overhead (median over the mode's trials) against the context tokens the
-// step read.
+// step read, the Theil–Sen line through every round trip with its 95%
+// band (bootstrap), and the echo floor's median as a dashed line.
 func (r *Results) overheadChart() (Chart, error) {
 	tps := r.firstSpeed()
 	p := plot.New()
@@ -86,6 +95,8 @@ func (r *Results) overheadChart() (Chart, error) {
 	p.Y.Label.Text = "overhead (ms)"
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
+	var floors []float64
+	top := 0.0
 	for _, mode := range r.Config.Modes {
 		var trials []Trial
 		for _, t := range r.Trials {
@@ -97,44 +108,180 @@ func (r *Results) overheadChart() (Chart, error) {
 			continue
 		}
 		var xys plotter.XYs
+		var ctxAll, overAll []float64
 		for i := range roundTrips(trials[0].Turns) {
 			var ctx, over []float64
 			for _, t := range trials {
 				if trips := roundTrips(t.Turns); i < len(trips) {
 					ctx = append(ctx, float64(trips[i].ContextTokens)/1000)
 					over = append(over, trips[i].OverheadUS/1000)
+					floors = append(floors, trips[i].FloorUS/1000)
 				}
 			}
+			ctxAll, overAll = append(ctxAll, ctx...), append(overAll, over...)
 			xys = append(xys, plotter.XY{X: quantile(ctx, 0.5), Y: quantile(over, 0.5)})
 		}
 		if len(xys) == 0 {
 			continue
 		}
-		l, s, err := plotterLinePoints(xys)
+		c := modeColor(mode)
+		pts, err := plotter.NewScatter(xys)
 		if err != nil {
 			return Chart{}, err
 		}
-		l.Color, s.Color = modeColor(mode), modeColor(mode)
-		s.Shape = draw.CircleGlyph{}
-		p.Add(l, s)
-		p.Legend.Add(mode, l, s)
+		pts.Color, pts.Shape, pts.Radius = c, draw.CircleGlyph{}, vg.Points(2)
+		for _, xy := range xys {
+			top = max(top, xy.Y)
+		}
+		line, band, err := fitBand(ctxAll, overAll, c)
+		if err != nil {
+			return Chart{}, err
+		}
+		if band != nil {
+			p.Add(band, line)
+			for _, xy := range band.XYs[0] {
+				top = max(top, xy.Y)
+			}
+		}
+		p.Add(pts)
+		if line != nil {
+			p.Legend.Add(mode, line, pts)
+		} else {
+			p.Legend.Add(mode, pts)
+		}
 	}
+	if len(floors) > 0 {
+		xmin, xmax := math.Inf(1), math.Inf(-1)
+		for _, t := range r.Trials {
+			for _, tn := range roundTrips(t.Turns) {
+				if t.TPS == tps {
+					x := float64(tn.ContextTokens) / 1000
+					xmin, xmax = min(xmin, x), max(xmax, x)
+				}
+			}
+		}
+		f := quantile(floors, 0.5)
+		floor, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: f}, {X: xmax, Y: f}})
+		if err != nil {
+			return Chart{}, err
+		}
+		floor.Color, floor.Dashes, floor.Width = color.Gray{Y: 0x66}, []vg.Length{vg.Points(4), vg.Points(3)}, vg.Points(1.2)
+		p.Add(floor)
+		p.Legend.Add("echo floor p50", floor)
+		top = max(top, f)
+	}
+	p.Y.Min, p.Y.Max = 0, 1.15*top // room for the top point and the legend
+	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
 	svg, err := render(p, 7*vg.Inch, 4*vg.Inch)
 	return Chart{Name: "overhead.svg", Title: p.Title.Text, SVG: svg}, err
 }
 
-func plotterLinePoints(xys plotter.XYs) (*plotter.Line, *plotter.Scatter, error) {
-	l, err := plotter.NewLine(xys)
+// fitBand is the Theil–Sen line through (xs, ys) over their range, and its
+// 95% band: at each x, the 2.5th and 97.5th percentiles of the lines of
+// bootstrap resamples. Both nil for fewer than two distinct x.
+func fitBand(xs, ys []float64, c color.Color) (*plotter.Line, *plotter.Polygon, error) {
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	if len(xs) < 2 || hi == lo {
+		return nil, nil, nil
+	}
+	a, b := fit(xs, ys)
+	var as, bs []float64
+	resample(len(xs), func(idx []int) {
+		a, b := fit(pick(xs, idx), pick(ys, idx))
+		as, bs = append(as, a), append(bs, b)
+	})
+	const steps = 24
+	var mid, upper, lower plotter.XYs
+	for i := range steps + 1 {
+		x := lo + (hi-lo)*float64(i)/steps
+		at := make([]float64, len(as))
+		for k := range as {
+			at[k] = as[k] + bs[k]*x
+		}
+		ci := ci95(at)
+		mid = append(mid, plotter.XY{X: x, Y: max(a+b*x, 0)})
+		lower, upper = append(lower, plotter.XY{X: x, Y: max(ci[0], 0)}), append(upper, plotter.XY{X: x, Y: max(ci[1], 0)})
+	}
+	slices.Reverse(lower)
+	band, err := plotter.NewPolygon(append(upper, lower...))
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := plotter.NewScatter(xys)
+	rgba, _ := c.(color.RGBA)
+	band.Color, band.LineStyle.Width = color.NRGBA{R: rgba.R, G: rgba.G, B: rgba.B, A: 0x33}, 0
+	line, err := plotter.NewLine(mid)
 	if err != nil {
 		return nil, nil, err
 	}
-	l.Width = vg.Points(1.5)
-	s.Radius = vg.Points(2)
-	return l, s, nil
+	line.Color, line.Width = c, vg.Points(1.5)
+	return line, band, nil
+}
+
+// overheadCIChart shows what the stacked bars cannot: each mode's API
+// overhead per rollout, with its 95% interval, at every speed.
+func (r *Results) overheadCIChart() (Chart, error) {
+	p := plot.New()
+	p.Title.Text = "API overhead per rollout, with 95% intervals"
+	p.Y.Label.Text = "ms"
+	p.Add(plotter.NewGrid())
+	var names []string
+	top := 0.0
+	for i, s := range r.Summary {
+		names = append(names, s.Mode+"\n"+rateLabel(s.TPS)+" tok/s")
+		pt := intervalPoint{x: float64(i), y: s.APIOverheadUS / 1e3, lo: s.APIOverheadCI[0] / 1e3, hi: s.APIOverheadCI[1] / 1e3}
+		bars, err := plotter.NewYErrorBars(pt)
+		if err != nil {
+			return Chart{}, err
+		}
+		bars.Color, bars.Width, bars.CapWidth = modeColor(s.Mode), vg.Points(1.5), vg.Points(8)
+		dot, err := plotter.NewScatter(pt)
+		if err != nil {
+			return Chart{}, err
+		}
+		dot.Color, dot.Shape, dot.Radius = modeColor(s.Mode), draw.CircleGlyph{}, vg.Points(3)
+		p.Add(bars, dot)
+		top = max(top, pt.hi)
+	}
+	if len(names) == 0 {
+		return Chart{}, fmt.Errorf("no summary rows")
+	}
+	p.NominalX(names...)
+	p.Y.Min, p.Y.Max = 0, 1.1*top
+	p.Y.Tick.Marker = niceTicks{}
+	svg, err := render(p, vg.Length(max(7, 1.1*float64(len(names))))*vg.Inch, 4*vg.Inch)
+	return Chart{Name: "overhead-ci.svg", Title: p.Title.Text, SVG: svg}, err
+}
+
+// intervalPoint is one figure with its interval, for error bars.
+type intervalPoint struct{ x, y, lo, hi float64 }
+
+func (p intervalPoint) Len() int                      { return 1 }
+func (p intervalPoint) XY(int) (float64, float64)     { return p.x, p.y }
+func (p intervalPoint) YError(int) (float64, float64) { return p.y - p.lo, p.hi - p.y }
+
+// niceTicks marks an axis at 1, 2 or 5 times a power of ten, four to
+// eight of them, labelled with as many decimals as the step needs.
+type niceTicks struct{}
+
+func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return []plot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', 4, 64)}}
+	}
+	raw := (hi - lo) / 5
+	pow := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := pow
+	for _, m := range []float64{1, 2, 5, 10} {
+		if step = m * pow; step >= raw {
+			break
+		}
+	}
+	decimals := max(0, -int(math.Floor(math.Log10(step))))
+	var ticks []plot.Tick
+	for k := math.Ceil(lo / step); k*step <= hi*(1+1e-9); k++ {
+		v := k * step
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', decimals, 64)})
+	}
+	return ticks
 }
 
 // e2eChart is a stacked bar per mode and speed: the median trial's model
@@ -311,7 +458,9 @@ func render(p *plot.Plot, w, h vg.Length) ([]byte, error) {
 	if _, err := wt.WriteTo(&b); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	// The face's metrics are Liberation Sans's; a browser without it draws
+	// the page's sans.
+	return bytes.ReplaceAll(b.Bytes(), []byte("font-family:Liberation Sans;"), []byte("font-family:'Liberation Sans',Arial,system-ui,sans-serif;")), nil
 }
 
 func rateLabel(tps float64) string {

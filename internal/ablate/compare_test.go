@@ -3,6 +3,7 @@ package ablate
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -74,4 +75,34 @@ func TestHolm(t *testing.T) {
 			t.Fatalf("holm = %v, want %v", got, want)
 		}
 	}
+}
+
+// TestSweepReaches: gains that grow with the knob reach a reference
+// between the two values around it, at the value a straight line between
+// them gives; a reference no value reaches is not reached.
+func TestSweepReaches(t *testing.T) {
+	t.Parallel()
+	sw := &SweepResults{Knob: "hop-latency", Unit: "ms"}
+	for i, per := range []float64{2000, 40000, 160000} {
+		res := syntheticRun(uint64(i), map[string]float64{"stateless": per, "suspend": 2000})
+		res.Config.Modes, res.Config.Speeds = []string{"stateless", "suspend"}, []float64{1000}
+		sw.Values, sw.Labels, sw.Runs = append(sw.Values, float64(10*i)), append(sw.Labels, strconv.Itoa(10*i)+"ms"), append(sw.Runs, res)
+	}
+	gains := sw.Speedups("stateless")
+	if len(gains) != 3 || gains[0].Gain > 0.01 || gains[2].Gain < 0.2 || gains[1].Gain > gains[2].Gain {
+		t.Fatalf("gains %+v", gains)
+	}
+	ref := Reference{Source: "test", Baseline: "stateless", Gain: (gains[1].Gain + gains[2].Gain) / 2}
+	x, ok := sw.Reaches(ref, "suspend")
+	if !ok || !near(x, 15) {
+		t.Errorf("reaches %v (%v), want 15, halfway between 10 and 20", x, ok)
+	}
+	if _, ok := sw.Reaches(Reference{Baseline: "stateless", Gain: 0.9}, "suspend"); ok {
+		t.Error("a 90% gain reached")
+	}
+	charts, err := sw.SweepCharts()
+	if err != nil || len(charts) != 1 { // no chained in these runs
+		t.Fatalf("%d charts, %v", len(charts), err)
+	}
+	checkSVG(t, charts[0].Name, charts[0].SVG)
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,8 +38,8 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(charts) != 3 {
-		t.Fatalf("%d charts, want 3", len(charts))
+	if len(charts) != 4 {
+		t.Fatalf("%d charts, want 4", len(charts))
 	}
 	for _, c := range charts {
 		b, err := os.ReadFile(filepath.Join(dir, c.Name))
@@ -73,7 +74,7 @@ func TestReport(t *testing.T) {
 	}
 	defer cancel()
 	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--user-data-dir="+t.TempDir(), "--dump-dom", "file://"+filepath.Join(dir, "report.html"))
+		"--no-first-run", "--user-data-dir="+t.TempDir(), "--window-size=1280,4000", "--dump-dom", "file://"+filepath.Join(dir, "report.html"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	dom, err := cmd.Output()
@@ -84,9 +85,25 @@ func TestReport(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the page's script did not run in chromium: %.500s", dom)
 	}
-	if string(m[1]) != "3" || string(m[2]) != "3" {
-		t.Errorf("chromium drew %s of %s charts, want 3 of 3", m[1], m[2])
+	if string(m[1]) != "4" || string(m[2]) != "4" {
+		t.Errorf("chromium drew %s of %s charts, want 4 of 4", m[1], m[2])
 	}
+	width := regexp.MustCompile(`data-scroll-width="(\d+)" data-view-width="(\d+)"`).FindSubmatch(dom)
+	if width == nil {
+		t.Fatalf("the page did not say its width: %.500s", dom)
+	}
+	if scroll, view := atoi(t, width[1]), atoi(t, width[2]); view != 1280 || scroll > view {
+		t.Errorf("report.html lays out %d px wide in a %d px window: it scrolls sideways", scroll, view)
+	}
+}
+
+func atoi(t *testing.T, b []byte) int {
+	t.Helper()
+	n, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // checkSVG checks that b is well-formed XML with an svg root and shapes.
