@@ -43,7 +43,7 @@ func TestAblate(t *testing.T) {
 		if len(headline) != 2 || len(wide) != 4 { // two speeds; two wide tables
 			t.Errorf("%s: %d headline rows (want 2), %d wide rows (want 4):\n%s", mode, len(headline), len(wide), out)
 		}
-		if mode != "stateless" && len(regexp.MustCompile(`(?m)^`+mode+`: .*API overhead.*; end to end .*; model and tools are \d+% of the time\.$`).FindAllString(out, -1)) != 2 {
+		if mode != "stateless" && len(regexp.MustCompile(`(?m)^`+mode+`: .*API overhead.*; end to end .*; model and tools are [\d.]+% of the time\.$`).FindAllString(out, -1)) != 2 {
 			t.Errorf("%s: no conclusion per speed:\n%s", mode, out)
 		}
 	}
