@@ -21,8 +21,13 @@ import (
 // ablateCmd runs "tether ablate": one workload through every design, side
 // by side, and a table of where the time went.
 func ablateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "compare" {
-		return ablateCompare(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "compare":
+			return ablateCompare(args[1:], stdout, stderr)
+		case "report":
+			return ablateReport(args[1:], stdout, stderr)
+		}
 	}
 	fs := newCommand("ablate", `Usage: tether ablate [flags]
 

@@ -85,3 +85,42 @@ func percent(x float64) string {
 	}
 	return s
 }
+
+// ablateReport is "tether ablate report --out DIR RESULTS.json": a run's
+// tables, charts and report.html drawn again from its results.json, by
+// this tether (after an upgrade, or on another machine).
+func ablateReport(args []string, stdout, stderr io.Writer) int {
+	fs := newCommand("ablate report", `Usage: tether ablate report [flags] RESULTS.json
+
+Draws a run's headline, charts and report.html again from its results.json:
+the figures are computed again from its trials, by this tether.`, `tether ablate report --out a2 a/results.json`, 1)
+	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into; without it, the headline only")
+	wide := fs.Bool("wide", false, "print the wide tables too")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.fail(stderr, "give one results.json")
+		return 2
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
+	}
+	res, err := ablate.ReadResults(f)
+	f.Close()
+	if err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
+	}
+	printAblation(stdout, res, *wide)
+	if *out != "" {
+		if err := res.WriteFiles(*out); err != nil {
+			fs.fail(stderr, "%v", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nwrote results.json, turns.csv, the charts and report.html to %s\n", *out)
+	}
+	return 0
+}

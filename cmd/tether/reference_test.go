@@ -23,7 +23,7 @@ func cliReferenceText(t *testing.T) string {
 	usage(&b)
 	b.WriteString("```\n")
 	for _, args := range [][]string{
-		{"serve"}, {"ablate"}, {"ablate", "compare"}, {"run"}, {"trace", "list"}, {"trace", "show"}, {"trace", "record"},
+		{"serve"}, {"ablate"}, {"ablate", "compare"}, {"ablate", "report"}, {"run"}, {"trace", "list"}, {"trace", "show"}, {"trace", "record"},
 	} {
 		b.WriteString("\n")
 		if code := run(t.Context(), append(args, "-h"), referenceWriter{&b}, io.Discard); code != 0 {

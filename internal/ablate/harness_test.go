@@ -229,3 +229,33 @@ func TestCheckPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPrecision: with Precision, rounds go on past Reps until the
+// headline's figures are within it or MaxTime has passed, and the run
+// records which, in a results.json that follows the schema. A target of
+// 0.1% is beyond three rounds of four calls, so the run adds rounds and
+// stops at MaxTime, naming what is still wider.
+func TestRunPrecision(t *testing.T) {
+	t.Parallel()
+	w, err := SyntheticWorkload(4, 1, time.Millisecond, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.ModeStateless, clienttools.ModeSuspend), Speeds: []float64{0},
+		Reps: 1, Precision: 0.001, MaxTime: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Precision) != 1 {
+		t.Fatalf("precision outcomes %+v, want one", res.Precision)
+	}
+	p := res.Precision[0]
+	if p.Reached || len(p.Left) == 0 || p.Rounds < 2 || len(res.Trials) != 2*p.Rounds {
+		t.Errorf("outcome %+v with %d trials: want more rounds than one, not reached, the figures left named", p, len(res.Trials))
+	}
+	dir := t.TempDir()
+	if err := res.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, filepath.Join(dir, "results.json"))
+}
