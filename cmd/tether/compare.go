@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/tether-run/tether/internal/ablate"
@@ -92,8 +94,9 @@ func percent(x float64) string {
 func ablateReport(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("ablate report", `Usage: tether ablate report [flags] RESULTS.json
 
-Draws a run's headline, charts and report.html again from its results.json:
-the figures are computed again from its trials, by this tether.`, `tether ablate report --out a2 a/results.json`, 1)
+Draws a run's headline, charts and report.html again from its results.json
+(or a sweep's tables and charts from its sweep.json): the figures are
+computed again from its trials, by this tether.`, `tether ablate report --out a2 a/results.json`, 1)
 	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into; without it, the headline only")
 	wide := fs.Bool("wide", false, "print the wide tables too")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
@@ -102,6 +105,9 @@ the figures are computed again from its trials, by this tether.`, `tether ablate
 	if fs.NArg() != 1 {
 		fs.fail(stderr, "give one results.json")
 		return 2
+	}
+	if filepath.Base(fs.Arg(0)) == "sweep.json" {
+		return sweepReport(fs, fs.Arg(0), *out, stdout, stderr)
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
@@ -121,6 +127,31 @@ the figures are computed again from its trials, by this tether.`, `tether ablate
 			return 1
 		}
 		fmt.Fprintf(stdout, "\nwrote results.json, turns.csv, the charts and report.html to %s\n", *out)
+	}
+	return 0
+}
+
+// sweepReport draws a sweep.json's tables and charts again.
+func sweepReport(fs *command, path, out string, stdout, stderr io.Writer) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
+	}
+	sw, err := ablate.ReadSweep(f)
+	f.Close()
+	if err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
+	}
+	printSweep(stdout, sw)
+	if out != "" {
+		names, err := sw.WriteFiles(out)
+		if err != nil {
+			fs.fail(stderr, "%v", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nwrote %s to %s\n", strings.Join(names, ", "), out)
 	}
 	return 0
 }

@@ -60,7 +60,10 @@ var (
 // lays text out with the metrics of the fonts it embeds, so the face is
 // chosen here, for every plot this package draws; the SVG names system
 // faces after it).
-func init() { plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"} }
+func init() {
+	plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+	plotter.DefaultFont = plot.DefaultFont // labels and glyph boxes
+}
 
 // Charts draws the run's charts.
 func (r *Results) Charts() ([]Chart, error) {
@@ -279,6 +282,9 @@ func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
 	for k := math.Ceil(lo / step); k*step <= hi*(1+1e-9); k++ {
 		v := k * step
+		if math.Abs(v) < step*1e-9 {
+			v = 0 // not -0
+		}
 		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', decimals, 64)})
 	}
 	return ticks

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -251,15 +253,18 @@ func (sw *SweepResults) SweepCharts() ([]Chart, error) {
 				return nil, err
 			}
 			l.Color, l.Dashes, l.Width = color.Gray{Y: 0x55}, []vg.Length{vg.Points(5), vg.Points(3)}, vg.Points(1)
-			labels, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: lo, Y: 100 * ref.Gain}},
+			labels, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: hi, Y: 100 * ref.Gain}},
 				Labels: []string{fmt.Sprintf("%s: %.0f%%", ref.Source, 100*ref.Gain)}})
 			if err != nil {
 				return nil, err
 			}
+			for i := range labels.TextStyle { // right-aligned above the line's end, clear of the legend
+				labels.TextStyle[i].XAlign, labels.TextStyle[i].YAlign = text.XRight, text.YBottom
+			}
 			p.Add(l, labels)
 			top = max(top, 100*ref.Gain)
 		}
-		p.Y.Max = 1.15 * top
+		p.Y.Max = 1.35 * top // room above the highest reference for the legend
 		p.Y.Min = min(p.Y.Min, 0)
 		p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
 		svg, err := render(p, 7*vg.Inch, 4*vg.Inch)
@@ -296,4 +301,21 @@ func (sw *SweepResults) WriteFiles(dir string) ([]string, error) {
 		names = append(names, c.Name)
 	}
 	return names, nil
+}
+
+// ReadSweep reads a sweep.json, its runs of this schema only.
+func ReadSweep(r io.Reader) (*SweepResults, error) {
+	var sw SweepResults
+	if err := json.NewDecoder(r).Decode(&sw); err != nil {
+		return nil, fmt.Errorf("ablate: sweep: %w", err)
+	}
+	if sw.Knob == "" || len(sw.Runs) != len(sw.Values) || len(sw.Runs) < 2 {
+		return nil, errors.New("ablate: sweep: not a sweep.json (a knob and a run per value)")
+	}
+	for _, r := range sw.Runs {
+		if r == nil || r.Schema != SchemaVersion {
+			return nil, fmt.Errorf("ablate: sweep: a run of another schema; this tether reads %s", SchemaVersion)
+		}
+	}
+	return &sw, nil
 }
