@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,14 +37,52 @@ func TestStrictSchemaProblem(t *testing.T) {
 		{`{"type":"object","properties":{"r":{"$ref":"#/$defs/missing"}},"required":["r"],"additionalProperties":false}`, `reference '#/$defs/missing' can't be resolved.`},
 		{`{"type":"object","properties":{"x":{"oneOf":[{"type":"string"}]}},"required":["x"],"additionalProperties":false}`, `'oneOf' is not permitted.`},
 		{deep, `more than 10 levels deep`},
+		// openai-node's zodTextFormat writes definition names as encodeURIComponent does.
+		{`{"type":"object","properties":{"t":{"$ref":"#/definitions/My%20Type"}},"required":["t"],"additionalProperties":false,` +
+			`"definitions":{"My Type":{"type":"string"}}}`, ""},
+		{`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"null"}]},"b":{"$ref":"#/properties/a/anyOf/0"}},"required":["a","b"],"additionalProperties":false}`, ""},
+		{`{"type":"object","properties":{"b":{"$ref":"#/properties/a/anyOf/7"}},"required":["b"],"additionalProperties":false}`, "can't be resolved"},
+		{anyOfChain(4000), "the schema nests more than 64 keywords deep."},
 	} {
 		var s map[string]any
-		if err := json.Unmarshal([]byte(tc.schema), &s); err != nil {
+		dec := json.NewDecoder(strings.NewReader(tc.schema))
+		dec.UseNumber()
+		if err := dec.Decode(&s); err != nil {
 			t.Fatal(err)
 		}
 		got := protocol.StrictSchemaProblem(s)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.schema, got, tc.want)
 		}
+	}
+}
+
+// anyOfChain is an object whose one property nests n anyOfs.
+func anyOfChain(n int) string {
+	inner := `{"type":"string"}`
+	for range n {
+		inner = `{"anyOf":[` + inner + `]}`
+	}
+	return `{"type":"object","properties":{"x":` + inner + `},"required":["x"],"additionalProperties":false}`
+}
+
+// TestStrictSchemaRequiredList: a required list of many names costs one
+// pass (a set), and a name outside the properties is named.
+func TestStrictSchemaRequiredList(t *testing.T) {
+	t.Parallel()
+	props := map[string]any{}
+	var req []any
+	for i := range 5000 {
+		name := "p" + strconv.Itoa(i)
+		props[name] = map[string]any{"type": "string"}
+		req = append(req, name)
+	}
+	s := map[string]any{"type": "object", "properties": props, "required": req, "additionalProperties": false}
+	if got := protocol.StrictSchemaProblem(s); got != "" {
+		t.Fatalf("5000 properties, all required: %s", got)
+	}
+	s["required"] = append(req, "nope")
+	if got := protocol.StrictSchemaProblem(s); !strings.Contains(got, "Extra required key 'nope' supplied.") {
+		t.Fatalf("an extra required key: %s", got)
 	}
 }

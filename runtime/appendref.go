@@ -1,19 +1,30 @@
 package runtime
 
-import "github.com/tether-run/tether/protocol"
+import (
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
 
 // A response.append may name items by reference (item_reference), as a
 // create's input may: earlier in the append, or stored by a response of
 // the tenant. Finding a stored item may ask the store, which the read loop
 // never waits on, and the append's lane may be busy following the very
-// rollout it answers; so such an append is resolved by a goroutine of its
-// own, and the appends and cancels naming the same response that arrive
-// meanwhile wait behind it and are taken after it, in arrival order. Once
-// its references are replaced by their items, an append is taken as if it
-// had just arrived.
+// rollout it answers; so such an append is resolved by a goroutine of the
+// lane's own, and the events on that lane that arrive meanwhile (appends,
+// cancels, creates, forks) wait behind it and are taken after it, in
+// arrival order, as if they had just arrived. Each waiting event holds its
+// frame's bytes and a queue place of the connection's (reserve), so that
+// what waits is bounded as what is queued; there is one goroutine per lane
+// at most, and it stops with the session.
 
-// outOfBandEvent is a response.append or a response.cancel.
-type outOfBandEvent interface{ Lane() string }
+// laneEvent is an event waiting behind a resolving append on its lane.
+type laneEvent struct {
+	ev       protocol.ClientEvent // *AppendEvent, *CancelEvent, *CreateEvent or *ForkEvent
+	size     int                  // its frame's bytes, reserved while it waits
+	received time.Time
+	decodeUS int64
+}
 
 // hasReferences reports whether items hold an item_reference.
 func hasReferences(items protocol.Items) bool {
@@ -25,66 +36,126 @@ func hasReferences(items protocol.Items) bool {
 	return false
 }
 
-// queueBehindResolve takes ev, an event naming response id, when it must
-// wait: an append to resolve (resolve set), or any event while another
-// naming id waits. It reports whether it took ev.
-func (sess *session) queueBehindResolve(id string, ev outOfBandEvent, resolve bool) bool {
+// resolvesHere reports whether an append naming response id is worth
+// resolving: the response runs, sleeps or wakes on this connection, or
+// may be woken from a checkpoint. Any other append is answered at once by
+// appendOutputs, without asking the store.
+func (sess *session) resolvesHere(id string) bool {
+	if sess.srv.opts.Checkpoints != nil {
+		return true
+	}
+	ln, _, _ := sess.running(id)
+	return ln != nil
+}
+
+// waitBehind takes e, an event on lane, when it must wait: an append to
+// resolve (resolve set), or any event while others wait on its lane. It
+// reports whether it took e (an event it could not reserve room for is
+// refused, and taken too).
+func (sess *session) waitBehind(lane string, e laneEvent, resolve bool) bool {
+	if sess.srv.closing() {
+		return false // the read loop answers it as shutdown allows
+	}
 	sess.mu.Lock()
-	waiting, busy := sess.resolving[id]
+	waiting, busy := sess.behind[lane]
+	sess.mu.Unlock()
 	if !busy && !resolve {
-		sess.mu.Unlock()
 		return false
 	}
-	if sess.resolving == nil {
-		sess.resolving = make(map[string][]outOfBandEvent)
+	if perr := sess.scope.reserve(e.size, &sess.srv.opts); perr != nil {
+		sess.sendError(perr, lane)
+		return true
 	}
-	sess.resolving[id] = append(waiting, ev)
+	sess.mu.Lock()
+	waiting, busy = sess.behind[lane]
+	if sess.behind == nil {
+		sess.behind = make(map[string][]laneEvent)
+	}
+	sess.behind[lane] = append(waiting, e)
 	sess.mu.Unlock()
 	if !busy {
 		sess.wg.Add(1)
-		go sess.drainResolving(id)
+		go sess.drainBehind(lane)
 	}
 	return true
 }
 
-// drainResolving takes the events waiting for response id in order,
-// resolving each append's references, until none is left.
-func (sess *session) drainResolving(id string) {
+// drainBehind takes the events waiting on lane in order, resolving each
+// append's references, until none is left or the session ends (what is
+// left then is dropped, with the connection).
+func (sess *session) drainBehind(lane string) {
 	defer sess.wg.Done()
 	for {
 		sess.mu.Lock()
-		q := sess.resolving[id]
-		if len(q) == 0 {
-			delete(sess.resolving, id)
+		q := sess.behind[lane]
+		if len(q) == 0 || sess.ctx.Err() != nil {
+			delete(sess.behind, lane)
 			sess.mu.Unlock()
+			for _, e := range q {
+				sess.scope.release(e.size)
+			}
 			return
 		}
-		ev := q[0]
-		q[0] = nil
-		sess.resolving[id] = q[1:]
+		e := q[0]
+		q[0] = laneEvent{}
+		sess.behind[lane] = q[1:]
 		sess.mu.Unlock()
-		if perr := sess.takeOutOfBand(ev); perr != nil {
-			sess.sendError(perr, ev.Lane())
-		}
+		sess.scope.release(e.size)
+		sess.take(e)
 	}
 }
 
-// takeOutOfBand takes one waiting event.
-func (sess *session) takeOutOfBand(ev outOfBandEvent) *protocol.Error {
-	switch ev := ev.(type) {
+// take takes one event that waited, as the read loop takes it.
+func (sess *session) take(e laneEvent) {
+	var perr *protocol.Error
+	switch ev := e.ev.(type) {
 	case *protocol.AppendEvent:
-		if !hasReferences(ev.Input) {
-			return sess.appendOutputs(ev)
+		if hasReferences(ev.Input) {
+			var resolved protocol.AppendEvent
+			resolved, perr = sess.resolveAppend(ev)
+			ev = &resolved
 		}
-		items, _, perr := sess.srv.expand(ev.Input, nil, "input", sess.srv.storedItems(sess.ctx))
-		if perr != nil {
-			return perr
+		if perr == nil {
+			perr = sess.appendOutputs(ev)
 		}
-		resolved := *ev
-		resolved.Input = items
-		return sess.appendOutputs(&resolved)
 	case *protocol.CancelEvent:
-		return sess.cancelResponse(ev)
+		perr = sess.cancelResponse(ev)
+	case *protocol.CreateEvent:
+		sess.enqueue(ev, e.size, e.received, e.decodeUS)
+	case *protocol.ForkEvent:
+		perr = sess.fork(ev, e.received)
 	}
-	return nil
+	if perr != nil {
+		sess.sendError(perr, e.ev.Lane())
+	}
+}
+
+// resolveAppend is ev with each item_reference replaced by the item it
+// names: earlier in the append, or stored by a response of the tenant.
+// Only references are replaced, one item each, so that the append's
+// indexes stay the request's.
+func (sess *session) resolveAppend(ev *protocol.AppendEvent) (protocol.AppendEvent, *protocol.Error) {
+	find := sess.srv.storedItems(sess.ctx)
+	out := make(protocol.Items, 0, len(ev.Input))
+	for _, it := range ev.Input {
+		ref, isRef := it.(*protocol.ItemReferenceItem)
+		if !isRef {
+			out = append(out, it)
+			continue
+		}
+		found := findItem(out, ref.ID)
+		if found == nil && find != nil {
+			var perr *protocol.Error
+			if found, perr = find(ref.ID); perr != nil {
+				return protocol.AppendEvent{}, perr
+			}
+		}
+		if found == nil {
+			return protocol.AppendEvent{}, errItemNotFound(ref.ID, "input")
+		}
+		out = append(out, found)
+	}
+	resolved := *ev
+	resolved.Input = out
+	return resolved, nil
 }

@@ -351,8 +351,8 @@ func TestStructuredOutputRefused(t *testing.T) {
 // item_references as a create does, in the memory store and in Redis: a
 // stored user message of the tenant steers it; an unknown id, or another
 // tenant's, is refused with OpenAI's 404 on input and the rollout stays
-// parked, answered by the next append; a cancel sent right behind a
-// resolving append is taken after it, in order.
+// parked, answered by the next append; a create or a cancel sent right
+// behind a resolving append is taken after it, in order.
 func TestAppendItemReference(t *testing.T) {
 	t.Parallel()
 	for _, where := range []string{"memory", "redis"} {
@@ -398,10 +398,16 @@ func TestAppendItemReference(t *testing.T) {
 			outs = outputsFor(t, pause)
 			alice.send(t, appendEv(id, "", append(outs, ref("msg_nope"))...))
 			notFound(alice, "msg_nope")
+			// A create on the lane right behind the resolving append waits
+			// for it, as it would behind any append that completes the step.
 			alice.send(t, appendEv(id, "", append(outs, ref("msg_steer1"))...))
+			alice.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "Next."}))
 			end := last(alice.untilTerminal(t))
 			if eventType(t, end) != "response.completed" || !strings.Contains(string(end), "Take the fast path.") {
 				t.Fatalf("steered by a stored message: %s", end)
+			}
+			if next := last(alice.untilTerminal(t)); eventType(t, next) != "response.completed" || !strings.Contains(string(next), "Next.") {
+				t.Fatalf("the create behind the append: %s", next)
 			}
 
 			// Bob's rollout is still parked: his append with a reference to

@@ -56,7 +56,7 @@ type session struct {
 	ctx        context.Context    // cancelled when the session ends
 	cancel     context.CancelFunc //
 	out        *outbox            // frames for writeLoop
-	wg         sync.WaitGroup     // lane workers
+	wg         sync.WaitGroup     // lane workers, and the goroutines resolving appends' references (appendref.go)
 	quit       chan struct{}      // closed by goAway: lanes finish the job in hand and stop
 	quitOnce   sync.Once
 	writerDone chan struct{} // closed when writeLoop has returned
@@ -70,10 +70,9 @@ type session struct {
 	lanes  map[string]*lane   // guarded by mu; "" is the default lane
 	named  int                // named lanes, guarded by mu
 	waking map[string]*waking // wakes in progress by response id (wake.go), guarded by mu
-	// resolving holds, by response id, the events naming it that wait
-	// behind an append whose item references are being resolved
-	// (appendref.go). Guarded by mu.
-	resolving map[string][]outOfBandEvent
+	// behind holds, by lane, the events that wait behind an append whose
+	// item references are being resolved (appendref.go). Guarded by mu.
+	behind map[string][]laneEvent
 }
 
 // lane is one stream_id's FIFO of creates, and what runs on it.

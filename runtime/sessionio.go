@@ -72,18 +72,21 @@ func (sess *session) readLoop(ctx context.Context) error {
 			sess.refuse(lane, perr, refusedParent(data, perr), received)
 			continue
 		}
+		e := laneEvent{ev: ev, size: len(data), received: received, decodeUS: decodeMicros}
 		switch ev := ev.(type) {
 		case *protocol.CreateEvent:
-			sess.enqueue(ev, len(data), received, decodeMicros)
+			if !sess.waitBehind(lane, e, false) {
+				sess.enqueue(ev, len(data), received, decodeMicros)
+			}
 		case *protocol.AppendEvent:
-			if sess.queueBehindResolve(ev.ResponseID, ev, hasReferences(ev.Input)) {
+			if sess.waitBehind(lane, e, hasReferences(ev.Input) && sess.resolvesHere(ev.ResponseID)) {
 				continue
 			}
 			if perr := sess.appendOutputs(ev); perr != nil {
 				sess.sendError(perr, lane)
 			}
 		case *protocol.CancelEvent:
-			if sess.queueBehindResolve(ev.ResponseID, ev, false) {
+			if sess.waitBehind(lane, e, false) {
 				continue
 			}
 			if perr := sess.cancelResponse(ev); perr != nil {
@@ -92,6 +95,9 @@ func (sess *session) readLoop(ctx context.Context) error {
 		case *protocol.ResumeEvent:
 			sess.resume(ev, received)
 		case *protocol.ForkEvent:
+			if sess.waitBehind(lane, e, false) {
+				continue
+			}
 			if perr := sess.fork(ev, received); perr != nil {
 				sess.sendError(perr, lane)
 			}

@@ -99,6 +99,9 @@ func plan(req *Request) []part {
 		if p, ok := forcedPart(req); ok {
 			return []part{p}
 		}
+		if _, ok := jsonDirective(newestUserText(items)); ok {
+			return []part{answerPart(req)} // the user said what to answer
+		}
 		if t, ns, ok := pickTool(req); ok {
 			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
 			return []part{{call: true, callID: callID(len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}

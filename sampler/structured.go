@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -62,6 +63,9 @@ func checkJSONDirective(req *Request) error {
 	if req.Format.Type != "json_schema" {
 		return nil
 	}
+	if !schemaCheckable(req.Format.Schema) {
+		return refuse("cannot be checked: text.format.schema has more than %d subschemas once its references are followed.", maxCheckedSubschemas)
+	}
 	raw, err := json.Marshal(req.Format.Schema)
 	if err != nil {
 		return refuse("cannot be checked: text.format.schema does not encode: %v.", err)
@@ -73,15 +77,64 @@ func checkJSONDirective(req *Request) error {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
-	if err := c.AddResource("format.json", doc); err != nil {
+	// Nothing outside the schema is ever loaded: the default loader would
+	// read files (a "$ref" to file:///etc/...) on the client's word.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	const at = "urn:tether:text-format"
+	if err := c.AddResource(at, doc); err != nil {
 		return refuse("cannot be checked: %v.", err)
 	}
-	sch, err := c.Compile("format.json")
+	sch, err := c.Compile(at)
 	if err != nil {
-		return refuse("cannot be checked against text.format.schema, which does not compile: %v.", err)
+		return refuse("cannot be checked against text.format.schema, which does not compile (only references inside it are followed): %v.", err)
 	}
 	if err := sch.Validate(v); err != nil {
 		return refuse("does not match text.format.schema '%s': %v", req.Format.Name, err)
 	}
 	return nil
+}
+
+// maxCheckedSubschemas bounds the subschemas a json: directive is checked
+// against, its references followed: a chain of definitions each referring
+// to the next twice makes a validator's work exponential in the chain.
+const maxCheckedSubschemas = 10000
+
+// schemaCheckable reports whether schema, its local references followed
+// (a reference back into the path that reached it is a recursion, taken
+// once), has at most maxCheckedSubschemas subschemas.
+func schemaCheckable(schema map[string]any) bool {
+	budget := maxCheckedSubschemas
+	var onPath []string
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			if budget--; budget < 0 {
+				return false
+			}
+			if ref, ok := v["$ref"].(string); ok && !slices.Contains(onPath, ref) {
+				if target, ok := protocol.ResolveLocalRef(schema, ref); ok {
+					onPath = append(onPath, ref)
+					ok := walk(target)
+					onPath = onPath[:len(onPath)-1]
+					if !ok {
+						return false
+					}
+				}
+			}
+			for k, sub := range v {
+				if k != "$ref" && k != "const" && k != "enum" && k != "default" && k != "examples" && !walk(sub) {
+					return false
+				}
+			}
+		case []any:
+			for _, sub := range v {
+				if !walk(sub) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return walk(schema)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -184,7 +185,48 @@ func TestJSONDirective(t *testing.T) {
 		t.Fatalf("the answer after the call: %q, %v", got, err)
 	}
 	search := protocol.Tool{Type: protocol.ToolFunction, Name: "search", Parameters: []byte(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}
-	if got, _ := sample(user("Parsers\njson: {\"n\": 3}"), nil, search); got != `{"query":"Parsers"}` {
-		t.Errorf("generated arguments from text with a json: line: %q", got)
+	if got, _ := sample(user("Parsers\njson: {\"n\": 3}"), nil, search); got != `{"n": 3}` {
+		t.Errorf("a json: directive with a function tool offered: %q, want the answer, not a call", got)
+	}
+}
+
+// TestJSONDirectiveHostileSchemas: checking a json: directive reads
+// nothing outside the schema (a $ref to a file is refused, the file's
+// content nowhere in the error), and a schema whose references multiply
+// the validator's work is refused before it is compiled.
+func TestJSONDirectiveHostileSchemas(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secret := dir + "/secret.json"
+	if err := os.WriteFile(secret, []byte(`{"const":"SECRET-123"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chain := map[string]any{}
+	for i := range 40 {
+		next := map[string]any{"$ref": fmt.Sprintf("#/$defs/a%d", i+1)}
+		chain[fmt.Sprintf("a%d", i)] = map[string]any{"allOf": []any{next, next}}
+	}
+	chain["a40"] = map[string]any{"type": "object"}
+	user := protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: `json: {"n": 1}`}}}}
+	for _, tc := range []struct {
+		name   string
+		schema map[string]any
+		want   string
+	}{
+		{"a file", map[string]any{"$ref": "file://" + secret}, "does not compile"},
+		{"a relative reference", map[string]any{"$ref": "secret.json"}, ""},
+		{"2^40 references", map[string]any{"$ref": "#/$defs/a0", "$defs": chain}, "more than 10000 subschemas"},
+	} {
+		err := checkJSONDirective(&Request{Items: user, Format: &protocol.TextFormat{Type: "json_schema", Name: "x", Schema: tc.schema}})
+		perr, ok := err.(*protocol.Error)
+		if !ok || perr.Code != protocol.CodeInvalidDirective || !strings.Contains(perr.Message, tc.want) || strings.Contains(perr.Message, "SECRET") {
+			t.Errorf("%s: %v, want invalid_directive %q without the file's content", tc.name, err, tc.want)
+		}
+	}
+	// A recursive schema is taken: its recursion is followed once.
+	list := map[string]any{"$ref": "#/$defs/node", "$defs": map[string]any{"node": map[string]any{"type": "object",
+		"properties": map[string]any{"n": map[string]any{"type": "integer"}, "next": map[string]any{"anyOf": []any{map[string]any{"$ref": "#/$defs/node"}, map[string]any{"type": "null"}}}}}}}
+	if err := checkJSONDirective(&Request{Items: user, Format: &protocol.TextFormat{Type: "json_schema", Name: "x", Schema: list}}); err != nil {
+		t.Errorf("a recursive schema: %v", err)
 	}
 }
