@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tether-run/tether/protocol"
 )
 
 // Bounds on the work one schema may cause: nesting depth, and values
@@ -391,30 +393,9 @@ func firstNonNull(v any) any {
 
 // resolve follows a local reference such as "#/$defs/Point".
 func (g *argGen) resolve(ref string) (any, bool) {
-	if ref == "#" {
-		return g.root, true
-	}
-	ptr, ok := strings.CutPrefix(ref, "#/")
+	root, ok := g.root.(map[string]any)
 	if !ok {
 		return nil, false
 	}
-	cur := g.root
-	for tok := range strings.SplitSeq(ptr, "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			if cur, ok = c[tok]; !ok {
-				return nil, false
-			}
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
+	return protocol.ResolveLocalRef(root, ref)
 }

@@ -33,14 +33,8 @@ tether ablate compare a/results.json b/results.json`, 2)
 	}
 	var runs [2]*ablate.Results
 	for i, path := range fs.Args() {
-		f, err := os.Open(path)
-		if err != nil {
-			fs.fail(stderr, "%v", err)
-			return 1
-		}
-		runs[i], err = ablate.ReadResults(f)
-		f.Close()
-		if err != nil {
+		var err error
+		if runs[i], err = readPath(path, ablate.ReadResults); err != nil {
 			fs.fail(stderr, "%s: %v", path, err)
 			return 1
 		}
@@ -109,13 +103,7 @@ computed again from its trials, by this tether.`, `tether ablate report --out a2
 	if filepath.Base(fs.Arg(0)) == "sweep.json" {
 		return sweepReport(fs, fs.Arg(0), *out, stdout, stderr)
 	}
-	f, err := os.Open(fs.Arg(0))
-	if err != nil {
-		fs.fail(stderr, "%v", err)
-		return 1
-	}
-	res, err := ablate.ReadResults(f)
-	f.Close()
+	res, err := readPath(fs.Arg(0), ablate.ReadResults)
 	if err != nil {
 		fs.fail(stderr, "%v", err)
 		return 1
@@ -133,13 +121,7 @@ computed again from its trials, by this tether.`, `tether ablate report --out a2
 
 // sweepReport draws a sweep.json's tables and charts again.
 func sweepReport(fs *command, path, out string, stdout, stderr io.Writer) int {
-	f, err := os.Open(path)
-	if err != nil {
-		fs.fail(stderr, "%v", err)
-		return 1
-	}
-	sw, err := ablate.ReadSweep(f)
-	f.Close()
+	sw, err := readPath(path, ablate.ReadSweep)
 	if err != nil {
 		fs.fail(stderr, "%v", err)
 		return 1
@@ -154,4 +136,15 @@ func sweepReport(fs *command, path, out string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nwrote %s to %s\n", strings.Join(names, ", "), out)
 	}
 	return 0
+}
+
+// readPath reads the file at path with read.
+func readPath[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer f.Close()
+	return read(f)
 }
