@@ -178,15 +178,7 @@ func TestStoredItemReference(t *testing.T) {
 	for _, where := range []string{"memory", "redis"} {
 		t.Run(where, func(t *testing.T) {
 			t.Parallel()
-			keys := new(runtime.Keys)
-			keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
-			opts := runtime.Options{Keys: keys}
-			var h *harness
-			if where == "redis" {
-				h = redisHarness(t, redistest.Start(t).URL(), opts)
-			} else {
-				h = newHarness(t, opts)
-			}
+			h := twoTenants(t, where)
 			do := func(method, path, key, body string) (int, string) {
 				return authed(t, h, method, path, "Bearer "+key, body)
 			}
@@ -358,15 +350,7 @@ func TestAppendItemReference(t *testing.T) {
 	for _, where := range []string{"memory", "redis"} {
 		t.Run(where, func(t *testing.T) {
 			t.Parallel()
-			keys := new(runtime.Keys)
-			keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
-			opts := runtime.Options{Keys: keys}
-			var h *harness
-			if where == "redis" {
-				h = redisHarness(t, redistest.Start(t).URL(), opts)
-			} else {
-				h = newHarness(t, opts)
-			}
+			h := twoTenants(t, where)
 			code, b := authed(t, h, "POST", "/v1/responses", "Bearer sk-alice",
 				`{"model":"tether-scripted","input":[{"type":"message","id":"msg_steer1","role":"user","content":"Take the fast path."}]}`)
 			if code != 200 {
@@ -420,4 +404,17 @@ func TestAppendItemReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoTenants is a server with two tenants' keys (sk-alice, sk-bob) on the
+// store where says: "memory", or "redis" (a Redis of its own).
+func twoTenants(t *testing.T, where string) *harness {
+	t.Helper()
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-alice": "alice", "sk-bob": "bob"})
+	opts := runtime.Options{Keys: keys}
+	if where == "redis" {
+		return redisHarness(t, redistest.Start(t).URL(), opts)
+	}
+	return newHarness(t, opts)
 }
