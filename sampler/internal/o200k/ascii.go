@@ -168,13 +168,15 @@ func indexNonASCII(s string) int {
 
 // cutsBefore reports whether no piece spans s[i-1] and s[i], whatever the
 // rest of s: s[i-1] is a line feed and s[i] a printable ASCII byte other
-// than a slash. No alternative takes a line break and then such a byte:
-// words and digits take no line breaks; punctuation ends with line breaks
-// and slashes; a white-space run holding a line break ends in a line break
-// (5 comes before 6 and 7). The pieces of s are then those of s[:i] and
-// s[i:] (no alternative looks behind).
+// than a slash, a space or a tab. No alternative takes a line break and
+// then such a byte: words and digits take no line breaks; punctuation ends
+// with line breaks and slashes; a white-space run holding a line break
+// ends at the end of its first line breaks (5 comes before 6 and 7), so a
+// space or a tab after a line feed begins a piece. The pieces of s are then
+// those of s[:i] and s[i:] (no alternative looks behind). Indented text
+// (pretty-printed JSON, code) cuts at every line.
 func cutsBefore(s string, i int) bool {
-	return i > 0 && i < len(s) && s[i-1] == '\n' && s[i] > ' ' && s[i] < 0x7f && s[i] != '/'
+	return i > 0 && i < len(s) && s[i-1] == '\n' && (s[i] > ' ' && s[i] < 0x7f && s[i] != '/' || s[i] == ' ' || s[i] == '\t')
 }
 
 // lastCut is the last place at or before i where s can be cut, or 0.

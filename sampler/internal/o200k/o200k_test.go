@@ -224,3 +224,16 @@ func TestVocab(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderIndentedNonASCII: indented lines (no line starts with a
+// printable byte) for more than the codec is given at once, then a
+// character the scanner leaves to the codec: the text is cut at its lines,
+// not at a byte count inside a run of spaces (which tokenized 11 spaces as
+// 6 and 5 in a pretty-printed JSON Schema).
+func TestEncoderIndentedNonASCII(t *testing.T) {
+	e := encoder(t)
+	line := "            \"type\": \"number\",\n"
+	for _, n := range []int{1, maxCodecRun/len(line) + 7, 3 * maxCodecRun / len(line)} {
+		check(t, e, "{\n"+strings.Repeat(line, n)+"            \"d\": \"a × b\"\n}")
+	}
+}
