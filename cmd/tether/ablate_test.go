@@ -241,8 +241,9 @@ func TestAblateCompareAndPrecision(t *testing.T) {
 
 // TestAblateSweep: --sweep runs the comparison per value and prints each
 // design's gain against stateless and against chained, value by value,
-// and where each reaches the published gains; --out gets sweep.json and a
-// chart per baseline. A knob it does not know, or one value, is exit 2.
+// and where each reaches the published gains; --out gets sweep.json, a
+// chart per baseline and each value's results.json (which compare reads).
+// A knob it does not know, or one value, is exit 2.
 func TestAblateSweep(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -261,7 +262,8 @@ func TestAblateSweep(t *testing.T) {
 	if rows := regexp.MustCompile(`(?m)^\s+(0ms|2ms)\s+-?[\d.]+ \(`).FindAllString(out, -1); len(rows) != 4 {
 		t.Errorf("%d value rows, want 2 per baseline:\n%s", len(rows), out)
 	}
-	for _, f := range []string{"sweep.json", "sweep-hop-latency-vs-stateless.svg", "sweep-hop-latency-vs-chained.svg"} {
+	for _, f := range []string{"sweep.json", "sweep-hop-latency-vs-stateless.svg", "sweep-hop-latency-vs-chained.svg",
+		"hop-latency=0ms/results.json", "hop-latency=2ms/results.json"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

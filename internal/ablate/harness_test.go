@@ -259,3 +259,42 @@ func TestRunPrecision(t *testing.T) {
 	}
 	checkSchema(t, filepath.Join(dir, "results.json"))
 }
+
+// TestRunInterleaved: two configs run round by round in one run, each
+// against its own server: every mode of each in every round, and each
+// config's cost model its own (only the second one's server makes hops).
+func TestRunInterleaved(t *testing.T) {
+	t.Parallel()
+	w, err := SyntheticWorkload(3, 1, time.Millisecond, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Config{Workload: w, Modes: Designs(clienttools.ModeStateless, clienttools.ModeSuspend), Speeds: []float64{0}, Reps: 2}
+	hops := base
+	if _, err := hops.SetKnob("hop-latency", "2ms"); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := RunInterleaved(t.Context(), []Config{base, hops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		if len(r.Trials) != 4 || len(r.Summary) != 2 {
+			t.Fatalf("config %d: %d trials, %d summaries; want 4 and 2", i, len(r.Trials), len(r.Summary))
+		}
+		var hop int64
+		for _, tr := range r.Trials {
+			for _, tn := range tr.Turns {
+				if tn.Server != nil {
+					hop += tn.Server.HopMicros
+				}
+			}
+		}
+		if (i == 1) != (hop > 0) {
+			t.Errorf("config %d: %d µs of hops", i, hop)
+		}
+	}
+	if _, err := RunInterleaved(t.Context(), []Config{base, {Workload: w, Modes: base.Modes, Speeds: []float64{0, 1000}, Reps: 2}}); err == nil {
+		t.Error("a config of two speeds interleaved")
+	}
+}

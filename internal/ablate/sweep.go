@@ -101,24 +101,31 @@ func (sw *SweepResults) summaries() [][]Summary {
 	return sw.sums
 }
 
-// Sweep runs cfg once per value of knob, in the order given.
+// Sweep runs cfg once per value of knob, the values interleaved round by
+// round in one run (RunInterleaved), so that the machine's drift does not
+// pass for the knob's effect.
 func Sweep(ctx context.Context, cfg Config, knob string, values []string) (*SweepResults, error) {
 	if len(values) < 2 {
 		return nil, errors.New("ablate: a sweep needs two values or more")
 	}
+	if len(cfg.Speeds) != 1 && knob != "tps" {
+		return nil, errors.New("ablate: a sweep runs at one speed: give --tps one value")
+	}
 	sw := &SweepResults{Knob: knob, Unit: Knobs[knob], Labels: values}
-	for _, v := range values {
-		c := cfg
-		x, err := c.SetKnob(knob, v)
+	cfgs := make([]Config, len(values))
+	for i, v := range values {
+		cfgs[i] = cfg
+		x, err := cfgs[i].SetKnob(knob, v)
 		if err != nil {
 			return nil, fmt.Errorf("ablate: sweep: %w", err)
 		}
-		res, err := Run(ctx, c)
-		if err != nil {
-			return nil, fmt.Errorf("ablate: sweep %s=%s: %w", knob, v, err)
-		}
-		sw.Values, sw.Runs = append(sw.Values, x), append(sw.Runs, res)
+		sw.Values = append(sw.Values, x)
 	}
+	runs, err := RunInterleaved(ctx, cfgs)
+	if err != nil {
+		return nil, fmt.Errorf("ablate: sweep of %s: %w", knob, err)
+	}
+	sw.Runs = runs
 	return sw, nil
 }
 
@@ -299,6 +306,26 @@ func (sw *SweepResults) WriteFiles(dir string) ([]string, error) {
 			return nil, err
 		}
 		names = append(names, c.Name)
+	}
+	// Each value's run as a results.json of its own, for tether ablate
+	// compare and report.
+	for i, r := range sw.Runs {
+		sub := sw.Knob + "=" + sw.Labels[i]
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.Create(filepath.Join(dir, sub, "results.json"))
+		if err != nil {
+			return nil, err
+		}
+		err = r.WriteJSON(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, filepath.Join(sub, "results.json"))
 	}
 	return names, nil
 }
