@@ -102,6 +102,11 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 	}
 	for _, r := range out {
 		r.Summary = summarize(r.Trials)
+		// In the config's order of modes, not the order the rotation
+		// first ran them in.
+		slices.SortStableFunc(r.Summary, func(a, b Summary) int {
+			return slices.Index(r.Config.Modes, a.Mode) - slices.Index(r.Config.Modes, b.Mode)
+		})
 	}
 	return out, nil
 }
