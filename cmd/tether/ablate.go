@@ -51,7 +51,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
 	precision := fs.String("precision", "", "add rounds past --reps, the modes interleaved, until every headline figure (end to end and API overhead, and their ratios to stateless) is within ±this of it at 95%, such as 5%; or until --max-time")
 	maxTime := fs.Duration("max-time", 10*time.Minute, "with --precision: stop adding rounds once the run has taken this long, and say which figures are still wider")
-	sweep := fs.String("sweep", "", "run once per value of a cost knob, KNOB=V1,V2,...: hop-latency, ttft (durations), tps, prefill-rate, safety (on, off); prints each design's end-to-end gain against stateless and chained per value, and where it reaches the published gains (OpenAI, xAI, SGLang); --out gets sweep.json and a chart per baseline")
+	sweep := fs.String("sweep", "", "run the comparison once per value of a cost knob, KNOB=V1,V2,..., the values interleaved in one run (a server each): hop-latency, ttft (durations), tps, prefill-rate, safety (on, off), tool-scale (a factor of the simulated tools' time); prints each design's end-to-end gain against stateless and chained per value, and where it reaches the published gains (OpenAI, xAI, SGLang); --out gets sweep.json, a chart per baseline and each value's results.json")
 	wide := fs.Bool("wide", false, "print the wide tables too: end to end as measured per trial, and each round trip against the echo floor")
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
 	var urls []string

@@ -45,6 +45,10 @@ type Config struct {
 	// Imprecise), or MaxTime has passed since the run began.
 	Precision float64
 	MaxTime   time.Duration
+	// ToolScale, when above 0, multiplies every simulated tool's wait (a
+	// replayed trace's recorded durations, a synthetic workload's
+	// latency): the sweep's tool-scale knob. Real tools take what they take.
+	ToolScale float64
 	// URL targets a running server (its base URL, as OpenAI clients take
 	// it) instead of one started in-process. Its timing must be the one
 	// given here, or the model time ablate computes is wrong: the first
@@ -406,7 +410,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 		return nil, err
 	}
 	cpu0 := processCPU()
-	res, err := c.Run(ctx, ro)
+	res, err := c.Run(withToolScale(ctx, cfg.ToolScale), ro)
 	cpu := processCPU() - cpu0
 	if err != nil {
 		return nil, err

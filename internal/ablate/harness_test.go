@@ -298,3 +298,38 @@ func TestRunInterleaved(t *testing.T) {
 		t.Error("a config of two speeds interleaved")
 	}
 }
+
+// TestToolScale: the tool-scale knob multiplies every simulated tool's
+// wait, whatever workload made it, and the run records the factor; real
+// tools refuse it.
+func TestToolScale(t *testing.T) {
+	t.Parallel()
+	w, err := SyntheticWorkload(2, 1, 20*time.Millisecond, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[float64]float64{}
+	for _, scale := range []string{"0.25", "2"} {
+		cfg := Config{Workload: w, Modes: Designs(clienttools.ModeSuspend), Speeds: []float64{0}, Reps: 1}
+		x, err := cfg.SetKnob("tool-scale", scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Config.ToolScale != x {
+			t.Errorf("tool-scale %s: recorded %v", scale, res.Config.ToolScale)
+		}
+		tools[x] = res.Trials[0].ToolsUS
+	}
+	// Two calls of 20 ms: 10 ms of tools at 0.25, 80 ms at 2 (at least).
+	if tools[0.25] < 10e3 || tools[2] < 80e3 || tools[0.25] >= tools[2] {
+		t.Errorf("tools time %v at 0.25 and %v at 2, want at least 10 ms and 80 ms", tools[0.25], tools[2])
+	}
+	real := Config{Workload: Workload{Repo: true}}
+	if _, err := real.SetKnob("tool-scale", "2"); err == nil {
+		t.Error("real tools scaled")
+	}
+}

@@ -70,6 +70,9 @@ type RunConfig struct {
 	URL      string     `json:"url,omitempty"`
 	Store    string     `json:"store,omitempty"` // without its password
 	Cost     CostConfig `json:"cost"`
+	// ToolScale multiplied the simulated tools' time (a sweep's
+	// tool-scale); absent: as recorded or given.
+	ToolScale float64 `json:"tool_scale,omitempty"`
 }
 
 // CostConfig is the server's cost model as results.json records it.
@@ -84,7 +87,7 @@ func configOf(cfg Config) RunConfig {
 	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
 		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL, Store: redacted(cfg.Store),
 		Cost: CostConfig{Safety: cfg.Cost.Safety, HopLatencyUS: us(cfg.Cost.HopLatency),
-			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.StoreTokens}}
+			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.StoreTokens}, ToolScale: cfg.ToolScale}
 	for _, m := range cfg.Modes {
 		rc.Modes = append(rc.Modes, m.String())
 	}

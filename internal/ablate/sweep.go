@@ -32,6 +32,7 @@ var Knobs = map[string]string{
 	"tps":          "tok/s",
 	"prefill-rate": "tok/s", // uncached prompt tokens read per second
 	"safety":       "on=1",  // the safety classifier and its hop, off (0) or on (1)
+	"tool-scale":   "×",     // every simulated tool's time, as recorded (1), halved (0.5), ...
 }
 
 // SetKnob sets knob to value in c and returns the value as the sweep's
@@ -58,6 +59,19 @@ func (c *Config) SetKnob(knob, value string) (float64, error) {
 			c.Speeds = []float64{v}
 		} else {
 			c.PrefillRate = v
+		}
+		return v, nil
+	case "tool-scale":
+		v, err := strconv.ParseFloat(value, 64)
+		switch {
+		case err != nil || v < 0:
+			return 0, fmt.Errorf("tool-scale=%s: want a factor of the tools' time, 0 or more, such as 0.5", value)
+		case c.Workload.Repo:
+			return 0, fmt.Errorf("tool-scale: the tools run for real here (--tools real); scale simulated ones (--tools replay, or a synthetic workload)")
+		}
+		c.ToolScale = v
+		if v == 0 {
+			c.ToolScale = 1e-9 // as good as instant; 0 would mean "as they are"
 		}
 		return v, nil
 	case "safety":

@@ -175,6 +175,9 @@ func filler(n int) string {
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
+	if scale, ok := ctx.Value(toolScaleKey{}).(float64); ok {
+		d = time.Duration(float64(d) * scale)
+	}
 	if d <= 0 {
 		return nil
 	}
@@ -186,6 +189,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// toolScaleKey carries a trial's Config.ToolScale to its simulated tools'
+// waits (sleep), whichever workload made them.
+type toolScaleKey struct{}
+
+// withToolScale is ctx whose simulated tool waits last scale times as
+// long; scale 0 leaves them as they are.
+func withToolScale(ctx context.Context, scale float64) context.Context {
+	if scale == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, toolScaleKey{}, scale)
 }
 
 // trialDir is a fresh copy of the fixture repository, removed by the
