@@ -29,6 +29,15 @@
 // turn, a store load every chained one, a cache hit every WebSocket turn,
 // one suspended response with a pause per round trip.
 //
+// Every figure of a Summary that a run can land differently on has its 95%
+// interval (stats.go: bootstrap over the turns, order statistics for
+// medians), and a figure the sample cannot carry is not given. Compare sets
+// two runs side by side (benchstat's way: intervals, Holm-adjusted
+// p-values); RunInterleaved runs several configurations at once, round by
+// round, each against its own server, and Sweep runs one per value of a
+// cost knob that way, setting each design's end-to-end gain against the
+// published figures (References).
+//
 // Results holds every trial and turn and a Summary per mode and speed;
 // WriteFiles writes results.json (whose JSON Schema is Schema), turns.csv,
 // the Charts as SVG (drawn with gonum/plot) and report.html, one
