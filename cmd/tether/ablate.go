@@ -105,8 +105,15 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	}
 	if *precision != "" {
 		p, err := parsePercent(*precision)
-		if err != nil || p <= 0 || p >= 1 {
+		switch {
+		case err != nil || p <= 0 || p >= 1:
 			fmt.Fprintf(stderr, "tether: ablate: --precision %q: want a share between 0 and 100%%, such as 5%% or 0.05\n", *precision)
+			return 2
+		case *maxTime <= 0:
+			fmt.Fprintln(stderr, "tether: ablate: --precision needs a --max-time above 0: a figure may never narrow that far")
+			return 2
+		case *sweep != "" || *load.clients != "" || *load.park > 0 || *load.hol > 0:
+			fmt.Fprintln(stderr, "tether: ablate: --precision is for a comparison run, not with --sweep, --load, --park or --hol")
 			return 2
 		}
 		cfg.Precision, cfg.MaxTime = p, *maxTime
@@ -272,14 +279,14 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 		}
 	}
 	fmt.Fprint(w, `
-End to end is a rollout's model and tool time (the timing model's, the same in
-every trial) plus its API overhead: its turns times their mean overhead (a
-turn's latency less its model time) and the client's time between turns. × echo
+End to end is a rollout's model and tool time (the designs' shared median) plus
+its API overhead: its turns times their mean overhead (a turn's latency less its
+model time) and the client's time between turns. × echo
 floor sets the round trips' median overhead against an echo of the same bytes
 and frames on the same loopback; µs per 1k ctx tokens is how a round trip's
 overhead grows with the context the step read (Theil-Sen). In brackets: 95%
-intervals (bootstrap over the turns; for medians, between order statistics),
-how far this run could have landed. --wide prints the tables behind them.
+intervals (bootstrap over the turns; for medians, between order statistics):
+the noise within this run, not between runs. --wide prints the tables behind.
 `)
 	if wide {
 		printWide(w, res)

@@ -259,6 +259,11 @@ func TestAblateSweep(t *testing.T) {
 			t.Errorf("no %q:\n%s", want, out)
 		}
 	}
+	for _, ref := range []string{"OpenAI", "xAI", "SGLang gateway"} {
+		if !regexp.MustCompile(`(?m)^` + ref + ` \(.*\): .*suspend (at|not by) `).MatchString(out) {
+			t.Errorf("%s: no word of suspend:\n%s", ref, out)
+		}
+	}
 	if rows := regexp.MustCompile(`(?m)^\s+(0ms|2ms)\s+-?[\d.]+ \(`).FindAllString(out, -1); len(rows) != 4 {
 		t.Errorf("%d value rows, want 2 per baseline:\n%s", len(rows), out)
 	}
@@ -268,7 +273,7 @@ func TestAblateSweep(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	for _, sweep := range []string{"loudness=1,2", "hop-latency=1ms", "hop-latency=1ms,fast"} {
+	for _, sweep := range []string{"loudness=1,2", "hop-latency=1ms", "hop-latency=1ms,fast", "hop-latency=1ms,1ms"} {
 		var stdout, stderr strings.Builder
 		if code := run(t.Context(), []string{"ablate", "--sweep", sweep}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--sweep") {
 			t.Errorf("--sweep %s: exit %d, %s", sweep, code, stderr.String())

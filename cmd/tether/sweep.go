@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,12 +23,18 @@ func runSweep(ctx context.Context, cfg ablate.Config, sweep, out string, stdout,
 		fmt.Fprintf(stderr, "tether: ablate: --sweep %q: want KNOB=V1,V2,... with two values or more, such as hop-latency=0ms,2ms,10ms\n", sweep)
 		return 2
 	}
+	seen := map[float64]bool{}
 	for _, v := range values { // refused before the first run, not after it
 		c := cfg
-		if _, err := c.SetKnob(knob, v); err != nil {
+		x, err := c.SetKnob(knob, v)
+		if err == nil && seen[x] {
+			err = fmt.Errorf("%s=%s is given twice", knob, v)
+		}
+		if err != nil {
 			fmt.Fprintln(stderr, "tether: ablate: --sweep:", err)
 			return 2
 		}
+		seen[x] = true
 	}
 	bar := newProgress(stderr)
 	cfg.Progress = bar.update
@@ -87,14 +94,18 @@ func printSweep(w io.Writer, sw *ablate.SweepResults) {
 	fmt.Fprintln(w)
 	for _, ref := range ablate.References {
 		var reached []string
+		ran := len(sw.Speedups(ref.Baseline)) > 0
+		if !ran {
+			reached = append(reached, ref.Baseline+" did not run")
+		}
 		for _, m := range c.Modes {
-			if m == ref.Baseline {
+			if m == ref.Baseline || !ran {
 				continue
 			}
 			if x, ok := sw.Reaches(ref, m); ok {
 				reached = append(reached, m+" at "+strconv.FormatFloat(x, 'g', 3, 64)+" "+sw.Unit)
 			} else {
-				best := 0.0
+				best := math.Inf(-1)
 				for _, g := range sw.Speedups(ref.Baseline) {
 					if g.Mode == m {
 						best = max(best, g.Gain)

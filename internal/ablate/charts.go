@@ -183,8 +183,11 @@ func (r *Results) overheadChart() (Chart, error) {
 // 95% band: at each x, the 2.5th and 97.5th percentiles of the lines of
 // bootstrap resamples. Both nil for fewer than two distinct x.
 func fitBand(xs, ys []float64, c color.Color) (*plotter.Line, *plotter.Polygon, error) {
+	if len(xs) < 2 {
+		return nil, nil, nil
+	}
 	lo, hi := slices.Min(xs), slices.Max(xs)
-	if len(xs) < 2 || hi == lo {
+	if hi == lo {
 		return nil, nil, nil
 	}
 	a, b := fit(xs, ys)

@@ -101,12 +101,7 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 		base.Progress(done, total, "done")
 	}
 	for _, r := range out {
-		r.Summary = summarize(r.Trials)
-		// In the config's order of modes, not the order the rotation
-		// first ran them in.
-		slices.SortStableFunc(r.Summary, func(a, b Summary) int {
-			return slices.Index(r.Config.Modes, a.Mode) - slices.Index(r.Config.Modes, b.Mode)
-		})
+		r.Summary = inModeOrder(summarize(r.Trials), r.Config.Modes)
 	}
 	return out, nil
 }

@@ -115,7 +115,7 @@ func ReadResults(r io.Reader) (*Results, error) {
 	if res.Schema != SchemaVersion {
 		return nil, fmt.Errorf("ablate: results of schema %q; this tether reads %s", res.Schema, SchemaVersion)
 	}
-	res.Summary = summarize(res.Trials) // with what JSON does not carry: each turn, for the intervals
+	res.Summary = inModeOrder(summarize(res.Trials), res.Config.Modes) // with what JSON does not carry: each turn, for the intervals
 	return &res, nil
 }
 

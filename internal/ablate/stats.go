@@ -11,8 +11,8 @@ import (
 // The statistics behind a summary. A run has a few dozen round trips per
 // mode on a shared machine where one of them now and then takes several
 // times the others, so every figure about round trips is a robust one (a
-// median, or a line fitted by medians) and comes with a bootstrap interval
-// that says how far the same run could have landed.
+// median, or a line fitted by medians) and comes with a bootstrap interval:
+// the noise within the run (turns taken as independent), not between runs.
 
 // quantile is the q-quantile of xs by linear interpolation between the
 // closest ranks; 0 for none.
@@ -63,12 +63,17 @@ func resample(n int, each func(idx []int)) { resampleSeed(n, 0x7e7e, each) }
 // resampleSeed is resample with a seed of the caller's: two samples
 // resampled together draw apart.
 func resampleSeed(n int, seed uint64, each func(idx []int)) {
+	resampleSeedN(n, seed, resamples, each)
+}
+
+// resampleSeedN is resampleSeed with times resamples.
+func resampleSeedN(n int, seed uint64, times int, each func(idx []int)) {
 	if n == 0 {
 		return
 	}
 	rng := rand.New(rand.NewPCG(uint64(n), seed))
 	idx := make([]int, n)
-	for range resamples {
+	for range times {
 		for i := range idx {
 			idx[i] = rng.IntN(n)
 		}
@@ -221,15 +226,22 @@ func ratioCI(a, b []float64, sa, sb func([]float64) float64) [2]float64 {
 // ratioBoot is the bootstrap distribution of sa(a)/sb(b): resamples of a
 // and of b drawn apart.
 func ratioBoot(a, b []float64, sa, sb func([]float64) float64) []float64 {
+	return ratioBootN(a, b, sa, sb, resamples)
+}
+
+// ratioBootN is ratioBoot with n resamples: a p-value that Holm's
+// correction multiplies by the number of tests needs more of them than an
+// interval does (its least value is 2/n).
+func ratioBootN(a, b []float64, sa, sb func([]float64) float64, n int) []float64 {
 	var va, vb []float64
 	ba, bb := make([]float64, len(a)), make([]float64, len(b))
-	resample(len(a), func(idx []int) {
+	resampleSeedN(len(a), 0x7e7e, n, func(idx []int) {
 		for i, k := range idx {
 			ba[i] = a[k]
 		}
 		va = append(va, sa(ba))
 	})
-	resampleSeed(len(b), 0x5eed, func(idx []int) {
+	resampleSeedN(len(b), 0x5eed, n, func(idx []int) {
 		for i, k := range idx {
 			bb[i] = b[k]
 		}
@@ -246,22 +258,25 @@ func ratioBoot(a, b []float64, sa, sb func([]float64) float64) []float64 {
 }
 
 // bootP is the two-sided bootstrap p-value of "the ratio is 1": twice the
-// share of the bootstrap ratios on the far side of 1 (at least one
-// resample's worth, so that it is never 0).
+// share of the bootstrap ratios on the far side of 1, ratios of exactly 1
+// counted on both sides (so that identical data are no change), at least
+// one resample's worth, so that it is never 0.
 func bootP(vals []float64) float64 {
 	if len(vals) == 0 {
 		return 1
 	}
-	var below, above int
+	var below, above, ties int
 	for _, v := range vals {
 		switch {
 		case v < 1:
 			below++
 		case v > 1:
 			above++
+		default:
+			ties++
 		}
 	}
-	far := max(min(below, above), 1)
+	far := max(min(below, above)+ties, 1)
 	return min(1, 2*float64(far)/float64(len(vals)))
 }
 
@@ -293,9 +308,12 @@ func ratio(a, b float64) float64 {
 
 // WithInterval formats v and its 95% interval as "5.7 (5.1–6.2)", with
 // prec decimals; "-76 (-154 to -9)" when a bound is negative, where a dash
-// would read as a minus.
+// would read as a minus; v alone when the interval is [0, 0] (none given).
 func WithInterval(v float64, ci [2]float64, prec int) string {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', prec, 64) }
+	if ci == [2]float64{} && v != 0 {
+		return f(v) // no interval: too few values to give one
+	}
 	sep := "–"
 	if ci[0] < 0 || ci[1] < 0 {
 		sep = " to "

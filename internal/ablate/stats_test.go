@@ -44,7 +44,7 @@ func TestSummaryRoundTrips(t *testing.T) {
 		tr.ElapsedUS = tr.OverheadUS
 		ts = append(ts, tr)
 	}
-	s := summarizeGroup(ts)
+	s := summarizeGroup(ts, 0)
 	if s.RoundTrips != 30 {
 		t.Fatalf("%d round trips, want 30 (12 turns less the first and last, ×3)", s.RoundTrips)
 	}
@@ -78,7 +78,7 @@ func TestSummaryRoundTrips(t *testing.T) {
 	if s.FloorRatioMedianCI[0] > s.FloorRatioMedian || s.FloorRatioMedianCI[1] < s.FloorRatioMedian || s.FloorRatioMedianCI[0] < 2.04 || s.FloorRatioMedianCI[1] > 2.22 {
 		t.Errorf("floor ratio interval %v around %v", s.FloorRatioMedianCI, s.FloorRatioMedian)
 	}
-	if again := summarizeGroup(ts); again.FloorRatioMedianCI != s.FloorRatioMedianCI {
+	if again := summarizeGroup(ts, 0); again.FloorRatioMedianCI != s.FloorRatioMedianCI {
 		t.Errorf("intervals differ between two summaries of the same trials: %v, %v", again.FloorRatioMedianCI, s.FloorRatioMedianCI)
 	}
 }
@@ -92,7 +92,7 @@ func TestFloorRatioOfQuantiles(t *testing.T) {
 	for i, tn := range []struct{ overhead, floor float64 }{{0, 1}, {1000, 100}, {2000, 1000}, {3000, 1000}, {0, 1}} {
 		tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: 1000 * (i + 1), OverheadUS: tn.overhead, FloorUS: tn.floor, WarmFloorUS: tn.floor / 2})
 	}
-	s := summarizeGroup([]Trial{tr})
+	s := summarizeGroup([]Trial{tr}, 0)
 	if s.RoundTrips != 3 || !near(s.FloorRatioMedian, 2) || !near(s.WarmFloorRatio, 4) {
 		t.Errorf("%d round trips, × floor %v (want 2000/1000), × warm %v (want 2000/500)", s.RoundTrips, s.FloorRatioMedian, s.WarmFloorRatio)
 	}

@@ -1,5 +1,10 @@
 package ablate
 
+import (
+	"math"
+	"slices"
+)
+
 // Summary is one mode at one speed over its trials. Durations are in
 // microseconds. Every figure that a run can land differently on comes with
 // its 95% interval (CI95), and a figure the sample cannot carry is not
@@ -85,9 +90,10 @@ type Summary struct {
 	BytesReceivedMedian float64 `json:"bytes_received_median"`
 	CPUPerTurnUS        float64 `json:"cpu_per_turn_us"` // process CPU (client and in-process server) per turn, median trial
 
-	turns []float64 // every turn's overhead, for the intervals against stateless
-	trips []float64 // every round trip's overhead
-	fixed float64   // end to end less the turns' overhead: model, tools, between turns
+	turns   []float64 // every turn's overhead, for the intervals against stateless
+	trips   []float64 // every round trip's overhead
+	fixed   float64   // end to end less the turns' overhead: model and tools (shared), between turns
+	between float64   // the client's time between turns, median trial
 }
 
 // endToEnd is the end to end of s with turn overheads o: what a resample
@@ -96,7 +102,7 @@ func (s *Summary) endToEnd(o []float64) float64 { return s.fixed + s.TurnsPerTri
 
 // apiOverhead is the API overhead of s with turn overheads o.
 func (s *Summary) apiOverhead(o []float64) float64 {
-	return s.fixed - s.ModelMedianUS - s.ToolsMedianUS + s.TurnsPerTrial*mean(o)
+	return s.between + s.TurnsPerTrial*mean(o)
 }
 
 // MinSlopeRoundTrips is the fewest round trips a slope of overhead against
@@ -120,9 +126,23 @@ func summarize(trials []Trial) []Summary {
 		}
 		groups[k] = append(groups[k], t)
 	}
+	// Model and tool time are the same work in every design at a speed
+	// (the model's is computed, the tools' are the workload's, measured on
+	// the client); the designs share their median, so that what sets them
+	// apart end to end is their API overhead, not the tools' timer jitter.
+	shared := map[float64]float64{}
+	for tps := range groupsBySpeed(trials) {
+		var mt []float64
+		for _, t := range trials {
+			if t.TPS == tps {
+				mt = append(mt, t.ModelUS+t.ToolsUS)
+			}
+		}
+		shared[tps] = quantile(mt, 0.5)
+	}
 	var out []Summary
 	for _, k := range order {
-		out = append(out, summarizeGroup(groups[k]))
+		out = append(out, summarizeGroup(groups[k], shared[k.tps]))
 	}
 	for i := range out {
 		for _, base := range out {
@@ -149,7 +169,10 @@ func (s *Summary) vsStateless(base Summary) {
 	s.APIOverheadVsStatelessCI = ratioCI(s.turns, base.turns, s.apiOverhead, base.apiOverhead)
 }
 
-func summarizeGroup(ts []Trial) Summary {
+// summarizeGroup summarizes one design at one speed; modelTools is the
+// model and tool time its end to end counts (shared by the designs at the
+// speed).
+func summarizeGroup(ts []Trial, modelTools float64) Summary {
 	s := Summary{Mode: ts[0].Mode, TPS: ts[0].TPS, Trials: len(ts)}
 	var elapsed, model, tools, overhead, sent, received, cpu, first, last, firstCtx, lastCtx []float64
 	var rt, floor, warm, render, late, ctx, exRender, between, nturns []float64
@@ -197,10 +220,11 @@ func summarizeGroup(ts []Trial) Summary {
 	s.FirstOverheadUS, s.LastOverheadUS = quantile(first, 0.5), quantile(last, 0.5)
 
 	s.TurnsPerTrial = quantile(nturns, 0.5)
-	s.fixed = s.ModelMedianUS + s.ToolsMedianUS + quantile(between, 0.5)
+	s.between = quantile(between, 0.5)
+	s.fixed = modelTools + s.between
 	s.APIOverheadUS, s.APIOverheadCI = s.apiOverhead(s.turns), bootstrapCI(s.turns, s.apiOverhead)
 	s.EndToEndUS, s.EndToEndCI = s.endToEnd(s.turns), bootstrapCI(s.turns, s.endToEnd)
-	s.ModelToolsShare = ratio(s.ModelMedianUS+s.ToolsMedianUS, s.EndToEndUS)
+	s.ModelToolsShare = ratio(modelTools, s.EndToEndUS)
 
 	x0, x1 := quantile(firstCtx, 0.5), quantile(lastCtx, 0.5)
 	a, b := fit(ctx, rt)
@@ -266,7 +290,7 @@ func medianOverhead(turns []Turn) float64 {
 func Imprecise(sums []Summary, p float64) []string {
 	var out []string
 	check := func(mode, figure string, v float64, ci [2]float64) {
-		if v != 0 && (ci[1]-v > p*v || v-ci[0] > p*v) {
+		if w := p * math.Abs(v); v != 0 && (ci[1]-v > w || v-ci[0] > w) {
 			out = append(out, mode+" "+figure)
 		}
 	}
@@ -290,4 +314,26 @@ func trialsAt(trials []Trial, tps float64) []Trial {
 		}
 	}
 	return out
+}
+
+// groupsBySpeed is the speeds trials ran at.
+func groupsBySpeed(trials []Trial) map[float64]bool {
+	speeds := map[float64]bool{}
+	for _, t := range trials {
+		speeds[t.TPS] = true
+	}
+	return speeds
+}
+
+// inModeOrder sorts sums into the order of modes (a run's config), speed
+// by speed as they ran, whatever order the trials first ran the modes in
+// (an interleaved run rotates them).
+func inModeOrder(sums []Summary, modes []string) []Summary {
+	slices.SortStableFunc(sums, func(a, b Summary) int {
+		if a.TPS != b.TPS {
+			return 0
+		}
+		return slices.Index(modes, a.Mode) - slices.Index(modes, b.Mode)
+	})
+	return sums
 }

@@ -1,6 +1,7 @@
 package ablate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,15 +126,30 @@ func Sweep(ctx context.Context, cfg Config, knob string, values []string) (*Swee
 	if len(cfg.Speeds) != 1 && knob != "tps" {
 		return nil, errors.New("ablate: a sweep runs at one speed: give --tps one value")
 	}
-	sw := &SweepResults{Knob: knob, Unit: Knobs[knob], Labels: values}
-	cfgs := make([]Config, len(values))
-	for i, v := range values {
-		cfgs[i] = cfg
-		x, err := cfgs[i].SetKnob(knob, v)
+	// The values in ascending order, each once: the table, the charts'
+	// lines and where a gain is reached read them so.
+	type value struct {
+		x     float64
+		label string
+		cfg   Config
+	}
+	var vs []value
+	for _, v := range values {
+		c := cfg
+		x, err := c.SetKnob(knob, v)
 		if err != nil {
 			return nil, fmt.Errorf("ablate: sweep: %w", err)
 		}
-		sw.Values = append(sw.Values, x)
+		if slices.ContainsFunc(vs, func(w value) bool { return w.x == x }) {
+			return nil, fmt.Errorf("ablate: sweep: %s=%s is given twice", knob, v)
+		}
+		vs = append(vs, value{x, v, c})
+	}
+	slices.SortStableFunc(vs, func(a, b value) int { return cmp.Compare(a.x, b.x) })
+	sw := &SweepResults{Knob: knob, Unit: Knobs[knob]}
+	cfgs := make([]Config, len(vs))
+	for i, v := range vs {
+		sw.Values, sw.Labels, cfgs[i] = append(sw.Values, v.x), append(sw.Labels, v.label), v.cfg
 	}
 	runs, err := RunInterleaved(ctx, cfgs)
 	if err != nil {
@@ -357,6 +373,7 @@ func ReadSweep(r io.Reader) (*SweepResults, error) {
 		if r == nil || r.Schema != SchemaVersion {
 			return nil, fmt.Errorf("ablate: sweep: a run of another schema; this tether reads %s", SchemaVersion)
 		}
+		r.Summary = inModeOrder(summarize(r.Trials), r.Config.Modes) // by this tether, as ReadResults does
 	}
 	return &sw, nil
 }
