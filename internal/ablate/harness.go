@@ -150,16 +150,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if cfg.URL != "" && len(cfg.Speeds) > 1 {
 		return nil, errors.New("ablate: a server at --url streams at one speed, its own: give --tps one value, the server's")
 	}
-	echo, err := startEcho(slices.ContainsFunc(cfg.Modes, Design.webTransport))
+	floor, closeFloor, err := openFloor(ctx, cfg.Modes)
 	if err != nil {
 		return nil, err
 	}
-	defer echo.close()
-	floor, err := echo.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer floor.close()
+	defer closeFloor()
 
 	res := &Results{Schema: SchemaVersion, Started: time.Now().UTC(), Machine: machine(), Config: configOf(cfg)}
 	res.Machine.InProcess = cfg.URL == ""
@@ -214,6 +209,20 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	res.Summary = summarize(res.Trials)
 	return res, nil
+}
+
+// openFloor starts the echo server the floor is measured against (with
+// WebTransport when a mode needs it) and dials it; closeFloor ends both.
+func openFloor(ctx context.Context, modes []Design) (floor *echoClient, closeFloor func(), err error) {
+	echo, err := startEcho(slices.ContainsFunc(modes, Design.webTransport))
+	if err != nil {
+		return nil, nil, err
+	}
+	if floor, err = echo.dial(ctx); err != nil {
+		echo.close()
+		return nil, nil, err
+	}
+	return floor, func() { floor.close(); echo.close() }, nil
 }
 
 // startTarget starts an in-process tether at timing on loopback, or points

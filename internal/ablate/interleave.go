@@ -39,16 +39,11 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 	if len(base.Modes) == 0 || base.Reps < 1 || base.Workload.Tools == nil {
 		return nil, errors.New("ablate: a config needs modes, speeds, reps and a workload")
 	}
-	echo, err := startEcho(slices.ContainsFunc(base.Modes, Design.webTransport))
+	floor, closeFloor, err := openFloor(ctx, base.Modes)
 	if err != nil {
 		return nil, err
 	}
-	defer echo.close()
-	floor, err := echo.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer floor.close()
+	defer closeFloor()
 
 	started := time.Now().UTC()
 	run := strconv.FormatInt(started.UnixNano(), 36)
