@@ -87,7 +87,11 @@ func (c *command) printReference(w io.Writer) {
 	usage := strings.TrimRight(c.usage, "\n")
 	first, rest, _ := strings.Cut(usage, "\n")
 	fmt.Fprintf(w, "## tether %s\n\n```\n%s\n```\n\n%s\n\n", c.Name(), strings.TrimPrefix(first, "Usage: "), strings.TrimSpace(rest))
-	fmt.Fprint(w, "| flag | default | meaning |\n|---|---|---|\n")
+	var flags int
+	c.VisitAll(func(*flag.Flag) { flags++ })
+	if flags > 0 {
+		fmt.Fprint(w, "| flag | default | meaning |\n|---|---|---|\n")
+	}
 	c.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def != "" {

@@ -15,15 +15,17 @@ import (
 // ablateCompare is "tether ablate compare A.json B.json": two runs set
 // side by side, figure by figure, as benchstat sets two builds.
 func ablateCompare(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("ablate compare", `Usage: tether ablate compare [flags] A/results.json B/results.json
+	fs := newCommand("ablate compare", `Usage: tether ablate compare A/results.json B/results.json
 
 Sets run B against run A (two builds, two configurations, or the same
 twice) for every mode and speed both ran: end to end and API overhead per
 rollout, and the round trips' median overhead. Each figure has its 95%
 interval, and the change B/A its interval (the two runs' turns resampled
 apart) and its p-value, Holm-adjusted over every figure compared: "~"
-where the change is not significant at 5%.`, `tether ablate --out a && tether ablate --hop-latency 1ms --out b
-tether ablate compare a/results.json b/results.json`, 2)
+where the change is not significant at 5%. Two runs one after the other
+also differ by the machine's drift between them; for two configurations,
+run them interleaved with --sweep and compare the results it writes.`, `tether ablate --sweep hop-latency=0ms,1ms --out sweep
+tether ablate compare sweep/hop-latency=0ms/results.json sweep/hop-latency=1ms/results.json`, 2)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
