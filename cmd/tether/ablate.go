@@ -166,15 +166,25 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	printAblation(stdout, res, *wide)
-	if *out != "" {
-		if err := res.WriteFiles(*out); err != nil {
-			fmt.Fprintln(stderr, "tether: ablate:", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote results.json, turns.csv, overhead.svg, overhead-ci.svg, e2e.svg, waterfall.svg and report.html to %s\n", *out)
+	if err := showRun(stdout, res, *wide, *out); err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
 	}
 	return 0
+}
+
+// showRun prints a run's headline (and with wide its tables) and, when
+// out is set, writes its files there.
+func showRun(w io.Writer, res *ablate.Results, wide bool, out string) error {
+	printAblation(w, res, wide)
+	if out == "" {
+		return nil
+	}
+	if err := res.WriteFiles(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nwrote results.json, turns.csv, overhead.svg, overhead-ci.svg, e2e.svg, waterfall.svg and report.html to %s\n", out)
+	return nil
 }
 
 // ablateConfig builds the run's workload, modes and speeds from the flags.

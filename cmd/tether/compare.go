@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/tether-run/tether/internal/ablate"
@@ -110,13 +109,9 @@ computed again from its trials, by this tether.`, `tether ablate report --out a2
 		fs.fail(stderr, "%v", err)
 		return 1
 	}
-	printAblation(stdout, res, *wide)
-	if *out != "" {
-		if err := res.WriteFiles(*out); err != nil {
-			fs.fail(stderr, "%v", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote results.json, turns.csv, the charts and report.html to %s\n", *out)
+	if err := showRun(stdout, res, *wide, *out); err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
 	}
 	return 0
 }
@@ -128,14 +123,9 @@ func sweepReport(fs *command, path, out string, stdout, stderr io.Writer) int {
 		fs.fail(stderr, "%v", err)
 		return 1
 	}
-	printSweep(stdout, sw)
-	if out != "" {
-		names, err := sw.WriteFiles(out)
-		if err != nil {
-			fs.fail(stderr, "%v", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote %s to %s\n", strings.Join(names, ", "), out)
+	if err := showSweep(stdout, sw, out); err != nil {
+		fs.fail(stderr, "%v", err)
+		return 1
 	}
 	return 0
 }

@@ -44,16 +44,26 @@ func runSweep(ctx context.Context, cfg ablate.Config, sweep, out string, stdout,
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	printSweep(stdout, sw)
-	if out != "" {
-		names, err := sw.WriteFiles(out)
-		if err != nil {
-			fmt.Fprintln(stderr, "tether: ablate:", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote %s to %s\n", strings.Join(names, ", "), out)
+	if err := showSweep(stdout, sw, out); err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
 	}
 	return 0
+}
+
+// showSweep prints a sweep's tables and, when out is set, writes its
+// files there.
+func showSweep(w io.Writer, sw *ablate.SweepResults, out string) error {
+	printSweep(w, sw)
+	if out == "" {
+		return nil
+	}
+	names, err := sw.WriteFiles(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nwrote %s to %s\n", strings.Join(names, ", "), out)
+	return nil
 }
 
 // printSweep prints a table per baseline: a row per value of the knob, a
