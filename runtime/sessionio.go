@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -154,7 +155,7 @@ func (sess *session) writeLoop(ctx context.Context) error {
 		if batch == nil {
 			return nil
 		}
-		if err := sess.writeBatch(ctx, batch); err != nil {
+		if err := sess.writeBatch(batch); err != nil {
 			return err
 		}
 	}
@@ -163,11 +164,10 @@ func (sess *session) writeLoop(ctx context.Context) error {
 // writeBatch writes a batch of frames, which leave in one write to the
 // socket where the transport can (see corkedConn). Each frame is charged
 // the time from the end of the one before; the last also the flush.
-func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
-	ctx, cancel := context.WithTimeout(ctx, sess.srv.opts.Timeouts.Write)
-	defer cancel()
+func (sess *session) writeBatch(batch []queued) error {
 	binary := sess.encoding == protocol.EncodingMsgpack
 	start := sess.srv.now()
+	deadline := time.Now().Add(sess.srv.opts.Timeouts.Write) // the network's clock, not Options.Now
 	var err error
 	for i, q := range batch {
 		b := q.b
@@ -176,7 +176,7 @@ func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 				break // a frame of ours that is not JSON: a bug, not the client's doing
 			}
 		}
-		if err = sess.conn.Write(ctx, b, binary); err != nil {
+		if err = sess.conn.Write(b, binary, deadline); err != nil {
 			break
 		}
 		sess.written.Add(int64(len(b)))
@@ -186,7 +186,6 @@ func (sess *session) writeBatch(ctx context.Context, batch []queued) error {
 			start = end
 		}
 	}
-	deadline, _ := ctx.Deadline()
 	if ferr := sess.conn.Flush(deadline); err == nil {
 		err = ferr
 	}

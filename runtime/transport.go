@@ -38,8 +38,9 @@ type FrameConn interface {
 	// connection closes with CloseTooBig.
 	Read(ctx context.Context) (b []byte, binary bool, err error)
 	// Write adds a frame to the batch being written; Flush sends the
-	// batch, by deadline (a client that does not read is cut there).
-	Write(ctx context.Context, b []byte, binary bool) error
+	// batch. Both end by deadline, the batch's: a client that does not
+	// read is cut there.
+	Write(b []byte, binary bool, deadline time.Time) error
 	Flush(deadline time.Time) error
 	// Close ends the connection in order, telling the client why when the
 	// transport can (a WebSocket close frame; status 1001 at shutdown,

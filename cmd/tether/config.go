@@ -383,9 +383,19 @@ func (f timingFlags) model(m ModelConfig) sampler.Timing {
 // and every model the config names. An upstream model with a timing is
 // paced by it as a floor (never faster than the timing model). Each scripted
 // model keeps its own prefix cache, as each model of an engine keeps its own
-// KV blocks.
-func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]runtime.Sampler, error) {
-	out := map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, flags.timing)}
+// KV blocks; e steps all their samples as one batch.
+func models(cfg *Config, flags timingFlags, r *sampler.Renderer, e *sampler.Engine) (map[string]runtime.Sampler, error) {
+	scripted := func(t sampler.Timing) *sampler.Scripted {
+		s := sampler.NewScripted(r, t)
+		s.SetEngine(e)
+		return s
+	}
+	replay := func(t sampler.Timing, tr *sampler.Trace) *sampler.Replay {
+		p := sampler.NewReplay(r, t, tr)
+		p.SetEngine(e)
+		return p
+	}
+	out := map[string]runtime.Sampler{sampler.ScriptedModel: scripted(flags.timing)}
 	traces, err := loadTraces(cfg.traceDir())
 	if err != nil {
 		return nil, err
@@ -393,7 +403,7 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]run
 	replays := map[string]*sampler.Trace{}
 	for _, t := range traces {
 		replays[sampler.ReplayPrefix+t.Name] = t
-		out[sampler.ReplayPrefix+t.Name] = sampler.NewReplay(r, flags.timing, t)
+		out[sampler.ReplayPrefix+t.Name] = replay(flags.timing, t)
 	}
 	if cfg == nil {
 		return out, nil
@@ -414,10 +424,10 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer) (map[string]run
 			continue
 		}
 		if t, ok := replays[name]; ok {
-			out[name] = sampler.NewReplay(r, flags.model(m), t)
+			out[name] = replay(flags.model(m), t)
 			continue
 		}
-		out[name] = sampler.NewScripted(r, flags.model(m))
+		out[name] = scripted(flags.model(m))
 	}
 	return out, nil
 }

@@ -150,10 +150,6 @@ func TestConfiguredModelsPace(t *testing.T) {
 		t.Fatal(err)
 	}
 	flags := timingFlags{timing: sampler.Timing{TPS: 50, TTFT: 10 * time.Millisecond}, set: map[string]bool{"ttft": true}}
-	served, err := models(cfg, flags, r)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ms := time.Millisecond
 	tests := []struct {
 		model string
@@ -170,6 +166,12 @@ func TestConfiguredModelsPace(t *testing.T) {
 		t.Run(tt.model, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
+				// Models of their own: the engine that paces them steps
+				// one bubble's samples (its goroutine lives in the bubble).
+				served, err := models(cfg, flags, r, sampler.NewEngine())
+				if err != nil {
+					t.Fatal(err)
+				}
 				req := &sampler.Request{Model: tt.model, Items: protocol.Items{&protocol.Message{Role: protocol.RoleUser,
 					Content: protocol.Contents{&protocol.InputText{Text: "how long does this take?"}}}}}
 				start := time.Now()
@@ -275,7 +277,7 @@ func TestUpstreamTimingFloor(t *testing.T) {
 		"slowed": {TPS: &tps, Upstream: &UpstreamConfig{BaseURL: "http://127.0.0.1:1/v1", API: "chat", Model: "m"}},
 		"raw":    {Upstream: &UpstreamConfig{BaseURL: "http://127.0.0.1:1/v1", API: "chat", Model: "m"}},
 	}}
-	ms, err := models(cfg, timingFlags{set: map[string]bool{}}, r)
+	ms, err := models(cfg, timingFlags{set: map[string]bool{}}, r, sampler.NewEngine())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -274,7 +274,7 @@ func startLocal(flags timingFlags, webTransport bool) (*localServer, error) {
 		return nil, err
 	}
 	flags.set = map[string]bool{"tps": true, "ttft": true, "prefill-rate": true}
-	served, err := models(nil, flags, r)
+	served, err := models(nil, flags, r, sampler.NewEngine())
 	if err != nil {
 		return nil, err
 	}

@@ -172,7 +172,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	served, err := models(cfg, flags, renderer)
+	engine := sampler.NewEngine()
+	served, err := models(cfg, flags, renderer, engine)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
@@ -210,6 +211,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		return 2
 	}
 	metrics := prommetrics.New()
+	metrics.WatchEngine(engine.Stats)
 	hooks, err := costs.hooks(metrics.Hop)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)

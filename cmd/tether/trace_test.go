@@ -24,7 +24,7 @@ func replayServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served, err := models(nil, timingFlags{set: map[string]bool{}}, r)
+	served, err := models(nil, timingFlags{set: map[string]bool{}}, r, sampler.NewEngine())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,11 +247,14 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
+	engine := sampler.NewEngine() // one batch for every backend, as in tether serve
 	scripted := sampler.NewScripted(r, timing)
+	scripted.SetEngine(engine)
 	models := map[string]runtime.Sampler{sampler.ScriptedModel: scripted}
 	caches := []*sampler.PrefixCache{scripted.Cache()}
 	for _, tr := range traces {
 		m := sampler.NewReplay(r, timing, tr)
+		m.SetEngine(engine)
 		models[sampler.ReplayPrefix+tr.Name] = m
 		caches = append(caches, m.Cache())
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // Metrics is a server's Prometheus collectors. It is safe for concurrent
@@ -142,3 +143,28 @@ func (m *Metrics) FrameWritten(queued, write time.Duration) {
 
 // Hop counts a simulated service call.
 func (m *Metrics) Hop(name string) { m.hops.WithLabelValues(name).Inc() }
+
+// WatchEngine exports the batch of the engine that stats reads (see
+// sampler.Engine): the sequences in it now, its wake-ups, the sequences
+// they stepped and the tokens they handed out; stepped over wake-ups is the
+// mean batch. Read at each scrape, nothing is recorded per token.
+func (m *Metrics) WatchEngine(stats func() sampler.EngineStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tether_engine_sequences",
+			Help: "Samples of the simulated models in the engine's batch now.",
+		}, func() float64 { return float64(stats().Active) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tether_engine_wakes_total",
+			Help: "Wake-ups of the simulated models' engine that stepped at least one sample.",
+		}, func() float64 { return float64(stats().Wakes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tether_engine_stepped_total",
+			Help: "Samples stepped by the engine, summed over its wake-ups (over tether_engine_wakes_total: the mean batch).",
+		}, func() float64 { return float64(stats().Stepped) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tether_engine_tokens_total",
+			Help: "Output tokens the engine handed out on schedule (hidden reasoning tokens included).",
+		}, func() float64 { return float64(stats().Tokens) }),
+	)
+}

@@ -67,8 +67,9 @@ func (c *stream) header() (protocol.Encoding, *protocol.Error) {
 // in JSON (its encoding may be what was wrong), and closes it.
 func refuseStream(str *wtgo.Stream, perr *protocol.Error) {
 	c := &stream{str: str}
-	c.Write(context.Background(), runtime.ErrorFrame(perr), false)
-	c.Flush(time.Now().Add(time.Second))
+	deadline := time.Now().Add(time.Second)
+	c.Write(runtime.ErrorFrame(perr), false, deadline)
+	c.Flush(deadline)
 	str.CancelRead(wtgo.StreamErrorCode(runtime.ClosePolicy))
 	str.Close()
 }
@@ -108,7 +109,7 @@ func (c *stream) Read(ctx context.Context) ([]byte, bool, error) {
 	return b, c.binary, err
 }
 
-func (c *stream) Write(_ context.Context, b []byte, _ bool) error {
+func (c *stream) Write(b []byte, _ bool, _ time.Time) error {
 	c.held = binary.BigEndian.AppendUint32(c.held, uint32(len(b)))
 	c.held = append(c.held, b...)
 	return nil

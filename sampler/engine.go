@@ -1,0 +1,230 @@
+package sampler
+
+import (
+	"container/heap"
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Engine steps the paced samples of the local backends (Scripted, Replay)
+// as one batch, the way an inference engine's continuous batching makes one
+// decode step for every running sequence: one timer heap holds every active
+// sequence by the time its next token is due, and one goroutine per shard
+// (a shard per core) wakes when the earliest is due and hands every due
+// sequence its due tokens, in the goroutine it is stepping on. The goroutine
+// that called Sample is woken once, when its sample ends, not per token.
+//
+// The pacing is the Timing's, exactly: a token is never released before it
+// is due (start + Timing.Due), tokens already due go out at once, and a late
+// wake-up makes no later token later. What a wake-up finds due is the batch;
+// its size grows with the load, which is what makes stepping cheap at 500
+// streams (one timer and one wake-up for many tokens).
+//
+// A shard's goroutine runs only while the shard has sequences: an idle
+// Engine holds no goroutine. The emit functions it calls must not block
+// for long (runtime's never do): a sequence that blocks in emit holds up its
+// shard's batch, as a slow kernel holds up a real engine's step. An Engine
+// is safe for concurrent use; the zero Engine is not usable, use NewEngine.
+// Under testing/synctest, a bubble's backends need an engine of their own:
+// a shard's goroutine belongs to the bubble it started in.
+type Engine struct {
+	shards []*shard
+	next   atomic.Uint64 // round robin over shards
+
+	active   atomic.Int64  // sequences in the engine now
+	wakes    atomic.Uint64 // wake-ups that stepped at least one sequence
+	stepped  atomic.Uint64 // sequences stepped, summed over wake-ups
+	tokens   atomic.Uint64 // tokens handed out
+	maxBatch atomic.Int64  // the largest batch one wake-up stepped
+}
+
+// NewEngine returns an engine with a shard per core (GOMAXPROCS).
+func NewEngine() *Engine {
+	n := max(runtime.GOMAXPROCS(0), 1)
+	e := &Engine{shards: make([]*shard, n)}
+	for i := range e.shards {
+		e.shards[i] = &shard{e: e, kick: make(chan struct{}, 1)}
+	}
+	return e
+}
+
+// EngineStats is what an Engine has done, and what it holds now.
+type EngineStats struct {
+	Active   int    // sequences being stepped or waiting for their next token
+	Wakes    uint64 // wake-ups that stepped at least one sequence
+	Stepped  uint64 // sequences stepped, over all wake-ups: Stepped/Wakes is the mean batch
+	Tokens   uint64 // output tokens handed to their samples (reasoning included)
+	MaxBatch int    // the most sequences one wake-up stepped
+}
+
+// Stats returns the engine's counters: the batch's composition, as an
+// inference server's metrics show it.
+func (e *Engine) Stats() EngineStats {
+	return EngineStats{
+		Active:   int(e.active.Load()),
+		Wakes:    e.wakes.Load(),
+		Stepped:  e.stepped.Load(),
+		Tokens:   e.tokens.Load(),
+		MaxBatch: int(e.maxBatch.Load()),
+	}
+}
+
+// run steps seq to its end on one of the engine's shards and returns when it
+// has ended: all its tokens emitted, ctx ended, or its emit panicked (the
+// panic is raised again here, on the caller's goroutine, as if emit had been
+// called on it). No emit of seq runs after run returns.
+func (e *Engine) run(ctx context.Context, seq *sequence) {
+	sh := e.shards[e.next.Add(1)%uint64(len(e.shards))]
+	e.active.Add(1)
+	defer e.active.Add(-1)
+	sh.add(seq)
+	select {
+	case <-seq.done:
+	case <-ctx.Done():
+		sh.cancel(seq)
+		<-seq.done
+	}
+	if seq.panicked != nil {
+		panic(seq.panicked)
+	}
+}
+
+// shard is one stepping goroutine's heap of sequences.
+type shard struct {
+	e       *Engine
+	mu      sync.Mutex
+	seqs    seqHeap // waiting for their next token, earliest first
+	running bool    // the stepping goroutine is live
+	kick    chan struct{}
+}
+
+// add queues seq and makes sure the stepping goroutine will see it in time.
+func (sh *shard) add(seq *sequence) {
+	sh.mu.Lock()
+	heap.Push(&sh.seqs, seq)
+	first := sh.seqs[0] == seq
+	start := !sh.running
+	sh.running = true
+	sh.mu.Unlock()
+	switch {
+	case start:
+		go sh.loop()
+	case first: // due before what the goroutine waits for
+		sh.wake()
+	}
+}
+
+// cancel ends seq with its context's error if it is waiting in the heap; if
+// it is being stepped, the stepping goroutine ends it (it checks the context
+// before each token and before it queues the sequence again).
+func (sh *shard) cancel(seq *sequence) {
+	sh.mu.Lock()
+	removed := seq.index >= 0
+	if removed {
+		heap.Remove(&sh.seqs, seq.index)
+		seq.end(seq.ctx.Err())
+	}
+	sh.mu.Unlock()
+	if removed { // the goroutine may be waiting for it: let it wait for the next, or end
+		sh.wake()
+	}
+}
+
+// wake makes the stepping goroutine look at the heap again.
+func (sh *shard) wake() {
+	select {
+	case sh.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the shard's stepping goroutine: it wakes when the earliest
+// sequence is due, steps every due sequence, queues again the ones with
+// tokens left, and ends when the heap is empty.
+func (sh *shard) loop() {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var batch []*sequence
+	for {
+		sh.mu.Lock()
+		now := time.Now()
+		batch = batch[:0]
+		for len(sh.seqs) > 0 && !sh.seqs[0].due.After(now) {
+			batch = append(batch, heap.Pop(&sh.seqs).(*sequence))
+		}
+		if len(batch) == 0 {
+			if len(sh.seqs) == 0 {
+				sh.running = false
+				sh.mu.Unlock()
+				return
+			}
+			wait := sh.seqs[0].due.Sub(now)
+			sh.mu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-sh.kick:
+			}
+			continue
+		}
+		sh.mu.Unlock()
+
+		tokens := 0
+		for _, seq := range batch {
+			tokens += seq.stepGuarded(now)
+		}
+		sh.e.wakes.Add(1)
+		sh.e.stepped.Add(uint64(len(batch)))
+		sh.e.tokens.Add(uint64(tokens))
+		for m := sh.e.maxBatch.Load(); int64(len(batch)) > m && !sh.e.maxBatch.CompareAndSwap(m, int64(len(batch))); m = sh.e.maxBatch.Load() {
+		}
+
+		sh.mu.Lock()
+		for i, seq := range batch {
+			switch {
+			case seq.finished:
+				seq.end(seq.err)
+			case seq.ctx.Err() != nil:
+				seq.end(seq.ctx.Err())
+			default:
+				heap.Push(&sh.seqs, seq)
+			}
+			batch[i] = nil
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// seqHeap orders sequences by when their next token is due.
+type seqHeap []*sequence
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h seqHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *seqHeap) Push(x any) {
+	seq := x.(*sequence)
+	seq.index = len(*h)
+	*h = append(*h, seq)
+}
+func (h *seqHeap) Pop() any {
+	old := *h
+	seq := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	seq.index = -1
+	return seq
+}

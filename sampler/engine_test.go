@@ -1,0 +1,174 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestEngineBatch: samples due at the same instants are stepped together,
+// one wake-up handing every sample its token, and each still gets its
+// tokens on the Timing's schedule.
+func TestEngineBatch(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		pace := Timing{TPS: 100, TTFT: 20 * time.Millisecond}
+		s := NewScripted(r, pace)
+		const seqs, tokens = 3, 10
+		var wg sync.WaitGroup
+		for range seqs {
+			wg.Go(func() {
+				times, total, res, err := tokenTimes(t, s, t.Context(), longRequest(tokens), nil)
+				if err != nil || res.OutputTokens != tokens {
+					t.Errorf("Sample: %+v, %v", res, err)
+				}
+				if want := pace.Duration(0, tokens); total != want {
+					t.Errorf("took %v, want %v", total, want)
+				}
+				for i, at := range times {
+					if at != pace.Due(0, i) {
+						t.Errorf("token %d at %v, want %v", i, at, pace.Due(0, i))
+					}
+				}
+			})
+		}
+		wg.Wait()
+		st := s.Engine().Stats()
+		if st.Active != 0 || st.Tokens != seqs*tokens || st.Stepped != seqs*tokens || st.MaxBatch < 2 {
+			t.Errorf("stats %+v: want no sequence left, %d tokens, %d sequences stepped, batches of more than one", st, seqs*tokens, seqs*tokens)
+		}
+		// One wake-up per token instant and shard (a shard per core), or a
+		// few more where the samples were queued apart (one a sample).
+		shards := min(seqs, len(s.Engine().shards))
+		if st.Wakes < tokens || st.Wakes > uint64(tokens*shards+seqs) {
+			t.Errorf("%d wake-ups for %d token instants on %d shards", st.Wakes, tokens, shards)
+		}
+	})
+}
+
+// TestEngineCancelWaiting: a sample cancelled while it waits for its first
+// token leaves the engine at once, the others in the batch go on, and the
+// engine's goroutine ends with the last of them (the bubble would report it
+// blocked otherwise).
+func TestEngineCancelWaiting(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScripted(r, Timing{TPS: 100, TTFT: time.Hour})
+		other := NewScripted(r, Timing{TPS: 100})
+		other.SetEngine(s.Engine())
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() {
+			_, err := s.Sample(ctx, longRequest(5), func(Delta) { t.Error("a delta before the first token was due") })
+			done <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Sample: %v, want context.Canceled", err)
+		}
+		if time.Since(start) != 0 {
+			t.Errorf("the cancelled sample returned after %v", time.Since(start))
+		}
+		res, err := other.Sample(t.Context(), longRequest(5), func(Delta) {})
+		if err != nil || res.OutputTokens != 5 {
+			t.Errorf("the other sample: %+v, %v", res, err)
+		}
+	})
+}
+
+// TestEnginePanic: a panic in a sample's emit is raised on the goroutine
+// that called Sample, and the engine steps the next sample.
+func TestEnginePanic(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScripted(r, Timing{TPS: 1000})
+		func() {
+			defer func() {
+				if p := recover(); p != "emit bug" {
+					t.Errorf("recovered %v, want the emit's panic", p)
+				}
+			}()
+			s.Sample(t.Context(), longRequest(5), func(d Delta) {
+				if d.Kind == ArgsDelta {
+					panic("emit bug")
+				}
+			})
+			t.Error("Sample returned")
+		}()
+		res, err := s.Sample(t.Context(), longRequest(5), func(Delta) {})
+		if err != nil || res.OutputTokens != 5 {
+			t.Errorf("the next sample: %+v, %v", res, err)
+		}
+	})
+}
+
+// BenchmarkEngine streams samples of 50 tokens at 1000 tokens/s, seqs at
+// once, through the engine, and reports its CPU per token (the process's:
+// the engine and the samples' goroutines). The sub-benchmarks "goroutines"
+// pace each sample on a goroutine and a timer of its own instead (Pacer),
+// the way a sample is paced without an engine, for the same tokens.
+func BenchmarkEngine(b *testing.B) {
+	r, err := NewRenderer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const tokens = 50
+	pace := Timing{TPS: 1000}
+	for _, seqs := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("seqs=%d", seqs), func(b *testing.B) {
+			s := NewScripted(r, pace)
+			req := longRequest(tokens)
+			benchCPUPerToken(b, seqs*tokens, func() {
+				var wg sync.WaitGroup
+				for range seqs {
+					wg.Go(func() { s.Sample(context.Background(), req, func(Delta) {}) })
+				}
+				wg.Wait()
+			})
+			st := s.Engine().Stats()
+			b.ReportMetric(float64(st.Stepped)/float64(st.Wakes), "seqs/wake")
+		})
+		b.Run(fmt.Sprintf("goroutines/seqs=%d", seqs), func(b *testing.B) {
+			benchCPUPerToken(b, seqs*tokens, func() {
+				var wg sync.WaitGroup
+				for range seqs {
+					wg.Go(func() {
+						p := NewPacer(pace, time.Time{}, 0)
+						defer p.Stop()
+						for i := range tokens {
+							p.Wait(context.Background(), i)
+						}
+					})
+				}
+				wg.Wait()
+			})
+		})
+	}
+}
+
+// benchCPUPerToken runs round b.N times and reports the process's CPU per
+// token, round streaming tokens tokens.
+func benchCPUPerToken(b *testing.B, tokens int, round func()) {
+	b.Helper()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Skip("no rusage:", err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	for b.Loop() {
+		round()
+	}
+	b.ReportMetric(float64((cpu()-start).Nanoseconds())/float64(b.N*tokens), "cpu-ns/token")
+}
