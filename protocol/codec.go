@@ -22,7 +22,12 @@ var v1Options = jsonv1.DefaultOptionsV1()
 
 // Marshal is v as JSON: the encoding of every event, item and request a
 // server or client of this package writes.
-func Marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, v1Options) }
+func Marshal(v any) ([]byte, error) {
+	if b, ok := marshalDelta(v); ok {
+		return b, nil
+	}
+	return jsonv2.Marshal(v, v1Options)
+}
 
 // marshalTo writes v to enc, for a MarshalJSONTo.
 func marshalTo(enc *jsontext.Encoder, v any) error { return jsonv2.MarshalEncode(enc, v, v1Options) }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"net/http"
+	goruntime "runtime"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -191,6 +192,11 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	r.mu.Lock()
 	r.resumeLocked()
 	r.mu.Unlock()
+	// The client waits for the in_progress just queued; the next step's
+	// preparation (and an unpaced model's whole step) can wait for it.
+	// Without this the connection's writer, woken onto this goroutine's P,
+	// waits until the loop blocks: on two cores, most of a round trip.
+	goruntime.Gosched()
 	return false, nil
 }
 

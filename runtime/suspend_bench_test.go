@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -161,6 +165,14 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	pause := begin()
 	left := pauseSteps - 1
 	var resume time.Duration
+	// Without checkpoints, each resume is set beside an echo of the same
+	// frames on the same loopback, in turn: the append in, a frame as
+	// long as the response.in_progress out (see echoConn).
+	var echo *echoConn
+	var resumes, echoes []time.Duration
+	if where == "none" {
+		echo = dialEcho(b)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -170,15 +182,22 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 			pause, left = begin(), pauseSteps-1
 			b.StartTimer()
 		}
+		frame := appendFrame(pause)
 		t0 := time.Now()
-		if err := c.c.Write(ctx, websocket.MessageText, appendFrame(pause)); err != nil {
+		if err := c.c.Write(ctx, websocket.MessageText, frame); err != nil {
 			b.Fatal(err)
 		}
-		if _, typ := read(); typ != "response.in_progress" {
+		first, typ := read()
+		if typ != "response.in_progress" {
 			b.Fatalf("resumed with %s", typ)
 		}
-		resume += time.Since(t0)
-		var typ string
+		took := time.Since(t0)
+		resume += took
+		if echo != nil {
+			b.StopTimer()
+			resumes, echoes = append(resumes, took), append(echoes, echo.roundTrip(b, frame, len(first)))
+			b.StartTimer()
+		}
 		if pause, typ = untilPause(); typ != "response.done" {
 			b.Fatalf("step ended with %s", pause)
 		}
@@ -186,6 +205,12 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	}
 	b.ReportMetric(float64(resume.Nanoseconds())/float64(b.N), "resume-ns/op")
 	b.StopTimer()
+	if echo != nil {
+		r, e := medianDuration(resumes), medianDuration(echoes)
+		b.ReportMetric(float64(r.Nanoseconds()), "resume-p50-ns")
+		b.ReportMetric(float64(e.Nanoseconds()), "echo-p50-ns")
+		b.ReportMetric(float64(r)/float64(e), "resume/echo")
+	}
 	finish(pause)
 	// What the server tokenized per pause (the rollout's own items,
 	// its script included) against what it reused from the cache.
@@ -207,4 +232,67 @@ func (s *sizedCheckpoints) Save(ctx context.Context, cp *runtime.Checkpoint, ttl
 	s.saves.Add(1)
 	s.bytes.Add(int64(len(cp.Data)))
 	return s.Checkpoints.Save(ctx, cp, ttl)
+}
+
+// echoConn is a WebSocket to an in-process echo server that answers each
+// frame with one of the length the client asks for: the floor under a
+// round trip of the same frames on the same loopback, with the same
+// WebSocket library on both ends, and no work between them.
+type echoConn struct {
+	c *websocket.Conn
+}
+
+func dialEcho(b *testing.B) *echoConn {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(-1)
+		out := bytes.Repeat([]byte("x"), 1<<16)
+		for {
+			_, in, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			// The frame's first 8 bytes ask for the answer's length.
+			n, _ := strconv.Atoi(strings.TrimSpace(string(in[:8])))
+			if err := c.Write(r.Context(), websocket.MessageText, out[:min(n, len(out))]); err != nil {
+				return
+			}
+		}
+	}))
+	b.Cleanup(srv.Close)
+	c, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	b.Cleanup(func() { c.CloseNow() })
+	return &echoConn{c: c}
+}
+
+// roundTrip sends a frame as long as frame, and times it until the
+// answer of n bytes is read.
+func (e *echoConn) roundTrip(b *testing.B, frame []byte, n int) time.Duration {
+	msg := bytes.Clone(frame)
+	copy(msg, fmt.Sprintf("%-8d", n))
+	t0 := time.Now()
+	if err := e.c.Write(context.Background(), websocket.MessageText, msg); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := e.c.Read(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
+}
+
+func medianDuration(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }

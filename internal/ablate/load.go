@@ -74,12 +74,15 @@ type LoadResult struct {
 	LagMaxUS   float64        `json:"lag_max_us"`
 	// Errors counts the rollouts that failed, by error code (or the
 	// client's error when the server sent none).
-	Errors           map[string]int `json:"errors"`
-	ServerCPU        float64        `json:"server_cpu_cores"`
-	ClientCPU        float64        `json:"client_cpu_cores"`
-	ServerRSSMaxMiB  float64        `json:"server_rss_max_mib"`
-	ServerGoroutines int            `json:"server_goroutines_max"`
-	Samples          []LoadSample   `json:"samples"`
+	Errors    map[string]int `json:"errors"`
+	ServerCPU float64        `json:"server_cpu_cores"`
+	ClientCPU float64        `json:"client_cpu_cores"`
+	// CPU per streamed token: cores over tokens a second, in microseconds.
+	ServerCPUPerToken float64      `json:"server_cpu_us_per_token"`
+	ClientCPUPerToken float64      `json:"client_cpu_us_per_token"`
+	ServerRSSMaxMiB   float64      `json:"server_rss_max_mib"`
+	ServerGoroutines  int          `json:"server_goroutines_max"`
+	Samples           []LoadSample `json:"samples"`
 }
 
 // LoadSample is one second of a load run.
@@ -190,6 +193,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 	if n := float64(len(res.Samples)); n > 0 {
 		res.ServerCPU, res.ClientCPU = serverCPU/n, clientCPU/n
+	}
+	if res.TokensPerS > 0 {
+		res.ServerCPUPerToken, res.ClientCPUPerToken = res.ServerCPU*1e6/res.TokensPerS, res.ClientCPU*1e6/res.TokensPerS
 	}
 	return res, nil
 }
