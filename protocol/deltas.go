@@ -107,3 +107,210 @@ func appendPlain(b []byte, s string, ok bool) ([]byte, bool) {
 	b = append(b, s[start:]...)
 	return append(b, '"'), true
 }
+
+// decodeDelta reads a text or argument delta event the way the codec
+// would, by a scanner of the flat object such an event is, without
+// reflection; ok is false for anything else, and for any delta the scanner
+// does not take whole (a key it does not know, a string with a \u escape or
+// invalid UTF-8, a number that is not a small integer, logprobs that are
+// not empty): those take the codec's path, which decides. A client reads a
+// delta per token, most of what it reads (FuzzDeltaDecoding checks that
+// whatever the scanner takes, the codec reads the same).
+func decodeDelta(data []byte) (ev Event, ok bool) {
+	t, ok := leadingType(data)
+	if !ok {
+		return nil, false
+	}
+	var text *TextDeltaEvent
+	var args *FunctionArgsDeltaEvent
+	var h *EventHeader
+	switch EventType(t) {
+	case EventOutputTextDelta:
+		text = &TextDeltaEvent{}
+		h, ev = &text.EventHeader, text
+	case EventFunctionArgsDelta:
+		args = &FunctionArgsDeltaEvent{}
+		h, ev = &args.EventHeader, args
+	default:
+		return nil, false
+	}
+	s := deltaScanner{b: data, s: string(data)}
+	if !s.byte('{') {
+		return nil, false
+	}
+	for more := !s.byte('}'); more; {
+		key, escaped, ok := s.raw()
+		if !ok || escaped || !s.byte(':') {
+			return nil, false
+		}
+		switch string(key) { // compared without a copy
+		case "type":
+			v, ok := s.str()
+			if !ok {
+				return nil, false
+			}
+			h.Type = EventType(v)
+		case "sequence_number":
+			ok = s.int(&h.SequenceNumber)
+		case "stream_id":
+			h.StreamID, ok = s.str()
+		case "item_id":
+			if text != nil {
+				text.ItemID, ok = s.str()
+			} else {
+				args.ItemID, ok = s.str()
+			}
+		case "output_index":
+			if text != nil {
+				ok = s.int(&text.OutputIndex)
+			} else {
+				ok = s.int(&args.OutputIndex)
+			}
+		case "content_index":
+			ok = text != nil && s.int(&text.ContentIndex)
+		case "delta":
+			if text != nil {
+				text.Delta, ok = s.str()
+			} else {
+				args.Delta, ok = s.str()
+			}
+		case "logprobs":
+			ok = text != nil && s.byte('[') && s.byte(']')
+			if ok {
+				text.Logprobs = &[]LogProb{}
+			}
+		case "obfuscation": // OpenAI's padding of a delta's length
+			_, ok = s.str()
+		default:
+			return nil, false
+		}
+		if !ok {
+			return nil, false
+		}
+		if more = s.byte(','); !more && !s.byte('}') {
+			return nil, false
+		}
+	}
+	if s.space(); s.i != len(s.b) || string(h.Type) != t {
+		return nil, false
+	}
+	return ev, true
+}
+
+// deltaScanner reads the tokens of a flat JSON object. The strings it
+// returns are s's where they need no unescaping: one copy of the frame, not
+// one a field.
+type deltaScanner struct {
+	b []byte
+	s string // b
+	i int
+}
+
+func (s *deltaScanner) space() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\n' || s.b[s.i] == '\t' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+// byte reads c, after any space.
+func (s *deltaScanner) byte(c byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string whose escapes are only \" \\ \/ \b \f \n \r \t and
+// whose bytes are valid UTF-8.
+func (s *deltaScanner) str() (string, bool) {
+	raw, escaped, ok := s.raw()
+	switch {
+	case !ok || !utf8.Valid(raw):
+		return "", false
+	case escaped:
+		return unescapeSimple(raw)
+	}
+	end := s.i - 1 // the closing quote
+	return s.s[end-len(raw) : end], true
+}
+
+// raw reads a string's bytes between its quotes, as they are, and whether
+// they hold an escape.
+func (s *deltaScanner) raw() (raw []byte, escaped, ok bool) {
+	if !s.byte('"') {
+		return nil, false, false
+	}
+	start := s.i
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			raw = s.b[start:s.i]
+			s.i++
+			return raw, escaped, true
+		case c == '\\':
+			escaped = true
+			s.i++
+		case c < 0x20:
+			return nil, false, false
+		}
+	}
+	return nil, false, false
+}
+
+// unescapeSimple undoes the escapes str takes; \u and any other are not.
+func unescapeSimple(raw []byte) (string, bool) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
+}
+
+// int reads an integer of at most 15 digits into v.
+func (s *deltaScanner) int(v *int) bool {
+	s.space()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	n := 0
+	for ; s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9'; s.i++ {
+		n = n*10 + int(s.b[s.i]-'0')
+	}
+	switch d := s.i - digits; {
+	case d == 0, d > 15, d > 1 && s.b[digits] == '0':
+		return false
+	}
+	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		return false
+	}
+	if s.b[start] == '-' {
+		n = -n
+	}
+	*v = n
+	return true
+}

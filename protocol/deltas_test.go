@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -69,4 +70,74 @@ func BenchmarkMarshalDelta(b *testing.B) {
 			jsonv2.Marshal(ev, v1Options)
 		}
 	})
+}
+
+// TestDeltaDecoding: every delta the server writes is read by the
+// scanner, as the codec reads it; what the scanner leaves is read by the
+// codec, the same way with or without it.
+func TestDeltaDecoding(t *testing.T) {
+	t.Parallel()
+	for _, s := range deltaStrings {
+		for _, ev := range []Event{
+			&TextDeltaEvent{EventHeader: EventHeader{Type: EventOutputTextDelta, SequenceNumber: 9, StreamID: "a"}, ItemID: "msg_1", OutputIndex: 2, ContentIndex: 1, Delta: s, Logprobs: &[]LogProb{}},
+			&FunctionArgsDeltaEvent{EventHeader: EventHeader{Type: EventFunctionArgsDelta, SequenceNumber: 10}, ItemID: "fc_1", OutputIndex: 3, Delta: s},
+		} {
+			b, err := Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDeltaDecoding(t, b)
+			if _, ok := decodeDelta(b); !ok && plainDelta(s) {
+				t.Errorf("the scanner left %s to the codec", b)
+			}
+		}
+	}
+	for _, frame := range []string{
+		`{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"x","logprobs":[],"obfuscation":"ab"}`,
+		` {"type":"response.output_text.delta" , "delta" : "a\/b\b\f" }`,
+		`{"type":"response.output_text.delta","delta":"x",}`,
+		`{"type":"response.output_text.delta","delta":"x"}x`,
+		`{"type":"response.output_text.delta","Delta":"x"}`,
+		`{"type":"response.output_text.delta","delta":"\u0041"}`,
+		`{"type":"response.output_text.delta","delta":null}`,
+		`{"type":"response.output_text.delta","sequence_number":1.5}`,
+		`{"type":"response.output_text.delta","sequence_number":01}`,
+		`{"type":"response.output_text.delta","sequence_number":-0}`,
+		`{"type":"response.output_text.delta","sequence_number":99999999999999999999}`,
+		`{"type":"response.output_text.delta","type":"response.function_call_arguments.delta"}`,
+		`{"type":"response.output_text.delta","logprobs":[{"token":"x"}]}`,
+		`{"type":"response.function_call_arguments.delta","content_index":1}`,
+		`{"type":"response.output_text.delta"`,
+		`{"type":"response.output_text.delta","delta":"a` + "\x01" + `"}`,
+	} {
+		checkDeltaDecoding(t, []byte(frame))
+	}
+}
+
+// plainDelta reports whether the scanner must take a delta of s.
+func plainDelta(s string) bool {
+	b, ok := appendPlain(nil, s, true)
+	return ok && !bytes.Contains(b, []byte(`\u`))
+}
+
+func FuzzDeltaDecoding(f *testing.F) {
+	f.Add([]byte(`{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"x","logprobs":[]}`))
+	f.Add([]byte(`{"type":"response.function_call_arguments.delta","sequence_number":1,"stream_id":"s","item_id":"fc","output_index":0,"delta":"{\"a\\n\":1}"}`))
+	f.Fuzz(func(t *testing.T, frame []byte) { checkDeltaDecoding(t, frame) })
+}
+
+// checkDeltaDecoding: what the scanner takes, the codec reads the same.
+func checkDeltaDecoding(t *testing.T, frame []byte) {
+	t.Helper()
+	fast, ok := decodeDelta(frame)
+	if !ok {
+		return
+	}
+	slow, perr := decodeEventAs(Type(fast), frame, true)
+	if perr != nil {
+		t.Fatalf("the scanner read %q, the codec refused it: %v", frame, perr)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("%q: the scanner read %#v, the codec %#v", frame, fast, slow)
+	}
 }

@@ -188,6 +188,9 @@ func DecodeEvent(data []byte) (Event, *Error) { return decodeEvent(data, false) 
 func DecodeEventLean(data []byte) (Event, *Error) { return decodeEvent(data, true) }
 
 func decodeEvent(data []byte, lean bool) (Event, *Error) {
+	if e, ok := decodeDelta(data); ok {
+		return e, nil
+	}
 	// Servers write the type first, as tether and OpenAI do: then it is
 	// read off the frame's head instead of decoding the frame twice. The
 	// event decoded must agree (a repeated "type" takes its last value), or

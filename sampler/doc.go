@@ -100,10 +100,19 @@
 // A backend that simulates inference paces its output with one timing
 // model, Timing, the same for every transport and design: a sample emits its
 // first token TTFT + uncached/PrefillRate after it starts, and output token i
-// (from 0) i/TPS after that, on an absolute schedule (Pacer), so n tokens
-// take TTFT + uncached/PrefillRate + (n-1)/TPS whatever the consumer does.
+// (from 0) i/TPS after that, on an absolute schedule, so n tokens take
+// TTFT + uncached/PrefillRate + (n-1)/TPS whatever the consumer does.
 // The zero Timing streams as fast as the consumer takes deltas, without
-// timers.
+// timers, on the goroutine that called Sample.
+//
+// The local backends' paced samples are stepped by an Engine, as an
+// inference engine's continuous batching steps every running sequence at
+// once: one timer heap per core for all of them, each wake-up handing every
+// due sample its due tokens (its emit runs on the engine's goroutine), so
+// that the goroutine that called Sample wakes once, when the sample ends,
+// not per token. Backends of one server share one Engine (SetEngine); its
+// Stats say what its batches held. Floored, pacing a remote model, waits
+// with a Pacer on the goroutine that reads the upstream.
 //
 // The uncached tokens are those of the prompt (the system block of
 // Instructions and Tools, then the items) after the longest prefix the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -96,4 +98,33 @@ func ExamplePrefixCache() {
 	// Output:
 	// turn 1: 36 prompt tokens, 0 cached; first token after 136ms
 	// turn 2: 78 prompt tokens, 36 cached; first token after 142ms
+}
+
+// ExampleEngine paces two backends' samples with one engine: every sample
+// due at a wake-up is stepped in it, as one batch.
+func ExampleEngine() {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		panic(err)
+	}
+	engine := sampler.NewEngine()
+	fast := sampler.NewScripted(r, sampler.Timing{TPS: 2000})
+	slow := sampler.NewScripted(r, sampler.Timing{TPS: 500, TTFT: 5 * time.Millisecond})
+	fast.SetEngine(engine)
+	slow.SetEngine(engine)
+
+	req := &sampler.Request{Items: protocol.Items{&protocol.Message{Role: protocol.RoleUser,
+		Content: protocol.Contents{&protocol.InputText{Text: "Say something."}}}}}
+	var wg sync.WaitGroup
+	var tokens atomic.Int64
+	for _, model := range []*sampler.Scripted{fast, slow, fast, slow} {
+		wg.Go(func() {
+			res, _ := model.Sample(context.Background(), req, func(sampler.Delta) {})
+			tokens.Add(int64(res.OutputTokens))
+		})
+	}
+	wg.Wait()
+	st := engine.Stats()
+	fmt.Println("tokens streamed:", tokens.Load(), "stepped by the engine:", st.Tokens, "still in it:", st.Active)
+	// Output: tokens streamed: 28 stepped by the engine: 28 still in it: 0
 }
