@@ -289,7 +289,10 @@ func unescapeSimple(raw []byte) (string, bool) {
 	return string(out), true
 }
 
-// int reads an integer of at most 15 digits into v.
+// maxIntDigits is the most digits int reads: none of them overflows an int.
+var maxIntDigits = map[int]int{32: 9, 64: 18}[strconv.IntSize]
+
+// int reads an integer of at most maxIntDigits digits into v.
 func (s *deltaScanner) int(v *int) bool {
 	s.space()
 	start := s.i
@@ -302,7 +305,7 @@ func (s *deltaScanner) int(v *int) bool {
 		n = n*10 + int(s.b[s.i]-'0')
 	}
 	switch d := s.i - digits; {
-	case d == 0, d > 15, d > 1 && s.b[digits] == '0':
+	case d == 0, d > maxIntDigits, d > 1 && s.b[digits] == '0':
 		return false
 	}
 	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {

@@ -1,10 +1,10 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -64,36 +64,88 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		},
 		promptTokens: len(s.renderer.Header(cc.Instructions, cc.Tools)) + prompt.Len(),
 	}
-	if req.Stream {
-		c.head.Object = protocol.ObjectChatCompletionChunk
-		c.stream = &chatStream{w: w, rc: http.NewResponseController(w),
-			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
-	}
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	c.cancel = cancel
 	served(r)
+	if req.Stream {
+		c.head.Object = protocol.ObjectChatCompletionChunk
+		c.stream = &chatStream{out: newOutbox(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+		s.streamChat(ctx, w, c, func() (sampler.Result, error) { return model.Sample(ctx, sreq, c.onDelta) })
+		return
+	}
 	res, err := model.Sample(ctx, sreq, c.onDelta)
 	switch {
 	case ctx.Err() != nil:
-		return // the client is gone, or a write to it failed
+		return // the client is gone
 	case err != nil:
-		perr := protocol.AsError(err)
-		if c.stream == nil || !c.stream.started {
-			writeError(w, perr)
-			return
-		}
-		c.stream.data(perr.HTTPErrorBody())
-	case c.stream != nil:
-		c.endStream(res)
+		writeError(w, protocol.AsError(err))
 	default:
 		writeJSON(w, http.StatusOK, c.completion(res))
 	}
 }
 
+// streamChat streams c's chunks as sample produces them. The sampler's
+// emit may run on its engine's goroutine, which steps other streams too:
+// it only queues them (chatStream.data), and this goroutine writes them,
+// as streamSSE does for /v1/responses; a client that does not read is cut
+// by Timeouts.Write, or when its queue passes the outbox's bounds.
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, c *chatAnswer, sample func() (sampler.Result, error)) {
+	st := c.stream
+	ran := make(chan struct{})
+	var early *protocol.Error // an error before the first chunk: an HTTP error
+	go func() {
+		defer close(ran)
+		defer st.out.end()
+		res, err := sample()
+		switch {
+		case ctx.Err() != nil: // the client is gone, or its writes failed
+		case err != nil && !st.started:
+			early = protocol.AsError(err)
+		case err != nil:
+			st.data(protocol.AsError(err).HTTPErrorBody())
+		default:
+			c.endStream(res)
+		}
+	}()
+	defer func() { <-ran }()
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve the next request
+	started := false
+	for {
+		batch := st.out.take(ctx)
+		if batch == nil {
+			if <-ran; early != nil {
+				writeError(w, early)
+			}
+			return
+		}
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream; charset=utf-8")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		rc.SetWriteDeadline(time.Now().Add(s.opts.Timeouts.Write))
+		for _, q := range batch {
+			if _, err := w.Write(q.b); err != nil {
+				c.cancel() // the client is gone: stop sampling
+				return
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			c.cancel()
+			return
+		}
+	}
+}
+
 // chatAnswer builds one answer from a sample's deltas: it collects them, or
-// streams them as chunks. It is owned by the handler's goroutine, on which
-// the sampler emits.
+// queues them as chunks. It is owned by the goroutine the sampler emits on
+// while the sample runs, then by the one that called Sample.
 type chatAnswer struct {
 	head         protocol.ChatCompletion // id, object, created, model
 	promptTokens int
@@ -180,21 +232,19 @@ func (c *chatAnswer) completion(res sampler.Result) *protocol.ChatCompletion {
 	return &out
 }
 
-// chatStream writes chunks as server-sent events: "data: JSON\n\n", ending
-// with "data: [DONE]\n\n". The status line and headers go out with the first
-// chunk, so that an error before it can still be an HTTP error.
+// chatStream queues chunks as server-sent events: "data: JSON\n\n", ending
+// with "data: [DONE]\n\n", for streamChat to write. The status line and
+// headers go out with the first chunk, so that an error before it can still
+// be an HTTP error. It is owned by the goroutine the sampler emits on.
 type chatStream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	out     *outbox
 	usage   bool // stream_options.include_usage
-	started bool
-	buf     bytes.Buffer
+	started bool // a chunk was queued
 }
 
 // chunk sends one chunk of the choice. The first one also carries the role.
 func (c *chatAnswer) chunk(delta protocol.ChatDelta) {
 	if !c.stream.started {
-		c.stream.start()
 		if delta.Content == nil && delta.ToolCalls == nil {
 			delta.Content = ptr("")
 		}
@@ -231,23 +281,11 @@ func (c *chatAnswer) send(chunk *protocol.ChatCompletion) {
 	}
 }
 
-func (s *chatStream) start() {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
-	s.started = true
-}
-
-// data writes one event and flushes it.
+// data queues one event, without waiting for the client.
 func (s *chatStream) data(b []byte) error {
-	s.buf.Reset()
-	s.buf.WriteString("data: ")
-	s.buf.Write(b)
-	s.buf.WriteString("\n\n")
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	s.started = true
+	frame := make([]byte, 0, len("data: \n\n")+len(b))
+	frame = append(frame, "data: "...)
+	frame = append(frame, b...)
+	return s.out.put(append(frame, "\n\n"...), nil)
 }

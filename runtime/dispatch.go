@@ -190,13 +190,16 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	r.appendContext(r.inbox.take())
 	r.modelReady = time.Now() // the pause's in_progress goes out while the model starts
 	r.mu.Lock()
-	r.resumeLocked()
+	resumed := r.resumeLocked()
 	r.mu.Unlock()
-	// The client waits for the in_progress just queued; the next step's
-	// preparation (and an unpaced model's whole step) can wait for it.
-	// Without this the connection's writer, woken onto this goroutine's P,
-	// waits until the loop blocks: on two cores, most of a round trip.
-	goruntime.Gosched()
+	if resumed {
+		// The client waits for the in_progress just queued; the next
+		// step's preparation (and an unpaced model's whole step) can wait
+		// for it. Without this the connection's writer, woken onto this
+		// goroutine's P, waits until the loop blocks: on two cores, most
+		// of a round trip.
+		goruntime.Gosched()
+	}
 	return false, nil
 }
 

@@ -287,9 +287,10 @@ func (r *rollout) stepView() *protocol.Response {
 }
 
 // resumeLocked ends a pause whose step is over: the response runs again.
-func (r *rollout) resumeLocked() {
+// It reports whether there was one (and its response.in_progress went out).
+func (r *rollout) resumeLocked() bool {
 	if r.resp.Status != protocol.ResponseRequiresAction {
-		return
+		return false
 	}
 	r.resp.Status = protocol.ResponseInProgress
 	r.resp.RequiredAction = nil
@@ -298,4 +299,5 @@ func (r *rollout) resumeLocked() {
 		r.emitLocked(ev)
 	}
 	r.emitStepViewLocked(protocol.EventInProgress)
+	return true
 }

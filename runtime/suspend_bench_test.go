@@ -257,7 +257,7 @@ func dialEcho(b *testing.B) *echoConn {
 				return
 			}
 			// The frame's first 8 bytes ask for the answer's length.
-			n, _ := strconv.Atoi(strings.TrimSpace(string(in[:8])))
+			n, _ := strconv.Atoi(strings.TrimSpace(string(in[:min(8, len(in))])))
 			if err := c.Write(r.Context(), websocket.MessageText, out[:min(n, len(out))]); err != nil {
 				return
 			}

@@ -3,6 +3,7 @@ package sampler
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -24,12 +25,13 @@ import (
 // streams (one timer and one wake-up for many tokens).
 //
 // A shard's goroutine runs only while the shard has sequences: an idle
-// Engine holds no goroutine. The emit functions it calls must not block
-// for long (runtime's never do): a sequence that blocks in emit holds up its
-// shard's batch, as a slow kernel holds up a real engine's step. An Engine
-// is safe for concurrent use; the zero Engine is not usable, use NewEngine.
-// Under testing/synctest, a bubble's backends need an engine of their own:
-// a shard's goroutine belongs to the bubble it started in.
+// Engine holds no goroutine. The emit functions it calls must not wait, on
+// the network or anything else (runtime's only queue): an emit that blocks
+// holds up every sample of its shard, as a slow kernel holds up a real
+// engine's step. An Engine is safe for concurrent use; the zero Engine is
+// not usable, use NewEngine. Under testing/synctest, an engine must be made
+// in the bubble that uses it (a shard's goroutine and channels belong to
+// the bubble they were made in).
 type Engine struct {
 	shards []*shard
 	next   atomic.Uint64 // round robin over shards
@@ -51,12 +53,28 @@ func NewEngine() *Engine {
 	return e
 }
 
+// engineRef is a backend's engine: the one SetEngine gave it, or its own,
+// made when its first paced sample needs it (an unpaced backend has none).
+type engineRef struct {
+	once sync.Once
+	e    *Engine
+}
+
+func (r *engineRef) get() *Engine {
+	r.once.Do(func() {
+		if r.e == nil {
+			r.e = NewEngine()
+		}
+	})
+	return r.e
+}
+
 // EngineStats is what an Engine has done, and what it holds now.
 type EngineStats struct {
 	Active   int    // sequences being stepped or waiting for their next token
 	Wakes    uint64 // wake-ups that stepped at least one sequence
 	Stepped  uint64 // sequences stepped, over all wake-ups: Stepped/Wakes is the mean batch
-	Tokens   uint64 // output tokens handed to their samples (reasoning included)
+	Tokens   uint64 // output tokens handed to their samples (not the reasoning a replayed step paces unsent)
 	MaxBatch int    // the most sequences one wake-up stepped
 }
 
@@ -146,12 +164,16 @@ func (sh *shard) wake() {
 // tokens left, and ends when the heap is empty.
 func (sh *shard) loop() {
 	var timer *time.Timer
+	var batch []*sequence
+	stepping := -1 // the batch's sequence being stepped
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		if stepping >= 0 { // an emit ended the goroutine (runtime.Goexit)
+			sh.afterExit(batch, stepping)
+		}
 	}()
-	var batch []*sequence
 	for {
 		sh.mu.Lock()
 		now := time.Now()
@@ -181,9 +203,11 @@ func (sh *shard) loop() {
 		sh.mu.Unlock()
 
 		tokens := 0
-		for _, seq := range batch {
+		for i, seq := range batch {
+			stepping = i
 			tokens += seq.stepGuarded(now)
 		}
+		stepping = -1
 		sh.e.wakes.Add(1)
 		sh.e.stepped.Add(uint64(len(batch)))
 		sh.e.tokens.Add(uint64(tokens))
@@ -191,18 +215,44 @@ func (sh *shard) loop() {
 		}
 
 		sh.mu.Lock()
-		for i, seq := range batch {
-			switch {
-			case seq.finished:
-				seq.end(seq.err)
-			case seq.ctx.Err() != nil:
-				seq.end(seq.ctx.Err())
-			default:
-				heap.Push(&sh.seqs, seq)
-			}
-			batch[i] = nil
-		}
+		sh.requeueLocked(batch)
 		sh.mu.Unlock()
+	}
+}
+
+// requeueLocked ends the stepped sequences that are over and queues the
+// others again.
+func (sh *shard) requeueLocked(batch []*sequence) {
+	for i, seq := range batch {
+		switch {
+		case seq.finished:
+			seq.end(seq.err)
+		case seq.ctx.Err() != nil:
+			seq.end(seq.ctx.Err())
+		default:
+			heap.Push(&sh.seqs, seq)
+		}
+		batch[i] = nil
+	}
+}
+
+// errEmitExited is what a sample whose emit ended the engine's goroutine
+// (runtime.Goexit, as testing's FailNow does off its test's goroutine)
+// panics with on its caller's goroutine.
+var errEmitExited = errors.New("sampler: a sample's emit ended the engine's goroutine (runtime.Goexit)")
+
+// afterExit keeps the shard going after an emit of batch[culprit] ended its
+// goroutine: that sample fails (run panics with errEmitExited), the rest of
+// the batch is queued again, and a new goroutine steps the shard.
+func (sh *shard) afterExit(batch []*sequence, culprit int) {
+	batch[culprit].panicked, batch[culprit].finished = errEmitExited, true
+	sh.mu.Lock()
+	sh.requeueLocked(batch)
+	sh.running = len(sh.seqs) > 0
+	restart := sh.running
+	sh.mu.Unlock()
+	if restart {
+		go sh.loop()
 	}
 }
 

@@ -3,6 +3,7 @@ package sampler
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,4 +178,36 @@ func benchCPUPerToken(b *testing.B, tokens int, round func()) {
 		round()
 	}
 	b.ReportMetric(float64((cpu()-start).Nanoseconds())/float64(b.N*tokens), "cpu-ns/token")
+}
+
+// TestEngineGoexit: an emit that ends the engine's goroutine
+// (runtime.Goexit) fails its own sample, on the caller's goroutine, and the
+// samples in the same batch go on, stepped by a goroutine that takes over.
+func TestEngineGoexit(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		engine := NewEngine()
+		engine.shards = engine.shards[:1] // one batch for both samples
+		s := NewScripted(r, Timing{TPS: 1000})
+		s.SetEngine(engine)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			defer func() {
+				if p := recover(); p != errEmitExited {
+					t.Errorf("recovered %v, want errEmitExited", p)
+				}
+			}()
+			s.Sample(t.Context(), longRequest(5), func(d Delta) {
+				if d.Kind == ArgsDelta {
+					goruntime.Goexit()
+				}
+			})
+		})
+		res, err := s.Sample(t.Context(), longRequest(5), func(Delta) {})
+		if err != nil || res.OutputTokens != 5 {
+			t.Errorf("the other sample: %+v, %v", res, err)
+		}
+		wg.Wait()
+	})
 }

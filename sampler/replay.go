@@ -245,7 +245,7 @@ type Replay struct {
 	timing Timing
 	cache  *PrefixCache
 	trace  *Trace
-	engine *Engine
+	engine engineRef
 	toks   sync.Map // a step's text or arguments -> its tokens: each is tokenized once, not at every sample
 }
 
@@ -256,15 +256,15 @@ func NewReplay(r *Renderer, t Timing, trace *Trace) *Replay {
 	if r == nil {
 		r, _ = NewRenderer()
 	}
-	return &Replay{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), trace: trace, engine: NewEngine()}
+	return &Replay{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), trace: trace}
 }
 
 // Engine is the engine that steps the backend's paced samples.
-func (p *Replay) Engine() *Engine { return p.engine }
+func (p *Replay) Engine() *Engine { return p.engine.get() }
 
 // SetEngine makes e step the backend's paced samples, so that the backends
 // of one server share one batch. Call it before the first Sample.
-func (p *Replay) SetEngine(e *Engine) { p.engine = e }
+func (p *Replay) SetEngine(e *Engine) { p.engine.e = e }
 
 // Trace is the replayed trace.
 func (p *Replay) Trace() *Trace { return p.trace }
@@ -280,7 +280,7 @@ func (p *Replay) RequiredTools() []string { return p.trace.Tools() }
 // Sample streams the trace's next step through emit (see Replay). It returns
 // ctx.Err() as soon as ctx ends, leaving the open part without its PartEnd.
 func (p *Replay) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
-	return sampleParts(ctx, p.engine, p.r, p.timing, p.cache, req, p.next, emit)
+	return sampleParts(ctx, &p.engine, p.r, p.timing, p.cache, req, p.next, emit)
 }
 
 // next is the trace's step to emit for req, and its reasoning tokens.

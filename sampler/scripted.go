@@ -30,7 +30,7 @@ type Scripted struct {
 	r      *Renderer
 	timing Timing
 	cache  *PrefixCache
-	engine *Engine
+	engine engineRef
 }
 
 // NewScripted returns a scripted backend that streams o200k_base tokens split
@@ -41,7 +41,7 @@ func NewScripted(r *Renderer, t Timing) *Scripted {
 		// NewRenderer fails only for an encoding the tokenizer lacks.
 		r, _ = NewRenderer()
 	}
-	return &Scripted{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), engine: NewEngine()}
+	return &Scripted{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{})}
 }
 
 // Cache is the backend's prefix cache, for its statistics and for Reset.
@@ -49,11 +49,11 @@ func (s *Scripted) Cache() *PrefixCache { return s.cache }
 
 // Engine is the engine that steps the backend's paced samples: its own
 // unless SetEngine gave it another.
-func (s *Scripted) Engine() *Engine { return s.engine }
+func (s *Scripted) Engine() *Engine { return s.engine.get() }
 
 // SetEngine makes e step the backend's paced samples, so that the backends
 // of one server share one batch. Call it before the first Sample.
-func (s *Scripted) SetEngine(e *Engine) { s.engine = e }
+func (s *Scripted) SetEngine(e *Engine) { s.engine.e = e }
 
 // part is one planned message or function call.
 type part struct {
@@ -76,7 +76,7 @@ func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (
 	if err := checkJSONDirective(req); err != nil {
 		return Result{}, err
 	}
-	return sampleParts(ctx, s.engine, s.r, s.timing, s.cache, req, func(req *Request) ([]part, int) { return plan(req), 0 }, emit)
+	return sampleParts(ctx, &s.engine, s.r, s.timing, s.cache, req, func(req *Request) ([]part, int) { return plan(req), 0 }, emit)
 }
 
 // plan applies the scripted policy: a pending directive step, else a call of

@@ -12,8 +12,9 @@ import (
 // times the sample from its start, looks the prompt up in the prefix cache
 // (the lookup is part of the model's time), asks choose for the parts to
 // emit and the unsent tokens to pace first, and streams them: on the
-// caller's goroutine when the Timing is unpaced, else stepped by e.
-func sampleParts(ctx context.Context, e *Engine, r *Renderer, t Timing, cache *PrefixCache, req *Request,
+// caller's goroutine when the Timing is unpaced, else stepped by e's
+// engine.
+func sampleParts(ctx context.Context, e *engineRef, r *Renderer, t Timing, cache *PrefixCache, req *Request,
 	choose func(*Request) (parts []part, skip int), emit func(Delta)) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -30,8 +31,8 @@ func sampleParts(ctx context.Context, e *Engine, r *Renderer, t Timing, cache *P
 	prompt, cached := cache.Prefill(req)
 	parts, skip := choose(req)
 	seq := newSequence(ctx, r, t, start, prompt-cached, skip, parts, req.MaxOutputTokens, emit)
-	if t.Paced() {
-		e.run(ctx, seq)
+	if t.Paced() && len(parts) > 0 {
+		e.get().run(ctx, seq)
 	} else {
 		seq.step(time.Time{})
 	}
@@ -69,6 +70,7 @@ type sequence struct {
 	err      error
 	finished bool
 	due      time.Time // when the next token is due (paced)
+	released time.Time // when the step that releases it began, for PacerLate
 
 	index    int           // in its shard's heap; -1 when not there
 	done     chan struct{} // closed by end
@@ -112,7 +114,7 @@ func (s *sequence) ready(now time.Time) bool {
 	if s.due.After(now) {
 		return false
 	}
-	s.res.PacerLate = now.Sub(s.due)
+	s.res.PacerLate = s.released.Sub(s.due)
 	return true
 }
 
@@ -121,6 +123,10 @@ func (s *sequence) ready(now time.Time) bool {
 // goroutine. It returns how many tokens went out.
 func (s *sequence) stepGuarded(now time.Time) (tokens int) {
 	before := s.res.OutputTokens
+	// How late a token is counts from when its own sample's step began, not
+	// the batch's: the samples stepped before it in the batch (their emits'
+	// work) made it later, which is the engine's time, as the model's.
+	s.released = time.Now()
 	defer func() {
 		if p := recover(); p != nil {
 			s.panicked, s.finished = p, true
