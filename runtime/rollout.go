@@ -65,10 +65,11 @@ type rollout struct {
 	everyDelta bool // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
 	open       protocol.Item
 	openText   strings.Builder
-	openCall   *stepCall // non-nil while a call's arguments stream
-	modelReady time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
-	firstAt    time.Time // when the current step's first delta came
-	first      bool      // the current step has had its first delta
+	together   strings.Builder // token text the model released with the next token's (sampler.Delta.More), sent with it in one event
+	openCall   *stepCall       // non-nil while a call's arguments stream
+	modelReady time.Time       // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
+	firstAt    time.Time       // when the current step's first delta came
+	first      bool            // the current step has had its first delta
 
 	mu      sync.Mutex
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
@@ -348,6 +349,13 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		Start:           r.modelReady,
 	}, r.onDelta)
+	if r.together.Len() > 0 { // the sample ended between tokens released together
+		kind := sampler.TextDelta
+		if r.openCall != nil {
+			kind = sampler.ArgsDelta
+		}
+		r.onDelta(sampler.Delta{Kind: kind})
+	}
 	r.modelReady = time.Time{}
 	sample := r.srv.now().Sub(t0)
 	r.tm.SampleMicros += sample.Microseconds()

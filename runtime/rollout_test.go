@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +173,47 @@ func TestSamplerPanic(t *testing.T) {
 			c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": suspend, "stream_id": "a", "input": "hello"}))
 			if evs := c.next(t); eventType(t, last(evs)) != "response.completed" {
 				t.Fatalf("next create on the lane: %s", last(evs))
+			}
+		})
+	}
+}
+
+// togetherSampler streams "a", "b", "c" as one message, the first two
+// marked as released together with the next (sampler.Delta.More).
+type togetherSampler struct{}
+
+func (togetherSampler) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	emit(sampler.Delta{Kind: sampler.TextStart})
+	emit(sampler.Delta{Kind: sampler.TextDelta, Text: "a", More: true})
+	emit(sampler.Delta{Kind: sampler.TextDelta, Text: "b", More: true})
+	emit(sampler.Delta{Kind: sampler.TextDelta, Text: "c"})
+	emit(sampler.Delta{Kind: sampler.PartEnd})
+	return sampler.Result{OutputTokens: 3}, nil
+}
+
+// TestDeltasTogether: tokens the model released together go out in one
+// delta event, or one each with EveryDelta; the text is the same.
+func TestDeltasTogether(t *testing.T) {
+	t.Parallel()
+	for _, every := range []bool{false, true} {
+		t.Run(fmt.Sprintf("every=%v", every), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: every,
+				Models: map[string]runtime.Sampler{"together": togetherSampler{}}})
+			c := h.dial(t, nil)
+			c.send(t, create(map[string]any{"model": "together", "store": false, "input": "hi"}))
+			var deltas []string
+			for _, f := range c.untilTerminal(t) {
+				if e := decodeEv(t, f); e.Type == "response.output_text.delta" {
+					deltas = append(deltas, e.Delta)
+				}
+			}
+			want := []string{"abc"}
+			if every {
+				want = []string{"a", "b", "c"}
+			}
+			if !slices.Equal(deltas, want) {
+				t.Errorf("deltas %q, want %q", deltas, want)
 			}
 		})
 	}

@@ -13,6 +13,19 @@ func (r *rollout) onDelta(d sampler.Delta) {
 	if !r.first {
 		r.first, r.firstAt = true, r.srv.now()
 	}
+	if d.Kind == sampler.TextDelta || d.Kind == sampler.ArgsDelta {
+		// Tokens released together go out together: one event, not one
+		// a token (unless every delta is to be its own event).
+		if d.More && !r.everyDelta {
+			r.together.WriteString(d.Text)
+			return
+		}
+		if r.together.Len() > 0 {
+			r.together.WriteString(d.Text)
+			d.Text = r.together.String()
+			r.together.Reset()
+		}
+	}
 	idx := len(r.resp.Output)
 	switch d.Kind {
 	case sampler.TextStart:

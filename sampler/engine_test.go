@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -209,5 +210,33 @@ func TestEngineGoexit(t *testing.T) {
 			t.Errorf("the other sample: %+v, %v", res, err)
 		}
 		wg.Wait()
+	})
+}
+
+// TestEngineTogether: tokens a late step releases together are marked so
+// (Delta.More on all but the last), and only those.
+func TestEngineTogether(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScripted(r, Timing{TPS: 1000})
+		var more []bool
+		tokens := 0
+		res, err := s.Sample(t.Context(), longRequest(8), func(d Delta) {
+			if d.Kind != ArgsDelta {
+				return
+			}
+			more = append(more, d.More)
+			if tokens++; tokens == 2 {
+				time.Sleep(3 * time.Millisecond) // a slow consumer: tokens 2, 3 and 4 come due meanwhile
+			}
+		})
+		if err != nil || res.OutputTokens != 8 {
+			t.Fatalf("Sample: %+v, %v", res, err)
+		}
+		want := []bool{false, false, true, true, false, false, false, false}
+		if !slices.Equal(more, want) {
+			t.Errorf("More %v, want %v", more, want)
+		}
 	})
 }

@@ -48,6 +48,12 @@ type Delta struct {
 	CallType protocol.ItemType
 	// Incomplete marks a PartEnd that cut the part off at MaxOutputTokens.
 	Incomplete bool
+	// More marks a token delta (TextDelta, ArgsDelta) that another token
+	// of the same part follows at once: both came due by the same step of
+	// the engine (see Engine), which was late for the first. A consumer may
+	// hold its text back and send it with the next delta's, in one event;
+	// the next delta always comes, unless the sample's context ends.
+	More bool
 	// Annotation is the citation of a Citation delta; its indices count
 	// characters (runes) of the message text.
 	Annotation *protocol.Annotation

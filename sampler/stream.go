@@ -171,9 +171,10 @@ func (s *sequence) step(now time.Time) {
 				return
 			}
 			tok.Text = s.toks[s.k][s.n]
+			s.runes += utf8.RuneCountInString(tok.Text)
+			tok.More = s.moreDue(now)
 			s.emit(tok)
 			s.res.OutputTokens++
-			s.runes += utf8.RuneCountInString(tok.Text)
 			for len(s.cites) > 0 && s.cites[0].EndIndex <= s.runes {
 				s.emit(Delta{Kind: Citation, Annotation: &s.cites[0]})
 				s.cites = s.cites[1:]
@@ -183,6 +184,22 @@ func (s *sequence) step(now time.Time) {
 		s.started = false
 	}
 	s.finished = true
+}
+
+// moreDue reports whether the token after the one going out now (the
+// cursor's) belongs to the same part, with no citation between them, and
+// is due at now too: a paced sample's tokens that a late step releases
+// together. Unpaced, a sample releases every token at once, each its own
+// delta, as its consumer takes them.
+func (s *sequence) moreDue(now time.Time) bool {
+	switch {
+	case s.start.IsZero(),
+		s.n+1 >= len(s.toks[s.k]),
+		s.limit > 0 && s.res.OutputTokens+1 >= s.limit,
+		len(s.cites) > 0 && s.cites[0].EndIndex <= s.runes:
+		return false
+	}
+	return !s.start.Add(s.t.Due(s.uncached, s.skip+s.res.OutputTokens+1)).After(now)
 }
 
 // end closes the sequence with err; called once, by the shard that held it.
