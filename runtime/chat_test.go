@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -456,5 +458,61 @@ func TestChatClientGone(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second): // the whole answer would take about 5 s
 		t.Fatal("the sample went on after the client left")
+	}
+}
+
+// TestChatStalledClient: a chat stream whose client stops reading does not
+// hold up the other streams its model's engine steps (the sampler's emit
+// runs on the engine's goroutine, which must never wait on a client), and
+// it is cut once it falls Timeouts.SlowClient behind.
+func TestChatStalledClient(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	engine := sampler.NewEngineShards(1) // both streams in one batch
+	fast, paced := sampler.NewScripted(r, sampler.Timing{TPS: 1e6}), sampler.NewScripted(r, sampler.Timing{TPS: 1000})
+	fast.SetEngine(engine)
+	paced.SetEngine(engine)
+	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"fast": fast, "paced": paced},
+		Timeouts: runtime.Timeouts{SlowClient: time.Second, Write: time.Second}})
+	body := func(model string, argBytes int) []byte {
+		args, _ := json.Marshal(map[string]string{"text": strings.Repeat("lorem ipsum dolor sit amet ", argBytes/27)})
+		b, _ := json.Marshal(map[string]any{"model": model, "stream": true,
+			"messages": []map[string]string{{"role": "user", "content": "call: write " + string(args)}},
+			"tools":    []map[string]any{{"type": "function", "function": map[string]any{"name": "write", "parameters": map[string]any{"type": "object"}}}}})
+		return b
+	}
+	// The stalled client: tens of MB of chunks (more than the sockets
+	// hold), none of them read.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	big := body("fast", 1<<20)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: tether\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(big))
+	if _, err := conn.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	// A stream of about two seconds, paced beside it on the same engine.
+	resp, err := http.Post(h.base+"/chat/completions", "application/json", bytes.NewReader(body("paced", 8000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	done := make(chan error, 1)
+	go func() {
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+			err = fmt.Errorf("the stream ended without [DONE]: %.200q", b[max(0, len(b)-200):])
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // the paced stream takes ~2 s; without the stall's cut, forever
+		t.Fatal("the paced stream stalled behind the client that stopped reading")
 	}
 }

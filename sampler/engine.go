@@ -44,8 +44,12 @@ type Engine struct {
 }
 
 // NewEngine returns an engine with a shard per core (GOMAXPROCS).
-func NewEngine() *Engine {
-	n := max(runtime.GOMAXPROCS(0), 1)
+func NewEngine() *Engine { return NewEngineShards(runtime.GOMAXPROCS(0)) }
+
+// NewEngineShards returns an engine of n shards (at least one): n
+// goroutines step its samples at most, each its share of them.
+func NewEngineShards(n int) *Engine {
+	n = max(n, 1)
 	e := &Engine{shards: make([]*shard, n)}
 	for i := range e.shards {
 		e.shards[i] = &shard{e: e, kick: make(chan struct{}, 1)}

@@ -188,8 +188,7 @@ func TestEngineGoexit(t *testing.T) {
 	t.Parallel()
 	r := renderer(t)
 	synctest.Test(t, func(t *testing.T) {
-		engine := NewEngine()
-		engine.shards = engine.shards[:1] // one batch for both samples
+		engine := NewEngineShards(1) // one batch for both samples
 		s := NewScripted(r, Timing{TPS: 1000})
 		s.SetEngine(engine)
 		var wg sync.WaitGroup
