@@ -100,6 +100,7 @@ func (e *Engine) Stats() EngineStats {
 // called on it). No emit of seq runs after run returns.
 func (e *Engine) run(ctx context.Context, seq *sequence) {
 	sh := e.shards[e.next.Add(1)%uint64(len(e.shards))]
+	seq.done = make(chan struct{})
 	e.active.Add(1)
 	defer e.active.Add(-1)
 	sh.add(seq)
@@ -215,8 +216,7 @@ func (sh *shard) loop() {
 		sh.e.wakes.Add(1)
 		sh.e.stepped.Add(uint64(len(batch)))
 		sh.e.tokens.Add(uint64(tokens))
-		for m := sh.e.maxBatch.Load(); int64(len(batch)) > m && !sh.e.maxBatch.CompareAndSwap(m, int64(len(batch))); m = sh.e.maxBatch.Load() {
-		}
+		raiseTo(&sh.e.maxBatch, int64(len(batch)))
 
 		sh.mu.Lock()
 		sh.requeueLocked(batch)
@@ -257,6 +257,12 @@ func (sh *shard) afterExit(batch []*sequence, culprit int) {
 	sh.mu.Unlock()
 	if restart {
 		go sh.loop()
+	}
+}
+
+// raiseTo sets m to v if v is larger.
+func raiseTo(m *atomic.Int64, v int64) {
+	for old := m.Load(); v > old && !m.CompareAndSwap(old, v); old = m.Load() {
 	}
 }
 

@@ -73,13 +73,13 @@ type sequence struct {
 	released time.Time // when the step that releases it began, for PacerLate
 
 	index    int           // in its shard's heap; -1 when not there
-	done     chan struct{} // closed by end
+	done     chan struct{} // closed by end; made by Engine.run (an unpaced sample has none)
 	panicked any           // what emit panicked with
 }
 
 func newSequence(ctx context.Context, r *Renderer, t Timing, start time.Time, uncached, skip int, parts []part, limit int, emit func(Delta)) *sequence {
 	s := &sequence{ctx: ctx, emit: emit, t: t, start: start, uncached: uncached, skip: skip, limit: limit,
-		parts: parts, toks: make([][]string, len(parts)), index: -1, done: make(chan struct{})}
+		parts: parts, toks: make([][]string, len(parts)), index: -1}
 	for i, p := range parts {
 		if s.toks[i] = p.toks; s.toks[i] == nil {
 			s.toks[i] = r.Tokens(p.text)
