@@ -23,10 +23,26 @@ var v1Options = jsonv1.DefaultOptionsV1()
 // Marshal is v as JSON: the encoding of every event, item and request a
 // server or client of this package writes.
 func Marshal(v any) ([]byte, error) {
-	if b, ok := marshalDelta(v); ok {
-		return b, nil
+	if n := deltaSize(v); n > 0 {
+		if b, ok := appendDelta(make([]byte, 0, n), v); ok {
+			return b, nil
+		}
 	}
 	return jsonv2.Marshal(v, v1Options)
+}
+
+// AppendMarshal appends v as JSON (as Marshal encodes it) to dst: a writer
+// that encodes every event into a buffer it reuses allocates nothing for
+// the deltas, most of what it writes. On error dst is returned as it was.
+func AppendMarshal(dst []byte, v any) ([]byte, error) {
+	if b, ok := appendDelta(dst, v); ok {
+		return b, nil
+	}
+	b, err := jsonv2.Marshal(v, v1Options)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
 }
 
 // marshalTo writes v to enc, for a MarshalJSONTo.

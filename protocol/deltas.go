@@ -6,20 +6,21 @@ import (
 )
 
 // Text and argument deltas are most of the events a server writes, one per
-// token: Marshal writes them with appendDelta below, straight into their
-// bytes, instead of the codec's reflection over their structs. The bytes are
-// the codec's own (TestDeltaEncoding, FuzzDeltaEncoding); a delta whose
-// strings need an escape beyond the common ones takes the codec's path.
+// token: Marshal and AppendMarshal write them with appendDelta below,
+// straight into the caller's buffer, instead of the codec's reflection over
+// their structs. The bytes are the codec's own (TestDeltaEncoding,
+// FuzzDeltaEncoding); a delta whose strings need an escape beyond the
+// common ones takes the codec's path.
 
-// marshalDelta encodes the delta events that have a fast path; ok is false
-// for any other value, or a delta whose strings take the codec.
-func marshalDelta(v any) (b []byte, ok bool) {
+// appendDelta appends the delta events that have a fast path to b; ok is
+// false (and what it appended is to be dropped) for any other value, or a
+// delta whose strings take the codec.
+func appendDelta(b []byte, v any) (_ []byte, ok bool) {
 	switch e := v.(type) {
 	case *TextDeltaEvent:
 		if e.Logprobs != nil && len(*e.Logprobs) > 0 {
-			return nil, false
+			return b, false
 		}
-		b = make([]byte, 0, 192+len(e.Delta)+len(e.ItemID)+len(e.StreamID))
 		b, ok = appendHeader(b, &e.EventHeader)
 		b = append(b, `,"item_id":`...)
 		b, ok = appendPlain(b, e.ItemID, ok)
@@ -34,7 +35,6 @@ func marshalDelta(v any) (b []byte, ok bool) {
 		}
 		return append(b, '}'), ok
 	case *FunctionArgsDeltaEvent:
-		b = make([]byte, 0, 160+len(e.Delta)+len(e.ItemID)+len(e.StreamID))
 		b, ok = appendHeader(b, &e.EventHeader)
 		b = append(b, `,"item_id":`...)
 		b, ok = appendPlain(b, e.ItemID, ok)
@@ -44,7 +44,19 @@ func marshalDelta(v any) (b []byte, ok bool) {
 		b, ok = appendPlain(b, e.Delta, ok)
 		return append(b, '}'), ok
 	}
-	return nil, false
+	return b, false
+}
+
+// deltaSize is room enough for v's encoding if it is a delta with a fast
+// path, 0 otherwise.
+func deltaSize(v any) int {
+	switch e := v.(type) {
+	case *TextDeltaEvent:
+		return 192 + len(e.Delta) + len(e.ItemID) + len(e.StreamID)
+	case *FunctionArgsDeltaEvent:
+		return 160 + len(e.Delta) + len(e.ItemID) + len(e.StreamID)
+	}
+	return 0
 }
 
 // appendHeader opens an event's object with its header's fields.

@@ -50,6 +50,16 @@ func checkDeltaEncoding(t *testing.T, s, stream string) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%T with %q:\n got %s\nwant %s", ev, s, got, want)
 		}
+		// Appended after bytes already there, by the fast path or the
+		// codec's, with nothing of a failed fast path left behind.
+		prefix := []byte("frame: ")
+		got, err = AppendMarshal(append(make([]byte, 0, 4), prefix...), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, append(prefix, want...)) {
+			t.Errorf("AppendMarshal %T with %q:\n got %s\nwant %s%s", ev, s, got, prefix, want)
+		}
 	}
 }
 
@@ -62,6 +72,13 @@ func BenchmarkMarshalDelta(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			Marshal(ev)
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = AppendMarshal(buf[:0], ev)
 		}
 	})
 	b.Run("codec", func(b *testing.B) {

@@ -18,40 +18,29 @@ type corkedConn struct {
 	net.Conn
 
 	mu     sync.Mutex
-	corked bool   // guarded by mu
-	held   []byte // guarded by mu
+	corked bool    // guarded by mu
+	held   *[]byte // a frame buffer (frameBufs) while corked; guarded by mu
 }
 
 func (c *corkedConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.corked {
-		c.held = append(c.held, p...)
+		*c.held = append(*c.held, p...)
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
 }
 
-// cork holds writes back until uncork.
+// cork holds writes back until uncork, in a buffer from the frame buffers'
+// pool: a connection holds one only while it writes.
 func (c *corkedConn) cork() {
 	c.mu.Lock()
 	c.corked = true
-	c.mu.Unlock()
-}
-
-// maxHeldCap is the held buffer kept between batches; a larger one is let
-// go, so that an idle connection (a parked rollout's) does not keep its last
-// batch's: a streaming batch is a few hundred bytes, and a larger one costs
-// an allocation next to its write.
-const maxHeldCap = 1 << 10
-
-// reuseHeld empties a written batch's buffer for the next batch, or lets
-// it go past maxHeldCap.
-func reuseHeld(b []byte) []byte {
-	if cap(b) > maxHeldCap {
-		return nil
+	if c.held == nil {
+		c.held = frameBufs.Get().(*[]byte)
 	}
-	return b[:0]
+	c.mu.Unlock()
 }
 
 // uncork writes what was held back in one write, which must end by
@@ -61,13 +50,16 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corked = false
-	if len(c.held) == 0 {
+	if c.held == nil {
+		return nil // not corked
+	}
+	defer releaseBuf(&c.held)
+	if len(*c.held) == 0 {
 		return nil
 	}
 	c.Conn.SetWriteDeadline(deadline)
-	_, err := c.Conn.Write(c.held)
+	_, err := c.Conn.Write(*c.held)
 	c.Conn.SetWriteDeadline(time.Time{})
-	c.held = reuseHeld(c.held)
 	return err
 }
 

@@ -1,7 +1,7 @@
 package runtime
 
 import (
-	"strings"
+	"unsafe"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -45,19 +45,53 @@ type eventOrder struct {
 	held     map[int]*protocol.OutputItemEvent // done events waiting for a lower index's
 	pause    []protocol.PendingCall            // a response.done waiting for the held events
 
-	merging *mergedDelta // deltas held back while the client is behind
+	merging mergedDelta // deltas held back while the client is behind
 }
 
 // mergedDelta is a run of text or argument deltas of one item that the
 // rollout holds back while its client is behind: they go out as one delta
-// event (the first's, with their text joined) when the client has caught up
-// or any other event is due, so their concatenation, and the sequence
-// numbers, are what the client would have read one by one.
+// event (the first's place in the stream, with their text joined) when the
+// client has caught up or any other event is due, so their concatenation,
+// and the sequence numbers, are what the client would have read one by one.
 type mergedDelta struct {
-	ev    protocol.Event // the first delta held
-	delta *string        // its Delta field, set to text when it goes out
-	text  strings.Builder
+	on     bool // a run is held
+	typ    protocol.EventType
+	itemID string
+	index  int    // output_index
+	text   []byte // the run's text; its array is kept from one run to the next
 }
+
+// deltaEvents are a rollout's delta events, one of each type, each reused
+// for the next delta of its type: a sink encodes an event as it takes it,
+// so a streamed token costs no event of its own. Guarded by rollout.mu.
+type deltaEvents struct {
+	text   protocol.TextDeltaEvent
+	args   protocol.FunctionArgsDeltaEvent
+	custom protocol.CustomToolInputDeltaEvent
+	mcp    protocol.MCPArgsDeltaEvent
+}
+
+// event is the delta of type typ for item itemID at output index idx.
+func (d *deltaEvents) event(typ protocol.EventType, itemID string, idx int, text string) protocol.Event {
+	h := protocol.EventHeader{Type: typ}
+	switch typ {
+	case protocol.EventOutputTextDelta:
+		d.text = protocol.TextDeltaEvent{EventHeader: h, ItemID: itemID, OutputIndex: idx, Delta: text, Logprobs: noLogprobs}
+		return &d.text
+	case protocol.EventCustomToolInputDelta:
+		d.custom = protocol.CustomToolInputDeltaEvent{EventHeader: h, ItemID: itemID, OutputIndex: idx, Delta: text}
+		return &d.custom
+	case protocol.EventMCPArgsDelta:
+		d.mcp = protocol.MCPArgsDeltaEvent{EventHeader: h, ItemID: itemID, OutputIndex: idx, Delta: text}
+		return &d.mcp
+	}
+	d.args = protocol.FunctionArgsDeltaEvent{EventHeader: h, ItemID: itemID, OutputIndex: idx, Delta: text}
+	return &d.args
+}
+
+// noLogprobs is the empty logprobs of every text delta ("logprobs":[]):
+// one, never changed.
+var noLogprobs = &[]protocol.LogProb{}
 
 // emit stamps ev and sends it.
 func (r *rollout) emit(ev protocol.Event) {
@@ -71,50 +105,37 @@ func (r *rollout) emit(ev protocol.Event) {
 // read is held where its bounds apply (the outbox, the replay log).
 const maxMergedDelta = 64 << 10
 
-// emitDelta sends a text or argument delta (ev, whose Delta field is delta)
-// unless the client is behind: then it holds it back, and the deltas of the
-// same item that follow join it (moreDelta) until it goes out (see
-// mergedDelta). Merging is what keeps a slow reader's queue short without
-// the loop ever waiting for it.
-func (r *rollout) emitDelta(ev protocol.Event, delta *string) {
-	if r.everyDelta {
-		r.emit(ev)
-		return
-	}
+// emitDelta sends a text or argument delta of type typ for item itemID (at
+// output index idx) unless the client is behind: then it holds it back, and
+// the deltas of the same item that follow join it until it goes out (see
+// mergedDelta): when the client has caught up, when any other event is due,
+// or once it is maxMergedDelta long. Merging is what keeps a slow reader's
+// queue short without the loop ever waiting for it; a delta that joins a
+// run costs no event and no encoding.
+func (r *rollout) emitDelta(typ protocol.EventType, itemID string, idx int, text string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.everyDelta {
+		r.putLocked(r.deltas.event(typ, itemID, idx, text))
+		return
+	}
+	m := &r.order.merging
+	if m.on && m.typ == typ && m.itemID == itemID {
+		m.text = append(m.text, text...)
+		if len(m.text) >= maxMergedDelta || !r.order.sink.behind(&r.out) {
+			r.flushDeltaLocked()
+		}
+		return
+	}
 	r.flushDeltaLocked()      // another item's
 	r.out.holding.Store(true) // before behind looks at queued: see delivery
-	if len(*delta) >= maxMergedDelta || !r.order.sink.behind(&r.out) {
+	if len(text) >= maxMergedDelta || !r.order.sink.behind(&r.out) {
 		r.out.holding.Store(false)
-		r.putLocked(ev)
+		r.putLocked(r.deltas.event(typ, itemID, idx, text))
 		return
 	}
-	m := &mergedDelta{ev: ev, delta: delta}
-	m.text.WriteString(*delta)
-	r.order.merging = m
-}
-
-// moreDelta adds text to the delta held back, if it is one of typ for
-// itemID, and reports whether it did; the merged delta goes out once the
-// client has caught up or it is maxMergedDelta long. The caller builds an
-// event only when it did not: most deltas to a client that is behind cost
-// no event and no encoding.
-func (r *rollout) moreDelta(typ protocol.EventType, itemID, text string) bool {
-	if r.everyDelta {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.order.merging
-	if m == nil || protocol.Type(m.ev) != typ || deltaItem(m.ev) != itemID {
-		return false
-	}
-	m.text.WriteString(text)
-	if m.text.Len() >= maxMergedDelta || !r.order.sink.behind(&r.out) {
-		r.flushDeltaLocked()
-	}
-	return true
+	m.on, m.typ, m.itemID, m.index = true, typ, itemID, idx
+	m.text = append(m.text[:0], text...)
 }
 
 // flushDelta sends the merged delta held back, if any: the writer calls it
@@ -125,30 +146,23 @@ func (r *rollout) flushDelta() {
 	r.flushDeltaLocked()
 }
 
+// maxKeptMerge is the merged text's array a rollout keeps for its next
+// run; a larger one (a slow client's) is let go.
+const maxKeptMerge = 4 << 10
+
 func (r *rollout) flushDeltaLocked() {
-	m := r.order.merging
-	if m == nil {
+	m := &r.order.merging
+	if !m.on {
 		return
 	}
-	r.order.merging = nil
+	m.on = false
 	r.out.holding.Store(false)
-	*m.delta = m.text.String()
-	r.putLocked(m.ev)
-}
-
-// deltaItem is the item_id of a delta event.
-func deltaItem(ev protocol.Event) string {
-	switch ev := ev.(type) {
-	case *protocol.TextDeltaEvent:
-		return ev.ItemID
-	case *protocol.FunctionArgsDeltaEvent:
-		return ev.ItemID
-	case *protocol.CustomToolInputDeltaEvent:
-		return ev.ItemID
-	case *protocol.MCPArgsDeltaEvent:
-		return ev.ItemID
+	// The sink encodes the event before putLocked returns: the text may be
+	// a view of the run's array, which the next run writes again.
+	r.putLocked(r.deltas.event(m.typ, m.itemID, m.index, unsafe.String(unsafe.SliceData(m.text), len(m.text))))
+	if cap(m.text) > maxKeptMerge {
+		m.text = nil
 	}
-	return ""
 }
 
 // emitLocked sends the merged delta held back, if any, then ev: it stamps

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,8 @@ type outbox struct {
 	q      []queued      // guarded by mu
 	bytes  int           // of the frames in q, guarded by mu
 	spare  []queued      // the writer's last batch, reused; guarded by mu
+	buf    *[]byte       // the bytes of the frames putCopy queued in q, from frameBufs; guarded by mu
+	spareB *[]byte       // those of the writer's last batch; guarded by mu
 	taking time.Time     // when the first frame of the batch the writer has in hand was queued; guarded by mu
 	closed bool          // guarded by mu
 	ended  bool          // no more frames will come: take returns nil once empty; guarded by mu
@@ -89,10 +92,46 @@ func newOutbox(soft int, slowAfter time.Duration, now func() time.Time) *outbox 
 	return &outbox{soft: soft, hard: 4 * soft, hardBytes: outQueueBytes, slowAfter: slowAfter, now: now, ready: make(chan struct{}, 1)}
 }
 
-// put queues b for the writer, on acct's account (nil for none). It never
-// blocks; it fails once the outbox is closed, beyond the hard bound, or when
-// the client has not taken a frame queued slowAfter ago.
+// put queues b for the writer, on acct's account (nil for none); b is the
+// outbox's from then on, and must not change. It never blocks; it fails
+// once the outbox is closed, beyond the hard bound, or when the client has
+// not taken a frame queued slowAfter ago.
 func (o *outbox) put(b []byte, acct *delivery) error {
+	return o.queue(b, false, acct)
+}
+
+// putCopy is put for a frame its producer encoded into a buffer of its
+// own, which it reuses once putCopy returns: the frame is copied into the
+// outbox's frame buffer, which the writer hands back at its next take, so
+// that a stream of small frames allocates nothing in steady state.
+func (o *outbox) putCopy(b []byte, acct *delivery) error {
+	return o.queue(b, true, acct)
+}
+
+// Frame buffers: a connection's outbox holds two while it streams (the one
+// frames are copied into, the one whose frames the writer is writing) and
+// none while it is idle, so that thousands of idle connections (parked
+// rollouts) hold no frame bytes. A frame larger than maxCopiedFrame is
+// copied on its own (a response object: rare, and a buffer that kept its
+// size would hold it long after); a buffer grown past maxPooledBuf is not
+// pooled again.
+const (
+	maxCopiedFrame = 16 << 10
+	maxPooledBuf   = 256 << 10
+)
+
+var frameBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// releaseBuf pools *b, unless it grew too large, and clears *b.
+func releaseBuf(b **[]byte) {
+	if *b != nil && cap(**b) <= maxPooledBuf {
+		**b = (**b)[:0]
+		frameBufs.Put(*b)
+	}
+	*b = nil
+}
+
+func (o *outbox) queue(b []byte, copied bool, acct *delivery) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.now()
@@ -104,6 +143,17 @@ func (o *outbox) put(b []byte, acct *delivery) error {
 	}
 	if acct != nil {
 		acct.queued.Add(1)
+	}
+	switch {
+	case copied && len(b) > maxCopiedFrame:
+		b = bytes.Clone(b)
+	case copied:
+		if o.buf == nil {
+			o.buf = frameBufs.Get().(*[]byte)
+		}
+		start := len(*o.buf)
+		*o.buf = append(*o.buf, b...)
+		b = (*o.buf)[start:len(*o.buf):len(*o.buf)]
 	}
 	o.q = append(o.q, queued{b: b, at: now, acct: acct})
 	o.bytes += len(b)
@@ -164,12 +214,20 @@ func (o *outbox) takeBatch(ctx context.Context) []queued {
 			batch := o.q
 			clear(o.spare) // the frames the writer has written
 			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].at
+			// The writer is done with its last batch's bytes: they take
+			// the next frames, and this batch's wait for the next take.
+			if o.spareB != nil {
+				*o.spareB = (*o.spareB)[:0]
+			}
+			o.buf, o.spareB = o.spareB, o.buf
 			untake(batch)
 			o.drainedLocked()
 			o.mu.Unlock()
 			return batch
 		}
 		clear(o.spare) // written: an idle connection keeps no frames
+		releaseBuf(&o.buf)
+		releaseBuf(&o.spareB)
 		o.mu.Unlock()
 		select {
 		case <-o.ready:

@@ -65,15 +65,16 @@ type rollout struct {
 	everyDelta bool // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
 	open       protocol.Item
 	openText   strings.Builder
-	together   strings.Builder // token text the model released with the next token's (sampler.Delta.More), sent with it in one event
-	openCall   *stepCall       // non-nil while a call's arguments stream
-	modelReady time.Time       // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
-	firstAt    time.Time       // when the current step's first delta came
-	first      bool            // the current step has had its first delta
+	together   []byte    // token text the model released with the next token's (sampler.Delta.More), sent with it in one event
+	openCall   *stepCall // non-nil while a call's arguments stream
+	modelReady time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
+	firstAt    time.Time // when the current step's first delta came
+	first      bool      // the current step has had its first delta
 
 	mu      sync.Mutex
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
 	order   eventOrder         // guarded by mu
+	deltas  deltaEvents        // guarded by mu
 	results []protocol.Item    // the current step's calls' results, guarded by mu
 	settled []bool             // which of them are in, guarded by mu
 
@@ -349,7 +350,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		Start:           r.modelReady,
 	}, r.onDelta)
-	if r.together.Len() > 0 { // the sample ended between tokens released together
+	if len(r.together) > 0 { // the sample ended between tokens released together
 		kind := sampler.TextDelta
 		if r.openCall != nil {
 			kind = sampler.ArgsDelta

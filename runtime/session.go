@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strconv"
@@ -199,7 +200,17 @@ func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
 // callers may hold their locks. A client that lets the queue reach its hard
 // bound is too slow.
 func (sess *session) send(b []byte, acct *delivery) error {
-	err := sess.out.put(b, acct)
+	return sess.queued(sess.out.put(b, acct))
+}
+
+// sendCopy is send for a frame in the caller's buffer (outbox.putCopy).
+func (sess *session) sendCopy(b []byte, acct *delivery) error {
+	return sess.queued(sess.out.putCopy(b, acct))
+}
+
+// queued is what send returns for the outbox's answer err: a client that
+// let the queue reach its hard bound is too slow.
+func (sess *session) queued(err error) error {
 	if err == errSlowClient {
 		sess.tooSlow()
 	}
@@ -523,20 +534,21 @@ func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
 // settled.
 type jobSink struct {
 	sess *session
-	last []byte // written under the rollout's lock; read once run has returned
+	enc  eventBuf // under the rollout's lock
+	last []byte   // written under the rollout's lock; read once run has returned
 }
 
 func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
-	b, err := protocol.Marshal(ev)
+	b, err := s.enc.encode(ev)
 	if err != nil {
 		return err
 	}
 	switch protocol.Type(ev) {
 	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
-		s.last = b
+		s.last = bytes.Clone(b)
 		return nil
 	}
-	return s.sess.send(b, acct)
+	return s.sess.sendCopy(b, acct)
 }
 
 func (s *jobSink) behind(acct *delivery) bool { return acct.behind() }

@@ -34,7 +34,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 	go func() {
 		defer close(ran)
 		defer out.end()
-		_, runErr = ro.run(ctx, sseSink{out})
+		_, runErr = ro.run(ctx, &sseSink{out: out})
 	}()
 	defer func() { <-ran }()
 	for {
@@ -93,29 +93,35 @@ func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseCont
 }
 
 // sseSink frames a rollout's events for streamSSE's writer.
-type sseSink struct{ out *outbox }
+type sseSink struct {
+	out *outbox
+	buf []byte // the frame being put, reused (under the rollout's lock)
+}
 
-func (s sseSink) put(ev protocol.Event, acct *delivery) error {
-	b, err := sseFrame(ev)
+func (s *sseSink) put(ev protocol.Event, acct *delivery) error {
+	b, err := appendSSE(s.buf[:0], ev)
 	if err != nil {
 		return err
 	}
-	return s.out.put(b, acct)
+	if cap(b) <= maxCopiedFrame {
+		s.buf = b
+	}
+	return s.out.putCopy(b, acct)
 }
 
 // sseFrame is ev as a server-sent event: "event: TYPE\ndata: JSON\n\n".
-func sseFrame(ev protocol.Event) ([]byte, error) {
-	data, err := protocol.Marshal(ev)
+func sseFrame(ev protocol.Event) ([]byte, error) { return appendSSE(nil, ev) }
+
+// appendSSE appends ev to b as a server-sent event.
+func appendSSE(b []byte, ev protocol.Event) ([]byte, error) {
+	b = append(b, "event: "...)
+	b = append(b, protocol.Type(ev)...)
+	b = append(b, "\ndata: "...)
+	b, err := protocol.AppendMarshal(b, ev)
 	if err != nil {
 		return nil, err
 	}
-	typ := protocol.Type(ev)
-	b := make([]byte, 0, len("event: \ndata: \n\n")+len(typ)+len(data))
-	b = append(b, "event: "...)
-	b = append(b, typ...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
 	return append(b, "\n\n"...), nil
 }
 
-func (s sseSink) behind(acct *delivery) bool { return acct.behind() }
+func (s *sseSink) behind(acct *delivery) bool { return acct.behind() }

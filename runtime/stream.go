@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"unsafe"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -17,13 +18,12 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		// Tokens released together go out together: one event, not one
 		// a token (unless every delta is to be its own event).
 		if d.More && !r.everyDelta {
-			r.together.WriteString(d.Text)
+			r.together = append(r.together, d.Text...)
 			return
 		}
-		if r.together.Len() > 0 {
-			r.together.WriteString(d.Text)
-			d.Text = r.together.String()
-			r.together.Reset()
+		if len(r.together) > 0 {
+			r.together = append(r.together, d.Text...)
+			d.Text = r.togetherText()
 		}
 	}
 	idx := len(r.resp.Output)
@@ -40,12 +40,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			return
 		}
 		r.openText.WriteString(d.Text)
-		if r.moreDelta(protocol.EventOutputTextDelta, r.open.ItemID(), d.Text) {
-			return
-		}
-		ev := &protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
-			ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text, Logprobs: &[]protocol.LogProb{}}
-		r.emitDelta(ev, &ev.Delta)
+		r.emitDelta(protocol.EventOutputTextDelta, r.open.ItemID(), idx, d.Text)
 	case sampler.Citation:
 		msg, ok := r.open.(*protocol.Message)
 		if !ok || d.Annotation == nil {
@@ -84,12 +79,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		if typ == "" {
 			return
 		}
-		id := r.open.ItemID()
-		if r.moreDelta(typ, id, d.Text) {
-			return
-		}
-		ev, delta := argsDeltaEvent(typ, id, idx, d.Text)
-		r.emitDelta(ev, delta)
+		r.emitDelta(typ, r.open.ItemID(), idx, d.Text)
 	case sampler.PartEnd:
 		if d.Incomplete {
 			r.endPart(protocol.StatusIncomplete)
@@ -97,6 +87,17 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			r.endPart(protocol.StatusCompleted)
 		}
 	}
+}
+
+// togetherText is the text of the tokens released together, which it
+// empties: a view of r.together's bytes, valid until the next delta's
+// text is added to it. Nothing keeps a delta's text past onDelta (the
+// open item's text, a merged delta's and the sinks' frames are copies), so
+// a run of tokens released together costs no string of its own.
+func (r *rollout) togetherText() string {
+	s := unsafe.String(unsafe.SliceData(r.together), len(r.together))
+	r.together = r.together[:0]
+	return s
 }
 
 // argsDeltaType is the delta event of a call item's arguments (or input),
@@ -111,21 +112,6 @@ func argsDeltaType(it protocol.Item) protocol.EventType {
 		return protocol.EventMCPArgsDelta
 	}
 	return ""
-}
-
-// argsDeltaEvent is a delta event of type typ, and its Delta field.
-func argsDeltaEvent(typ protocol.EventType, id string, idx int, text string) (protocol.Event, *string) {
-	h := protocol.EventHeader{Type: typ}
-	switch typ {
-	case protocol.EventCustomToolInputDelta:
-		ev := &protocol.CustomToolInputDeltaEvent{EventHeader: h, ItemID: id, OutputIndex: idx, Delta: text}
-		return ev, &ev.Delta
-	case protocol.EventMCPArgsDelta:
-		ev := &protocol.MCPArgsDeltaEvent{EventHeader: h, ItemID: id, OutputIndex: idx, Delta: text}
-		return ev, &ev.Delta
-	}
-	ev := &protocol.FunctionArgsDeltaEvent{EventHeader: h, ItemID: id, OutputIndex: idx, Delta: text}
-	return ev, &ev.Delta
 }
 
 // emitCallStart announces a call's item: output_item.added, and an MCP
@@ -176,7 +162,7 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		part := r.openPart(it)
 		part.Text = text
 		r.emit(&protocol.TextDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDone},
-			ItemID: it.ID, OutputIndex: idx, Text: &text, Logprobs: &[]protocol.LogProb{}})
+			ItemID: it.ID, OutputIndex: idx, Text: &text, Logprobs: noLogprobs})
 		r.emit(&protocol.ContentPartEvent{EventHeader: protocol.EventHeader{Type: protocol.EventContentPartDone},
 			ItemID: it.ID, OutputIndex: idx, Part: part})
 		it.Status = status

@@ -61,10 +61,12 @@ type suspension struct {
 	// (appending proves it saw the pause).
 	log       []frame
 	logBytes  int
-	sent      int    // sequence_number of the last frame put to a connection
-	lastDone  *frame // the current pause's response.done
-	paused    bool   // it has paused once (a fork's beginning is over)
-	replaying bool   // a resuming connection is catching up from the log; new frames wait there
+	pack      framePacker // the log's frames' bytes
+	enc       eventBuf    // the frame being put: guarded by the rollout's lock, not mu
+	sent      int         // sequence_number of the last frame put to a connection
+	lastDone  *frame      // the current pause's response.done
+	paused    bool        // it has paused once (a fork's beginning is over)
+	replaying bool        // a resuming connection is catching up from the log; new frames wait there
 
 	// Durability (durable.go), guarded by mu.
 	epoch          uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from

@@ -88,16 +88,17 @@ func pendingCall(c protocol.Call) protocol.PendingCall {
 // is held back for the connection that settles the rollout. The pause's
 // response.done parks the rollout as it goes out.
 func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
-	b, err := protocol.Marshal(ev)
+	enc, err := sp.enc.encode(ev)
 	if err != nil {
 		return err
 	}
-	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.released != stayed {
 		return nil // another server owns it now, or will
 	}
+	b := sp.pack.keep(enc)
+	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	switch protocol.Type(ev) {
 	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
 		sp.terminal = b
@@ -111,7 +112,8 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 			sp.ro.abort(errCheckpointBehind)
 			return nil
 		}
-		sp.lastDone, sp.paused = &f, true
+		done := f // its own: f stays on the stack for the deltas
+		sp.lastDone, sp.paused = &done, true
 		// Parked once the pause is queued: arming its timer (a syscall
 		// when it wakes the netpoller) is not on the way to the client.
 		// mu is held throughout, so no append can come first. A pause
@@ -305,6 +307,7 @@ func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
 		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
+		sp.pack.reset()
 	}
 	return nil
 }
