@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -288,8 +289,10 @@ func BenchmarkParkedRollout(b *testing.B) {
 
 // TestParkedRolloutMemory guards the compact parked state: 300 suspended
 // rollouts, each on its own WebSocket with about 8k tokens of context,
-// parked at once, hold at most 110 KB of live heap and 4 goroutines
-// apiece, the client's side of each connection included.
+// parked at once, hold at most 110 KB of live heap and 3 goroutines
+// apiece (the connection's read loop, the lane that follows the rollout,
+// the rollout's parked loop), the client's side of each connection
+// included.
 func TestParkedRolloutMemory(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("measures memory: not in -short, not under the race detector (.ci/run runs it without)")
@@ -301,11 +304,52 @@ func TestParkedRolloutMemory(t *testing.T) {
 	held := float64(int64(liveHeap())-int64(before)) / n
 	g := float64(goruntime.NumGoroutine()-goroutines) / n
 	t.Logf("%d parked rollouts: %.1f KB of live heap and %.2f goroutines apiece", n, held/1000, g)
-	if held > 110_000 || g > 4.05 {
-		t.Errorf("a parked rollout holds %.1f KB and %.2f goroutines, bound 110 KB and 4", held/1000, g)
+	if held > 110_000 || g > 3.05 {
+		t.Errorf("a parked rollout holds %.1f KB and %.2f goroutines, bound 110 KB and 3", held/1000, g)
 	}
 	for _, c := range conns {
 		c.CloseNow()
+	}
+}
+
+// TestIdleConnectionGoroutines: a WebSocket that has run a response and
+// waits for the next holds one goroutine, its read loop: its writer and
+// its lane's worker run only while they have work.
+func TestIdleConnectionGoroutines(t *testing.T) {
+	const n = 20
+	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	ctx := context.Background()
+	frame, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "input": "hello"}))
+	before := goruntime.NumGoroutine()
+	for range n {
+		c, _, err := websocket.Dial(ctx, h.ws, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.completed"`)) {
+				break
+			}
+		}
+	}
+	// A lane's worker leaves once the response's last frame is queued:
+	// give it the moment that takes.
+	var held int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if held = goruntime.NumGoroutine() - before; held <= n {
+			break
+		}
+	}
+	if held > n {
+		t.Errorf("%d idle connections hold %d goroutines, want %d (one apiece)", n, held, n)
 	}
 }
 

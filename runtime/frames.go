@@ -19,11 +19,16 @@ type eventBuf struct{ b []byte }
 
 func (e *eventBuf) encode(ev protocol.Event) ([]byte, error) {
 	b, err := protocol.AppendMarshal(e.b[:0], ev)
-	if cap(b) <= maxCopiedFrame { // a large response object's buffer is not kept
+	if cap(b) <= maxKeptEncode {
 		e.b = b
 	}
 	return b, err
 }
+
+// maxKeptEncode is the largest buffer an eventBuf keeps: room for the
+// deltas, not for a response object, which a parked rollout would keep for
+// nothing.
+const maxKeptEncode = 2 << 10
 
 // framePacker keeps immutable copies of frames in chunks of packChunk
 // bytes: a step's deltas cost an allocation a chunk rather than one each,
@@ -33,7 +38,7 @@ type framePacker struct {
 	chunk []byte // the current chunk; what is past its length is free
 }
 
-const packChunk = 8 << 10
+const packChunk = 4 << 10
 
 // keep returns a copy of b that nothing will write again.
 func (p *framePacker) keep(b []byte) []byte {

@@ -10,7 +10,7 @@ import (
 
 // outbox is the queue of encoded frames between the goroutines that produce
 // a stream's events and the one goroutine that writes them (a WebSocket
-// session's writeLoop, an SSE handler).
+// session's writer on demand, an SSE handler).
 //
 // Putting a frame never blocks, so producers may hold their own locks while
 // they put: a rollout keeps its events in order under its lock, a suspended
@@ -41,6 +41,13 @@ type outbox struct {
 	ended  bool          // no more frames will come: take returns nil once empty; guarded by mu
 	full   chan struct{} // non-nil while len(q) >= soft; closed when it drains; guarded by mu
 	ready  chan struct{} // 1-buffered: frames are waiting for the writer
+
+	// A writer on demand (writeOnDemand), guarded by mu.
+	write   func([]queued) error // writes a batch; nil: the owner runs a writer of its own
+	failed  func(error)          // told a write's error, on the writer's goroutine
+	writing bool                 // a writer goroutine is running (or broken is set)
+	broken  bool                 // a write failed: no writer starts again
+	stopped chan struct{}        // closed once the outbox has ended or closed and no writer runs
 }
 
 // queued is one frame in an outbox: its bytes, when it was queued, and the
@@ -160,11 +167,66 @@ func (o *outbox) queue(b []byte, copied bool, acct *delivery) error {
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
 	}
+	o.wakeLocked()
+	return nil
+}
+
+// wakeLocked tells the writer that frames wait: the owner's, or one started
+// now if none runs (writeOnDemand).
+func (o *outbox) wakeLocked() {
+	if o.write != nil {
+		if !o.writing && !o.broken {
+			o.writing = true
+			go o.writer()
+		}
+		return
+	}
 	select {
 	case o.ready <- struct{}{}:
 	default:
 	}
-	return nil
+}
+
+// writeOnDemand gives the outbox a writer of its own, started when frames
+// are queued and gone once they are written: a connection holds no
+// goroutine for its writes while it has nothing to write (a parked
+// rollout's, an idle one's). write writes a batch; a write's error goes to
+// failed (once: no writer starts again), which must close the outbox.
+// Set before the first put.
+func (o *outbox) writeOnDemand(write func([]queued) error, failed func(error)) {
+	o.write, o.failed, o.stopped = write, failed, make(chan struct{})
+}
+
+// writer writes what is queued until the queue is empty.
+func (o *outbox) writer() {
+	for {
+		batch := o.take(context.Background()) // nil once empty: it does not wait
+		if batch == nil {
+			return
+		}
+		if err := o.write(batch); err != nil {
+			o.mu.Lock()
+			o.broken, o.writing = true, false
+			o.stoppedLocked()
+			o.mu.Unlock()
+			o.failed(err)
+			return
+		}
+	}
+}
+
+// done is closed once the outbox has ended or closed and its writer on
+// demand is gone: what was queued is written, or dropped.
+func (o *outbox) done() <-chan struct{} { return o.stopped }
+
+func (o *outbox) stoppedLocked() {
+	if o.stopped != nil && !o.writing && (o.closed || o.ended) {
+		select {
+		case <-o.stopped:
+		default:
+			close(o.stopped)
+		}
+	}
 }
 
 // lateLocked reports whether the oldest frame not yet written, in the
@@ -189,7 +251,8 @@ func (o *outbox) room() <-chan struct{} {
 }
 
 // take waits for frames and returns all of them, oldest first, or nil when
-// ctx ends or the outbox has ended and is empty. The returned slice is the
+// ctx ends or the outbox has ended and is empty; a writer on demand does
+// not wait: nil once the queue is empty, and it is gone. The returned slice is the
 // writer's until its next take. A response whose frames it has now all
 // taken sends the delta it holds back (see delivery), into the next batch.
 func (o *outbox) take(ctx context.Context) []queued {
@@ -206,11 +269,7 @@ func (o *outbox) takeBatch(ctx context.Context) []queued {
 	for {
 		o.mu.Lock()
 		o.taking = time.Time{} // the last batch is written
-		if o.closed || o.ended && len(o.q) == 0 {
-			o.mu.Unlock()
-			return nil
-		}
-		if len(o.q) > 0 {
+		if !o.closed && len(o.q) > 0 {
 			batch := o.q
 			clear(o.spare) // the frames the writer has written
 			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].at
@@ -228,6 +287,14 @@ func (o *outbox) takeBatch(ctx context.Context) []queued {
 		clear(o.spare) // written: an idle connection keeps no frames
 		releaseBuf(&o.buf)
 		releaseBuf(&o.spareB)
+		if o.closed || o.ended || o.write != nil {
+			if o.write != nil {
+				o.writing = false
+				o.stoppedLocked()
+			}
+			o.mu.Unlock()
+			return nil
+		}
 		o.mu.Unlock()
 		select {
 		case <-o.ready:
@@ -243,10 +310,10 @@ func (o *outbox) end() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended = true
-	select {
-	case o.ready <- struct{}{}:
-	default:
+	if o.write == nil {
+		o.wakeLocked()
 	}
+	o.stoppedLocked()
 }
 
 // close fails every later put and releases the producers waiting for room.
@@ -258,10 +325,10 @@ func (o *outbox) close() {
 	untake(o.q)
 	o.q, o.bytes = nil, 0
 	o.drainedLocked()
-	select {
-	case o.ready <- struct{}{}:
-	default:
+	if o.write == nil {
+		o.wakeLocked()
 	}
+	o.stoppedLocked()
 }
 
 // finish drops the frames still queued, queues last alone and ends the
@@ -275,10 +342,8 @@ func (o *outbox) finish(last []byte) {
 	untake(o.q)
 	o.q, o.bytes, o.ended = append(o.q[:0], queued{b: last, at: o.now()}), len(last), true
 	o.drainedLocked()
-	select {
-	case o.ready <- struct{}{}:
-	default:
-	}
+	o.wakeLocked()
+	o.stoppedLocked()
 }
 
 // untake takes frames off their responses' queued counts: the writer has

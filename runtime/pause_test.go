@@ -21,7 +21,7 @@ import (
 // of its own, and waits (in the synctest bubble) until it parks.
 func parkOne(t *testing.T, srv *Server, ro *rollout) (*suspension, *session) {
 	t.Helper()
-	sess := newSession(srv, nil, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
+	sess := newSession(srv, discardConn{}, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
 	sp, _, perr := srv.suspend(ro, sess, "")
 	if perr != nil {
 		t.Fatal(perr)
@@ -33,6 +33,21 @@ func parkOne(t *testing.T, srv *Server, ro *rollout) (*suspension, *session) {
 	}
 	return sp, sess
 }
+
+// discardConn is a connection that takes every frame and reads none: the
+// session of a rollout driven by the test itself.
+type discardConn struct{}
+
+func (discardConn) Read(ctx context.Context) ([]byte, bool, error) {
+	<-ctx.Done()
+	return nil, false, ctx.Err()
+}
+func (discardConn) Write([]byte, bool, time.Time) error { return nil }
+func (discardConn) Flush(time.Time) error               { return nil }
+func (discardConn) Close(CloseStatus, string)           {}
+func (discardConn) Abort()                              {}
+func (discardConn) Done()                               {}
+func (discardConn) Ordinary(error) bool                 { return true }
 
 // prepared is the rollout srv prepares for the create body.
 func prepared(t *testing.T, srv *Server, body string) *rollout {
@@ -246,7 +261,7 @@ func FuzzDecodePause(f *testing.F) {
 			if perr != nil {
 				return
 			}
-			sess := newSession(srv, nil, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
+			sess := newSession(srv, discardConn{}, httptest.NewRequest("GET", "/v1/responses", nil), protocol.EncodingJSON, nil)
 			sp, _, perr := srv.suspend(ro, sess, "")
 			if perr != nil {
 				return

@@ -54,13 +54,12 @@ type session struct {
 	// refused.
 	oneLane bool
 
-	ctx        context.Context    // cancelled when the session ends
-	cancel     context.CancelFunc //
-	out        *outbox            // frames for writeLoop
-	wg         sync.WaitGroup     // lane workers, and the goroutines resolving appends' references (appendref.go)
-	quit       chan struct{}      // closed by goAway: lanes finish the job in hand and stop
-	quitOnce   sync.Once
-	writerDone chan struct{} // closed when writeLoop has returned
+	ctx      context.Context    // cancelled when the session ends
+	cancel   context.CancelFunc //
+	out      *outbox            // frames for the connection, written by the outbox's writer on demand
+	wg       sync.WaitGroup     // lane workers, and the goroutines resolving appends' references (appendref.go)
+	quit     chan struct{}      // closed by goAway: lanes finish the job in hand and stop
+	quitOnce sync.Once
 
 	stopOnce    sync.Once
 	tooSlowOnce sync.Once
@@ -78,9 +77,9 @@ type session struct {
 
 // lane is one stream_id's FIFO of creates, and what runs on it.
 type lane struct {
-	id    string
-	jobs  []job         // the FIFO, guarded by session.mu; the scope bounds it (MaxQueued)
-	ready chan struct{} // 1-buffered: jobs wait for the lane worker
+	id      string
+	jobs    []job // the FIFO, guarded by session.mu; the scope bounds it (MaxQueued)
+	working bool  // its worker runs (while jobs are queued or one runs), guarded by session.mu
 
 	// The response running on the lane, guarded by session.mu: a
 	// cached-state rollout, or a suspended rollout the lane follows (which
@@ -121,26 +120,23 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 	sess := &session{
 		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
-		ctx: ctx, cancel: cancel, quit: make(chan struct{}), writerDone: make(chan struct{}),
+		ctx: ctx, cancel: cancel, quit: make(chan struct{}),
 		out:   newOutbox(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
 		lanes: make(map[string]*lane),
 	}
+	// The writer runs while there are frames to write. A socket that
+	// cannot be written ends the session now, rather than let the queue
+	// fill and blame a slow client.
+	sess.out.writeOnDemand(sess.writeBatch, func(error) {
+		sess.stop(0, "")
+		sess.conn.Abort()
+	})
 	scope.join(sess)
 	return sess
 }
 
 // run serves the connection until it ends, then joins every goroutine.
 func (sess *session) run(reqCtx context.Context) {
-	writerDone := sess.writerDone
-	go func() {
-		defer close(writerDone)
-		if err := sess.writeLoop(sess.ctx); err != nil {
-			// The socket cannot be written: end the session now rather than
-			// let the queue fill and blame a slow client.
-			sess.stop(0, "")
-			sess.conn.Abort()
-		}
-	}()
 	// The closer runs once the session ends (no goroutine waits for that
 	// meanwhile: a connection holding a parked rollout costs its stack).
 	closerDone := make(chan struct{})
@@ -154,7 +150,7 @@ func (sess *session) run(reqCtx context.Context) {
 	})
 	// Deferred, so that even a panic in the read loop joins the goroutines and
 	// hands suspended rollouts to their resume window.
-	defer sess.teardown(writerDone, closerDone)
+	defer sess.teardown(closerDone)
 	if err := sess.readLoop(reqCtx); err != nil && !sess.conn.Ordinary(err) {
 		sess.srv.log.Debug("connection read ended", "err", err)
 	}
@@ -174,11 +170,13 @@ func (sess *session) stop(status CloseStatus, reason string) {
 // teardown ends the session: it joins the lane workers, the writer and the
 // closer, closes the socket and detaches the suspended rollouts following
 // its lanes.
-func (sess *session) teardown(writerDone, closerDone <-chan struct{}) {
+func (sess *session) teardown(closerDone <-chan struct{}) {
 	sess.stop(0, "")
 	sess.scope.leave(sess)
+	sess.mu.Lock() // a push that saw the session open has counted its worker
+	sess.mu.Unlock()
 	sess.wg.Wait()
-	<-writerDone
+	<-sess.out.done()
 	<-closerDone
 	sess.conn.Done()
 	sess.mu.Lock()
@@ -261,7 +259,7 @@ func (sess *session) tooSlow() {
 func (sess *session) fail(perr *protocol.Error, status CloseStatus, reason string) {
 	sess.out.finish(errorFrame(perr, ""))
 	go func() {
-		<-sess.writerDone
+		<-sess.out.done()
 		sess.stop(status, reason)
 	}()
 }
@@ -355,28 +353,20 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 		}
 		sess.named++
 	}
-	ln := &lane{id: id, ready: make(chan struct{}, 1)}
+	ln := &lane{id: id}
 	sess.lanes[id] = ln
-	sess.wg.Add(1)
-	go sess.laneWorker(ln)
 	return ln, nil
 }
 
-// laneWorker runs a lane's jobs one at a time, in arrival order.
+// laneWorker runs a lane's jobs one at a time, in arrival order, until its
+// queue is empty: push starts it, so that an idle lane (and an idle
+// connection's every lane) holds no goroutine.
 func (sess *session) laneWorker(ln *lane) {
 	defer sess.wg.Done()
 	for {
 		j := sess.pop(ln)
 		if j == nil {
-			select {
-			case <-sess.quit:
-				sess.refuseQueued(ln, nil)
-				return
-			case <-sess.ctx.Done():
-				return
-			case <-ln.ready:
-				continue
-			}
+			return // the queue is empty: pop let the worker go
 		}
 		select {
 		case <-sess.quit: // a job taken as shutdown began is refused with the rest
@@ -393,20 +383,22 @@ func (sess *session) laneWorker(ln *lane) {
 // with many lanes (a rollout forked 64 ways) pays for the jobs it has.
 func (sess *session) push(ln *lane, j job) {
 	sess.mu.Lock()
+	defer sess.mu.Unlock()
 	ln.jobs = append(ln.jobs, j)
-	sess.mu.Unlock()
-	select {
-	case ln.ready <- struct{}{}:
-	default:
+	if !ln.working && sess.ctx.Err() == nil { // ended: teardown waits for no new worker
+		ln.working = true
+		sess.wg.Add(1)
+		go sess.laneWorker(ln)
 	}
 }
 
-// pop takes the first job of ln's queue, or nil.
+// pop takes the first job of ln's queue for its worker, or nil when the
+// queue is empty: the worker is then gone, and the next push starts one.
 func (sess *session) pop(ln *lane) job {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if len(ln.jobs) == 0 {
-		ln.jobs = nil // let a long queue's array go
+		ln.jobs, ln.working = nil, false // let a long queue's array go
 		return nil
 	}
 	j := ln.jobs[0]

@@ -28,7 +28,7 @@ func (sess *session) readLoop(ctx context.Context) error {
 			// prefix past Limits.MaxFrame): the client is told, then the
 			// connection closes.
 			sess.fail(perr, CloseTooBig, "frame too large")
-			<-sess.writerDone
+			<-sess.out.done()
 			return nil
 		}
 		if err != nil {
@@ -144,26 +144,13 @@ func outOfBand(data []byte) bool {
 	return false
 }
 
-// writeLoop owns the connection's write side: it writes queued frames in
-// order until the session ends. A batch that the client does not take
-// within Timeouts.Write (it stopped reading, or its connection is gone
-// without a word) fails the write, which ends the session: its suspended
-// rollouts detach, to be resumed.
-func (sess *session) writeLoop(ctx context.Context) error {
-	for {
-		batch := sess.out.take(ctx)
-		if batch == nil {
-			return nil
-		}
-		if err := sess.writeBatch(batch); err != nil {
-			return err
-		}
-	}
-}
-
 // writeBatch writes a batch of frames, which leave in one write to the
-// socket where the transport can (see corkedConn). Each frame is charged
-// the time from the end of the one before; the last also the flush.
+// socket where the transport can (see corkedConn); the outbox's writer on
+// demand calls it. A batch that the client does not take within
+// Timeouts.Write (it stopped reading, or its connection is gone without a
+// word) fails the write, which ends the session: its suspended rollouts
+// detach, to be resumed. Each frame is charged the time from the end of the
+// one before; the last also the flush.
 func (sess *session) writeBatch(batch []queued) error {
 	binary := sess.encoding == protocol.EncodingMsgpack
 	start := sess.srv.now()

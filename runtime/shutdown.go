@@ -172,7 +172,7 @@ func (sess *session) goAway(ctx context.Context) {
 	}
 	sess.out.end()
 	select {
-	case <-sess.writerDone:
+	case <-sess.out.done():
 	case <-ctx.Done():
 	}
 	if sess.srv.opts.Checkpoints != nil {

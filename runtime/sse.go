@@ -11,7 +11,7 @@ import (
 // streamSSE runs ro and streams its events as server-sent events
 // ("event: TYPE\ndata: JSON\n\n"). The rollout runs on a goroutine of its
 // own and the handler's goroutine is the writer, as a WebSocket session's
-// writeLoop is: the rollout never holds a lock across a network write.
+// writer is: the rollout never holds a lock across a network write.
 //
 // A stream that Shutdown ends before its terminal event gets what was
 // queued and then an error event (server_shutting_down), while its client

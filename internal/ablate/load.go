@@ -67,6 +67,7 @@ type LoadResult struct {
 	Refused    map[string]int `json:"refused,omitempty"`
 	Tokens     int64          `json:"tokens"` // streamed tokens that reached the clients
 	Frames     int64          `json:"delta_frames"`
+	Steps      int64          `json:"steps"` // model steps that ended on a client: a pause (suspended) or a turn's response
 	TokensPerS float64        `json:"tokens_per_s"`
 	FramesPerS float64        `json:"delta_frames_per_s"`
 	LagP50US   float64        `json:"lag_p50_us"`
@@ -78,11 +79,14 @@ type LoadResult struct {
 	ServerCPU float64        `json:"server_cpu_cores"`
 	ClientCPU float64        `json:"client_cpu_cores"`
 	// CPU per streamed token: cores over tokens a second, in microseconds.
-	ServerCPUPerToken float64      `json:"server_cpu_us_per_token"`
-	ClientCPUPerToken float64      `json:"client_cpu_us_per_token"`
-	ServerRSSMaxMiB   float64      `json:"server_rss_max_mib"`
-	ServerGoroutines  int          `json:"server_goroutines_max"`
-	Samples           []LoadSample `json:"samples"`
+	ServerCPUPerToken float64 `json:"server_cpu_us_per_token"`
+	ClientCPUPerToken float64 `json:"client_cpu_us_per_token"`
+	// Server CPU per model step, in microseconds: a step's tool round
+	// trip and its tokens together (a step streams Tokens/Steps of them).
+	ServerCPUPerStep float64      `json:"server_cpu_us_per_step"`
+	ServerRSSMaxMiB  float64      `json:"server_rss_max_mib"`
+	ServerGoroutines int          `json:"server_goroutines_max"`
+	Samples          []LoadSample `json:"samples"`
 }
 
 // LoadSample is one second of a load run.
@@ -173,6 +177,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 			mu.Lock()
 			res.Tokens += rec.tokens
 			res.Frames += rec.frames
+			res.Steps += rec.steps
 			mu.Unlock()
 		})
 	}
@@ -196,6 +201,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 	if res.TokensPerS > 0 {
 		res.ServerCPUPerToken, res.ClientCPUPerToken = res.ServerCPU*1e6/res.TokensPerS, res.ClientCPU*1e6/res.TokensPerS
+	}
+	if res.Steps > 0 {
+		res.ServerCPUPerStep = res.ServerCPU * 1e6 / (float64(res.Steps) / res.DurationS)
 	}
 	return res, nil
 }
@@ -370,6 +378,7 @@ type lagRecorder struct {
 	n      int         // tokens in the step so far
 	tokens int64       // in all
 	frames int64
+	steps  int64 // ended: pauses and turns' responses
 }
 
 func (l *lagRecorder) event(ev protocol.Event) {
@@ -382,7 +391,12 @@ func (l *lagRecorder) event(ev protocol.Event) {
 	case *protocol.CustomToolInputDeltaEvent:
 		delta = e.Delta
 	case *protocol.ResponseEvent:
-		l.endStep() // a pause or an end; created and in_progress start none
+		switch e.Type {
+		case protocol.EventCreated, protocol.EventInProgress: // start none
+		default: // a pause or an end
+			l.steps++
+			l.endStep()
+		}
 		return
 	default:
 		return

@@ -33,14 +33,16 @@ func TestLagRecorder(t *testing.T) {
 	}
 	// Tokens 0..4: on time at 10, 11 ms; token 2 late by 3 ms; tokens 3
 	// and 4 merged into one delta at 14 ms (token 3 then 1 ms late).
+	// A step begins (in_progress, no step of its own) and pauses.
+	rec.event(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventInProgress}})
 	delta(10, " one")
 	delta(11, " two")
 	delta(15, " three")
 	delta(14.5, " four five") // two tokens
-	rec.event(&protocol.ResponseEvent{})
+	rec.event(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}})
 	h := lags.all()
-	if h.n != 5 || rec.tokens != 5 || rec.frames != 4 {
-		t.Fatalf("%d lags, %d tokens, %d frames; want 5, 5, 4", h.n, rec.tokens, rec.frames)
+	if h.n != 5 || rec.tokens != 5 || rec.frames != 4 || rec.steps != 1 {
+		t.Fatalf("%d lags, %d tokens, %d frames, %d steps; want 5, 5, 4, 1", h.n, rec.tokens, rec.frames, rec.steps)
 	}
 	// Lags (ms): 0, 0, 3, 1.5, 0.5: the median 0.5 ms, the largest 3 ms.
 	for _, c := range []struct{ q, want float64 }{{0.5, 500}, {1, 3000}, {0.2, 1}} {
