@@ -89,6 +89,14 @@ func (d *deltaEvents) event(typ protocol.EventType, itemID string, idx int, text
 	return &d.args
 }
 
+// deltaEvent is r's delta event of type typ (deltaEvents.event).
+func (r *rollout) deltaEvent(typ protocol.EventType, itemID string, idx int, text string) protocol.Event {
+	if r.deltas == nil {
+		r.deltas = new(deltaEvents)
+	}
+	return r.deltas.event(typ, itemID, idx, text)
+}
+
 // noLogprobs is the empty logprobs of every text delta ("logprobs":[]):
 // one, never changed.
 var noLogprobs = &[]protocol.LogProb{}
@@ -116,7 +124,7 @@ func (r *rollout) emitDelta(typ protocol.EventType, itemID string, idx int, text
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.everyDelta {
-		r.putLocked(r.deltas.event(typ, itemID, idx, text))
+		r.putLocked(r.deltaEvent(typ, itemID, idx, text))
 		return
 	}
 	m := &r.order.merging
@@ -131,7 +139,7 @@ func (r *rollout) emitDelta(typ protocol.EventType, itemID string, idx int, text
 	r.out.holding.Store(true) // before behind looks at queued: see delivery
 	if len(text) >= maxMergedDelta || !r.order.sink.behind(&r.out) {
 		r.out.holding.Store(false)
-		r.putLocked(r.deltas.event(typ, itemID, idx, text))
+		r.putLocked(r.deltaEvent(typ, itemID, idx, text))
 		return
 	}
 	m.on, m.typ, m.itemID, m.index = true, typ, itemID, idx
@@ -159,7 +167,7 @@ func (r *rollout) flushDeltaLocked() {
 	r.out.holding.Store(false)
 	// The sink encodes the event before putLocked returns: the text may be
 	// a view of the run's array, which the next run writes again.
-	r.putLocked(r.deltas.event(m.typ, m.itemID, m.index, unsafe.String(unsafe.SliceData(m.text), len(m.text))))
+	r.putLocked(r.deltaEvent(m.typ, m.itemID, m.index, unsafe.String(unsafe.SliceData(m.text), len(m.text))))
 	if cap(m.text) > maxKeptMerge {
 		m.text = nil
 	}
@@ -280,6 +288,8 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
 	r.emitStepViewLocked(protocol.EventDone)
+	// Parked, it streams nothing until answered: its delta buffers go.
+	r.order.merging.text, r.together, r.deltas = nil, nil, nil
 }
 
 // stepView is the response as a pause shows it: the paused step's items

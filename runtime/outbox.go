@@ -43,11 +43,20 @@ type outbox struct {
 	ready  chan struct{} // 1-buffered: frames are waiting for the writer
 
 	// A writer on demand (writeOnDemand), guarded by mu.
-	write   func([]queued) error // writes a batch; nil: the owner runs a writer of its own
-	failed  func(error)          // told a write's error, on the writer's goroutine
-	writing bool                 // a writer goroutine is running (or broken is set)
-	broken  bool                 // a write failed: no writer starts again
-	stopped chan struct{}        // closed once the outbox has ended or closed and no writer runs
+	write   batchWriter   // nil: the owner runs a writer of its own
+	writing bool          // a writer goroutine is running
+	broken  bool          // a write failed: no writer starts again
+	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
+	over    bool          // it has ended or closed and no writer runs
+}
+
+// batchWriter writes an outbox's batches for its writer on demand:
+// writeBatch writes one; a write's error goes to writeFailed (once: no
+// writer starts again), on the writer's goroutine, which must close the
+// outbox.
+type batchWriter interface {
+	writeBatch([]queued) error
+	writeFailed(error)
 }
 
 // queued is one frame in an outbox: its bytes, when it was queued, and the
@@ -190,12 +199,9 @@ func (o *outbox) wakeLocked() {
 // writeOnDemand gives the outbox a writer of its own, started when frames
 // are queued and gone once they are written: a connection holds no
 // goroutine for its writes while it has nothing to write (a parked
-// rollout's, an idle one's). write writes a batch; a write's error goes to
-// failed (once: no writer starts again), which must close the outbox.
-// Set before the first put.
-func (o *outbox) writeOnDemand(write func([]queued) error, failed func(error)) {
-	o.write, o.failed, o.stopped = write, failed, make(chan struct{})
-}
+// rollout's, an idle one's). w writes its batches. Set before the first
+// put.
+func (o *outbox) writeOnDemand(w batchWriter) { o.write = w }
 
 // writer writes what is queued until the queue is empty.
 func (o *outbox) writer() {
@@ -204,28 +210,39 @@ func (o *outbox) writer() {
 		if batch == nil {
 			return
 		}
-		if err := o.write(batch); err != nil {
+		if err := o.write.writeBatch(batch); err != nil {
 			o.mu.Lock()
 			o.broken, o.writing = true, false
 			o.stoppedLocked()
 			o.mu.Unlock()
-			o.failed(err)
+			o.write.writeFailed(err)
 			return
 		}
 	}
 }
 
 // done is closed once the outbox has ended or closed and its writer on
-// demand is gone: what was queued is written, or dropped.
-func (o *outbox) done() <-chan struct{} { return o.stopped }
-
-func (o *outbox) stoppedLocked() {
-	if o.stopped != nil && !o.writing && (o.closed || o.ended) {
-		select {
-		case <-o.stopped:
-		default:
+// demand is gone: what was queued is written, or dropped. (Made when asked
+// for: a connection that never ends holds no channel for it.)
+func (o *outbox) done() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopped == nil {
+		o.stopped = make(chan struct{})
+		if o.over {
 			close(o.stopped)
 		}
+	}
+	return o.stopped
+}
+
+func (o *outbox) stoppedLocked() {
+	if o.write == nil || o.over || o.writing || !o.closed && !o.ended {
+		return
+	}
+	o.over = true
+	if o.stopped != nil {
+		close(o.stopped)
 	}
 }
 

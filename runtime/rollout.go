@@ -74,7 +74,7 @@ type rollout struct {
 	mu      sync.Mutex
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
 	order   eventOrder         // guarded by mu
-	deltas  deltaEvents        // guarded by mu
+	deltas  *deltaEvents       // guarded by mu; made by the first delta of a step, let go at a pause
 	results []protocol.Item    // the current step's calls' results, guarded by mu
 	settled []bool             // which of them are in, guarded by mu
 

@@ -124,13 +124,8 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 		out:   newOutbox(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
 		lanes: make(map[string]*lane),
 	}
-	// The writer runs while there are frames to write. A socket that
-	// cannot be written ends the session now, rather than let the queue
-	// fill and blame a slow client.
-	sess.out.writeOnDemand(sess.writeBatch, func(error) {
-		sess.stop(0, "")
-		sess.conn.Abort()
-	})
+	// The writer runs while there are frames to write (writeBatch).
+	sess.out.writeOnDemand(sess)
 	scope.join(sess)
 	return sess
 }

@@ -144,6 +144,13 @@ func outOfBand(data []byte) bool {
 	return false
 }
 
+// writeFailed ends the session when its socket cannot be written: now,
+// rather than let the queue fill and blame a slow client.
+func (sess *session) writeFailed(error) {
+	sess.stop(0, "")
+	sess.conn.Abort()
+}
+
 // writeBatch writes a batch of frames, which leave in one write to the
 // socket where the transport can (see corkedConn); the outbox's writer on
 // demand calls it. A batch that the client does not take within

@@ -134,6 +134,9 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	}
 	sp.log = append(sp.log, f)
 	sp.logBytes += len(b)
+	if protocol.Type(ev) == protocol.EventDone {
+		sp.compactLogLocked()
+	}
 	if f.seq <= sp.sent {
 		return nil // its client has it: a step run again after a takeover
 	}
@@ -151,6 +154,26 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		return errDetachedFull
 	}
 	return nil
+}
+
+// compactLogLocked copies the replay log's frames into one allocation of
+// their size, and lets the buffers of streaming go, at a pause: a parked rollout keeps its log until the client
+// answers, and the chunks the frames were packed into while they streamed
+// have room to spare (framePacker). The frames' bytes are immutable: whoever
+// holds the old ones (the connection's queue, a checkpoint being written)
+// keeps them.
+func (sp *suspension) compactLogLocked() {
+	buf := make([]byte, 0, sp.logBytes)
+	for i := range sp.log {
+		start := len(buf)
+		buf = append(buf, sp.log[i].b...)
+		sp.log[i].b = buf[start:len(buf):len(buf)]
+	}
+	if d := sp.lastDone; d != nil && len(sp.log) > 0 && sp.log[len(sp.log)-1].seq == d.seq {
+		d.b = sp.log[len(sp.log)-1].b
+	}
+	sp.pack.reset()
+	sp.enc = eventBuf{} // the encoding buffer too: nothing is put while it is parked
 }
 
 // behind reports whether the rollout's frames wait for a client: on the
