@@ -327,18 +327,7 @@ func TestIdleConnectionGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.CloseNow()
-		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			_, data, err := c.Read(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.completed"`)) {
-				break
-			}
-		}
+		sendUntil(t, c, frame, "response.completed")
 	}
 	// A lane's worker leaves once the response's last frame is queued:
 	// give it the moment that takes.
@@ -368,20 +357,28 @@ func parkRollouts(tb testing.TB, h *harness, n int) []*websocket.Conn {
 			tb.Fatal(err)
 		}
 		conns = append(conns, c)
-		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
-			tb.Fatal(err)
-		}
-		for {
-			_, data, err := c.Read(ctx)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if bytes.Contains(data[:min(len(data), 40)], []byte(`"response.done"`)) {
-				break
-			}
-		}
+		sendUntil(tb, c, frame, "response.done")
 	}
 	return conns
+}
+
+// sendUntil writes frame on c and reads until an event of type typ.
+func sendUntil(tb testing.TB, c *websocket.Conn, frame []byte, typ string) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+		tb.Fatal(err)
+	}
+	want := []byte(`"` + typ + `"`)
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if bytes.Contains(data[:min(len(data), 40)], want) {
+			return
+		}
+	}
 }
 
 // residentBytes is the process's resident memory, from /proc (0 where there
