@@ -44,19 +44,31 @@ const pauseSteps = 16
 // checkpoint-bytes/pause is its size. +hibernated hibernates the rollout
 // at each pause (Suspension.HibernateAfter of a nanosecond): each append
 // wakes it from its checkpoint.
+//
+// ttft=1ms gives the model a millisecond to its first token, as every real
+// model takes at least that: the resumed step's work then waits until its
+// in_progress is out, where the unpaced model runs the whole next step at
+// once, on the same two cores as the client reading the in_progress (and,
+// in this process, its goroutine waits for a P the step holds).
 func BenchmarkPauseResume(b *testing.B) {
 	r := renderer(b)
 	for _, n := range []int{1_000, 100_000} {
 		for _, where := range []string{"none", "memory", "redis", "memory+hibernated", "redis+hibernated"} {
 			b.Run(fmt.Sprintf("context=%dk/checkpoints=%s", n/1000, where), func(b *testing.B) {
-				benchmarkPauseResume(b, r, n, where)
+				benchmarkPauseResume(b, r, n, where, 0)
 			})
 		}
 	}
+	b.Run("context=1k/checkpoints=none/ttft=1ms", func(b *testing.B) {
+		benchmarkPauseResume(b, r, 1_000, "none", time.Millisecond)
+	})
 }
 
-func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string) {
+func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string, ttft time.Duration) {
 	opts := runtime.Options{Renderer: r}
+	if ttft > 0 {
+		opts.Models = map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(r, sampler.Timing{TTFT: ttft})}
+	}
 	var sizes *sizedCheckpoints
 	if w, ok := strings.CutSuffix(where, "+hibernated"); ok {
 		where, opts.Suspension.HibernateAfter = w, time.Nanosecond
