@@ -136,3 +136,26 @@ func BenchmarkMarshalDeltaCodec(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeAppend measures a server decoding a response.append of
+// one function_call_output, of a short output and of a 16 KB file's, the
+// shape a suspended rollout's client sends at every pause.
+func BenchmarkDecodeAppend(b *testing.B) {
+	for _, n := range []int{200, 16 << 10} {
+		output := strings.Repeat("func main() {\n\tprintln(\"hi\")\n}\n", n/32)
+		frame, err := json.Marshal(map[string]any{"type": "response.append", "response_id": "resp_0123456789", "stream_id": "work",
+			"input": []any{map[string]any{"type": "function_call_output", "call_id": "call_1", "output": output}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("output=%dB", len(output)), func(b *testing.B) {
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, perr := protocol.DecodeClientEvent(frame); perr != nil {
+					b.Fatal(perr)
+				}
+			}
+		})
+	}
+}

@@ -183,7 +183,9 @@ type clientHead struct {
 	After      *int             `json:"sequence_number"`
 	StreamIDs  *[]string        `json:"stream_ids"`
 	// No input: a create's is decoded once, by DecodeCreateRequest, and an
-	// append's by decodeAppendInput, rather than copied here first.
+	// append's by decodeAppendInput, rather than copied here first; but an
+	// append that scanAppend read has its input here (a slice of the frame).
+	input json.RawMessage
 }
 
 // PeekClientEvent reads only the type and lane of a client frame, without
@@ -215,9 +217,11 @@ func decodeAppendInput(data []byte) (Items, *Error) {
 // returns what it could read of the event's lane, so that the error can carry
 // the right stream_id; the returned event is then nil.
 func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
-	var head clientHead
-	if err := unmarshal(data, &head); err != nil {
-		return nil, "", Invalid(CodeInvalidJSON, "", "Invalid frame: every client event must be a JSON object (%s).", jsonReason(err))
+	head, _, ok := scanAppend(data)
+	if !ok {
+		if err := unmarshal(data, &head); err != nil {
+			return nil, "", Invalid(CodeInvalidJSON, "", "Invalid frame: every client event must be a JSON object (%s).", jsonReason(err))
+		}
 	}
 	lane := ""
 	if head.StreamID != nil {
@@ -284,7 +288,13 @@ func decodeAppend(head clientHead, lane string, data []byte) (ClientEvent, *Erro
 	if head.ResponseID == "" {
 		return nil, errMissingResponseID()
 	}
-	items, perr := decodeAppendInput(data)
+	var items Items
+	var perr *Error
+	if head.input != nil {
+		items, perr = decodeInput(head.input)
+	} else {
+		items, perr = decodeAppendInput(data)
+	}
 	if perr != nil {
 		return nil, perr
 	}

@@ -241,6 +241,14 @@ type itemHead struct {
 // A message's content may be a string; it becomes one input_text part (or
 // output_text for an assistant).
 func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
+	if out, ok := scanFunctionCallOutput(raw); ok {
+		return out, nil
+	}
+	return decodeItem(raw, param)
+}
+
+// decodeItem is DecodeItem's general path.
+func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	var head itemHead
 	if err := unmarshal(raw, &head); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid item: expected an object with a 'type' field (%s).", jsonReason(err))
@@ -391,9 +399,11 @@ func (is *Items) UnmarshalJSON(b []byte) error {
 
 // DecodeItems decodes a JSON array of items; param names the array in errors.
 func DecodeItems(raw json.RawMessage, param string) (Items, *Error) {
-	var elems []json.RawMessage
-	if err := unmarshal(raw, &elems); err != nil {
-		return nil, Invalid(CodeInvalidType, param, "Invalid type for '%s': expected an array of items (%s).", param, jsonReason(err))
+	elems, ok := scanItems(raw)
+	if !ok {
+		if err := unmarshal(raw, &elems); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid type for '%s': expected an array of items (%s).", param, jsonReason(err))
+		}
 	}
 	out := make(Items, len(elems))
 	for i, e := range elems {

@@ -1,0 +1,168 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Appends are most of what a client sends in a suspended rollout, and the
+// tools' outputs most of an append's bytes. The general decoders read an
+// output six times over (the event's head, the event's input, the input's
+// items, an item's head, its fields, then its string) and copy it three
+// times; for the shape clients send, an append of function_call_output
+// items whose output is a string, the scanners below read each level once,
+// in place, and copy the output once, into its string. Whatever they do not
+// take whole (a name in another case or spelling, a member they do not
+// know, a duplicate, invalid UTF-8, an output of parts) goes the general
+// way, which decides and words the errors (FuzzScanAppend: what a scanner
+// takes, the general path reads the same).
+
+// scanner is a JSON decoder that reads a frame in place: the values it
+// returns are slices of the frame.
+type scanner struct {
+	dec jsontext.Decoder
+}
+
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// scan returns a scanner over data; put it back with release.
+func scan(data []byte) *scanner {
+	s := scanners.Get().(*scanner)
+	s.dec.Reset(bytes.NewBuffer(data))
+	return s
+}
+
+func (s *scanner) release() {
+	s.dec.Reset(eofReader{}) // let the frame go
+	scanners.Put(s)
+}
+
+// eofReader is an empty input, for a scanner at rest.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// object reads the members of an object whose every value is read by
+// member, which reports false for a name it does not take; ok is false
+// for anything but one whole object that member took entirely.
+func (s *scanner) object(member func(name string) bool) bool {
+	if tok, err := s.dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for s.dec.PeekKind() == '"' {
+		name, err := s.dec.ReadToken()
+		if err != nil || !member(name.String()) {
+			return false
+		}
+	}
+	if tok, err := s.dec.ReadToken(); err != nil || tok.Kind() != '}' {
+		return false
+	}
+	_, err := s.dec.ReadToken()
+	return err == io.EOF
+}
+
+// str reads a string value.
+func (s *scanner) str() (string, bool) {
+	if s.dec.PeekKind() != '"' {
+		return "", false
+	}
+	tok, err := s.dec.ReadToken()
+	return tok.String(), err == nil
+}
+
+// value reads any value and returns its bytes, a slice of the frame.
+func (s *scanner) value() (json.RawMessage, bool) {
+	v, err := s.dec.ReadValue()
+	return json.RawMessage(v), err == nil
+}
+
+// scanAppend reads a response.append of type, response_id, stream_id and
+// input (an array), each once; input is its raw value, also in head.
+func scanAppend(data []byte) (head clientHead, input json.RawMessage, ok bool) {
+	s := scan(data)
+	defer s.release()
+	var typ, lane string
+	ok = s.object(func(name string) bool {
+		var ok bool
+		switch name {
+		case "type":
+			typ, ok = s.str()
+			ok = ok && typ == string(ClientAppend)
+		case "response_id":
+			head.ResponseID, ok = s.str()
+		case "stream_id":
+			lane, ok = s.str()
+			head.StreamID = &lane
+		case "input":
+			input, ok = s.value()
+			ok = ok && len(input) > 0 && input[0] == '['
+		}
+		return ok
+	})
+	if !ok || typ == "" || input == nil {
+		return clientHead{}, nil, false
+	}
+	t := ClientAppend
+	head.Type, head.input = &t, input
+	return head, input, true
+}
+
+// scanItems splits an array into its elements, slices of raw.
+func scanItems(raw json.RawMessage) ([]json.RawMessage, bool) {
+	s := scan(raw)
+	defer s.release()
+	if tok, err := s.dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, false
+	}
+	var elems []json.RawMessage
+	for k := s.dec.PeekKind(); k != ']'; k = s.dec.PeekKind() {
+		if k == 0 {
+			return nil, false
+		}
+		v, ok := s.value()
+		if !ok {
+			return nil, false
+		}
+		elems = append(elems, v)
+	}
+	if tok, err := s.dec.ReadToken(); err != nil || tok.Kind() != ']' {
+		return nil, false
+	}
+	_, err := s.dec.ReadToken()
+	return elems, err == io.EOF
+}
+
+// scanFunctionCallOutput reads a function_call_output of type, call_id,
+// an optional id and a string output, each once.
+func scanFunctionCallOutput(raw json.RawMessage) (*FunctionCallOutput, bool) {
+	s := scan(raw)
+	defer s.release()
+	var out FunctionCallOutput
+	var typ string
+	var hasOutput bool
+	ok := s.object(func(name string) bool {
+		var ok bool
+		switch name {
+		case "type":
+			typ, ok = s.str()
+			ok = ok && typ == string(ItemFunctionCallOutput)
+		case "call_id":
+			out.CallID, ok = s.str()
+		case "id":
+			out.ID, ok = s.str()
+		case "output":
+			out.Output.Text, ok = s.str()
+			hasOutput = true
+		}
+		return ok
+	})
+	if !ok || typ == "" || !hasOutput {
+		return nil, false
+	}
+	return &out, true
+}
