@@ -24,6 +24,14 @@ import (
 // its size grows with the load, which is what makes stepping cheap at 500
 // streams (one timer and one wake-up for many tokens).
 //
+// SetStep sets a least time between two steps of a shard, as a real
+// engine's decode step takes its time: the tokens that fall due meanwhile go
+// out together at the next step (never before they are due, at most the
+// step after). Fewer, larger steps cost less a token (fewer wake-ups,
+// frames and writes), and under load that can shorten the queue more than
+// the step delays a token (docs/measuring.md); the default, 0, releases
+// each token as it falls due.
+//
 // A shard's goroutine runs only while the shard has sequences: an idle
 // Engine holds no goroutine. The emit functions it calls must not wait, on
 // the network or anything else (runtime's only queue): an emit that blocks
@@ -41,7 +49,12 @@ type Engine struct {
 	stepped  atomic.Uint64 // sequences stepped, summed over wake-ups
 	tokens   atomic.Uint64 // tokens handed out
 	maxBatch atomic.Int64  // the largest batch one wake-up stepped
+	step     atomic.Int64  // SetStep's, in nanoseconds
 }
+
+// SetStep sets the least time between two steps of a shard (see Engine); 0
+// or less: none.
+func (e *Engine) SetStep(d time.Duration) { e.step.Store(int64(max(d, 0))) }
 
 // NewEngine returns an engine with a shard per core (GOMAXPROCS).
 func NewEngine() *Engine { return NewEngineShards(runtime.GOMAXPROCS(0)) }
@@ -171,6 +184,7 @@ func (sh *shard) loop() {
 	var timer *time.Timer
 	var batch []*sequence
 	stepping := -1 // the batch's sequence being stepped
+	var next time.Time // no step before it (Engine.SetStep)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -182,28 +196,32 @@ func (sh *shard) loop() {
 	for {
 		sh.mu.Lock()
 		now := time.Now()
-		batch = batch[:0]
-		for len(sh.seqs) > 0 && !sh.seqs[0].due.After(now) {
-			batch = append(batch, heap.Pop(&sh.seqs).(*sequence))
+		if len(sh.seqs) == 0 {
+			sh.running = false
+			sh.mu.Unlock()
+			return
 		}
-		if len(batch) == 0 {
-			if len(sh.seqs) == 0 {
-				sh.running = false
-				sh.mu.Unlock()
-				return
+		// The next step: when the earliest token is due, and not before
+		// the step after the last.
+		if at := sh.seqs[0].due; now.Before(at) || now.Before(next) {
+			if at.Before(next) {
+				at = next
 			}
-			wait := sh.seqs[0].due.Sub(now)
 			sh.mu.Unlock()
 			if timer == nil {
-				timer = time.NewTimer(wait)
+				timer = time.NewTimer(at.Sub(now))
 			} else {
-				timer.Reset(wait)
+				timer.Reset(at.Sub(now))
 			}
 			select {
 			case <-timer.C:
 			case <-sh.kick:
 			}
 			continue
+		}
+		batch = batch[:0]
+		for len(sh.seqs) > 0 && !sh.seqs[0].due.After(now) {
+			batch = append(batch, heap.Pop(&sh.seqs).(*sequence))
 		}
 		sh.mu.Unlock()
 
@@ -213,6 +231,7 @@ func (sh *shard) loop() {
 			tokens += seq.stepGuarded(now)
 		}
 		stepping = -1
+		next = now.Add(time.Duration(sh.e.step.Load()))
 		sh.e.wakes.Add(1)
 		sh.e.stepped.Add(uint64(len(batch)))
 		sh.e.tokens.Add(uint64(tokens))

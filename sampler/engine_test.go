@@ -54,6 +54,34 @@ func TestEngineBatch(t *testing.T) {
 	})
 }
 
+// TestEngineStep: with a step of 4 ms, tokens due every millisecond go out
+// four at a time (the first alone, at its time), none before it is due and
+// none a step or more after.
+func TestEngineStep(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		pace := Timing{TPS: 1000, TTFT: 10 * time.Millisecond}
+		s := NewScripted(r, pace)
+		const step, tokens = 4 * time.Millisecond, 20
+		s.Engine().SetStep(step)
+		times, _, res, err := tokenTimes(t, s, t.Context(), longRequest(tokens), nil)
+		if err != nil || res.OutputTokens != tokens {
+			t.Fatalf("Sample: %+v, %v", res, err)
+		}
+		instants := map[time.Duration]bool{}
+		for i, at := range times {
+			if due := pace.Due(0, i); at < due || at >= due+step {
+				t.Errorf("token %d at %v, due %v: want within a step after", i, at, due)
+			}
+			instants[at] = true
+		}
+		if want := 1 + (tokens-1+3)/4; len(instants) != want {
+			t.Errorf("%d tokens went out at %d instants, want %d", tokens, len(instants), want)
+		}
+	})
+}
+
 // TestEngineCancelWaiting: a sample cancelled while it waits for its first
 // token leaves the engine at once, the others in the batch go on, and the
 // engine's goroutine ends with the last of them (the bubble would report it

@@ -35,6 +35,7 @@ type loadFlags struct {
 	holDelay  *time.Duration
 	holRTX    *time.Duration
 	holTPS    *float64
+	step      *time.Duration
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
@@ -51,6 +52,7 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		holDelay:  fs.Duration("hol-delay", 10*time.Millisecond, "with --hol: the link's one-way delay"),
 		holRTX:    fs.Duration("hol-rtx", 0, "with --hol: how late a lost TCP segment arrives, its retransmission (default: two round trips)"),
 		holTPS:    fs.Float64("hol-tps", 50, "with --hol: each lane's model speed, tokens per second (the default keeps 16 lanes' frames well below what a lossy link carries, so that lag measures blocking, not a full pipe)"),
+		step:      fs.Duration("engine-step", 0, "with --load: the served tether's engine step (serve --engine-step): tokens that fall due within a step go out together"),
 		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
@@ -189,9 +191,12 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 			"--ttft", cfg.TTFT.String(), "--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64),
 			"--max-suspended", strconv.Itoa(max(2*n, 1024)), "--max-connections", strconv.Itoa(max(2*n, 4096))}
 		server = append(server, costs.args()...) // the cost model, every setting explicit
+		if *lf.step > 0 {
+			server = append(server, "--engine-step", lf.step.String())
+		}
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], Server: server, ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,
+			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,
 			Progress: func(elapsed, total time.Duration) {
 				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
 			}})
@@ -218,7 +223,11 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 		return
 	}
 	r0 := run.Results[0]
-	fmt.Fprintf(w, "%s, %s, %s tok/s a stream, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), r0.DurationS,
+	step := ""
+	if r0.EngineStepMS > 0 {
+		step = fmt.Sprintf(", an engine step of %g ms", r0.EngineStepMS)
+	}
+	fmt.Fprintf(w, "%s, %s, %s tok/s a stream%s, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), step, r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta step\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")

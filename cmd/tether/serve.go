@@ -47,6 +47,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
+	engineStep := fs.Duration("engine-step", 0, "least time between two steps of the simulated models' engine: tokens that fall due meanwhile go out together at the next step; 0 releases each as it falls due")
 	var opts runtime.Options // the flags below set its bounds; the pluggable parts are set once the flags are read
 	bytesVar(fs.FlagSet, &opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted: a bigger frame closes the socket with 1009, a bigger body gets 413")
 	fs.DurationVar(&opts.Timeouts.WSMaxAge, "ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age after which a create gets websocket_connection_limit_reached")
@@ -102,9 +103,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			return 2
 		}
 	}
-	if *ttft < 0 {
-		fmt.Fprintf(stderr, "tether: --ttft %v is negative\n", *ttft)
-		return 2
+	for name, d := range map[string]time.Duration{"ttft": *ttft, "engine-step": *engineStep} {
+		if d < 0 {
+			fmt.Fprintf(stderr, "tether: --%s %v is negative\n", name, d)
+			return 2
+		}
 	}
 	if name, v, ok := negativeFlag(fs.FlagSet); ok { // a bound: the runtime would refuse it by its option's name
 		fmt.Fprintf(stderr, "tether: --%s %s: want 0 (the default) or more\n", name, v)
@@ -173,6 +176,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		return 1
 	}
 	engine := sampler.NewEngine()
+	engine.SetStep(*engineStep)
 	served, err := models(cfg, flags, renderer, engine)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)

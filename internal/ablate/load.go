@@ -29,6 +29,9 @@ type LoadConfig struct {
 	Workload Workload
 	Duration time.Duration
 	TPS      float64 // the server's speed: each stream's schedule is 1/TPS a token
+	// EngineStep is the served engine's step (serve --engine-step), for
+	// the result's label: Server passes it.
+	EngineStep time.Duration
 	// Server is the command that starts the server; it must print
 	// "listening on URL" on its first line of output. Ignored with URL.
 	Server []string
@@ -53,14 +56,16 @@ type LoadConfig struct {
 // lagRecorder); CPU is in cores (seconds of CPU a second), client and
 // server apart.
 type LoadResult struct {
-	Clients   int     `json:"clients"`
-	Mode      string  `json:"mode"`
-	Workload  string  `json:"workload"`
-	TPS       float64 `json:"tps"`
-	DurationS float64 `json:"duration_s"`
-	Rollouts  int     `json:"rollouts"`  // completed within the duration
-	Servers   int     `json:"servers"`   // the servers the clients ran on (LoadConfig.Fallbacks)
-	Handovers int     `json:"handovers"` // suspended rollouts resumed after their connection closed or dropped (on the same server or the next)
+	Clients  int     `json:"clients"`
+	Mode     string  `json:"mode"`
+	Workload string  `json:"workload"`
+	TPS      float64 `json:"tps"`
+	// EngineStepMS is the served engine's step, 0 for none.
+	EngineStepMS float64 `json:"engine_step_ms,omitempty"`
+	DurationS    float64 `json:"duration_s"`
+	Rollouts     int     `json:"rollouts"`  // completed within the duration
+	Servers      int     `json:"servers"`   // the servers the clients ran on (LoadConfig.Fallbacks)
+	Handovers    int     `json:"handovers"` // suspended rollouts resumed after their connection closed or dropped (on the same server or the next)
 	// Refused are the rollouts refused before they began (their server
 	// draining or down) and tried again on the next server, by code:
 	// with several servers only; with one they are errors.
@@ -116,7 +121,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, err
 	}
 	res := &LoadResult{Clients: cfg.Clients, Mode: Design{Mode: cfg.Mode, Encoding: cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
-		Servers: 1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}}
+		EngineStepMS: float64(cfg.EngineStep) / 1e6,
+		Servers:      1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}}
 	lags := &lagWindows{}
 	var mu sync.Mutex // guards res's counts
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
