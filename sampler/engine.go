@@ -183,7 +183,7 @@ func (sh *shard) wake() {
 func (sh *shard) loop() {
 	var timer *time.Timer
 	var batch []*sequence
-	stepping := -1 // the batch's sequence being stepped
+	stepping := -1     // the batch's sequence being stepped
 	var next time.Time // no step before it (Engine.SetStep)
 	defer func() {
 		if timer != nil {
