@@ -30,6 +30,12 @@ type FixedToolSampler interface {
 	RequiredTools() []string
 }
 
+// customCaller is a FixedToolSampler that calls some of its tools as
+// custom (freeform) tools: those must be offered as custom tools.
+type customCaller interface {
+	CustomTool(name string) bool
+}
+
 // offersRequired refuses a request for the model named name, offering
 // tools, when the model is a FixedToolSampler whose functions the request
 // does not all offer as top-level function tools. tool_choice "none" lets
@@ -40,10 +46,16 @@ func (s *Server) offersRequired(name string, model Sampler, tools []protocol.Too
 		return nil
 	}
 	required := fixed.RequiredTools()
+	custom, _ := model.(customCaller)
 	var missing []string
 	for _, fn := range required {
-		// Offered as a function, and one tool_choice lets it call.
+		// Offered as a function (or a custom tool, for a custom call), and
+		// one tool_choice lets it call.
 		callable := func(t protocol.Tool) bool {
+			if custom != nil && custom.CustomTool(fn) {
+				return t.Type == protocol.ToolCustom && t.Name == fn && choice.Allows(t) &&
+					(choice.Custom == "" || choice.Custom == fn) && choice.Function == "" && choice.Builtin == ""
+			}
 			return t.Type == protocol.ToolFunction && t.Name == fn && choice.Allows(t) &&
 				(choice.Function == "" || choice.Function == fn) && choice.Custom == "" && choice.Builtin == ""
 		}
@@ -59,7 +71,7 @@ func (s *Server) offersRequired(name string, model Sampler, tools []protocol.Too
 		instead = ", or use " + sampler.ScriptedModel + ", which calls the tools it is offered."
 	}
 	return protocol.Invalid(protocol.CodeToolNotOffered, "tools",
-		"Model '%s' replays a rollout that calls %s; the request does not offer %s (or its tool_choice does not let the model call them). Offer them as function tools (tether run does)%s",
+		"Model '%s' replays a rollout that calls %s; the request does not offer %s (or its tool_choice does not let the model call them). Offer them as function tools, or custom tools where the rollout called one (tether run does)%s",
 		name, andList(required), andList(missing), instead)
 }
 

@@ -47,13 +47,18 @@ const ReplayPrefix = "replay:"
 //	            "output": "...", "duration_ms": 3}]}
 //
 // text is the message the model wrote in the step (may be empty when it only
-// calls tools); calls are the function calls of the step, in order, several
+// calls tools); calls are the tool calls of the step, in order, several
 // when the step called tools in parallel; arguments is the call's arguments
-// JSON exactly as sent; output is the tool's recorded output and
+// JSON exactly as sent, or with "type": "custom" the raw input of a custom
+// (freeform) tool's call, such as Codex's apply_patch; output is the tool's recorded output and
 // duration_ms how long the tool took, both for clients that replay the
 // tools (the server never sends them); reasoning_tokens is how many hidden
 // reasoning tokens the model spent before the step's first visible token
-// (Replay paces them as output it does not send). Every step but the last
+// (Replay paces them as output it does not send); model_ms, when the
+// trace was imported from a session, is how long the recorded model took
+// for the step, from the request to its last item (shown, not replayed:
+// Replay paces by its Timing). The header of an imported trace has
+// "source" (what it was imported from) and no repo. Every step but the last
 // has at least one call; the last step has no calls and its text is the
 // final answer.
 //
@@ -66,10 +71,11 @@ const ReplayPrefix = "replay:"
 //	apply_patch  {"patch": "*** Begin Patch\n..."}     the Codex patch format
 //	shell        {"command": "go test ./..."}          combined output and exit code
 type Trace struct {
-	Name  string
-	Task  string // the recorded first user message
-	Repo  string // the fixture repository the calls act on
-	Steps []TraceStep
+	Name   string
+	Task   string // the recorded first user message
+	Repo   string // the fixture repository the calls act on; "" for an imported session
+	Source string // what an imported trace was imported from
+	Steps  []TraceStep
 }
 
 // TraceStep is one assistant step of a trace.
@@ -77,21 +83,27 @@ type TraceStep struct {
 	Text            string      `json:"text,omitempty"`
 	Calls           []TraceCall `json:"calls,omitempty"`
 	ReasoningTokens int         `json:"reasoning_tokens,omitempty"`
+	ModelMS         int         `json:"model_ms,omitempty"`
 }
 
-// TraceCall is one function call of a step, with its recorded result.
+// TraceCall is one tool call of a step, with its recorded result.
 type TraceCall struct {
+	Type       string `json:"type,omitempty"` // "" for a function call, CustomCall for a custom tool's
 	Name       string `json:"name"`
 	Arguments  string `json:"arguments"`
 	Output     string `json:"output"`
 	DurationMS int    `json:"duration_ms"`
 }
 
+// CustomCall is the TraceCall.Type of a custom (freeform) tool's call.
+const CustomCall = "custom"
+
 // traceHeader is the first line of a trace.
 type traceHeader struct {
-	Trace string `json:"trace"`
-	Task  string `json:"task"`
-	Repo  string `json:"repo"`
+	Trace  string `json:"trace"`
+	Task   string `json:"task"`
+	Repo   string `json:"repo"`
+	Source string `json:"source,omitempty"`
 }
 
 // maxTraceLine bounds one line of a trace.
@@ -119,21 +131,26 @@ func ParseTrace(r io.Reader) (*Trace, error) {
 			if h.Trace == "" {
 				return nil, fmt.Errorf("trace: line %d: header without a trace name", line)
 			}
-			t = &Trace{Name: h.Trace, Task: h.Task, Repo: h.Repo}
+			t = &Trace{Name: h.Trace, Task: h.Task, Repo: h.Repo, Source: h.Source}
 			continue
 		}
 		var s TraceStep
 		if err := dec.Decode(&s); err != nil {
 			return nil, fmt.Errorf("trace %s: line %d: %w", t.Name, line, err)
 		}
-		if s.ReasoningTokens < 0 {
-			return nil, fmt.Errorf("trace %s: line %d: negative reasoning_tokens", t.Name, line)
+		if s.ReasoningTokens < 0 || s.ModelMS < 0 {
+			return nil, fmt.Errorf("trace %s: line %d: negative reasoning_tokens or model_ms", t.Name, line)
 		}
 		for i, c := range s.Calls {
-			if c.Name == "" {
+			switch {
+			case c.Name == "":
 				return nil, fmt.Errorf("trace %s: line %d: call %d has no name", t.Name, line, i)
+			case c.Type != "" && c.Type != CustomCall:
+				return nil, fmt.Errorf("trace %s: line %d: call %d (%s): type %q: want none (a function call) or %q", t.Name, line, i, c.Name, c.Type, CustomCall)
+			case c.DurationMS < 0:
+				return nil, fmt.Errorf("trace %s: line %d: call %d (%s): negative duration_ms", t.Name, line, i, c.Name)
 			}
-			if !json.Valid([]byte(c.Arguments)) {
+			if c.Type == "" && !json.Valid([]byte(c.Arguments)) {
 				return nil, fmt.Errorf("trace %s: line %d: call %d (%s): arguments are not JSON", t.Name, line, i, c.Name)
 			}
 		}
@@ -160,6 +177,26 @@ func ParseTrace(r io.Reader) (*Trace, error) {
 	return t, nil
 }
 
+// Encode writes t in the trace format (see Trace), and checks that it
+// parses back: a trace that Replay could not serve is an error, not a file.
+func (t *Trace) Encode() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(traceHeader{Trace: t.Name, Task: t.Task, Repo: t.Repo, Source: t.Source}); err != nil {
+		return nil, err
+	}
+	for _, s := range t.Steps {
+		if err := enc.Encode(s); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := ParseTrace(bytes.NewReader(b.Bytes())); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
 // Calls is the number of tool calls in the trace.
 func (t *Trace) Calls() int {
 	n := 0
@@ -169,8 +206,8 @@ func (t *Trace) Calls() int {
 	return n
 }
 
-// Tools are the names of the functions the trace calls, in the order of
-// their first call.
+// Tools are the names of the tools the trace calls, in the order of their
+// first call.
 func (t *Trace) Tools() []string {
 	var names []string
 	for _, s := range t.Steps {
@@ -181,6 +218,18 @@ func (t *Trace) Tools() []string {
 		}
 	}
 	return names
+}
+
+// Custom reports whether the trace calls the tool name as a custom tool.
+func (t *Trace) Custom(name string) bool {
+	for _, s := range t.Steps {
+		for _, c := range s.Calls {
+			if c.Name == name {
+				return c.Type == CustomCall
+			}
+		}
+	}
+	return false
 }
 
 //go:embed traces/*.jsonl
@@ -277,6 +326,10 @@ func (p *Replay) Cache() *PrefixCache { return p.cache }
 // that does not offer them (runtime.FixedToolSampler).
 func (p *Replay) RequiredTools() []string { return p.trace.Tools() }
 
+// CustomTool reports whether the trace calls the tool name as a custom
+// (freeform) tool, which a request must then offer as one.
+func (p *Replay) CustomTool(name string) bool { return p.trace.Custom(name) }
+
 // Sample streams the trace's next step through emit (see Replay). It returns
 // ctx.Err() as soon as ctx ends, leaving the open part without its PartEnd.
 func (p *Replay) Sample(ctx context.Context, req *Request, emit func(Delta)) (Result, error) {
@@ -295,7 +348,11 @@ func (p *Replay) next(req *Request) ([]part, int) {
 		parts = append(parts, part{text: step.Text, toks: p.tokens(step.Text)})
 	}
 	for i, c := range step.Calls {
-		parts = append(parts, part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments, toks: p.tokens(c.Arguments)})
+		pt := part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments, toks: p.tokens(c.Arguments)}
+		if c.Type == CustomCall {
+			pt.callType = protocol.ItemCustomToolCall
+		}
+		parts = append(parts, pt)
 	}
 	return parts, step.ReasoningTokens
 }
@@ -322,7 +379,10 @@ func (p *Replay) stepsDone(items protocol.Items) int {
 	}
 	var names []string
 	for _, it := range items[min(first+1, len(items)):] {
-		if c, ok := it.(*protocol.FunctionCall); ok && c != nil {
+		switch c := it.(type) {
+		case *protocol.FunctionCall:
+			names = append(names, c.Name)
+		case *protocol.CustomToolCall:
 			names = append(names, c.Name)
 		}
 	}
@@ -361,11 +421,19 @@ func (t *Trace) StepItems(k int, outputs bool) protocol.Items {
 		items = append(items, &protocol.Message{Role: protocol.RoleAssistant, Content: protocol.Contents{&protocol.OutputText{Text: s.Text}}})
 	}
 	for i, c := range s.Calls {
-		items = append(items, &protocol.FunctionCall{CallID: t.CallID(k, i), Name: c.Name, Arguments: c.Arguments})
+		if c.Type == CustomCall {
+			items = append(items, &protocol.CustomToolCall{CallID: t.CallID(k, i), Name: c.Name, Input: c.Arguments})
+		} else {
+			items = append(items, &protocol.FunctionCall{CallID: t.CallID(k, i), Name: c.Name, Arguments: c.Arguments})
+		}
 	}
 	if outputs {
 		for i, c := range s.Calls {
-			items = append(items, &protocol.FunctionCallOutput{CallID: t.CallID(k, i), Output: protocol.ToolOutput{Text: c.Output}})
+			if c.Type == CustomCall {
+				items = append(items, &protocol.CustomToolCallOutput{CallID: t.CallID(k, i), Output: protocol.ToolOutput{Text: c.Output}})
+			} else {
+				items = append(items, &protocol.FunctionCallOutput{CallID: t.CallID(k, i), Output: protocol.ToolOutput{Text: c.Output}})
+			}
 		}
 	}
 	return items

@@ -15,7 +15,6 @@ import (
 
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/protocol"
-	"github.com/tether-run/tether/sampler"
 )
 
 // ablateCmd runs "tether ablate": one workload through every design, side
@@ -38,7 +37,8 @@ the modes round by round, and prints where the time went: end to end, model,
 client tools and API overhead, and each round trip's overhead against the
 echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
-	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (an embedded replay trace; see tether trace list) or synthetic")
+	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list) or synthetic")
+	traceDir := fs.String("traces", "", "directory of more trace files (*.jsonl: tether trace record's, tether trace import's) for --workload trace:NAME; the servers ablate starts serve them too")
 	tools := fs.String("tools", ablate.ToolsReplay, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
 	calls := fs.Int("calls", 20, "synthetic: client tool calls")
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
@@ -87,7 +87,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 			*reps = 1
 		}
 	}
-	cfg, err := ablateConfig(*workload, *tools, *calls, *parallel, *toolLatency, *outputBytes, *modes, *speeds)
+	cfg, err := ablateConfig(*workload, *traceDir, *tools, *calls, *parallel, *toolLatency, *outputBytes, *modes, *speeds)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 2
@@ -188,15 +188,16 @@ func showRun(w io.Writer, res *ablate.Results, wide bool, out string) error {
 }
 
 // ablateConfig builds the run's workload, modes and speeds from the flags.
-func ablateConfig(workload, tools string, calls, parallel int, latency time.Duration, outputBytes int, modes, speeds string) (ablate.Config, error) {
+func ablateConfig(workload, traceDir, tools string, calls, parallel int, latency time.Duration, outputBytes int, modes, speeds string) (ablate.Config, error) {
 	var cfg ablate.Config
 	var err error
 	switch name, ok := strings.CutPrefix(workload, "trace:"); {
 	case ok:
-		traces, lerr := sampler.LoadTraces()
+		traces, lerr := loadTraces(traceDir)
 		if lerr != nil {
 			return cfg, lerr
 		}
+		cfg.Traces, cfg.TraceDir = traces, traceDir
 		var names []string
 		for _, tr := range traces {
 			names = append(names, tr.Name)

@@ -194,6 +194,9 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		if *lf.step > 0 {
 			server = append(server, "--engine-step", lf.step.String())
 		}
+		if cfg.TraceDir != "" {
+			server = append(server, "--traces", cfg.TraceDir)
+		}
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
 			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,

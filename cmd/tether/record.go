@@ -93,7 +93,7 @@ func traceRecord(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "tether: trace record:", err)
 		return 1
 	}
-	data, err := encodeTrace(t)
+	data, err := t.Encode()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: trace record:", err)
 		return 1
@@ -257,29 +257,4 @@ func (rc *recorder) post(ctx context.Context, input []any, final bool) (*turn, e
 		return nil, fmt.Errorf("response %s: %s", t.Status, t.Error.Message)
 	}
 	return nil, fmt.Errorf("response status %q", t.Status)
-}
-
-// encodeTrace writes t in the JSON Lines format of sampler.Trace, and checks
-// that it parses back.
-func encodeTrace(t *sampler.Trace) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	header := struct {
-		Trace string `json:"trace"`
-		Task  string `json:"task"`
-		Repo  string `json:"repo"`
-	}{t.Name, t.Task, t.Repo}
-	if err := enc.Encode(header); err != nil {
-		return nil, err
-	}
-	for _, s := range t.Steps {
-		if err := enc.Encode(s); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := sampler.ParseTrace(bytes.NewReader(b.Bytes())); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }

@@ -28,6 +28,8 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 		return traceShow(args[1:], stdout, stderr)
 	case "list":
 		return traceList(args[1:], stdout, stderr)
+	case "import":
+		return traceImport(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "tether: trace: unknown command %q\n\n%s", args[0], traceUsage)
 	return 2
@@ -40,6 +42,7 @@ Commands:
               those of --traces DIR
   show NAME   print a trace's steps and token sizes (NAME: a trace's name or a .jsonl file)
   record      record a rollout of a model into a trace, executing its tool calls for real
+  import      import agent sessions (Codex CLI rollout files) as traces
 
 Run "tether trace <command> -h" for a command's flags.
 `
@@ -160,18 +163,29 @@ func showTrace(w io.Writer, r *sampler.Renderer, t *sampler.Trace) traceStats {
 	var st traceStats
 	task := protocol.UserMessage(t.Task)
 	st.context = len(r.Item(task))
-	fmt.Fprintf(w, "trace %s (model %s%s): repo %s, %d steps, %d calls\n", t.Name, sampler.ReplayPrefix, t.Name, t.Repo, len(t.Steps), t.Calls())
+	from := "repo " + t.Repo
+	if t.Repo == "" {
+		from = "imported from " + t.Source
+	}
+	fmt.Fprintf(w, "trace %s (model %s%s): %s, %d steps, %d calls\n", t.Name, sampler.ReplayPrefix, t.Name, from, len(t.Steps), t.Calls())
 	fmt.Fprintf(w, "task: %s (%d tokens)\n", summary(t.Task, 100), st.context)
+	first := st.context
+	var outs []int
+	var model, tools int
 	for k, s := range t.Steps {
 		items := t.StepItems(k, true)
 		out := 0
 		for _, it := range items {
 			n := len(r.Item(it))
 			st.context += n
-			if _, ok := it.(*protocol.FunctionCallOutput); !ok {
+			switch it.(type) {
+			case *protocol.FunctionCallOutput, *protocol.CustomToolCallOutput:
+			default:
 				out += r.Count(itemText(it))
 			}
 		}
+		outs = append(outs, out)
+		model += s.ModelMS
 		fmt.Fprintf(w, "\nstep %d: output %d tokens, reasoning %d, context %d tokens\n", k, out, s.ReasoningTokens, st.context)
 		if s.Text != "" {
 			fmt.Fprintf(w, "  text  %q (%d tokens)\n", summary(s.Text, 80), r.Count(s.Text))
@@ -181,9 +195,18 @@ func showTrace(w io.Writer, r *sampler.Renderer, t *sampler.Trace) traceStats {
 			st.calls++
 			st.maxOutput = max(st.maxOutput, n)
 			fmt.Fprintf(w, "  call  %-11s %-60s args %4d  output %5d tokens  %5d ms\n", c.Name, argSummary(c.Arguments), r.Count(c.Arguments), n, c.DurationMS)
+			tools += c.DurationMS
 		}
 	}
 	fmt.Fprintf(w, "\ntotal: %d calls, largest tool output %d tokens, final context %d tokens\n", st.calls, st.maxOutput, st.context)
+	slices.Sort(outs)
+	fmt.Fprintf(w, "context %d → %d tokens over %d steps; output tokens a step: median %d, p90 %d, largest %d\n",
+		first, st.context, len(outs), outs[len(outs)/2], outs[len(outs)*9/10], outs[len(outs)-1])
+	if model > 0 {
+		// An imported session's own timing: what the recorded model and
+		// tools took (a replay paces the model by its Timing instead).
+		fmt.Fprintf(w, "recorded: model %.1f s, tools %.1f s (%.0f%% of the two)\n", float64(model)/1e3, float64(tools)/1e3, 100*float64(tools)/float64(model+tools))
+	}
 	return st
 }
 
@@ -191,6 +214,8 @@ func itemText(it protocol.Item) string {
 	switch it := it.(type) {
 	case *protocol.FunctionCall:
 		return it.Arguments
+	case *protocol.CustomToolCall:
+		return it.Input
 	case *protocol.Message:
 		var b strings.Builder
 		for _, c := range it.Content {
@@ -206,10 +231,13 @@ func itemText(it protocol.Item) string {
 func argSummary(args string) string {
 	var m map[string]any
 	if json.Unmarshal([]byte(args), &m) != nil {
+		if strings.HasPrefix(args, "*** Begin Patch") { // a custom apply_patch's input
+			return "patch=" + summary(patchFiles(args), 48)
+		}
 		return summary(args, 60)
 	}
 	var parts []string
-	for _, k := range []string{"path", "pattern", "command", "patch"} {
+	for _, k := range []string{"path", "pattern", "command", "cmd", "patch"} {
 		if v, ok := m[k]; ok {
 			s := fmt.Sprint(v)
 			if k == "patch" {

@@ -24,6 +24,11 @@ import (
 // Reps times.
 type Config struct {
 	Workload Workload
+	// Traces are the traces the in-process servers serve as replay:NAME
+	// (nil: the embedded ones); TraceDir is where those beyond the
+	// embedded ones are, for a server started as a child (--load).
+	Traces   []*sampler.Trace
+	TraceDir string
 	Modes    []Design
 	// Speeds are the models' output tokens per second, one server each; 0
 	// is unpaced. With URL, only one: the server's.
@@ -243,9 +248,11 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	traces, err := sampler.LoadTraces()
-	if err != nil {
-		return nil, err
+	traces := cfg.Traces
+	if traces == nil {
+		if traces, err = sampler.LoadTraces(); err != nil {
+			return nil, err
+		}
 	}
 	engine := sampler.NewEngine() // one batch for every backend, as in tether serve
 	scripted := sampler.NewScripted(r, timing)

@@ -44,6 +44,9 @@ func TraceWorkload(tr *sampler.Trace, tools string) (Workload, error) {
 	}
 	switch tools {
 	case ToolsReal:
+		if tr.Repo == "" {
+			return Workload{}, fmt.Errorf("trace %s was imported: it has no repository to run its tools on; replay them (tools %s or %s)", tr.Name, ToolsReplay, ToolsInstant)
+		}
 		w.Repo = true
 		w.Tools = func(dir string) []clienttools.Func { return (&clienttools.Tools{Dir: dir}).Funcs() }
 	case ToolsReplay, ToolsInstant:
@@ -55,7 +58,8 @@ func TraceWorkload(tr *sampler.Trace, tools string) (Workload, error) {
 }
 
 // recorded is the local tools' definitions (so that the prompt is the one
-// the real tools make) answering each call with the trace's recorded
+// the real tools make; for an imported trace, one of each name the trace
+// calls, see importedTools) answering each call with the trace's recorded
 // output for the same name and arguments, in order, after its recorded
 // duration when wait is set. The wait is a simulated tool, not work.
 func recorded(tr *sampler.Trace, wait bool) []clienttools.Func {
@@ -67,6 +71,9 @@ func recorded(tr *sampler.Trace, wait bool) []clienttools.Func {
 		}
 	}
 	funcs := (&clienttools.Tools{}).Funcs()
+	if tr.Repo == "" {
+		funcs = importedTools(tr)
+	}
 	for i := range funcs {
 		name := funcs[i].Name
 		funcs[i].Run = func(ctx context.Context, args string) (string, error) {
@@ -86,6 +93,25 @@ func recorded(tr *sampler.Trace, wait bool) []clienttools.Func {
 			}
 			return c.Output, nil
 		}
+	}
+	return funcs
+}
+
+// importedTools declares the tools an imported trace calls, by the names
+// it calls them: a function taking any object, or a custom tool where the
+// session's was. The recorded session's own definitions are not in its
+// rollout file, so the prompt is not the session's: its size is the
+// session's tool outputs and messages, not its tool schemas.
+func importedTools(tr *sampler.Trace) []clienttools.Func {
+	var funcs []clienttools.Func
+	for _, name := range tr.Tools() {
+		f := clienttools.Func{Name: name, Description: "A tool of the recorded session."}
+		if tr.Custom(name) {
+			f.Type = protocol.ToolCustom
+		} else {
+			f.Parameters = json.RawMessage(`{"type":"object","additionalProperties":true}`)
+		}
+		funcs = append(funcs, f)
 	}
 	return funcs
 }

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tether-run/tether/internal/traceimport"
+	"github.com/tether-run/tether/sampler"
+)
+
+// traceImport runs "tether trace import": Codex CLI rollout files become
+// replay traces, written all or none.
+func traceImport(args []string, stdout, stderr io.Writer) int {
+	fs := newCommand("trace import", `Usage: tether trace import [flags] FILE|DIR...
+
+Imports agent sessions as replay traces: Codex CLI rollout files (the JSON
+Lines each session writes under $CODEX_HOME/sessions; a directory is searched
+for rollout-*.jsonl). Each user turn that ends in a final answer becomes a
+trace: the model's steps with their reasoning tokens, each tool call with its
+arguments (a custom tool's input), output and duration from the session's
+timestamps. What a replay cannot make (hosted web searches, local_shell
+calls, images, compactions) is listed by type; turns that end without an
+answer are listed with why. The traces are written to --out as NAME.jsonl
+(serve --traces DIR serves them as replay:NAME; ablate --workload
+trace:NAME --traces DIR replays them); nothing is written when any input
+fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/03\ntether trace import --redact --name fix rollout-2026-12-03T10-00-00-019c….jsonl", -1)
+	out := fs.String("out", ".", "directory the traces are written to")
+	name := fs.String("name", "", "the trace's name, with one file (default: codex- and the session id's first 8 digits); a session of several turns gives NAME-1, NAME-2, …")
+	redact := fs.Bool("redact", false, "replace every text (task, messages, arguments, outputs) with filler words of the same size and tool names with hashes, keeping timings and token counts: a session to share without its code")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.fail(stderr, "give a rollout file or a directory of them")
+		return 2
+	}
+	files, err := rolloutFiles(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: trace import:", err)
+		return 1
+	}
+	if *name != "" && len(files) > 1 {
+		fs.fail(stderr, "--name names one file's traces; %d files given", len(files))
+		return 2
+	}
+	type imported struct {
+		file   string
+		traces []*sampler.Trace
+		rep    *traceimport.Report
+	}
+	var all []imported
+	seen := map[string]string{}
+	for _, f := range files {
+		n := *name
+		if n == "" {
+			n = codexName(f)
+		}
+		traces, rep, err := importFile(f, n)
+		if err != nil {
+			fmt.Fprintf(stderr, "tether: trace import: %s: %v\n", f, err)
+			return 1
+		}
+		for _, t := range traces {
+			if other, ok := seen[t.Name]; ok {
+				fmt.Fprintf(stderr, "tether: trace import: %s and %s both make a trace named %q: import them apart, with --name\n", other, f, t.Name)
+				return 1
+			}
+			seen[t.Name] = f
+			if *redact {
+				traceimport.Redact(t)
+			}
+		}
+		all = append(all, imported{f, traces, rep})
+	}
+	// Everything imported: encode it all, then write it.
+	encoded := map[string][]byte{}
+	for _, im := range all {
+		for _, t := range im.traces {
+			b, err := t.Encode()
+			if err != nil {
+				fmt.Fprintf(stderr, "tether: trace import: %s: trace %s: %v\n", im.file, t.Name, err)
+				return 1
+			}
+			encoded[t.Name] = b
+		}
+	}
+	if err := writeTraces(*out, encoded); err != nil {
+		fmt.Fprintln(stderr, "tether: trace import:", err)
+		return 1
+	}
+	for _, im := range all {
+		printImport(stdout, im.file, im.traces, im.rep, *out)
+	}
+	return 0
+}
+
+// rolloutFiles are the files args name: each file, and the rollout-*.jsonl
+// files under each directory, in order.
+func rolloutFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "rollout-") && strings.HasSuffix(d.Name(), ".jsonl") {
+				found = append(found, p)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("%s: no rollout-*.jsonl files", a)
+		}
+		slices.Sort(found)
+		files = append(files, found...)
+	}
+	return files, nil
+}
+
+// codexName is a rollout file's default trace name: codex- and the first 8
+// digits of the session id that ends its name.
+func codexName(file string) string {
+	base := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+	if i := strings.LastIndexByte(base, '-'); len(base) >= 36 && i >= 0 {
+		id := base[len(base)-36:]
+		return "codex-" + strings.ReplaceAll(id, "-", "")[:8]
+	}
+	return "codex-" + base
+}
+
+func importFile(file, name string) ([]*sampler.Trace, *traceimport.Report, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	return traceimport.Codex(f, name)
+}
+
+// writeTraces writes each trace as dir/NAME.jsonl: all to temporary files
+// first, then renamed into place, so that a failure leaves none half
+// written.
+func writeTraces(dir string, traces map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := map[string]string{}
+	defer func() {
+		for _, t := range tmp {
+			os.Remove(t)
+		}
+	}()
+	for name, b := range traces {
+		f, err := os.CreateTemp(dir, "."+name+"-*.jsonl")
+		if err != nil {
+			return err
+		}
+		tmp[name] = f.Name()
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for name, t := range tmp {
+		if err := os.Rename(t, filepath.Join(dir, name+".jsonl")); err != nil {
+			return err
+		}
+		delete(tmp, name)
+	}
+	return nil
+}
+
+// printImport says what a file gave.
+func printImport(w io.Writer, file string, traces []*sampler.Trace, rep *traceimport.Report, out string) {
+	fmt.Fprintf(w, "%s: %d lines, %d user turns: %d traces\n", file, rep.Lines, rep.Turns, len(traces))
+	for _, t := range traces {
+		var tools, model time.Duration
+		byName := map[string]int{}
+		var order []string
+		for _, s := range t.Steps {
+			model += time.Duration(s.ModelMS) * time.Millisecond
+			for _, c := range s.Calls {
+				tools += time.Duration(c.DurationMS) * time.Millisecond
+				if byName[c.Name] == 0 {
+					order = append(order, c.Name)
+				}
+				byName[c.Name]++
+			}
+		}
+		var calls []string
+		for _, n := range order {
+			calls = append(calls, fmt.Sprintf("%s %d", n, byName[n]))
+		}
+		fmt.Fprintf(w, "  %s: %d steps, %d calls (%s); recorded model time %s, tool time %s\n    %s\n", t.Name, len(t.Steps), t.Calls(),
+			strings.Join(calls, ", "), model.Round(time.Millisecond), tools.Round(time.Millisecond), filepath.Join(out, t.Name+".jsonl"))
+	}
+	if len(rep.Skipped) > 0 {
+		var kinds []string
+		for k, n := range rep.Skipped {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+		slices.Sort(kinds)
+		fmt.Fprintf(w, "  not replayable, left out: %s\n", strings.Join(kinds, ", "))
+	}
+	for _, d := range rep.Dropped {
+		fmt.Fprintf(w, "  no trace for %s\n", d)
+	}
+}
