@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +322,61 @@ func TestShowTraceSizes(t *testing.T) {
 	st := showTrace(io.Discard, r, tr)
 	if st.calls != 50 || st.maxOutput > 8000 || st.maxOutput < 4000 || st.context < 60000 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestTraceImport imports a directory holding a Codex rollout (the
+// traceimport package's hand-made one, under a rollout file name): its
+// answered turns become trace files that trace show and the replay model
+// read; a directory that also holds a broken rollout imports nothing.
+func TestTraceImport(t *testing.T) {
+	good, err := os.ReadFile("../../internal/traceimport/testdata/every-type.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(t.TempDir(), "sessions", "2026", "02", "23")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const file = "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl"
+	if err := os.WriteFile(filepath.Join(in, file), good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var stdout, stderr strings.Builder
+	if code := run(context.Background(), []string{"trace", "import", "--out", out, "--redact", filepath.Dir(filepath.Dir(in))}, &stdout, &stderr); code != 0 {
+		t.Fatalf("code %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"40 lines, 3 user turns: 2 traces", "codex-019c8a4c-1: 3 steps, 3 calls", "response_item/web_search_call 1", "no trace for turn 2: ended with 1 calls unanswered"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("import output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	traces, err := sampler.LoadTraceDir(out)
+	if err != nil || len(traces) != 2 || traces[0].Name != "codex-019c8a4c-1" {
+		t.Fatalf("imported %d traces (%v)", len(traces), err)
+	}
+	if strings.Contains(traces[0].Task, "parser") {
+		t.Errorf("--redact left the task: %q", traces[0].Task)
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"trace", "show", filepath.Join(out, "codex-019c8a4c-1.jsonl")}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "imported from codex rollout 019c8a4c") || !strings.Contains(stdout.String(), "recorded: model 16.8 s, tools 3.5 s") {
+		t.Errorf("trace show: %d\n%s", code, stdout.String())
+	}
+
+	// A broken file beside it: nothing is written, the error names the
+	// file and the line.
+	broken := strings.Replace(string(good), `"type":"turn_context"`, `"type":"turn_context"`+"\n{oops", 1)
+	if err := os.WriteFile(filepath.Join(in, "rollout-2026-02-23T13-00-00-019c8a4c-0000-7000-8000-000000000000.jsonl"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"trace", "import", "--out", empty, in}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "line 7: not JSON") {
+		t.Fatalf("broken import: code %d, %q", code, stderr.String())
+	}
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Errorf("a failed import wrote %d files", len(left))
 	}
 }
