@@ -2,8 +2,10 @@ package examples_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/ablate"
+	"github.com/tether-run/tether/internal/traceimport"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestCodexCLI runs the Codex CLI (npm @openai/codex, pinned in
@@ -22,23 +29,14 @@ import (
 // node or the package the test skips.
 func TestCodexCLI(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not on PATH: skipping the Codex CLI")
-	}
-	codex, err := filepath.Abs("codex/node_modules/.bin/codex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(codex); err != nil {
-		t.Skip("examples/codex/node_modules/.bin/codex is missing: run npm ci in examples/codex")
-	}
+	codex := codexCLI(t)
 	for _, ws := range []bool{true, false} {
 		name := map[bool]string{true: "websocket", false: "http"}[ws]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			base := serve(t)
 			work := t.TempDir()
-			out := runCodex(t, codex, base, ws, work, `call: exec_command {"cmd":"echo tether-ok > proof.txt"}`)
+			out, _ := runCodex(t, codex, base, ws, work, `call: exec_command {"cmd":"echo tether-ok > proof.txt"}`)
 			if b, err := os.ReadFile(filepath.Join(work, "proof.txt")); err != nil || strings.TrimSpace(string(b)) != "tether-ok" {
 				t.Fatalf("exec_command did not run: proof.txt %q, %v", b, err)
 			}
@@ -53,7 +51,7 @@ func TestCodexCLI(t *testing.T) {
 			// back to the other transport.
 			wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
 
-			out = runCodex(t, codex, base, ws, t.TempDir(), `call: multi_agent_v1.wait_agent {"targets":["agent_1"],"timeout_ms":1000}`)
+			out, _ = runCodex(t, codex, base, ws, t.TempDir(), `call: multi_agent_v1.wait_agent {"targets":["agent_1"],"timeout_ms":1000}`)
 			msg := codexItem(out, "agent_message")
 			if msg == nil || !strings.HasPrefix(msg["text"].(string), "wait_agent returned:") || strings.Contains(msg["text"].(string), "unsupported call") {
 				t.Errorf("after the namespaced call: %v (want the function_call_output Codex sent back)", msg)
@@ -62,10 +60,103 @@ func TestCodexCLI(t *testing.T) {
 	}
 }
 
+// codexCLI is the pinned Codex CLI, or skips the test without it.
+func codexCLI(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH: skipping the Codex CLI")
+	}
+	codex, err := filepath.Abs("codex/node_modules/.bin/codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(codex); err != nil {
+		t.Skip("examples/codex/node_modules/.bin/codex is missing: run npm ci in examples/codex")
+	}
+	return codex
+}
+
+// TestCodexSessionReplay runs a real Codex CLI session against tether (two
+// steps of exec_command calls, one of them two calls at once), imports the
+// rollout file Codex wrote (tether trace import's traceimport.Codex) and
+// replays it through all four designs: every design makes the session's
+// calls and waits their recorded durations.
+func TestCodexSessionReplay(t *testing.T) {
+	t.Parallel()
+	codex := codexCLI(t)
+	base := serve(t)
+	_, home := runCodex(t, codex, base, true, t.TempDir(),
+		"call: exec_command {\"cmd\":\"sleep 0.2; echo one\"}\ncall: exec_command {\"cmd\":\"ls\"} | exec_command {\"cmd\":\"sleep 0.3; pwd\"}")
+	var files []string
+	filepath.WalkDir(filepath.Join(home, "sessions"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "rollout-") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) != 1 {
+		t.Fatalf("rollout files %v, want one", files)
+	}
+	rollout, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, rep, err := traceimport.Codex(bytes.NewReader(rollout), "codex-session")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rollout)
+	}
+	if len(traces) != 1 || len(traces[0].Steps) != 3 || traces[0].Calls() != 3 {
+		t.Fatalf("imported %d traces (%+v), report %+v: want one of 3 steps and 3 calls\n%s", len(traces), traces, rep, rollout)
+	}
+	t.Logf("imported: %+v", rep)
+	tr := traces[0]
+	var recorded time.Duration
+	for i, want := range [][]string{{`{"cmd":"sleep 0.2; echo one"}`}, {`{"cmd":"ls"}`, `{"cmd":"sleep 0.3; pwd"}`}} {
+		st := tr.Steps[i]
+		for j, args := range want {
+			if c := st.Calls[j]; c.Name != "exec_command" || c.Arguments != args || c.Output == "" {
+				t.Errorf("step %d call %d: %+v, want exec_command %s", i, j, c, args)
+			}
+			recorded += time.Duration(st.Calls[j].DurationMS) * time.Millisecond
+		}
+	}
+	if recorded < 500*time.Millisecond {
+		t.Errorf("the recorded calls took %v: the sleeps alone are 500 ms", recorded)
+	}
+	embedded, err := sampler.LoadTraces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ablate.TraceWorkload(tr, ablate.ToolsReplay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var modes []ablate.Design
+	for _, m := range []string{"stateless", "chained", "turns", "suspend"} {
+		d, err := ablate.ParseDesign(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes = append(modes, d)
+	}
+	res, err := ablate.Run(t.Context(), ablate.Config{Workload: w, Traces: append(embedded, tr), Modes: modes, Speeds: []float64{1000}, Reps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) != 4 {
+		t.Fatalf("%d trials, want one a design", len(res.Trials))
+	}
+	for _, tri := range res.Trials {
+		if tri.Calls != 3 || time.Duration(tri.ToolsUS)*time.Microsecond < recorded*9/10 {
+			t.Errorf("%s: %d calls, %v waiting on tools; want 3 calls and the recorded %v", tri.Mode, tri.Calls, time.Duration(tri.ToolsUS)*time.Microsecond, recorded)
+		}
+	}
+}
+
 // runCodex runs codex exec --json in work with a throw-away CODEX_HOME whose
 // config makes tether at base its model provider, and returns its JSON
-// events. It fails the test unless the turn completed.
-func runCodex(t *testing.T, codex, base string, ws bool, work, prompt string) []map[string]any {
+// events and that CODEX_HOME. It fails the test unless the turn completed.
+func runCodex(t *testing.T, codex, base string, ws bool, work, prompt string) ([]map[string]any, string) {
 	t.Helper()
 	home := t.TempDir()
 	config := `model = "tether-scripted"
@@ -103,7 +194,7 @@ supports_websockets = ` + strconv.FormatBool(ws) + "\n"
 	if len(events) == 0 || events[len(events)-1]["type"] != "turn.completed" {
 		t.Fatalf("the turn did not complete:\n%s", stdout)
 	}
-	return events
+	return events, home
 }
 
 // codexItem is the last completed item of a type in codex's events.

@@ -27,7 +27,7 @@ import (
 type Report struct {
 	Lines   int            // the lines read
 	Turns   int            // user turns in the session
-	Skipped map[string]int // items or events not replayable, by type ("response_item/web_search_call")
+	Skipped map[string]int // items or events not replayable, by type ("response_item/web_search_call"); "unknown/TYPE" counts lines of a type the importer does not know
 	// Dropped are the turns that made no trace, and why ("turn 3: ended
 	// without a final answer").
 	Dropped []string
@@ -127,14 +127,15 @@ type session struct {
 	started bool
 	source  string
 
-	turn   int // the current user turn, from 1
-	cur    *sampler.Trace
-	step   *sampler.TraceStep  // the step the model is writing, nil between steps
-	stepAt time.Time           // when the current step's request went out: the turn's start, or its last output
-	lastAt time.Time           // the last line's time
-	calls  map[string]*callRef // by call_id; a ref indexes the turn's steps
-	open   int                 // calls of the turn without their output
-	bad    string              // why the current turn cannot be replayed, if it cannot
+	turn     int // the current user turn, from 1
+	cur      *sampler.Trace
+	step     *sampler.TraceStep  // the step the model is writing, nil between steps
+	stepAt   time.Time           // when the current step's request went out: the turn's start, or its last output
+	lastAt   time.Time           // the last line's time
+	calls    map[string]*callRef // by call_id; a ref indexes the turn's steps
+	open     int                 // calls of the turn without their output
+	bad      string              // why the current turn cannot be replayed, if it cannot
+	userText string              // the turn's last user message item that is not Codex's context: its task, failing an event
 
 	done   []*sampler.Trace
 	turnOf []int // the turn each of done is
@@ -202,7 +203,9 @@ func (s *session) line(b []byte, rep *Report) error {
 	case "response_item":
 		return s.item(env.Payload, at, rep)
 	default:
-		return fmt.Errorf("unknown line type %q", env.Type)
+		// A line of a later format (Codex skips what it cannot read, too):
+		// counted, so that the report says what was not read.
+		rep.skip("unknown/" + env.Type)
 	}
 	return nil
 }
@@ -215,6 +218,9 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 		return fmt.Errorf("event_msg without a type (%v)", err)
 	}
 	switch head.Type {
+	case "task_started":
+		s.endTurn(rep)
+		s.startTurn(at)
 	case "user_message":
 		var m struct {
 			Message string `json:"message"`
@@ -226,10 +232,29 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 		if m.Kind != "" && m.Kind != "plain" {
 			return nil // context Codex injected (2025-09 to 2025-10 files)
 		}
-		s.endTurn(rep)
-		s.turn++
-		s.cur = &sampler.Trace{Task: m.Message}
-		s.step, s.stepAt, s.calls, s.open, s.bad = nil, at, map[string]*callRef{}, 0, ""
+		s.userMessage(m.Message, at, rep)
+	case "item_completed":
+		// Codex since 2026 reports the user's message as a completed
+		// UserMessage item (and no user_message event).
+		var ic struct {
+			Item struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"item"`
+		}
+		if json.Unmarshal(payload, &ic) != nil || ic.Item.Type != "UserMessage" {
+			return nil
+		}
+		var text []string
+		for _, c := range ic.Item.Content {
+			if c.Type == "text" {
+				text = append(text, c.Text)
+			}
+		}
+		s.userMessage(strings.Join(text, "\n"), at, rep)
 	case "token_count":
 		var tc struct {
 			Info *struct {
@@ -256,6 +281,24 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 	return nil
 }
 
+// startTurn begins a user turn.
+func (s *session) startTurn(at time.Time) {
+	s.turn++
+	s.cur = &sampler.Trace{}
+	s.step, s.stepAt, s.calls, s.open, s.bad = nil, at, map[string]*callRef{}, 0, ""
+}
+
+// userMessage is the user's message: the task of the turn task_started
+// began, or (files without task_started, or a message after the model's
+// answer) the start of a turn of its own.
+func (s *session) userMessage(text string, at time.Time, rep *Report) {
+	if s.cur == nil || s.cur.Task != "" || len(s.cur.Steps) > 0 {
+		s.endTurn(rep)
+		s.startTurn(at)
+	}
+	s.cur.Task, s.stepAt = text, at
+}
+
 // item reads a response_item: the model's message, reasoning and calls
 // make its steps; the calls' outputs close them.
 func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error {
@@ -269,10 +312,17 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 	switch head.Type {
 	case "message":
 		if head.Role != "assistant" {
-			if head.Role == "user" && len(s.cur.Steps) > 0 {
+			switch {
+			case head.Role == "user" && len(s.cur.Steps) > 0:
 				rep.skip("response_item/message (user, mid-turn)")
+			case head.Role == "user":
+				// The prompt, or context Codex adds to it (tagged, like
+				// <environment_context>): the task when no event names it.
+				if text := messageText(payload); !strings.HasPrefix(strings.TrimSpace(text), "<") {
+					s.userText = text
+				}
 			}
-			return nil // the turn's prompt, or context Codex adds to it
+			return nil
 		}
 		var m struct {
 			Content []struct {
@@ -376,6 +426,10 @@ func (s *session) endTurn(rep *Report) {
 	if t == nil {
 		return
 	}
+	if t.Task == "" {
+		t.Task = s.userText
+	}
+	s.userText = ""
 	last := len(t.Steps) - 1
 	switch {
 	case s.bad != "":
@@ -403,6 +457,24 @@ func (s *session) endTurn(rep *Report) {
 		s.done, s.turnOf = append(s.done, t), append(s.turnOf, s.turn)
 	}
 	s.open = 0
+}
+
+// messageText is the text of a message item's content.
+func messageText(payload json.RawMessage) string {
+	var m struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	json.Unmarshal(payload, &m)
+	var text []string
+	for _, c := range m.Content {
+		if c.Type == "input_text" || c.Type == "output_text" {
+			text = append(text, c.Text)
+		}
+	}
+	return strings.Join(text, "\n")
 }
 
 // outputText is a tool output as the model read it: a string, or the text
