@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
 )
 
 // ablateCmd runs "tether ablate": one workload through every design, side
@@ -37,7 +39,7 @@ the modes round by round, and prints where the time went: end to end, model,
 client tools and API overhead, and each round trip's overhead against the
 echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
-	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list) or synthetic")
+	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), or synthetic")
 	traceDir := fs.String("traces", "", "directory of more trace files (*.jsonl: tether trace record's, tether trace import's) for --workload trace:NAME; the servers ablate starts serve them too")
 	tools := fs.String("tools", ablate.ToolsReplay, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
 	calls := fs.Int("calls", 20, "synthetic: client tool calls")
@@ -192,6 +194,24 @@ func ablateConfig(workload, traceDir, tools string, calls, parallel int, latency
 	var cfg ablate.Config
 	var err error
 	switch name, ok := strings.CutPrefix(workload, "trace:"); {
+	case ok && strings.HasSuffix(name, ".jsonl"): // a trace file: tether trace import's, trace record's
+		if traceDir != "" {
+			return cfg, fmt.Errorf("--workload %s names a file: give its directory as --traces and the trace's name instead, or leave out --traces", workload)
+		}
+		tr, perr := parseTraceFile(name)
+		if perr != nil {
+			return cfg, fmt.Errorf("--workload %s: %w", workload, perr)
+		}
+		embedded, lerr := sampler.LoadTraces()
+		if lerr != nil {
+			return cfg, lerr
+		}
+		if slices.ContainsFunc(embedded, func(e *sampler.Trace) bool { return e.Name == tr.Name }) {
+			return cfg, fmt.Errorf("--workload %s: the trace is named %s, as an embedded one: rename it (its header's name)", workload, tr.Name)
+		}
+		// A server started as a child (--load) serves the file's directory.
+		cfg.Traces, cfg.TraceDir = append(embedded, tr), filepath.Dir(name)
+		cfg.Workload, err = ablate.TraceWorkload(tr, tools)
 	case ok:
 		traces, lerr := loadTraces(traceDir)
 		if lerr != nil {

@@ -109,11 +109,20 @@ func findTrace(name, dir string) (*sampler.Trace, error) {
 		}
 		names = append(names, t.Name)
 	}
-	if f, err := os.Open(name); err == nil {
-		defer f.Close()
-		return sampler.ParseTrace(f)
+	if _, err := os.Stat(name); err == nil {
+		return parseTraceFile(name)
 	}
 	return nil, fmt.Errorf("no trace %q; traces: %s", name, strings.Join(names, ", "))
+}
+
+// parseTraceFile reads the trace file at path.
+func parseTraceFile(path string) (*sampler.Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return sampler.ParseTrace(f)
 }
 
 // loadTraces is the embedded traces, then those of dir ("": none), sorted

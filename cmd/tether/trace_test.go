@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/internal/traceimport"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -378,5 +379,42 @@ func TestTraceImport(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(empty); len(left) != 0 {
 		t.Errorf("a failed import wrote %d files", len(left))
+	}
+}
+
+// TestAblateTraceFile: --workload trace:FILE replays a trace file (here one
+// trace import wrote), served from its directory by a child server; a
+// file named as an embedded trace, or beside --traces, is refused.
+func TestAblateTraceFile(t *testing.T) {
+	f, err := os.Open("../../internal/traceimport/testdata/codex-0.169.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	traces, _, err := traceimport.Codex(f, "imported-ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := traces[0].Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "imported-ls.jsonl")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ablateConfig("trace:"+file, "", "replay", 0, 0, 0, 0, "suspend", "1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workload.Model != "replay:imported-ls" || cfg.TraceDir != dir || cfg.Workload.Calls != 1 || len(cfg.Traces) < 2 {
+		t.Errorf("workload %s (%d calls), trace dir %q, %d traces", cfg.Workload.Model, cfg.Workload.Calls, cfg.TraceDir, len(cfg.Traces))
+	}
+	if _, err := ablateConfig("trace:"+file, dir, "replay", 0, 0, 0, 0, "suspend", "1000"); err == nil {
+		t.Error("a file beside --traces was taken")
+	}
+	if _, err := ablateConfig("trace:"+file, "", "real", 0, 0, 0, 0, "suspend", "1000"); err == nil || !strings.Contains(err.Error(), "no repository") {
+		t.Errorf("real tools for an imported trace: %v", err)
 	}
 }
