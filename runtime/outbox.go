@@ -44,7 +44,7 @@ type outbox struct {
 
 	// A writer on demand (writeOnDemand), guarded by mu.
 	write   batchWriter   // nil: the owner runs a writer of its own
-	writing bool          // a writer goroutine is running
+	writing bool          // a writer goroutine is running (a broken one until it has told its owner)
 	broken  bool          // a write failed: no writer starts again
 	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
 	over    bool          // it has ended or closed and no writer runs
@@ -212,10 +212,13 @@ func (o *outbox) writer() {
 		}
 		if err := o.write.writeBatch(batch); err != nil {
 			o.mu.Lock()
-			o.broken, o.writing = true, false
+			o.broken = true // no writer starts again
+			o.mu.Unlock()
+			o.write.writeFailed(err) // before done: its owner's teardown follows the failure
+			o.mu.Lock()
+			o.writing = false
 			o.stoppedLocked()
 			o.mu.Unlock()
-			o.write.writeFailed(err)
 			return
 		}
 	}

@@ -376,14 +376,38 @@ func (sess *session) laneWorker(ln *lane) {
 // push puts j at the end of ln's queue and wakes its worker. A lane's
 // queue is a slice rather than a channel of MaxQueued places: a connection
 // with many lanes (a rollout forked 64 ways) pays for the jobs it has.
+//
+// Once the session is ending no worker starts (teardown and goAway wait for
+// the workers; quit is closed under mu, so no Add follows their Wait): a
+// job pushed then is answered at once, as shutdown answers queued ones, or
+// let go with the session.
 func (sess *session) push(ln *lane, j job) {
 	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	ln.jobs = append(ln.jobs, j)
-	if !ln.working && sess.ctx.Err() == nil { // ended: teardown waits for no new worker
-		ln.working = true
-		sess.wg.Add(1)
-		go sess.laneWorker(ln)
+	quitting := sess.ctx.Err() != nil || isClosed(sess.quit)
+	if !quitting {
+		ln.jobs = append(ln.jobs, j)
+		if !ln.working {
+			ln.working = true
+			sess.wg.Add(1)
+			go sess.laneWorker(ln)
+		}
+	}
+	sess.mu.Unlock()
+	if quitting {
+		sess.scope.release(j.bytes())
+		if sess.ctx.Err() == nil {
+			sess.send(errorFrame(errShutdown(), ln.id), nil)
+		}
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -163,7 +163,11 @@ func (s *Server) notify() {
 // hand and answer the ones queued with server_shutting_down, the writer
 // writes everything queued, then the close frame goes out (1001).
 func (sess *session) goAway(ctx context.Context) {
-	sess.quitOnce.Do(func() { close(sess.quit) })
+	sess.quitOnce.Do(func() {
+		sess.mu.Lock() // push starts no worker once it is closed
+		close(sess.quit)
+		sess.mu.Unlock()
+	})
 	lanes := make(chan struct{})
 	go func() { sess.wg.Wait(); close(lanes) }()
 	select {

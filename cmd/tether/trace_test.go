@@ -348,20 +348,20 @@ func TestTraceImport(t *testing.T) {
 	if code := run(context.Background(), []string{"trace", "import", "--out", out, "--redact", filepath.Dir(filepath.Dir(in))}, &stdout, &stderr); code != 0 {
 		t.Fatalf("code %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"40 lines, 3 user turns: 2 traces", "codex-019c8a4c-1: 3 steps, 3 calls", "response_item/web_search_call 1", "no trace for turn 2: ended with 1 calls unanswered"} {
+	for _, want := range []string{"40 lines, 3 user turns: 2 traces", "codex-fc5ab61a-1: 3 steps, 3 calls", "response_item/web_search_call 1", "no trace for turn 2: ended with 1 calls unanswered"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("import output lacks %q:\n%s", want, stdout.String())
 		}
 	}
 	traces, err := sampler.LoadTraceDir(out)
-	if err != nil || len(traces) != 2 || traces[0].Name != "codex-019c8a4c-1" {
+	if err != nil || len(traces) != 2 || traces[0].Name != "codex-fc5ab61a-1" {
 		t.Fatalf("imported %d traces (%v)", len(traces), err)
 	}
 	if strings.Contains(traces[0].Task, "parser") {
 		t.Errorf("--redact left the task: %q", traces[0].Task)
 	}
 	stdout.Reset()
-	if code := run(context.Background(), []string{"trace", "show", filepath.Join(out, "codex-019c8a4c-1.jsonl")}, &stdout, &stderr); code != 0 ||
+	if code := run(context.Background(), []string{"trace", "show", filepath.Join(out, "codex-fc5ab61a-1.jsonl")}, &stdout, &stderr); code != 0 ||
 		!strings.Contains(stdout.String(), "imported from codex rollout 019c8a4c") || !strings.Contains(stdout.String(), "recorded: model 16.8 s, tools 3.5 s") {
 		t.Errorf("trace show: %d\n%s", code, stdout.String())
 	}

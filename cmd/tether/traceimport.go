@@ -132,13 +132,13 @@ func rolloutFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
-// codexName is a rollout file's default trace name: codex- and the first 8
-// digits of the session id that ends its name.
+// codexName is a rollout file's default trace name: codex- and the last 8
+// digits of the session id that ends its name (a UUIDv7's random ones: its
+// first are the time, shared by sessions started within a minute).
 func codexName(file string) string {
 	base := strings.TrimSuffix(filepath.Base(file), ".jsonl")
-	if i := strings.LastIndexByte(base, '-'); len(base) >= 36 && i >= 0 {
-		id := base[len(base)-36:]
-		return "codex-" + strings.ReplaceAll(id, "-", "")[:8]
+	if len(base) >= 36 {
+		return "codex-" + base[len(base)-8:]
 	}
 	return "codex-" + base
 }
@@ -153,8 +153,9 @@ func importFile(file, name string) ([]*sampler.Trace, *traceimport.Report, error
 }
 
 // writeTraces writes each trace as dir/NAME.jsonl: all to temporary files
-// first, then renamed into place, so that a failure leaves none half
-// written.
+// first, then renamed into place, so that a failure to write leaves none
+// half written (a rename failing midway, which a full or read-only
+// directory would have failed earlier, leaves the renamed ones whole).
 func writeTraces(dir string, traces map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -171,7 +172,9 @@ func writeTraces(dir string, traces map[string][]byte) error {
 			return err
 		}
 		tmp[name] = f.Name()
-		_, err = f.Write(b)
+		if err = f.Chmod(0o644); err == nil { // as os.WriteFile would make it, not CreateTemp's 0600
+			_, err = f.Write(b)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

@@ -136,6 +136,7 @@ type session struct {
 	open     int                 // calls of the turn without their output
 	bad      string              // why the current turn cannot be replayed, if it cannot
 	userText string              // the turn's last user message item that is not Codex's context: its task, failing an event
+	tasked   bool                // the turn began with task_started (it ends with task_complete, not the next message)
 
 	done   []*sampler.Trace
 	turnOf []int // the turn each of done is
@@ -221,6 +222,7 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 	case "task_started":
 		s.endTurn(rep)
 		s.startTurn(at)
+		s.tasked = true
 	case "user_message":
 		var m struct {
 			Message string `json:"message"`
@@ -285,18 +287,27 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 func (s *session) startTurn(at time.Time) {
 	s.turn++
 	s.cur = &sampler.Trace{}
-	s.step, s.stepAt, s.calls, s.open, s.bad = nil, at, map[string]*callRef{}, 0, ""
+	s.step, s.stepAt, s.calls, s.open, s.bad, s.tasked = nil, at, map[string]*callRef{}, 0, "", false
 }
 
 // userMessage is the user's message: the task of the turn task_started
 // began, or (files without task_started, or a message after the model's
 // answer) the start of a turn of its own.
 func (s *session) userMessage(text string, at time.Time, rep *Report) {
-	if s.cur == nil || s.cur.Task != "" || len(s.cur.Steps) > 0 {
+	switch {
+	case s.cur != nil && s.tasked && s.cur.Task != "":
+		// Steered into the turn task_started began: the turn goes on
+		// (a replay has no way to send it mid-turn).
+		rep.skip("user message (mid-turn)")
+		return
+	case s.cur == nil || s.cur.Task != "" || len(s.cur.Steps) > 0:
 		s.endTurn(rep)
 		s.startTurn(at)
 	}
-	s.cur.Task, s.stepAt = text, at
+	s.cur.Task = text
+	if len(s.cur.Steps) == 0 {
+		s.stepAt = at
+	}
 }
 
 // item reads a response_item: the model's message, reasoning and calls
@@ -389,8 +400,8 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 		s.open--
 		c := &s.cur.Steps[ref.step].Calls[ref.index]
 		c.Output = outputText(o.Output, rep)
-		c.DurationMS = int(at.Sub(ref.at).Milliseconds())
-		s.step, s.stepAt = nil, at // the next model item is the next step's
+		c.DurationMS = max(int(at.Sub(ref.at).Milliseconds()), 0) // a clock stepped back: none
+		s.step, s.stepAt = nil, at                                // the next model item is the next step's
 	default:
 		// web_search_call, local_shell_call, image_generation_call,
 		// tool_search_call, ghost_snapshot, compaction, …: a replay has
@@ -406,7 +417,7 @@ func (s *session) modelStep(at time.Time) *sampler.TraceStep {
 		s.cur.Steps = append(s.cur.Steps, sampler.TraceStep{})
 		s.step = &s.cur.Steps[len(s.cur.Steps)-1]
 	}
-	s.step.ModelMS = int(at.Sub(s.stepAt).Milliseconds())
+	s.step.ModelMS = max(int(at.Sub(s.stepAt).Milliseconds()), 0)
 	return s.step
 }
 
@@ -445,6 +456,7 @@ func (s *session) endTurn(rep *Report) {
 			if len(t.Steps[i].Calls) == 0 { // a message between steps: it joins the next step's
 				t.Steps[i+1].Text = strings.TrimSpace(t.Steps[i].Text + "\n\n" + t.Steps[i+1].Text)
 				t.Steps[i+1].ReasoningTokens += t.Steps[i].ReasoningTokens
+				t.Steps[i+1].ModelMS += t.Steps[i].ModelMS
 			}
 		}
 		steps := t.Steps[:0]

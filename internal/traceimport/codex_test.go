@@ -162,8 +162,9 @@ func names(ts []*sampler.Trace) []string {
 
 // TestCodexNewer reads the shape Codex 0.169 writes (a real session's,
 // abridged): the turn begins at task_started, the user's message comes as
-// a completed UserMessage item rather than a user_message event, and lines
-// of types this importer does not know are counted, not fatal.
+// a completed UserMessage item rather than a user_message event (one sent
+// mid-turn is counted, and the turn goes on), and lines of types this
+// importer does not know are counted, not fatal.
 func TestCodexNewer(t *testing.T) {
 	f, err := os.Open("testdata/codex-0.169.jsonl")
 	if err != nil {
@@ -180,7 +181,7 @@ func TestCodexNewer(t *testing.T) {
 	if c := traces[0].Steps[0].Calls; len(c) != 1 || c[0].Arguments != `{"cmd":"ls"}` || c[0].DurationMS != 337 {
 		t.Errorf("calls %+v", c)
 	}
-	if want := map[string]int{"unknown/world_state": 1, "unknown/token_usage_record": 1}; !maps.Equal(rep.Skipped, want) {
+	if want := map[string]int{"unknown/world_state": 1, "unknown/token_usage_record": 1, "user message (mid-turn)": 1}; !maps.Equal(rep.Skipped, want) {
 		t.Errorf("skipped %v, want %v", rep.Skipped, want)
 	}
 }
