@@ -15,15 +15,7 @@ import (
 // traces, with their calls (function and custom), outputs, durations and
 // reasoning tokens; everything else is counted by type.
 func TestCodexEveryType(t *testing.T) {
-	f, err := os.Open("testdata/every-type.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	traces, rep, err := Codex(f, "fix")
-	if err != nil {
-		t.Fatal(err)
-	}
+	traces, rep := importFile(t, "testdata/every-type.jsonl", "fix")
 	if len(traces) != 2 || traces[0].Name != "fix-1" || traces[1].Name != "fix-3" {
 		t.Fatalf("traces %v, want fix-1 and fix-3", names(traces))
 	}
@@ -105,15 +97,7 @@ func TestCodexBadInput(t *testing.T) {
 // TestRedact: a redacted trace says nothing of the original's texts or
 // tool names, keeps their sizes, timings and structure, and still parses.
 func TestRedact(t *testing.T) {
-	f, err := os.Open("testdata/every-type.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	traces, _, err := Codex(f, "fix")
-	if err != nil {
-		t.Fatal(err)
-	}
+	traces, _ := importFile(t, "testdata/every-type.jsonl", "fix")
 	orig := *traces[0]
 	orig.Steps = slices.Clone(orig.Steps)
 	for i := range orig.Steps {
@@ -152,6 +136,21 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// importFile imports the rollout file at path as name.
+func importFile(t *testing.T, path, name string) ([]*sampler.Trace, *Report) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	traces, rep, err := Codex(f, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return traces, rep
+}
+
 func names(ts []*sampler.Trace) []string {
 	var n []string
 	for _, t := range ts {
@@ -166,15 +165,7 @@ func names(ts []*sampler.Trace) []string {
 // mid-turn is counted, and the turn goes on), and lines of types this
 // importer does not know are counted, not fatal.
 func TestCodexNewer(t *testing.T) {
-	f, err := os.Open("testdata/codex-0.169.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	traces, rep, err := Codex(f, "ls")
-	if err != nil {
-		t.Fatal(err)
-	}
+	traces, rep := importFile(t, "testdata/codex-0.169.jsonl", "ls")
 	if len(traces) != 1 || traces[0].Name != "ls" || traces[0].Task != "List the files." || len(traces[0].Steps) != 2 {
 		t.Fatalf("traces %+v", traces)
 	}
