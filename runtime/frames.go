@@ -18,7 +18,14 @@ import (
 type eventBuf struct{ b []byte }
 
 func (e *eventBuf) encode(ev protocol.Event) ([]byte, error) {
-	b, err := protocol.AppendMarshal(e.b[:0], ev)
+	return e.encodeWith(appendJSON, ev)
+}
+
+func appendJSON(b []byte, ev protocol.Event) ([]byte, error) { return protocol.AppendMarshal(b, ev) }
+
+// encodeWith is encode with the framing of appendFrame (an SSE sink's).
+func (e *eventBuf) encodeWith(appendFrame func([]byte, protocol.Event) ([]byte, error), ev protocol.Event) ([]byte, error) {
+	b, err := appendFrame(e.b[:0], ev)
 	if cap(b) <= maxKeptEncode {
 		e.b = b
 	}

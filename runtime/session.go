@@ -373,7 +373,7 @@ func (sess *session) laneWorker(ln *lane) {
 	}
 }
 
-// push puts j at the end of ln's queue and wakes its worker. A lane's
+// push puts j at the end of ln's queue and starts its worker if none runs. A lane's
 // queue is a slice rather than a channel of MaxQueued places: a connection
 // with many lanes (a rollout forked 64 ways) pays for the jobs it has.
 //

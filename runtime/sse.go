@@ -95,16 +95,13 @@ func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseCont
 // sseSink frames a rollout's events for streamSSE's writer.
 type sseSink struct {
 	out *outbox
-	buf []byte // the frame being put, reused (under the rollout's lock)
+	enc eventBuf // under the rollout's lock
 }
 
 func (s *sseSink) put(ev protocol.Event, acct *delivery) error {
-	b, err := appendSSE(s.buf[:0], ev)
+	b, err := s.enc.encodeWith(appendSSE, ev)
 	if err != nil {
 		return err
-	}
-	if cap(b) <= maxCopiedFrame {
-		s.buf = b
 	}
 	return s.out.putCopy(b, acct)
 }
