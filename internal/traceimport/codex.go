@@ -131,7 +131,6 @@ type session struct {
 	cur      *sampler.Trace
 	step     *sampler.TraceStep  // the step the model is writing, nil between steps
 	stepAt   time.Time           // when the current step's request went out: the turn's start, or its last output
-	lastAt   time.Time           // the last line's time
 	calls    map[string]*callRef // by call_id; a ref indexes the turn's steps
 	open     int                 // calls of the turn without their output
 	bad      string              // why the current turn cannot be replayed, if it cannot
@@ -177,7 +176,6 @@ func (s *session) line(b []byte, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("timestamp %q: %v", env.Timestamp, err)
 	}
-	s.lastAt = at
 	if !s.started && env.Type != "session_meta" {
 		return fmt.Errorf("a rollout begins with session_meta, not %q", env.Type)
 	}
