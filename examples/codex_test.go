@@ -80,7 +80,7 @@ func codexCLI(t *testing.T) string {
 // steps of exec_command calls, one of them two calls at once), imports the
 // rollout file Codex wrote (tether trace import's traceimport.Codex) and
 // replays it through all four designs: every design makes the session's
-// calls and waits their recorded durations.
+// calls and waits their recorded durations (a step, its longest call's).
 func TestCodexSessionReplay(t *testing.T) {
 	t.Parallel()
 	codex := codexCLI(t)
@@ -110,15 +110,19 @@ func TestCodexSessionReplay(t *testing.T) {
 	}
 	t.Logf("imported: %+v", rep)
 	tr := traces[0]
+	// recorded is the tool time a replay waits: a step's calls run at
+	// once, so each step waits for its longest.
 	var recorded time.Duration
 	for i, want := range [][]string{{`{"cmd":"sleep 0.2; echo one"}`}, {`{"cmd":"ls"}`, `{"cmd":"sleep 0.3; pwd"}`}} {
 		st := tr.Steps[i]
+		var longest time.Duration
 		for j, args := range want {
 			if c := st.Calls[j]; c.Name != "exec_command" || c.Arguments != args || c.Output == "" {
 				t.Errorf("step %d call %d: %+v, want exec_command %s", i, j, c, args)
 			}
-			recorded += time.Duration(st.Calls[j].DurationMS) * time.Millisecond
+			longest = max(longest, time.Duration(st.Calls[j].DurationMS)*time.Millisecond)
 		}
+		recorded += longest
 	}
 	if recorded < 500*time.Millisecond {
 		t.Errorf("the recorded calls took %v: the sleeps alone are 500 ms", recorded)
