@@ -74,9 +74,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build builds every Go example once, with one go command, into binDir.
+// build builds every Go example, and tether for the tests that run it as
+// a user would (binary(t, "tether")), once, with one go command, into
+// binDir.
 var build = sync.OnceValue(func() error {
-	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	args := []string{"build", "-o", binDir + string(filepath.Separator), "./cmd/tether"}
 	for _, name := range goExamples {
 		args = append(args, "./examples/"+name)
 	}

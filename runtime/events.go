@@ -190,6 +190,9 @@ func (r *rollout) putLocked(ev protocol.Event) {
 	h.StreamID = o.streamID
 	o.seq++
 	t0 := r.srv.now()
+	if rec := r.srv.opts.Recorder; rec != nil {
+		rec.Event(t0, r.resp.ID, ev)
+	}
 	err := o.sink.put(ev, &r.out)
 	r.out.encode.Add(int64(r.srv.now().Sub(t0)))
 	if err != nil {

@@ -81,6 +81,10 @@ type Options struct {
 	// Observer receives what the server measures (package
 	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
 	Observer Observer
+	// Recorder is given every response's request, events and appends
+	// (package runtime/record writes them as a traffic log). Nil records
+	// nothing.
+	Recorder Recorder
 	// Hooks is work around inference a production API does that the core
 	// does not (package runtime/cost: a safety classifier, simulated
 	// service calls). Nil does none.

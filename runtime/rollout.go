@@ -282,6 +282,9 @@ const maxSteps = 1024
 func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.srv.began(r)
 	defer r.srv.ended(r)
+	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil {
+		rec.Created(r.start, r.resp.ID, r.path, r.req)
+	}
 	ctx, cancel := r.stop.start(ctx)
 	defer cancel(nil)
 	defer r.closeMCP()

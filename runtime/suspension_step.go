@@ -303,6 +303,9 @@ func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 		}
 	}
 	nameInputs(items)
+	if rec := sp.srv.opts.Recorder; rec != nil {
+		rec.Appended(sp.srv.now(), sp.id, items)
+	}
 	// Steering first: it must be in the rollout's inbox when the step ends.
 	if len(steering) > 0 {
 		sp.ro.steer(steering...)

@@ -20,6 +20,7 @@ import (
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/prommetrics"
+	"github.com/tether-run/tether/runtime/record"
 	"github.com/tether-run/tether/runtime/redisstore"
 	"github.com/tether-run/tether/runtime/webtransport"
 	"github.com/tether-run/tether/sampler"
@@ -47,6 +48,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
+	recordDir := fs.String("record", "", "keep a traffic log in this directory: every response's request, events and appends, one JSON object a line, in a new file tether-record-TIME-PID.jsonl (docs/models.md); tether trace import makes replay traces of it")
 	engineStep := fs.Duration("engine-step", 0, "least time between two steps of the simulated models' engine: tokens that fall due meanwhile go out together at the next step; 0 releases each as it falls due")
 	var opts runtime.Options // the flags below set its bounds; the pluggable parts are set once the flags are read
 	bytesVar(fs.FlagSet, &opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted: a bigger frame closes the socket with 1009, a bigger body gets 413")
@@ -227,6 +229,22 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()})
 	opts.Observer, opts.Logger, opts.AccessLog, opts.Hooks = metrics, log, true, hooks
 	opts.StoreTokens, opts.Keys, opts.OriginPatterns = costs.StoreTokens, keys, splitList(*origins)
+	if *recordDir != "" {
+		rec, err := record.Create(*recordDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: --record:", err)
+			return 1
+		}
+		// Closed after the server's Shutdown (deferred earlier, run later):
+		// the drain's last events are in the log.
+		defer func() {
+			if err := rec.Close(); err != nil {
+				log.Error("the traffic log is incomplete", "file", rec.Name(), "err", err)
+			}
+		}()
+		log.Info("recording traffic", "file", rec.Name())
+		opts.Recorder = rec
+	}
 	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)

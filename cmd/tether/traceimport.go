@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,24 +22,25 @@ func traceImport(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("trace import", `Usage: tether trace import [flags] FILE|DIR...
 
 Imports agent sessions as replay traces: Codex CLI rollout files (the JSON
-Lines each session writes under $CODEX_HOME/sessions; a directory is searched
-for rollout-*.jsonl). Each user turn that ends in a final answer becomes a
-trace: the model's steps with their reasoning tokens, each tool call with its
-arguments (a custom tool's input), output and duration from the session's
-timestamps. What a replay cannot make (hosted web searches, local_shell
+Lines each session writes under $CODEX_HOME/sessions) and traffic logs (as
+tether serve --record writes them; docs/models.md); a directory is searched
+for rollout-*.jsonl and tether-record-*.jsonl. Each user turn that ends in a
+final answer becomes a trace: the model's steps with their reasoning tokens,
+each tool call with its arguments (a custom tool's input), output and
+duration from the session's timestamps. What a replay cannot make (hosted web searches, local_shell
 calls, images, compactions) is listed by type; turns that end without an
 answer are listed with why. The traces are written to --out as NAME.jsonl
 (serve --traces DIR serves them as replay:NAME; ablate --workload
 trace:NAME --traces DIR replays them); nothing is written when any input
 fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/03\ntether trace import --redact --name fix rollout-2026-12-03T10-00-00-019c….jsonl", -1)
 	out := fs.String("out", ".", "directory the traces are written to")
-	name := fs.String("name", "", "the trace's name, with one file (default: codex- and the session id's first 8 digits); a session of several turns gives NAME-1, NAME-2, …")
+	name := fs.String("name", "", "the trace's name, with one file (default: codex- and the session id's last 8 digits; record- and a traffic log's time and process); a session of several turns gives NAME-1, NAME-2, …, a log of several sessions NAME-K or NAME-K-N")
 	redact := fs.Bool("redact", false, "replace every text (task, messages, arguments, outputs) with filler words of the same size and tool names with hashes, keeping timings and token counts: a session to share without its code")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
-		fs.fail(stderr, "give a rollout file or a directory of them")
+		fs.fail(stderr, "give a rollout file or traffic log, or a directory of them")
 		return 2
 	}
 	files, err := rolloutFiles(fs.Args())
@@ -59,7 +62,7 @@ fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/0
 	for _, f := range files {
 		n := *name
 		if n == "" {
-			n = codexName(f)
+			n = defaultName(f)
 		}
 		traces, rep, err := importFile(f, n)
 		if err != nil {
@@ -101,7 +104,7 @@ fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/0
 }
 
 // rolloutFiles are the files args name: each file, and the rollout-*.jsonl
-// files under each directory, in order.
+// and tether-record-*.jsonl files under each directory, in order.
 func rolloutFiles(args []string) ([]string, error) {
 	var files []string
 	for _, a := range args {
@@ -115,7 +118,7 @@ func rolloutFiles(args []string) ([]string, error) {
 		}
 		var found []string
 		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "rollout-") && strings.HasSuffix(d.Name(), ".jsonl") {
+			if err == nil && !d.IsDir() && (strings.HasPrefix(d.Name(), "rollout-") || strings.HasPrefix(d.Name(), recordPrefix)) && strings.HasSuffix(d.Name(), ".jsonl") {
 				found = append(found, p)
 			}
 			return err
@@ -124,7 +127,7 @@ func rolloutFiles(args []string) ([]string, error) {
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("%s: no rollout-*.jsonl files", a)
+			return nil, fmt.Errorf("%s: no rollout-*.jsonl or %s*.jsonl files", a, recordPrefix)
 		}
 		slices.Sort(found)
 		files = append(files, found...)
@@ -132,11 +135,19 @@ func rolloutFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
-// codexName is a rollout file's default trace name: codex- and the last 8
-// digits of the session id that ends its name (a UUIDv7's random ones: its
-// first are the time, shared by sessions started within a minute).
-func codexName(file string) string {
+// recordPrefix begins the name of every traffic log serve --record writes.
+const recordPrefix = "tether-record-"
+
+// defaultName is a file's default trace name. A traffic log's is record-
+// and what follows the prefix of its name (its time and process); a
+// rollout's is codex- and the last 8 digits of the session id that ends its
+// name (a UUIDv7's random ones: its first are the time, shared by sessions
+// started within a minute).
+func defaultName(file string) string {
 	base := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+	if rest, ok := strings.CutPrefix(base, recordPrefix); ok {
+		return "record-" + rest
+	}
 	if len(base) >= 36 {
 		return "codex-" + base[len(base)-8:]
 	}
@@ -149,7 +160,16 @@ func importFile(file, name string) ([]*sampler.Trace, *traceimport.Report, error
 		return nil, nil, err
 	}
 	defer f.Close()
-	return traceimport.Codex(f, name)
+	// A traffic log's header is its first line; a rollout's is session_meta.
+	br := bufio.NewReaderSize(f, 64<<10)
+	head, _ := br.Peek(4 << 10)
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	if bytes.Contains(head, []byte(`"tether_record"`)) {
+		return traceimport.Record(br, name)
+	}
+	return traceimport.Codex(br, name)
 }
 
 // writeTraces writes each trace as dir/NAME.jsonl: all to temporary files
@@ -193,7 +213,11 @@ func writeTraces(dir string, traces map[string][]byte) error {
 
 // printImport says what a file gave.
 func printImport(w io.Writer, file string, traces []*sampler.Trace, rep *traceimport.Report, out string) {
-	fmt.Fprintf(w, "%s: %d lines, %d user turns: %d traces\n", file, rep.Lines, rep.Turns, len(traces))
+	sessions := ""
+	if rep.Sessions != 1 {
+		sessions = fmt.Sprintf("%d sessions, ", rep.Sessions)
+	}
+	fmt.Fprintf(w, "%s: %d lines, %s%d user turns: %d traces\n", file, rep.Lines, sessions, rep.Turns, len(traces))
 	for _, t := range traces {
 		var tools, model time.Duration
 		byName := map[string]int{}

@@ -25,9 +25,10 @@ import (
 
 // Report is what an import took and left.
 type Report struct {
-	Lines   int            // the lines read
-	Turns   int            // user turns in the session
-	Skipped map[string]int // items or events not replayable, by type ("response_item/web_search_call"); "unknown/TYPE" counts lines of a type the importer does not know
+	Lines    int            // the lines read
+	Sessions int            // the sessions found (a Codex rollout is one; a traffic log has one a client conversation)
+	Turns    int            // user turns in all
+	Skipped  map[string]int // items or events not replayable, by type ("response_item/web_search_call"); "unknown/TYPE" counts lines of a type the importer does not know
 	// Dropped are the turns that made no trace, and why ("turn 3: ended
 	// without a final answer").
 	Dropped []string
@@ -102,7 +103,7 @@ func Codex(r io.Reader, name string) ([]*sampler.Trace, *Report, error) {
 		t.Source = s.source
 		traces = append(traces, t)
 	}
-	rep.Turns = s.turn
+	rep.Turns, rep.Sessions = s.turn, 1
 	return traces, rep, nil
 }
 
@@ -124,28 +125,10 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 // session is the state of a rollout being read.
 type session struct {
+	turns
 	started bool
 	source  string
-
-	turn     int // the current user turn, from 1
-	cur      *sampler.Trace
-	step     *sampler.TraceStep  // the step the model is writing, nil between steps
-	stepAt   time.Time           // when the current step's request went out: the turn's start, or its last output
-	calls    map[string]*callRef // by call_id; a ref indexes the turn's steps
-	open     int                 // calls of the turn without their output
-	bad      string              // why the current turn cannot be replayed, if it cannot
-	userText string              // the turn's last user message item that is not Codex's context: its task, failing an event
-	tasked   bool                // the turn began with task_started (it ends with task_complete, not the next message)
-
-	done   []*sampler.Trace
-	turnOf []int // the turn each of done is
-	usage  tokenUsage
-}
-
-// callRef finds a call of the current turn by its call_id.
-type callRef struct {
-	step, index int
-	at          time.Time
+	usage   tokenUsage
 }
 
 type tokenUsage struct {
@@ -269,9 +252,7 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 			return nil // a rate limit's, or the same count again
 		}
 		s.usage = tc.Info.Total
-		if st := s.lastStep(); st != nil && st.ReasoningTokens == 0 {
-			st.ReasoningTokens = tc.Info.Last.ReasoningOutputTokens
-		}
+		s.reasoningTokens(tc.Info.Last.ReasoningOutputTokens)
 	case "task_complete", "turn_aborted":
 		s.endTurn(rep)
 	default:
@@ -279,33 +260,6 @@ func (s *session) event(payload json.RawMessage, at time.Time, rep *Report) erro
 		// the session's bookkeeping.
 	}
 	return nil
-}
-
-// startTurn begins a user turn.
-func (s *session) startTurn(at time.Time) {
-	s.turn++
-	s.cur = &sampler.Trace{}
-	s.step, s.stepAt, s.calls, s.open, s.bad, s.tasked = nil, at, map[string]*callRef{}, 0, "", false
-}
-
-// userMessage is the user's message: the task of the turn task_started
-// began, or (files without task_started, or a message after the model's
-// answer) the start of a turn of its own.
-func (s *session) userMessage(text string, at time.Time, rep *Report) {
-	switch {
-	case s.cur != nil && s.tasked && s.cur.Task != "":
-		// Steered into the turn task_started began: the turn goes on
-		// (a replay has no way to send it mid-turn).
-		rep.skip("user message (mid-turn)")
-		return
-	case s.cur == nil || s.cur.Task != "" || len(s.cur.Steps) > 0:
-		s.endTurn(rep)
-		s.startTurn(at)
-	}
-	s.cur.Task = text
-	if len(s.cur.Steps) == 0 {
-		s.stepAt = at
-	}
 }
 
 // item reads a response_item: the model's message, reasoning and calls
@@ -342,13 +296,9 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 		if err := json.Unmarshal(payload, &m); err != nil {
 			return fmt.Errorf("message: %v", err)
 		}
-		st := s.modelStep(at)
 		for _, c := range m.Content {
 			if c.Type == "output_text" {
-				if st.Text != "" {
-					st.Text += "\n\n"
-				}
-				st.Text += c.Text
+				s.modelText(c.Text, at)
 			}
 		}
 	case "reasoning":
@@ -373,14 +323,8 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 		}
 		if head.Type == "custom_tool_call" {
 			call.Type, call.Arguments = sampler.CustomCall, c.Input
-		} else if !json.Valid([]byte(c.Arguments)) {
-			rep.skip("response_item/function_call (arguments not JSON)")
-			s.bad = "a function call whose arguments are not JSON"
 		}
-		st := s.modelStep(at)
-		st.Calls = append(st.Calls, call)
-		s.calls[c.CallID] = &callRef{step: len(s.cur.Steps) - 1, index: len(st.Calls) - 1, at: at}
-		s.open++
+		s.call(call, c.CallID, at, rep)
 	case "function_call_output", "custom_tool_call_output":
 		var o struct {
 			CallID string          `json:"call_id"`
@@ -389,17 +333,9 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 		if err := json.Unmarshal(payload, &o); err != nil {
 			return fmt.Errorf("%s: %v", head.Type, err)
 		}
-		ref := s.calls[o.CallID]
-		if ref == nil {
+		if !s.output(o.CallID, outputText(o.Output, rep), at) {
 			rep.skip("response_item/" + head.Type + " (no call of this turn)")
-			return nil
 		}
-		delete(s.calls, o.CallID)
-		s.open--
-		c := &s.cur.Steps[ref.step].Calls[ref.index]
-		c.Output = outputText(o.Output, rep)
-		c.DurationMS = max(int(at.Sub(ref.at).Milliseconds()), 0) // a clock stepped back: none
-		s.step, s.stepAt = nil, at                                // the next model item is the next step's
 	default:
 		// web_search_call, local_shell_call, image_generation_call,
 		// tool_search_call, ghost_snapshot, compaction, …: a replay has
@@ -407,66 +343,6 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 		rep.skip("response_item/" + head.Type)
 	}
 	return nil
-}
-
-// modelStep is the step the model is writing, begun by its first item.
-func (s *session) modelStep(at time.Time) *sampler.TraceStep {
-	if s.step == nil {
-		s.cur.Steps = append(s.cur.Steps, sampler.TraceStep{})
-		s.step = &s.cur.Steps[len(s.cur.Steps)-1]
-	}
-	s.step.ModelMS = max(int(at.Sub(s.stepAt).Milliseconds()), 0)
-	return s.step
-}
-
-// lastStep is the current turn's last step, if any.
-func (s *session) lastStep() *sampler.TraceStep {
-	if s.cur == nil || len(s.cur.Steps) == 0 {
-		return nil
-	}
-	return &s.cur.Steps[len(s.cur.Steps)-1]
-}
-
-// endTurn keeps the current turn as a trace when it ended in a final
-// answer with every call answered.
-func (s *session) endTurn(rep *Report) {
-	t := s.cur
-	s.cur, s.step = nil, nil
-	if t == nil {
-		return
-	}
-	if t.Task == "" {
-		t.Task = s.userText
-	}
-	s.userText = ""
-	last := len(t.Steps) - 1
-	switch {
-	case s.bad != "":
-		rep.Dropped = append(rep.Dropped, fmt.Sprintf("turn %d: %s", s.turn, s.bad))
-	case last < 0:
-		rep.Dropped = append(rep.Dropped, fmt.Sprintf("turn %d: no model output", s.turn))
-	case s.open > 0:
-		rep.Dropped = append(rep.Dropped, fmt.Sprintf("turn %d: ended with %d calls unanswered", s.turn, s.open))
-	case len(t.Steps[last].Calls) > 0 || t.Steps[last].Text == "":
-		rep.Dropped = append(rep.Dropped, fmt.Sprintf("turn %d: ended without a final answer", s.turn))
-	default:
-		for i := range t.Steps[:last] {
-			if len(t.Steps[i].Calls) == 0 { // a message between steps: it joins the next step's
-				t.Steps[i+1].Text = strings.TrimSpace(t.Steps[i].Text + "\n\n" + t.Steps[i+1].Text)
-				t.Steps[i+1].ReasoningTokens += t.Steps[i].ReasoningTokens
-				t.Steps[i+1].ModelMS += t.Steps[i].ModelMS
-			}
-		}
-		steps := t.Steps[:0]
-		for i, st := range t.Steps {
-			if len(st.Calls) > 0 || i == last {
-				steps = append(steps, st)
-			}
-		}
-		t.Steps = steps
-		s.done, s.turnOf = append(s.done, t), append(s.turnOf, s.turn)
-	}
-	s.open = 0
 }
 
 // messageText is the text of a message item's content.

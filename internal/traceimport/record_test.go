@@ -1,0 +1,117 @@
+package traceimport
+
+import (
+	"maps"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tether-run/tether/sampler"
+)
+
+// TestRecord reads a hand-made traffic log, written as a proxy could write
+// it (spaces, items without ids, input as a string): a stateless client
+// that sends the conversation back each time, a suspended rollout with
+// parallel calls (a function and a custom tool), a hosted call and a
+// steering message, a turn continuing it by previous_response_id, a
+// response that failed, and the events of one whose request is not there.
+func TestRecord(t *testing.T) {
+	f, err := os.Open("testdata/record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	traces, rep, err := Record(f, "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(traces); strings.Join(got, " ") != "rec-1 rec-2-1 rec-2-2" {
+		t.Fatalf("traces %v, want rec-1 rec-2-1 rec-2-2", got)
+	}
+	// The stateless session: its second request carries the first's call
+	// back; what follows it (the output) is what it adds.
+	tr := traces[0]
+	if tr.Task != "Fix the failing test in calc." || !strings.Contains(tr.Source, "session 1 (resp_a1) turn 1") || len(tr.Steps) != 2 {
+		t.Fatalf("stateless: %+v", tr)
+	}
+	s0, s1 := tr.Steps[0], tr.Steps[1]
+	if len(s0.Calls) != 1 || s0.ModelMS != 400 || s0.ReasoningTokens != 25 {
+		t.Errorf("stateless step 0: %+v", s0)
+	}
+	// Timed from the response's end (10:00:01.500), when the client had
+	// the call, to the request that answered it.
+	if c := s0.Calls[0]; c.Name != "read_file" || c.Arguments != `{"path":"calc.go"}` || !strings.HasPrefix(c.Output, "package calc") || c.DurationMS != 300 {
+		t.Errorf("stateless call: %+v", c)
+	}
+	if s1.Text != "Add subtracts: it should return a + b." || s1.ModelMS != 500 || len(s1.Calls) != 0 {
+		t.Errorf("stateless step 1: %+v", s1)
+	}
+
+	// The suspended rollout: two calls in a step, each timed from the
+	// pause to the append that answered it; the step after the last.
+	tr = traces[1]
+	if tr.Task != "List the repo and search the docs." || len(tr.Steps) != 2 {
+		t.Fatalf("suspended: %+v", tr)
+	}
+	s0, s1 = tr.Steps[0], tr.Steps[1]
+	if len(s0.Calls) != 2 || s0.ModelMS != 700 || s0.ReasoningTokens != 10 {
+		t.Errorf("suspended step 0: %+v", s0)
+	}
+	if c := s0.Calls[0]; c.Name != "list_dir" || c.Output != "calc.go\ncalc_test.go\n" || c.DurationMS != 300 {
+		t.Errorf("suspended call 0 (output of parts): %+v", c)
+	}
+	if c := s0.Calls[1]; c.Type != sampler.CustomCall || c.Name != "apply_patch" || c.Arguments != "*** Begin Patch\n*** End Patch" || c.Output != "Done!" || c.DurationMS != 500 {
+		t.Errorf("suspended call 1 (custom): %+v", c)
+	}
+	if s1.Text != "Two files; patched." || s1.ModelMS != 600 || s1.ReasoningTokens != 4 {
+		t.Errorf("suspended step 1: %+v", s1)
+	}
+	if tr := traces[2]; tr.Task != "Thanks!" || len(tr.Steps) != 1 || tr.Steps[0].Text != "You are welcome." {
+		t.Errorf("the turn after it: %+v", tr)
+	}
+
+	want := map[string]int{
+		"item/web_search_call":                                 1,
+		"message (user, mid-turn)":                             1,
+		"event (of a response without its request in the log)": 1,
+	}
+	if !maps.Equal(rep.Skipped, want) {
+		t.Errorf("skipped %v\nwant    %v", rep.Skipped, want)
+	}
+	if rep.Lines != 24 || rep.Sessions != 3 || rep.Turns != 4 || len(rep.Dropped) != 1 || rep.Dropped[0] != "session 3 turn 1: no model output" {
+		t.Errorf("lines %d, sessions %d, turns %d, dropped %q", rep.Lines, rep.Sessions, rep.Turns, rep.Dropped)
+	}
+	for _, tr := range traces {
+		if _, err := tr.Encode(); err != nil {
+			t.Errorf("%s: %v", tr.Name, err)
+		}
+	}
+}
+
+// TestRecordBadInput: a log cut short, a line of garbage, a log of another
+// version, a file of another format, a line of no kind or of two: each an
+// error naming the line.
+func TestRecordBadInput(t *testing.T) {
+	good, err := os.ReadFile("testdata/record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(good), "\n")
+	for _, tc := range []struct{ name, log, want string }{
+		{"truncated", strings.Join(lines[:5], "") + lines[5][:40], "line 6: truncated"},
+		{"garbage", strings.Join(lines[:3], "") + "<html>oops</html>\n" + strings.Join(lines[3:], ""), "line 4: not JSON"},
+		{"version", `{"tether_record": 2, "started": "2027-01-01T00:00:00Z"}` + "\n" + strings.Join(lines[1:], ""), "line 1: a traffic log of version 2: this tether reads version 1"},
+		{"codex", `{"timestamp":"2026-02-23T12:40:23.000Z","type":"session_meta","payload":{"id":"x"}}` + "\n", "line 1: not a tether traffic log"},
+		{"empty", "\n\n", "empty: no tether_record header"},
+		{"no kind", lines[0] + `{"at": "2026-12-03T10:00:01Z", "response_id": "resp_x"}` + "\n", "line 2: holds 0 of request, event and append: want one"},
+		{"two kinds", lines[0] + `{"at": "2026-12-03T10:00:01Z", "response_id": "resp_x", "event": {}, "append": []}` + "\n", "line 2: holds 2 of"},
+		{"no id", lines[0] + `{"at": "2026-12-03T10:00:01Z", "append": []}` + "\n", "line 2: no response_id"},
+		{"bad request", lines[0] + `{"at": "2026-12-03T10:00:01Z", "response_id": "resp_x", "request": {"input": 7}}` + "\n", "line 2: request: "},
+		{"twice", strings.Join(lines[:3], "") + lines[1], "line 4: a second request for resp_a1"},
+	} {
+		_, _, err := Record(strings.NewReader(tc.log), "rec")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
