@@ -110,6 +110,9 @@ func TestOpenAIGoRecord(t *testing.T) {
 				continue
 			}
 			n++
+			if len(r.History) != len(want.History) {
+				t.Errorf("a replay of %s (%s): %d items of history, want %d", want.Name, r.Source, len(r.History), len(want.History))
+			}
 			if got, w := sizes(r), sizes(want); got != w {
 				t.Errorf("a replay of %s (%s):\n%s\nwant\n%s", want.Name, r.Source, got, w)
 			}

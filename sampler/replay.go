@@ -58,7 +58,13 @@ const ReplayPrefix = "replay:"
 // trace was imported from a session, is how long the recorded model took
 // for the step, from the request to its last item (shown, not replayed:
 // Replay paces by its Timing). The header of an imported trace has
-// "source" (what it was imported from) and no repo. Every step but the last
+// "source" (what it was imported from) and no repo; for a turn after the
+// first of its session, "history", the conversation before it as
+// Responses API input items (user and assistant messages, calls and their
+// outputs), which a client replaying the turn sends before the task so
+// that its context is the session's, and "think_ms", how long the user
+// took between the previous turn's answer and this turn's message (shown,
+// not replayed). Every step but the last
 // has at least one call; the last step has no calls and its text is the
 // final answer.
 //
@@ -71,11 +77,13 @@ const ReplayPrefix = "replay:"
 //	apply_patch  {"patch": "*** Begin Patch\n..."}     the Codex patch format
 //	shell        {"command": "go test ./..."}          combined output and exit code
 type Trace struct {
-	Name   string
-	Task   string // the recorded first user message
-	Repo   string // the fixture repository the calls act on; "" for an imported session
-	Source string // what an imported trace was imported from
-	Steps  []TraceStep
+	Name    string
+	Task    string         // the recorded first user message
+	Repo    string         // the fixture repository the calls act on; "" for an imported session
+	Source  string         // what an imported trace was imported from
+	History protocol.Items // an imported turn's conversation before it, sent before the task
+	ThinkMS int            // the user's time before the task, after the previous turn's answer
+	Steps   []TraceStep
 }
 
 // TraceStep is one assistant step of a trace.
@@ -100,10 +108,12 @@ const CustomCall = "custom"
 
 // traceHeader is the first line of a trace.
 type traceHeader struct {
-	Trace  string `json:"trace"`
-	Task   string `json:"task"`
-	Repo   string `json:"repo"`
-	Source string `json:"source,omitempty"`
+	Trace   string          `json:"trace"`
+	Task    string          `json:"task"`
+	Repo    string          `json:"repo"`
+	Source  string          `json:"source,omitempty"`
+	History json.RawMessage `json:"history,omitempty"`
+	ThinkMS int             `json:"think_ms,omitempty"`
 }
 
 // maxTraceLine bounds one line of a trace.
@@ -131,7 +141,20 @@ func ParseTrace(r io.Reader) (*Trace, error) {
 			if h.Trace == "" {
 				return nil, fmt.Errorf("trace: line %d: header without a trace name", line)
 			}
-			t = &Trace{Name: h.Trace, Task: h.Task, Repo: h.Repo, Source: h.Source}
+			if h.ThinkMS < 0 {
+				return nil, fmt.Errorf("trace %s: line %d: negative think_ms", h.Trace, line)
+			}
+			t = &Trace{Name: h.Trace, Task: h.Task, Repo: h.Repo, Source: h.Source, ThinkMS: h.ThinkMS}
+			if len(h.History) > 0 {
+				items, perr := protocol.DecodeItems(h.History, "history")
+				if perr == nil {
+					perr = protocol.ValidateItems(items, "history")
+				}
+				if perr != nil {
+					return nil, fmt.Errorf("trace %s: line %d: %s", h.Trace, line, perr.Message)
+				}
+				t.History = items
+			}
 			continue
 		}
 		var s TraceStep
@@ -183,7 +206,15 @@ func (t *Trace) Encode() ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(traceHeader{Trace: t.Name, Task: t.Task, Repo: t.Repo, Source: t.Source}); err != nil {
+	h := traceHeader{Trace: t.Name, Task: t.Task, Repo: t.Repo, Source: t.Source, ThinkMS: t.ThinkMS}
+	if len(t.History) > 0 {
+		b, err := protocol.Marshal(t.History)
+		if err != nil {
+			return nil, err
+		}
+		h.History = b
+	}
+	if err := enc.Encode(h); err != nil {
 		return nil, err
 	}
 	for _, s := range t.Steps {
@@ -368,13 +399,23 @@ func (p *Replay) tokens(s string) []string {
 }
 
 // stepsDone is the number of the trace's steps with calls whose calls are
-// in items, after the first user message, matched by name.
+// in items, after the task's user message (the first after the trace's
+// history), matched by name.
 func (p *Replay) stepsDone(items protocol.Items) int {
+	before := 0 // the history's user messages
+	for _, it := range p.trace.History {
+		if isUser(it) {
+			before++
+		}
+	}
 	first := len(items)
 	for i, it := range items {
 		if isUser(it) {
-			first = i
-			break
+			if before == 0 {
+				first = i
+				break
+			}
+			before--
 		}
 	}
 	var names []string

@@ -1,7 +1,9 @@
 package sampler
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +100,11 @@ func TestParseTraceErrors(t *testing.T) {
 			t.Errorf("ParseTrace(%q) accepted it", src)
 		}
 	}
+	for _, header := range []string{`{"trace":"x","history":[{"type":"nope"}]}`, `{"trace":"x","history":{}}`, `{"trace":"x","think_ms":-1}`} {
+		if _, err := ParseTrace(strings.NewReader(header + "\n{\"text\":\"end\"}")); err == nil {
+			t.Errorf("ParseTrace accepted the header %s", header)
+		}
+	}
 	tr, err := ParseTrace(strings.NewReader("{\"trace\":\"x\",\"task\":\"t\",\"repo\":\"r\"}\n\n{\"text\":\"hi\",\"calls\":[{\"name\":\"shell\",\"arguments\":\"{}\",\"output\":\"o\",\"duration_ms\":3}],\"reasoning_tokens\":5}\n{\"text\":\"end\"}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +176,41 @@ func TestReplayWalksTrace(t *testing.T) {
 				t.Fatalf("%s: after the trace: %v", tr.Name, got)
 			}
 		}
+	}
+}
+
+// TestReplayHistory: an imported turn's history goes before its task, and
+// the calls in it do not count as the turn's steps; the history and the
+// think time round-trip through the trace format.
+func TestReplayHistory(t *testing.T) {
+	tr := &Trace{Name: "later-turn", Task: "Now add a test.", ThinkMS: 4200,
+		History: protocol.Items{
+			&protocol.Message{Role: protocol.RoleDeveloper, Content: protocol.Contents{&protocol.InputText{Text: "Be brief."}}},
+			protocol.UserMessage("Fix the parser."),
+			&protocol.FunctionCall{CallID: "call_1", Name: "shell", Arguments: `{"command":"go test"}`},
+			&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "FAIL"}},
+			&protocol.Message{Role: protocol.RoleAssistant, Content: protocol.Contents{&protocol.OutputText{Text: "Fixed."}}},
+		},
+		Steps: []TraceStep{{Calls: []TraceCall{{Name: "shell", Arguments: `{"command":"go test"}`, Output: "ok"}}}, {Text: "Added."}}}
+	b, err := tr.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseTrace(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ThinkMS != 4200 || len(back.History) != len(tr.History) {
+		t.Fatalf("read back %+v", back)
+	}
+	s := NewReplay(nil, Timing{}, back)
+	items := append(slices.Clip(back.History), protocol.UserMessage(back.Task))
+	for k := range back.Steps {
+		got, _ := collect(t, s, &Request{Items: items})
+		if want := back.StepItems(k, false); len(got) != len(want) || itemKey(got[0]) != itemKey(want[0]) {
+			t.Fatalf("step %d: %v, want %v", k, got, want)
+		}
+		items = append(items, back.StepItems(k, true)...)
 	}
 }
 

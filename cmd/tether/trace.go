@@ -170,14 +170,24 @@ type traceStats struct {
 // output tokens and duration.
 func showTrace(w io.Writer, r *sampler.Renderer, t *sampler.Trace) traceStats {
 	var st traceStats
+	for _, it := range t.History {
+		st.context += len(r.Item(it))
+	}
+	history := st.context
 	task := protocol.UserMessage(t.Task)
-	st.context = len(r.Item(task))
+	st.context += len(r.Item(task))
 	from := "repo " + t.Repo
 	if t.Repo == "" {
 		from = "imported from " + t.Source
 	}
 	fmt.Fprintf(w, "trace %s (model %s%s): %s, %d steps, %d calls\n", t.Name, sampler.ReplayPrefix, t.Name, from, len(t.Steps), t.Calls())
-	fmt.Fprintf(w, "task: %s (%d tokens)\n", summary(t.Task, 100), st.context)
+	if len(t.History) > 0 {
+		fmt.Fprintf(w, "history: %d items of the session before this turn (%d tokens)\n", len(t.History), history)
+	}
+	if t.ThinkMS > 0 {
+		fmt.Fprintf(w, "think: %.1f s from the previous turn's answer to the task\n", float64(t.ThinkMS)/1e3)
+	}
+	fmt.Fprintf(w, "task: %s (%d tokens)\n", summary(t.Task, 100), st.context-history)
 	first := st.context
 	var outs []int
 	var model, tools int

@@ -362,7 +362,8 @@ func TestTraceImport(t *testing.T) {
 	}
 	stdout.Reset()
 	if code := run(context.Background(), []string{"trace", "show", filepath.Join(out, "codex-fc5ab61a-1.jsonl")}, &stdout, &stderr); code != 0 ||
-		!strings.Contains(stdout.String(), "imported from codex rollout 019c8a4c") || !strings.Contains(stdout.String(), "recorded: model 16.8 s, tools 3.5 s") {
+		!strings.Contains(stdout.String(), "imported from codex rollout 019c8a4c") || !strings.Contains(stdout.String(), "recorded: model 16.8 s, tools 3.5 s") ||
+		!strings.Contains(stdout.String(), "history: 2 items of the session before this turn") {
 		t.Errorf("trace show: %d\n%s", code, stdout.String())
 	}
 

@@ -236,8 +236,12 @@ func printImport(w io.Writer, file string, traces []*sampler.Trace, rep *traceim
 		for _, n := range order {
 			calls = append(calls, fmt.Sprintf("%s %d", n, byName[n]))
 		}
-		fmt.Fprintf(w, "  %s: %d steps, %d calls (%s); recorded model time %s, tool time %s\n    %s\n", t.Name, len(t.Steps), t.Calls(),
-			strings.Join(calls, ", "), model.Round(time.Millisecond), tools.Round(time.Millisecond), filepath.Join(out, t.Name+".jsonl"))
+		byTool := ""
+		if len(calls) > 0 {
+			byTool = " (" + strings.Join(calls, ", ") + ")"
+		}
+		fmt.Fprintf(w, "  %s: %d steps, %d calls%s; recorded model time %s, tool time %s\n    %s\n", t.Name, len(t.Steps), t.Calls(),
+			byTool, model.Round(time.Millisecond), tools.Round(time.Millisecond), filepath.Join(out, t.Name+".jsonl"))
 	}
 	if len(rep.Skipped) > 0 {
 		var kinds []string

@@ -395,7 +395,7 @@ func warmUp(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, 
 			key, ro = "ablate-"+run+"-probe", timingProbe()
 		}
 		res, err := c.Run(ctx, clienttools.Rollout{Mode: mode.Mode, Funcs: ro.Tools(""), Request: &protocol.CreateRequest{
-			Model: ro.Model, Input: userTask(ro.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}})
+			Model: ro.Model, Input: ro.input(), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}})
 		if err != nil {
 			return fmt.Errorf("ablate: warm-up in %s: %w", mode, err)
 		}
@@ -423,7 +423,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	}
 	c := tg.client(cfg, mode)
 	ro := clienttools.Rollout{Mode: mode.Mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
-		Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
+		Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
 	paths0, err := tg.paths()
 	if err != nil {
 		return nil, err

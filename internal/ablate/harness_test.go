@@ -168,7 +168,7 @@ func TestTrialsKeptApartByKey(t *testing.T) {
 	key := res.Trials[0].PromptCacheKey
 	c := &clienttools.Client{BaseURL: base}
 	again, err := c.Run(t.Context(), clienttools.Rollout{Mode: clienttools.ModeStateless, Funcs: w.Tools(""),
-		Request: &protocol.CreateRequest{Model: w.Model, Input: userTask(w.Task), PromptCacheKey: &key}})
+		Request: &protocol.CreateRequest{Model: w.Model, Input: w.input(), PromptCacheKey: &key}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 				}
 				key := fmt.Sprintf("load-%d-%d", i, n)
 				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event,
-					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: userTask(cfg.Workload.Task), PromptCacheKey: &key}})
+					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}})
 				// Refused before it began (its server draining, or down):
 				// with more servers, tried again on the next at once.
 				refused := err != nil && out.Response == nil && len(out.Turns) == 0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ type Workload struct {
 	Name  string
 	Model string
 	Task  string
+	// History is the conversation sent before the task (an imported
+	// turn's session before it); nil for none.
+	History protocol.Items
 	// Tools builds one trial's tools. dir is a fresh copy of the fixture
 	// repository when Repo is set, "" otherwise.
 	Tools func(dir string) []clienttools.Func
@@ -38,7 +42,7 @@ type Workload struct {
 // TraceWorkload replays a recorded coding-agent rollout (model replay:NAME);
 // tools is ToolsReal, ToolsReplay or ToolsInstant.
 func TraceWorkload(tr *sampler.Trace, tools string) (Workload, error) {
-	w := Workload{Name: "trace:" + tr.Name + " tools:" + tools, Model: sampler.ReplayPrefix + tr.Name, Task: tr.Task}
+	w := Workload{Name: "trace:" + tr.Name + " tools:" + tools, Model: sampler.ReplayPrefix + tr.Name, Task: tr.Task, History: tr.History}
 	for _, s := range tr.Steps {
 		w.Calls += len(s.Calls)
 	}
@@ -244,5 +248,7 @@ func trialDir() (string, func(), error) {
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
-// userTask is the trial's request input.
-func userTask(task string) protocol.Items { return protocol.Items{protocol.UserMessage(task)} }
+// input is the first request's input: the history, then the task.
+func (w Workload) input() protocol.Items {
+	return append(slices.Clip(w.History), protocol.UserMessage(w.Task))
+}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -269,24 +270,31 @@ func (s *session) item(payload json.RawMessage, at time.Time, rep *Report) error
 	if err := json.Unmarshal(payload, &head); err != nil || head.Type == "" {
 		return fmt.Errorf("response_item without a type (%v)", err)
 	}
+	if head.Type == "message" && head.Role != "assistant" {
+		text := messageText(payload)
+		switch {
+		case head.Role == "user" && s.cur != nil && len(s.cur.Steps) > 0:
+			rep.skip("response_item/message (user, mid-turn)")
+			s.context(message(protocol.RoleUser, text)) // the turns after it read it
+		case head.Role == "user" && !strings.HasPrefix(strings.TrimSpace(text), "<"):
+			// The prompt, which an event names too: the task when none
+			// does.
+			if s.cur != nil {
+				s.userText = text
+			}
+		default:
+			// Instructions (developer) and the context Codex adds to the
+			// prompt (tagged, like <environment_context>): the model reads
+			// them before the turn.
+			s.context(message(protocol.Role(head.Role), text))
+		}
+		return nil
+	}
 	if s.cur == nil {
-		return nil // the instructions and context before the first user turn
+		return nil // nothing of the model's comes before the first user turn
 	}
 	switch head.Type {
 	case "message":
-		if head.Role != "assistant" {
-			switch {
-			case head.Role == "user" && len(s.cur.Steps) > 0:
-				rep.skip("response_item/message (user, mid-turn)")
-			case head.Role == "user":
-				// The prompt, or context Codex adds to it (tagged, like
-				// <environment_context>): the task when no event names it.
-				if text := messageText(payload); !strings.HasPrefix(strings.TrimSpace(text), "<") {
-					s.userText = text
-				}
-			}
-			return nil
-		}
 		var m struct {
 			Content []struct {
 				Type string `json:"type"`

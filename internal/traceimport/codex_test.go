@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -44,8 +45,27 @@ func TestCodexEveryType(t *testing.T) {
 	if len(s2.Calls) != 0 || !strings.HasPrefix(s2.Text, "Fixed:") || s2.ReasoningTokens != 10 {
 		t.Errorf("step 2: %+v", s2)
 	}
-	if got := traces[1]; len(got.Steps) != 1 || got.Steps[0].Text != "You're welcome." || got.Task != "Thanks, that's all." {
+	if got := traces[1]; len(got.Steps) != 1 || got.Steps[0].Text != "You're welcome." || got.Task != "Thanks, that's all." || got.ThinkMS != 69000 {
 		t.Errorf("turn 3: %+v", got)
+	}
+	// Each turn's history is the session before it: the instructions and
+	// context Codex gave the model, then the earlier turns (turn 2's call
+	// left out: it was never answered).
+	for i, want := range []string{
+		"developer user",
+		"developer user user assistant function_call function_call function_call_output function_call_output custom_tool_call custom_tool_call_output assistant user",
+	} {
+		var got []string
+		for _, it := range traces[i].History {
+			if m, ok := it.(*protocol.Message); ok {
+				got = append(got, string(m.Role))
+			} else {
+				got = append(got, string(it.ItemType()))
+			}
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s's history: %s\nwant %s", traces[i].Name, strings.Join(got, " "), want)
+		}
 	}
 	want := map[string]int{
 		"compacted": 1, "output/input_image": 1,

@@ -3,6 +3,7 @@ package traceimport
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +21,8 @@ import (
 // are put together into sessions by what links them: a request's
 // previous_response_id; the appends of a suspended rollout; and, for a
 // client that sends the whole conversation each time (stateless HTTP), the
-// model's items its input carries back (a call's call_id, a message's id
-// or text), the items after the last of them being what it adds. A request
+// model's items its input carries back (a call's call_id, a message's
+// id), the items after the last of them being what it adds. A request
 // linked to nothing begins a session. In a session, a user message begins
 // a turn unless calls are waiting for their outputs; a step's model time
 // runs from the request (or the append) to its last item, and a call's
@@ -35,7 +36,7 @@ func Record(r io.Reader, name string) ([]*sampler.Trace, *Report, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	im := &recordImport{rep: &Report{Lines: 1}, responses: map[string]*recResponse{}, owner: map[string]*recSession{}}
+	im := &recordImport{rep: &Report{Lines: 1}, responses: map[string]*recResponse{}, owner: map[string][]*recSession{}}
 	for {
 		l, err := rd.Next()
 		if err == io.EOF {
@@ -77,7 +78,7 @@ type recordImport struct {
 	rep       *Report
 	sessions  []*recSession
 	responses map[string]*recResponse
-	owner     map[string]*recSession // the session each of the model's items (by itemKey) came from
+	owner     map[string][]*recSession // the sessions each of the model's items (by itemKey) came from, in order
 }
 
 // recSession is one client's conversation in the log.
@@ -173,38 +174,64 @@ func (im *recordImport) sessionOf(req *protocol.CreateRequest) (*recSession, pro
 		return nil, req.Input
 	}
 	for i := len(req.Input) - 1; i >= 0; i-- {
-		for _, k := range itemKeys(req.Input[i]) {
-			if s := im.owner[k]; s != nil {
-				return s, req.Input[i+1:]
+		k := itemKey(req.Input[i])
+		if k == "" {
+			continue
+		}
+		// Replayed sessions make the same items (a replay's call ids are
+		// its trace's): the one waiting on the call, else the latest that
+		// made it.
+		owners := im.owner[k]
+		for j := len(owners) - 1; j >= 0; j-- {
+			if id, ok := strings.CutPrefix(k, "call:"); ok && owners[j].calls[id] != nil {
+				return owners[j], req.Input[i+1:]
 			}
+		}
+		if len(owners) > 0 {
+			return owners[len(owners)-1], req.Input[i+1:]
 		}
 	}
 	return nil, req.Input
 }
 
-// input takes what a client sent a session: a user message begins a turn
-// (unless calls wait for outputs: then it steers the turn, which a replay
-// cannot do), outputs answer the turn's calls.
+// input takes what a client sent a session. Its last user message begins
+// a turn, unless calls wait for outputs: then it steers the turn, which a
+// replay cannot do. Outputs answer the turn's calls. What comes before
+// that message (instructions, earlier messages, a conversation the client
+// brought with its calls and outputs) is the turn's history.
 func (im *recordImport) input(s *recSession, items protocol.Items, at time.Time) {
-	for _, it := range items {
+	last := -1
+	for i, it := range items {
+		if m, ok := it.(*protocol.Message); ok && m.Role == protocol.RoleUser {
+			last = i
+		}
+	}
+	for i, it := range items {
 		switch it := it.(type) {
 		case *protocol.Message:
 			switch {
-			case it.Role != protocol.RoleUser:
-				// Instructions and context the client adds: part of the
-				// prompt, not of the turn.
-			case s.open > 0:
+			case it.Role == protocol.RoleUser && s.open > 0:
 				im.rep.skip("message (user, mid-turn)")
-			default:
+				s.context(it) // the turns after it read it
+			case i == last:
 				s.userMessage(contentText(it.Content, im.rep), at, im.rep)
+			default:
+				s.context(it)
 			}
-		case *protocol.FunctionCallOutput:
-			if !s.output(it.CallID, toolOutputText(it.Output, im.rep), at) {
-				im.rep.skip("function_call_output (no call of this turn)")
+		case *protocol.FunctionCallOutput, *protocol.CustomToolCallOutput:
+			callID, _, _ := protocol.AnswerOf(it)
+			switch {
+			case s.output(callID, toolOutputText(it, im.rep), at):
+			case i < last:
+				s.context(it)
+			default:
+				im.rep.skip(string(it.ItemType()) + " (no call of this turn)")
 			}
-		case *protocol.CustomToolCallOutput:
-			if !s.output(it.CallID, toolOutputText(it.Output, im.rep), at) {
-				im.rep.skip("custom_tool_call_output (no call of this turn)")
+		case *protocol.FunctionCall, *protocol.CustomToolCall:
+			if i < last {
+				s.context(it)
+			} else {
+				im.rep.skip("input/" + string(it.ItemType()))
 			}
 		default:
 			im.rep.skip("input/" + string(it.ItemType()))
@@ -214,8 +241,8 @@ func (im *recordImport) input(s *recSession, items protocol.Items, at time.Time)
 
 // modelItem takes an item the model made in session s.
 func (im *recordImport) modelItem(s *recSession, it protocol.Item, at time.Time) {
-	for _, k := range itemKeys(it) {
-		im.owner[k] = s
+	if k := itemKey(it); k != "" && !slices.Contains(im.owner[k], s) {
+		im.owner[k] = append(im.owner[k], s)
 	}
 	if s.cur == nil {
 		im.rep.skip("item (before any user message)")
@@ -245,30 +272,27 @@ func (im *recordImport) modelItem(s *recSession, it protocol.Item, at time.Time)
 	}
 }
 
-// itemKeys are what identifies an item of the model's when a client sends
-// it back: a call's call_id; a message's id and its text (clients that
-// rebuild the conversation may drop ids); a reasoning item's id.
-func itemKeys(it protocol.Item) []string {
+// itemKey is what identifies an item of the model's when a client sends
+// it back: a call's call_id, a message's or a reasoning item's id; "" for
+// none. A client that drops a message's id, and sends no call after it,
+// begins a session of its own, whose turn has the conversation it sent as
+// its history: the same trace, apart.
+func itemKey(it protocol.Item) string {
 	switch it := it.(type) {
 	case *protocol.FunctionCall:
-		return []string{"call:" + it.CallID}
+		return "call:" + it.CallID
 	case *protocol.CustomToolCall:
-		return []string{"call:" + it.CallID}
+		return "call:" + it.CallID
 	case *protocol.Message:
-		if it.Role != protocol.RoleAssistant {
-			return nil
+		if it.Role == protocol.RoleAssistant && it.ID != "" {
+			return "id:" + it.ID
 		}
-		keys := []string{"text:" + contentText(it.Content, nil)}
-		if it.ID != "" {
-			keys = append(keys, "id:"+it.ID)
-		}
-		return keys
 	case *protocol.Reasoning:
 		if it.ID != "" {
-			return []string{"id:" + it.ID}
+			return "id:" + it.ID
 		}
 	}
-	return nil
+	return ""
 }
 
 // contentText is the text of a message's content parts; others are
@@ -290,8 +314,15 @@ func contentText(cs protocol.Contents, rep *Report) string {
 	return strings.Join(text, "\n")
 }
 
-// toolOutputText is a tool output as the model read it.
-func toolOutputText(o protocol.ToolOutput, rep *Report) string {
+// toolOutputText is a tool output's text as the model read it.
+func toolOutputText(it protocol.Item, rep *Report) string {
+	var o protocol.ToolOutput
+	switch it := it.(type) {
+	case *protocol.FunctionCallOutput:
+		o = it.Output
+	case *protocol.CustomToolCallOutput:
+		o = it.Output
+	}
 	if o.Parts == nil {
 		return o.Text
 	}

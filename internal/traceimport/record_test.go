@@ -66,8 +66,21 @@ func TestRecord(t *testing.T) {
 	if s1.Text != "Two files; patched." || s1.ModelMS != 600 || s1.ReasoningTokens != 4 {
 		t.Errorf("suspended step 1: %+v", s1)
 	}
-	if tr := traces[2]; tr.Task != "Thanks!" || len(tr.Steps) != 1 || tr.Steps[0].Text != "You are welcome." {
+	if len(traces[0].History)+len(traces[1].History) != 0 {
+		t.Errorf("first turns with a history: %v, %v", traces[0].History, traces[1].History)
+	}
+	// The turn after it: the session so far is its history (the steering
+	// message included, where it came), and the user thought 3.1 s.
+	tr = traces[2]
+	if tr.Task != "Thanks!" || len(tr.Steps) != 1 || tr.Steps[0].Text != "You are welcome." || tr.ThinkMS != 3100 {
 		t.Errorf("the turn after it: %+v", tr)
+	}
+	var history []string
+	for _, it := range tr.History {
+		history = append(history, string(it.ItemType()))
+	}
+	if got := strings.Join(history, " "); got != "message function_call custom_tool_call function_call_output message custom_tool_call_output message" {
+		t.Errorf("its history: %s", got)
 	}
 
 	want := map[string]int{

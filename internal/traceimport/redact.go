@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -19,7 +20,8 @@ import (
 // and so token counts, stay near the original's; tool names become
 // "tool_" and a hash. A function call's arguments stay JSON: their keys
 // (the tool's parameter names) are kept, their string values redacted.
-// Timings and token counts are kept.
+// Timings and token counts are kept. The history before the turn is
+// redacted the same way, item by item.
 func Redact(t *sampler.Trace) {
 	t.Task = filler(t.Task)
 	for i := range t.Steps {
@@ -27,7 +29,7 @@ func Redact(t *sampler.Trace) {
 		st.Text = filler(st.Text)
 		for j := range st.Calls {
 			c := &st.Calls[j]
-			c.Name = "tool_" + hash(c.Name)[:8]
+			c.Name = toolName(c.Name)
 			c.Output = filler(c.Output)
 			if c.Type == sampler.CustomCall {
 				c.Arguments = filler(c.Arguments)
@@ -36,6 +38,39 @@ func Redact(t *sampler.Trace) {
 			}
 		}
 	}
+	for i, it := range t.History {
+		t.History[i] = redactItem(it)
+	}
+}
+
+// toolName is a tool's name redacted.
+func toolName(name string) string { return "tool_" + hash(name)[:8] }
+
+// redactItem is a history item redacted, as Redact redacts a step: the
+// items of an import (messages of text, calls and their text outputs).
+func redactItem(it protocol.Item) protocol.Item {
+	switch it := it.(type) {
+	case *protocol.Message:
+		m := &protocol.Message{Role: it.Role}
+		for _, c := range it.Content {
+			switch c := c.(type) {
+			case *protocol.InputText:
+				m.Content = append(m.Content, &protocol.InputText{Text: filler(c.Text)})
+			case *protocol.OutputText:
+				m.Content = append(m.Content, &protocol.OutputText{Text: filler(c.Text)})
+			}
+		}
+		return m
+	case *protocol.FunctionCall:
+		return &protocol.FunctionCall{CallID: it.CallID, Name: toolName(it.Name), Arguments: redactJSON(it.Arguments)}
+	case *protocol.CustomToolCall:
+		return &protocol.CustomToolCall{CallID: it.CallID, Name: toolName(it.Name), Input: filler(it.Input)}
+	case *protocol.FunctionCallOutput:
+		return &protocol.FunctionCallOutput{CallID: it.CallID, Output: protocol.ToolOutput{Text: filler(it.Output.Text)}}
+	case *protocol.CustomToolCallOutput:
+		return &protocol.CustomToolCallOutput{CallID: it.CallID, Output: protocol.ToolOutput{Text: filler(it.Output.Text)}}
+	}
+	return it
 }
 
 func hash(s string) string {

@@ -3,9 +3,11 @@ package traceimport
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -27,6 +29,12 @@ type turns struct {
 
 	done   []*sampler.Trace
 	turnOf []int // the turn each of done is
+
+	// conv is the session's conversation so far, as the model read it:
+	// each turn's trace begins with it as its history. lastModel is when
+	// the model last wrote, to time the user's think before a turn.
+	conv      protocol.Items
+	lastModel time.Time
 }
 
 // callRef finds a call of the current turn by its call_id.
@@ -38,7 +46,10 @@ type callRef struct {
 // startTurn begins a user turn.
 func (s *turns) startTurn(at time.Time) {
 	s.turn++
-	s.cur = &sampler.Trace{}
+	s.cur = &sampler.Trace{History: slices.Clip(s.conv)}
+	if !s.lastModel.IsZero() {
+		s.cur.ThinkMS = max(int(at.Sub(s.lastModel).Milliseconds()), 0)
+	}
 	s.step, s.stepAt, s.calls, s.open, s.bad, s.tasked = nil, at, map[string]*callRef{}, 0, "", false
 }
 
@@ -57,9 +68,25 @@ func (s *turns) userMessage(text string, at time.Time, rep *Report) {
 		s.startTurn(at)
 	}
 	s.cur.Task = text
+	s.conv = append(s.conv, protocol.UserMessage(text))
 	if len(s.cur.Steps) == 0 {
 		s.stepAt = at
 	}
+}
+
+// context is an item the client put in the conversation besides the
+// user's turns (instructions, the environment, a conversation it brought):
+// the history of the turns after it holds it.
+func (s *turns) context(it protocol.Item) {
+	s.conv = append(s.conv, it)
+	if s.cur != nil && len(s.cur.Steps) == 0 {
+		s.cur.History = append(s.cur.History, it) // read before the turn's first step
+	}
+}
+
+// message is a message of role with text.
+func message(role protocol.Role, text string) *protocol.Message {
+	return &protocol.Message{Role: role, Content: protocol.Contents{&protocol.InputText{Text: text}}}
 }
 
 // modelStep is the step the model is writing, begun by its first item.
@@ -69,6 +96,7 @@ func (s *turns) modelStep(at time.Time) *sampler.TraceStep {
 		s.step = &s.cur.Steps[len(s.cur.Steps)-1]
 	}
 	s.step.ModelMS = max(int(at.Sub(s.stepAt).Milliseconds()), 0)
+	s.lastModel = at
 	return s.step
 }
 
@@ -87,6 +115,20 @@ func (s *turns) endTurn(rep *Report) {
 	s.cur, s.step = nil, nil
 	if t == nil {
 		return
+	}
+	if len(s.calls) > 0 {
+		// Calls never answered: the conversation goes on without them (a
+		// call without its output is not an input the API takes).
+		s.conv = slices.DeleteFunc(s.conv, func(it protocol.Item) bool {
+			switch it := it.(type) {
+			case *protocol.FunctionCall:
+				return s.calls[it.CallID] != nil
+			case *protocol.CustomToolCall:
+				return s.calls[it.CallID] != nil
+			}
+			return false
+		})
+		clear(s.calls)
 	}
 	if t.Task == "" {
 		t.Task = s.userText
@@ -129,6 +171,7 @@ func (s *turns) modelText(text string, at time.Time) {
 		st.Text += "\n\n"
 	}
 	st.Text += text
+	s.conv = append(s.conv, &protocol.Message{Role: protocol.RoleAssistant, Content: protocol.Contents{&protocol.OutputText{Text: text}}})
 }
 
 // call adds a tool call the model made to its step.
@@ -141,6 +184,11 @@ func (s *turns) call(c sampler.TraceCall, callID string, at time.Time, rep *Repo
 	st.Calls = append(st.Calls, c)
 	s.calls[callID] = &callRef{step: len(s.cur.Steps) - 1, index: len(st.Calls) - 1, at: at}
 	s.open++
+	if c.Type == sampler.CustomCall {
+		s.conv = append(s.conv, &protocol.CustomToolCall{CallID: callID, Name: c.Name, Input: c.Arguments})
+	} else {
+		s.conv = append(s.conv, &protocol.FunctionCall{CallID: callID, Name: c.Name, Arguments: c.Arguments})
+	}
 }
 
 // output is the output of call callID, as the model read it; false when
@@ -157,6 +205,11 @@ func (s *turns) output(callID, text string, at time.Time) bool {
 	c.Output = text
 	c.DurationMS = max(int(at.Sub(ref.at).Milliseconds()), 0) // a clock stepped back: none
 	s.step, s.stepAt = nil, at
+	if c.Type == sampler.CustomCall {
+		s.conv = append(s.conv, &protocol.CustomToolCallOutput{CallID: callID, Output: protocol.ToolOutput{Text: text}})
+	} else {
+		s.conv = append(s.conv, &protocol.FunctionCallOutput{CallID: callID, Output: protocol.ToolOutput{Text: text}})
+	}
 	return true
 }
 
