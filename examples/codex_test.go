@@ -18,7 +18,6 @@ import (
 
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/internal/traceimport"
-	"github.com/tether-run/tether/sampler"
 )
 
 // TestCodexCLI runs the Codex CLI (npm @openai/codex, pinned in
@@ -127,33 +126,36 @@ func TestCodexSessionReplay(t *testing.T) {
 	if recorded < 500*time.Millisecond {
 		t.Errorf("the recorded calls took %v: the sleeps alone are 500 ms", recorded)
 	}
-	embedded, err := sampler.LoadTraces()
+
+	// As a user would: the import, the trace's summary, and ablate --quick
+	// replaying it through the four designs with the recorded durations.
+	traceDir, out := t.TempDir(), t.TempDir()
+	tether := binary(t, "tether")
+	runOK(t, ".", nil, tether, "trace", "import", "--out", traceDir, "--name", "codex-session", files[0])
+	file := filepath.Join(traceDir, "codex-session.jsonl")
+	if show := runOK(t, ".", nil, tether, "trace", "show", file); !strings.Contains(show, "3 steps, 3 calls") || !strings.Contains(show, "imported from codex rollout") {
+		t.Errorf("trace show:\n%s", show)
+	}
+	if _, stderr, code := run(t, ".", nil, tether, "ablate", "--quick", "--workload", "trace:"+file, "--tools", "replay", "--out", out); code != 0 {
+		t.Fatalf("ablate: exit %d\n%s", code, stderr) // stderr is its progress
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ablate.TraceWorkload(tr, ablate.ToolsReplay)
-	if err != nil {
+	var res ablate.Results
+	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	var modes []ablate.Design
-	for _, m := range []string{"stateless", "chained", "turns", "suspend"} {
-		d, err := ablate.ParseDesign(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		modes = append(modes, d)
-	}
-	res, err := ablate.Run(t.Context(), ablate.Config{Workload: w, Traces: append(embedded, tr), Modes: modes, Speeds: []float64{1000}, Reps: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Trials) != 4 {
-		t.Fatalf("%d trials, want one a design", len(res.Trials))
-	}
+	modes := map[string]bool{}
 	for _, tri := range res.Trials {
+		modes[tri.Mode] = true
 		if tri.Calls != 3 || time.Duration(tri.ToolsUS)*time.Microsecond < recorded*9/10 {
 			t.Errorf("%s: %d calls, %v waiting on tools; want 3 calls and the recorded %v", tri.Mode, tri.Calls, time.Duration(tri.ToolsUS)*time.Microsecond, recorded)
 		}
+	}
+	if len(modes) != 4 || len(res.Trials) != 4 {
+		t.Errorf("trials %d in modes %v: want one in each of the four designs", len(res.Trials), modes)
 	}
 }
 
