@@ -357,6 +357,7 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 		return greeting, nil
 	}
 	var w citingWriter
+	names := newCallNames(items[:j])
 	for _, it := range items[j:] {
 		if ok, isOK := it.(*protocol.MCPApprovalResponse); isOK && ok.Approve {
 			continue // the approved call's mcp_call says what it did
@@ -365,11 +366,11 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 			w.text("; ")
 		}
 		if ok, isOK := it.(*protocol.MCPApprovalResponse); isOK {
-			w.text(callName(items[:j], ok.ApprovalRequestID) + " was not approved")
+			w.text(names.of(ok.ApprovalRequestID) + " was not approved")
 			continue
 		}
 		if callID, _, ok := protocol.AnswerOf(it); ok {
-			w.text(callName(items[:j], callID))
+			w.text(names.of(callID))
 			if q := quote(toolOutputText(it)); q != "" {
 				w.text(" returned: " + q)
 			} else {
@@ -484,10 +485,36 @@ func isResult(it protocol.Item) bool {
 	return false
 }
 
-// callName is the name of the function call with callID, or "the tool".
-func callName(items protocol.Items, callID string) string {
-	for i := len(items) - 1; i >= 0; i-- {
-		if c, ok := protocol.CallOf(items[i]); ok && c.CallID == callID && c.Name != "" {
+// callNames finds the names of the calls in a conversation by call id,
+// the newest of each id, as a model reading back from its last item finds
+// it: it reads back only as far as the ids asked for take it, and never
+// reads an item twice (a request may answer thousands of calls).
+type callNames struct {
+	items protocol.Items // what is left to read, from its end
+	names map[string]string
+}
+
+func newCallNames(items protocol.Items) *callNames { return &callNames{items: items} }
+
+// of is the name of the call with callID, or "the tool".
+func (n *callNames) of(callID string) string {
+	if name, ok := n.names[callID]; ok {
+		return name
+	}
+	for len(n.items) > 0 {
+		it := n.items[len(n.items)-1]
+		n.items = n.items[:len(n.items)-1]
+		c, ok := protocol.CallOf(it)
+		if !ok || c.Name == "" {
+			continue
+		}
+		if n.names == nil {
+			n.names = map[string]string{}
+		}
+		if _, seen := n.names[c.CallID]; !seen {
+			n.names[c.CallID] = c.Name
+		}
+		if c.CallID == callID {
 			return c.Name
 		}
 	}
