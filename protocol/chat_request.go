@@ -10,8 +10,8 @@ import (
 // Context does, as it converts.
 func DecodeChatRequest(data []byte) (*ChatRequest, *Error) {
 	var r ChatRequest
-	if err := unmarshal(data, &r); err != nil {
-		return nil, bodyError(err)
+	if _, perr := unmarshalRequest(data, &r, ""); perr != nil {
+		return nil, perr
 	}
 	return &r, nil
 }

@@ -207,8 +207,8 @@ func decodeAppendInput(data []byte) (Items, *Error) {
 	var in struct {
 		Input jsontext.Value `json:"input"`
 	}
-	if err := unmarshal(data, &in); err != nil {
-		return nil, Invalid(CodeInvalidType, "input", "Invalid input: %s.", jsonReason(err))
+	if _, perr := unmarshalRequest(data, &in, ""); perr != nil {
+		return nil, perr
 	}
 	return decodeInput(json.RawMessage(in.Input))
 }
@@ -291,7 +291,9 @@ func decodeAppend(head clientHead, lane string, data []byte) (ClientEvent, *Erro
 	var items Items
 	var perr *Error
 	if head.input != nil {
-		items, perr = decodeInput(head.input)
+		if perr = checkNumbers(head.input, "input"); perr == nil {
+			items, perr = decodeInput(head.input)
+		}
 	} else {
 		items, perr = decodeAppendInput(data)
 	}

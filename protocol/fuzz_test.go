@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -113,6 +115,20 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 			}
 		}
 		roundTrip(t, r, protocol.DecodeCreateRequest)
+		// What the server would echo of it, every client can read: the
+		// request written back is JSON a strict decoder takes (valid
+		// UTF-8, no name twice) with numbers encoding/json reads.
+		b, err := protocol.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !jsontext.Value(b).IsValid() {
+			t.Fatalf("%q re-encodes as %q: not strict JSON", data, b)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%q re-encodes as %q, which encoding/json refuses: %v", data, b, err)
+		}
 	})
 }
 

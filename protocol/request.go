@@ -74,8 +74,8 @@ type wireCreate struct {
 // error param. It does not validate: call Validate.
 func DecodeCreateRequest(data []byte) (*CreateRequest, *Error) {
 	var w wireCreate
-	if err := unmarshal(data, &w); err != nil {
-		return nil, bodyError(err)
+	if _, perr := unmarshalRequest(data, &w, ""); perr != nil {
+		return nil, perr
 	}
 	req := w.CreateRequest
 	items, perr := decodeInput(w.Input)
