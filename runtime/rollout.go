@@ -433,7 +433,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	// The status is read by other goroutines (a draining Shutdown asks
 	// whether the rollout is parked): written under mu.
 	r.mu.Lock()
-	r.resp.Usage = &r.usage
+	// A copy: the response outlives the rollout (stored, cached), and a
+	// pointer into the rollout would keep all of it alive with it.
+	usage := r.usage
+	r.resp.Usage = &usage
 	r.resp.RequiredAction = nil
 	terminal := protocol.EventCompleted
 	switch cause := context.Cause(ctx); {

@@ -52,8 +52,8 @@ func TestMemoryStoreBytes(t *testing.T) {
 		}
 		return ids
 	}
-	// Each record is a little over 10 KB: a tenant keeps 3, all keep 5.
-	st := runtime.NewMemoryStore(runtime.MemoryStoreOptions{MaxBytes: 56_000, MaxTenantBytes: 35_000})
+	// Each record holds a little over 11 KB: a tenant keeps 3, all keep 5.
+	st := runtime.NewMemoryStore(runtime.MemoryStoreOptions{MaxBytes: 60_000, MaxTenantBytes: 36_000})
 	for i := range 4 {
 		if err := st.Put(ctx, rec("a", i)); err != nil {
 			t.Fatal(err)
