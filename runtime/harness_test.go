@@ -37,9 +37,10 @@ type harness struct {
 	srv     *runtime.Server
 	metrics *prommetrics.Metrics // srv's observer, on /metrics (unless the test gave its own)
 	hs      *httptest.Server
-	base    string // http://127.0.0.1:PORT/v1
-	ws      string // ws://127.0.0.1:PORT/v1/responses
-	wire    wire   // what h.dial connects over
+	client  *http.Client // trusts hs's certificate when it serves TLS
+	base    string       // http://127.0.0.1:PORT/v1 (https:// over TLS)
+	ws      string       // ws://127.0.0.1:PORT/v1/responses
+	wire    wire         // what h.dial connects over
 	wt      *tetherwt.Endpoint
 }
 
@@ -62,8 +63,13 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 		t.Fatal(err)
 	}
 	srv.Handle("GET /metrics", metrics.Handler())
-	hs := httptest.NewServer(srv)
-	h := &harness{srv: srv, metrics: metrics, hs: hs, base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses", wire: w}
+	hs := httptest.NewUnstartedServer(srv)
+	if w.tls {
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
+	h := &harness{srv: srv, metrics: metrics, hs: hs, client: hs.Client(), base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses", wire: w}
 	if w.webTransport {
 		h.startWT(t)
 	}

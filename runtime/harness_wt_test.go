@@ -23,6 +23,7 @@ import (
 type wire struct {
 	webTransport bool
 	enc          protocol.Encoding
+	tls          bool // HTTP and WebSocket over TLS (https://, wss://)
 }
 
 func (w wire) String() string {
@@ -35,8 +36,8 @@ func (w wire) String() string {
 
 // wires are the four: WebSocket and WebTransport, JSON and msgpack.
 var wires = []wire{
-	{false, protocol.EncodingJSON}, {false, protocol.EncodingMsgpack},
-	{true, protocol.EncodingJSON}, {true, protocol.EncodingMsgpack},
+	{enc: protocol.EncodingJSON}, {enc: protocol.EncodingMsgpack},
+	{webTransport: true, enc: protocol.EncodingJSON}, {webTransport: true, enc: protocol.EncodingMsgpack},
 }
 
 // forWires runs f once per wire, as parallel subtests named by it.

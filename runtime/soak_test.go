@@ -37,6 +37,16 @@ type soakCounts struct {
 // the live heap has not grown. TETHER_SOAK=60s runs it longer (2s by
 // default); TETHER_SOAK_HEAP=FILE writes the heap profile at its end.
 func TestFaultSoak(t *testing.T) {
+	for _, w := range []wire{{enc: testEncoding}, {enc: testEncoding, tls: true}} {
+		name := "ws"
+		if w.tls {
+			name = "wss"
+		}
+		t.Run(name, func(t *testing.T) { faultSoak(t, w) })
+	}
+}
+
+func faultSoak(t *testing.T, w wire) {
 	d := 2 * time.Second
 	if s := os.Getenv("TETHER_SOAK"); s != "" {
 		var err error
@@ -48,12 +58,12 @@ func TestFaultSoak(t *testing.T) {
 	// which is not the growth this looks for.
 	scripted := sampler.NewScripted(renderer(t), sampler.Timing{})
 	scripted.Cache().Configure(sampler.PrefixCacheOptions{MaxTokens: 1 << 16, MaxConversations: 16})
-	h := newHarness(t, runtime.Options{
+	h := newHarnessOn(t, runtime.Options{
 		Renderer:   renderer(t),
 		Models:     map[string]runtime.Sampler{"tether-scripted": scripted},
 		Timeouts:   runtime.Timeouts{Write: time.Second},
 		Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute},
-	})
+	}, w)
 	baseGoroutines := runtimeGoroutines()
 	baseHeap := liveHeap()
 
@@ -104,7 +114,7 @@ func TestFaultSoak(t *testing.T) {
 func soakDial(t *testing.T, h *harness, auth http.Header) *wsConn {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: auth}))
+	c, _, err := websocket.Dial(ctx, h.ws, testDialOptions(&websocket.DialOptions{HTTPHeader: auth, HTTPClient: h.client}))
 	if err != nil {
 		t.Fatal(err)
 	}

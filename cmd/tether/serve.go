@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +41,7 @@ SIGTERM or SIGINT.`, `tether serve --addr 127.0.0.1:8080 --tps 1000 --ttft 50ms
 tether serve --config models.json --traces ./my-traces`, 0)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; port 0 picks a free port")
 	wtAddr := fs.String("wt-addr", "", "also serve WebTransport (and HTTP/3) on this UDP address, such as 127.0.0.1:8443; port 0 picks a free port")
-	tlsCert := fs.String("tls-cert", "", "certificate (PEM) for --wt-addr; default: a self-signed ECDSA P-256 certificate valid 13 days, generated at start, whose SHA-256 is printed for pinning")
+	tlsCert := fs.String("tls-cert", "", "certificate chain (PEM): given, the API listener serves HTTPS and WSS with it (TLS 1.2 and later), and --wt-addr too; reloaded on SIGHUP. Without it the API is plain HTTP, and --wt-addr gets a self-signed ECDSA P-256 certificate valid 13 days, generated at start, whose SHA-256 is printed for pinning")
 	tlsKey := fs.String("tls-key", "", "private key (PEM) of --tls-cert")
 	origins := fs.String("origin", "", "origins besides the server's own whose pages may connect by WebSocket or WebTransport: host patterns, comma-separated (localhost:*,*.example.com)")
 	configPath := fs.String("config", "", "JSON file of per-model settings (timing, upstream servers), MCP servers and a trace directory")
@@ -139,6 +140,13 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	if (*tlsCert == "") != (*tlsKey == "") {
 		fmt.Fprintln(stderr, "tether: --tls-cert and --tls-key go together")
 		return 2
+	}
+	var certs *certFiles
+	if *tlsCert != "" {
+		if certs, err = loadCertFiles(*tlsCert, *tlsKey); err != nil {
+			fmt.Fprintln(stderr, "tether: --tls-cert:", err)
+			return 2
+		}
 	}
 	var keys *runtime.Keys
 	if keyMap != nil {
@@ -259,12 +267,28 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)} // failed handshakes, and the like: a client's doing
+	scheme := "http"
+	if certs != nil {
+		hs.TLSConfig, scheme = certs.config(), "https"
+		certs.reloadOnHUP(ctx, log)
+	}
 	var wt *webtransport.Endpoint
+	var wtHash string
 	if *wtAddr != "" {
-		cert, err := certificate(*tlsCert, *tlsKey, *wtAddr)
-		if err == nil {
-			wt, err = webtransport.Listen(srv, *wtAddr, cert)
+		if certs != nil {
+			wt, err = webtransport.ListenTLS(srv, *wtAddr, certs.config())
+			h := webtransport.CertificateHash(*certs.cur.Load()) // the first's: a renewed one needs no pin
+			wtHash = hex.EncodeToString(h[:])
+		} else {
+			var cert tls.Certificate
+			if cert, err = selfSigned(*wtAddr); err == nil {
+				wt, err = webtransport.Listen(srv, *wtAddr, cert)
+			}
+			if err == nil {
+				wtHash = wt.CertificateHash()
+			}
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: --wt-addr:", err)
@@ -273,9 +297,9 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		defer wt.Close()
 	}
 	// An address a client can use: on every interface, loopback is one.
-	fmt.Fprintf(stdout, "listening on http://%s\n", runtime.DialableAddr(ln.Addr()))
+	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, runtime.DialableAddr(ln.Addr()))
 	if wt != nil {
-		fmt.Fprintln(stdout, webTransportLine(strings.TrimSuffix(wt.URL(), "/v1"), wt.CertificateHash()))
+		fmt.Fprintln(stdout, webTransportLine(strings.TrimSuffix(wt.URL(), "/v1"), wtHash))
 	}
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
 		log.Info("serving on every interface", "addr", ln.Addr().String())
@@ -290,7 +314,13 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if certs != nil {
+			errc <- hs.ServeTLS(ln, "", "") // the certificate is TLSConfig's
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		fmt.Fprintln(stderr, "tether:", err)
@@ -332,13 +362,10 @@ func parseBytes(s string) (int64, error) {
 	return n, nil
 }
 
-// certificate is the WebTransport endpoint's: the PEM pair given, or a
-// self-signed one for the address's host (and localhost) that browsers
-// accept by its hash.
-func certificate(certFile, keyFile, addr string) (tls.Certificate, error) {
-	if certFile != "" {
-		return tls.LoadX509KeyPair(certFile, keyFile)
-	}
+// selfSigned is the WebTransport endpoint's certificate without
+// --tls-cert: a self-signed one for the address's host (and localhost)
+// that browsers accept by its hash.
+func selfSigned(addr string) (tls.Certificate, error) {
 	hosts := []string{"localhost", "127.0.0.1", "::1"}
 	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && !slices.Contains(hosts, h) {
 		hosts = append(hosts, h)

@@ -45,13 +45,24 @@ type Endpoint struct {
 // WaitGroup that its Close waits on, a race when Close comes as Serve
 // starts.
 func Listen(srv *runtime.Server, addr string, cert tls.Certificate) (*Endpoint, error) {
+	e, err := ListenTLS(srv, addr, &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err == nil {
+		e.hash = CertificateHash(cert)
+	}
+	return e, err
+}
+
+// ListenTLS is Listen with a TLS configuration of the caller's: one whose
+// GetCertificate serves a certificate renewed while it runs, say. Its
+// CertificateHash is zero: a certificate that changes is not pinned.
+func ListenTLS(srv *runtime.Server, addr string, cfg *tls.Config) (*Endpoint, error) {
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return nil, err
 	}
-	e := &Endpoint{srv: srv, opts: srv.Options(), pc: pc, hash: CertificateHash(cert)}
+	e := &Endpoint{srv: srv, opts: srv.Options(), pc: pc}
 	h3 := &http3.Server{
-		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
+		TLSConfig: http3.ConfigureTLSConfig(cfg),
 		QUICConfig: &quic.Config{
 			EnableDatagrams:                  true,
 			EnableStreamResetPartialDelivery: true,
