@@ -63,6 +63,7 @@ const (
 	CodeTooManySuspended    = "too_many_suspended"
 	CodeTenantSuspended     = "tenant_suspended_limit"
 	CodeTooManyConnections  = "too_many_connections"
+	CodeServerMemory        = "server_memory_full" // the server's memory budget (Limits.MaxMemory) has no room for a request: retry shortly
 	CodeTenantConnections   = "tenant_connection_limit"
 	CodeRateLimited         = "rate_limit_exceeded"
 	CodeTenantInFlight      = "tenant_inflight_limit"

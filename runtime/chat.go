@@ -19,7 +19,8 @@ import (
 // An error before the first chunk is an HTTP error; one after it is a last
 // `data: {"error": {...}}` event, without [DONE].
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	body, perr := s.readBody(w, r)
+	body, done, perr := s.readHeldBody(w, r)
+	defer done()
 	if perr != nil {
 		writeError(w, perr)
 		return

@@ -28,14 +28,21 @@ type connScope struct {
 	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 	sessions   map[*session]struct{}    // the sessions in the scope (a WebTransport connection's streams), guarded by mu
 
-	mcp mcpConns // the MCP servers' tool lists and sessions its rollouts use
+	mcp mcpConns      // the MCP servers' tool lists and sessions its rollouts use
+	mem *memoryBudget // the server's: the creates' costs and the cache count in it
 }
 
-// end is the connection's end.
-func (c *connScope) end() { c.mcp.end() }
+// end is the connection's end: its cache goes with it.
+func (c *connScope) end() {
+	c.mcp.end()
+	c.mu.Lock()
+	c.mem.give(int64(c.cacheBytes))
+	c.cacheBytes = 0
+	c.mu.Unlock()
+}
 
-func newConnScope(opts *Options) *connScope {
-	return &connScope{
+func newConnScope(opts *Options, mem *memoryBudget) *connScope {
+	return &connScope{mem: mem,
 		slots: make(chan struct{}, opts.Limits.MaxInFlight),
 		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
 		latest:   make(map[*lane][]string),
@@ -101,6 +108,11 @@ func (c *connScope) reserve(size int, opts *Options) *protocol.Error {
 	if perr := c.overBudgetLocked(size, opts); perr != nil {
 		return perr
 	}
+	if size > 0 {
+		if perr := c.mem.take(requestCost(size)); perr != nil {
+			return perr
+		}
+	}
 	c.pending++
 	c.inBytes += size
 	return nil
@@ -120,6 +132,9 @@ func (c *connScope) release(size int) {
 	c.pending--
 	c.inBytes -= size
 	c.mu.Unlock()
+	if size > 0 {
+		c.mem.give(requestCost(size))
+	}
 }
 
 // overBudget says why a create of size bytes does not fit the
@@ -173,6 +188,7 @@ func (c *connScope) publish(ln *lane, conv *conversation, keep, limit int) {
 	id := conv.response.ID
 	c.cache[id] = conv
 	c.cacheBytes += conv.bytes()
+	c.mem.add(int64(conv.bytes()))
 	c.published++
 	c.cachedAt[id] = c.published
 	for c.cacheBytes > limit && len(c.cache) > 1 {
@@ -193,6 +209,7 @@ func (c *connScope) publish(ln *lane, conv *conversation, keep, limit int) {
 func (c *connScope) uncacheLocked(id string) {
 	if conv, ok := c.cache[id]; ok {
 		c.cacheBytes -= conv.bytes()
+		c.mem.give(int64(conv.bytes()))
 		delete(c.cache, id)
 		delete(c.cachedAt, id)
 	}

@@ -59,6 +59,31 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *prot
 	return body, nil
 }
 
+// readHeldBody is readBody for a request that is served from its body (a
+// create, a chat completion): the memory budget is taken for it (by its
+// Content-Length before it is read, when it has one) and held until done
+// is called, when the request has been served.
+func (s *Server) readHeldBody(w http.ResponseWriter, r *http.Request) (body []byte, done func(), perr *protocol.Error) {
+	var held int64
+	done = func() { s.mem.give(held) }
+	if n := r.ContentLength; n > 0 && n <= s.opts.Limits.MaxFrame {
+		if perr := s.mem.take(requestCost(int(n))); perr != nil {
+			return nil, done, perr
+		}
+		held = requestCost(int(n))
+	}
+	if body, perr = s.readBody(w, r); perr != nil {
+		return nil, done, perr
+	}
+	if more := requestCost(len(body)) - held; more > 0 { // a body of no stated length
+		if perr := s.mem.take(more); perr != nil {
+			return nil, done, perr
+		}
+		held += more
+	}
+	return body, done, nil
+}
+
 // handleCreate serves POST /v1/responses: JSON, or SSE when stream is true.
 // The state comes from the request alone (stateless) or from the store
 // (previous_response_id): HTTP has no connection to cache it on.
@@ -67,7 +92,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errShutdown())
 		return
 	}
-	body, perr := s.readBody(w, r)
+	body, done, perr := s.readHeldBody(w, r)
+	defer done()
 	if perr != nil {
 		writeError(w, perr)
 		return

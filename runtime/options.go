@@ -144,6 +144,14 @@ type Limits struct {
 	// MaxCallsPerStep bounds the tool calls of one sampling step: a step
 	// that makes more fails the response (too_many_tool_calls).
 	MaxCallsPerStep int
+	// MaxMemory is the server's memory budget, in bytes, for all its
+	// requests together: each create (HTTP, WebSocket, WebTransport) is
+	// admitted with what it will hold while it is served (requestCost of
+	// its size), held until it ends, and the connections' caches of
+	// responses count too; a WebSocket frame takes its bytes as they are
+	// read. A request that does not fit is refused with 503
+	// server_memory_full (and Retry-After over HTTP). 0 is none.
+	MaxMemory int64
 }
 
 // Timeouts bound how long the server waits on its clients and on itself.

@@ -94,6 +94,7 @@ type Server struct {
 	cancel context.CancelFunc //
 
 	admission *admission    // connections, responses in progress, request rates
+	mem       *memoryBudget // Limits.MaxMemory: what requests in progress and connection caches hold
 	suspended *suspendedSet // suspended rollouts by id, and their tails
 
 	// What Shutdown drains (shutdown.go).
@@ -110,6 +111,7 @@ type Server struct {
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
 	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts, func() time.Time { return s.now() })
+	s.mem = &memoryBudget{max: s.opts.Limits.MaxMemory}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {
 		s.cancel()
@@ -245,6 +247,9 @@ func (s *Server) unregister(sp *suspension) {
 // writeError writes an HTTP error body.
 func writeError(w http.ResponseWriter, perr *protocol.Error) {
 	w.Header().Set("Content-Type", "application/json")
+	if perr.Code == protocol.CodeServerMemory {
+		w.Header().Set("Retry-After", "1") // requests in progress end within seconds, most of them
+	}
 	w.WriteHeader(perr.Status)
 	w.Write(perr.HTTPErrorBody())
 }

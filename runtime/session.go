@@ -114,7 +114,7 @@ func (ln *lane) queueRefusal(sess *session, fork bool) *protocol.Error {
 // scope (nil: a scope of its own).
 func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encoding, scope *connScope) *session {
 	if scope == nil {
-		scope = newConnScope(&s.opts)
+		scope = newConnScope(&s.opts, s.mem)
 	}
 	ctx, cancel := context.WithCancel(WithTenant(context.Background(), Tenant(r.Context())))
 	sess := &session{

@@ -22,6 +22,11 @@ const peekFrame = 64 << 10
 func (sess *session) readLoop(ctx context.Context) error {
 	for {
 		data, binary, err := sess.conn.Read(ctx)
+		var refused *frameRefused
+		if errors.As(err, &refused) {
+			sess.sendError(refused.perr, "") // read and dropped: the connection goes on
+			continue
+		}
 		var perr *protocol.Error
 		if errors.As(err, &perr) {
 			// A frame the connection cannot skip (a WebTransport length
@@ -44,24 +49,36 @@ func (sess *session) readLoop(ctx context.Context) error {
 				"Binary frames are not supported on this connection: send each client event as one JSON text frame (or connect with the msgpack subprotocol)."), "")
 			continue
 		}
+		var decoding int64 // the server's memory budget taken while the frame is decoded
 		if len(data) > peekFrame {
 			// A large create past the connection's budget is refused
-			// before it is decoded (or transcoded) into a copy of itself.
-			if typ, lane, ok := protocol.PeekClientEventAs(enc, data); ok && typ == protocol.ClientCreate {
+			// before it is decoded (or transcoded) into a copy of itself;
+			// a large frame of any kind takes its cost from the server's
+			// budget while it is decoded (a create takes it again as it
+			// is admitted, for as long as it is served).
+			typ, lane, ok := protocol.PeekClientEventAs(enc, data)
+			if ok && typ == protocol.ClientCreate {
 				if perr := sess.scope.overBudget(len(data), &sess.srv.opts); perr != nil {
 					sess.sendError(perr, lane)
 					continue
 				}
 			}
+			decoding = requestCost(len(data))
+			if perr := sess.srv.mem.take(decoding); perr != nil {
+				sess.sendError(perr, lane)
+				continue
+			}
 		}
 		if enc == protocol.EncodingMsgpack {
 			if data, err = protocol.MsgpackToJSON(data); err != nil {
+				sess.srv.mem.give(decoding)
 				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
 					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
 				continue
 			}
 		}
 		ev, lane, perr := protocol.DecodeClientEvent(data)
+		sess.srv.mem.give(decoding)
 		decodeMicros := sess.srv.now().Sub(received).Microseconds()
 		if perr != nil {
 			if outOfBand(data) {

@@ -112,7 +112,7 @@ func (s *Server) OpenConnection(r *http.Request, transport string) (*Connection,
 			"Origin %q is not allowed to connect: it is not among this server's OriginPatterns.", r.Header.Get("Origin"))
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &Connection{srv: s, r: r, transport: transport, scope: newConnScope(&s.opts), ctx: ctx, cancel: cancel}, nil
+	return &Connection{srv: s, r: r, transport: transport, scope: newConnScope(&s.opts, s.mem), ctx: ctx, cancel: cancel}, nil
 }
 
 // Context is cancelled when the server shuts down and when c is closed:

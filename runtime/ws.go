@@ -3,7 +3,9 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,7 +40,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept has written the HTTP error
 	}
 	conn.SetReadLimit(s.opts.Limits.MaxFrame)
-	sess := newSession(s, &wsConn{Conn: conn, cork: cw.conn}, r, encodingOf(conn), nil)
+	sess := newSession(s, &wsConn{Conn: conn, cork: cw.conn, mem: s.mem, frameCost: 2 * s.opts.Limits.MaxFrame}, r, encodingOf(conn), nil)
 	if !s.track(sess) {
 		conn.Close(websocket.StatusGoingAway, "server shutting down")
 		s.releaseConn(sess.tenant)
@@ -74,13 +76,62 @@ func encodingOf(conn *websocket.Conn) protocol.Encoding {
 // corkingWriter): a batch of frames leaves in one write.
 type wsConn struct {
 	*websocket.Conn
-	cork *corkedConn
+	cork      *corkedConn
+	mem       *memoryBudget // the server's: a large frame takes frameCost from it while it is read
+	frameCost int64         // what reading the longest frame (Limits.MaxFrame) holds: its buffer, grown by doubling
 }
 
+// Read reads the next frame. A frame longer than peekFrame takes, as it
+// grows past it, what the longest frame's buffer holds (frameCost) from the
+// server's memory budget, all at once, so that many large frames arriving
+// together cannot hold more than the budget before any is admitted, and
+// those that find room are read whole (a frame that took its bytes a
+// piece at a time could wait on the others, all of them read in part and
+// none whole). One that finds no room is read to its end and dropped, and
+// the client told (frameRefused). What it took is given back once it is
+// read: its create then takes its own cost (connScope.reserve).
 func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
-	typ, b, err := c.Conn.Read(ctx)
-	return b, typ == websocket.MessageBinary, err
+	if c.mem == nil || c.mem.max <= 0 {
+		typ, b, err := c.Conn.Read(ctx)
+		return b, typ == websocket.MessageBinary, err
+	}
+	typ, r, err := c.Conn.Reader(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	var held int64
+	defer func() { c.mem.give(held) }()
+	b := make([]byte, 0, 4<<10)
+	for {
+		if len(b) == cap(b) {
+			if held == 0 && 2*cap(b) > peekFrame {
+				if perr := c.mem.take(c.frameCost); perr != nil {
+					if _, err := io.Copy(io.Discard, r); err != nil {
+						return nil, false, err
+					}
+					return nil, false, &frameRefused{perr}
+				}
+				held = c.frameCost
+			}
+			b = slices.Grow(b, cap(b))
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, typ == websocket.MessageBinary, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
 }
+
+// frameRefused is a frame a connection read to its end and dropped: the
+// server had no room for it. The client is told why; the connection goes
+// on.
+type frameRefused struct{ perr *protocol.Error }
+
+func (e *frameRefused) Error() string { return e.perr.Message }
 
 func (c *wsConn) Write(b []byte, binary bool, deadline time.Time) error {
 	typ := websocket.MessageText

@@ -81,6 +81,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxTenantBytes, "tenant-store-bytes", runtime.DefaultTenantStoreBytes, "memory store: bytes of store: true responses one tenant keeps; past it that tenant's own oldest go first. A response larger than a bound on its own is served, not stored")
 	bytesVar(fs.FlagSet, &opts.Limits.CacheBytes, "cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
 	fs.IntVar(&opts.Limits.CacheResponses, "ws-cache-responses", runtime.DefaultCacheResponses, "how many of each lane's latest responses a WebSocket connection caches: previous_response_id may name any of them (1, as OpenAI; more lets cached-state turns branch from an earlier turn)")
+	bytesVar(fs.FlagSet, &opts.Limits.MaxMemory, "max-memory", 0, "the server's memory budget for all its requests together: each create is admitted with what it will hold while served (a few times its size), the connections' caches count too, and one that does not fit gets 503 server_memory_full with Retry-After; 0: half of --memory-limit when given, else none")
 	bytesVar(fs.FlagSet, &opts.Limits.ConnBytes, "conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with 429 websocket_bytes_in_flight (one alone is always taken)")
 	fs.DurationVar(&opts.Timeouts.Drain, "drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
@@ -160,6 +161,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			return 2
 		}
 		debug.SetMemoryLimit(n)
+		if opts.Limits.MaxMemory == 0 {
+			// The other half: the server's own state, and garbage the
+			// collector has yet to take.
+			opts.Limits.MaxMemory = n / 2
+		}
 	}
 	var cfg *Config
 	if *configPath != "" {
