@@ -119,6 +119,48 @@ func TestHostileFramesMemory(t *testing.T) {
 		}
 	})
 
+	t.Run("one create of 12.5 MB", func(t *testing.T) {
+		// What one large request holds at its peak, over what it sent:
+		// the amplification the memory budget's estimate must cover
+		// (requestCost: 4×).
+		req := map[string]any{"model": "tether-scripted", "store": false, "input": "Please read this back: " + strings.Repeat("x", 12_500_000)}
+		body, _ := json.Marshal(req)
+		wsBody, _ := json.Marshal(create(req))
+		live, total := heapPeak(func() {
+			if code, out := h.post(t, "/responses", body); code != 200 {
+				t.Fatalf("%d %.300s", code, out)
+			}
+		})
+		t.Logf("HTTP, %.1f MB: peak live heap %.1f MiB, %.2f× (heap with garbage %.1f MiB)", float64(len(body))/1e6, float64(live)/mib, float64(live)/float64(len(body)), float64(total)/mib)
+		c := h.dial(t, nil)
+		c.c.SetReadLimit(64 * mib)
+		typ, frame, err := c.encoded(wsBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wsLive, wsTotal := heapPeak(func() {
+			if err := c.c.Write(t.Context(), typ, frame); err != nil {
+				t.Fatal(err)
+			}
+			if e := decodeEv(t, last(c.untilTerminal(t))); e.Type != "response.completed" {
+				t.Fatalf("ended with %+v", e)
+			}
+		})
+		t.Logf("WebSocket: peak live heap %.1f MiB, %.2f× (heap with garbage %.1f MiB)", float64(wsLive)/mib, float64(wsLive)/float64(len(body)), float64(wsTotal)/mib)
+		// A msgpack frame is transcoded to JSON before it is decoded:
+		// one more copy in hand.
+		wsBound := uint64(4)
+		if testEncoding == protocol.EncodingMsgpack {
+			wsBound = 5
+		}
+		if live > 4*uint64(len(body)) {
+			t.Errorf("HTTP: peak live heap %.1f MiB for a %.1f MB request: past 4×", float64(live)/mib, float64(len(body))/1e6)
+		}
+		if wsLive > wsBound*uint64(len(body)) {
+			t.Errorf("WebSocket: peak live heap %.1f MiB for a %.1f MB request: past %d×", float64(wsLive)/mib, float64(len(body))/1e6, wsBound)
+		}
+	})
+
 	t.Run("16 creates of 12 MB", func(t *testing.T) {
 		c := h.dial(t, nil)
 		c.c.SetReadLimit(64 * mib)

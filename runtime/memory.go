@@ -18,10 +18,10 @@ type memoryBudget struct {
 
 // The estimate of what a request holds while it is served: its decoded
 // input, the input rendered to tokens, the model's answer and its frames,
-// a few times the request's size (TestMemoryBudget measures it), and a
-// floor for a rollout's own state.
+// a few times the request's size (TestHostileFramesMemory measures it: 2-3×
+// for a 12.5 MB create), and a floor for a rollout's own state.
 const (
-	requestAmplification = 5
+	requestAmplification = 4
 	requestFloor         = 64 << 10
 )
 

@@ -64,6 +64,9 @@ func (sess *session) readLoop(ctx context.Context) error {
 				}
 			}
 			decoding = requestCost(len(data))
+			if enc == protocol.EncodingMsgpack {
+				decoding += int64(len(data)) // transcoded to JSON first: one more copy
+			}
 			if perr := sess.srv.mem.take(decoding); perr != nil {
 				sess.sendError(perr, lane)
 				continue
