@@ -340,3 +340,49 @@ func TestMemoryBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryBudgetFrames: over WebTransport, whose frames announce their
+// length, a large frame takes the server's memory budget before it is
+// read; those that find no room are read past and refused with
+// server_memory_full, and each stream goes on.
+func TestMemoryBudgetFrames(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOn(t, runtime.Options{Limits: runtime.Limits{MaxMemory: 40 * mib, MaxFrame: 8 * mib, ConnBytes: 8 * mib}},
+		wire{webTransport: true, enc: protocol.EncodingJSON})
+	big, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "input": "Please read this back: " + strings.Repeat("x", 5_000_000)}))
+	const n = 8
+	conns := make([]*wsConn, n)
+	for i := range conns {
+		conns[i] = h.dial(t, nil)
+	}
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			if err := c.write(t.Context(), big); err != nil {
+				t.Error(err)
+				return
+			}
+			e := decodeEv(t, last(c.untilTerminal(t)))
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Error != nil {
+				answers[e.Error.Code]++
+			} else {
+				answers[e.Type]++
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d creates of %.1f MB at once under a 40 MiB budget: %v", n, float64(len(big))/1e6, answers)
+	if answers["response.completed"] == 0 || answers[protocol.CodeServerMemory] == 0 || answers["response.completed"]+answers[protocol.CodeServerMemory] != n {
+		t.Errorf("answers %v: want some completed and some %s", answers, protocol.CodeServerMemory)
+	}
+	for _, c := range conns {
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "input": "still there?"}))
+		if e := decodeEv(t, last(c.untilTerminal(t))); e.Type != "response.completed" {
+			t.Fatalf("after the burst: %+v", e)
+		}
+	}
+}

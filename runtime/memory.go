@@ -59,3 +59,24 @@ func (b *memoryBudget) add(n int64) {
 
 // give gives back n bytes take or add counted.
 func (b *memoryBudget) give(n int64) { b.add(-n) }
+
+// HoldFrame takes n bytes of the server's memory budget (Limits.MaxMemory)
+// for a frame a transport is about to read, or says there is no room for
+// it; release gives them back once the frame is read (its request then
+// takes its own cost as it is decoded and admitted). A transport whose
+// frames announce their length (WebTransport's length prefix) asks before
+// it reads a large one, and on a refusal reads the frame past and returns
+// FrameRefused.
+func (s *Server) HoldFrame(n int64) (release func(), perr *protocol.Error) {
+	if perr := s.mem.take(n); perr != nil {
+		return func() {}, perr
+	}
+	return func() { s.mem.give(n) }, nil
+}
+
+// FrameRefused is what a FrameConn's Read returns for a frame it read to
+// its end and dropped, the server's memory budget having no room for it:
+// the session tells the client Err, and reads on.
+type FrameRefused struct{ Err *protocol.Error }
+
+func (e *FrameRefused) Error() string { return e.Err.Message }

@@ -22,9 +22,9 @@ const peekFrame = 64 << 10
 func (sess *session) readLoop(ctx context.Context) error {
 	for {
 		data, binary, err := sess.conn.Read(ctx)
-		var refused *frameRefused
+		var refused *FrameRefused
 		if errors.As(err, &refused) {
-			sess.sendError(refused.perr, "") // read and dropped: the connection goes on
+			sess.sendError(refused.Err, "") // read and dropped: the connection goes on
 			continue
 		}
 		var perr *protocol.Error

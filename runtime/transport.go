@@ -35,7 +35,9 @@ type FrameConn interface {
 	// (a msgpack frame; JSON comes as text). An error ends the session;
 	// a *protocol.Error is a frame the connection cannot skip (a length
 	// prefix past Limits.MaxFrame): the client is told with it, then the
-	// connection closes with CloseTooBig.
+	// connection closes with CloseTooBig. A *FrameRefused is a frame read
+	// past and dropped (Server.HoldFrame found no room): the client is
+	// told, and the session reads on.
 	Read(ctx context.Context) (b []byte, binary bool, err error)
 	// Write adds a frame to the batch being written; Flush sends the
 	// batch. Both end by deadline, the batch's: a client that does not

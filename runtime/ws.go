@@ -109,7 +109,7 @@ func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 					if _, err := io.Copy(io.Discard, r); err != nil {
 						return nil, false, err
 					}
-					return nil, false, &frameRefused{perr}
+					return nil, false, &FrameRefused{perr}
 				}
 				held = c.frameCost
 			}
@@ -125,13 +125,6 @@ func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 		}
 	}
 }
-
-// frameRefused is a frame a connection read to its end and dropped: the
-// server had no room for it. The client is told why; the connection goes
-// on.
-type frameRefused struct{ perr *protocol.Error }
-
-func (e *frameRefused) Error() string { return e.perr.Message }
 
 func (c *wsConn) Write(b []byte, binary bool, deadline time.Time) error {
 	typ := websocket.MessageText

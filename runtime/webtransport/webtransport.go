@@ -181,7 +181,7 @@ func (e *Endpoint) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // serveStream reads the stream's header, then serves it as a lane of c.
 func (e *Endpoint) serveStream(c *runtime.Connection, str *wtgo.Stream) {
-	s := &stream{str: str, max: e.opts.Limits.MaxFrame}
+	s := &stream{str: str, max: e.opts.Limits.MaxFrame, srv: e.srv}
 	str.SetReadDeadline(time.Now().Add(e.opts.Timeouts.Body))
 	enc, perr := s.header()
 	str.SetReadDeadline(time.Time{})
