@@ -51,6 +51,20 @@ func loadKeys(path string) (map[string]string, error) {
 // reloadKeys reloads the key file into keys on every SIGHUP until ctx ends;
 // a file that no longer parses keeps the keys there were.
 func reloadKeys(ctx context.Context, path string, keys *runtime.Keys, log *slog.Logger) {
+	onHUP(ctx, func() {
+		m, err := loadKeys(path)
+		if err != nil {
+			log.Error("API keys not reloaded", "err", err)
+			return
+		}
+		keys.Store(m)
+		log.Info("API keys reloaded", "keys", len(m))
+	})
+}
+
+// onHUP calls reload on every SIGHUP until ctx ends, on a goroutine of its
+// own: what serve reloads without a restart (the keys, the certificate).
+func onHUP(ctx context.Context, reload func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -60,13 +74,7 @@ func reloadKeys(ctx context.Context, path string, keys *runtime.Keys, log *slog.
 			case <-ctx.Done():
 				return
 			case <-hup:
-				m, err := loadKeys(path)
-				if err != nil {
-					log.Error("API keys not reloaded", "err", err)
-					continue
-				}
-				keys.Store(m)
-				log.Info("API keys reloaded", "keys", len(m))
+				reload()
 			}
 		}
 	}()

@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 )
 
 // certFiles is the certificate serve's listeners present when --tls-cert
@@ -51,21 +48,11 @@ func (c *certFiles) config() *tls.Config {
 
 // reloadOnHUP reloads the pair on every SIGHUP until ctx ends.
 func (c *certFiles) reloadOnHUP(ctx context.Context, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := c.load(); err != nil {
-					log.Error("TLS certificate not reloaded: serving the one before", "cert", c.cert, "err", err)
-					continue
-				}
-				log.Info("TLS certificate reloaded", "cert", c.cert)
-			}
+	onHUP(ctx, func() {
+		if err := c.load(); err != nil {
+			log.Error("TLS certificate not reloaded: serving the one before", "cert", c.cert, "err", err)
+			return
 		}
-	}()
+		log.Info("TLS certificate reloaded", "cert", c.cert)
+	})
 }
