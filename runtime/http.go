@@ -283,7 +283,8 @@ func modelObject(name string) protocol.Model {
 // is; nothing runs. Without a model it is counted as for the first one
 // served: they share one tokenizer.
 func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.readCreateRequest(w, r)
+	req, done, ok := s.readCreateRequest(w, r)
+	defer done()
 	if !ok {
 		return
 	}
@@ -307,18 +308,17 @@ func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 // readCreateRequest reads and decodes a request body of a create's form
-// (compact and input_tokens take one), or answers the error and reports
-// false.
-func (s *Server) readCreateRequest(w http.ResponseWriter, r *http.Request) (*protocol.CreateRequest, bool) {
-	body, perr := s.readBody(w, r)
+// (compact and input_tokens take one), holding the memory budget for it
+// until done is called, or answers the error and reports false.
+func (s *Server) readCreateRequest(w http.ResponseWriter, r *http.Request) (req *protocol.CreateRequest, done func(), ok bool) {
+	body, done, perr := s.readHeldBody(w, r)
 	if perr == nil {
-		var req *protocol.CreateRequest
 		if req, perr = protocol.DecodeCreateRequest(body); perr == nil {
-			return req, true
+			return req, done, true
 		}
 	}
 	writeError(w, perr)
-	return nil, false
+	return nil, done, false
 }
 
 // notRouted answers a request no route takes, with the API's JSON error
@@ -369,7 +369,8 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // compaction item. A later request that sends the item as input sees the
 // compacted items again, in order.
 func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.readCreateRequest(w, r)
+	req, done, ok := s.readCreateRequest(w, r)
+	defer done()
 	if !ok {
 		return
 	}
