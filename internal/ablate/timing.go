@@ -216,10 +216,11 @@ func fitTiming(assumed sampler.Timing, steps []stepTiming) sampler.Timing {
 	if most-slices.Min(xs) >= minPrefillSpread {
 		_, b = fit(xs, ys)
 	}
-	switch prefill := func(b float64) time.Duration { return time.Duration(b * most * 1e9) }; {
+	prefill := func(b float64) time.Duration { return time.Duration(b * most * 1e9) }
+	switch {
 	case (prefill(b) - prefill(assumedB)).Abs() <= timingStepSlack: // not clearly another rate
 		b = assumedB
-	case prefill(b) < time.Millisecond: // next to nothing: free
+	case prefill(b) < minTTFT: // the server's own work before the first token, as minTTFT says: free
 		b = 0
 	}
 	rest := make([]float64, len(xs))
@@ -235,6 +236,9 @@ func fitTiming(assumed sampler.Timing, steps []stepTiming) sampler.Timing {
 			}
 		}
 		a, b = 0, quantile(rates, 0.5)
+		if prefill(b) < minTTFT { // the server's own work before the first token, not a rate
+			b = 0
+		}
 	}
 	if m.TTFT = time.Duration(a * 1e9).Round(time.Millisecond); m.TTFT < minTTFT {
 		m.TTFT = 0 // the server's own work before the first token, not its timing
