@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,11 +17,12 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// TestBrowser runs the browser example's page in headless Chromium: the
-// page connects to tether over WebTransport with the certificate pinned by
-// its hash, runs a suspended rollout whose client tool runs in the page,
-// and reports the completed response to the example's server, which exits
-// 0 only then.
+// TestBrowser runs the browser example's page in headless Chromium against
+// a tether that requires API keys: the example's server mints the page a
+// client secret with its key, the page connects over WebTransport with it
+// and the certificate pinned by its hash, runs a suspended rollout whose
+// client tool runs in the page, and reports the completed response to the
+// example's server, which exits 0 only then.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	browser := ""
@@ -35,7 +39,11 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := runtime.NewServer(runtime.Options{Renderer: r, OriginPatterns: []string{"127.0.0.1:*"},
+	// With API keys: the page gets a client secret from the example's
+	// server, which holds the key.
+	keys := new(runtime.Keys)
+	keys.Store(map[string]string{"sk-page-backend": "web"})
+	srv, err := runtime.NewServer(runtime.Options{Renderer: r, OriginPatterns: []string{"127.0.0.1:*"}, Keys: keys,
 		Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{TPS: 200})}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +56,13 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	api := httptest.NewServer(srv) // where the example's server mints the page's secret
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 		wt.Close()
+		api.Close()
 	})
 
 	// Chromium's first start on a cold machine, with other packages' tests
@@ -60,7 +70,8 @@ func TestBrowser(t *testing.T) {
 	// deadline leaves.
 	ctx, cancel := untilDeadline(t)
 	defer cancel()
-	example := exec.CommandContext(ctx, binary(t, "browser"), "-url", wt.URL(), "-hash", wt.CertificateHash(), "-once")
+	example := exec.CommandContext(ctx, binary(t, "browser"), "-url", wt.URL(), "-hash", wt.CertificateHash(), "-once",
+		"-api", api.URL+"/v1", "-api-key", "sk-page-backend")
 	example.WaitDelay = time.Second
 	out, err := example.StdoutPipe()
 	if err != nil {
@@ -74,6 +85,16 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("the example printed %q, want open http://…", lines.Text())
 	}
 	page := strings.TrimPrefix(lines.Text(), "open ")
+	// What the page gets: a client secret, never the key.
+	if resp, err := http.Get(page); err != nil {
+		t.Fatal(err)
+	} else {
+		html, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(html, []byte(`"secret":"ek_`)) || bytes.Contains(html, []byte("sk-page-backend")) {
+			t.Fatalf("the page's config: %s", html[bytes.Index(html, []byte("const config")):][:200])
+		}
+	}
 
 	chrome := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--user-data-dir="+t.TempDir(), "--enable-logging=stderr", "--v=0", page)

@@ -118,6 +118,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		return r, true
 	}
 	tenant, ok := k.tenant(r)
+	if secret := presentedSecret(r); !ok && secret != "" {
+		if tenant, ok = s.secrets.redeem(r.Context(), secret, r.Header.Get("Origin"), s.now()); !ok {
+			writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s",
+				"The client secret is not valid: expired, used already, for another origin, or not this server's. Ask POST /v1/client_secrets for another."))
+			return r, false
+		}
+	}
 	if !ok {
 		msg := `Incorrect API key provided. Send "Authorization: Bearer KEY" with a key this server was given.`
 		if r.Header.Get("Authorization") == "" {

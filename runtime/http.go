@@ -26,6 +26,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/models", s.handleModels)
 	m.HandleFunc("GET /v1/models/{id}", s.handleModel)
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	m.HandleFunc("POST /v1/client_secrets", s.handleClientSecret)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux = m
 }

@@ -81,6 +81,11 @@ type Options struct {
 	// Observer receives what the server measures (package
 	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
 	Observer Observer
+	// SecretKey signs the client secrets POST /v1/client_secrets mints for
+	// browsers (see secrets.go); servers that share a store and take each
+	// other's secrets share it. Nil is a random key: this server's secrets
+	// are taken by this server alone.
+	SecretKey []byte
 	// Recorder is given every response's request, events and appends
 	// (package runtime/record writes them as a traffic log). Nil records
 	// nothing.

@@ -93,9 +93,10 @@ type Server struct {
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
 
-	admission *admission    // connections, responses in progress, request rates
-	mem       *memoryBudget // Limits.MaxMemory: what requests in progress and connection caches hold
-	suspended *suspendedSet // suspended rollouts by id, and their tails
+	admission *admission     // connections, responses in progress, request rates
+	mem       *memoryBudget  // Limits.MaxMemory: what requests in progress and connection caches hold
+	secrets   *clientSecrets // POST /v1/client_secrets, redeemed by browsers' sessions
+	suspended *suspendedSet  // suspended rollouts by id, and their tails
 
 	// What Shutdown drains (shutdown.go).
 	mu       sync.Mutex
@@ -112,6 +113,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
 	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts, func() time.Time { return s.now() })
 	s.mem = &memoryBudget{max: s.opts.Limits.MaxMemory}
+	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {
 		s.cancel()

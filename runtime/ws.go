@@ -32,7 +32,10 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		CompressionMode: websocket.CompressionContextTakeover,
 		// A client that offers the msgpack subprotocol gets every frame
 		// as msgpack binary (see session.encoding); JSON text otherwise.
-		Subprotocols:   []string{protocol.EncodingMsgpack.String()},
+		// "json" is there to be selected by a browser that offers a
+		// client secret as a subprotocol (secrets.go): it fails a
+		// handshake whose offered subprotocols got no answer.
+		Subprotocols:   []string{protocol.EncodingMsgpack.String(), protocol.EncodingJSON.String()},
 		OriginPatterns: s.opts.OriginPatterns,
 	})
 	if err != nil {

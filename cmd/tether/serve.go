@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"flag"
@@ -224,6 +226,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			log.Warn("no shared compaction key: compaction items (and checkpoints holding them) open only on this server", "err", err)
 		} else {
 			opts.CompactionKey = key
+			// Client secrets one server mints, the others take.
+			opts.SecretKey = derivedKey(key, "tether client secrets")
 		}
 		store, checkpoints = rs, rs
 	default:
@@ -485,4 +489,12 @@ func sharedCompactionKey(ctx context.Context, rs *redisstore.Store) ([]byte, err
 		}
 	}
 	return nil, err
+}
+
+// derivedKey is a key for purpose drawn from a shared one (HMAC-SHA256):
+// the servers that share key share it, and it says nothing of key.
+func derivedKey(key []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
 }
