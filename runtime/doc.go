@@ -146,7 +146,8 @@
 //	rollout.mu -> suspension.mu -> outbox.mu
 //
 // Leaves, taken under any of these: outbox.mu, admission.mu, the rollout's
-// stopper and inbox locks. Server.mu, which guards what Shutdown drains
+// stopper and inbox locks, a Recorder's own (runtime/record's Writer.mu).
+// The memory budget (memoryBudget) is one atomic, no lock. Server.mu, which guards what Shutdown drains
 // (sessions, running rollouts), holds only leaves. The server's state has
 // one lock per concern: admission (connections, responses in progress,
 // request rates), the suspended set (suspended rollouts and their tails),
@@ -165,6 +166,8 @@
 //     inference (a lexical safety classifier over new text, simulated
 //     service calls before and after it), which an ablation turns on to
 //     measure what it costs in each design.
+//   - Recorder: runtime/record, the traffic log `serve --record` keeps of
+//     every response's request, events and appends.
 //   - Observer: runtime/prommetrics, which exports to Prometheus what the
 //     server measures. Every phase of a response is timed into
 //     protocol.Timings (sent when a request includes
