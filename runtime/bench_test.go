@@ -21,6 +21,7 @@ import (
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/record"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -173,20 +174,25 @@ func (c countingConn) Write(p []byte) (int, error) {
 // yet taken are merged (an unpaced model outruns any client, so most are).
 // frames/write is how many frames each write to the socket carried (the
 // writer takes every frame queued at once); ns/token is per streamed token.
+// every-delta+recorded is every-delta with a traffic log kept (serve
+// --record), written to nowhere: what recording costs the server.
 func BenchmarkStreamFrames(b *testing.B) {
-	for _, every := range []bool{true, false} {
-		name := "merged"
-		if every {
-			name = "every-delta"
-		}
-		b.Run(name, func(b *testing.B) { benchStreamFrames(b, every) })
+	for _, tc := range []struct {
+		name            string
+		every, recorded bool
+	}{{"every-delta", true, false}, {"merged", false, false}, {"every-delta+recorded", true, true}} {
+		b.Run(tc.name, func(b *testing.B) { benchStreamFrames(b, tc.every, tc.recorded) })
 	}
 }
 
-func benchStreamFrames(b *testing.B, every bool) {
+func benchStreamFrames(b *testing.B, every, recorded bool) {
 	const tokens = 2000
-	srv, err := runtime.NewServer(runtime.Options{Renderer: renderer(b), EveryDelta: every,
-		Models: map[string]runtime.Sampler{"deltas": deltaSampler(tokens)}})
+	opts := runtime.Options{Renderer: renderer(b), EveryDelta: every,
+		Models: map[string]runtime.Sampler{"deltas": deltaSampler(tokens)}}
+	if recorded {
+		opts.Recorder = record.New(io.Discard)
+	}
+	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
