@@ -59,6 +59,43 @@ func TestCodexCLI(t *testing.T) {
 	}
 }
 
+// TestCodexApplyPatch has Codex edit files with its own apply_patch tool,
+// over WebSocket and over HTTP: Codex offers the tool because tether's
+// model catalog (GET /v1/models?client_version=…, the provider's
+// model_catalog_url) says the model takes it in freeform, and the scripted
+// model's directive calls it with a patch that adds one file and changes
+// another, which the test reads back.
+func TestCodexApplyPatch(t *testing.T) {
+	t.Parallel()
+	codex := codexCLI(t)
+	for _, ws := range []bool{true, false} {
+		name := map[bool]string{true: "websocket", false: "http"}[ws]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			base := serve(t)
+			work := t.TempDir()
+			if err := os.WriteFile(filepath.Join(work, "greet.txt"), []byte("hello\nfrom codex\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			patch := "*** Begin Patch\n*** Add File: notes/new.txt\n+written by apply_patch\n*** Update File: greet.txt\n@@\n hello\n-from codex\n+from tether\n*** End Patch"
+			arg, _ := json.Marshal(patch)
+			out, _ := runCodex(t, codex, base, ws, work, "call: apply_patch "+string(arg))
+			for file, want := range map[string]string{"notes/new.txt": "written by apply_patch\n", "greet.txt": "hello\nfrom tether\n"} {
+				if b, err := os.ReadFile(filepath.Join(work, file)); err != nil || string(b) != want {
+					t.Errorf("%s: %q, %v; want %q", file, b, err, want)
+				}
+			}
+			if ch := codexItem(out, "file_change"); ch == nil || ch["status"] != "completed" {
+				t.Errorf("file_change item %v", ch)
+			}
+			if msg := codexItem(out, "agent_message"); msg == nil || !strings.Contains(msg["text"].(string), "Success") {
+				t.Errorf("final message %v (want the apply_patch output Codex sent back)", msg)
+			}
+			wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
+		})
+	}
+}
+
 // codexCLI is the pinned Codex CLI, or skips the test without it.
 func codexCLI(t *testing.T) string {
 	t.Helper()
@@ -171,8 +208,14 @@ model_provider = "tether"
 [model_providers.tether]
 name = "tether"
 base_url = "` + base + `"
+model_catalog_url = "` + base + `/models"
+env_key = "OPENAI_API_KEY"
 wire_api = "responses"
-supports_websockets = ` + strconv.FormatBool(ws) + "\n"
+supports_websockets = ` + strconv.FormatBool(ws) + `
+
+[features]
+api_key_model_discovery = true
+`
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +238,9 @@ supports_websockets = ` + strconv.FormatBool(ws) + "\n"
 		events = append(events, ev)
 		if ev["type"] == "turn.failed" || ev["type"] == "error" {
 			t.Fatalf("codex: %v", ev)
+		}
+		if it, ok := ev["item"].(map[string]any); ok && it["type"] == "error" {
+			t.Errorf("codex: %v", it) // such as "Model metadata for `tether-scripted` not found"
 		}
 	}
 	if len(events) == 0 || events[len(events)-1]["type"] != "turn.completed" {

@@ -255,28 +255,6 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
-	list := protocol.List[protocol.Model]{Object: "list", Data: []protocol.Model{}}
-	for _, name := range s.ModelNames() {
-		list.Data = append(list.Data, modelObject(name))
-	}
-	writeJSON(w, http.StatusOK, list)
-}
-
-// handleModel serves GET /v1/models/{id}: the model, or model_not_found.
-func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, perr := s.model(id); perr != nil {
-		writeError(w, perr)
-		return
-	}
-	writeJSON(w, http.StatusOK, modelObject(id))
-}
-
-func modelObject(name string) protocol.Model {
-	return protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"}
-}
-
 // handleInputTokens serves POST /v1/responses/input_tokens: how many
 // tokens the request's first step would read, counted as its response's
 // usage.input_tokens is (instructions and tools, the stored chain of

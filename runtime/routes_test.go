@@ -418,3 +418,39 @@ func twoTenants(t *testing.T, where string) *harness {
 	}
 	return newHarness(t, opts)
 }
+
+// TestModelsCodexCatalog: GET /v1/models is OpenAI's list for every client
+// but the Codex CLI, which asks with its client_version and reads a catalog
+// of the models' capabilities instead: every model served, apply_patch
+// offered in freeform.
+func TestModelsCodexCatalog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	client := sdkClient(t, h)
+	page, err := client.Models.List(sdkContext(t))
+	if err != nil || len(page.Data) == 0 || page.Data[0].Object != "model" {
+		t.Fatalf("OpenAI's list: %+v, %v", page, err)
+	}
+
+	resp, err := http.Get(h.base + "/models?client_version=0.169.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cat struct {
+		Object string           `json:"object"`
+		Models []map[string]any `json:"models"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&cat); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("catalog: %d, %v", resp.StatusCode, err)
+	}
+	if cat.Object != "" || len(cat.Models) != len(page.Data) {
+		t.Fatalf("catalog of %d models (object %q), want the %d served", len(cat.Models), cat.Object, len(page.Data))
+	}
+	for i, m := range cat.Models {
+		if m["slug"] != page.Data[i].ID || m["apply_patch_tool_type"] != "freeform" || m["shell_type"] != "unified_exec" ||
+			m["base_instructions"] == "" || m["truncation_policy"] == nil || m["supported_in_api"] != true {
+			t.Errorf("catalog entry %d: %v", i, m)
+		}
+	}
+}
