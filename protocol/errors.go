@@ -24,6 +24,9 @@ const (
 	CodeStreamLimitReached       = "websocket_stream_limit_reached"
 	CodeModelNotFound            = "model_not_found"
 	CodeResponseNotFound         = "response_not_found"
+	CodeConversationNotFound     = "conversation_not_found"
+	CodeItemNotFound             = "item_not_found"
+	CodeMutuallyExclusive        = "mutually_exclusive_parameters"
 	CodeServerError              = "server_error"
 
 	CodeInvalidJSON               = "invalid_json"

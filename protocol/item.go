@@ -421,3 +421,59 @@ func DecodeItems(raw json.RawMessage, param string) (Items, *Error) {
 func UserMessage(text string) *Message {
 	return &Message{Role: RoleUser, Content: Contents{&InputText{Text: text}}}
 }
+
+// SetItemID sets an item's id. A server names the items a client sent
+// without one when it keeps them (a conversation's items are listed and
+// deleted by id).
+func SetItemID(it Item, id string) {
+	switch it := it.(type) {
+	case *Message:
+		it.ID = id
+	case *FunctionCall:
+		it.ID = id
+	case *FunctionCallOutput:
+		it.ID = id
+	case *Reasoning:
+		it.ID = id
+	case *Compaction:
+		it.ID = id
+	case *ItemReferenceItem:
+		it.ID = id
+	case *CustomToolCall:
+		it.ID = id
+	case *CustomToolCallOutput:
+		it.ID = id
+	case *MCPListTools:
+		it.ID = id
+	case *MCPCall:
+		it.ID = id
+	case *MCPApprovalRequest:
+		it.ID = id
+	case *MCPApprovalResponse:
+		it.ID = id
+	case *ShellCall:
+		it.ID = id
+	case *ShellCallOutput:
+		it.ID = id
+	case *LocalShellCall:
+		it.ID = id
+	case *LocalShellCallOutput:
+		it.ID = id
+	case *ApplyPatchCall:
+		it.ID = id
+	case *ApplyPatchCallOutput:
+		it.ID = id
+	case *ComputerCall:
+		it.ID = id
+	case *ComputerCallOutput:
+		it.ID = id
+	case *ToolSearchCall:
+		it.ID = id
+	case *ToolSearchOutput:
+		it.ID = id
+	case *AdditionalTools:
+		it.ID = id
+	case *WebSearchCall:
+		it.ID = id
+	}
+}

@@ -275,3 +275,17 @@ func TestToolOutputString(t *testing.T) {
 		})
 	}
 }
+
+// TestSetItemID: SetItemID names every item type.
+func TestSetItemID(t *testing.T) {
+	for _, it := range []protocol.Item{&protocol.Message{}, &protocol.FunctionCall{}, &protocol.FunctionCallOutput{}, &protocol.Reasoning{}, &protocol.Compaction{},
+		&protocol.ItemReferenceItem{}, &protocol.CustomToolCall{}, &protocol.CustomToolCallOutput{}, &protocol.MCPListTools{}, &protocol.MCPCall{}, &protocol.MCPApprovalRequest{},
+		&protocol.MCPApprovalResponse{}, &protocol.ShellCall{}, &protocol.ShellCallOutput{}, &protocol.LocalShellCall{}, &protocol.LocalShellCallOutput{},
+		&protocol.ApplyPatchCall{}, &protocol.ApplyPatchCallOutput{}, &protocol.ComputerCall{}, &protocol.ComputerCallOutput{}, &protocol.ToolSearchCall{},
+		&protocol.ToolSearchOutput{}, &protocol.AdditionalTools{}, &protocol.WebSearchCall{}} {
+		protocol.SetItemID(it, "x_1")
+		if it.ItemID() != "x_1" {
+			t.Errorf("%T: SetItemID did not name it", it)
+		}
+	}
+}

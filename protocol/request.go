@@ -15,6 +15,7 @@ type CreateRequest struct {
 	Model              string            `json:"model"`
 	Input              Items             `json:"-"` // decoded by DecodeCreateRequest
 	PreviousResponseID string            `json:"previous_response_id,omitempty"`
+	Conversation       *ConversationRef  `json:"conversation,omitempty"` // the Conversations API: its items are the context; excludes PreviousResponseID
 	Instructions       *string           `json:"instructions,omitempty"`
 	Include            []string          `json:"include,omitempty"`
 	Tools              []Tool            `json:"tools,omitempty"`

@@ -34,6 +34,7 @@ type Response struct {
 	IncompleteDetails    *IncompleteDetails `json:"incomplete_details"`
 	Model                string             `json:"model"`
 	PreviousResponseID   *string            `json:"previous_response_id"`
+	Conversation         *ConversationRef   `json:"conversation,omitempty"` // the conversation the response reads and adds to
 	Instructions         *string            `json:"instructions"`
 	Output               Items              `json:"output"`
 	Error                *ResponseError     `json:"error"`

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"regexp"
-	"unicode/utf8"
 )
 
 // Limits the validator enforces, from the OpenAI and Open Responses schemas.
@@ -70,13 +69,11 @@ func (r *CreateRequest) Validate() *Error {
 	default:
 		return Invalid(CodeInvalidValue, "service_tier", "Invalid 'service_tier': '%s'. Supported values are: 'auto', 'default', 'flex' and 'priority'.", r.ServiceTier)
 	}
-	if len(r.Metadata) > MaxMetadataPairs {
-		return Invalid(CodeInvalidValue, "metadata", "Invalid 'metadata': at most %d key-value pairs are allowed, got %d.", MaxMetadataPairs, len(r.Metadata))
+	if perr := ValidateMetadata(r.Metadata); perr != nil {
+		return perr
 	}
-	for k, v := range r.Metadata {
-		if utf8.RuneCountInString(k) > MaxMetadataKeyLen || utf8.RuneCountInString(v) > MaxMetadataValueLen {
-			return Invalid(CodeInvalidValue, "metadata", "Invalid 'metadata': keys are limited to %d characters and values to %d.", MaxMetadataKeyLen, MaxMetadataValueLen)
-		}
+	if perr := r.ValidateContext(); perr != nil {
+		return perr
 	}
 	if perr := validateTools(r.Tools); perr != nil {
 		return perr
@@ -306,4 +303,20 @@ func validateMessage(m *Message, p string) *Error {
 		}
 	}
 	return validateStatus(m.Status, p)
+}
+
+// ValidateContext checks what the request continues from: a
+// previous_response_id or a conversation, not both. A server calls it
+// before it loads either.
+func (r *CreateRequest) ValidateContext() *Error {
+	if r.Conversation == nil {
+		return nil
+	}
+	if r.PreviousResponseID != "" {
+		return Invalid(CodeMutuallyExclusive, "conversation", "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.")
+	}
+	if r.Conversation.ID == "" {
+		return Invalid(CodeMissingRequired, "conversation.id", "Missing required parameter: 'conversation.id'.")
+	}
+	return nil
 }

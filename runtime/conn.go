@@ -219,7 +219,7 @@ func (c *connScope) uncacheLocked(id string) {
 // from, when it is one of ln's cached responses, as OpenAI does; a fork
 // from another lane keeps its parent.
 func (c *connScope) evictAfterFailure(ln *lane, parent *conversation) {
-	if parent == nil {
+	if parent == nil || parent.response == nil { // none, or a Conversations API conversation's items
 		return
 	}
 	id := parent.response.ID

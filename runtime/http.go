@@ -23,6 +23,14 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/responses/{id}", s.handleGet)
 	m.HandleFunc("DELETE /v1/responses/{id}", s.handleDelete)
 	m.HandleFunc("GET /v1/responses/{id}/input_items", s.handleInputItems)
+	m.HandleFunc("POST /v1/conversations", s.handleConversationCreate)
+	m.HandleFunc("GET /v1/conversations/{id}", s.handleConversationGet)
+	m.HandleFunc("POST /v1/conversations/{id}", s.handleConversationUpdate)
+	m.HandleFunc("DELETE /v1/conversations/{id}", s.handleConversationDelete)
+	m.HandleFunc("GET /v1/conversations/{id}/items", s.handleConversationItems)
+	m.HandleFunc("POST /v1/conversations/{id}/items", s.handleConversationAdd)
+	m.HandleFunc("GET /v1/conversations/{id}/items/{item}", s.handleConversationItem)
+	m.HandleFunc("DELETE /v1/conversations/{id}/items/{item}", s.handleConversationItemDelete)
 	m.HandleFunc("GET /v1/models", s.handleModels)
 	m.HandleFunc("GET /v1/models/{id}", s.handleModel)
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
@@ -118,11 +126,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	tm := protocol.Timings{DecodeMicros: t1.Sub(t0).Microseconds()}
 	var parent *conversation
 	path := ServePath{Transport: transportHTTP, Design: designStateless, State: stateNone}
-	if req.PreviousResponseID != "" {
-		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
-			writeError(w, perr)
-			return
-		}
+	if parent, perr = s.parentOf(r.Context(), req); perr != nil {
+		writeError(w, perr)
+		return
+	}
+	if parent != nil {
 		path.Design, path.State = designChained, stateStore
 		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
@@ -209,13 +217,18 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, protocol.Deleted{ID: id, Object: "response.deleted", Deleted: true})
 }
 
-// handleInputItems lists a stored response's input items: ?order=asc|desc
-// (default desc, as OpenAI), ?limit=1..100 (default 20), ?after=ITEM_ID.
+// handleInputItems lists a stored response's input items (writeItemPage).
 func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 	rec := s.storedOr404(w, r)
 	if rec == nil {
 		return
 	}
+	writeItemPage(w, r, rec.inputs())
+}
+
+// writeItemPage writes a page of items as the API lists them: ?order=asc|desc
+// (default desc, as OpenAI), ?limit=1..100 (default 20), ?after=ITEM_ID.
+func writeItemPage(w http.ResponseWriter, r *http.Request, all protocol.Items) {
 	q := r.URL.Query()
 	limit := 20
 	if v := q.Get("limit"); v != "" {
@@ -226,12 +239,10 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	items := slices.Clone(rec.inputs())
+	items := slices.Clone(all)
 	switch q.Get("order") {
 	case "", "desc":
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
+		slices.Reverse(items)
 	case "asc":
 	default:
 		writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "order", "Invalid 'order': expected 'asc' or 'desc'."))
@@ -245,6 +256,11 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	writeJSON(w, http.StatusOK, itemList(items, limit))
+}
+
+// itemList is the API's list of items, the first limit of them.
+func itemList(items protocol.Items, limit int) protocol.List[protocol.Item] {
 	list := protocol.List[protocol.Item]{Object: "list", Data: items}
 	if len(items) > limit {
 		list.Data, list.HasMore = items[:limit], true
@@ -252,7 +268,7 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 	if n := len(list.Data); n > 0 {
 		list.FirstID, list.LastID = list.Data[0].ItemID(), list.Data[n-1].ItemID()
 	}
-	writeJSON(w, http.StatusOK, list)
+	return list
 }
 
 // handleInputTokens serves POST /v1/responses/input_tokens: how many
@@ -271,12 +287,10 @@ func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
 	if req.Model == "" {
 		req.Model = s.ModelNames()[0]
 	}
-	var parent *conversation
-	if req.PreviousResponseID != "" {
-		if parent, perr = s.hydrate(r.Context(), req.PreviousResponseID); perr != nil {
-			writeError(w, perr)
-			return
-		}
+	parent, perr := s.parentOf(r.Context(), req)
+	if perr != nil {
+		writeError(w, perr)
+		return
 	}
 	ro, perr := s.prepare(r.Context(), req, parent, s.now(), protocol.Timings{})
 	if perr != nil {
@@ -366,12 +380,12 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var items protocol.Items
-	if req.PreviousResponseID != "" {
-		parent, perr := s.hydrate(r.Context(), req.PreviousResponseID)
-		if perr != nil {
-			writeError(w, perr)
-			return
-		}
+	parent, perr := s.parentOf(r.Context(), req)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	if parent != nil {
 		items = parent.items
 	}
 	input, _, perr := s.expand(req.Input, items, "input", s.storedItems(r.Context()))

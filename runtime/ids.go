@@ -34,24 +34,36 @@ func outputID(respID, prefix string, index int) string {
 	return string(out)
 }
 
-// nameInputs gives the input items a client sent without an id the id
-// OpenAI gives them (msg_, fco_, ctco_), so that input_items lists every
-// item with one and pages past it with after.
+// nameInputs gives the input items a client sent without an id one, as
+// OpenAI does (msg_, fco_, ctco_…), so that input_items and a
+// conversation's items list every item with one and page past it with
+// after. An item_reference's id is the item it names: never changed.
 func nameInputs(items protocol.Items) {
 	for _, it := range items {
-		switch it := it.(type) {
-		case *protocol.Message:
-			if it.ID == "" {
-				it.ID = newID("msg")
-			}
-		case *protocol.FunctionCallOutput:
-			if it.ID == "" {
-				it.ID = newID("fco")
-			}
-		case *protocol.CustomToolCallOutput:
-			if it.ID == "" {
-				it.ID = newID("ctco")
-			}
+		if it.ItemID() != "" || it.ItemType() == protocol.ItemReference {
+			continue
 		}
+		prefix, ok := inputIDPrefix[it.ItemType()]
+		if !ok {
+			prefix = "item"
+		}
+		protocol.SetItemID(it, newID(prefix))
 	}
+}
+
+// inputIDPrefix is the prefix of a client's item's id, by type.
+var inputIDPrefix = map[protocol.ItemType]string{
+	protocol.ItemMessage:              "msg",
+	protocol.ItemFunctionCall:         "fc",
+	protocol.ItemFunctionCallOutput:   "fco",
+	protocol.ItemCustomToolCall:       "ctc",
+	protocol.ItemCustomToolCallOutput: "ctco",
+	protocol.ItemReasoning:            "rs",
+	protocol.ItemCompaction:           "cmp",
+	protocol.ItemShellCallOutput:      "sho",
+	protocol.ItemLocalShellCallOutput: "lsho",
+	protocol.ItemApplyPatchCallOutput: "apco",
+	protocol.ItemComputerCallOutput:   "cuo",
+	protocol.ItemToolSearchOutput:     "tso",
+	protocol.ItemMCPApprovalResponse:  "mcpr",
 }

@@ -210,6 +210,9 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 	if req.PreviousResponseID != "" {
 		resp.PreviousResponseID = ptr(req.PreviousResponseID)
 	}
+	if req.Conversation != nil {
+		resp.Conversation = &protocol.ConversationRef{ID: req.Conversation.ID}
+	}
 	if resp.Tools == nil {
 		resp.Tools = []protocol.Tool{}
 	}
@@ -492,6 +495,17 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	var conv *conversation
 	if r.resp.Status == protocol.ResponseCompleted || r.resp.Status == protocol.ResponseIncomplete {
 		conv = r.publish()
+		if r.req.Conversation != nil {
+			if perr := r.addToConversation(ctx); perr != nil {
+				// Nothing of it joined the conversation (deleted meanwhile,
+				// or the store did not answer): the response fails, so that
+				// the client does not go on from items the conversation lacks.
+				r.mu.Lock()
+				r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
+				r.mu.Unlock()
+				terminal, conv = protocol.EventFailed, nil
+			}
+		}
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()

@@ -83,6 +83,7 @@ type Server struct {
 	renderer *sampler.Renderer
 	hosted   map[protocol.ToolType]Tool
 	store    Store
+	convs    ConversationStore // the Conversations API's: the Store's when it is one
 	sealer   *sealer
 	log      *slog.Logger
 	now      func() time.Time
@@ -142,6 +143,10 @@ func NewServer(opts Options) (*Server, error) {
 		inner = NewMemoryStore(s.opts.MemoryStore)
 	}
 	s.store = scopedStore{inner}
+	s.convs, _ = inner.(ConversationStore)
+	if s.convs == nil {
+		s.convs = NewMemoryConversations(s.opts.MemoryStore.MaxBytes)
+	}
 	sl, err := newSealer(s.opts.CompactionKey)
 	if err != nil {
 		return nil, err

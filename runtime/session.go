@@ -480,11 +480,18 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 		path.Design = designSuspend
 	}
 	var parent *conversation
-	if id := req.PreviousResponseID; id != "" {
-		var perr *protocol.Error
-		if parent, path.State, perr = sess.resolve(id); perr != nil {
-			return errorFrame(perr, ln.id)
-		}
+	var perr *protocol.Error
+	switch {
+	case req.Conversation != nil:
+		parent, perr = sess.srv.parentOf(sess.ctx, req)
+		path.State = stateStore
+	case req.PreviousResponseID != "":
+		parent, path.State, perr = sess.resolve(req.PreviousResponseID)
+	}
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	if parent != nil {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
 	tenant := Tenant(sess.ctx)

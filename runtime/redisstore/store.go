@@ -107,15 +107,17 @@ type redisRecord struct {
 	Tenant   string             `json:"tenant"`
 }
 
-func (s *Store) key(tenant, id string) string {
-	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}:r:" + id
+// slot is the prefix of a tenant's keys: its tenant hex-coded in a hash tag,
+// so that one tenant's keys share a Redis Cluster slot.
+func (s *Store) slot(tenant string) string {
+	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}"
 }
+
+func (s *Store) key(tenant, id string) string { return s.slot(tenant) + ":r:" + id }
 
 // itemKey is where the id of the latest response of tenant that holds
 // item id is kept, in the tenant's slot.
-func (s *Store) itemKey(tenant, id string) string {
-	return "tether:{t" + hex.EncodeToString([]byte(tenant)) + "}:i:" + id
-}
+func (s *Store) itemKey(tenant, id string) string { return s.slot(tenant) + ":i:" + id }
 
 // Put writes rec whole, and the index of its items by id, in one
 // pipeline of SETs with the TTL.
