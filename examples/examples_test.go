@@ -3,8 +3,10 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -349,6 +351,54 @@ func TestAgentsJS(t *testing.T) {
 	}
 }
 
+// TestAgentsJSConversations runs three turns of an agent whose session is
+// the Agents SDK's OpenAIConversationsSession, kept in tether's
+// Conversations API: after each the session reads back all it holds, and
+// tether's conversation holds each turn's message, call, output and answer
+// in order; the last turn's request carried the two before it.
+func TestAgentsJSConversations(t *testing.T) {
+	t.Parallel()
+	base := serve(t)
+	out := runNodeScript(t, "agents-js", "@openai/agents", "conversations.mjs", base)
+	wantLines(t, out,
+		`^turn 1: \[get_weather\] items=4 "get_weather returned: Sunny, 21°C in Paris"$`,
+		`^turn 2: \[get_weather\] items=8 "get_weather returned: Sunny, 21°C in Oslo"$`,
+		`^turn 3: \[get_weather\] items=12 "get_weather returned: [^"]+"$`,
+	)
+	m := regexp.MustCompile(`(?m)^conversation (conv_\w+) last (resp_\w+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no conversation line in:\n%s", out)
+	}
+	types := func(path string) string {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var list struct {
+			Data []struct{ Type, Role, ID string }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		var parts []string
+		for _, it := range list.Data {
+			if it.ID == "" {
+				t.Errorf("GET %s: an item without an id", path)
+			}
+			parts = append(parts, strings.TrimSuffix(it.Type+"/"+it.Role, "/"))
+		}
+		return strings.Join(parts, " ")
+	}
+	turn := "message/user function_call function_call_output message/assistant"
+	if got, want := types("/conversations/"+m[1]+"/items?order=asc&limit=100"), strings.Repeat(turn+" ", 3); got+" " != want {
+		t.Errorf("the conversation's items:\n%s\nwant\n%s", got, want)
+	}
+	if got := types("/responses/" + m[2] + "/input_items?order=asc&limit=100"); !strings.HasPrefix(got, strings.Repeat(turn+" ", 2)+"message/user") {
+		t.Errorf("the last turn's input: %s", got)
+	}
+}
+
 // TestLangChain runs the langchain example with the real LangChain
 // ChatOpenAI over the Responses API: a tool loop, then
 // withStructuredOutput answered from the schema and set by a directive.
@@ -371,6 +421,13 @@ const weatherObject = `\{"city":"[^"]+","temperature_c":-?\d+,"conditions":"(sun
 // package pkg installed in the example (.ci/run installs it).
 func runNodeExample(t *testing.T, dir, pkg string) string {
 	t.Helper()
+	return runNodeScript(t, dir, pkg, "index.mjs", serve(t))
+}
+
+// runNodeScript runs examples/dir/script against the tether at base, as
+// runNodeExample does.
+func runNodeScript(t *testing.T, dir, pkg, script, base string) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not on PATH: skipping examples/" + dir)
@@ -378,7 +435,7 @@ func runNodeExample(t *testing.T, dir, pkg string) string {
 	if _, err := os.Stat(dir + "/node_modules/" + pkg + "/package.json"); err != nil {
 		t.Skipf("examples/%s/node_modules/%s is missing: run npm ci in examples/%s", dir, pkg, dir)
 	}
-	return runOK(t, dir, []string{"TETHER_URL=" + serve(t)}, node, "index.mjs")
+	return runOK(t, dir, []string{"TETHER_URL=" + base}, node, script)
 }
 
 // wantSDKOutput checks the output of the SDK examples: two chained turns,
