@@ -85,6 +85,16 @@ type Response struct {
 // (Response.Timings) to the terminal response.
 const IncludeTimings = "tether.timings"
 
+// IncludeLogprobs is the include value that adds the log probabilities of
+// the output text's tokens.
+const IncludeLogprobs = "message.output_text.logprobs"
+
+// WantsLogprobs reports whether the request asked for logprobs: by include,
+// or by a top_logprobs above 0.
+func (r *CreateRequest) WantsLogprobs() bool {
+	return r.Includes(IncludeLogprobs) || r.TopLogprobs != nil && *r.TopLogprobs > 0
+}
+
 // IncompleteDetails says why a response is incomplete.
 type IncompleteDetails struct {
 	Reason string `json:"reason"`

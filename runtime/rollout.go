@@ -61,15 +61,18 @@ type rollout struct {
 	// restart, taken over in the middle of a step from a model that may
 	// not say the same twice, announces the step's run again as it begins
 	// (resumeLocked); guarded by mu.
-	restart    *protocol.StepRestartedEvent
-	everyDelta bool // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
-	open       protocol.Item
-	openText   strings.Builder
-	together   []byte    // token text the model released with the next token's (sampler.Delta.More), sent with it in one event
-	openCall   *stepCall // non-nil while a call's arguments stream
-	modelReady time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
-	firstAt    time.Time // when the current step's first delta came
-	first      bool      // the current step has had its first delta
+	restart     *protocol.StepRestartedEvent
+	logprobs    bool               // the request asked for the text's logprobs (synthetic: sampler.SyntheticLogprob)
+	topLogprobs int                // alternatives a token, 0–20
+	openProbs   []protocol.LogProb // the open message's tokens' logprobs, when asked
+	everyDelta  bool               // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
+	open        protocol.Item
+	openText    strings.Builder
+	together    []byte    // token text the model released with the next token's (sampler.Delta.More), sent with it in one event
+	openCall    *stepCall // non-nil while a call's arguments stream
+	modelReady  time.Time // when the next step's prompt was ready (time.Now, the model's clock); zero: when it samples
+	firstAt     time.Time // when the current step's first delta came
+	first       bool      // the current step has had its first delta
 
 	mu      sync.Mutex
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
@@ -98,6 +101,21 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 		return nil, perr
 	}
 	r.model = model
+	if req.WantsLogprobs() {
+		if lm, ok := model.(LogprobSampler); !ok || !lm.Logprobs() {
+			param := "include"
+			if !req.Includes(protocol.IncludeLogprobs) {
+				param = "top_logprobs"
+			}
+			return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, param,
+				"The model '%s' cannot give logprobs: it does not say how likely its tokens were.", req.Model)
+		}
+		// A token's logprobs ride on its own delta: no merging.
+		r.logprobs, r.everyDelta = true, true
+		if req.TopLogprobs != nil {
+			r.topLogprobs = *req.TopLogprobs
+		}
+	}
 	if req.Generating() {
 		choice := protocol.ToolChoice{}
 		if req.ToolChoice != nil {

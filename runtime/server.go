@@ -19,6 +19,14 @@ type Sampler interface {
 	Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error)
 }
 
+// LogprobSampler is a Sampler that can give its text's log probabilities
+// (include message.output_text.logprobs, top_logprobs): the simulated
+// models' are synthetic (see sampler.SyntheticLogprob). A request for them
+// to a model that cannot give them is refused.
+type LogprobSampler interface {
+	Logprobs() bool
+}
+
 // FixedToolSampler is a Sampler whose calls do not follow the tools a
 // request offers: it calls the functions RequiredTools names, whatever it
 // is offered (sampler.Replay replays a recorded rollout's calls). The

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"slices"
 	"unsafe"
 
 	"github.com/tether-run/tether/protocol"
@@ -32,11 +33,16 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		msg := &protocol.Message{ID: outputID(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
 		r.open = msg
 		r.openText.Reset()
+		r.openProbs = nil
 		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: msg})
 		r.emit(&protocol.ContentPartEvent{EventHeader: protocol.EventHeader{Type: protocol.EventContentPartAdded},
 			ItemID: msg.ID, OutputIndex: idx, Part: &protocol.OutputText{Annotations: []protocol.Annotation{}}})
 	case sampler.TextDelta:
 		if _, ok := r.open.(*protocol.Message); !ok {
+			return
+		}
+		if r.logprobs {
+			r.emitWithLogprobs(idx, d.Text)
 			return
 		}
 		r.openText.WriteString(d.Text)
@@ -161,8 +167,16 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 	case *protocol.Message:
 		part := r.openPart(it)
 		part.Text = text
+		probs := noLogprobs
+		if r.logprobs {
+			part.Logprobs = slices.Clip(r.openProbs)
+			if part.Logprobs == nil {
+				part.Logprobs = []protocol.LogProb{}
+			}
+			probs = &part.Logprobs
+		}
 		r.emit(&protocol.TextDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDone},
-			ItemID: it.ID, OutputIndex: idx, Text: &text, Logprobs: noLogprobs})
+			ItemID: it.ID, OutputIndex: idx, Text: &text, Logprobs: probs})
 		r.emit(&protocol.ContentPartEvent{EventHeader: protocol.EventHeader{Type: protocol.EventContentPartDone},
 			ItemID: it.ID, OutputIndex: idx, Part: part})
 		it.Status = status
@@ -216,4 +230,18 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 	r.resp.Output = append(r.resp.Output, r.open)
 	r.items = append(r.items, r.open)
 	r.open, r.openCall = nil, nil
+}
+
+// emitWithLogprobs sends a text delta with its tokens' logprobs, one
+// entry a token (the delta's text split as the tokenizer splits it), and
+// keeps them for the message's output_text.
+func (r *rollout) emitWithLogprobs(idx int, text string) {
+	r.openText.WriteString(text)
+	first := len(r.openProbs)
+	for _, tok := range r.srv.renderer.Tokens(text) {
+		r.openProbs = append(r.openProbs, sampler.SyntheticLogprob(tok, len(r.openProbs), r.topLogprobs))
+	}
+	probs := slices.Clone(r.openProbs[first:])
+	r.emit(&protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
+		ItemID: r.open.ItemID(), OutputIndex: idx, Delta: text, Logprobs: &probs})
 }
