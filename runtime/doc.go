@@ -20,13 +20,14 @@
 // The data flow of one turn, whatever the transport:
 //
 //	frame -> protocol.Decode -> lane (FIFO) -> resolve model -> resolve parent
-//	      (connection cache | store) -> validate and render new input only
+//	      (connection cache | store | a Conversations API conversation's
+//	      items) -> validate and render new input only
 //	      -> loop { before the step: list MCP servers' tools (first step),
 //	                run the MCP calls the client approved
 //	                Sampler.Sample -> events -> sink -> writer
 //	                dispatch the step's calls (errgroup): Tool.Call, hosted
 //	                and client alike }
-//	      -> terminal response -> cache (+ store)
+//	      -> terminal response -> cache (+ store) (+ the conversation's items)
 //
 // Both of OpenAI's designs are that one loop; the loop does not know which
 // it runs. Calls that no hosted tool takes go to the rollout's client Tool.
@@ -158,8 +159,9 @@
 // The core imports little; what not every server needs plugs into seams it
 // declares, each in a package of its own that imports runtime:
 //
-//   - Store: runtime/redisstore (Redis, shared by many servers); the
-//     memory store is the default.
+//   - Store and ConversationStore: runtime/redisstore (Redis, shared by
+//     many servers); the memory store and MemoryConversations are the
+//     default.
 //   - FrameConn and Connection: runtime/webtransport (HTTP/3).
 //   - Tool and MCPClient: hostedtools/websearch, hostedtools/mcp.
 //   - Hooks: runtime/cost, the work a production API does around
