@@ -27,36 +27,29 @@ import (
 // namespace, and the final message. .ci/run installs the package; without
 // node or the package the test skips.
 func TestCodexCLI(t *testing.T) {
-	t.Parallel()
-	codex := codexCLI(t)
-	for _, ws := range []bool{true, false} {
-		name := map[bool]string{true: "websocket", false: "http"}[ws]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			base := serve(t)
-			work := t.TempDir()
-			out, _ := runCodex(t, codex, base, ws, work, `call: exec_command {"cmd":"echo tether-ok > proof.txt"}`)
-			if b, err := os.ReadFile(filepath.Join(work, "proof.txt")); err != nil || strings.TrimSpace(string(b)) != "tether-ok" {
-				t.Fatalf("exec_command did not run: proof.txt %q, %v", b, err)
-			}
-			if cmd := codexItem(out, "command_execution"); cmd == nil || cmd["exit_code"] != float64(0) {
-				t.Errorf("command item %v", cmd)
-			}
-			if msg := codexItem(out, "agent_message"); msg == nil || !strings.HasPrefix(msg["text"].(string), "exec_command returned:") {
-				t.Errorf("final message %v", msg)
-			}
-			// The two turns, and on a WebSocket the warm-up before them
-			// (generate: false), each once: nothing retried, nothing fell
-			// back to the other transport.
-			wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
+	codexTransports(t, func(t *testing.T, codex, base string, ws bool) {
+		work := t.TempDir()
+		out, _ := runCodex(t, codex, base, ws, work, `call: exec_command {"cmd":"echo tether-ok > proof.txt"}`)
+		if b, err := os.ReadFile(filepath.Join(work, "proof.txt")); err != nil || strings.TrimSpace(string(b)) != "tether-ok" {
+			t.Fatalf("exec_command did not run: proof.txt %q, %v", b, err)
+		}
+		if cmd := codexItem(out, "command_execution"); cmd == nil || cmd["exit_code"] != float64(0) {
+			t.Errorf("command item %v", cmd)
+		}
+		if msg := codexItem(out, "agent_message"); msg == nil || !strings.HasPrefix(msg["text"].(string), "exec_command returned:") {
+			t.Errorf("final message %v", msg)
+		}
+		// The two turns, and on a WebSocket the warm-up before them
+		// (generate: false), each once: nothing retried, nothing fell
+		// back to the other transport.
+		wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
 
-			out, _ = runCodex(t, codex, base, ws, t.TempDir(), `call: multi_agent_v1.wait_agent {"targets":["agent_1"],"timeout_ms":1000}`)
-			msg := codexItem(out, "agent_message")
-			if msg == nil || !strings.HasPrefix(msg["text"].(string), "wait_agent returned:") || strings.Contains(msg["text"].(string), "unsupported call") {
-				t.Errorf("after the namespaced call: %v (want the function_call_output Codex sent back)", msg)
-			}
-		})
-	}
+		out, _ = runCodex(t, codex, base, ws, t.TempDir(), `call: multi_agent_v1.wait_agent {"targets":["agent_1"],"timeout_ms":1000}`)
+		msg := codexItem(out, "agent_message")
+		if msg == nil || !strings.HasPrefix(msg["text"].(string), "wait_agent returned:") || strings.Contains(msg["text"].(string), "unsupported call") {
+			t.Errorf("after the namespaced call: %v (want the function_call_output Codex sent back)", msg)
+		}
+	})
 }
 
 // TestCodexApplyPatch has Codex edit files with its own apply_patch tool,
@@ -66,32 +59,38 @@ func TestCodexCLI(t *testing.T) {
 // model's directive calls it with a patch that adds one file and changes
 // another, which the test reads back.
 func TestCodexApplyPatch(t *testing.T) {
+	codexTransports(t, func(t *testing.T, codex, base string, ws bool) {
+		work := t.TempDir()
+		if err := os.WriteFile(filepath.Join(work, "greet.txt"), []byte("hello\nfrom codex\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		patch := "*** Begin Patch\n*** Add File: notes/new.txt\n+written by apply_patch\n*** Update File: greet.txt\n@@\n hello\n-from codex\n+from tether\n*** End Patch"
+		arg, _ := json.Marshal(patch)
+		out, _ := runCodex(t, codex, base, ws, work, "call: apply_patch "+string(arg))
+		for file, want := range map[string]string{"notes/new.txt": "written by apply_patch\n", "greet.txt": "hello\nfrom tether\n"} {
+			if b, err := os.ReadFile(filepath.Join(work, file)); err != nil || string(b) != want {
+				t.Errorf("%s: %q, %v; want %q", file, b, err, want)
+			}
+		}
+		if ch := codexItem(out, "file_change"); ch == nil || ch["status"] != "completed" {
+			t.Errorf("file_change item %v", ch)
+		}
+		if msg := codexItem(out, "agent_message"); msg == nil || !strings.Contains(msg["text"].(string), "Success") {
+			t.Errorf("final message %v (want the apply_patch output Codex sent back)", msg)
+		}
+		wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
+	})
+}
+
+// codexTransports runs test with the Codex CLI against a tether of its
+// own, once over WebSocket and once over HTTP, in parallel.
+func codexTransports(t *testing.T, test func(t *testing.T, codex, base string, ws bool)) {
 	t.Parallel()
 	codex := codexCLI(t)
 	for _, ws := range []bool{true, false} {
-		name := map[bool]string{true: "websocket", false: "http"}[ws]
-		t.Run(name, func(t *testing.T) {
+		t.Run(map[bool]string{true: "websocket", false: "http"}[ws], func(t *testing.T) {
 			t.Parallel()
-			base := serve(t)
-			work := t.TempDir()
-			if err := os.WriteFile(filepath.Join(work, "greet.txt"), []byte("hello\nfrom codex\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			patch := "*** Begin Patch\n*** Add File: notes/new.txt\n+written by apply_patch\n*** Update File: greet.txt\n@@\n hello\n-from codex\n+from tether\n*** End Patch"
-			arg, _ := json.Marshal(patch)
-			out, _ := runCodex(t, codex, base, ws, work, "call: apply_patch "+string(arg))
-			for file, want := range map[string]string{"notes/new.txt": "written by apply_patch\n", "greet.txt": "hello\nfrom tether\n"} {
-				if b, err := os.ReadFile(filepath.Join(work, file)); err != nil || string(b) != want {
-					t.Errorf("%s: %q, %v; want %q", file, b, err, want)
-				}
-			}
-			if ch := codexItem(out, "file_change"); ch == nil || ch["status"] != "completed" {
-				t.Errorf("file_change item %v", ch)
-			}
-			if msg := codexItem(out, "agent_message"); msg == nil || !strings.Contains(msg["text"].(string), "Success") {
-				t.Errorf("final message %v (want the apply_patch output Codex sent back)", msg)
-			}
-			wantPaths(t, base, ws, map[bool]int{true: 3, false: 2}[ws])
+			test(t, codex, serve(t), ws)
 		})
 	}
 }
