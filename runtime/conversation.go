@@ -52,6 +52,9 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 		}
 		return nil, protocol.AsError(err)
 	}
+	if perr := notInConversation(head.Response); perr != nil {
+		return nil, perr
+	}
 	items, _, perr := s.expand(items, nil, "input", nil)
 	if perr != nil {
 		return nil, perr
@@ -227,4 +230,16 @@ func checkOutputs(input protocol.Items, from []int, ctx protocol.Items) *protoco
 		}
 	}
 	return nil
+}
+
+// notInConversation refuses to continue, by previous_response_id, a response
+// that belongs to a Conversations API conversation: its record holds what it
+// added, not the conversation before it, so its context is the
+// conversation's, reached by naming the conversation.
+func notInConversation(resp *protocol.Response) *protocol.Error {
+	if resp == nil || resp.Conversation == nil {
+		return nil
+	}
+	return protocol.Invalid(protocol.CodeInvalidValue, "previous_response_id",
+		"Response '%s' belongs to conversation '%s': continue it with 'conversation', not 'previous_response_id'.", resp.ID, resp.Conversation.ID)
 }

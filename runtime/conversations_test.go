@@ -134,8 +134,19 @@ func testConversations(t *testing.T, h *harness) {
 		t.Errorf("after a response over HTTP: %s", s)
 	}
 
-	// Over a WebSocket, as {"id": …}; then a suspended rollout with a call.
+	// Its response is continued by naming the conversation, not by
+	// previous_response_id (its record holds what it added, not the
+	// conversation before it), over HTTP and from a WebSocket's cache.
+	if code, b := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "input": "x", "previous_response_id": resp.ID}); code != 400 || errCode(t, b) != "invalid_value" {
+		t.Errorf("previous_response_id of a conversation's response: %d %s", code, b)
+	}
 	c := h.dial(t, nil)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "input": "cached", "conversation": id}))
+	cached := respID(t, c.untilTerminal(t)[0])
+	c.send(t, create(map[string]any{"model": "tether-scripted", "input": "x", "previous_response_id": cached}))
+	c.wantError(t, "invalid_value")
+
+	// Over a WebSocket, as {"id": …}; then a suspended rollout with a call.
 	c.send(t, create(map[string]any{"model": "tether-scripted", "input": "And again.", "conversation": map[string]any{"id": id}}))
 	if last := c.untilTerminal(t); eventType(t, last[len(last)-1]) != "response.completed" {
 		t.Fatalf("over a WebSocket: %s", last[len(last)-1])
@@ -147,7 +158,7 @@ func testConversations(t *testing.T, h *harness) {
 		t.Fatalf("suspended rollout: %d pauses, ended %s", pauses, events[len(events)-1])
 	}
 	items := allItems(t, h, id)
-	want := "message/user message/user message/assistant message/user message/assistant message/user function_call function_call_output message/assistant"
+	want := "message/user message/user message/assistant message/user message/assistant message/user message/assistant message/user function_call function_call_output message/assistant"
 	if s := itemSummary(items); s != want {
 		t.Errorf("items:\n%s\nwant\n%s", s, want)
 	}
@@ -221,6 +232,7 @@ func testConversations(t *testing.T, h *harness) {
 
 // storedUsage is what these tests read of a response object.
 type storedUsage struct {
+	ID           string               `json:"id"`
 	Status       string               `json:"status"`
 	Conversation *struct{ ID string } `json:"conversation"`
 	Usage        struct {

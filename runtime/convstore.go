@@ -17,7 +17,8 @@ import (
 //
 // A Store that is also a ConversationStore keeps a server's conversations
 // (package redisstore's does); otherwise the server keeps them in memory
-// (MemoryConversations, bounded by Options.MemoryStore.MaxBytes).
+// (MemoryConversations, bounded as Options.MemoryStore bounds the response
+// store, with a budget of its own).
 type ConversationStore interface {
 	// CreateConversation keeps a new conversation with its first items.
 	CreateConversation(ctx context.Context, c *protocol.Conversation, items protocol.Items) error
@@ -36,15 +37,18 @@ type ConversationStore interface {
 }
 
 // MemoryConversations is the default ConversationStore: conversations in
-// memory, bounded by bytes (an item's encoded size and its overhead); past
-// the bound the conversation written least recently goes first.
+// memory, bounded by bytes (an item's encoded size and its overhead), in
+// all and per tenant. Past the bound in all the conversation written least
+// recently goes first; a tenant past its own bound is refused (ErrTooLarge)
+// rather than let evict the others'.
 type MemoryConversations struct {
-	maxBytes int
+	maxBytes, maxTenant int
 
-	mu    sync.Mutex
-	convs map[itemKey]*memConversation // by tenant and id; guarded by mu
-	lru   list.List                    // of *memConversation, least recently written first; guarded by mu
-	bytes int                          // guarded by mu
+	mu      sync.Mutex
+	convs   map[itemKey]*memConversation // by tenant and id; guarded by mu
+	lru     list.List                    // of *memConversation, least recently written first; guarded by mu
+	bytes   int                          // guarded by mu
+	tenants map[string]int               // each tenant's bytes; guarded by mu
 }
 
 type memConversation struct {
@@ -56,12 +60,31 @@ type memConversation struct {
 }
 
 // NewMemoryConversations returns an empty store of at most maxBytes
-// (DefaultStoreBytes when 0).
-func NewMemoryConversations(maxBytes int) *MemoryConversations {
+// (DefaultStoreBytes when 0), maxTenant of them a tenant's
+// (DefaultTenantStoreBytes when 0).
+func NewMemoryConversations(maxBytes, maxTenant int) *MemoryConversations {
 	if maxBytes <= 0 {
 		maxBytes = DefaultStoreBytes
 	}
-	return &MemoryConversations{maxBytes: maxBytes, convs: make(map[itemKey]*memConversation)}
+	if maxTenant <= 0 {
+		maxTenant = DefaultTenantStoreBytes
+	}
+	return &MemoryConversations{maxBytes: maxBytes, maxTenant: maxTenant, convs: make(map[itemKey]*memConversation), tenants: make(map[string]int)}
+}
+
+// fitsLocked reports whether tenant may hold n bytes more.
+func (m *MemoryConversations) fitsLocked(tenant string, n int) bool {
+	return n <= m.maxBytes && m.tenants[tenant]+n <= m.maxTenant
+}
+
+// growLocked counts n bytes more (or fewer) of mc's.
+func (m *MemoryConversations) growLocked(mc *memConversation, n int) {
+	mc.bytes += n
+	m.bytes += n
+	m.tenants[mc.key.tenant] += n
+	if m.tenants[mc.key.tenant] == 0 {
+		delete(m.tenants, mc.key.tenant)
+	}
 }
 
 // itemsBytes is what items hold in memory.
@@ -77,18 +100,19 @@ func itemsBytes(items protocol.Items) int {
 }
 
 func (m *MemoryConversations) CreateConversation(ctx context.Context, c *protocol.Conversation, items protocol.Items) error {
-	mc := &memConversation{key: itemKey{Tenant(ctx), c.ID}, conv: *c, items: slices.Clip(items), bytes: recordOverhead + itemsBytes(items)}
-	if mc.bytes > m.maxBytes {
-		return ErrTooLarge
-	}
+	mc := &memConversation{key: itemKey{Tenant(ctx), c.ID}, conv: *c, items: slices.Clip(items)}
+	n := recordOverhead + itemsBytes(items)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old := m.convs[mc.key]; old != nil {
 		m.removeLocked(old)
 	}
+	if !m.fitsLocked(mc.key.tenant, n) {
+		return ErrTooLarge
+	}
 	m.convs[mc.key] = mc
 	mc.elem = m.lru.PushBack(mc)
-	m.bytes += mc.bytes
+	m.growLocked(mc, n)
 	m.evictLocked(mc)
 	return nil
 }
@@ -144,13 +168,12 @@ func (m *MemoryConversations) AddConversationItems(ctx context.Context, id strin
 	if err != nil {
 		return err
 	}
-	if mc.bytes+n > m.maxBytes {
+	if mc.bytes+n > m.maxBytes || !m.fitsLocked(mc.key.tenant, n) {
 		return ErrTooLarge
 	}
 	// A new slice: readers hold the old one.
 	mc.items = append(slices.Clip(mc.items), items...)
-	mc.bytes += n
-	m.bytes += n
+	m.growLocked(mc, n)
 	m.lru.MoveToBack(mc.elem)
 	m.evictLocked(mc)
 	return nil
@@ -179,15 +202,14 @@ func (m *MemoryConversations) DeleteConversationItem(ctx context.Context, id, it
 	}
 	n := itemsBytes(mc.items[i : i+1])
 	mc.items = slices.Delete(slices.Clone(mc.items), i, i+1)
-	mc.bytes -= n
-	m.bytes -= n
+	m.growLocked(mc, -n)
 	return nil
 }
 
 func (m *MemoryConversations) removeLocked(mc *memConversation) {
 	delete(m.convs, mc.key)
 	m.lru.Remove(mc.elem)
-	m.bytes -= mc.bytes
+	m.growLocked(mc, -mc.bytes)
 }
 
 // evictLocked drops the conversations written least recently until the

@@ -25,6 +25,13 @@ func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollo
 	}
 	parent := ps.Response.ID
 	r.resp.ID, r.resp.CreatedAt, r.resp.ForkedFrom = newID("resp"), created, &parent
+	if r.req.Conversation != nil {
+		// The parent adds what it and its forks share to its conversation
+		// when it ends; a fork adding it again would repeat it there.
+		req := *r.req
+		req.Conversation = nil
+		r.req, r.resp.Conversation = &req, nil
+	}
 	r.order.seq = 0 // a new response's events
 	r.path.State = stateFork
 	return r, nil

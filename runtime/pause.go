@@ -182,6 +182,9 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 	if r.hosted, perr = s.hostedTools(ps.Request); perr != nil {
 		return nil, perr
 	}
+	if perr := r.askLogprobs(); perr != nil {
+		return nil, perr
+	}
 	if perr := s.prepareMCP(r); perr != nil {
 		return nil, perr
 	}

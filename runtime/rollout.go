@@ -101,20 +101,8 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 		return nil, perr
 	}
 	r.model = model
-	if req.WantsLogprobs() {
-		if lm, ok := model.(LogprobSampler); !ok || !lm.Logprobs() {
-			param := "include"
-			if !req.Includes(protocol.IncludeLogprobs) {
-				param = "top_logprobs"
-			}
-			return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, param,
-				"The model '%s' cannot give logprobs: it does not say how likely its tokens were.", req.Model)
-		}
-		// A token's logprobs ride on its own delta: no merging.
-		r.logprobs, r.everyDelta = true, true
-		if req.TopLogprobs != nil {
-			r.topLogprobs = *req.TopLogprobs
-		}
+	if perr := r.askLogprobs(); perr != nil {
+		return nil, perr
 	}
 	if req.Generating() {
 		choice := protocol.ToolChoice{}
@@ -181,6 +169,31 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	r.resp = s.newResponse(req, parent)
 	r.client = openCalls{}
 	return r, nil
+}
+
+// askLogprobs sets the rollout up to give its text's logprobs when its
+// request asks for them, or refuses a request its model cannot give them
+// for. Every rollout of the request calls it: a create's, and one restored
+// from a pause (fork, takeover, wake).
+func (r *rollout) askLogprobs() *protocol.Error {
+	req := r.req
+	if !req.WantsLogprobs() {
+		return nil
+	}
+	if lm, ok := r.model.(LogprobSampler); !ok || !lm.Logprobs() {
+		param := "include"
+		if !req.Includes(protocol.IncludeLogprobs) {
+			param = "top_logprobs"
+		}
+		return protocol.Invalid(protocol.CodeUnsupportedParameter, param,
+			"The model '%s' cannot give logprobs: it does not say how likely its tokens were.", req.Model)
+	}
+	// A token's logprobs ride on its own delta: no merging.
+	r.logprobs, r.everyDelta = true, true
+	if req.TopLogprobs != nil {
+		r.topLogprobs = *req.TopLogprobs
+	}
+	return nil
 }
 
 // hostedTools are the hosted tools req offers, by call name, or the error
@@ -513,17 +526,6 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	var conv *conversation
 	if r.resp.Status == protocol.ResponseCompleted || r.resp.Status == protocol.ResponseIncomplete {
 		conv = r.publish()
-		if r.req.Conversation != nil {
-			if perr := r.addToConversation(ctx); perr != nil {
-				// Nothing of it joined the conversation (deleted meanwhile,
-				// or the store did not answer): the response fails, so that
-				// the client does not go on from items the conversation lacks.
-				r.mu.Lock()
-				r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
-				r.mu.Unlock()
-				terminal, conv = protocol.EventFailed, nil
-			}
-		}
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
@@ -547,6 +549,18 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
+	}
+	if conv != nil && r.req.Conversation != nil {
+		// After the store: a response that failed there adds nothing.
+		if perr := r.addToConversation(ctx); perr != nil {
+			// Nothing of it joined the conversation (deleted meanwhile, or
+			// the store did not answer): the response fails, so that the
+			// client does not go on from items the conversation lacks.
+			r.mu.Lock()
+			r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
+			r.mu.Unlock()
+			terminal, conv = protocol.EventFailed, nil
+		}
 	}
 	later := r.srv.hooks.PostInference(r.srv.ctx, r.path, &r.tm)
 	tm := r.timings()

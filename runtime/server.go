@@ -153,7 +153,7 @@ func NewServer(opts Options) (*Server, error) {
 	s.store = scopedStore{inner}
 	s.convs, _ = inner.(ConversationStore)
 	if s.convs == nil {
-		s.convs = NewMemoryConversations(s.opts.MemoryStore.MaxBytes)
+		s.convs = NewMemoryConversations(s.opts.MemoryStore.MaxBytes, s.opts.MemoryStore.MaxTenantBytes)
 	}
 	sl, err := newSealer(s.opts.CompactionKey)
 	if err != nil {

@@ -578,6 +578,9 @@ func (sess *session) resolve(id string) (conv *conversation, from string, perr *
 	conv, evicted := sess.scope.lookup(id)
 	switch {
 	case conv != nil:
+		if perr := notInConversation(conv.response); perr != nil {
+			return nil, "", perr
+		}
 		return conv, stateCache, nil
 	case evicted:
 		return nil, "", previousNotFound(id)

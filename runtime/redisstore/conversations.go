@@ -21,11 +21,12 @@ import (
 func (s *Store) convKey(tenant, id string) string  { return s.slot(tenant) + ":c:" + id }
 func (s *Store) itemsKey(tenant, id string) string { return s.slot(tenant) + ":ci:" + id }
 
-// addItems pushes items onto a conversation that exists, and renews both
-// keys' TTL: 0 when the conversation does not exist.
+// addItems pushes items onto a conversation that exists, a thousand at a
+// time (Lua's unpack has a stack limit), and renews both keys' TTL: 0 when
+// the conversation does not exist.
 var addItems = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if #ARGV > 1 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 2)) end
+for i = 2, #ARGV, 1000 do redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return 1`)
