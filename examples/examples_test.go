@@ -127,6 +127,12 @@ func sharedIndex() (*websearch.Index, error) {
 // returns its base URL.
 func serve(t *testing.T) string {
 	t.Helper()
+	return serveTiming(t, sampler.Timing{})
+}
+
+// serveTiming is serve with the models paced by timing.
+func serveTiming(t *testing.T, timing sampler.Timing) string {
+	t.Helper()
 	r, err := sharedRenderer()
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +145,9 @@ func serve(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	models := map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, sampler.Timing{})}
+	models := map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, timing)}
 	for _, tr := range traces {
-		models[sampler.ReplayPrefix+tr.Name] = sampler.NewReplay(r, sampler.Timing{}, tr)
+		models[sampler.ReplayPrefix+tr.Name] = sampler.NewReplay(r, timing, tr)
 	}
 	metrics := prommetrics.New() // wantPaths reads /metrics
 	srv, err := runtime.NewServer(runtime.Options{Models: models, Renderer: r, Observer: metrics,
@@ -315,6 +321,26 @@ func TestOpenAINode(t *testing.T) {
 	wantSDKOutput(t, out)
 	wantLines(t, out, `^input tokens of the first turn's request: [1-9]\d* \(response\.input_tokens\)$`,
 		`^parsed: `+weatherObject+`$`)
+}
+
+// TestOpenAINodeSteer runs examples/openai-node/steer.mjs: openai-node's
+// ResponsesWS sends response.steer into a running response (which takes
+// it into its context and answers it), into one that then completes on a
+// call (pending after response.completed; the stubs filled and sent with
+// previous_response_id), and into a parked suspended rollout (accepted and
+// pending at once; the steering joins the context with the outputs). The
+// model takes a second to its first token, so that each steer comes while
+// its response runs.
+func TestOpenAINodeSteer(t *testing.T) {
+	t.Parallel()
+	base := serveTiming(t, sampler.Timing{TTFT: time.Second, TPS: 200})
+	out := runNodeScript(t, "openai-node", "openai", "steer.mjs", base)
+	wantLines(t, out,
+		`^running resp_\w+: accepted steer_\w+, then 2 messages: "You said: \\"Write a summary\.\\"" "You said: \\"Focus on the parser\.\\""$`,
+		`^on a call resp_\w+: accepted, completed, pending waiting_for_required_input \[function_call_output call_\w+ get_weather\]$`,
+		`^continued resp_\w+: "get_weather returned: Sunny, 21°C in Paris", input \[message function_call_output\]$`,
+		`^parked resp_\w+: accepted and pending \[function_call_output call_\w+ get_weather\]; completed with the steering in its context: true$`,
+	)
 }
 
 // TestAISDK runs the ai-sdk example with the real Vercel AI SDK (ai and

@@ -258,6 +258,7 @@ var clientDecoders = [...]struct {
 	{ClientResume, decodeResume},
 	{ClientFork, decodeFork},
 	{ClientProcessed, decodeProcessed},
+	{ClientSteer, decodeSteer},
 }
 
 // clientEventTypesText lists the types of clientDecoders for an error:

@@ -313,6 +313,12 @@ func decodeEventAs(t EventType, data []byte, lean bool) (Event, *Error) {
 		e = new(ErrorEvent)
 	case EventStepRestarted:
 		e = new(StepRestartedEvent)
+	case EventSteerAccepted:
+		e = new(SteerAcceptedEvent)
+	case EventSteerPending:
+		e = new(SteerPendingEvent)
+	case EventSteerFailed:
+		e = new(SteerFailedEvent)
 	case "":
 		return nil, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'.")
 	default:

@@ -20,6 +20,10 @@ type conversation struct {
 	prompt   *sampler.Prompt    // items rendered to tokens
 	rendered int                // tokens of prompt rendered to rebuild it from the store (0 when cached)
 	chain    []string           // the stored responses its items came from, oldest first (see Record.Chain)
+	// steered is the response.steer input the response ended holding (it
+	// completed on calls its client answers): the create that continues it
+	// on this connection gets it before its own input.
+	steered protocol.Items
 
 	// The rendered system block, reused while instructions and tools stay the same.
 	instructions string

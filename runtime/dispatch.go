@@ -185,6 +185,15 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	}
 	if open {
 		r.renderPending()
+		var required []protocol.RequiredInput
+		for i, res := range results {
+			if res == nil {
+				required = append(required, requiredInput(calls[i].call.Type, calls[i].call.CallID, calls[i].call.Name))
+			}
+		}
+		r.mu.Lock()
+		r.required = required
+		r.mu.Unlock()
 		return true, nil
 	}
 	r.appendContext(r.inbox.take())

@@ -75,6 +75,11 @@
 //     pending call has its output); running or pausing:
 //     response_not_suspended; ended, settled, expired, other connection:
 //     response_not_found; other lane: stream_id_mismatch.
+//   - response.steer, from the attached connection (it names no lane):
+//     running or pausing: its input waits in the rollout's inbox for the
+//     step's end (steer.go); parked: the same, and pending is told at once;
+//     ended, settled, expired: response_already_completed; other
+//     connection: response_not_found.
 //   - response.create on the lane: refused with stream_suspended while
 //     parked on this connection; otherwise it queues behind the rollout
 //     (FIFO).

@@ -81,9 +81,14 @@ type rollout struct {
 	results []protocol.Item    // the current step's calls' results, guarded by mu
 	settled []bool             // which of them are in, guarded by mu
 
-	stop  stopper  // ends run from any goroutine
-	inbox inbox    // steering messages for the next step
-	out   delivery // what its frames cost on the way out; atomic
+	stop  stopper // ends run from any goroutine
+	inbox inbox   // steering messages for the next step
+	// steerClosed: the response is ending and takes no more response.steer;
+	// required: the outputs its client owes when it ends on open calls (a
+	// cached-state turn). Guarded by mu.
+	steerClosed bool
+	required    []protocol.RequiredInput
+	out         delivery // what its frames cost on the way out; atomic
 }
 
 // prepare validates a create request against its parent state and renders its
@@ -355,6 +360,14 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 			return r.finish(ctx, sampler.Result{}, err)
 		}
 		res, err := r.sampleStep(ctx)
+		if err == nil && !res.Incomplete && len(r.calls) == 0 && r.steps < maxSteps {
+			// A final answer, but steering came meanwhile (response.steer):
+			// it joins the context and the model goes on.
+			if steered := r.inbox.take(); len(steered) > 0 {
+				r.appendContext(steered)
+				continue
+			}
+		}
 		if err != nil || res.Incomplete || len(r.calls) == 0 {
 			return r.finish(ctx, res, err)
 		}
@@ -568,10 +581,14 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	if r.req.Includes(protocol.IncludeTimings) {
 		r.resp.Timings = &tm
 	}
+	after := r.settleSteers(conv)
 	r.mu.Lock()
 	r.flushDoneLocked()
 	r.mu.Unlock()
 	r.emitResponse(terminal)
+	for _, ev := range after {
+		r.emit(ev)
+	}
 	if later != nil {
 		r.srv.goLater(later)
 	}

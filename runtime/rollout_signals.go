@@ -44,17 +44,56 @@ func (s *stopper) abort(cause error) {
 }
 
 // inbox holds the messages steered into a running rollout (a suspended
-// rollout's response.append carries them), which join the context after
-// the current step. Its lock is a leaf.
+// rollout's response.append carries them; response.steer, in either
+// design), which join the context after the current step. Its lock is a
+// leaf.
 type inbox struct {
-	mu    sync.Mutex
-	items protocol.Items // guarded by mu
+	mu     sync.Mutex
+	items  protocol.Items // guarded by mu
+	steers []steerSub     // the response.steer submissions among items, in order; guarded by mu
+}
+
+// steerSub is a response.steer submission waiting in an inbox.
+type steerSub struct {
+	ev     *protocol.SteerEvent
+	id     string
+	pended bool // its response.steer.pending is out
 }
 
 func (in *inbox) add(items ...protocol.Item) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.items = append(in.items, items...)
+}
+
+// addSteer queues a response.steer's input under id.
+func (in *inbox) addSteer(id string, ev *protocol.SteerEvent) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.items = append(in.items, ev.Input...)
+	in.steers = append(in.steers, steerSub{ev: ev, id: id})
+}
+
+// steerCount is the number of submissions waiting.
+func (in *inbox) steerCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.steers)
+}
+
+// pend marks the submissions whose response.steer.pending is not out yet,
+// and returns them.
+func (in *inbox) pend() []steerSub {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []steerSub
+	for i := range in.steers {
+		if !in.steers[i].pended {
+			in.steers[i].pended = true
+			out = append(out, in.steers[i])
+		}
+	}
+	return out
 }
 
 // peek is what take would return, left in place.
@@ -64,10 +103,18 @@ func (in *inbox) peek() protocol.Items {
 	return slices.Clone(in.items)
 }
 
+// take empties the inbox: its items join the context.
 func (in *inbox) take() protocol.Items {
+	items, _ := in.takeAll()
+	return items
+}
+
+// takeAll empties the inbox and returns its items and the submissions
+// among them.
+func (in *inbox) takeAll() (protocol.Items, []steerSub) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	items := in.items
-	in.items = nil
-	return items
+	items, steers := in.items, in.steers
+	in.items, in.steers = nil, nil
+	return items, steers
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,11 @@ type lane struct {
 	asleep      string
 	asleepTimer *time.Timer
 	asleepGen   int // counts the places kept: a timer of an earlier one does nothing
+
+	// after are the frames that follow the last frame of the job running
+	// (a cached-state turn's response.steer.pending after its
+	// response.completed); only the lane's worker touches it.
+	after [][]byte
 }
 
 // queueRefusal says why a create (fork: a fork) from sess may not queue on
@@ -454,7 +460,11 @@ func (sess *session) runJob(ln *lane, j job) {
 		sess.scope.release(j.bytes())
 		if last != nil {
 			sess.send(last, nil)
+			for _, b := range ln.after {
+				sess.send(b, nil)
+			}
 		}
+		ln.after = nil
 		if slot {
 			<-sess.scope.slots
 		}
@@ -494,6 +504,10 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 	if parent != nil {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
+	if parent != nil && len(parent.steered) > 0 {
+		// What response.steer queued in the response continued comes first.
+		req.Input = append(slices.Clip(parent.steered), req.Input...)
+	}
 	tenant := Tenant(sess.ctx)
 	if perr := sess.srv.admission.response(tenant); perr != nil {
 		return errorFrame(perr, ln.id)
@@ -521,6 +535,7 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 	case err == nil: // the response failed
 		sess.scope.evictAfterFailure(ln, parent)
 	}
+	ln.after = sink.after
 	return sink.last
 }
 
@@ -551,9 +566,10 @@ func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
 // terminal one is held for runJob, which sends it once the response is
 // settled.
 type jobSink struct {
-	sess *session
-	enc  eventBuf // under the rollout's lock
-	last []byte   // written under the rollout's lock; read once run has returned
+	sess  *session
+	enc   eventBuf // under the rollout's lock
+	last  []byte   // written under the rollout's lock; read once run has returned
+	after [][]byte // the frames that follow last, as last
 }
 
 func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
@@ -564,6 +580,10 @@ func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
 	switch protocol.Type(ev) {
 	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
 		s.last = bytes.Clone(b)
+		return nil
+	}
+	if s.last != nil { // after the terminal event (response.steer.pending): sent after it
+		s.after = append(s.after, bytes.Clone(b))
 		return nil
 	}
 	return s.sess.sendCopy(b, acct)

@@ -122,6 +122,8 @@ func (sess *session) readLoop(ctx context.Context) error {
 			if perr := sess.fork(ev, received); perr != nil {
 				sess.sendError(perr, lane)
 			}
+		case *protocol.SteerEvent:
+			sess.steer(ev) // out of band: it names a response running now
 		case *protocol.ProcessedEvent:
 			// Codex acknowledges every response it has read: a suspended
 			// rollout's tail is no longer needed.

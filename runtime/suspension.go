@@ -129,12 +129,13 @@ const (
 	evEnd                       // run returned
 	evSettle                    // its connection takes the result
 	evShutdown                  // the server's drain is over
+	evSteer                     // response.steer
 	numSuspEvents
 )
 
 func (ev suspEvent) String() string {
 	return [...]string{"park", "pause", "append", "answered", "cancel", "fork", "create", "resume",
-		"drop", "timeout", "expire", "end", "settle", "shutdown"}[ev]
+		"drop", "timeout", "expire", "end", "settle", "shutdown", "steer"}[ev]
 }
 
 // verdict is what an event does in a state.
@@ -147,6 +148,7 @@ const (
 	refuseNotParked                // response_not_suspended: it is not waiting for tool outputs
 	refuseLaneBusy                 // stream_suspended: a create on a lane parked on its client
 	refuseLane                     // stream_id_mismatch: the rollout runs on another lane
+	refuseCompleted                // response_already_completed: a steer of a rollout that has ended
 )
 
 // suspRule is an event's verdict in a state, and the state it leads to.
@@ -165,28 +167,28 @@ var suspRules = func() (t [numSuspStates][numSuspEvents]suspRule) {
 		evPark: to(suspPausing), evPause: no(ignore), evAppend: no(refuseNotParked), evAnswered: no(ignore),
 		evCancel: to(suspRunning), evFork: no(refuseNotParked), evCreate: to(suspRunning), evResume: to(suspRunning),
 		evDrop: to(suspRunning), evTimeout: no(ignore), evExpire: to(suspExpired), evEnd: to(suspEnded),
-		evSettle: no(ignore), evShutdown: to(suspRunning)}
+		evSettle: no(ignore), evShutdown: to(suspRunning), evSteer: to(suspRunning)}
 	t[suspPausing] = [numSuspEvents]suspRule{
 		evPark: no(ignore), evPause: to(suspParked), evAppend: no(refuseNotParked), evAnswered: no(ignore),
 		evCancel: to(suspRunning), evFork: no(refuseNotParked), evCreate: to(suspPausing), evResume: to(suspPausing),
 		evDrop: to(suspPausing), evTimeout: no(ignore), evExpire: to(suspExpired), evEnd: to(suspEnded),
-		evSettle: no(ignore), evShutdown: to(suspRunning)}
+		evSettle: no(ignore), evShutdown: to(suspRunning), evSteer: to(suspPausing)}
 	t[suspParked] = [numSuspEvents]suspRule{
 		evPark: no(ignore), evPause: no(ignore), evAppend: to(suspParked), evAnswered: to(suspRunning),
 		evCancel: to(suspRunning), evFork: to(suspParked), evCreate: no(refuseLaneBusy), evResume: to(suspParked),
 		evDrop: to(suspParked), evTimeout: to(suspRunning), evExpire: to(suspExpired), evEnd: to(suspEnded),
-		evSettle: no(ignore), evShutdown: to(suspRunning)}
+		evSettle: no(ignore), evShutdown: to(suspRunning), evSteer: to(suspParked)}
 	t[suspEnded] = [numSuspEvents]suspRule{
 		evPark: no(ignore), evPause: no(ignore), evAppend: no(refuseNotFound), evAnswered: no(ignore),
 		evCancel: no(refuseNotFound), evFork: no(refuseNotFound), evCreate: to(suspEnded), evResume: to(suspEnded),
 		evDrop: to(suspEnded), evTimeout: no(ignore), evExpire: to(suspExpired), evEnd: no(ignore),
-		evSettle: to(suspSettled), evShutdown: no(ignore)}
+		evSettle: to(suspSettled), evShutdown: no(ignore), evSteer: no(refuseCompleted)}
 	for _, gone := range []suspState{suspSettled, suspExpired} {
 		t[gone] = [numSuspEvents]suspRule{
 			evPark: no(ignore), evPause: no(ignore), evAppend: no(refuseNotFound), evAnswered: no(ignore),
 			evCancel: no(refuseNotFound), evFork: no(refuseNotFound), evCreate: to(gone), evResume: no(refuseNotFound),
 			evDrop: no(ignore), evTimeout: no(ignore), evExpire: no(ignore), evEnd: no(ignore),
-			evSettle: no(ignore), evShutdown: no(ignore)}
+			evSettle: no(ignore), evShutdown: no(ignore), evSteer: no(refuseCompleted)}
 	}
 	return t
 }()
@@ -216,6 +218,10 @@ func decide(st suspState, ev suspEvent, a access) suspRule {
 			return suspRule{v: refuseNotFound}
 		case !a.lane:
 			return suspRule{v: refuseLane}
+		}
+	case evSteer: // it names no lane: the rollout's answers it
+		if !a.here {
+			return suspRule{v: refuseNotFound}
 		}
 	case evResume:
 		if a.here || !a.creds {
@@ -260,6 +266,8 @@ func (sp *suspension) decideLocked(ev suspEvent, sess *session, lane string, cre
 		return r, errLaneSuspended(sp.id, ev)
 	case refuseLane:
 		return r, errOtherLane(sp.id, sp.lane, lane)
+	case refuseCompleted:
+		return r, errSteerCompleted(sp.id)
 	}
 	return r, nil
 }

@@ -52,6 +52,7 @@ func TestSuspensionRules(t *testing.T) {
 		notParked = "response_not_suspended"
 		laneBusy  = "stream_suspended"
 		mismatch  = "stream_id_mismatch"
+		completed = "response_already_completed"
 		same      = "="
 		nothing   = "-"
 	)
@@ -60,15 +61,15 @@ func TestSuspensionRules(t *testing.T) {
 	// events come from the attached connection on the rollout's lane, a
 	// resume from another connection with the same credentials, the
 	// resume window's end while detached.
-	events := []suspEvent{evPark, evPause, evAppend, evAnswered, evCancel, evFork, evCreate, evResume, evDrop, evTimeout, evExpire, evEnd, evSettle, evShutdown}
+	events := []suspEvent{evPark, evPause, evAppend, evAnswered, evCancel, evFork, evCreate, evResume, evDrop, evTimeout, evExpire, evEnd, evSettle, evShutdown, evSteer}
 	want := map[suspState][]string{
-		//            park       pause     append     answered   cancel     fork       create    resume    drop  timeout    expire     end      settle     shutdown
-		suspRunning: {"pausing", nothing, notParked, nothing, "running", notParked, same, same, same, nothing, "expired", "ended", nothing, "running"},
-		suspPausing: {nothing, "parked", notParked, nothing, "running", notParked, same, same, same, nothing, "expired", "ended", nothing, "running"},
-		suspParked:  {nothing, nothing, same, "running", "running", same, laneBusy, same, same, "running", "expired", "ended", nothing, "running"},
-		suspEnded:   {nothing, nothing, notFound, nothing, notFound, notFound, same, same, same, nothing, "expired", nothing, "settled", nothing},
-		suspSettled: {nothing, nothing, notFound, nothing, notFound, notFound, same, notFound, nothing, nothing, nothing, nothing, nothing, nothing},
-		suspExpired: {nothing, nothing, notFound, nothing, notFound, notFound, same, notFound, nothing, nothing, nothing, nothing, nothing, nothing},
+		//            park       pause     append     answered   cancel     fork       create    resume    drop  timeout    expire     end      settle     shutdown   steer
+		suspRunning: {"pausing", nothing, notParked, nothing, "running", notParked, same, same, same, nothing, "expired", "ended", nothing, "running", same},
+		suspPausing: {nothing, "parked", notParked, nothing, "running", notParked, same, same, same, nothing, "expired", "ended", nothing, "running", same},
+		suspParked:  {nothing, nothing, same, "running", "running", same, laneBusy, same, same, "running", "expired", "ended", nothing, "running", same},
+		suspEnded:   {nothing, nothing, notFound, nothing, notFound, notFound, same, same, same, nothing, "expired", nothing, "settled", nothing, completed},
+		suspSettled: {nothing, nothing, notFound, nothing, notFound, notFound, same, notFound, nothing, nothing, nothing, nothing, nothing, nothing, completed},
+		suspExpired: {nothing, nothing, notFound, nothing, notFound, notFound, same, notFound, nothing, nothing, nothing, nothing, nothing, nothing, completed},
 	}
 	if len(want) != int(numSuspStates) || len(events) != int(numSuspEvents) {
 		t.Fatalf("the table covers %d states and %d events; there are %d and %d", len(want), len(events), numSuspStates, numSuspEvents)
@@ -106,7 +107,7 @@ func TestSuspensionRules(t *testing.T) {
 				got = run(st, ev, here, other, "a", "key")
 			case evExpire:
 				got = run(st, ev, nil, nil, "", "")
-			case evAppend, evCancel, evFork, evCreate, evDrop, evSettle:
+			case evAppend, evCancel, evFork, evCreate, evDrop, evSettle, evSteer:
 				got = run(st, ev, here, here, "a", "key")
 			default:
 				got = run(st, ev, here, nil, "", "")
@@ -129,6 +130,14 @@ func TestSuspensionRules(t *testing.T) {
 			}
 			if got := run(st, ev, here, here, "b", "key"); got != wantLane {
 				t.Errorf("%v, %v on another lane: %s, want %s", st, ev, got, wantLane)
+			}
+		}
+		if got := run(st, evSteer, here, other, "", ""); got != notFound {
+			t.Errorf("%v, a steer from another connection: %s, want %s", st, got, notFound)
+		}
+		if w := want[st][slices.Index(events, evSteer)]; w == same {
+			if got := run(st, evSteer, here, here, "b", ""); got != same {
+				t.Errorf("%v, a steer naming no lane (or another): %s, want it taken", st, got)
 			}
 		}
 		if got := run(st, evCreate, here, other, "a", "key"); got != same {

@@ -1,0 +1,195 @@
+package runtime
+
+import (
+	"net/http"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// response.steer puts user input into a response running on the
+// connection, in both designs: the input waits in the rollout's inbox and
+// joins the context after the current step. What then happens depends on
+// how the step ends:
+//
+//   - with a final answer: the rollout takes another step, the steering
+//     message now in its context (the input is committed in the same
+//     response: tether does not end it as incomplete, "steered", and start
+//     a successor, as OpenAI may);
+//   - with hosted calls only: after their results, before the next step;
+//   - with calls its client answers: a suspended rollout pauses
+//     (response.done) and the input joins the context with the outputs
+//     that resume it; a cached-state turn completes, and the input is
+//     prepended to the next response.create that continues it on this
+//     connection. Either way response.steer.pending follows the pause or
+//     the completion, with stubs of the outputs still required.
+//
+// A parked suspended rollout answers accepted and pending at once. A steer
+// the response cannot take is answered response.steer.failed: its input
+// invalid, the response unknown here, finished, conversation-bound, or
+// holding maxPendingSteers already. A response that ends before a queued
+// steer joined its context fails it (response_not_active).
+
+// maxPendingSteers bounds the submissions waiting in one response.
+const maxPendingSteers = 16
+
+func errSteerCompleted(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeSteerAlreadyCompleted, "previous_response_id",
+		"Response '%s' has already completed and takes no more steering; continue it with response.create.", id)
+}
+
+// steer handles response.steer: it is answered on the lane of the response
+// it steers (accepted, then pending), or failed at once.
+func (sess *session) steer(ev *protocol.SteerEvent) {
+	if ev.Err != nil {
+		sess.steerFailed(ev, ev.Err, "")
+		return
+	}
+	id := ev.PreviousResponseID
+	ln, ro, sp := sess.running(id)
+	if sp != nil {
+		ro = sp.ro
+	}
+	var perr *protocol.Error
+	switch {
+	case ro != nil:
+		perr = ro.steerIn(ev, sp, sess)
+	case ln != nil: // asleep or waking: not running here now
+		perr = protocol.Errorf(http.StatusConflict, protocol.CodeSteerResponseNotActive, "previous_response_id",
+			"Response '%s' is not running on this connection now (it waits, hibernated, for its tool outputs); steer it once it runs.", id)
+	default:
+		if conv, _ := sess.scope.lookup(id); conv != nil {
+			perr = errSteerCompleted(id)
+		} else {
+			perr = protocol.Errorf(http.StatusNotFound, protocol.CodeSteerNotFound, "previous_response_id",
+				"No response '%s' in progress on this connection.", id)
+		}
+	}
+	if perr != nil {
+		lane := ""
+		if ln != nil {
+			lane = ln.id
+		}
+		sess.steerFailed(ev, perr, lane)
+	}
+}
+
+// steerFailed answers a steer that was not taken, on lane.
+func (sess *session) steerFailed(ev *protocol.SteerEvent, perr *protocol.Error, lane string) {
+	fe := protocol.SteerFailure(ev, "", perr)
+	fe.StreamID = lane
+	if b, err := protocol.Marshal(fe); err == nil {
+		sess.send(b, nil)
+	}
+}
+
+// steerIn takes a steer into r (sp: its suspension, for a suspended
+// rollout; sess, the connection it came on), or says why not.
+func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session) *protocol.Error {
+	if c := r.req.Conversation; c != nil {
+		return protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
+			"Response '%s' belongs to conversation '%s': responses bound to a conversation do not take steering.", r.ID(), c.ID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var required []protocol.RequiredInput
+	parked := false
+	if sp != nil { // rollout.mu -> suspension.mu
+		sp.mu.Lock()
+		_, perr := sp.decideLocked(evSteer, sess, sp.lane, "")
+		if perr == nil && sp.state == suspParked {
+			parked, required = true, sp.requiredLocked()
+		}
+		sp.mu.Unlock()
+		if perr != nil {
+			return perr
+		}
+	} else if r.steerClosed {
+		return errSteerCompleted(r.resp.ID)
+	}
+	if r.inbox.steerCount() >= maxPendingSteers {
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManyPendingSteers, "previous_response_id",
+			"Response '%s' holds %d steering submissions not yet in its context, the most it takes.", r.resp.ID, maxPendingSteers)
+	}
+	nameInputs(ev.Input)
+	id := newID("steer")
+	r.inbox.addSteer(id, ev)
+	r.emitLocked(&protocol.SteerAcceptedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerAccepted},
+		Steer: protocol.SteerRef{ID: id, PreviousResponseID: r.resp.ID}})
+	if parked {
+		r.emitSteerPendingLocked(required)
+	}
+	return nil
+}
+
+// requiredLocked stubs the outputs the parked step still waits for. The
+// caller holds mu.
+func (sp *suspension) requiredLocked() []protocol.RequiredInput {
+	out := []protocol.RequiredInput{}
+	for _, c := range sp.step {
+		if _, has := sp.outputs[c.CallID]; !has {
+			out = append(out, requiredInput(c.Type, c.CallID, c.Name))
+		}
+	}
+	return out
+}
+
+// requiredInput is the stub of the output that answers a call of type typ
+// ("": a function's).
+func requiredInput(typ protocol.ItemType, callID, name string) protocol.RequiredInput {
+	if typ == "" {
+		typ = protocol.ItemFunctionCall
+	}
+	ri := protocol.RequiredInput{Type: protocol.OutputFor(typ), CallID: callID}
+	if typ == protocol.ItemFunctionCall {
+		ri.Name = name
+	}
+	return ri
+}
+
+// emitSteerPendingLocked sends response.steer.pending for each queued
+// steer not yet told: the response waits for required. The caller holds
+// r.mu.
+func (r *rollout) emitSteerPendingLocked(required []protocol.RequiredInput) {
+	if required == nil {
+		required = []protocol.RequiredInput{}
+	}
+	for _, st := range r.inbox.pend() {
+		r.emitLocked(&protocol.SteerPendingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerPending},
+			Reason: protocol.SteerReasonWaiting, RequiredInput: required,
+			Steer: protocol.SteerRef{ID: st.id, PreviousResponseID: r.resp.ID}})
+	}
+}
+
+// settleSteers closes r to steering as it ends, and settles what waits in
+// its inbox: when a cached-state turn completes on calls its client
+// answers, the input goes with its state (conv.steered) to the create that
+// continues it, and pending follows the terminal event (the pending it
+// returns, for the caller to send after it); otherwise each queued steer
+// fails, before the terminal event.
+func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steerClosed = true
+	if r.inbox.steerCount() == 0 {
+		return nil
+	}
+	if conv != nil && len(r.required) > 0 {
+		items, steers := r.inbox.takeAll()
+		conv.steered = items
+		for _, st := range steers {
+			if !st.pended {
+				after = append(after, &protocol.SteerPendingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerPending},
+					Reason: protocol.SteerReasonWaiting, RequiredInput: r.required,
+					Steer: protocol.SteerRef{ID: st.id, PreviousResponseID: r.resp.ID}})
+			}
+		}
+		return after
+	}
+	_, steers := r.inbox.takeAll()
+	for _, st := range steers {
+		perr := protocol.Errorf(http.StatusConflict, protocol.CodeSteerResponseNotActive, "previous_response_id",
+			"Response '%s' ended (%s) before this steering joined its context.", r.resp.ID, r.resp.Status)
+		r.emitLocked(protocol.SteerFailure(st.ev, st.id, perr))
+	}
+	return nil
+}
