@@ -49,7 +49,18 @@ const (
 	// drops what it built from them (the items from output_index on), and
 	// the step's events follow.
 	EventStepRestarted EventType = "response.step_restarted"
+
+	// EventCompactionCompacting: the server compacts the context
+	// (context_management) into the compaction output item it names.
+	EventCompactionCompacting EventType = "response.compaction.compacting"
 )
+
+// CompactionCompactingEvent is response.compaction.compacting.
+type CompactionCompactingEvent struct {
+	EventHeader
+	ItemID      string `json:"item_id"`
+	OutputIndex int    `json:"output_index"`
+}
 
 // EventHeader is the part every server event shares. The runtime stamps
 // SequenceNumber and StreamID as it sends the event.
@@ -313,6 +324,8 @@ func decodeEventAs(t EventType, data []byte, lean bool) (Event, *Error) {
 		e = new(ErrorEvent)
 	case EventStepRestarted:
 		e = new(StepRestartedEvent)
+	case EventCompactionCompacting:
+		e = new(CompactionCompactingEvent)
 	case EventSteerAccepted:
 		e = new(SteerAcceptedEvent)
 	case EventSteerPending:

@@ -36,14 +36,34 @@ type CreateRequest struct {
 	SafetyIdentifier   *string           `json:"safety_identifier,omitempty"`
 	PromptCacheKey     *string           `json:"prompt_cache_key,omitempty"`
 	Truncation         string            `json:"truncation,omitempty"`
-	Store              *bool             `json:"store,omitempty"`
-	ServiceTier        string            `json:"service_tier,omitempty"`
-	User               *string           `json:"user,omitempty"`
+	// ContextManagement asks for server-side compaction: when the context
+	// passes compact_threshold tokens, the server compacts it.
+	ContextManagement []ContextManagement `json:"context_management,omitempty"`
+	Store             *bool               `json:"store,omitempty"`
+	ServiceTier       string              `json:"service_tier,omitempty"`
+	User              *string             `json:"user,omitempty"`
 
 	// Generate false is WebSocket warm-up: prepare state, sample nothing.
 	Generate *bool `json:"generate,omitempty"`
 	// Suspend asks for a suspended rollout (tether extension).
 	Suspend *bool `json:"suspend,omitempty"`
+}
+
+// ContextManagement is one entry of context_management.
+type ContextManagement struct {
+	Type             string `json:"type"` // compaction
+	CompactThreshold *int   `json:"compact_threshold,omitempty"`
+}
+
+// CompactThreshold is the rendered-token count past which the request's
+// context is compacted (context_management), 0 for never.
+func (r *CreateRequest) CompactThreshold() int {
+	for _, c := range r.ContextManagement {
+		if c.Type == "compaction" && c.CompactThreshold != nil {
+			return *c.CompactThreshold
+		}
+	}
+	return 0
 }
 
 // Includes reports whether the request asked for the include value v.

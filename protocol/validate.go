@@ -75,6 +75,17 @@ func (r *CreateRequest) Validate() *Error {
 	if perr := r.ValidateContext(); perr != nil {
 		return perr
 	}
+	for i, c := range r.ContextManagement {
+		param := indexParam("context_management", i)
+		switch {
+		case c.Type != "compaction":
+			return Invalid(CodeInvalidValue, param+".type", "Invalid '%s.type': '%s'. Supported values are: 'compaction'.", param, c.Type)
+		case c.CompactThreshold == nil:
+			return Invalid(CodeMissingRequired, param+".compact_threshold", "Missing required parameter: '%s.compact_threshold'.", param)
+		case *c.CompactThreshold < MinCompactThreshold:
+			return Invalid(CodeInvalidValue, param+".compact_threshold", "Invalid '%s.compact_threshold': %d. Expected at least %d tokens.", param, *c.CompactThreshold, MinCompactThreshold)
+		}
+	}
 	if perr := validateTools(r.Tools); perr != nil {
 		return perr
 	}
@@ -320,3 +331,8 @@ func (r *CreateRequest) ValidateContext() *Error {
 	}
 	return nil
 }
+
+// MinCompactThreshold is the least compact_threshold taken: a context
+// smaller than a compaction item's own rendering would compact at every
+// step.
+const MinCompactThreshold = 64

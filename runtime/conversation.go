@@ -24,6 +24,7 @@ type conversation struct {
 	// completed on calls its client answers): the create that continues it
 	// on this connection gets it before its own input.
 	steered protocol.Items
+	win     window // the latest context compaction of items, which it reads from
 
 	// The rendered system block, reused while instructions and tools stay the same.
 	instructions string
@@ -64,13 +65,14 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 		return nil, perr
 	}
 	conv := &conversation{response: head.Response, items: items, chain: chain}
+	if conv.win, perr = s.windowOf(items, 0, "previous_response_id"); perr != nil {
+		return nil, perr
+	}
 	if s.opts.StoreTokens {
 		conv.prompt = head.Prompt
 	}
 	if conv.prompt == nil {
-		for _, it := range items {
-			conv.prompt = conv.prompt.Append(s.renderer.Item(it))
-		}
+		conv.prompt = s.renderFrom(items, conv.win)
 		conv.rendered = conv.prompt.Len()
 	}
 	return conv, nil
@@ -131,6 +133,10 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 		n := len(out)
 		switch it := it.(type) {
 		case *protocol.Compaction:
+			if it.CreatedBy == contextCompaction { // read from, never opened into the context (contextcompact.go)
+				out = append(out, it)
+				break
+			}
 			sealed, perr := s.sealer.open(it.EncryptedContent, indexParam(param, i)+".encrypted_content")
 			if perr != nil {
 				return nil, nil, perr

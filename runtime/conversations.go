@@ -184,9 +184,10 @@ func (s *Server) conversationContext(ctx context.Context, id string) (*conversat
 		return nil, perr
 	}
 	conv := &conversation{items: items}
-	for _, it := range items {
-		conv.prompt = conv.prompt.Append(s.renderer.Item(it))
+	if conv.win, perr = s.windowOf(items, 0, "conversation"); perr != nil {
+		return nil, perr
 	}
+	conv.prompt = s.renderFrom(items, conv.win)
 	conv.rendered = conv.prompt.Len()
 	return conv, nil
 }

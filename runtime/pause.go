@@ -193,12 +193,13 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 			m.tools = tools
 		}
 	}
+	if r.win, perr = s.windowOf(ps.Items[:ps.Rendered], 0, "items"); perr != nil {
+		return nil, perr
+	}
 	if !ps.kept {
 		// Read back from its written form: render what the loop had.
 		r.header = s.renderer.Header(derefString(ps.Request.Instructions), ps.Request.Tools)
-		for _, it := range ps.Items[:ps.Rendered] {
-			r.prompt = r.prompt.Append(s.renderer.Item(it))
-		}
+		r.prompt = s.renderFrom(ps.Items[:ps.Rendered], r.win)
 	}
 	resp := *ps.Response
 	resp.Status, resp.RequiredAction, resp.OutputOffset = protocol.ResponseInProgress, nil, nil

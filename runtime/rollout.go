@@ -36,6 +36,7 @@ type rollout struct {
 	inFlightHeld bool                  // admission.response counted it among its tenant's responses in progress
 	base         int                   // items[:base] came from the parent
 	chain        []string              // the stored responses the parent's context came from, oldest first
+	win          window                // the latest context compaction, which the context reads from (contextcompact.go)
 	header       []sampler.Token       // rendered instructions and tools
 	hosted       map[string]Tool       // hosted tools offered by the request, by call name
 	mcp          map[string]*mcpServer // the request's mcp tools, by server label
@@ -162,12 +163,20 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 		r.base = len(parent.items)
 		r.items = append(slices.Clip(parent.items), input...)
 		r.prompt = parent.prompt
+		r.win = parent.win
 		r.tm.RenderedTokens += parent.rendered
 		r.tm.CachedTokens += parent.prompt.Len() - parent.rendered
 	} else {
 		r.items = slices.Clip(input)
 	}
 	r.rendered = len(r.items) - len(input)
+	// A context compaction the client sent back (a stateless client
+	// chaining its output): the context reads from it.
+	if w, perr := s.windowOf(r.items, r.rendered, "input"); perr != nil {
+		return nil, perr
+	} else if w.n > 0 {
+		r.win, r.prompt, r.rendered = w, nil, w.start()
+	}
 	r.approvedFrom = r.rendered
 	r.renderPending()
 	r.tm.RenderMicros = s.now().Sub(t1).Microseconds()
@@ -353,6 +362,9 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 		r.emitResponse(protocol.EventInProgress)
 	}
 	for {
+		if err := r.compactIfDue(); err != nil {
+			return r.finish(ctx, sampler.Result{}, err)
+		}
 		r.mu.Lock()
 		r.stepAt = len(r.resp.Output)
 		r.mu.Unlock()
@@ -390,7 +402,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	res, err := r.model.Sample(ctx, &sampler.Request{
 		Model:           r.req.Model,
 		Instructions:    derefString(r.req.Instructions),
-		Items:           r.items,
+		Items:           r.modelItems(),
 		Tools:           r.offered(),
 		ToolChoice:      r.resp.ToolChoice,
 		Serial:          !r.resp.ParallelToolCalls,
@@ -616,7 +628,7 @@ func (r *rollout) publish() *conversation {
 		chain = append(slices.Clip(chain), r.resp.ID)
 	}
 	return &conversation{
-		response: r.resp, items: r.items, prompt: r.prompt, chain: chain,
+		response: r.resp, items: r.items, prompt: r.prompt, chain: chain, win: r.win,
 		instructions: derefString(r.req.Instructions), tools: r.req.Tools, header: r.header,
 	}
 }

@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
+)
+
+// Server-side compaction (context_management on response.create): before a
+// step, when the rendered context (instructions, tools and items) has
+// passed compact_threshold tokens, the rollout seals the context so far
+// into one compaction item (created_by "context_management"), sends it as
+// an output item (output_item.added, response.compaction.compacting,
+// output_item.done), and from then on reads the compaction item in place
+// of what it seals: the prompt is rendered again from it, a few tokens,
+// and the prefix cached before it is of no more use. The simulated models
+// lose nothing by it: their policy reads the context the compaction stands
+// for (modelItems), as a model carries forward what it needs; what
+// compaction changes here is the tokens read, which is what its effect on
+// latency is. A continuation reads from the latest such item too
+// (connection cache, store, a stateless client that sends it back, a
+// suspended rollout restored), and never opens it into its items again.
+
+// contextCompaction is the created_by of a compaction item made by
+// context_management.
+const contextCompaction = "context_management"
+
+// isContextCompaction reports whether it is a compaction item made by
+// context_management.
+func isContextCompaction(it protocol.Item) bool {
+	c, ok := it.(*protocol.Compaction)
+	return ok && c.CreatedBy == contextCompaction
+}
+
+// window is where a context reads from: the latest context compaction
+// item, items[n-1] of the context (n is 0 when there is none: the zero
+// window reads every item), and the items it stands for.
+type window struct {
+	n     int
+	items protocol.Items
+}
+
+// windowOf finds the latest context compaction of items at or after from,
+// and opens it; the zero window when there is none.
+func (s *Server) windowOf(items protocol.Items, from int, param string) (window, *protocol.Error) {
+	for i := len(items) - 1; i >= from; i-- {
+		if isContextCompaction(items[i]) {
+			sealed, perr := s.sealer.open(items[i].(*protocol.Compaction).EncryptedContent, indexParam(param, i)+".encrypted_content")
+			if perr != nil {
+				return window{}, perr
+			}
+			return window{n: i + 1, items: sealed}, nil
+		}
+	}
+	return window{}, nil
+}
+
+// start is the index of the first item the context reads: its latest
+// context compaction, or 0.
+func (w window) start() int { return max(w.n-1, 0) }
+
+// renderFrom renders what a context with window w reads of items.
+func (s *Server) renderFrom(items protocol.Items, w window) *sampler.Prompt {
+	var p *sampler.Prompt
+	for _, it := range items[w.start():] {
+		p = p.Append(s.renderer.Item(it))
+	}
+	return p
+}
+
+// modelItems is the context as the model reads it: the items the latest
+// context compaction stands for, then what followed it.
+func (r *rollout) modelItems() protocol.Items {
+	if r.win.n == 0 {
+		return r.items
+	}
+	return append(slices.Clip(r.win.items), r.items[r.win.n:]...)
+}
+
+// compactIfDue compacts the context before a step when it has passed the
+// request's compact_threshold and holds more than its latest compaction.
+func (r *rollout) compactIfDue() error {
+	threshold := r.req.CompactThreshold()
+	if threshold == 0 || len(r.header)+r.prompt.Len() <= threshold || len(r.items) == r.win.n {
+		return nil
+	}
+	r.renderPending()
+	sealed := r.modelItems()
+	content, err := r.srv.sealer.seal(sealed)
+	if err != nil {
+		return protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "Could not compact the context: %v.", err)
+	}
+	r.mu.Lock()
+	idx := len(r.resp.Output)
+	cmp := &protocol.Compaction{ID: outputID(r.resp.ID, "cmp", idx), EncryptedContent: content, CreatedBy: contextCompaction}
+	r.resp.Output = append(r.resp.Output, cmp)
+	r.emitLocked(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: cmp})
+	r.emitLocked(&protocol.CompactionCompactingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCompactionCompacting}, ItemID: cmp.ID, OutputIndex: idx})
+	r.itemDoneLocked(idx, cmp)
+	r.mu.Unlock()
+	r.items = append(r.items, cmp)
+	r.win = window{n: len(r.items), items: sealed}
+	t0 := r.srv.now()
+	r.prompt = r.srv.renderFrom(r.items, r.win)
+	r.rendered = len(r.items)
+	r.tm.RenderedTokens += r.prompt.Len()
+	r.tm.RenderMicros += r.srv.now().Sub(t0).Microseconds()
+	return nil
+}
