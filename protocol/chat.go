@@ -38,6 +38,8 @@ type ChatRequest struct {
 	MaxTokens           *int               `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int               `json:"max_completion_tokens,omitempty"`
 	N                   *int               `json:"n,omitempty"`
+	Logprobs            *bool              `json:"logprobs,omitempty"`     // an upstream's tokens' logprobs, in each choice's logprobs.content
+	TopLogprobs         *int               `json:"top_logprobs,omitempty"` // alternatives a token, with Logprobs
 }
 
 // ChatStreamOptions are a streaming request's options.

@@ -102,6 +102,29 @@ func TestLogprobs(t *testing.T) {
 		check(stream+" deltas", text.Text, all)
 	}
 
+	// Through an upstream: tether A serves remote-resp from this server (B)
+	// over the Responses API, asks it for logprobs and passes on B's,
+	// token for token.
+	a := newChain(t, h, runtime.Options{}, nil)
+	remote := map[string]any{"model": "remote-resp", "input": "Tell me about parsers.", "store": false,
+		"include": []string{protocol.IncludeLogprobs}, "top_logprobs": 3}
+	code, b = a.post(t, "/responses", remote)
+	var viaUp struct {
+		Output []struct {
+			Content []part `json:"content"`
+		} `json:"output"`
+	}
+	if code != 200 || json.Unmarshal(b, &viaUp) != nil || len(viaUp.Output) == 0 || len(viaUp.Output[0].Content) == 0 {
+		t.Fatalf("through an upstream: %d %s", code, b)
+	}
+	up := viaUp.Output[0].Content[0]
+	check("through an upstream", up.Text, up.Logprobs)
+	for i := range up.Logprobs {
+		if up.Logprobs[i].Logprob != text.Logprobs[i].Logprob {
+			t.Fatalf("through an upstream, token %d: %+v, the upstream's own %+v", i, up.Logprobs[i], text.Logprobs[i])
+		}
+	}
+
 	// Without asking: none anywhere (the content part has no logprobs).
 	code, b = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "input": "Tell me about parsers.", "store": false})
 	if code != 200 || strings.Contains(string(b), `"logprobs":[{`) {

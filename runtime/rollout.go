@@ -402,6 +402,8 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	res, err := r.model.Sample(ctx, &sampler.Request{
 		Model:           r.req.Model,
 		Instructions:    derefString(r.req.Instructions),
+		Logprobs:        r.logprobs,
+		TopLogprobs:     r.topLogprobs,
 		Items:           r.modelItems(),
 		Tools:           r.offered(),
 		ToolChoice:      r.resp.ToolChoice,

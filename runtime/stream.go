@@ -42,7 +42,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			return
 		}
 		if r.logprobs {
-			r.emitWithLogprobs(idx, d.Text)
+			r.emitWithLogprobs(idx, d)
 			return
 		}
 		r.openText.WriteString(d.Text)
@@ -232,16 +232,16 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 	r.open, r.openCall = nil, nil
 }
 
-// emitWithLogprobs sends a text delta with its tokens' logprobs, one
-// entry a token (the delta's text split as the tokenizer splits it), and
-// keeps them for the message's output_text.
-func (r *rollout) emitWithLogprobs(idx int, text string) {
-	r.openText.WriteString(text)
-	first := len(r.openProbs)
-	for _, tok := range r.srv.renderer.Tokens(text) {
-		r.openProbs = append(r.openProbs, sampler.SyntheticLogprob(tok, len(r.openProbs), r.topLogprobs))
+// emitWithLogprobs sends a text delta with its tokens' logprobs, as the
+// model gave them (none: an empty list), and keeps them for the message's
+// output_text.
+func (r *rollout) emitWithLogprobs(idx int, d sampler.Delta) {
+	r.openText.WriteString(d.Text)
+	probs := slices.Clip(d.Logprobs)
+	if probs == nil {
+		probs = []protocol.LogProb{}
 	}
-	probs := slices.Clone(r.openProbs[first:])
+	r.openProbs = append(r.openProbs, probs...)
 	r.emit(&protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta},
-		ItemID: r.open.ItemID(), OutputIndex: idx, Delta: text, Logprobs: &probs})
+		ItemID: r.open.ItemID(), OutputIndex: idx, Delta: d.Text, Logprobs: &probs})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -432,7 +433,7 @@ func TestUpstreamDeltasMatchScripted(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !slices.Equal(got, want) {
+				if !reflect.DeepEqual(got, want) {
 					t.Errorf("deltas\n%+v\nlocal\n%+v", got, want)
 				}
 				if gotRes.OutputTokens != wantRes.OutputTokens || gotRes.Incomplete != wantRes.Incomplete {

@@ -29,6 +29,16 @@ func (*Scripted) Logprobs() bool { return true }
 // Logprobs reports that the model gives (synthetic) logprobs.
 func (*Replay) Logprobs() bool { return true }
 
+// Logprobs reports that the upstream's logprobs are asked for and passed
+// on; a server that sends none gives none.
+func (*Upstream) Logprobs() bool { return true }
+
+// Logprobs reports whether the wrapped backend gives logprobs.
+func (f *Floored) Logprobs() bool {
+	lb, ok := f.next.(interface{ Logprobs() bool })
+	return ok && lb.Logprobs()
+}
+
 // alternatives are the tokens top_logprobs offers besides the sampled one.
 var alternatives = []string{" the", ",", ".", " a", " and", " to", " of", " is", " in", " it", " that", " for",
 	" you", " on", " with", " this", " be", " as", " not", " I", " can", " we", "\n", " or"}

@@ -57,6 +57,11 @@ type Delta struct {
 	// Annotation is the citation of a Citation delta; its indices count
 	// characters (runes) of the message text.
 	Annotation *protocol.Annotation
+	// Logprobs are a TextDelta's tokens' log probabilities, one entry a
+	// token, when the request asked for them (Request.Logprobs) and the
+	// backend has them: the simulated models make them (SyntheticLogprob),
+	// an upstream passes on what its server sends.
+	Logprobs []protocol.LogProb
 }
 
 // Request is what a backend samples from. Backends must not modify it or
@@ -82,6 +87,10 @@ type Request struct {
 	// it); requests without one share by content alone, as on one
 	// inference server.
 	CacheKey string
+	// Logprobs asks for the text's log probabilities (Delta.Logprobs),
+	// with TopLogprobs alternatives a token.
+	Logprobs    bool
+	TopLogprobs int
 	// Start is when the prompt was ready for the model, zero for when
 	// Sample is called. The local backends' pacing starts there: the
 	// events a server sends while its model starts (response.in_progress)

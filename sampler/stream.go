@@ -31,6 +31,9 @@ func sampleParts(ctx context.Context, e *engineRef, r *Renderer, t Timing, cache
 	prompt, cached := cache.Prefill(req)
 	parts, skip := choose(req)
 	seq := newSequence(ctx, r, t, start, prompt-cached, skip, parts, req.MaxOutputTokens, emit)
+	if req.Logprobs {
+		seq.logprobs, seq.top = true, req.TopLogprobs
+	}
 	if t.Paced() && len(parts) > 0 {
 		e.get().run(ctx, seq)
 	} else {
@@ -54,7 +57,9 @@ type sequence struct {
 	start    time.Time // zero when unpaced
 	uncached int
 	skip     int
-	limit    int // MaxOutputTokens; 0 = none
+	limit    int  // MaxOutputTokens; 0 = none
+	logprobs bool // give each text token its (synthetic) logprob, with top alternatives
+	top      int
 	parts    []part
 	toks     [][]string
 
@@ -171,6 +176,9 @@ func (s *sequence) step(now time.Time) {
 				return
 			}
 			tok.Text = s.toks[s.k][s.n]
+			if s.logprobs && !p.call {
+				tok.Logprobs = []protocol.LogProb{SyntheticLogprob(tok.Text, s.n, s.top)}
+			}
 			s.runes += utf8.RuneCountInString(tok.Text)
 			tok.More = s.moreDue(now)
 			s.emit(tok)

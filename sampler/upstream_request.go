@@ -163,6 +163,8 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Text            *protocol.TextConfig `json:"text,omitempty"`
 		Stream          bool                 `json:"stream"`
 		Store           bool                 `json:"store"`
+		Include         []string             `json:"include,omitempty"`
+		TopLogprobs     *int                 `json:"top_logprobs,omitempty"`
 	}{
 		Model:        model,
 		Instructions: req.Instructions,
@@ -175,6 +177,9 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		body.ToolChoice = &choice
 	}
 	body.MaxOutputTokens = max(req.MaxOutputTokens, 0)
+	if req.Logprobs {
+		body.Include, body.TopLogprobs = []string{protocol.IncludeLogprobs}, &req.TopLogprobs
+	}
 	if f := req.Format; f != nil && f.Type != "" && f.Type != "text" {
 		body.Text = &protocol.TextConfig{Format: *f} // passed through: the upstream model answers in it
 	}
@@ -192,6 +197,9 @@ func chatBody(model string, req *Request) ([]byte, error) {
 		StreamOptions: &protocol.ChatStreamOptions{IncludeUsage: true},
 	}
 	body.ParallelToolCalls = serial(req)
+	if req.Logprobs {
+		body.Logprobs, body.TopLogprobs = new(true), &req.TopLogprobs
+	}
 	choice := upstreamChoice(req.ToolChoice)
 	offer := func(t protocol.Tool) {
 		f := protocol.ChatFunction{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict}

@@ -105,11 +105,18 @@ type upPart struct {
 	callType     protocol.ItemType // "" for a function call; custom_tool_call (Responses upstreams)
 	named        bool              // name is whole: arguments came after it, or the upstream sends names whole
 	text         strings.Builder   // everything received: the message text or call arguments
-	pending      []string          // received, not yet emitted
+	pending      []upPiece         // received, not yet emitted
 	started      bool              // its Start delta went out
 	done         bool              // the upstream ended it
 	ended        bool              // its PartEnd went out
 	incomplete   bool              // the upstream cut it off at the token limit
+}
+
+// upPiece is a piece of a part as the upstream sent it: text, and the
+// log probabilities of its tokens when the upstream sent them.
+type upPiece struct {
+	text     string
+	logprobs []protocol.LogProb
 }
 
 // assembler turns upstream parts, which may arrive interleaved, into sampler
@@ -131,13 +138,14 @@ func (a *assembler) add(p *upPart) (*upPart, error) {
 	return p, a.pump()
 }
 
-// push adds text to p.
-func (a *assembler) push(p *upPart, s string) error {
+// push adds text to p, with its tokens' logprobs when the upstream sent
+// them.
+func (a *assembler) push(p *upPart, s string, logprobs []protocol.LogProb) error {
 	if s == "" {
 		return nil
 	}
 	p.text.WriteString(s)
-	p.pending = append(p.pending, s)
+	p.pending = append(p.pending, upPiece{s, logprobs})
 	return a.pump()
 }
 
@@ -184,9 +192,9 @@ func (a *assembler) pump() error {
 		}
 		for _, s := range p.pending {
 			if p.call {
-				a.emit(Delta{Kind: ArgsDelta, Text: s, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType})
+				a.emit(Delta{Kind: ArgsDelta, Text: s.text, CallID: p.callID, Name: p.name, Namespace: p.namespace, CallType: p.callType})
 			} else {
-				a.emit(Delta{Kind: TextDelta, Text: s})
+				a.emit(Delta{Kind: TextDelta, Text: s.text, Logprobs: s.logprobs})
 			}
 			a.tokens++
 		}
@@ -273,7 +281,7 @@ func decodeChatStream(r io.Reader, emit func(Delta)) (Result, error) {
 			if ch.Index != 0 {
 				continue
 			}
-			if err := d.delta(ch.Delta); err != nil {
+			if err := d.delta(ch.Delta, chatLogprobs(ch.Logprobs)); err != nil {
 				return d.result(usage, false), upstreamError(0, err.Error())
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -304,11 +312,24 @@ func (d *chatDecoder) result(usage *protocol.ChatUsage, incomplete bool) Result 
 	return res
 }
 
-func (d *chatDecoder) delta(dl *protocol.ChatDelta) error {
+// chatLogprobs are the logprobs of a chunk's content tokens
+// ({"content": [...]}), nil when it has none.
+func chatLogprobs(raw json.RawMessage) []protocol.LogProb {
+	var lp struct {
+		Content []protocol.LogProb `json:"content"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &lp) != nil {
+		return nil
+	}
+	return lp.Content
+}
+
+// delta routes a chunk's delta; logprobs are its content's tokens'.
+func (d *chatDecoder) delta(dl *protocol.ChatDelta, logprobs []protocol.LogProb) error {
 	if dl == nil {
 		return nil
 	}
-	for _, s := range []*string{dl.Content, dl.Refusal} {
+	for i, s := range []*string{dl.Content, dl.Refusal} {
 		if s == nil || *s == "" {
 			continue
 		}
@@ -319,7 +340,11 @@ func (d *chatDecoder) delta(dl *protocol.ChatDelta) error {
 			}
 			d.text = p
 		}
-		if err := d.a.push(d.text, *s); err != nil {
+		var lp []protocol.LogProb
+		if i == 0 {
+			lp = logprobs
+		}
+		if err := d.a.push(d.text, *s, lp); err != nil {
 			return err
 		}
 	}
@@ -375,14 +400,15 @@ func (d *chatDecoder) call(tc protocol.ChatToolCall) error {
 		return d.a.pump() // a later part may have begun while p waited for its name
 	}
 	p.named = p.named || p.name != ""
-	return d.a.push(p, args)
+	return d.a.push(p, args, nil)
 }
 
 // respEvent is the part of a Responses streaming event read here.
 type respEvent struct {
-	Type        string `json:"type"`
-	OutputIndex int    `json:"output_index"`
-	Delta       string `json:"delta"`
+	Type        string             `json:"type"`
+	OutputIndex int                `json:"output_index"`
+	Delta       string             `json:"delta"`
+	Logprobs    []protocol.LogProb `json:"logprobs"` // an output_text.delta's, when asked for
 	Item        *struct {
 		Type      string `json:"type"`
 		CallID    string `json:"call_id"`
@@ -461,11 +487,11 @@ func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 			_, err = a.add(p)
 		case "response.output_text.delta", "response.refusal.delta":
 			if p != nil && !p.call && !p.done {
-				err = a.push(p, e.Delta)
+				err = a.push(p, e.Delta, e.Logprobs)
 			}
 		case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
 			if p != nil && p.call && !p.done {
-				err = a.push(p, e.Delta)
+				err = a.push(p, e.Delta, nil)
 			}
 		case "response.output_item.done":
 			if p == nil || p.done || e.Item == nil {
@@ -485,7 +511,7 @@ func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 				full = b.String()
 			}
 			if have := p.text.String(); len(full) > len(have) && strings.HasPrefix(full, have) {
-				if err = a.push(p, full[len(have):]); err != nil {
+				if err = a.push(p, full[len(have):], nil); err != nil {
 					break
 				}
 			}
