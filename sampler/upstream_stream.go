@@ -144,6 +144,9 @@ func (a *assembler) push(p *upPart, s string, logprobs []protocol.LogProb) error
 	if s == "" {
 		return nil
 	}
+	if len(logprobs) == 0 {
+		logprobs = nil // "logprobs":[]: none
+	}
 	p.text.WriteString(s)
 	p.pending = append(p.pending, upPiece{s, logprobs})
 	return a.pump()
