@@ -338,7 +338,7 @@ func TestOpenAINodeSteer(t *testing.T) {
 	wantLines(t, out,
 		`^running resp_\w+: accepted steer_\w+, then 2 messages: "You said: \\"Write a summary\.\\"" "You said: \\"Focus on the parser\.\\""$`,
 		`^on a call resp_\w+: accepted, completed, pending waiting_for_required_input \[function_call_output call_\w+ get_weather\]$`,
-		`^continued resp_\w+: "get_weather returned: Sunny, 21°C in Paris", input \[message function_call_output\]$`,
+		`^continued resp_\w+: \[function_call\], input \[function_call_output message\]$`,
 		`^parked resp_\w+: accepted and pending \[function_call_output call_\w+ get_weather\]; completed with the steering in its context: true$`,
 	)
 }

@@ -80,13 +80,18 @@ func (r *rollout) modelItems() protocol.Items {
 }
 
 // compactIfDue compacts the context before a step when it has passed the
-// request's compact_threshold and holds more than its latest compaction.
+// request's compact_threshold and at least half the threshold has come
+// since its latest compaction (a large system block alone does not make
+// every step compact again).
 func (r *rollout) compactIfDue() error {
 	threshold := r.req.CompactThreshold()
 	if threshold == 0 || len(r.header)+r.prompt.Len() <= threshold || len(r.items) == r.win.n {
 		return nil
 	}
 	r.renderPending()
+	if r.win.n > 0 && r.prompt.Len()-len(r.srv.renderer.Item(r.items[r.win.n-1])) < threshold/2 {
+		return nil
+	}
 	sealed := r.modelItems()
 	content, err := r.srv.sealer.seal(sealed)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -21,9 +22,9 @@ type conversation struct {
 	rendered int                // tokens of prompt rendered to rebuild it from the store (0 when cached)
 	chain    []string           // the stored responses its items came from, oldest first (see Record.Chain)
 	// steered is the response.steer input the response ended holding (it
-	// completed on calls its client answers): the create that continues it
-	// on this connection gets it before its own input.
-	steered protocol.Items
+	// completed on calls its client answers): the first create that
+	// continues it on this connection takes it (steeredInput).
+	steered atomic.Pointer[protocol.Items]
 	win     window // the latest context compaction of items, which it reads from
 
 	// The rendered system block, reused while instructions and tools stay the same.
@@ -252,4 +253,26 @@ func notInConversation(resp *protocol.Response) *protocol.Error {
 	}
 	return protocol.Invalid(protocol.CodeInvalidValue, "previous_response_id",
 		"Response '%s' belongs to conversation '%s': continue it with 'conversation', not 'previous_response_id'.", resp.ID, resp.Conversation.ID)
+}
+
+// steeredInput is input with the steering the parent response ended
+// holding, taken once: after the outputs input begins with (those that
+// answer the parent's calls, which must follow them), before the rest.
+// OpenAI puts it first; a call's output must follow its call on every
+// backend tether may send it to.
+func (c *conversation) steeredInput(input protocol.Items) protocol.Items {
+	p := c.steered.Swap(nil)
+	if p == nil || len(*p) == 0 {
+		return input
+	}
+	n := 0
+	for n < len(input) {
+		if _, _, ok := protocol.AnswerOf(input[n]); !ok {
+			break
+		}
+		n++
+	}
+	out := make(protocol.Items, 0, len(input)+len(*p))
+	out = append(append(append(out, input[:n]...), *p...), input[n:]...)
+	return out
 }

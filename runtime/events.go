@@ -290,14 +290,17 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
-	r.emitStepViewLocked(protocol.EventDone)
-	if r.inbox.steerCount() > 0 { // steered while the step ran: the input waits for these outputs
+	if r.inbox.steerCount() > 0 {
+		// Steered while the step ran: the input waits for these outputs.
+		// Told before the response.done, whose checkpoint (a durable
+		// rollout's) then counts it among the events sent.
 		required := make([]protocol.RequiredInput, len(calls))
 		for i, c := range calls {
 			required[i] = requiredInput(c.Type, c.CallID, c.Name)
 		}
 		r.emitSteerPendingLocked(required)
 	}
+	r.emitStepViewLocked(protocol.EventDone)
 	// Parked, it streams nothing until answered: its delta buffers go.
 	r.order.merging.text, r.together, r.deltas = nil, nil, nil
 }

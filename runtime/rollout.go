@@ -172,9 +172,10 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	r.rendered = len(r.items) - len(input)
 	// A context compaction the client sent back (a stateless client
 	// chaining its output): the context reads from it.
-	if w, perr := s.windowOf(r.items, r.rendered, "input"); perr != nil {
+	if w, perr := s.windowOf(input, 0, "input"); perr != nil {
 		return nil, perr
 	} else if w.n > 0 {
+		w.n += r.rendered // an index in input: in the context, after the parent's items
 		r.win, r.prompt, r.rendered = w, nil, w.start()
 	}
 	r.approvedFrom = r.rendered
@@ -337,7 +338,9 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	defer cancel(nil)
 	defer r.closeMCP()
 	r.ctx = ctx
+	r.mu.Lock() // a steer (steerIn) may emit from the read loop once the rollout runs
 	r.order.sink, r.order.streamID = sink, r.lane
+	r.mu.Unlock()
 	r.out.flush = r.flushDelta
 	r.srv.hooks.PreInference(ctx, r.path, r.routed, &r.tm)
 	switch {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -504,9 +503,8 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 	if parent != nil {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
 	}
-	if parent != nil && len(parent.steered) > 0 {
-		// What response.steer queued in the response continued comes first.
-		req.Input = append(slices.Clip(parent.steered), req.Input...)
+	if parent != nil {
+		req.Input = parent.steeredInput(req.Input) // what response.steer queued in the response continued
 	}
 	tenant := Tenant(sess.ctx)
 	if perr := sess.srv.admission.response(tenant); perr != nil {

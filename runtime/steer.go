@@ -17,13 +17,17 @@ import (
 //     a successor, as OpenAI may);
 //   - with hosted calls only: after their results, before the next step;
 //   - with calls its client answers: a suspended rollout pauses
-//     (response.done) and the input joins the context with the outputs
-//     that resume it; a cached-state turn completes, and the input is
-//     prepended to the next response.create that continues it on this
-//     connection. Either way response.steer.pending follows the pause or
-//     the completion, with stubs of the outputs still required.
+//     (response.done) and the input joins the context after the outputs
+//     that resume it; a cached-state turn completes, and the input joins
+//     the next response.create that continues it on this connection, after
+//     the outputs it begins with. response.steer.pending, with stubs of the
+//     outputs still required, comes just before the pause (so that a
+//     durable rollout's checkpoint counts it) or after the completion.
 //
-// A parked suspended rollout answers accepted and pending at once. A steer
+// A parked suspended rollout answers accepted and pending at once, unless
+// it is durable: its pause's checkpoint would not hold the input (a
+// takeover or a wake would lose it), so it is refused, and response.append
+// carries steering with the outputs. A steer
 // the response cannot take is answered response.steer.failed: its input
 // invalid, the response unknown here, finished, conversation-bound, or
 // holding maxPendingSteers already. A response that ends before a queued
@@ -95,11 +99,24 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	switch {
+	case r.steerClosed:
+		return errSteerCompleted(r.resp.ID)
+	case r.order.sink == nil: // taken over or woken, its loop not started yet
+		return protocol.Errorf(http.StatusConflict, protocol.CodeSteerResponseNotActive, "previous_response_id",
+			"Response '%s' is starting on this connection; steer it once it runs.", r.resp.ID)
+	}
 	var required []protocol.RequiredInput
 	parked := false
 	if sp != nil { // rollout.mu -> suspension.mu
 		sp.mu.Lock()
 		_, perr := sp.decideLocked(evSteer, sess, sp.lane, "")
+		if perr == nil && sp.state != suspRunning && sp.srv.opts.Checkpoints != nil {
+			// Its pause's checkpoint is taken (or being taken) without
+			// this input: a takeover or a wake would lose it.
+			perr = protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
+				"Response '%s' is a durable rollout at a pause: steer it with the outputs, as user messages in its response.append, which its checkpoint keeps.", r.resp.ID)
+		}
 		if perr == nil && sp.state == suspParked {
 			parked, required = true, sp.requiredLocked()
 		}
@@ -107,8 +124,6 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 		if perr != nil {
 			return perr
 		}
-	} else if r.steerClosed {
-		return errSteerCompleted(r.resp.ID)
 	}
 	if r.inbox.steerCount() >= maxPendingSteers {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManyPendingSteers, "previous_response_id",
@@ -179,7 +194,7 @@ func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
 	}
 	if conv != nil && len(r.required) > 0 {
 		items, steers := r.inbox.takeAll()
-		conv.steered = items
+		conv.steered.Store(&items)
 		for _, st := range steers {
 			if !st.pended {
 				after = append(after, &protocol.SteerPendingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerPending},

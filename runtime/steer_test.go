@@ -122,11 +122,11 @@ func TestSteerFinalAnswer(t *testing.T) {
 }
 
 // TestSteerPending: a steer into a step that ends on a call its client
-// answers is pending after the pause (suspended: response.done) or the
-// completion (cached-state turn), with the output still required; a steer
-// into a parked rollout is accepted and pending at once. Its input then
-// joins the context with the outputs: appended, or prepended to the create
-// that continues the turn.
+// answers is pending just before the pause (suspended: response.done) or
+// after the completion (cached-state turn), with the output still
+// required; a steer into a parked rollout is accepted and pending at once.
+// Its input then joins the context after the outputs: appended, or put
+// after them in the create that continues the turn.
 func TestSteerPending(t *testing.T) {
 	tools := []any{map[string]any{"type": "function", "name": "lookup", "parameters": map[string]any{"type": "object"}}}
 	synctest.Test(t, func(t *testing.T) {
@@ -154,7 +154,7 @@ func TestSteerPending(t *testing.T) {
 		c.send(t, create(map[string]any{"model": "tether-scripted", "tools": tools, "previous_response_id": id,
 			"input": []any{fco(callID, "found it")}}))
 		next := respID(t, c.untilTerminal(t)[0])
-		if got := strings.Join(storedInput(t, p, next), " | "); got != "Only the parser. | function_call_output "+callID {
+		if got := strings.Join(storedInput(t, p, next), " | "); got != "function_call_output "+callID+" | Only the parser." {
 			t.Errorf("the continuation's input: %s", got)
 		}
 
@@ -165,12 +165,12 @@ func TestSteerPending(t *testing.T) {
 		c.send(t, steerEv(sid, "Only the lexer."))
 		decodeSteer(t, c.recv(t))
 		pause := c.next(t)
-		if eventType(t, last(pause)) != "response.done" {
+		if len(pause) < 2 || eventType(t, last(pause)) != "response.done" {
 			t.Fatalf("%s", last(pause))
 		}
-		pend = decodeSteer(t, c.recv(t))
+		pend = decodeSteer(t, pause[len(pause)-2])
 		if pend.Type != "response.steer.pending" || len(pend.RequiredInput) != 1 {
-			t.Fatalf("after the pause: %+v", pend)
+			t.Fatalf("before the pause: %+v", pend)
 		}
 		// Parked: accepted and pending at once.
 		c.send(t, steerEv(sid, "And the tests."))
@@ -255,5 +255,54 @@ func TestSteerFailures(t *testing.T) {
 		c.recv(t)
 		fail(steerEv(id, "hi"), "steering_not_supported")
 		c.untilTerminal(t)
+
+		// Nor does one that compacts its context.
+		c.send(t, create(map[string]any{"model": "tether-scripted", "input": "Write a summary.",
+			"context_management": []any{map[string]any{"type": "compaction", "compact_threshold": 1000}}}))
+		id = respID(t, c.recv(t))
+		c.recv(t)
+		fail(steerEv(id, "hi"), "steering_not_supported")
+		c.untilTerminal(t)
+	})
+}
+
+// TestSteerDurablePause: a durable rollout (Options.Checkpoints) takes a
+// steer while its step runs (its pause's checkpoint then holds it), not at
+// its pause, whose checkpoint would not: steering_not_supported, and
+// response.append carries steering there.
+func TestSteerDurablePause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := steerModel(t)
+		opts.Checkpoints = runtime.NewMemoryCheckpoints()
+		p := newPipeHarness(t, opts)
+		c := p.dial(t, "")
+		tools := []any{map[string]any{"type": "function", "name": "lookup", "parameters": map[string]any{"type": "object"}}}
+		c.send(t, create(map[string]any{"model": "tether-scripted", "suspend": true, "tools": tools, "input": "Look it up.\ncall: lookup {\"q\":\"y\"}"}))
+		id := respID(t, c.recv(t))
+		c.recv(t)
+		c.send(t, steerEv(id, "While it runs."))
+		if a := decodeSteer(t, c.recv(t)); a.Type != "response.steer.accepted" {
+			t.Fatalf("%+v", a)
+		}
+		pause := c.next(t)
+		if eventType(t, last(pause)) != "response.done" || decodeSteer(t, pause[len(pause)-2]).Type != "response.steer.pending" {
+			t.Fatalf("the pause: %s", pause[len(pause)-2:])
+		}
+		c.send(t, steerEv(id, "At the pause."))
+		if a := decodeSteer(t, c.recv(t)); a.Type != "response.steer.failed" || a.Error.Code != "steering_not_supported" {
+			t.Fatalf("at a durable pause: %+v", a)
+		}
+		c.send(t, appendEv(id, "", append(outputsFor(t, last(pause)), userMsg("With the outputs."))...))
+		for {
+			evs := c.next(t)
+			if e := last(evs); eventType(t, e) != "response.done" {
+				if eventType(t, e) != "response.completed" {
+					t.Fatalf("%s", e)
+				}
+				break
+			} else {
+				c.send(t, appendEv(id, "", outputsFor(t, e)...))
+			}
+		}
 	})
 }

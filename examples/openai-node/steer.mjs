@@ -7,8 +7,8 @@
 //  2. into a response that completes on a tool call: accepted, then after
 //     response.completed a response.steer.pending whose required_input
 //     stubs the client fills with its saved output, sending one
-//     response.create that continues the response; the steering comes first
-//     in that request's input;
+//     response.create that continues the response; the steering joins that
+//     request's input after the output;
 //  3. into a suspended rollout parked on its call (tether's extension):
 //     accepted and pending at once; the steering joins the context with the
 //     outputs that resume it.
@@ -85,7 +85,8 @@ async function main() {
     ws.send({ type: 'response.create', model, tools: [weatherTool], store: true, previous_response_id: done.response.id, input: filled });
     const cont = await until(it, 'response.completed');
     const input = await client.responses.inputItems.list(cont.response.id, { order: 'asc' });
-    console.log(`continued ${cont.response.id}: ${texts(cont.response).join(' ')}, input [${input.data.map((i) => i.type).join(' ')}]`);
+    // The steering is the newest user message of the context: the model acts on it.
+    console.log(`continued ${cont.response.id}: [${cont.response.output.map((o) => o.type).join(' ')}], input [${input.data.map((i) => i.type).join(' ')}]`);
 
     // 3. Into a suspended rollout parked on its call.
     ws.send({
