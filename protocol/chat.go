@@ -258,8 +258,9 @@ type ChatCompletion struct {
 }
 
 // ChatChoice is a completion's one choice (Message set), or a chunk's
-// (Delta set). Logprobs is always null; FinishReason is null until the
-// choice ends.
+// (Delta set). Logprobs is null unless the request asked for logprobs:
+// then {"content": [...], "refusal": null}, its text's tokens' (a chunk's
+// own). FinishReason is null until the choice ends.
 type ChatChoice struct {
 	Index        int             `json:"index"`
 	Message      *ChatReply      `json:"message,omitempty"`

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if perr == nil {
 		perr = s.offersRequired(req.Model, model, cc.Tools, cc.ToolChoice)
 	}
+	logprobs := req.Logprobs != nil && *req.Logprobs
+	if perr == nil {
+		perr = chatLogprobsAsked(req, model)
+	}
 	if perr != nil {
 		writeError(w, perr)
 		return
@@ -55,6 +60,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		ToolChoice:      cc.ToolChoice,
 		MaxOutputTokens: cc.MaxOutputTokens,
 		Prompt:          prompt,
+		Logprobs:        logprobs,
+		TopLogprobs:     derefInt(req.TopLogprobs),
 	}
 	c := &chatAnswer{
 		head: protocol.ChatCompletion{
@@ -64,6 +71,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			Model:   req.Model,
 		},
 		promptTokens: len(s.renderer.Header(cc.Instructions, cc.Tools)) + prompt.Len(),
+		logprobs:     logprobs,
 	}
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
@@ -156,6 +164,39 @@ type chatAnswer struct {
 	text  strings.Builder // the messages' text, collected when not streaming
 	texts int             // messages begun
 	calls []protocol.ChatToolCall
+
+	logprobs bool               // the request asked for logprobs
+	probs    []protocol.LogProb // the text's, collected when not streaming
+}
+
+// chatLogprobsAsked checks a chat request's logprobs and top_logprobs:
+// top_logprobs (0–20) needs logprobs, and the model must give them.
+func chatLogprobsAsked(req *protocol.ChatRequest, model Sampler) *protocol.Error {
+	asked := req.Logprobs != nil && *req.Logprobs
+	if req.TopLogprobs != nil {
+		switch {
+		case *req.TopLogprobs < 0 || *req.TopLogprobs > 20:
+			return protocol.Invalid(protocol.CodeInvalidValue, "top_logprobs", "Invalid 'top_logprobs': %d. Expected a value between 0 and 20.", *req.TopLogprobs)
+		case !asked:
+			return protocol.Invalid(protocol.CodeInvalidValue, "top_logprobs", "'top_logprobs' needs 'logprobs' set to true.")
+		}
+	}
+	if lm, ok := model.(LogprobSampler); asked && (!ok || !lm.Logprobs()) {
+		return protocol.Invalid(protocol.CodeUnsupportedParameter, "logprobs", "The model '%s' cannot give logprobs: it does not say how likely its tokens were.", req.Model)
+	}
+	return nil
+}
+
+// logprobsJSON is a choice's logprobs: {"content":[…],"refusal":null}.
+func logprobsJSON(probs []protocol.LogProb) json.RawMessage {
+	if probs == nil {
+		probs = []protocol.LogProb{}
+	}
+	b, _ := protocol.Marshal(struct {
+		Content []protocol.LogProb `json:"content"`
+		Refusal []protocol.LogProb `json:"refusal"`
+	}{Content: probs})
+	return b
 }
 
 // messageSep separates the text of a step's messages, which chat joins into
@@ -176,6 +217,9 @@ func (c *chatAnswer) onDelta(d sampler.Delta) {
 		delta.Content = ptr(messageSep)
 	case sampler.TextDelta:
 		delta.Content = ptr(d.Text)
+		if c.logprobs && c.stream == nil {
+			c.probs = append(c.probs, d.Logprobs...)
+		}
 	case sampler.CallStart:
 		call := protocol.ChatToolCall{ID: d.CallID, Type: "function", Function: protocol.ChatFunctionCall{Name: d.Name}}
 		c.calls = append(c.calls, call)
@@ -195,6 +239,10 @@ func (c *chatAnswer) onDelta(d sampler.Delta) {
 		if delta.Content != nil {
 			c.text.WriteString(*delta.Content)
 		}
+		return
+	}
+	if c.logprobs && d.Kind == sampler.TextDelta {
+		c.chunkWith(delta, logprobsJSON(d.Logprobs))
 		return
 	}
 	c.chunk(delta)
@@ -229,6 +277,9 @@ func (c *chatAnswer) completion(res sampler.Result) *protocol.ChatCompletion {
 	}
 	out := c.head
 	out.Choices = []protocol.ChatChoice{{Message: msg, FinishReason: ptr(c.finishReason(res))}}
+	if c.logprobs {
+		out.Choices[0].Logprobs = logprobsJSON(c.probs)
+	}
 	out.Usage = c.usage(res)
 	return &out
 }
@@ -244,7 +295,10 @@ type chatStream struct {
 }
 
 // chunk sends one chunk of the choice. The first one also carries the role.
-func (c *chatAnswer) chunk(delta protocol.ChatDelta) {
+func (c *chatAnswer) chunk(delta protocol.ChatDelta) { c.chunkWith(delta, nil) }
+
+// chunkWith is chunk with the choice's logprobs (nil: null).
+func (c *chatAnswer) chunkWith(delta protocol.ChatDelta, logprobs json.RawMessage) {
 	if !c.stream.started {
 		if delta.Content == nil && delta.ToolCalls == nil {
 			delta.Content = ptr("")
@@ -252,7 +306,7 @@ func (c *chatAnswer) chunk(delta protocol.ChatDelta) {
 		delta.Role = protocol.RoleAssistant
 	}
 	out := c.head
-	out.Choices = []protocol.ChatChoice{{Delta: &delta}}
+	out.Choices = []protocol.ChatChoice{{Delta: &delta, Logprobs: logprobs}}
 	c.send(&out)
 }
 

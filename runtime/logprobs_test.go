@@ -102,26 +102,76 @@ func TestLogprobs(t *testing.T) {
 		check(stream+" deltas", text.Text, all)
 	}
 
-	// Through an upstream: tether A serves remote-resp from this server (B)
-	// over the Responses API, asks it for logprobs and passes on B's,
-	// token for token.
+	// Over Chat Completions: choices[0].logprobs.content, whole and in each
+	// chunk.
+	chatBody := map[string]any{"model": "tether-scripted", "logprobs": true, "top_logprobs": 3,
+		"messages": []any{map[string]any{"role": "user", "content": "Tell me about parsers."}}}
+	code, b = h.post(t, "/chat/completions", chatBody)
+	var chat struct {
+		Choices []struct {
+			Message  struct{ Content string } `json:"message"`
+			Logprobs struct {
+				Content []protocol.LogProb `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if code != 200 || json.Unmarshal(b, &chat) != nil || len(chat.Choices) != 1 {
+		t.Fatalf("chat: %d %s", code, b)
+	}
+	check("chat", chat.Choices[0].Message.Content, chat.Choices[0].Logprobs.Content)
+	chatBody["stream"] = true
+	code, b = h.post(t, "/chat/completions", chatBody)
+	var streamed []protocol.LogProb
+	var streamedText strings.Builder
+	for line := range strings.Lines(string(b)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta    struct{ Content string } `json:"delta"`
+				Logprobs *struct {
+					Content []protocol.LogProb `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		json.Unmarshal([]byte(data), &chunk)
+		for _, ch := range chunk.Choices {
+			if ch.Delta.Content != "" {
+				if ch.Logprobs == nil {
+					t.Fatalf("a chunk of text without logprobs: %s", data)
+				}
+				check("chat chunk", ch.Delta.Content, ch.Logprobs.Content)
+				streamed = append(streamed, ch.Logprobs.Content...)
+				streamedText.WriteString(ch.Delta.Content)
+			}
+		}
+	}
+	check("chat stream", streamedText.String(), streamed)
+
+	// Through an upstream: tether A serves remote-resp and remote-chat from
+	// this server (B), asks it for logprobs and passes on B's, token for
+	// token.
 	a := newChain(t, h, runtime.Options{}, nil)
-	remote := map[string]any{"model": "remote-resp", "input": "Tell me about parsers.", "store": false,
-		"include": []string{protocol.IncludeLogprobs}, "top_logprobs": 3}
-	code, b = a.post(t, "/responses", remote)
-	var viaUp struct {
-		Output []struct {
-			Content []part `json:"content"`
-		} `json:"output"`
-	}
-	if code != 200 || json.Unmarshal(b, &viaUp) != nil || len(viaUp.Output) == 0 || len(viaUp.Output[0].Content) == 0 {
-		t.Fatalf("through an upstream: %d %s", code, b)
-	}
-	up := viaUp.Output[0].Content[0]
-	check("through an upstream", up.Text, up.Logprobs)
-	for i := range up.Logprobs {
-		if up.Logprobs[i].Logprob != text.Logprobs[i].Logprob {
-			t.Fatalf("through an upstream, token %d: %+v, the upstream's own %+v", i, up.Logprobs[i], text.Logprobs[i])
+	for _, model := range sortedRemotes() {
+		remote := map[string]any{"model": model, "input": "Tell me about parsers.", "store": false,
+			"include": []string{protocol.IncludeLogprobs}, "top_logprobs": 3}
+		code, b = a.post(t, "/responses", remote)
+		var viaUp struct {
+			Output []struct {
+				Content []part `json:"content"`
+			} `json:"output"`
+		}
+		if code != 200 || json.Unmarshal(b, &viaUp) != nil || len(viaUp.Output) == 0 || len(viaUp.Output[0].Content) == 0 {
+			t.Fatalf("through %s: %d %s", model, code, b)
+		}
+		up := viaUp.Output[0].Content[0]
+		check("through "+model, up.Text, up.Logprobs)
+		for i := range up.Logprobs {
+			if up.Logprobs[i].Logprob != text.Logprobs[i].Logprob {
+				t.Fatalf("through %s, token %d: %+v, the upstream's own %+v", model, i, up.Logprobs[i], text.Logprobs[i])
+			}
 		}
 	}
 
@@ -139,8 +189,14 @@ func TestLogprobs(t *testing.T) {
 		{map[string]any{"model": "plain", "input": "x", "include": []string{protocol.IncludeLogprobs}}, "unsupported_parameter", "include"},
 		{map[string]any{"model": "plain", "input": "x", "top_logprobs": 2}, "unsupported_parameter", "top_logprobs"},
 		{map[string]any{"model": "tether-scripted", "input": "x", "top_logprobs": 21}, "invalid_value", "top_logprobs"},
+		{map[string]any{"model": "plain", "logprobs": true, "messages": []any{map[string]any{"role": "user", "content": "x"}}}, "unsupported_parameter", "logprobs"},
+		{map[string]any{"model": "tether-scripted", "top_logprobs": 2, "messages": []any{map[string]any{"role": "user", "content": "x"}}}, "invalid_value", "top_logprobs"},
 	} {
-		code, b := h.post(t, "/responses", tc.body)
+		path := "/responses"
+		if tc.body["messages"] != nil {
+			path = "/chat/completions"
+		}
+		code, b := h.post(t, path, tc.body)
 		var e struct {
 			Error struct{ Code, Param string } `json:"error"`
 		}

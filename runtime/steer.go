@@ -130,6 +130,9 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 			"Response '%s' holds %d steering submissions not yet in its context, the most it takes.", r.resp.ID, maxPendingSteers)
 	}
 	nameInputs(ev.Input)
+	if rec := r.srv.opts.Recorder; rec != nil {
+		rec.Appended(r.srv.now(), r.resp.ID, ev.Input) // steering, as a response.append's user messages are recorded
+	}
 	id := newID("steer")
 	r.inbox.addSteer(id, ev)
 	r.emitLocked(&protocol.SteerAcceptedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerAccepted},
