@@ -125,7 +125,7 @@ func (s *Server) handleConversationAdd(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.convs.AddConversationItems(r.Context(), id, body.Items); err != nil {
+	if err := s.convs.AddConversationItems(r.Context(), id, "", body.Items); err != nil {
 		writeError(w, convError(err, id, "conversation_id"))
 		return
 	}
@@ -215,7 +215,7 @@ func (r *rollout) addToConversation(ctx context.Context) *protocol.Error {
 	id := r.req.Conversation.ID
 	sctx, cancel := context.WithTimeout(WithTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
 	defer cancel()
-	if err := r.srv.convs.AddConversationItems(sctx, id, r.items[r.base:]); err != nil {
+	if err := r.srv.convs.AddConversationItems(sctx, id, r.resp.ID, r.items[r.base:]); err != nil {
 		return convError(err, id, "conversation")
 	}
 	return nil

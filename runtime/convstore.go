@@ -27,8 +27,12 @@ type ConversationStore interface {
 	UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*protocol.Conversation, error)
 	// DeleteConversation deletes it and its items.
 	DeleteConversation(ctx context.Context, id string) error
-	// AddConversationItems adds items at the end: all or none.
-	AddConversationItems(ctx context.Context, id string, items protocol.Items) error
+	// AddConversationItems adds items at the end: all or none. A
+	// non-empty once names the addition: a second with the same once adds
+	// nothing and succeeds (a response's items, added by the server that
+	// ends it, and again by a server that took the rollout over and ran its
+	// last step too).
+	AddConversationItems(ctx context.Context, id, once string, items protocol.Items) error
 	// ConversationItems is every item of the conversation, oldest first.
 	ConversationItems(ctx context.Context, id string) (protocol.Items, error)
 	// DeleteConversationItem deletes one item: ErrNotStored when the
@@ -57,6 +61,7 @@ type memConversation struct {
 	items protocol.Items
 	bytes int
 	elem  *list.Element
+	added map[string]bool // the once names of the additions made
 }
 
 // NewMemoryConversations returns an empty store of at most maxBytes
@@ -160,13 +165,22 @@ func (m *MemoryConversations) DeleteConversation(ctx context.Context, id string)
 	return nil
 }
 
-func (m *MemoryConversations) AddConversationItems(ctx context.Context, id string, items protocol.Items) error {
+func (m *MemoryConversations) AddConversationItems(ctx context.Context, id, once string, items protocol.Items) error {
 	n := itemsBytes(items)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mc, err := m.getLocked(ctx, id)
 	if err != nil {
 		return err
+	}
+	if once != "" {
+		if mc.added[once] {
+			return nil
+		}
+		if mc.added == nil {
+			mc.added = make(map[string]bool)
+		}
+		mc.added[once] = true
 	}
 	if mc.bytes+n > m.maxBytes || !m.fitsLocked(mc.key.tenant, n) {
 		return ErrTooLarge

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/redisstore"
 )
 
 // TestMemoryConversationsBounds: a tenant past its own bound is refused and
@@ -27,7 +29,7 @@ func TestMemoryConversationsBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Alice's own bound: refused, nothing evicted.
-	if err := m.AddConversationItems(alice, "conv_a1", msg(5_000)); !errors.Is(err, runtime.ErrTooLarge) {
+	if err := m.AddConversationItems(alice, "conv_a1", "", msg(5_000)); !errors.Is(err, runtime.ErrTooLarge) {
 		t.Errorf("past the tenant's bound: %v", err)
 	}
 	if _, err := m.GetConversation(bob, "conv_b"); err != nil {
@@ -37,7 +39,7 @@ func TestMemoryConversationsBounds(t *testing.T) {
 	if err := m.DeleteConversationItem(alice, "conv_a1", "msg_1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddConversationItems(alice, "conv_a1", msg(3_000)); err != nil {
+	if err := m.AddConversationItems(alice, "conv_a1", "", msg(3_000)); err != nil {
 		t.Errorf("after deleting an item: %v", err)
 	}
 	// The bound in all: carol's and dave's new conversations push out the
@@ -60,4 +62,38 @@ func TestMemoryConversationsBounds(t *testing.T) {
 	if _, err := m.ConversationItems(bob, "conv_c1"); !errors.Is(err, runtime.ErrNotStored) {
 		t.Errorf("another tenant's conversation: %v", err)
 	}
+}
+
+// testAddOnce: an addition named once is made once, whatever repeats it;
+// unnamed ones, each time.
+func testAddOnce(t *testing.T, st runtime.ConversationStore) {
+	ctx := runtime.WithTenant(context.Background(), "alice")
+	if err := st.CreateConversation(ctx, &protocol.Conversation{ID: "conv_once", Object: "conversation"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	msg := protocol.Items{&protocol.Message{ID: "msg_1", Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: "hi"}}}}
+	for range 2 {
+		for _, once := range []string{"resp_1", ""} {
+			if err := st.AddConversationItems(ctx, "conv_once", once, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if items, err := st.ConversationItems(ctx, "conv_once"); err != nil || len(items) != 3 {
+		t.Errorf("%d items, %v: want 3 (once, and twice unnamed)", len(items), err)
+	}
+	if err := st.AddConversationItems(ctx, "conv_gone", "resp_1", msg); !errors.Is(err, runtime.ErrNotStored) {
+		t.Errorf("an unknown conversation: %v", err)
+	}
+}
+
+func TestConversationAddOnce(t *testing.T) {
+	testAddOnce(t, runtime.NewMemoryConversations(0, 0))
+	rd := redistest.Start(t)
+	st, err := redisstore.New(rd.URL(), redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testAddOnce(t, st)
 }

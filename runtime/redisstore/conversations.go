@@ -21,12 +21,20 @@ import (
 func (s *Store) convKey(tenant, id string) string  { return s.slot(tenant) + ":c:" + id }
 func (s *Store) itemsKey(tenant, id string) string { return s.slot(tenant) + ":ci:" + id }
 
+// onceKey marks an addition named once as made to conversation id, for
+// the store's TTL ("" when there is no name: a key no addition sets).
+func (s *Store) onceKey(tenant, id, once string) string {
+	return s.slot(tenant) + ":co:" + id + ":" + once
+}
+
 // addItems pushes items onto a conversation that exists, a thousand at a
 // time (Lua's unpack has a stack limit), and renews both keys' TTL: 0 when
-// the conversation does not exist.
+// the conversation does not exist, 2 when the addition named by KEYS[3]
+// (ARGV[2] "1") was made already.
 var addItems = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i = 2, #ARGV, 1000 do redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+if ARGV[2] == "1" and redis.call('SET', KEYS[3], 1, 'NX', 'PX', ARGV[1]) == false then return 2 end
+for i = 3, #ARGV, 1000 do redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return 1`)
@@ -148,7 +156,7 @@ func (s *Store) DeleteConversation(ctx context.Context, id string) error {
 	return nil
 }
 
-func (s *Store) AddConversationItems(ctx context.Context, id string, items protocol.Items) error {
+func (s *Store) AddConversationItems(ctx context.Context, id, once string, items protocol.Items) error {
 	elems, err := encodeItems(items)
 	if err != nil {
 		return err
@@ -156,8 +164,12 @@ func (s *Store) AddConversationItems(ctx context.Context, id string, items proto
 	tenant := runtime.Tenant(ctx)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	args := append([]any{s.opts.TTL.Milliseconds()}, elems...)
-	n, err := addItems.Run(ctx, s.c, []string{s.convKey(tenant, id), s.itemsKey(tenant, id)}, args...).Int()
+	named := "0"
+	if once != "" {
+		named = "1"
+	}
+	args := append([]any{s.opts.TTL.Milliseconds(), named}, elems...)
+	n, err := addItems.Run(ctx, s.c, []string{s.convKey(tenant, id), s.itemsKey(tenant, id), s.onceKey(tenant, id, once)}, args...).Int()
 	if err != nil {
 		return s.unavailable(err)
 	}
