@@ -241,8 +241,8 @@ func (c *chatAnswer) onDelta(d sampler.Delta) {
 		}
 		return
 	}
-	if c.logprobs && d.Kind == sampler.TextDelta {
-		c.chunkWith(delta, logprobsJSON(d.Logprobs))
+	if c.logprobs && (d.Kind == sampler.TextDelta || d.Kind == sampler.TextStart) {
+		c.chunkWith(delta, logprobsJSON(d.Logprobs)) // a later message's separator: no tokens of the model's
 		return
 	}
 	c.chunk(delta)

@@ -173,17 +173,17 @@ func (m *MemoryConversations) AddConversationItems(ctx context.Context, id, once
 	if err != nil {
 		return err
 	}
+	if once != "" && mc.added[once] {
+		return nil
+	}
+	if mc.bytes+n > m.maxBytes || !m.fitsLocked(mc.key.tenant, n) {
+		return ErrTooLarge
+	}
 	if once != "" {
-		if mc.added[once] {
-			return nil
-		}
 		if mc.added == nil {
 			mc.added = make(map[string]bool)
 		}
 		mc.added[once] = true
-	}
-	if mc.bytes+n > m.maxBytes || !m.fitsLocked(mc.key.tenant, n) {
-		return ErrTooLarge
 	}
 	// A new slice: readers hold the old one.
 	mc.items = append(slices.Clip(mc.items), items...)

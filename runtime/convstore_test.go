@@ -35,12 +35,19 @@ func TestMemoryConversationsBounds(t *testing.T) {
 	if _, err := m.GetConversation(bob, "conv_b"); err != nil {
 		t.Errorf("bob's conversation after alice's refusal: %v", err)
 	}
-	// Deleting counts back: alice can add again.
+	// A named addition refused for room is not marked made.
+	if err := m.AddConversationItems(alice, "conv_a1", "resp_1", msg(5_000)); !errors.Is(err, runtime.ErrTooLarge) {
+		t.Errorf("past the tenant's bound, named: %v", err)
+	}
+	// Deleting counts back: alice can add again, and the retry adds.
 	if err := m.DeleteConversationItem(alice, "conv_a1", "msg_1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.AddConversationItems(alice, "conv_a1", "", msg(3_000)); err != nil {
+	if err := m.AddConversationItems(alice, "conv_a1", "resp_1", msg(5_000)); err != nil {
 		t.Errorf("after deleting an item: %v", err)
+	}
+	if items, _ := m.ConversationItems(alice, "conv_a1"); len(items) != 1 {
+		t.Errorf("%d items after the retry, want 1", len(items))
 	}
 	// The bound in all: carol's and dave's new conversations push out the
 	// least recently written (bob's).

@@ -30,6 +30,8 @@ type Recorder interface {
 	// recorded all the same).
 	Event(at time.Time, id string, ev protocol.Event)
 	// Appended: a response.append delivered input (tool outputs, steering
-	// messages) to the suspended response id at at.
+	// messages) to the suspended response id at at, or a response.steer
+	// was accepted into the response id (in either design; a steer that
+	// then fails, response.steer.failed, never joined its context).
 	Appended(at time.Time, id string, input protocol.Items)
 }

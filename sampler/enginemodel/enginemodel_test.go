@@ -225,14 +225,19 @@ func TestPrefixOnly(t *testing.T) {
 }
 
 // TestSimulateTooLarge: a sequence the cache can never hold (5 blocks of
-// 4) is not served; the one behind it is, at once.
+// 4) is not served; the one behind it is, at once (at 100 ms, not at the
+// next arrival); one of no output ends with its prefill, with no token.
 func TestSimulateTooLarge(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	got := Simulate(testProfile(), []Request{
 		{ID: 1, Arrive: t0, Prompt: seqOf(0, 5), PromptTokens: 80, Output: 1},
-		{ID: 2, Arrive: t0, Prompt: seqOf(1000, 1), PromptTokens: 16, Output: 1},
+		{ID: 2, Arrive: t0.Add(100 * time.Millisecond), Prompt: seqOf(1000, 1), PromptTokens: 16, Output: 1},
+		{ID: 3, Arrive: t0.Add(10 * time.Second), Prompt: seqOf(2000, 1), PromptTokens: 16},
 	})
-	if !got[0].Finish.IsZero() || got[1].Finish.Sub(t0) != 21500*time.Microsecond {
+	// 2: 16 tokens of prefill (1 ms) + a step of 1 (20.5 ms). 3: the
+	// prefill and the step's base (20 ms), no sequence decoding.
+	if got[0].ID != 1 || !got[0].Finish.IsZero() || got[1].Finish.Sub(t0) != 121500*time.Microsecond ||
+		!got[2].FirstToken.IsZero() || got[2].Finish.Sub(t0) != 10021*time.Millisecond {
 		t.Errorf("%+v", got)
 	}
 }

@@ -35,8 +35,9 @@ type Served struct {
 // Profile.StepTime of them. A sequence holds its prompt's blocks and
 // private blocks for the rest of its prompt and its output until it ends,
 // then releases them as its Policy says. A sequence larger than the cache
-// is never served (its Served has a zero Finish). Served is in the order
-// of reqs.
+// is never served (its Served has a zero Finish); one of no Output ends
+// with the step that prefills it, with no first token. Served is in the
+// order of reqs.
 func Simulate(p *Profile, reqs []Request) []Served {
 	c := NewCache(p)
 	type running struct {
@@ -66,8 +67,14 @@ func Simulate(p *Profile, reqs []Request) []Served {
 		}
 		for len(waiting) > 0 {
 			r := &reqs[waiting[0]]
-			tail := r.PromptTokens - len(r.Prompt)*p.BlockTokens + r.Output
+			tail := r.PromptTokens - len(r.Prompt)*p.BlockTokens + max(r.Output, 0)
 			private := (tail + p.BlockTokens - 1) / p.BlockTokens
+			if len(r.Prompt)+private > c.capacity { // it can never fit: not served
+				out[waiting[0]] = Served{ID: r.ID}
+				waiting = waiting[1:]
+				left--
+				continue
+			}
 			s, a, ok := c.Admit(r.Prompt, private, t)
 			if !ok {
 				break
@@ -85,23 +92,26 @@ func Simulate(p *Profile, reqs []Request) []Served {
 			if next < len(order) && (!ok || reqs[order[next]].Arrive.Before(at)) {
 				at, ok = reqs[order[next]].Arrive, true
 			}
-			if !ok { // the first waiting can never fit: it is not served (Finish zero)
-				waiting = waiting[1:]
-				left--
-				continue
+			if !ok { // cannot happen: a sequence that fits an empty cache is admitted once the cache empties
+				panic("enginemodel: a waiting sequence and nothing to wait for")
 			}
 			t = at
 			continue
 		}
-		prefill, swap := 0, 0
+		prefill, swap, decoding := 0, 0, 0
 		for _, r := range run {
 			prefill, swap = prefill+r.prefill, swap+r.swap
 			r.prefill, r.swap = 0, 0
+			if reqs[r.i].Output > 0 {
+				decoding++
+			}
 		}
-		t = t.Add(p.StepTime(len(run), prefill) + p.SwapTime(swap))
+		t = t.Add(p.StepTime(decoding, prefill) + p.SwapTime(swap))
 		kept := run[:0]
 		for _, r := range run {
-			r.produced++
+			if reqs[r.i].Output > 0 { // a sequence of no output ends with its prefill, no token
+				r.produced++
+			}
 			if r.produced == 1 {
 				out[r.i].FirstToken = t
 			}
