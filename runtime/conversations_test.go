@@ -3,11 +3,17 @@ package runtime_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/protocol"
@@ -303,5 +309,57 @@ func TestConversationsTenants(t *testing.T) {
 	code, body = authed(t, h, "GET", "/v1/conversations/"+c.ID+"/items", "Bearer sk-alice", "")
 	if code != 200 || !strings.Contains(body, "secret plan") || strings.Contains(body, "bob was here") {
 		t.Errorf("the owner's items after another tenant's tries: %d %s", code, body)
+	}
+}
+
+// TestConversationsSDK: the Conversations API through the official Go
+// SDK's typed services: create with an item and metadata, a response.create
+// naming the conversation (responses.ResponseConversationParam), the items
+// listed with auto-paging and decoded as the SDK's item union, one item
+// retrieved and deleted, the conversation deleted.
+func TestConversationsSDK(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	client := sdkClient(t, h)
+	ctx := sdkContext(t)
+	conv, err := client.Conversations.New(ctx, conversations.ConversationNewParams{
+		Items: []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("My name is Ada.", responses.EasyInputMessageRoleUser)},
+		Metadata: shared.Metadata{"topic": "parser"},
+	})
+	if md, _ := conv.Metadata.(map[string]any); err != nil || !strings.HasPrefix(conv.ID, "conv_") || md["topic"] != "parser" {
+		t.Fatalf("created %+v, %v", conv, err)
+	}
+	resp, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: sdkModel,
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hi.")},
+		Conversation: responses.ResponseNewParamsConversationUnion{OfConversationObject: &responses.ResponseConversationParam{ID: conv.ID}}})
+	if err != nil || resp.Status != "completed" || resp.Conversation.ID != conv.ID {
+		t.Fatalf("a response in the conversation: %+v, %v", resp, err)
+	}
+	var types []string
+	var first string
+	iter := client.Conversations.Items.ListAutoPaging(ctx, conv.ID, conversations.ItemListParams{Limit: openai.Int(1), Order: conversations.ItemListParamsOrderAsc})
+	for iter.Next() {
+		it := iter.Current()
+		if first == "" {
+			first = it.ID
+		}
+		types = append(types, it.Type+"/"+string(it.Role))
+	}
+	if err := iter.Err(); err != nil || strings.Join(types, " ") != "message/user message/user message/assistant" {
+		t.Fatalf("items %q, %v", types, err)
+	}
+	got, err := client.Conversations.Items.Get(ctx, conv.ID, first, conversations.ItemGetParams{})
+	if err != nil || got.ID != first {
+		t.Fatalf("item %s: %+v, %v", first, got, err)
+	}
+	if after, err := client.Conversations.Items.Delete(ctx, conv.ID, first); err != nil || after.ID != conv.ID {
+		t.Fatalf("deleting an item: %+v, %v", after, err)
+	}
+	if del, err := client.Conversations.Delete(ctx, conv.ID); err != nil || !del.Deleted {
+		t.Fatalf("deleting: %+v, %v", del, err)
+	}
+	var apiErr *openai.Error
+	if _, err := client.Conversations.Get(ctx, conv.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "conversation_not_found" {
+		t.Errorf("a deleted conversation: %v", err)
 	}
 }
