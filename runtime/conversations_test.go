@@ -323,7 +323,7 @@ func TestConversationsSDK(t *testing.T) {
 	client := sdkClient(t, h)
 	ctx := sdkContext(t)
 	conv, err := client.Conversations.New(ctx, conversations.ConversationNewParams{
-		Items: []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("My name is Ada.", responses.EasyInputMessageRoleUser)},
+		Items:    []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("My name is Ada.", responses.EasyInputMessageRoleUser)},
 		Metadata: shared.Metadata{"topic": "parser"},
 	})
 	if md, _ := conv.Metadata.(map[string]any); err != nil || !strings.HasPrefix(conv.ID, "conv_") || md["topic"] != "parser" {
