@@ -241,3 +241,30 @@ func TestSimulateTooLarge(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+// TestChunkedPrefill: with 24 tokens a step, A's 32-token prompt takes two
+// steps (24, then 8 with its first token), and B, which comes during A's
+// decode, is prefilled beside A's tokens, within what is left:
+//
+//	step 1: A prefills 24: 20 ms + 1.5 ms = 21.5 ms (no token)
+//	step 2: A prefills 8 and decodes: 20 + 0.5 + 0.5 = 21 ms → 42.5 ms, A's first token
+//	step 3: A decodes (1 token) and B prefills 23 of 32: 20 + 0.5 + 1.4375 = 21.9375 ms → 64.4375 ms
+//	step 4: A decodes, B prefills 9 and decodes: 20 + 1 + 0.5625 = 21.5625 ms → 86 ms: both done
+func TestChunkedPrefill(t *testing.T) {
+	p := testProfile()
+	p.MaxBatchedTokens = 24
+	p.KVMemoryBytes, p.CapacityTokens = 128*131072, 128 // room for both
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	got := Simulate(p, []Request{
+		{ID: 1, Arrive: t0, Prompt: seqOf(0, 2), PromptTokens: 32, Output: 3},
+		{ID: 2, Arrive: t0.Add(30 * time.Millisecond), Prompt: seqOf(1000, 2), PromptTokens: 32, Output: 1},
+	})
+	at := func(d time.Time) time.Duration { return d.Sub(t0) }
+	if at(got[0].FirstToken) != 42500*time.Microsecond || at(got[0].Finish) != 86*time.Millisecond ||
+		at(got[1].Admitted) != 42500*time.Microsecond || at(got[1].Finish) != 86*time.Millisecond {
+		t.Errorf("A first %v done %v; B admitted %v done %v", at(got[0].FirstToken), at(got[0].Finish), at(got[1].Admitted), at(got[1].Finish))
+	}
+}

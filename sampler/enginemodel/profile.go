@@ -46,6 +46,12 @@ type Profile struct {
 	// SwapBytesPerSec is the bandwidth a swapped-out cache comes back at.
 	SwapBytesPerSec float64
 
+	// MaxBatchedTokens is the engine's setting (not a measured figure) of
+	// how many tokens one step may process, decoded and prefilled: a
+	// prompt longer than what is left of it is prefilled over several steps
+	// (chunked prefill, as vLLM's max_num_batched_tokens). 0: no bound.
+	MaxBatchedTokens int
+
 	// Sources says where each figure comes from, by its field's name.
 	Sources map[string]string
 }
@@ -81,6 +87,9 @@ func (p *Profile) Check() error {
 	}
 	if p.PrefillTokensPerSec <= 0 || p.SwapBytesPerSec <= 0 {
 		bad("prefill and swap rates must be positive")
+	}
+	if p.MaxBatchedTokens < 0 {
+		bad("max batched tokens must not be negative")
 	}
 	for _, f := range sourced {
 		if p.Sources[f] == "" {

@@ -29,10 +29,12 @@ type Served struct {
 // Simulate serves reqs as a continuous-batching engine would: at each step
 // boundary the waiting sequences are admitted first come, first served, as
 // long as the cache has room (the first that does not fit holds the rest
-// back); a step prefills what the sequences admitted need (their prompt
-// less the blocks the cache holds; swapped blocks come back at the swap
-// bandwidth), decodes one token for every sequence admitted, and takes
-// Profile.StepTime of them. A sequence holds its prompt's blocks and
+// back); a step decodes one token for every sequence past its prefill,
+// prefills what the sequences admitted need (their prompt less the blocks
+// the cache holds; swapped blocks come back at the swap bandwidth), first
+// come first served within Profile.MaxBatchedTokens (a longer prompt takes
+// more steps, and its first token comes with the step that ends its
+// prefill), and takes Profile.StepTime of them. A sequence holds its prompt's blocks and
 // private blocks for the rest of its prompt and its output until it ends,
 // then releases them as its Policy says. A sequence larger than the cache
 // is never served (its Served has a zero Finish); one of no Output ends
@@ -98,17 +100,44 @@ func Simulate(p *Profile, reqs []Request) []Served {
 			t = at
 			continue
 		}
+		// The step's tokens: a token for each sequence past its prefill,
+		// then prefill, first come first served, within MaxBatchedTokens.
+		budget := p.MaxBatchedTokens
+		if budget == 0 {
+			budget = int(^uint(0) >> 1)
+		}
 		prefill, swap, decoding := 0, 0, 0
 		for _, r := range run {
-			prefill, swap = prefill+r.prefill, swap+r.swap
-			r.prefill, r.swap = 0, 0
-			if reqs[r.i].Output > 0 {
+			if r.prefill == 0 && reqs[r.i].Output > 0 {
 				decoding++
 			}
+		}
+		budget -= decoding
+		stepping := make(map[*running]bool, len(run)) // those that produce a token (or end) this step
+		for _, r := range run {
+			if r.prefill > 0 {
+				n := min(r.prefill, max(budget, 0))
+				r.prefill -= n
+				budget -= n
+				prefill += n
+				if r.prefill > 0 {
+					continue // prefilled over more steps: no token yet
+				}
+				if reqs[r.i].Output > 0 {
+					decoding++
+				}
+			}
+			swap += r.swap
+			r.swap = 0
+			stepping[r] = true
 		}
 		t = t.Add(p.StepTime(decoding, prefill) + p.SwapTime(swap))
 		kept := run[:0]
 		for _, r := range run {
+			if !stepping[r] {
+				kept = append(kept, r)
+				continue
+			}
 			if reqs[r.i].Output > 0 { // a sequence of no output ends with its prefill, no token
 				r.produced++
 			}
