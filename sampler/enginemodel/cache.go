@@ -81,7 +81,11 @@ func (c *Cache) Admit(hashes []uint64, private int, now time.Time) (*Seq, Admiss
 	var a Admission
 	need := private // blocks to bring into memory
 	broken := false // a block before was missing: the rest are computed again
-	for _, h := range hashes {
+	for i, h := range hashes {
+		if slices.Contains(hashes[:i], h) { // the same prefix twice: a hash collision, one block
+			a.Miss++
+			continue
+		}
 		switch b := c.blocks[h]; {
 		case b == nil:
 			a.Miss++

@@ -268,3 +268,18 @@ func TestChunkedPrefill(t *testing.T) {
 		t.Errorf("A first %v done %v; B admitted %v done %v", at(got[0].FirstToken), at(got[0].Finish), at(got[1].Admitted), at(got[1].Finish))
 	}
 }
+
+// TestRepeatedHash: a prompt naming one block twice (a hash collision)
+// holds it once: one block in memory, the second counted a miss.
+func TestRepeatedHash(t *testing.T) {
+	c := NewCache(testProfile())
+	h := seqOf(0, 1)[0]
+	s, ad, ok := c.Admit([]uint64{h, h}, 0, time.Unix(0, 0))
+	if !ok || ad.Miss != 2 || c.Resident() != 1 {
+		t.Fatalf("%+v %v, %d resident", ad, ok, c.Resident())
+	}
+	c.Release(s, Policy{Kind: Discard}, time.Unix(0, 0))
+	if _, ad, _ := c.Admit([]uint64{h}, 0, time.Unix(0, 0)); ad.Hit != 1 {
+		t.Errorf("after the release: %+v", ad)
+	}
+}
