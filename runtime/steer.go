@@ -176,9 +176,7 @@ func (r *rollout) emitSteerPendingLocked(required []protocol.RequiredInput) {
 		required = []protocol.RequiredInput{}
 	}
 	for _, st := range r.inbox.pend() {
-		r.emitLocked(&protocol.SteerPendingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerPending},
-			Reason: protocol.SteerReasonWaiting, RequiredInput: required,
-			Steer: protocol.SteerRef{ID: st.id, PreviousResponseID: r.resp.ID}})
+		r.emitLocked(r.steerPending(st, required))
 	}
 }
 
@@ -200,9 +198,7 @@ func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
 		conv.steered.Store(&items)
 		for _, st := range steers {
 			if !st.pended {
-				after = append(after, &protocol.SteerPendingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerPending},
-					Reason: protocol.SteerReasonWaiting, RequiredInput: r.required,
-					Steer: protocol.SteerRef{ID: st.id, PreviousResponseID: r.resp.ID}})
+				after = append(after, r.steerPending(st, r.required))
 			}
 		}
 		return after
@@ -214,4 +210,12 @@ func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
 		r.emitLocked(protocol.SteerFailure(st.ev, st.id, perr))
 	}
 	return nil
+}
+
+// steerPending is response.steer.pending for st: its input waits for the
+// outputs required.
+func (r *rollout) steerPending(st steerSub, required []protocol.RequiredInput) *protocol.SteerPendingEvent {
+	return &protocol.SteerPendingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerPending},
+		Reason: protocol.SteerReasonWaiting, RequiredInput: required,
+		Steer: protocol.SteerRef{ID: st.id, PreviousResponseID: r.resp.ID}}
 }
