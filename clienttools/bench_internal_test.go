@@ -1,81 +1,69 @@
 package clienttools
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
+	"os"
 	"testing"
 
 	"github.com/tether-run/tether/protocol"
 )
 
-// benchFrames is one step of a suspended rollout as the server streams it:
-// a message streamed token by token, a function call whose arguments
-// stream, its output_item.done, then the pause.
+// benchFrames is one step of a suspended rollout as tether streams it,
+// recorded (serve --record) from ablate's load workload: the response.in_progress that
+// resumes it, a message and three function calls, their deltas, parts and
+// items, then the pause.
 func benchFrames(b *testing.B) [][]byte {
 	b.Helper()
-	resp := &protocol.Response{ID: "resp_1", Object: "response", Status: protocol.ResponseInProgress, Output: protocol.Items{}, Tools: []protocol.Tool{}, Metadata: map[string]string{}}
-	var evs []protocol.Event
-	seq := 0
-	add := func(ev protocol.Event) {
-		protocol.Header(ev).SequenceNumber = seq
-		seq++
-		evs = append(evs, ev)
+	data, err := os.ReadFile("testdata/suspend-step.jsonl")
+	if err != nil {
+		b.Fatal(err)
 	}
-	add(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventInProgress}, Response: resp})
-	msg := &protocol.Message{ID: "msg_1", Role: protocol.RoleAssistant, Status: protocol.StatusInProgress, Content: protocol.Contents{}}
-	add(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, Item: msg})
-	for i := range 40 {
-		add(&protocol.TextDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputTextDelta}, ItemID: "msg_1", Delta: fmt.Sprintf(" tok%d", i), Logprobs: &[]protocol.LogProb{}})
-	}
-	fc := &protocol.FunctionCall{ID: "fc_1", CallID: "call_1", Name: "read_file", Status: protocol.StatusInProgress}
-	add(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: 1, Item: fc})
-	for i := range 12 {
-		add(&protocol.FunctionArgsDeltaEvent{EventHeader: protocol.EventHeader{Type: protocol.EventFunctionArgsDelta}, ItemID: "fc_1", OutputIndex: 1, Delta: fmt.Sprintf("a%d", i)})
-	}
-	done := *fc
-	done.Arguments, done.Status = `{"path":"pkg/config/file.go"}`, protocol.StatusCompleted
-	add(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: 1, Item: &done})
-	paused := *resp
-	paused.Status = protocol.ResponseRequiresAction
-	paused.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs", SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: []protocol.PendingCall{{CallID: "call_1", Name: "read_file", Arguments: done.Arguments}}}}
-	add(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventDone}, Response: &paused})
-	frames := make([][]byte, len(evs))
-	for i, ev := range evs {
-		var err error
-		if frames[i], err = json.Marshal(ev); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return frames
+	return bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 }
 
 // BenchmarkClientEvents measures the client's own work per server event on
 // the suspend path: decoding the frame, the event callback, keeping the
-// output items, recognising the pause. One op is one event.
+// output items, recognising the pause. One op is one event. every-event:
+// OnEvent sees them all; deltas: OnEvent asks for the deltas only (as
+// ablate's load clients do); none: no OnEvent.
 func BenchmarkClientEvents(b *testing.B) {
 	frames := benchFrames(b)
-	r := &run{c: &Client{}, ro: Rollout{OnEvent: func(protocol.Event) {}}, exec: newExecutor(nil, 1, nil)}
-	ctx := context.Background()
-	bytes := 0
-	for _, f := range frames {
-		bytes += len(f)
-	}
-	b.SetBytes(int64(bytes / len(frames)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += len(frames) {
-		r.beginTurn(r.start, frameCost{})
-		k := 0
-		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) {
-			f := frames[k]
-			k++
-			return decode(f, len(f))
+	on := func(protocol.Event) {}
+	deltas := []protocol.EventType{protocol.EventOutputTextDelta, protocol.EventFunctionArgsDelta}
+	for _, bc := range []struct {
+		name string
+		ro   Rollout
+	}{
+		{"every-event", Rollout{OnEvent: on}},
+		{"deltas", Rollout{OnEvent: on, Events: deltas}},
+		{"none", Rollout{}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := &run{c: &Client{}, ro: bc.ro, exec: newExecutor(nil, 1, nil)}
+			rd := eventReader{keep: bc.ro.filter()}
+			ctx := context.Background()
+			size := 0
+			for _, f := range frames {
+				size += len(f)
+			}
+			b.SetBytes(int64(size / len(frames)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += len(frames) {
+				r.beginTurn(r.start, frameCost{})
+				k := 0
+				end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) {
+					f := frames[k]
+					k++
+					return rd.decode(f, len(f))
+				})
+				if err != nil || end.Type != protocol.EventDone {
+					b.Fatalf("turn ended with %v, %v", end, err)
+				}
+				r.res = Result{}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
-		if err != nil || end.Type != protocol.EventDone {
-			b.Fatalf("turn ended with %v, %v", end, err)
-		}
-		r.res = Result{}
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

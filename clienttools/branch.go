@@ -73,7 +73,14 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	ro.OnEvent, ro.OnCall = serialized(&callbacks, ro.OnEvent), serialized(&callbacks, ro.OnCall)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rl, err := c.dialBranches(ctx, n)
+	// One connection carries every lane: it decodes what any of them shows.
+	shown := ro
+	for _, br := range branches {
+		if br.OnEvent != nil {
+			shown.OnEvent = br.OnEvent
+		}
+	}
+	rl, err := c.dialBranches(ctx, n, shown.filter())
 	if err != nil {
 		return nil, err
 	}
@@ -322,9 +329,9 @@ type branchLanes struct {
 // dialBranches connects for a Branch of n: one WebSocket whose lanes one
 // reader demultiplexes, or one WebTransport connection with a stream per
 // lane.
-func (c *Client) dialBranches(ctx context.Context, n int) (*branchLanes, error) {
+func (c *Client) dialBranches(ctx context.Context, n int, keep eventFilter) (*branchLanes, error) {
 	if c.Transport == TransportWebTransport {
-		w, err := c.dialWebTransport(ctx)
+		w, err := c.dialWebTransport(ctx, keep)
 		if err != nil {
 			return nil, err
 		}
@@ -336,7 +343,7 @@ func (c *Client) dialBranches(ctx context.Context, n int) (*branchLanes, error) 
 			w.close()
 		}
 		for range n {
-			s, err := openStream(ctx, w.sess, c.Encoding)
+			s, err := openStream(ctx, w.sess, c.Encoding, keep)
 			if err != nil {
 				rl.close()
 				return nil, err
@@ -345,7 +352,7 @@ func (c *Client) dialBranches(ctx context.Context, n int) (*branchLanes, error) 
 		}
 		return rl, nil
 	}
-	ws, err := c.dialWebSocket(ctx)
+	ws, err := c.dialWebSocket(ctx, keep)
 	if err != nil {
 		return nil, err
 	}

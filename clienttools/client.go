@@ -115,6 +115,13 @@ type Rollout struct {
 	// OnEvent, if set, sees every server event in order, on the goroutine
 	// that called Run (responses without their tools, as Result.Response).
 	OnEvent func(protocol.Event)
+	// Events, if set, are the event types OnEvent sees (Branch: every
+	// OnEvent). The client then decodes only those and the events it
+	// reads itself (the items done, a response's pauses and ends): a client
+	// that watches the deltas does not decode the response objects, parts
+	// and texts it would never look at, most of its decoding. Without
+	// OnEvent, only the client's own are decoded.
+	Events []protocol.EventType
 	// OnCall, if set, sees every client call once it has run, in the order
 	// of the calls of its step, on the goroutine that called Run, before
 	// the outputs are sent.
@@ -201,6 +208,43 @@ type run struct {
 	paidTime protocol.Timings // its server timings then
 }
 
+// filter is what a rollout's connections decode whole: the events the
+// client reads itself and those OnEvent is to see; nil, when that is every
+// event.
+func (ro *Rollout) filter() eventFilter {
+	if ro.OnEvent != nil && ro.Events == nil {
+		return nil
+	}
+	var shown []protocol.EventType
+	if ro.OnEvent != nil {
+		shown = ro.Events
+	}
+	return func(t protocol.EventType) bool { return readsEvent(t) || slices.Contains(shown, t) }
+}
+
+// readsEvent reports whether the client reads events of type t itself (in
+// readTurn, resumingConn).
+func readsEvent(t protocol.EventType) bool {
+	switch t {
+	case protocol.EventOutputItemDone, protocol.EventCreated, protocol.EventDone, protocol.EventCompleted,
+		protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled,
+		protocol.EventStepRestarted, protocol.EventError:
+		return true
+	}
+	return false
+}
+
+// shows reports whether OnEvent is to see ev.
+func (ro *Rollout) shows(ev protocol.Event) bool {
+	if ro.OnEvent == nil {
+		return false
+	}
+	if _, skipped := ev.(*protocol.SkippedEvent); skipped {
+		return false
+	}
+	return ro.Events == nil || slices.Contains(ro.Events, protocol.Type(ev))
+}
+
 // request is the rollout's request for one turn: the caller's, with the
 // client tools declared.
 func (r *run) request(input protocol.Items) *protocol.CreateRequest {
@@ -242,7 +286,7 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCo
 		}
 		r.last = now
 		r.turn.Stream = now.Sub(r.turn.Start) - r.turn.FirstEvent
-		if r.ro.OnEvent != nil {
+		if r.ro.shows(ev) {
 			r.ro.OnEvent(ev)
 		}
 		switch ev := ev.(type) {
@@ -380,7 +424,7 @@ func ended(ev *protocol.ResponseEvent) bool { return ev.Type != protocol.EventDo
 // suspended runs the rollout as one suspended response, which survives a
 // dropped connection (see resumingConn).
 func (r *run) suspended(ctx context.Context) error {
-	conn, err := r.c.dialResuming(ctx)
+	conn, err := r.c.dialResuming(ctx, r.ro.filter())
 	if err != nil {
 		return err
 	}
@@ -429,7 +473,8 @@ func (r *run) suspended(ctx context.Context) error {
 // the old connection, and so previous_response_id, is gone with it (store
 // is false), as OpenAI's guide for WebSocket mode says.
 func (r *run) turns(ctx context.Context) error {
-	conn, err := r.c.dial(ctx)
+	keep := r.ro.filter()
+	conn, err := r.c.dial(ctx, keep)
 	if err != nil {
 		return err
 	}
@@ -448,7 +493,7 @@ func (r *run) turns(ctx context.Context) error {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code == protocol.CodeConnectionLimitReached {
 			conn.close()
-			if conn, err = r.c.dial(ctx); err != nil {
+			if conn, err = r.c.dial(ctx, keep); err != nil {
 				return err
 			}
 			r.res.Reconnects++
@@ -479,11 +524,12 @@ func (r *run) turns(ctx context.Context) error {
 func (r *run) http(ctx context.Context) error {
 	history := slices.Clone(r.ro.Request.Input)
 	req := r.request(history)
+	keep := r.ro.filter()
 	for {
 		req.Stream = ptr(true)
 		req.Store = ptr(r.ro.Mode == ModeChained)
 		start := time.Now()
-		st, n, err := r.c.post(ctx, req)
+		st, n, err := r.c.post(ctx, req, keep)
 		r.beginTurn(start, n)
 		if err != nil {
 			return err

@@ -323,6 +323,68 @@ func TestRunTools(t *testing.T) {
 	}
 }
 
+// TestRunEvents: with Events, OnEvent sees those types only, and the
+// rollout reads as it does when every event is decoded: its calls, its
+// text, its usage turn by turn.
+func TestRunEvents(t *testing.T) {
+	t.Parallel()
+	base := server(t, runtime.Options{})
+	input := "Go.\ncall: a {\"x\":1} | a {\"x\":2}\ncall: a {}"
+	for _, mode := range clienttools.Modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			funcs := []clienttools.Func{{Name: "a", Parameters: []byte(`{"type":"object"}`),
+				Run: func(_ context.Context, args string) (string, error) { return "got " + args, nil }}}
+			run := func(events []protocol.EventType) (*clienttools.Result, map[protocol.EventType]int) {
+				seen := map[protocol.EventType]int{}
+				c := &clienttools.Client{BaseURL: base}
+				res, err := c.Run(context.Background(), clienttools.Rollout{
+					Mode: mode, Funcs: funcs, Events: events,
+					Request: &protocol.CreateRequest{Model: sampler.ScriptedModel, Input: userInput(input)},
+					OnEvent: func(ev protocol.Event) { seen[protocol.Type(ev)]++ },
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res, seen
+			}
+			all, seenAll := run(nil)
+			some, seenSome := run([]protocol.EventType{protocol.EventOutputTextDelta, protocol.EventFunctionArgsDelta})
+			for typ := range seenSome {
+				if typ != protocol.EventOutputTextDelta && typ != protocol.EventFunctionArgsDelta {
+					t.Errorf("OnEvent saw %s, not asked for", typ)
+				}
+			}
+			if seenSome[protocol.EventFunctionArgsDelta] == 0 || seenSome[protocol.EventFunctionArgsDelta] != seenAll[protocol.EventFunctionArgsDelta] ||
+				seenSome[protocol.EventOutputTextDelta] != seenAll[protocol.EventOutputTextDelta] {
+				t.Errorf("deltas seen %v, with every event decoded %v", seenSome, seenAll)
+			}
+			if seenAll[protocol.EventInProgress] == 0 || seenAll[protocol.EventContentPartAdded] == 0 {
+				t.Errorf("without Events, OnEvent saw %v", seenAll)
+			}
+			key := func(res *clienttools.Result) string {
+				var b strings.Builder
+				for _, c := range res.Calls {
+					fmt.Fprintf(&b, "%s %s -> %s\n", c.Name, c.Arguments, c.Output)
+				}
+				fmt.Fprintf(&b, "%q %d turns %d output items", res.Text(), len(res.Turns), len(res.Output))
+				return b.String()
+			}
+			// The second run finds the first's prompts in the server's
+			// prefix cache: cached tokens differ, nothing else.
+			uncached := func(u protocol.Usage) protocol.Usage { u.InputTokensDetails.CachedTokens = 0; return u }
+			if key(some) != key(all) || uncached(some.Usage) != uncached(all.Usage) || some.Response.Status != protocol.ResponseCompleted {
+				t.Errorf("with Events:\n%s\n%+v\nwith every event:\n%s\n%+v", key(some), some.Usage, key(all), all.Usage)
+			}
+			for i := range some.Turns {
+				if uncached(some.Turns[i].Usage) != uncached(all.Turns[i].Usage) {
+					t.Errorf("turn %d: usage %+v, with every event %+v", i, some.Turns[i].Usage, all.Turns[i].Usage)
+				}
+			}
+		})
+	}
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""

@@ -23,7 +23,8 @@ const (
 // again with the same outputs. The caller sees one unbroken stream.
 type resumingConn struct {
 	c    *Client
-	conn conn // nil while broken
+	keep eventFilter // what its connections decode
+	conn conn        // nil while broken
 
 	id     string                // the response, once response.created has come
 	last   int                   // the last sequence_number passed on
@@ -34,12 +35,12 @@ type resumingConn struct {
 	at         int // the server it is on: 0 is BaseURL, then Fallbacks
 }
 
-func (c *Client) dialResuming(ctx context.Context) (*resumingConn, error) {
-	conn, err := c.dial(ctx)
+func (c *Client) dialResuming(ctx context.Context, keep eventFilter) (*resumingConn, error) {
+	conn, err := c.dial(ctx, keep)
 	if err != nil {
 		return nil, err
 	}
-	return &resumingConn{c: c, conn: conn, last: -1, pause: -1}, nil
+	return &resumingConn{c: c, keep: keep, conn: conn, last: -1, pause: -1}, nil
 }
 
 func (rc *resumingConn) close() {
@@ -123,7 +124,7 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 	for attempt := range reconnectAttempts {
 		at, c := rc.server(attempt)
 		var nc conn
-		if nc, err = c.dial(ctx); err == nil {
+		if nc, err = c.dial(ctx, rc.keep); err == nil {
 			after := rc.last
 			if _, err = nc.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after}); err == nil {
 				rc.conn, rc.at = nc, at

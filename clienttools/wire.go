@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,21 +49,23 @@ type conn interface {
 	abort()
 }
 
-// dial connects to the server's /v1/responses over c.Transport.
-func (c *Client) dial(ctx context.Context) (conn, error) {
+// dial connects to the server's /v1/responses over c.Transport; its events
+// are decoded as keep says.
+func (c *Client) dial(ctx context.Context, keep eventFilter) (conn, error) {
 	if c.Transport == TransportWebTransport {
-		return c.dialWebTransport(ctx)
+		return c.dialWebTransport(ctx, keep)
 	}
-	return c.dialWebSocket(ctx)
+	return c.dialWebSocket(ctx, keep)
 }
 
 // wsConn is one WebSocket connection to /v1/responses.
 type wsConn struct {
-	c   *websocket.Conn
-	enc protocol.Encoding // the frames' encoding, agreed in the upgrade
+	c  *websocket.Conn
+	rd eventReader // its encoding agreed in the upgrade
+	ctxWatch
 }
 
-func (c *Client) dialWebSocket(ctx context.Context) (*wsConn, error) {
+func (c *Client) dialWebSocket(ctx context.Context, keep eventFilter) (*wsConn, error) {
 	u, err := wsURL(c.BaseURL)
 	if err != nil {
 		return nil, err
@@ -80,7 +83,7 @@ func (c *Client) dialWebSocket(ctx context.Context) (*wsConn, error) {
 		return nil, fmt.Errorf("dial %s: the server does not speak msgpack (no msgpack subprotocol in its upgrade)", u)
 	}
 	conn.SetReadLimit(maxFrame)
-	return &wsConn{c: conn, enc: c.Encoding}, nil
+	return &wsConn{c: conn, rd: eventReader{enc: c.Encoding, keep: keep}}, nil
 }
 
 // dialError is the error of a WebSocket dial to u that failed, as a
@@ -129,17 +132,82 @@ func encode(ev any) ([]byte, frameCost, error) {
 	return b, frameCost{bytes: len(b), codec: time.Since(t0)}, err
 }
 
-// decode is the server event in b, and what decoding it cost. A response
-// is decoded without the tools it echoes: half of a pause's bytes, and of
-// the time it takes to read on the way back to the tools.
-func decode(b []byte, wire int) (protocol.Event, frameCost, error) {
+// eventFilter says which server events a run decodes whole: nil, every
+// one; otherwise those it reports true for, the others no further than
+// their header (protocol.SkippedEvent).
+type eventFilter func(protocol.EventType) bool
+
+// eventReader decodes a connection's frames into events.
+type eventReader struct {
+	enc  protocol.Encoding // the frames'
+	keep eventFilter
+	buf  []byte // the frame being read; its space serves the next
+}
+
+// maxKeptBuf bounds the frame buffer a connection keeps between frames.
+const maxKeptBuf = 256 << 10
+
+// frame returns a buffer of n bytes for the next frame, reusing the last's.
+func (rd *eventReader) frame(n int) []byte {
+	if cap(rd.buf) < n || cap(rd.buf) > maxKeptBuf {
+		rd.buf = make([]byte, n, max(n, 4<<10))
+	}
+	return rd.buf[:n]
+}
+
+// readFrame reads r to its end into the frame buffer.
+func (rd *eventReader) readFrame(r io.Reader) ([]byte, error) {
+	b := rd.frame(0)
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, max(cap(b), 4<<10))
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			rd.buf = b
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// decode is the server event in b, a frame of wire bytes on the wire, and
+// what decoding it cost. A response is decoded without the tools it
+// echoes: half of a pause's bytes, and of the time it takes to read on the
+// way back to the tools. Decoding copies what it keeps: b may be reused.
+func (rd *eventReader) decode(b []byte, wire int) (protocol.Event, frameCost, error) {
 	t0 := time.Now()
-	ev, perr := protocol.DecodeEventLean(b)
+	var ev protocol.Event
+	var perr *protocol.Error
+	if rd.keep == nil {
+		ev, perr = protocol.DecodeEventLean(b)
+	} else {
+		ev, perr = protocol.DecodeEventSkipping(b, rd.keep)
+	}
 	cost := frameCost{bytes: wire, codec: time.Since(t0)}
 	if perr != nil {
 		return nil, cost, fmt.Errorf("decode a server event: %w", perr)
 	}
 	return ev, cost, nil
+}
+
+// decodeFrame is the server event in b, a frame in the reader's encoding,
+// and what decoding it cost.
+func (rd *eventReader) decodeFrame(b []byte) (protocol.Event, frameCost, error) {
+	if rd.enc == protocol.EncodingJSON {
+		return rd.decode(b, len(b))
+	}
+	t0 := time.Now()
+	js, err := protocol.ToJSON(rd.enc, b)
+	if err != nil {
+		return nil, frameCost{bytes: len(b)}, fmt.Errorf("decode a server event: %w", err)
+	}
+	ev, cost, err := rd.decode(js, len(b))
+	cost.codec = time.Since(t0)
+	return ev, cost, err
 }
 
 // encodeAs is the client event ev in enc, and what encoding it cost.
@@ -149,47 +217,61 @@ func encodeAs(enc protocol.Encoding, ev any) ([]byte, frameCost, error) {
 	return b, frameCost{bytes: len(b), codec: time.Since(t0)}, err
 }
 
-// decodeAs is the server event in b, a frame in enc, and what decoding it
-// cost.
-func decodeAs(enc protocol.Encoding, b []byte) (protocol.Event, frameCost, error) {
-	if enc == protocol.EncodingJSON {
-		return decode(b, len(b))
+// ctxWatch ends a connection when the context it reads under ends, with one
+// context.AfterFunc for as long as the context lasts rather than one a
+// read (which a read given the context arms: a sixth of a client's CPU
+// under load). Only the goroutine that reads uses it. A connection closed
+// stays watched until its context ends (Run's, at the latest), when ending
+// it again does nothing.
+type ctxWatch struct {
+	watched context.Context
+	stop    func() bool
+}
+
+// watch makes ctx's end call end, once, unless ctx is already watched.
+func (cw *ctxWatch) watch(ctx context.Context, end func()) {
+	if ctx == cw.watched {
+		return
 	}
-	t0 := time.Now()
-	js, err := protocol.ToJSON(enc, b)
-	if err != nil {
-		return nil, frameCost{bytes: len(b)}, fmt.Errorf("decode a server event: %w", err)
+	if cw.stop != nil {
+		cw.stop()
 	}
-	ev, cost, err := decode(js, len(b))
-	cost.codec = time.Since(t0)
-	return ev, cost, err
+	cw.watched, cw.stop = ctx, context.AfterFunc(ctx, end)
 }
 
 func (w *wsConn) send(ctx context.Context, ev any) (frameCost, error) {
-	b, cost, err := encodeAs(w.enc, ev)
+	b, cost, err := encodeAs(w.rd.enc, ev)
 	if err != nil {
 		return cost, err
 	}
 	typ := websocket.MessageText
-	if w.enc == protocol.EncodingMsgpack {
+	if w.rd.enc == protocol.EncodingMsgpack {
 		typ = websocket.MessageBinary
 	}
 	return cost, w.c.Write(ctx, typ, b)
 }
 
 func (w *wsConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
-	typ, b, err := w.c.Read(ctx)
+	w.watch(ctx, func() { w.c.CloseNow() })
+	typ, r, err := w.c.Reader(context.Background()) // ctx ends it through watch
+	var b []byte
+	if err == nil {
+		b, err = w.rd.readFrame(r)
+	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, frameCost{}, ctx.Err()
+		}
 		return nil, frameCost{}, err
 	}
-	if binary := typ == websocket.MessageBinary; binary != (w.enc == protocol.EncodingMsgpack) {
+	if binary := typ == websocket.MessageBinary; binary != (w.rd.enc == protocol.EncodingMsgpack) {
 		kind := "text"
 		if binary {
 			kind = "binary"
 		}
-		return nil, frameCost{bytes: len(b)}, fmt.Errorf("the server sent a %s frame on a %v connection", kind, w.enc)
+		return nil, frameCost{bytes: len(b)}, fmt.Errorf("the server sent a %s frame on a %v connection", kind, w.rd.enc)
 	}
-	return decodeAs(w.enc, b)
+	return w.rd.decodeFrame(b)
 }
 
 func (w *wsConn) close() { w.c.Close(websocket.StatusNormalClosure, "") }
@@ -199,11 +281,12 @@ func (w *wsConn) abort() { w.c.CloseNow() }
 type sseStream struct {
 	body io.ReadCloser
 	r    *bufio.Reader
+	rd   eventReader
 }
 
-// post sends req as a streaming create and returns its event stream and
-// what the body cost.
-func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStream, frameCost, error) {
+// post sends req as a streaming create and returns its event stream, whose
+// events are decoded as keep says, and what the body cost.
+func (c *Client) post(ctx context.Context, req *protocol.CreateRequest, keep eventFilter) (*sseStream, frameCost, error) {
 	body, cost, err := encode(req)
 	if err != nil {
 		return nil, cost, err
@@ -235,14 +318,14 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest) (*sseStr
 		}
 		return nil, cost, fmt.Errorf("POST %s: %s: %w", u, res.Status, payloadError(*e.Error, res.StatusCode))
 	}
-	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10)}, cost, nil
+	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10), rd: eventReader{keep: keep}}, cost, nil
 }
 
 // next reads one event ("event: T\ndata: JSON\n\n"). io.EOF means the
 // stream ended.
 func (s *sseStream) next() (protocol.Event, frameCost, error) {
-	n := 0
-	var data []byte
+	n, got := 0, false
+	data := s.rd.frame(0)
 	for {
 		line, err := s.r.ReadSlice('\n')
 		n += len(line)
@@ -262,11 +345,13 @@ func (s *sseStream) next() (protocol.Event, frameCost, error) {
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(line) == 0:
-			if data == nil {
+			if !got {
 				continue
 			}
-			return decode(data, n)
+			s.rd.buf = data
+			return s.rd.decode(data, n)
 		case bytes.HasPrefix(line, []byte("data:")):
+			got = true
 			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
 			if len(data) > maxFrame {
 				return nil, frameCost{bytes: n}, fmt.Errorf("the server sent an event over the %d MiB limit", maxFrame>>20)

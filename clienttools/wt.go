@@ -116,11 +116,12 @@ type wtConn struct {
 	sess *webtransport.Session
 	str  *webtransport.Stream
 	r    *bufio.Reader
-	enc  protocol.Encoding
+	rd   eventReader
 	buf  []byte // the frame being written
+	ctxWatch
 }
 
-func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
+func (c *Client) dialWebTransport(ctx context.Context, keep eventFilter) (*wtConn, error) {
 	u, err := wtURL(c.BaseURL)
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
 		}
 		return nil, fmt.Errorf("dial %s: %w", u, err)
 	}
-	w, err := openStream(ctx, sess, c.Encoding)
+	w, err := openStream(ctx, sess, c.Encoding, keep)
 	if err != nil {
 		sess.CloseWithError(0, "")
 		tr.Close()
@@ -148,13 +149,14 @@ func (c *Client) dialWebTransport(ctx context.Context) (*wtConn, error) {
 	return w, nil
 }
 
-// openStream opens a lane on sess and sends its header, which names enc.
-func openStream(ctx context.Context, sess *webtransport.Session, enc protocol.Encoding) (*wtConn, error) {
+// openStream opens a lane on sess and sends its header, which names enc;
+// its events are decoded as keep says.
+func openStream(ctx context.Context, sess *webtransport.Session, enc protocol.Encoding, keep eventFilter) (*wtConn, error) {
 	str, err := sess.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w := &wtConn{sess: sess, str: str, r: bufio.NewReaderSize(str, 16<<10), enc: enc}
+	w := &wtConn{sess: sess, str: str, r: bufio.NewReaderSize(str, 16<<10), rd: eventReader{enc: enc, keep: keep}}
 	if err := w.writeFrame(fmt.Appendf(nil, `{"encoding":%q}`, enc.String())); err != nil {
 		str.CancelWrite(0)
 		return nil, err
@@ -171,7 +173,7 @@ func (w *wtConn) writeFrame(b []byte) error {
 }
 
 func (w *wtConn) send(ctx context.Context, ev any) (frameCost, error) {
-	b, cost, err := encodeAs(w.enc, ev)
+	b, cost, err := encodeAs(w.rd.enc, ev)
 	if err != nil {
 		return cost, err
 	}
@@ -181,8 +183,7 @@ func (w *wtConn) send(ctx context.Context, ev any) (frameCost, error) {
 }
 
 func (w *wtConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
-	stop := context.AfterFunc(ctx, func() { w.str.SetReadDeadline(time.Now()) })
-	defer stop()
+	w.watch(ctx, func() { w.str.SetReadDeadline(time.Now()) })
 	var h [4]byte
 	if _, err := io.ReadFull(w.r, h[:]); err != nil {
 		return nil, frameCost{}, err
@@ -191,11 +192,11 @@ func (w *wtConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 	if n > maxFrame {
 		return nil, frameCost{}, fmt.Errorf("the server sent a frame of %d bytes, over the %d MiB limit", n, maxFrame>>20)
 	}
-	b := make([]byte, n)
+	b := w.rd.frame(int(n))
 	if _, err := io.ReadFull(w.r, b); err != nil {
 		return nil, frameCost{}, err
 	}
-	return decodeAs(w.enc, b)
+	return w.rd.decodeFrame(b)
 }
 
 func (w *wtConn) close() {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -269,6 +270,75 @@ func (s *deltaScanner) raw() (raw []byte, escaped, ok bool) {
 		}
 	}
 	return nil, false, false
+}
+
+// plain reads a string without escapes, valid UTF-8, as a copy.
+func (s *deltaScanner) plain() (string, bool) {
+	raw, escaped, ok := s.raw()
+	if !ok || escaped || !utf8.Valid(raw) {
+		return "", false
+	}
+	return string(raw), true
+}
+
+// skip reads past one value: a string to its closing quote, an object or
+// array to the bracket that closes it, a number or literal to the byte
+// that ends it. Only strings are checked (for their quote and control
+// bytes); brackets are counted, not matched by kind.
+func (s *deltaScanner) skip() bool {
+	s.space()
+	start, depth := s.i, 0
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '"':
+			if !s.skipString() {
+				return false
+			}
+			if depth == 0 {
+				return true
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return s.i > start // the end of a scalar
+			}
+			if depth--; depth == 0 {
+				s.i++
+				return true
+			}
+		case ',', ' ', '\n', '\t', '\r':
+			if depth == 0 {
+				return s.i > start
+			}
+		}
+		s.i++
+	}
+	return depth == 0 && s.i > start
+}
+
+// skipString reads past a string, from its opening quote: to the first
+// quote not escaped, found a chunk at a time (bytes.IndexByte), the bytes
+// between unchecked.
+func (s *deltaScanner) skipString() bool {
+	start := s.i + 1
+	for from := start; ; {
+		j := bytes.IndexByte(s.b[from:], '"')
+		if j < 0 {
+			return false
+		}
+		end := from + j
+		slashes := 0
+		for k := end - 1; k >= start && s.b[k] == '\\'; k-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			s.i = end + 1
+			return true
+		}
+		from = end + 1
+	}
 }
 
 // unescapeSimple undoes the escapes str takes; \u and any other are not.

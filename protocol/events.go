@@ -198,6 +198,28 @@ func DecodeEvent(data []byte) (Event, *Error) { return decodeEvent(data, false) 
 // suspended rollout's pause and take half the time it decodes in.
 func DecodeEventLean(data []byte) (Event, *Error) { return decodeEvent(data, true) }
 
+// SkippedEvent is an event its client chose not to read
+// (DecodeEventSkipping): its header only, which orders and routes it.
+type SkippedEvent struct {
+	EventHeader
+}
+
+// DecodeEventSkipping is DecodeEventLean for a client that uses a few of
+// the event types: an event whose type keep refuses is read no further than
+// its header and is a *SkippedEvent; the rest of it is read past, its
+// strings and brackets followed, nothing else checked. A response's resumes
+// (their response objects), items added, content parts and done texts are
+// most of a client's decoding when it only watches the deltas and the
+// calls. A frame whose type is not its first member is decoded whole.
+func DecodeEventSkipping(data []byte, keep func(EventType) bool) (Event, *Error) {
+	if t, ok := leadingType(data); ok && !keep(EventType(t)) {
+		if h, ok := scanHeader(data); ok && h.Type == EventType(t) {
+			return &SkippedEvent{EventHeader: h}, nil
+		}
+	}
+	return decodeEvent(data, true)
+}
+
 func decodeEvent(data []byte, lean bool) (Event, *Error) {
 	if e, ok := decodeDelta(data); ok {
 		return e, nil

@@ -199,6 +199,53 @@ func TestDecodeEventLean(t *testing.T) {
 	}
 }
 
+// TestDecodeEventSkipping: an event whose type the client keeps decodes
+// as DecodeEventLean has it; any other is its header alone, the header the
+// full decode reads, on a lane too; broken JSON is refused either way; a
+// frame whose type is not first is decoded whole.
+func TestDecodeEventSkipping(t *testing.T) {
+	t.Parallel()
+	frames := []string{`{"type":"response.output_text.done","sequence_number":5,"stream_id":"lane-2","item_id":"m","output_index":0,"content_index":0,"text":"x"}`}
+	for _, tc := range eventCases {
+		frames = append(frames, tc.in)
+	}
+	for _, ev := range allEvents() {
+		frames = append(frames, string(mustMarshal(t, ev)))
+	}
+	none := func(protocol.EventType) bool { return false }
+	all := func(protocol.EventType) bool { return true }
+	for _, f := range frames {
+		lean, perr := protocol.DecodeEventLean([]byte(f))
+		if perr != nil {
+			t.Fatalf("DecodeEventLean(%s): %v", f, perr)
+		}
+		kept, perr := protocol.DecodeEventSkipping([]byte(f), all)
+		if perr != nil || !reflect.DeepEqual(kept, lean) {
+			t.Errorf("kept %s: %v\n%#v\nwant %#v", f, perr, kept, lean)
+		}
+		skipped, perr := protocol.DecodeEventSkipping([]byte(f), none)
+		want := &protocol.SkippedEvent{EventHeader: *protocol.Header(lean)}
+		if perr != nil || !reflect.DeepEqual(skipped, want) {
+			t.Errorf("skipped %s: %v\n%#v\nwant %#v", f, perr, skipped, want)
+		}
+	}
+	for _, f := range []string{
+		`{"type":"response.in_progress","sequence_number":1,"response":{"id":`,
+		`{"type":"response.in_progress","sequence_number":1,"response":{}}x`,
+		`{"type":"response.in_progress","sequence_number":1.5,"response":{}}`,
+	} {
+		if ev, perr := protocol.DecodeEventSkipping([]byte(f), none); perr == nil {
+			t.Errorf("%s: skipped as %#v, want an error", f, ev)
+		}
+	}
+	late := `{"sequence_number":3,"type":"response.in_progress","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`
+	if ev, perr := protocol.DecodeEventSkipping([]byte(late), none); perr != nil || protocol.Type(ev) != protocol.EventInProgress {
+		t.Errorf("type not first: %#v, %v; want it decoded whole", ev, perr)
+	} else if _, ok := ev.(*protocol.ResponseEvent); !ok {
+		t.Errorf("type not first: %T, want it decoded whole", ev)
+	}
+}
+
 // TestDecodeRecordedEvents decodes every event of the real OpenAI streams in
 // shared/fixtures and checks that re-marshaling keeps every field the
 // recording had that tether models.

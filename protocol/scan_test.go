@@ -100,3 +100,28 @@ func checkScanners(t *testing.T, data []byte) (took int) {
 	}
 	return took
 }
+
+// FuzzScanHeader: of a frame the codec reads, a header the scanner reads
+// is the codec's.
+func FuzzScanHeader(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.in_progress","sequence_number":3,"response":{"id":"r","output":[]}}`,
+		`{"type":"response.output_text.done","sequence_number":5,"stream_id":"lane-2","text":"x\u00e9"}`,
+		` { "sequence_number" : -0 , "type" : "" } `,
+		`{"type":"e","sequence_number":1e2}`,
+		`{"type":"e","sequence_number":99999999999999999999}`,
+		`{"type":"e","type":"f"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, ok := scanHeader(data)
+		var want EventHeader
+		if !ok || unmarshal(data, &want) != nil {
+			return // what the scanner skips it does not check
+		}
+		if h != want {
+			t.Fatalf("%q: scanned %+v, the codec %+v", data, h, want)
+		}
+	})
+}

@@ -17,9 +17,10 @@ import (
 type corkedConn struct {
 	net.Conn
 
-	mu     sync.Mutex
-	corked bool    // guarded by mu
-	held   *[]byte // a frame buffer (frameBufs) while corked; guarded by mu
+	mu       sync.Mutex
+	corked   bool      // guarded by mu
+	held     *[]byte   // a frame buffer (frameBufs) while corked; guarded by mu
+	deadline time.Time // the socket's write deadline; guarded by mu
 }
 
 func (c *corkedConn) Write(p []byte) (int, error) {
@@ -28,6 +29,12 @@ func (c *corkedConn) Write(p []byte) (int, error) {
 	if c.corked {
 		*c.held = append(*c.held, p...)
 		return len(p), nil
+	}
+	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		// A batch's deadline, passed while the connection idled: a pong or
+		// a close frame is not bound by it.
+		c.Conn.SetWriteDeadline(time.Time{})
+		c.deadline = time.Time{}
 	}
 	return c.Conn.Write(p)
 }
@@ -44,8 +51,11 @@ func (c *corkedConn) cork() {
 }
 
 // uncork writes what was held back in one write, which must end by
-// deadline (a client that does not read is cut there), and lets writes
-// through again.
+// deadline, or at the earliest half way there (a client that does not read
+// is cut then), and lets writes through again. The socket keeps a deadline
+// set by an earlier batch while at least half of this one's time is left
+// before it: setting one re-arms a runtime timer, and setting and clearing
+// one each batch was 3.5% of the server's CPU at 500 streams.
 func (c *corkedConn) uncork(deadline time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,9 +67,11 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	if len(*c.held) == 0 {
 		return nil
 	}
-	c.Conn.SetWriteDeadline(deadline)
+	if now := time.Now(); c.deadline.Sub(now) < deadline.Sub(now)/2 {
+		c.Conn.SetWriteDeadline(deadline)
+		c.deadline = deadline
+	}
 	_, err := c.Conn.Write(*c.held)
-	c.Conn.SetWriteDeadline(time.Time{})
 	return err
 }
 

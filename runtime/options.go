@@ -165,7 +165,9 @@ type Timeouts struct {
 	// WSMaxAge is the WebSocket connection age limit.
 	WSMaxAge time.Duration
 	// Write is how long one batch of writes to a WebSocket or an SSE
-	// stream may stall before the connection is cut.
+	// stream may stall before the connection is cut (on a WebSocket,
+	// between half of it and all of it: a deadline set for one batch
+	// serves those that follow while half of it is left).
 	Write time.Duration
 	// SlowClient is how far behind a client may fall: when a frame
 	// queued for it longer ago is still not written, the connection is

@@ -145,7 +145,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
 				}
 				key := fmt.Sprintf("load-%d-%d", i, n)
-				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event,
+				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event, Events: lagEvents,
 					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}})
 				// Refused before it began (its server draining, or down):
 				// with more servers, tried again on the next at once.
@@ -385,6 +385,13 @@ type lagRecorder struct {
 	tokens int64       // in all
 	frames int64
 	steps  int64 // ended: pauses and turns' responses
+}
+
+// lagEvents are the events a lagRecorder reads: the deltas, and each
+// step's pause or end. A load client decodes no others past their header.
+var lagEvents = []protocol.EventType{
+	protocol.EventOutputTextDelta, protocol.EventFunctionArgsDelta, protocol.EventCustomToolInputDelta,
+	protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled,
 }
 
 func (l *lagRecorder) event(ev protocol.Event) {
