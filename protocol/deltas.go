@@ -148,20 +148,12 @@ func decodeDelta(data []byte) (ev Event, ok bool) {
 		return nil, false
 	}
 	s := deltaScanner{b: data, s: string(data)}
-	if !s.byte('{') {
-		return nil, false
-	}
-	for more := !s.byte('}'); more; {
-		key, escaped, ok := s.raw()
-		if !ok || escaped || !s.byte(':') {
-			return nil, false
-		}
+	ok = s.object(func(key []byte) bool {
+		var ok bool
 		switch string(key) { // compared without a copy
 		case "type":
-			v, ok := s.str()
-			if !ok {
-				return nil, false
-			}
+			var v string
+			v, ok = s.str()
 			h.Type = EventType(v)
 		case "sequence_number":
 			ok = s.int(&h.SequenceNumber)
@@ -194,20 +186,33 @@ func decodeDelta(data []byte) (ev Event, ok bool) {
 			}
 		case "obfuscation": // OpenAI's padding of a delta's length
 			_, ok = s.str()
-		default:
-			return nil, false
 		}
-		if !ok {
-			return nil, false
-		}
-		if more = s.byte(','); !more && !s.byte('}') {
-			return nil, false
-		}
-	}
-	if s.space(); s.i != len(s.b) || string(h.Type) != t {
+		return ok
+	})
+	if !ok || string(h.Type) != t {
 		return nil, false
 	}
 	return ev, true
+}
+
+// object reads one object, the whole input, whose every member's value
+// member reads, given the member's name (without escapes); it reports
+// false for a name it does not take.
+func (s *deltaScanner) object(member func(key []byte) bool) bool {
+	if !s.byte('{') {
+		return false
+	}
+	for more := !s.byte('}'); more; {
+		key, escaped, ok := s.raw()
+		if !ok || escaped || !s.byte(':') || !member(key) {
+			return false
+		}
+		if more = s.byte(','); !more && !s.byte('}') {
+			return false
+		}
+	}
+	s.space()
+	return s.i == len(s.b)
 }
 
 // deltaScanner reads the tokens of a flat JSON object. The strings it

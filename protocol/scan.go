@@ -121,14 +121,8 @@ func scanAppend(data []byte) (head clientHead, input json.RawMessage, ok bool) {
 // of one (the codec matches names regardless of case), is not read here.
 func scanHeader(data []byte) (h EventHeader, ok bool) {
 	s := deltaScanner{b: data}
-	if !s.byte('{') {
-		return h, false
-	}
-	for more := !s.byte('}'); more; {
-		key, escaped, ok := s.raw()
-		if !ok || escaped || !s.byte(':') {
-			return h, false
-		}
+	ok = s.object(func(key []byte) bool {
+		var ok bool
 		switch string(key) { // compared without a copy
 		case "type":
 			var t string
@@ -141,15 +135,9 @@ func scanHeader(data []byte) (h EventHeader, ok bool) {
 		default:
 			ok = !headerName(string(key)) && s.skip()
 		}
-		if !ok {
-			return h, false
-		}
-		if more = s.byte(','); !more && !s.byte('}') {
-			return h, false
-		}
-	}
-	s.space()
-	return h, s.i == len(s.b)
+		return ok
+	})
+	return h, ok
 }
 
 func headerName(name string) bool {
