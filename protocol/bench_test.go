@@ -1,8 +1,10 @@
 package protocol_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -154,6 +156,39 @@ func BenchmarkDecodeAppend(b *testing.B) {
 			for b.Loop() {
 				if _, _, perr := protocol.DecodeClientEvent(frame); perr != nil {
 					b.Fatal(perr)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMarshalStepView encodes the response objects a suspended rollout
+// sends at every step (its response.in_progress and its pause,
+// response.done), decoded from a recorded step of the load workload.
+func BenchmarkMarshalStepView(b *testing.B) {
+	data, err := os.ReadFile("../clienttools/testdata/suspend-step.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range bytes.Lines(data) {
+		ev, perr := protocol.DecodeEvent(bytes.TrimSpace(line))
+		if perr != nil {
+			b.Fatal(perr)
+		}
+		re, ok := ev.(*protocol.ResponseEvent)
+		if !ok {
+			continue
+		}
+		// Its tools encoded once, as a rollout keeps them.
+		if re.Response.Tools, err = protocol.Encoded(re.Response.Tools); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(string(protocol.Type(ev)), func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.Marshal(ev); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
