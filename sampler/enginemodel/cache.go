@@ -1,6 +1,7 @@
 package enginemodel
 
 import (
+	"container/heap"
 	"container/list"
 	"encoding/binary"
 	"hash/fnv"
@@ -25,6 +26,12 @@ type Cache struct {
 	blocks   map[uint64]*block // every block known: in memory or swapped out
 	lru      list.List         // blocks in memory that no sequence holds, least recently released first
 	resident int               // blocks in memory
+
+	// What sequences waiting on tools hold (Held): unused blocks in
+	// memory under a pin, counted until their pin is seen to expire (pins
+	// holds them by expiry), and blocks swapped out.
+	pinnedIdle, swapped int
+	pins                pinHeap
 }
 
 type block struct {
@@ -33,6 +40,7 @@ type block struct {
 	pinnedUntil time.Time     // not evicted before
 	swapped     bool          // out of memory, kept in host memory
 	elem        *list.Element // in lru when unused and in memory
+	heldPinned  bool          // counted in pinnedIdle
 }
 
 // NewCache is an empty cache for p, which must pass Check.
@@ -65,7 +73,15 @@ func BlockHashes(tokens []uint32, blockTokens int) []uint64 {
 type Seq struct {
 	blocks  []*block
 	private int
+	named   []uint64 // its first private blocks' hashes (Name)
 }
+
+// Name names the first of s's private blocks by hashes (BlockHashes of
+// its prompt and output, past its prompt's full blocks): the full blocks
+// its output completed. Released, they are cached as its prompt's blocks
+// are, so that the next turn, whose prompt begins with this one's prompt
+// and output, finds them (as vLLM caches a block once its tokens fill it).
+func (s *Seq) Name(hashes []uint64) { s.named = hashes }
 
 // Admission is what admitting a sequence found, in blocks: in memory
 // (Hit), swapped out and to be swapped in (Swapped), to be computed
@@ -122,9 +138,11 @@ func (c *Cache) Admit(hashes []uint64, private int, now time.Time) (*Seq, Admiss
 		case b.swapped:
 			b.swapped = false
 			c.resident++
+			c.swapped--
 		case b.elem != nil:
 			c.lru.Remove(b.elem)
 			b.elem = nil
+			c.unpin(b)
 		}
 		b.refs++
 		s.blocks = append(s.blocks, b)
@@ -152,6 +170,7 @@ func (c *Cache) evictOne(now time.Time, keep []uint64) {
 			c.lru.Remove(e)
 			delete(c.blocks, b.hash)
 			c.resident--
+			c.unpin(b)
 			return
 		}
 	}
@@ -171,6 +190,10 @@ func contains(hs []uint64, h uint64) bool {
 type Policy struct {
 	Kind PolicyKind
 	TTL  time.Duration // Pin's
+	// Unpin ends the pins on the blocks released (those no other
+	// sequence holds): the rollout they were pinned for has ended, and
+	// says so.
+	Unpin bool
 }
 
 // PolicyKind names a policy.
@@ -187,6 +210,17 @@ const (
 // unused last block first, so that the cache evicts a prompt from its end
 // and its beginning, which other prompts share, stays longest (as vLLM).
 func (c *Cache) Release(s *Seq, policy Policy, now time.Time) {
+	// Its named private blocks become prompt blocks, which it holds, the
+	// rest are freed.
+	for _, h := range s.named[:min(len(s.named), s.private)] {
+		if c.blocks[h] != nil {
+			continue // already cached (a collision): its own copy is freed
+		}
+		b := &block{hash: h, refs: 1}
+		c.blocks[h] = b
+		s.blocks = append(s.blocks, b)
+		s.private--
+	}
 	c.resident -= s.private
 	for _, b := range slices.Backward(s.blocks) {
 		b.refs--
@@ -197,15 +231,24 @@ func (c *Cache) Release(s *Seq, policy Policy, now time.Time) {
 		case Swap:
 			b.swapped = true
 			c.resident--
+			c.swapped++
 			continue
 		case Pin:
 			if until := now.Add(policy.TTL); until.After(b.pinnedUntil) {
 				b.pinnedUntil = until
+				heap.Push(&c.pins, pin{until, b})
 			}
+		}
+		if policy.Unpin {
+			b.pinnedUntil = time.Time{}
+		}
+		if b.pinnedUntil.After(now) && !b.heldPinned {
+			b.heldPinned = true
+			c.pinnedIdle++
 		}
 		b.elem = c.lru.PushBack(b)
 	}
-	s.blocks, s.private = nil, 0
+	s.blocks, s.private, s.named = nil, 0, nil
 }
 
 // NextExpiry is the earliest time after now at which a pinned unused
@@ -218,6 +261,47 @@ func (c *Cache) NextExpiry(now time.Time) (time.Time, bool) {
 		}
 	}
 	return next, !next.IsZero()
+}
+
+// Held is the number of blocks that sequences waiting on tools hold at
+// now: unused blocks in memory under a pin, and blocks swapped out to host
+// memory. now must not go back between calls.
+func (c *Cache) Held(now time.Time) int {
+	for len(c.pins) > 0 && !c.pins[0].until.After(now) {
+		p := heap.Pop(&c.pins).(pin)
+		if !p.b.pinnedUntil.After(now) {
+			c.unpin(p.b)
+		}
+	}
+	return c.pinnedIdle + c.swapped
+}
+
+// unpin stops counting b among the pinned unused blocks.
+func (c *Cache) unpin(b *block) {
+	if b.heldPinned {
+		b.heldPinned = false
+		c.pinnedIdle--
+	}
+}
+
+// pin is a block's pin, by its expiry; a later pin of the block leaves
+// an earlier entry, which Held then skips.
+type pin struct {
+	until time.Time
+	b     *block
+}
+
+type pinHeap []pin
+
+func (h pinHeap) Len() int           { return len(h) }
+func (h pinHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h pinHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *pinHeap) Push(x any)        { *h = append(*h, x.(pin)) }
+func (h *pinHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Resident is the number of blocks in memory.
