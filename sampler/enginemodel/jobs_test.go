@@ -34,7 +34,7 @@ func TestRunLoadByHand(t *testing.T) {
 		if res.Jobs != 1 || res.JobTimes[0] != tc.jobTime {
 			t.Errorf("policy %d: %d jobs in %v, want 1 in %v", tc.policy, res.Jobs, res.JobTimes, tc.jobTime)
 		}
-		if !slices.Equal(res.TTFT, []time.Duration{22500 * time.Microsecond, 20500 * time.Microsecond + tc.jobTime - 1350500*time.Microsecond}) {
+		if !slices.Equal(res.TTFT, []time.Duration{22500 * time.Microsecond, 20500*time.Microsecond + tc.jobTime - 1350500*time.Microsecond}) {
 			t.Errorf("policy %d: TTFT %v", tc.policy, res.TTFT)
 		}
 		if res.Stats.HeldTokenTime != tc.held {
