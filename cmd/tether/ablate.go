@@ -67,6 +67,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	cost := costFlags(fs.FlagSet, "on")
 	load := declareLoadFlags(fs.FlagSet)
+	engine := declareEngineFlags(fs.FlagSet)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -77,6 +78,9 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *load.clients != "" && !set["tools"] {
 		*tools = ablate.ToolsInstant // streams that run on without idling on tools
+	}
+	if *engine.profile != "" && !set["workload"] {
+		*workload = engineTrace
 	}
 	if *quick {
 		if !set["workload"] {
@@ -147,6 +151,9 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
+	}
+	if *engine.profile != "" {
+		return runEngine(engine, cfg, *out, stdout, stderr)
 	}
 	if *load.park > 0 {
 		return runPark(ctx, load, costs, *store, *out, stdout, stderr)

@@ -57,6 +57,19 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 	}
 }
 
+// parseClients reads comma-separated numbers of clients, each above 0.
+func parseClients(s string) ([]int, error) {
+	var counts []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want numbers of clients, like 100,500", s)
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
+}
+
 // binary is the tether the run serves: --load-server, or this one.
 func (lf loadFlags) binary() (string, error) {
 	if *lf.server != "" {
@@ -161,14 +174,10 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		fmt.Fprintln(stderr, "tether: ablate: --load-mode: the load runs go over WebSocket and HTTP; WebTransport is measured by --hol")
 		return 2
 	}
-	var counts []int
-	for _, s := range strings.Split(*lf.clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(stderr, "tether: ablate: --load %q: want numbers of clients, like 100,500\n", *lf.clients)
-			return 2
-		}
-		counts = append(counts, n)
+	counts, err := parseClients(*lf.clients)
+	if err != nil {
+		fmt.Fprintf(stderr, "tether: ablate: --load %q: want numbers of clients, like 100,500\n", *lf.clients)
+		return 2
 	}
 	if len(cfg.Speeds) != 1 || cfg.Speeds[0] <= 0 || *lf.duration <= 0 {
 		fmt.Fprintln(stderr, "tether: ablate: --load takes one paced --tps and a positive --duration")

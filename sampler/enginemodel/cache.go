@@ -32,6 +32,9 @@ type Cache struct {
 	// holds them by expiry), and blocks swapped out.
 	pinnedIdle, swapped int
 	pins                pinHeap
+
+	admitting map[uint64]bool // the prompt Admit is admitting, by hash
+	releases  int             // Releases so far: what may make room
 }
 
 type block struct {
@@ -45,7 +48,7 @@ type block struct {
 
 // NewCache is an empty cache for p, which must pass Check.
 func NewCache(p *Profile) *Cache {
-	return &Cache{p: p, capacity: p.CapacityTokens / p.BlockTokens, blocks: make(map[uint64]*block)}
+	return &Cache{p: p, capacity: p.CapacityTokens / p.BlockTokens, blocks: make(map[uint64]*block), admitting: make(map[uint64]bool)}
 }
 
 // BlockHashes names a prompt's full blocks by the hash of the prefix each
@@ -97,11 +100,13 @@ func (c *Cache) Admit(hashes []uint64, private int, now time.Time) (*Seq, Admiss
 	var a Admission
 	need := private // blocks to bring into memory
 	broken := false // a block before was missing: the rest are computed again
-	for i, h := range hashes {
-		if slices.Contains(hashes[:i], h) { // the same prefix twice: a hash collision, one block
+	clear(c.admitting)
+	for _, h := range hashes {
+		if c.admitting[h] { // the same prefix twice: a hash collision, one block
 			a.Miss++
 			continue
 		}
+		c.admitting[h] = true
 		switch b := c.blocks[h]; {
 		case b == nil:
 			a.Miss++
@@ -121,11 +126,11 @@ func (c *Cache) Admit(hashes []uint64, private int, now time.Time) (*Seq, Admiss
 		}
 	}
 	a.Private = private
-	if free := c.capacity - c.resident; need > free && need > free+c.evictable(now, hashes) {
+	if free := c.capacity - c.resident; need > free && need > free+c.evictable(now, need-free) {
 		return nil, Admission{}, false
 	}
-	for c.capacity-c.resident < need {
-		c.evictOne(now, hashes)
+	if short := need - (c.capacity - c.resident); short > 0 {
+		c.evict(now, short)
 	}
 	s := &Seq{private: private}
 	for _, h := range hashes {
@@ -151,38 +156,31 @@ func (c *Cache) Admit(hashes []uint64, private int, now time.Time) (*Seq, Admiss
 	return s, a, true
 }
 
-// evictable counts the unused blocks in memory that may go at now, not
-// counting those keep names (a prompt being admitted reuses them).
-func (c *Cache) evictable(now time.Time, keep []uint64) int {
+// evictable counts the unused blocks in memory that may go at now, up to
+// enough, not counting those being admitted (the prompt reuses them).
+func (c *Cache) evictable(now time.Time, enough int) int {
 	n := 0
-	for e := c.lru.Front(); e != nil; e = e.Next() {
-		if b := e.Value.(*block); !b.pinnedUntil.After(now) && !contains(keep, b.hash) {
+	for e := c.lru.Front(); e != nil && n < enough; e = e.Next() {
+		if b := e.Value.(*block); !b.pinnedUntil.After(now) && !c.admitting[b.hash] {
 			n++
 		}
 	}
 	return n
 }
 
-// evictOne drops the least recently released unused block that may go.
-func (c *Cache) evictOne(now time.Time, keep []uint64) {
-	for e := c.lru.Front(); e != nil; e = e.Next() {
-		if b := e.Value.(*block); !b.pinnedUntil.After(now) && !contains(keep, b.hash) {
+// evict drops the n least recently released unused blocks that may go.
+func (c *Cache) evict(now time.Time, n int) {
+	for e := c.lru.Front(); e != nil && n > 0; {
+		b, next := e.Value.(*block), e.Next()
+		if !b.pinnedUntil.After(now) && !c.admitting[b.hash] {
 			c.lru.Remove(e)
 			delete(c.blocks, b.hash)
 			c.resident--
 			c.unpin(b)
-			return
+			n--
 		}
+		e = next
 	}
-}
-
-func contains(hs []uint64, h uint64) bool {
-	for _, x := range hs {
-		if x == h {
-			return true
-		}
-	}
-	return false
 }
 
 // Policy is what becomes of a sequence's cache while its rollout waits on
@@ -210,6 +208,7 @@ const (
 // unused last block first, so that the cache evicts a prompt from its end
 // and its beginning, which other prompts share, stays longest (as vLLM).
 func (c *Cache) Release(s *Seq, policy Policy, now time.Time) {
+	c.releases++
 	// Its named private blocks become prompt blocks, which it holds, the
 	// rest are freed.
 	for _, h := range s.named[:min(len(s.named), s.private)] {

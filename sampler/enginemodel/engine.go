@@ -1,6 +1,7 @@
 package enginemodel
 
 import (
+	"slices"
 	"time"
 )
 
@@ -27,6 +28,14 @@ type Engine struct {
 	waiting []*sequence // arrived, not admitted: first come, first served
 	run     []*sequence // admitted, in the order they were
 	stats   Stats
+
+	// The head of waiting found no room when the cache had seen these
+	// releases, and no pin expired before retry: until one of these
+	// changes, it finds none again (a long prompt's admission reads every
+	// block of it).
+	blocked  *sequence
+	releases int
+	retry    time.Time
 }
 
 // sequence is a request in the engine.
@@ -71,9 +80,20 @@ func (e *Engine) Stats() Stats { return e.stats }
 func (e *Engine) Busy() bool { return len(e.run)+len(e.waiting) > 0 }
 
 // Submit queues r, which has arrived (by Now), behind the sequences
-// submitted before it.
+// submitted before it, or, when r names its Program, ahead of those of
+// later programs: first come, first served by program.
 func (e *Engine) Submit(r Request) {
-	e.waiting = append(e.waiting, &sequence{req: r})
+	s := &sequence{req: r}
+	i := len(e.waiting)
+	for i > 0 && s.before(e.waiting[i-1]) {
+		i--
+	}
+	e.waiting = slices.Insert(e.waiting, i, s)
+}
+
+// before reports whether s goes ahead of o, submitted before it.
+func (s *sequence) before(o *sequence) bool {
+	return !s.req.Program.IsZero() && !o.req.Program.IsZero() && s.req.Program.Before(o.req.Program)
 }
 
 // Step admits the waiting sequences the cache has room for, then, if any
@@ -95,8 +115,13 @@ func (e *Engine) Step() (ended []Served, stepped bool) {
 			ended = append(ended, Served{ID: r.ID})
 			continue
 		}
+		if s == e.blocked && e.releases == e.cache.releases && (e.retry.IsZero() || t.Before(e.retry)) {
+			break
+		}
 		seq, a, ok := e.cache.Admit(r.Prompt, private, t)
 		if !ok {
+			e.blocked, e.releases = s, e.cache.releases
+			e.retry, _ = e.cache.NextExpiry(t)
 			break
 		}
 		e.waiting = e.waiting[1:]

@@ -1,6 +1,7 @@
 package enginemodel
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,81 @@ func TestRepeatedHash(t *testing.T) {
 	c.Release(s, Policy{Kind: Discard}, time.Unix(0, 0))
 	if _, ad, _ := c.Admit([]uint64{h}, 0, time.Unix(0, 0)); ad.Hit != 1 {
 		t.Errorf("after the release: %+v", ad)
+	}
+}
+
+func TestBuiltinProfiles(t *testing.T) {
+	for _, name := range BuiltinProfiles() {
+		p, err := LoadProfile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Check(); err != nil {
+			t.Error(err)
+		}
+	}
+	// 55.94 GB / 131,072 bytes a token = 426,788, in blocks of 16: 426,784.
+	if p := Llama3_8B_A100(); p.CapacityTokens != 426784 || p.KVBytesPerToken != 131072 {
+		t.Errorf("llama3-8b-a100: %d tokens of %d bytes", p.CapacityTokens, p.KVBytesPerToken)
+	}
+}
+
+func TestLoadProfileFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		path := dir + "/p.json"
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	src := `{"Name":"tiny","Layers":32,"KVHeads":8,"HeadDim":128,"BytesPerValue":2,"KVBytesPerToken":131072,
+		"KVMemoryBytes":8388608,"CapacityTokens":64,"BlockTokens":16,"DecodeBase":"20ms","DecodePerSeq":"500us",
+		"PrefillTokensPerSec":16000,"SwapBytesPerSec":16e9,"Sources":{"Layers":"a","KVHeads":"a","HeadDim":"a","BytesPerValue":"a",
+		"KVMemoryBytes":"a","DecodeBase":"a","DecodePerSeq":"a","PrefillTokensPerSec":"a","SwapBytesPerSec":"a"}}`
+	p, err := LoadProfile(write(src))
+	if err != nil || p.DecodeBase != 20*time.Millisecond || p.DecodePerSeq != 500*time.Microsecond || p.CapacityTokens != 64 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if _, err := LoadProfile(write(strings.Replace(src, `"CapacityTokens":64`, `"CapacityTokens":65`, 1))); err == nil || !strings.Contains(err.Error(), "is 64") {
+		t.Errorf("a capacity that does not add up: %v", err)
+	}
+	if _, err := LoadProfile(write(strings.Replace(src, `"Name"`, `"Nmae"`, 1))); err == nil {
+		t.Error("an unknown field was taken")
+	}
+	if _, err := LoadProfile("no-such-profile"); err == nil || !strings.Contains(err.Error(), "llama3-8b-a100") {
+		t.Errorf("an unknown name: %v", err)
+	}
+}
+
+// TestSimulateByProgram: A (program 0) runs from 0 with 3 of the 4
+// blocks; B, a new program's turn of 3 blocks, arrives at 10 ms, and C,
+// program 0's next turn, with A's prompt (shared with A while it runs) and
+// one block of its own, at 20 ms. In arrival order B waits for A (done at
+// 63.5 ms, TestSimulate), evicting A's last block (done at 86 ms), and C,
+// behind it, computes that block again (16 tokens: 1 ms + 20.5 ms →
+// 107.5 ms). By program C goes first: it fits beside A at once (a step
+// of both from 22.5 ms: 21 ms → 43.5 ms), A ends a step later (64 ms),
+// and B after it (86.5 ms).
+func TestSimulateByProgram(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
+	for _, byProgram := range []bool{false, true} {
+		reqs := []Request{
+			{ID: 1, Arrive: t0, Prompt: seqOf(0, 2), PromptTokens: 32, Output: 3},
+			{ID: 2, Arrive: ms(10), Prompt: seqOf(1000, 2), PromptTokens: 32, Output: 1},
+			{ID: 3, Arrive: ms(20), Prompt: seqOf(0, 2), PromptTokens: 32, Output: 1},
+		}
+		if byProgram {
+			reqs[0].Program, reqs[1].Program, reqs[2].Program = t0.Add(1), ms(10), t0.Add(1)
+		}
+		got := Simulate(testProfile(), reqs)
+		wantB, wantC := ms(86), ms(107.5)
+		if byProgram {
+			wantB, wantC = ms(86.5), ms(43.5)
+		}
+		if !got[1].Finish.Equal(wantB) || !got[2].Finish.Equal(wantC) {
+			t.Errorf("by program %v: B done at %v, C at %v; want %v, %v", byProgram, got[1].Finish.Sub(t0), got[2].Finish.Sub(t0), wantB.Sub(t0), wantC.Sub(t0))
+		}
 	}
 }

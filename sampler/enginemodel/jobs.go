@@ -56,7 +56,10 @@ type Load struct {
 	Stagger  time.Duration
 	Design   Design
 	Policy   Policy // for a turn's cache while its tools run
-	Seed     uint64 // of the starts
+	// ByProgram admits the turns of rollouts begun earlier first
+	// (Request.Program), not in the order the turns arrive.
+	ByProgram bool
+	Seed      uint64 // of the starts
 }
 
 // LoadResult is what a Load measured, in simulated time.
@@ -66,8 +69,12 @@ type LoadResult struct {
 	JobTimes []time.Duration // each done job's, from its start to its last turn's end
 	TTFT     []time.Duration // each turn's, from its arrival at the engine to its first token
 	Prompt   int             // prompt tokens of the turns served
-	Span     time.Duration   // from the start to the last job's end
-	Stats    Stats
+	// Recomputed is the prompt tokens computed again: prefilled though
+	// the conversation had them before the turn (its earlier turns'
+	// prompts and outputs, to their last full block; the shared header).
+	Recomputed int
+	Span       time.Duration // from the start to the last job's end
+	Stats      Stats
 }
 
 // HitRate is the share of the served prompts' tokens found in memory.
@@ -97,6 +104,7 @@ type client struct {
 	turn     int
 	start    time.Time
 	chain    blockChain
+	fresh    int // its turn's prompt tokens that no cache could hold: past the full blocks of what came before
 }
 
 // RunLoad runs l on an Engine. Every job's prompt after the shared
@@ -134,17 +142,23 @@ func RunLoad(l Load) LoadResult {
 		for len(due) > 0 && !due[0].at.After(e.Now()) {
 			c := heap.Pop(&due).(*client)
 			tr := c.job.Turns[c.turn]
+			known := len(c.chain.hashes)
 			c.chain.extend(nil, c.instance, tr.Append)
 			prompt := c.chain.hashes
 			tokens := c.chain.n
+			c.fresh = tokens - known*l.Profile.BlockTokens
 			c.chain.extend(nil, c.instance, tr.Output)
 			policy := l.Policy
 			if l.Design.KnowsEnd && c.turn == len(c.job.Turns)-1 {
 				policy = Policy{Kind: Discard, Unpin: true}
 			}
 			c.at = c.at.Add(time.Duration(tokens) * l.Design.OverheadPerToken)
-			e.Submit(Request{ID: c.id, Arrive: c.at, Prompt: prompt, PromptTokens: tokens, Output: tr.Output,
-				Policy: policy, OutputBlocks: c.chain.hashes[len(prompt):]})
+			r := Request{ID: c.id, Arrive: c.at, Prompt: prompt, PromptTokens: tokens, Output: tr.Output,
+				Policy: policy, OutputBlocks: c.chain.hashes[len(prompt):]}
+			if l.ByProgram {
+				r.Program = c.start
+			}
+			e.Submit(r)
 		}
 		ended, stepped := e.Step()
 		for _, s := range ended {
@@ -156,6 +170,7 @@ func RunLoad(l Load) LoadResult {
 				c.turn, done = len(c.job.Turns)-1, e.Now()
 			} else {
 				res.Prompt += s.Admission.Hit*l.Profile.BlockTokens + s.Recomputed + s.Admission.Swapped*l.Profile.BlockTokens
+				res.Recomputed += max(s.Recomputed-c.fresh, 0)
 				if !s.FirstToken.IsZero() {
 					res.TTFT = append(res.TTFT, s.FirstToken.Sub(c.at))
 				}

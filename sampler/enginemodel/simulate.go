@@ -21,6 +21,10 @@ type Request struct {
 	// blocks), cached when it ends (Seq.Name); nil: its output is not
 	// cached.
 	OutputBlocks []uint64
+	// Program is when the rollout it is a turn of began; set, the engine
+	// admits the turns of earlier programs first (Continuum's
+	// first come, first served by program), not in their turns' order.
+	Program time.Time
 }
 
 // Served is what became of a Request.

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tether-run/tether/internal/ablate"
+)
+
+// TestAblateEngine runs "tether ablate --engine" small: labelled
+// simulated, a row for each design and policy, the chart and the JSON.
+func TestAblateEngine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"ablate", "--engine", "llama3-8b-a100", "--workload", "trace:calc-fix-12",
+		"--engine-clients", "1,2", "--engine-seeds", "2", "--engine-duration", "2m", "--out", dir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.HasPrefix(out, "SIMULATED: the engine model llama3-8b-a100") || !strings.Contains(out, "calc-fix-12") {
+		t.Errorf("not labelled simulated:\n%s", out)
+	}
+	for _, policy := range []string{"discard", "pin 10s", "swap"} {
+		if n := strings.Count(out, " "+policy+" "); n != 4 { // 2 designs, 2 loads
+			t.Errorf("%d rows of %q, want 4:\n%s", n, policy, out)
+		}
+		if n := strings.Count(out, " "+policy+", by rollout "); n != 4 {
+			t.Errorf("%d rows of %q by rollout, want 4:\n%s", n, policy, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "engine.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res ablate.EngineRun
+	if err := json.Unmarshal(b, &res); err != nil || !res.Simulated || len(res.Cells) != 24 || res.Sources["DecodeBase"] == "" {
+		t.Errorf("engine.json: %v, simulated %v, %d cells", err, res.Simulated, len(res.Cells))
+	}
+	if st, err := os.Stat(filepath.Join(dir, "engine-jct.svg")); err != nil || st.Size() == 0 {
+		t.Errorf("engine-jct.svg: %v", err)
+	}
+}
+
+func TestAblateEngineBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--engine", "no-such-profile"},
+		{"--engine", "llama3-8b-a100", "--engine-clients", "0"},
+		{"--engine", "llama3-8b-a100", "--engine-seeds", "0"},
+		{"--engine", "llama3-8b-a100", "--workload", "synthetic"},
+	} {
+		var stdout, stderr strings.Builder
+		if code := run(context.Background(), append([]string{"ablate"}, args...), &stdout, &stderr); code != 2 || stderr.Len() == 0 {
+			t.Errorf("%v: exit %d, %q", args, code, stderr.String())
+		}
+	}
+}
