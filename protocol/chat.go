@@ -40,6 +40,9 @@ type ChatRequest struct {
 	N                   *int               `json:"n,omitempty"`
 	Logprobs            *bool              `json:"logprobs,omitempty"`     // an upstream's tokens' logprobs, in each choice's logprobs.content
 	TopLogprobs         *int               `json:"top_logprobs,omitempty"` // alternatives a token, with Logprobs
+	// PromptCacheKey asks the server to route the prompt to a cache by
+	// this key, as on the Responses API.
+	PromptCacheKey *string `json:"prompt_cache_key,omitempty"`
 }
 
 // ChatStreamOptions are a streaming request's options.

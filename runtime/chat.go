@@ -62,6 +62,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		Prompt:          prompt,
 		Logprobs:        logprobs,
 		TopLogprobs:     derefInt(req.TopLogprobs),
+		CacheKey:        derefString(req.PromptCacheKey),
 	}
 	c := &chatAnswer{
 		head: protocol.ChatCompletion{

@@ -415,6 +415,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Format:          textFormat(r.req.Text),
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
+		Session:         r.session(),
 		Start:           r.modelReady,
 	}, r.onDelta)
 	if len(r.together) > 0 { // the sample ended between tokens released together
@@ -658,4 +659,18 @@ func textFormat(t *protocol.TextConfig) *protocol.TextFormat {
 		return nil
 	}
 	return &t.Format
+}
+
+// session names what the rollout is a step of, for an upstream's cache
+// (sampler.Request.Session): a suspended rollout is one response for its
+// whole life; a turn that continues stored responses belongs to the
+// conversation the first of them began.
+func (r *rollout) session() string {
+	switch {
+	case r.path.Design == designSuspend:
+		return r.resp.ID
+	case len(r.chain) > 0:
+		return r.chain[0]
+	}
+	return ""
 }

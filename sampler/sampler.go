@@ -87,6 +87,14 @@ type Request struct {
 	// it); requests without one share by content alone, as on one
 	// inference server.
 	CacheKey string
+	// Session names the rollout or conversation the request is a step of,
+	// when the server knows it: a suspended rollout's response, the first
+	// response of a chain. An upstream gets it as the prompt_cache_key of
+	// a request that has none, so that every step of the rollout reaches
+	// the cache that holds its prefix (OpenAI routes by the key; an engine
+	// that pins a session's cache can key it so). The local models ignore
+	// it: their prefix cache shares by content, and by CacheKey alone.
+	Session string
 	// Logprobs asks for the text's log probabilities (Delta.Logprobs),
 	// with TopLogprobs alternatives a token.
 	Logprobs    bool

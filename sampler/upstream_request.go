@@ -165,6 +165,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Store           bool                 `json:"store"`
 		Include         []string             `json:"include,omitempty"`
 		TopLogprobs     *int                 `json:"top_logprobs,omitempty"`
+		CacheKey        string               `json:"prompt_cache_key,omitempty"`
 	}{
 		Model:        model,
 		Instructions: req.Instructions,
@@ -172,6 +173,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Tools:        responsesTools(req.Tools),
 		Stream:       true,
 		Parallel:     serial(req),
+		CacheKey:     req.cacheKey(),
 	}
 	if choice := upstreamChoice(req.ToolChoice); len(body.Tools) > 0 && !isAuto(choice) {
 		body.ToolChoice = &choice
@@ -225,7 +227,19 @@ func chatBody(model string, req *Request) ([]byte, error) {
 	if req.MaxOutputTokens > 0 {
 		body.MaxTokens = &req.MaxOutputTokens
 	}
+	if k := req.cacheKey(); k != "" {
+		body.PromptCacheKey = &k
+	}
 	return json.Marshal(body)
+}
+
+// cacheKey is the prompt_cache_key to send upstream: the request's own,
+// or else the rollout's (Session), so that its steps share a cache.
+func (req *Request) cacheKey() string {
+	if req.CacheKey != "" {
+		return req.CacheKey
+	}
+	return req.Session
 }
 
 // serial is parallel_tool_calls: false for a request that asks for one
