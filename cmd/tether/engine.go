@@ -75,11 +75,11 @@ func runEngine(ef engineFlags, cfg ablate.Config, out string, stdout, stderr io.
 	fmt.Fprintf(stdout, "SIMULATED: the engine model %s (KV cache of %d tokens), %s: %d turns, a %d-token header, %d tokens at its last turn; %d runs a cell of %v each, in %.1f s\n\n",
 		run.Profile, run.CapacityTokens, run.Trace, run.Turns, run.HeaderTokens, run.FinalPrompt, run.Seeds, *ef.duration, time.Since(start).Seconds())
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "design\tpolicy\trollouts\tdone/min\tcompletion s\tp99 s\tTTFT p50 ms\tp99 ms\tcache hit\trecomputed/rollout\theld tokens\ttokens/s\t")
+	fmt.Fprintln(tw, "design\tpolicy\trollouts\tdone/min\tcompletion s\tp99 s\tTTFT p50 ms\tp99 ms\tcache hit\trecomputed/rollout\trecomputing\theld tokens\ttokens/s\t")
 	for _, c := range run.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%.0f\t%.0f\t%.1f%%\t%.0f\t%.0f\t%.0f\t\n", c.Design, c.Policy, c.Clients,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%.0f\t%.0f\t%.1f%%\t%.0f\t%.0f%%\t%.0f\t%.0f\t\n", c.Design, c.Policy, c.Clients,
 			ablate.WithInterval(c.JobsPerMin, c.JobsPerMinCI, 1), ablate.WithInterval(c.JCT, c.JCTCI, 1), c.JCTP99,
-			c.TTFTP50, c.TTFTP99, 100*c.HitRate, c.RecomputedPerJob, c.HeldTokens, c.TokensPerSec)
+			c.TTFTP50, c.TTFTP99, 100*c.HitRate, c.RecomputedPerJob, 100*c.RecomputeShare, c.HeldTokens, c.TokensPerSec)
 	}
 	tw.Flush()
 	if out == "" {

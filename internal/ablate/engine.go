@@ -2,9 +2,11 @@ package ablate
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -65,9 +67,12 @@ type EngineCell struct {
 	// waiting on tools (tokens, mean), and tokens generated a second.
 	HitRate          float64 `json:"hit_rate"`
 	RecomputedPerJob float64 `json:"recomputed_per_rollout"`
-	HeldTokens       float64 `json:"held_tokens"`
-	TokensPerSec     float64 `json:"tokens_per_s"`
-	Refused          int     `json:"refused"`
+	// RecomputeShare is the share of the engine's busy time spent
+	// prefilling tokens again (InferCept's measure of discarding).
+	RecomputeShare float64 `json:"recompute_share"`
+	HeldTokens     float64 `json:"held_tokens"`
+	TokensPerSec   float64 `json:"tokens_per_s"`
+	Refused        int     `json:"refused"`
 }
 
 // engineDesigns are the designs as an engine tells them apart: the
@@ -154,52 +159,83 @@ func RunEngine(cfg EngineConfig) (*EngineRun, error) {
 		p.name, p.byProgram = p.name+", by rollout", true
 		policies = append(policies, p)
 	}
+	type cellRun struct {
+		cell EngineCell
+		load enginemodel.Load
+	}
+	var cells []*cellRun
 	for _, d := range engineDesigns {
 		for _, pol := range policies {
 			for _, n := range cfg.Clients {
-				cell := EngineCell{Design: d.Name, Policy: pol.name, Clients: n}
-				var perMin, jct, pooled, ttft []float64
-				var prompt, hits, recomputed, jobs int
-				var held, tokens float64
-				for seed := range cfg.Seeds {
-					res := enginemodel.RunLoad(enginemodel.Load{Profile: cfg.Profile, Header: header, Jobs: []enginemodel.Job{job},
-						Clients: n, Duration: cfg.Duration, Stagger: cfg.Stagger, Design: d, Policy: pol.p, ByProgram: pol.byProgram, Seed: uint64(seed + 1)})
-					span := res.Span.Seconds()
-					perMin = append(perMin, float64(res.Jobs)/span*60)
-					var js []float64
-					for _, t := range res.JobTimes {
-						js = append(js, t.Seconds())
-					}
-					jct = append(jct, mean(js))
-					pooled = append(pooled, js...)
-					for _, t := range res.TTFT {
-						ttft = append(ttft, float64(t)/float64(time.Millisecond))
-					}
-					prompt += res.Prompt
-					hits += res.Stats.HitTokens + res.Stats.SwapTokens
-					recomputed += res.Recomputed
-					jobs += res.Jobs
-					held += res.HeldTokens()
-					tokens += float64(res.Stats.Decoded) / span
-					cell.Refused += res.Refused
-				}
-				k := float64(cfg.Seeds)
-				cell.JobsPerMin, cell.JobsPerMinCI = mean(perMin), bootstrapCI(perMin, mean)
-				cell.JCT, cell.JCTCI = mean(jct), bootstrapCI(jct, mean)
-				cell.JCTP99 = quantile(pooled, 0.99)
-				cell.TTFTP50, cell.TTFTP99 = quantile(ttft, 0.5), quantile(ttft, 0.99)
-				if prompt > 0 {
-					cell.HitRate = float64(hits) / float64(prompt)
-				}
-				if jobs > 0 {
-					cell.RecomputedPerJob = float64(recomputed) / float64(jobs)
-				}
-				cell.HeldTokens, cell.TokensPerSec = held/k, tokens/k
-				run.Cells = append(run.Cells, cell)
+				cells = append(cells, &cellRun{cell: EngineCell{Design: d.Name, Policy: pol.name, Clients: n},
+					load: enginemodel.Load{Profile: cfg.Profile, Header: header, Jobs: []enginemodel.Job{job},
+						Clients: n, Duration: cfg.Duration, Stagger: cfg.Stagger, Design: d, Policy: pol.p, ByProgram: pol.byProgram}})
 			}
 		}
 	}
+	// Every run is its own: they run on every core, the results in order.
+	results := make([][]enginemodel.LoadResult, len(cells))
+	var g errgroup.Group
+	g.SetLimit(goruntime.GOMAXPROCS(0))
+	for i, c := range cells {
+		results[i] = make([]enginemodel.LoadResult, cfg.Seeds)
+		for seed := range cfg.Seeds {
+			g.Go(func() error {
+				l := c.load
+				l.Seed = uint64(seed + 1)
+				results[i][seed] = enginemodel.RunLoad(l)
+				return nil
+			})
+		}
+	}
+	g.Wait()
+	for i, c := range cells {
+		run.Cells = append(run.Cells, engineCell(c.cell, results[i], cfg.Profile))
+	}
 	return run, nil
+}
+
+// engineCell sums up a cell's runs, one a seed.
+func engineCell(cell EngineCell, runs []enginemodel.LoadResult, p *enginemodel.Profile) EngineCell {
+	var perMin, jct, pooled, ttft []float64
+	var prompt, hits, recomputed, jobs int
+	var held, tokens, share float64
+	for _, res := range runs {
+		span := res.Span.Seconds()
+		perMin = append(perMin, float64(res.Jobs)/span*60)
+		var js []float64
+		for _, t := range res.JobTimes {
+			js = append(js, t.Seconds())
+		}
+		jct = append(jct, mean(js))
+		pooled = append(pooled, js...)
+		for _, t := range res.TTFT {
+			ttft = append(ttft, float64(t)/float64(time.Millisecond))
+		}
+		prompt += res.Prompt
+		hits += res.Stats.HitTokens + res.Stats.SwapTokens
+		recomputed += res.Recomputed
+		jobs += res.Jobs
+		held += res.HeldTokens()
+		tokens += float64(res.Stats.Decoded) / span
+		if res.Stats.Busy > 0 {
+			share += float64(res.Recomputed) / p.PrefillTokensPerSec / res.Stats.Busy.Seconds()
+		}
+		cell.Refused += res.Refused
+	}
+	k := float64(len(runs))
+	cell.JobsPerMin, cell.JobsPerMinCI = mean(perMin), bootstrapCI(perMin, mean)
+	cell.JCT, cell.JCTCI = mean(jct), bootstrapCI(jct, mean)
+	cell.JCTP99 = quantile(pooled, 0.99)
+	cell.TTFTP50, cell.TTFTP99 = quantile(ttft, 0.5), quantile(ttft, 0.99)
+	if prompt > 0 {
+		cell.HitRate = float64(hits) / float64(prompt)
+	}
+	if jobs > 0 {
+		cell.RecomputedPerJob = float64(recomputed) / float64(jobs)
+	}
+	cell.HeldTokens, cell.TokensPerSec, cell.RecomputeShare = held/k, tokens/k, share/k
+	return cell
 }
 
 // Chart plots each design and policy's mean completion time against the
