@@ -7,6 +7,12 @@
 // while its rollout waits on tools: discarded, pinned for a time, or
 // swapped out and back at a bandwidth.
 //
+// Simulate serves a fixed list of requests; an Engine is the same engine
+// driven a step at a time, and RunLoad drives one with clients that run
+// rollouts (Job) back to back, each turn arriving when the last one's
+// tools are done, as a design (Design) and a policy say: the closed loop
+// that tether ablate --engine runs for its matrix.
+//
 // It is a model, and every result made with it is simulated: its figures
 // come from a Profile, each with its source, and a profile whose figures do
 // not add up is refused. The package holds no goroutines and reads no
