@@ -16,7 +16,9 @@ import (
 // at the swap bandwidth), first come first served within
 // Profile.MaxBatchedTokens (a longer prompt takes more steps, and its
 // first token comes with the step that ends its prefill), and takes
-// Profile.StepTime of them. A sequence holds its prompt's blocks and
+// Profile.StepTime of them, with the time to read the decoding sequences'
+// contexts (Profile.AttentionTime) and to swap back what the sequences
+// admitted need. A sequence holds its prompt's blocks and
 // private blocks for the rest of its prompt and its output until it ends,
 // then releases them as its Policy says.
 //
@@ -141,10 +143,11 @@ func (e *Engine) Step() (ended []Served, stepped bool) {
 	if budget == 0 {
 		budget = int(^uint(0) >> 1)
 	}
-	prefill, swap, decoding := 0, 0, 0
+	prefill, swap, decoding, context := 0, 0, 0, 0
 	for _, s := range e.run {
 		if s.prefill == 0 && s.req.Output > 0 {
 			decoding++
+			context += s.req.PromptTokens + s.produced
 		}
 	}
 	budget -= decoding
@@ -160,13 +163,14 @@ func (e *Engine) Step() (ended []Served, stepped bool) {
 			}
 			if s.req.Output > 0 {
 				decoding++
+				context += s.req.PromptTokens
 			}
 		}
 		swap += s.swap
 		s.swap = 0
 		stepping[i] = true
 	}
-	d := p.StepTime(decoding, prefill) + p.SwapTime(swap)
+	d := p.StepTime(decoding, prefill) + p.AttentionTime(context) + p.SwapTime(swap)
 	e.hold(d)
 	t = t.Add(d)
 	e.now = t

@@ -360,3 +360,30 @@ func TestSimulateByProgram(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionTime: a step reads every decoding context once. Two
+// sequences of 16-token prompts decode 2 tokens each: the first step
+// reads 16 + 16 tokens, the second 17 + 17; at 131,072 bytes a token and
+// 131,072,000 bytes a second that is 32 ms and 34 ms, on top of the
+// steps' 2 ms of prefill and 21 ms each.
+func TestAttentionTime(t *testing.T) {
+	p := testProfile()
+	p.KVReadBytesPerSec = 131072000
+	p.Sources["KVReadBytesPerSec"] = "the test's own figure"
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	got := Simulate(p, []Request{
+		{ID: 1, Arrive: t0, Prompt: seqOf(0, 1), PromptTokens: 16, Output: 2},
+		{ID: 2, Arrive: t0, Prompt: seqOf(1000, 1), PromptTokens: 16, Output: 2},
+	})
+	// Step 1: 20 + 2 · 0.5 + 32/16,000 s (2 ms) + 32 ms = 55 ms; step 2: 21 + 34 = 55 ms.
+	if d := got[1].Finish.Sub(t0); d != 110*time.Millisecond || got[0].FirstToken.Sub(t0) != 55*time.Millisecond {
+		t.Errorf("first token %v, done %v; want 55ms, 110ms", got[0].FirstToken.Sub(t0), d)
+	}
+	p.Sources["KVReadBytesPerSec"] = ""
+	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "KVReadBytesPerSec has no source") {
+		t.Errorf("no source: %v", err)
+	}
+}

@@ -52,6 +52,13 @@ type Profile struct {
 	// SwapBytesPerSec is the bandwidth a swapped-out cache comes back at.
 	SwapBytesPerSec float64
 
+	// KVReadBytesPerSec is the memory bandwidth a decode step reads its
+	// batch's KV cache at: every decoding sequence's context (its prompt
+	// and the tokens it made so far) once a step, which is what makes a
+	// step of long contexts slow (decode attention is bound by memory).
+	// 0: not modelled.
+	KVReadBytesPerSec float64
+
 	// MaxBatchedTokens is the engine's setting (not a measured figure) of
 	// how many tokens one step may process, decoded and prefilled: a
 	// prompt longer than what is left of it is prefilled over several steps
@@ -94,6 +101,11 @@ func (p *Profile) Check() error {
 	if p.PrefillTokensPerSec <= 0 || p.SwapBytesPerSec <= 0 {
 		bad("prefill and swap rates must be positive")
 	}
+	if p.KVReadBytesPerSec < 0 {
+		bad("the KV read bandwidth must not be negative")
+	} else if p.KVReadBytesPerSec > 0 && p.Sources["KVReadBytesPerSec"] == "" {
+		bad("KVReadBytesPerSec has no source")
+	}
 	if p.MaxBatchedTokens < 0 {
 		bad("max batched tokens must not be negative")
 	}
@@ -117,6 +129,15 @@ func (p *Profile) StepTime(batch, prefill int) time.Duration {
 		d += time.Duration(float64(prefill) / p.PrefillTokensPerSec * float64(time.Second))
 	}
 	return d
+}
+
+// AttentionTime is the time a decode step takes to read the KV cache of
+// its batch's contexts, tokens in all (0 when KVReadBytesPerSec is).
+func (p *Profile) AttentionTime(tokens int) time.Duration {
+	if p.KVReadBytesPerSec <= 0 {
+		return 0
+	}
+	return time.Duration(float64(tokens) * float64(p.KVBytesPerToken) / p.KVReadBytesPerSec * float64(time.Second))
 }
 
 // SwapTime is the time tokens of KV cache take to come back from host
