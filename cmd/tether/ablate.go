@@ -153,7 +153,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		defer pprof.StopCPUProfile()
 	}
 	if *engine.profile != "" {
-		return runEngine(engine, cfg, *out, stdout, stderr)
+		return runEngine(ctx, engine, cfg, *out, stdout, stderr)
 	}
 	if *load.park > 0 {
 		return runPark(ctx, load, costs, *store, *out, stdout, stderr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -43,7 +44,7 @@ func declareEngineFlags(fs *flag.FlagSet) engineFlags {
 }
 
 // runEngine runs `tether ablate --engine`.
-func runEngine(ef engineFlags, cfg ablate.Config, out string, stdout, stderr io.Writer) int {
+func runEngine(ctx context.Context, ef engineFlags, cfg ablate.Config, out string, stdout, stderr io.Writer) int {
 	p, err := enginemodel.LoadProfile(*ef.profile)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate: --engine:", err)
@@ -66,7 +67,7 @@ func runEngine(ef engineFlags, cfg ablate.Config, out string, stdout, stderr io.
 		return 2
 	}
 	start := time.Now()
-	run, err := ablate.RunEngine(ablate.EngineConfig{Profile: p, Trace: tr, Clients: clients, Seeds: *ef.seeds,
+	run, err := ablate.RunEngine(ctx, ablate.EngineConfig{Profile: p, Trace: tr, Clients: clients, Seeds: *ef.seeds,
 		Duration: *ef.duration, Stagger: *ef.stagger, TTL: *ef.ttl})
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)

@@ -1,6 +1,7 @@
 package ablate
 
 import (
+	"context"
 	"fmt"
 	goruntime "runtime"
 	"slices"
@@ -131,7 +132,7 @@ func EngineJob(tr *sampler.Trace) (header int, job enginemodel.Job, err error) {
 // the order they arrive, and "by rollout": the turns of rollouts begun
 // earlier first (Continuum's first come, first served by program, which a
 // pinned rollout's next turn needs to find its pin still there).
-func RunEngine(cfg EngineConfig) (*EngineRun, error) {
+func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineRun, error) {
 	header, job, err := EngineJob(cfg.Trace)
 	if err != nil {
 		return nil, err
@@ -175,7 +176,7 @@ func RunEngine(cfg EngineConfig) (*EngineRun, error) {
 	}
 	// Every run is its own: they run on every core, the results in order.
 	results := make([][]enginemodel.LoadResult, len(cells))
-	var g errgroup.Group
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(goruntime.GOMAXPROCS(0))
 	for i, c := range cells {
 		results[i] = make([]enginemodel.LoadResult, cfg.Seeds)
@@ -183,12 +184,15 @@ func RunEngine(cfg EngineConfig) (*EngineRun, error) {
 			g.Go(func() error {
 				l := c.load
 				l.Seed = uint64(seed + 1)
-				results[i][seed] = enginemodel.RunLoad(l)
-				return nil
+				var err error
+				results[i][seed], err = enginemodel.RunLoad(gctx, l)
+				return err
 			})
 		}
 	}
-	g.Wait()
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	for i, c := range cells {
 		run.Cells = append(run.Cells, engineCell(c.cell, results[i], cfg.Profile))
 	}

@@ -1,6 +1,7 @@
 package enginemodel_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -64,8 +65,11 @@ func ExampleRunLoad() {
 	}
 	job := enginemodel.Job{Turns: []enginemodel.Turn{{Append: 16, Output: 16, Tools: time.Second}, {Output: 1}}}
 	for name, kind := range map[string]enginemodel.PolicyKind{"discarded": enginemodel.Discard, "swapped": enginemodel.Swap} {
-		res := enginemodel.RunLoad(enginemodel.Load{Profile: p, Header: 16, Jobs: []enginemodel.Job{job}, Clients: 1,
+		res, err := enginemodel.RunLoad(context.Background(), enginemodel.Load{Profile: p, Header: 16, Jobs: []enginemodel.Job{job}, Clients: 1,
 			Duration: time.Millisecond, Policy: enginemodel.Policy{Kind: kind}})
+		if err != nil {
+			panic(err)
+		}
 		fmt.Printf("%s: done in %v, %d of %d prompt tokens cached\n", name, res.JobTimes[0],
 			res.Stats.HitTokens+res.Stats.SwapTokens, res.Prompt)
 	}

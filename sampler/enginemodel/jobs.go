@@ -2,6 +2,7 @@ package enginemodel
 
 import (
 	"container/heap"
+	"context"
 	"encoding/binary"
 	"hash/fnv"
 	"math/rand/v2"
@@ -108,8 +109,9 @@ type client struct {
 }
 
 // RunLoad runs l on an Engine. Every job's prompt after the shared
-// header is its own (no two jobs share more than the header).
-func RunLoad(l Load) LoadResult {
+// header is its own (no two jobs share more than the header). It stops
+// with ctx's error when ctx ends first.
+func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	t0 := time.Unix(0, 0)
 	e := NewEngine(l.Profile, t0)
 	rng := rand.New(rand.NewPCG(l.Seed, 0x7e7e7))
@@ -138,7 +140,10 @@ func RunLoad(l Load) LoadResult {
 		start(clients[i], t0.Add(off))
 	}
 	end := t0.Add(l.Duration)
-	for {
+	for i := 0; ; i++ {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return res, ctx.Err()
+		}
 		for len(due) > 0 && !due[0].at.After(e.Now()) {
 			c := heap.Pop(&due).(*client)
 			tr := c.job.Turns[c.turn]
@@ -206,7 +211,7 @@ func RunLoad(l Load) LoadResult {
 		e.Wait(at)
 	}
 	res.Stats = e.Stats()
-	return res
+	return res, nil
 }
 
 // blockChain is a conversation's tokens named by block as BlockHashes

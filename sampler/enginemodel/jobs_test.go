@@ -1,6 +1,7 @@
 package enginemodel
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestRunLoadByHand(t *testing.T) {
 		{Pin, 1350500 * time.Microsecond, 48},
 		{Swap, 1350893216 * time.Nanosecond, 48},
 	} {
-		res := RunLoad(Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 1, Duration: time.Millisecond,
+		res := mustRunLoad(t, Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 1, Duration: time.Millisecond,
 			Policy: Policy{Kind: tc.policy, TTL: 10 * time.Second}})
 		if res.Jobs != 1 || res.JobTimes[0] != tc.jobTime {
 			t.Errorf("policy %d: %d jobs in %v, want 1 in %v", tc.policy, res.Jobs, res.JobTimes, tc.jobTime)
@@ -55,7 +56,7 @@ func TestRunLoadByHand(t *testing.T) {
 func TestRunLoadPinHoldsBack(t *testing.T) {
 	job := Job{Turns: []Turn{{Append: 16, Output: 16, Tools: time.Second}, {Output: 1}}}
 	run := func(policy Policy) LoadResult {
-		return RunLoad(Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 2, Duration: time.Millisecond,
+		return mustRunLoad(t, Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 2, Duration: time.Millisecond,
 			Stagger: 400 * time.Millisecond, Seed: 1, Policy: policy})
 	}
 	discard, pin := run(Policy{Kind: Discard}), run(Policy{Kind: Pin, TTL: 10 * time.Second})
@@ -87,7 +88,7 @@ func TestRunLoadUnboundedEqual(t *testing.T) {
 	var want []time.Duration
 	for _, d := range []Design{{Name: "stateless"}, {Name: "suspended", KnowsEnd: true}} {
 		for _, pol := range []Policy{{Kind: Discard}, {Kind: Pin, TTL: time.Second}, {Kind: Pin, TTL: time.Minute}} {
-			res := RunLoad(Load{Profile: p, Header: 500, Jobs: jobs, Clients: 8, Duration: 30 * time.Second, Stagger: 5 * time.Second,
+			res := mustRunLoad(t, Load{Profile: p, Header: 500, Jobs: jobs, Clients: 8, Duration: 30 * time.Second, Stagger: 5 * time.Second,
 				Seed: 7, Design: d, Policy: pol})
 			if want == nil {
 				want = res.JobTimes
@@ -109,10 +110,29 @@ func TestRunLoadUnboundedEqual(t *testing.T) {
 func TestRunLoadKnowsEnd(t *testing.T) {
 	job := Job{Turns: []Turn{{Append: 16, Output: 16}}}
 	for _, knows := range []bool{false, true} {
-		res := RunLoad(Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 2, Duration: time.Millisecond,
+		res := mustRunLoad(t, Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 2, Duration: time.Millisecond,
 			Stagger: 400 * time.Millisecond, Seed: 1, Design: Design{KnowsEnd: knows}, Policy: Policy{Kind: Pin, TTL: 10 * time.Second}})
 		if held := slices.Max(res.JobTimes) > 10*time.Second; res.Jobs != 2 || held == knows {
 			t.Errorf("knows the end %v: %d jobs in %v", knows, res.Jobs, res.JobTimes)
 		}
+	}
+}
+
+func mustRunLoad(t *testing.T, l Load) LoadResult {
+	t.Helper()
+	res, err := RunLoad(t.Context(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestRunLoadCancelled: a run whose context ends stops with its error.
+func TestRunLoadCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	job := Job{Turns: []Turn{{Append: 16, Output: 16}}}
+	if _, err := RunLoad(ctx, Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 1, Duration: time.Hour}); err != context.Canceled {
+		t.Errorf("%v, want context.Canceled", err)
 	}
 }
