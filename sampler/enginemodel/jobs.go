@@ -123,13 +123,19 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	for i := range header {
 		header[i] = uint32(i)
 	}
+	// arrive queues c's next turn, to reach the engine after the API's
+	// time from from.
+	arrive := func(c *client, from time.Time) {
+		prompt := c.chain.n + c.job.Turns[c.turn].Append
+		c.at = from.Add(l.Design.Overhead + time.Duration(prompt)*l.Design.OverheadPerToken)
+		heap.Push(&due, c)
+	}
 	start := func(c *client, at time.Time) {
 		instances++
 		c.job, c.instance, c.turn, c.start = &l.Jobs[int(instances-1)%len(l.Jobs)], instances, 0, at
 		c.chain = blockChain{blockTokens: l.Profile.BlockTokens}
 		c.chain.extend(header, 0, 0)
-		c.at = at.Add(l.Design.Overhead)
-		heap.Push(&due, c)
+		arrive(c, at)
 	}
 	for i := range clients {
 		clients[i] = &client{id: i}
@@ -157,7 +163,6 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			if l.Design.KnowsEnd && c.turn == len(c.job.Turns)-1 {
 				policy = Policy{Kind: Discard, Unpin: true}
 			}
-			c.at = c.at.Add(time.Duration(tokens) * l.Design.OverheadPerToken)
 			r := Request{ID: c.id, Arrive: c.at, Prompt: prompt, PromptTokens: tokens, Output: tr.Output,
 				Policy: policy, OutputBlocks: c.chain.hashes[len(prompt):]}
 			if l.ByProgram {
@@ -182,8 +187,7 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			}
 			c.turn++
 			if c.turn < len(c.job.Turns) {
-				c.at = done.Add(tr.Tools + l.Design.Overhead)
-				heap.Push(&due, c)
+				arrive(c, done.Add(tr.Tools))
 				continue
 			}
 			if !s.Finish.IsZero() {

@@ -136,3 +136,15 @@ func TestRunLoadCancelled(t *testing.T) {
 		t.Errorf("%v, want context.Canceled", err)
 	}
 }
+
+// TestRunLoadOverhead: the API's time comes before each turn: TestRunLoadByHand's
+// rollout with 10 ms a turn and 1 µs a prompt token (32 tokens, then 48)
+// takes 1,350.5 + 10.032 + 10.048 ms.
+func TestRunLoadOverhead(t *testing.T) {
+	job := Job{Turns: []Turn{{Append: 16, Output: 16, Tools: time.Second}, {Output: 1}}}
+	res := mustRunLoad(t, Load{Profile: testProfile(), Header: 16, Jobs: []Job{job}, Clients: 1, Duration: time.Millisecond,
+		Design: Design{Overhead: 10 * time.Millisecond, OverheadPerToken: time.Microsecond}})
+	if want := 1370580 * time.Microsecond; res.Jobs != 1 || res.JobTimes[0] != want {
+		t.Errorf("%v, want %v", res.JobTimes, want)
+	}
+}
