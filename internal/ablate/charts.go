@@ -467,9 +467,13 @@ func render(p *plot.Plot, w, h vg.Length) ([]byte, error) {
 	if _, err := wt.WriteTo(&b); err != nil {
 		return nil, err
 	}
-	// The face's metrics are Liberation Sans's; a browser without it draws
-	// the page's sans.
-	return bytes.ReplaceAll(b.Bytes(), []byte("font-family:Liberation Sans;"), []byte("font-family:'Liberation Sans',Arial,system-ui,sans-serif;")), nil
+	return svgFonts(b.Bytes()), nil
+}
+
+// svgFonts lets a browser without Liberation Sans, whose metrics the
+// charts' face has, draw the page's sans instead.
+func svgFonts(svg []byte) []byte {
+	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Sans;"), []byte("font-family:'Liberation Sans',Arial,system-ui,sans-serif;"))
 }
 
 func rateLabel(tps float64) string {

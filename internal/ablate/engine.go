@@ -1,16 +1,20 @@
 package ablate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -242,50 +246,88 @@ func engineCell(cell EngineCell, runs []enginemodel.LoadResult, p *enginemodel.P
 	return cell
 }
 
-// Chart plots each design and policy's mean completion time against the
-// number of clients, with its interval.
+// Chart plots each policy's mean completion time (with its interval)
+// against the number of rollouts, a panel a design, both axes logarithmic.
 func (r *EngineRun) Chart() (Chart, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("rollout completion time against load (simulated: %s, %s)", r.Profile, r.Trace)
-	p.X.Label.Text = "concurrent rollouts"
-	p.Y.Label.Text = "completion time, seconds (mean, 95% interval)"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Add(plotter.NewGrid())
-	var keys []string
+	plots, err := r.plots()
+	if err != nil {
+		return Chart{}, err
+	}
+	title := fmt.Sprintf("rollout completion time against load, simulated (%s, %s)", r.Profile, r.Trace)
+	svg, err := renderTiles(plots, vg.Length(len(plots[0]))*6*vg.Inch, 5*vg.Inch)
+	return Chart{Name: "engine-jct.svg", Title: title, SVG: svg}, err
+}
+
+// plots are Chart's panels.
+func (r *EngineRun) plots() ([][]*plot.Plot, error) {
+	var designs, policies []string
 	for _, c := range r.Cells {
-		if k := c.Design + " / " + c.Policy; !slices.Contains(keys, k) {
-			keys = append(keys, k)
+		if !slices.Contains(designs, c.Design) {
+			designs = append(designs, c.Design)
+		}
+		if !slices.Contains(policies, c.Policy) {
+			policies = append(policies, c.Policy)
 		}
 	}
-	for i, k := range keys {
-		var xys plotter.XYs
-		var errs plotter.YErrors
-		for _, c := range r.Cells {
-			if c.Design+" / "+c.Policy == k {
-				xys = append(xys, plotter.XY{X: float64(c.Clients), Y: c.JCT})
-				errs = append(errs, struct{ Low, High float64 }{c.JCT - c.JCTCI[0], c.JCTCI[1] - c.JCT})
+	plots := [][]*plot.Plot{make([]*plot.Plot, len(designs))}
+	for j, d := range designs {
+		p := plot.New()
+		p.Title.Text = d + " (simulated: " + r.Profile + ", " + r.Trace + ")"
+		p.X.Label.Text = "concurrent rollouts"
+		p.Y.Label.Text = "completion time, s (mean, 95% interval)"
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Add(plotter.NewGrid())
+		for i, pol := range policies {
+			var xys plotter.XYs
+			var errs plotter.YErrors
+			for _, c := range r.Cells {
+				if c.Design == d && c.Policy == pol {
+					xys = append(xys, plotter.XY{X: float64(c.Clients), Y: c.JCT})
+					errs = append(errs, struct{ Low, High float64 }{c.JCT - c.JCTCI[0], c.JCTCI[1] - c.JCT})
+				}
 			}
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			l.Width = vg.Points(1.5)
+			l.Color = plotColor(i / 2) // a policy's color; by rollout dashed
+			if strings.HasSuffix(pol, "by rollout") {
+				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
+			bars, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{xys, errs})
+			if err != nil {
+				return nil, err
+			}
+			bars.Color = l.Color
+			p.Add(l, bars)
+			p.Legend.Add(pol, l)
 		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return Chart{}, err
-		}
-		l.Width = vg.Points(1.5)
-		l.Color = plotColor(i)
-		if i >= len(keys)/2 {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		}
-		bars, err := plotter.NewYErrorBars(struct {
-			plotter.XYs
-			plotter.YErrors
-		}{xys, errs})
-		if err != nil {
-			return Chart{}, err
-		}
-		bars.Color = l.Color
-		p.Add(l, bars)
-		p.Legend.Add(k, l)
+		plots[0][j] = p
 	}
-	svg, err := render(p, 8*vg.Inch, 5*vg.Inch)
-	return Chart{Name: "engine-jct.svg", Title: p.Title.Text, SVG: svg}, err
+	return plots, nil
+}
+
+// renderTiles draws a grid of plots as one SVG of the given size.
+func renderTiles(plots [][]*plot.Plot, w, h vg.Length) ([]byte, error) {
+	c := vgsvg.New(w, h)
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		for j, p := range plots[i] {
+			p.Draw(canvases[i][j])
+		}
+	}
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return svgFonts(b.Bytes()), nil
 }
