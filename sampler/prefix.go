@@ -60,6 +60,12 @@ type PrefixCache struct {
 	lru    prefixNode                // sentinel of the ring of leaves, least recently used at lru.next; guarded by mu
 	tokens int                       // sum of the nodes' own tokens; guarded by mu
 	leaves int                       // nodes in the ring; guarded by mu
+	// headerLens are system blocks' lengths in tokens, by headerHash
+	// without the cache key: a root evicted, or another key's with the
+	// same instructions and tools, is not rendered again (at 500 rollouts,
+	// each with a key of its own, roots go and come back every step).
+	// Bounded by maxConvs; guarded by mu.
+	headerLens map[uint64]int
 }
 
 // prefixKey names an item boundary: the hash of the system block combined
@@ -138,9 +144,20 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 	defer c.mu.Unlock()
 	root, fresh := c.roots[hdr], false
 	if root == nil {
-		c.mu.Unlock()
-		n := len(c.r.Header(req.Instructions, req.Tools))
-		c.mu.Lock()
+		content := hdr
+		if req.CacheKey != "" {
+			content = c.headerHash("", req.Instructions, req.Tools)
+		}
+		n, ok := c.headerLens[content]
+		if !ok {
+			c.mu.Unlock()
+			n = len(c.r.Header(req.Instructions, req.Tools))
+			c.mu.Lock()
+			if len(c.headerLens) >= c.maxConvs {
+				clear(c.headerLens)
+			}
+			c.headerLens[content] = n
+		}
 		if root = c.roots[hdr]; root == nil { // unless a concurrent Prefill added it meanwhile
 			root, fresh = &prefixNode{header: hdr, own: n, total: n}, true
 			c.roots[hdr] = root
@@ -256,6 +273,7 @@ func (c *PrefixCache) Reset() {
 func (c *PrefixCache) resetLocked() {
 	c.roots = make(map[uint64]*prefixNode)
 	c.nodes = make(map[prefixKey]*prefixNode)
+	c.headerLens = make(map[uint64]int)
 	c.lru.prev, c.lru.next = &c.lru, &c.lru
 	c.tokens, c.leaves = 0, 0
 }

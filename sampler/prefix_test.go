@@ -293,6 +293,39 @@ func TestPrefixCacheHeldAllocs(t *testing.T) {
 	}
 }
 
+// TestPrefixCacheHeaderOnce: a system block is rendered once for its
+// instructions and tools, whatever the keys, and though its root is
+// evicted: here every Prefill finds its root gone (one conversation held,
+// two keys taking turns) and counts the block's tokens without rendering
+// it (rendering the tools allocates, tokenizing them more).
+func TestPrefixCacheHeaderOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	r := renderer(t)
+	tools := []protocol.Tool{{Type: protocol.ToolFunction, Name: "read_file",
+		Parameters: []byte(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}}
+	cv := (&convo{instr: "You are a coding agent."}).add(r, userMsg("Fix the build."))
+	c := NewPrefixCache(r, PrefixCacheOptions{MaxConversations: 1})
+	a, b := cv.req(), cv.req()
+	a.CacheKey, b.CacheKey = "a", "b"
+	a.Tools, b.Tools = tools, tools
+	want := len(r.Header(cv.instr, tools)) + a.Prompt.Len()
+	if got, _ := c.Prefill(a); got != want {
+		t.Fatalf("prompt %d, want %d", got, want)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if got, cached := c.Prefill(b); got != want || cached != 0 {
+			t.Fatalf("prompt %d (%d cached), want %d, none cached", got, cached, want)
+		}
+		a, b = b, a
+	})
+	if allocs > 4 {
+		t.Errorf("a Prefill whose root was evicted allocates %v times: the system block rendered again", allocs)
+	}
+	checkCache(t, c)
+}
+
 // TestPromptHash: the hash at a boundary depends on the tokens before it
 // only, not on how they are split into items.
 func TestPromptHash(t *testing.T) {
