@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"sync"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -38,12 +40,29 @@ func AppendMarshal(dst []byte, v any) ([]byte, error) {
 	if b, ok := appendDelta(dst, v); ok {
 		return b, nil
 	}
-	b, err := jsonv2.Marshal(v, v1Options)
+	// Written into dst, not into a copy of the encoder's buffer appended
+	// to it: a response object a step is a few KB a time.
+	w := appenders.Get().(*appender)
+	w.b = dst
+	err := jsonv2.MarshalWrite(w, v, v1Options)
+	b := w.b
+	w.b = nil
+	appenders.Put(w)
 	if err != nil {
 		return dst, err
 	}
-	return append(dst, b...), nil
+	return b, nil
 }
+
+// appender is an io.Writer that appends to b.
+type appender struct{ b []byte }
+
+func (w *appender) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+var appenders = sync.Pool{New: func() any { return new(appender) }}
 
 // marshalTo writes v to enc, for a MarshalJSONTo.
 func marshalTo(enc *jsontext.Encoder, v any) error { return jsonv2.MarshalEncode(enc, v, v1Options) }
