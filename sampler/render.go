@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/tether-run/tether/protocol"
@@ -441,17 +443,33 @@ func (r *Renderer) Count(text string) int {
 // first, as tiktoken does with errors="replace".
 func (r *Renderer) encode(s string) []Token {
 	s = strings.ToValidUTF8(s, "\uFFFD")
+	// Tokenized into a scratch buffer, then copied to its size: one
+	// allocation, where appending grew the slice by doubling (twice the
+	// bytes, and up to twice the size kept with the prompt).
+	sp := tokenScratch.Get().(*[]Token)
+	out := (*sp)[:0]
 	if faithful(s) {
-		return toTokens(nil, s, r)
+		out = toTokens(out, s, r)
+	} else {
+		r.split(s, func(run string) {
+			out = toTokens(out, run, r)
+		}, func(string) {
+			out = append(out, delToken) // the only byte split out of valid UTF-8
+		})
 	}
-	var out []Token
-	r.split(s, func(run string) {
-		out = toTokens(out, run, r)
-	}, func(string) {
-		out = append(out, delToken) // the only byte split out of valid UTF-8
-	})
-	return out
+	toks := slices.Clone(out)
+	if cap(out) <= maxTokenScratch {
+		*sp = out
+		tokenScratch.Put(sp)
+	}
+	return toks
 }
+
+// tokenScratch holds encode's buffers; one grown past maxTokenScratch
+// tokens (a very long block) is let go.
+var tokenScratch = sync.Pool{New: func() any { return new([]Token) }}
+
+const maxTokenScratch = 64 << 10
 
 func toTokens(out []Token, s string, r *Renderer) []Token {
 	return r.codec.Append(out, s)
