@@ -242,12 +242,12 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	fmt.Fprintf(w, "%s, %s, %s tok/s a stream%s, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), step, r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta step\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")
+	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta step\tGC\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")
 	for _, r := range run.Results {
 		errs := byCode(r.Errors)
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.1f µs\t%.0f µs\t%.2f cores\t%.1f µs\t%.0f MiB\t%d\t\n", r.Clients, r.Rollouts,
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.1f µs\t%.0f µs\t%.1f%%\t%.2f cores\t%.1f µs\t%.0f MiB\t%d\t\n", r.Clients, r.Rollouts,
 			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, errs, r.Handovers, r.ServerCPU, r.ServerCPUPerToken,
-			r.ServerCPUPerStep, r.ClientCPU, r.ClientCPUPerToken, r.ServerRSSMaxMiB, r.ServerGoroutines)
+			r.ServerCPUPerStep, 100*r.ServerGCShare, r.ClientCPU, r.ClientCPUPerToken, r.ServerRSSMaxMiB, r.ServerGoroutines)
 	}
 	tw.Flush()
 	for _, r := range run.Results {
@@ -261,7 +261,8 @@ schedule: a step's tokens are due 1/TPS apart from the earliest start that no
 token beat, so a late or merged delta's tokens lag (the model's time to its
 first token does not). CPU is cores busy on average, the server (a child
 process) and the clients (this one) apart, per streamed token, and the server's per
-model step (a pause or a turn: its round trip and its tokens); errors are failed rollouts by code;
+model step (a pause or a turn: its round trip and its tokens); GC is the share of the
+server's CPU its garbage collector took (Go's estimate); errors are failed rollouts by code;
 handovers are suspended rollouts resumed after their connection closed or
 dropped (with --url given for several servers, on the next of them).
 `)

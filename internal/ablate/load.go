@@ -88,7 +88,11 @@ type LoadResult struct {
 	ClientCPUPerToken float64 `json:"client_cpu_us_per_token"`
 	// Server CPU per model step, in microseconds: a step's tool round
 	// trip and its tokens together (a step streams Tokens/Steps of them).
-	ServerCPUPerStep float64      `json:"server_cpu_us_per_step"`
+	ServerCPUPerStep float64 `json:"server_cpu_us_per_step"`
+	// ServerGCShare is the share of the server's busy CPU its garbage
+	// collector took over the run (Go's estimates, off its /metrics), 0
+	// when the server does not say.
+	ServerGCShare    float64      `json:"server_gc_share"`
 	ServerRSSMaxMiB  float64      `json:"server_rss_max_mib"`
 	ServerGoroutines int          `json:"server_goroutines_max"`
 	Samples          []LoadSample `json:"samples"`
@@ -127,6 +131,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	var mu sync.Mutex // guards res's counts
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	gc0 := gcShare(ctx, srv)
 	start := time.Now()
 	sampled := make(chan struct{})
 	go func() {
@@ -191,6 +196,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	cancel()
 	<-sampled
 	elapsed := time.Since(start)
+	res.ServerGCShare = gcShare(ctx, srv).since(gc0)
 	res.DurationS = elapsed.Seconds()
 	res.TokensPerS, res.FramesPerS = float64(res.Tokens)/res.DurationS, float64(res.Frames)/res.DurationS
 	all := lags.all()
@@ -334,6 +340,24 @@ func sample(ctx context.Context, srv *server, lags *lagWindows, start time.Time,
 			}
 		}
 	}
+}
+
+// gcTimes are Go's estimates of a server's CPU seconds: its garbage
+// collector's, its Ps' in all, and their idle time, off its /metrics.
+type gcTimes struct{ gc, total, idle float64 }
+
+func gcShare(ctx context.Context, srv *server) gcTimes {
+	return gcTimes{metric(ctx, srv, "go_cpu_classes_gc_total_cpu_seconds_total"),
+		metric(ctx, srv, "go_cpu_classes_total_cpu_seconds_total"), metric(ctx, srv, "go_cpu_classes_idle_cpu_seconds_total")}
+}
+
+// since is the collector's share of the busy time since t0; 0 when the
+// server does not say.
+func (t gcTimes) since(t0 gcTimes) float64 {
+	if busy := (t.total - t0.total) - (t.idle - t0.idle); t.total > 0 && busy > 0 {
+		return (t.gc - t0.gc) / busy
+	}
+	return 0
 }
 
 // goroutines reads go_goroutines off the server's /metrics; 0 when it has

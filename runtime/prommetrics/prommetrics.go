@@ -11,6 +11,7 @@ package prommetrics
 
 import (
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,7 +88,7 @@ func New() *Metrics {
 		Help: "Simulated service calls made (a deliberate wait of cost.Options.HopLatency each), by name.",
 	}, []string{"hop"})
 	m.reg.MustRegister(m.phase, m.step, m.frame, m.responses, m.pauses, m.tokens, m.safety, m.hops,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.outboxObs, m.writeObs = m.frame.WithLabelValues("outbox"), m.frame.WithLabelValues("write")
 	m.stepFirst, m.stepSample, m.stepToolsObs = m.step.WithLabelValues("first_token"), m.step.WithLabelValues("sample"), m.step.WithLabelValues("tools")
 	m.rendered, m.cached = m.tokens.WithLabelValues("rendered"), m.tokens.WithLabelValues("cached")
@@ -168,3 +169,10 @@ func (m *Metrics) WatchEngine(stats func() sampler.EngineStats) {
 		}, func() float64 { return float64(stats().Tokens) }),
 	)
 }
+
+// gcCPU adds Go's estimates of the garbage collector's CPU time, of the
+// time the Ps had, and of their idle time to the Go collector's metrics
+// (go_cpu_classes_gc_total_cpu_seconds_total, _total_cpu_seconds_total,
+// _idle_cpu_seconds_total): the collector's share of the busy time is
+// gc / (total − idle), which a load run reports.
+var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|total|idle):cpu-seconds$`)}
