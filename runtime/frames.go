@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -14,8 +15,14 @@ import (
 // costs no allocation in steady state.
 
 // eventBuf encodes a sink's events into one buffer, reused: the bytes
-// encode returns are valid until its next call.
-type eventBuf struct{ b []byte }
+// encode returns are valid until its next call. A response event (a
+// response object of some KB, a few a step) is encoded into a buffer from
+// a pool instead, taken back at the next call, so that the buffer a
+// rollout keeps stays small and the big one is not grown anew each time.
+type eventBuf struct {
+	b   []byte
+	big *[]byte // the last response event's, from responseBufs
+}
 
 func (e *eventBuf) encode(ev protocol.Event) ([]byte, error) {
 	return e.encodeWith(appendJSON, ev)
@@ -25,6 +32,15 @@ func appendJSON(b []byte, ev protocol.Event) ([]byte, error) { return protocol.A
 
 // encodeWith is encode with the framing of appendFrame (an SSE sink's).
 func (e *eventBuf) encodeWith(appendFrame func([]byte, protocol.Event) ([]byte, error), ev protocol.Event) ([]byte, error) {
+	e.putBig()
+	if _, ok := ev.(*protocol.ResponseEvent); ok {
+		e.big = responseBufs.Get().(*[]byte)
+		b, err := appendFrame((*e.big)[:0], ev)
+		if cap(b) <= maxPooledEncode {
+			*e.big = b
+		}
+		return b, err
+	}
 	b, err := appendFrame(e.b[:0], ev)
 	if cap(b) <= maxKeptEncode {
 		e.b = b
@@ -32,10 +48,35 @@ func (e *eventBuf) encodeWith(appendFrame func([]byte, protocol.Event) ([]byte, 
 	return b, err
 }
 
+// putBig gives the last response event's buffer back: the bytes encode
+// returned for it are no longer in use.
+func (e *eventBuf) putBig() {
+	if e.big != nil {
+		responseBufs.Put(e.big)
+		e.big = nil
+	}
+}
+
+// release lets e's buffers go.
+func (e *eventBuf) release() {
+	e.putBig()
+	e.b = nil
+}
+
+// responseBufs are the buffers response events are encoded into; one
+// grown past maxPooledEncode is not kept.
+var responseBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEncode = 64 << 10
+
 // maxKeptEncode is the largest buffer an eventBuf keeps: room for the
 // deltas, not for a response object, which a parked rollout would keep for
 // nothing.
 const maxKeptEncode = 2 << 10
+
+// packedFrame reports whether framePacker.keep packed b into a chunk,
+// rather than copying it on its own.
+func packedFrame(b []byte) bool { return len(b) <= packChunk/4 }
 
 // framePacker keeps immutable copies of frames in chunks of packChunk
 // bytes: a step's deltas cost an allocation a chunk rather than one each,
@@ -49,7 +90,7 @@ const packChunk = 4 << 10
 
 // keep returns a copy of b that nothing will write again.
 func (p *framePacker) keep(b []byte) []byte {
-	if len(b) > packChunk/4 {
+	if !packedFrame(b) {
 		return bytes.Clone(b)
 	}
 	if cap(p.chunk)-len(p.chunk) < len(b) {

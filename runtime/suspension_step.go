@@ -159,12 +159,22 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 // compactLogLocked copies the replay log's frames into one allocation of
 // their size, and lets the buffers of streaming go, at a pause: a parked rollout keeps its log until the client
 // answers, and the chunks the frames were packed into while they streamed
-// have room to spare (framePacker). The frames' bytes are immutable: whoever
-// holds the old ones (the connection's queue, a checkpoint being written)
-// keeps them.
+// have room to spare (framePacker). A frame the packer copied on its own
+// (a response object) is its own size already, and stays. The frames'
+// bytes are immutable: whoever holds the old ones (the connection's queue,
+// a checkpoint being written) keeps them.
 func (sp *suspension) compactLogLocked() {
-	buf := make([]byte, 0, sp.logBytes)
+	packed := 0
+	for _, f := range sp.log {
+		if packedFrame(f.b) {
+			packed += len(f.b)
+		}
+	}
+	buf := make([]byte, 0, packed)
 	for i := range sp.log {
+		if !packedFrame(sp.log[i].b) {
+			continue
+		}
 		start := len(buf)
 		buf = append(buf, sp.log[i].b...)
 		sp.log[i].b = buf[start:len(buf):len(buf)]
@@ -173,7 +183,7 @@ func (sp *suspension) compactLogLocked() {
 		d.b = sp.log[len(sp.log)-1].b
 	}
 	sp.pack.reset()
-	sp.enc = eventBuf{} // the encoding buffer too: nothing is put while it is parked
+	sp.enc.release() // the encoding buffers too: nothing is put while it is parked
 }
 
 // behind reports whether the rollout's frames wait for a client: on the
