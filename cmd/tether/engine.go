@@ -79,7 +79,7 @@ func runEngine(ctx context.Context, ef engineFlags, cfg ablate.Config, out strin
 	fmt.Fprintln(tw, "design\tpolicy\trollouts\tdone/min\tcompletion s\tp99 s\tTTFT p50 ms\tp99 ms\tcache hit\trecomputed/rollout\trecomputing\theld tokens\ttokens/s\t")
 	for _, c := range run.Cells {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%.0f\t%.0f\t%.1f%%\t%.0f\t%.0f%%\t%.0f\t%.0f\t\n", c.Design, c.Policy, c.Clients,
-			ablate.WithInterval(c.JobsPerMin, c.JobsPerMinCI, 1), ablate.WithInterval(c.JCT, c.JCTCI, 1), c.JCTP99,
+			ablate.WithInterval(c.JobsPerMin, c.JobsPerMinCI, 2), ablate.WithInterval(c.JCT, c.JCTCI, 1), c.JCTP99,
 			c.TTFTP50, c.TTFTP99, 100*c.HitRate, c.RecomputedPerJob, 100*c.RecomputeShare, c.HeldTokens, c.TokensPerSec)
 	}
 	tw.Flush()
