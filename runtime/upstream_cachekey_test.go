@@ -73,7 +73,7 @@ func TestUpstreamCacheKey(t *testing.T) {
 	for _, model := range sortedRemotes() {
 		c := a.dial(t, nil)
 		events, pauses := driveSuspended(t, c, map[string]any{"model": model, "store": false,
-			"input": script(steps), "tools": []any{fnTool("read_file"), fnTool("run_tests")}})
+			"input": script(steps), "tools": []any{functionTool("read_file"), functionTool("run_tests")}})
 		id := respID(t, events[0])
 		keys := rec.take()
 		if pauses != 2 || len(keys) != 3 {
@@ -85,7 +85,7 @@ func TestUpstreamCacheKey(t *testing.T) {
 			}
 		}
 		driveSuspended(t, c, map[string]any{"model": model, "store": false, "prompt_cache_key": "mine",
-			"input": script(steps), "tools": []any{fnTool("read_file"), fnTool("run_tests")}})
+			"input": script(steps), "tools": []any{functionTool("read_file"), functionTool("run_tests")}})
 		for i, k := range rec.take() {
 			if k != "mine" {
 				t.Errorf("%s: step %d with the client's key: %q", model, i, k)
@@ -119,9 +119,4 @@ func TestUpstreamCacheKey(t *testing.T) {
 			t.Errorf("%s: a chain of turns sent %q, want none and then %s", model, keys, first)
 		}
 	}
-}
-
-// fnTool is a function tool of that name taking any object.
-func fnTool(name string) map[string]any {
-	return map[string]any{"type": "function", "name": name, "parameters": map[string]any{"type": "object"}}
 }

@@ -303,8 +303,7 @@ func TestPrefixCacheHeaderOnce(t *testing.T) {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
 	r := renderer(t)
-	tools := []protocol.Tool{{Type: protocol.ToolFunction, Name: "read_file",
-		Parameters: []byte(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}}
+	tools := []protocol.Tool{fnTool("read_file", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}
 	cv := (&convo{instr: "You are a coding agent."}).add(r, userMsg("Fix the build."))
 	c := NewPrefixCache(r, PrefixCacheOptions{MaxConversations: 1})
 	a, b := cv.req(), cv.req()

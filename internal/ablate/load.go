@@ -131,7 +131,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	var mu sync.Mutex // guards res's counts
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	gc0 := gcShare(ctx, srv)
+	gc0 := readGCTimes(ctx, srv)
 	start := time.Now()
 	sampled := make(chan struct{})
 	go func() {
@@ -196,7 +196,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	cancel()
 	<-sampled
 	elapsed := time.Since(start)
-	res.ServerGCShare = gcShare(ctx, srv).since(gc0)
+	res.ServerGCShare = readGCTimes(ctx, srv).since(gc0)
 	res.DurationS = elapsed.Seconds()
 	res.TokensPerS, res.FramesPerS = float64(res.Tokens)/res.DurationS, float64(res.Frames)/res.DurationS
 	all := lags.all()
@@ -346,7 +346,7 @@ func sample(ctx context.Context, srv *server, lags *lagWindows, start time.Time,
 // collector's, its Ps' in all, and their idle time, off its /metrics.
 type gcTimes struct{ gc, total, idle float64 }
 
-func gcShare(ctx context.Context, srv *server) gcTimes {
+func readGCTimes(ctx context.Context, srv *server) gcTimes {
 	return gcTimes{metric(ctx, srv, "go_cpu_classes_gc_total_cpu_seconds_total"),
 		metric(ctx, srv, "go_cpu_classes_total_cpu_seconds_total"), metric(ctx, srv, "go_cpu_classes_idle_cpu_seconds_total")}
 }

@@ -8,7 +8,7 @@ import (
 // Engine is the engine Simulate runs, driven a step at a time, for a
 // caller whose requests depend on what the engine did: a rollout's next
 // turn arrives once its tools have run after its last turn ended
-// (RunJobs). At each step's start the waiting sequences are admitted,
+// (RunLoad). At each step's start the waiting sequences are admitted,
 // first come first served, as long as the cache has room (the first that
 // does not fit holds the rest back); a step decodes one token for every
 // sequence past its prefill, prefills what the sequences admitted need

@@ -1,6 +1,7 @@
 package enginemodel
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -62,7 +63,7 @@ func LoadProfile(nameOrPath string) (*Profile, error) {
 		DecodeBase   string
 		DecodePerSeq string
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("enginemodel: profile %s: %w", nameOrPath, err)
