@@ -179,19 +179,26 @@ func BenchmarkMarshalStepView(b *testing.B) {
 		if !ok {
 			continue
 		}
-		// Its tools encoded once, as a rollout keeps them.
-		if re.Response.Tools, err = protocol.Encoded(re.Response.Tools); err != nil {
-			b.Fatal(err)
-		}
-		b.Run(string(protocol.Type(ev)), func(b *testing.B) {
-			b.SetBytes(int64(len(line)))
-			b.ReportAllocs()
-			var buf []byte // reused, as a server's event buffer is
-			for b.Loop() {
-				if buf, err = protocol.AppendMarshal(buf[:0], ev); err != nil {
+		// Whole, and with its echo of the request kept, as a rollout
+		// keeps it (see Response.KeepEcho).
+		for _, kept := range []bool{false, true} {
+			name := string(protocol.Type(ev)) + "/whole"
+			if kept {
+				name = string(protocol.Type(ev)) + "/echo-kept"
+				if err := re.Response.KeepEcho(); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				b.SetBytes(int64(len(line)))
+				b.ReportAllocs()
+				var buf []byte // reused, as a server's event buffer is
+				for b.Loop() {
+					if buf, err = protocol.AppendMarshal(buf[:0], ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

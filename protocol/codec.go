@@ -30,6 +30,9 @@ func Marshal(v any) ([]byte, error) {
 			return b, nil
 		}
 	}
+	if b, ok, err := appendKept(nil, v); ok {
+		return b, err
+	}
 	return jsonv2.Marshal(v, v1Options)
 }
 
@@ -38,6 +41,12 @@ func Marshal(v any) ([]byte, error) {
 // the deltas, most of what it writes. On error dst is returned as it was.
 func AppendMarshal(dst []byte, v any) ([]byte, error) {
 	if b, ok := appendDelta(dst, v); ok {
+		return b, nil
+	}
+	if b, ok, err := appendKept(dst, v); ok {
+		if err != nil {
+			return dst, err
+		}
 		return b, nil
 	}
 	// Written into dst, not into a copy of the encoder's buffer appended

@@ -147,21 +147,6 @@ func TestToolMarshal(t *testing.T) {
 			if got := string(mustMarshal(t, tc.tool)); got != tc.want {
 				t.Fatalf("marshal\n got %s\nwant %s", got, tc.want)
 			}
-			// Encoded once, a tool writes the same, also inside a namespace
-			// and whatever later becomes of the tool it was copied from.
-			tools := []protocol.Tool{tc.tool, {Type: protocol.ToolNamespace, Name: "ns", Tools: []protocol.Tool{tc.tool}}}
-			want := string(mustMarshal(t, tools))
-			enc, err := protocol.Encoded(tools)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tools[0].Name, tools[1].Tools = "changed", nil
-			if got := string(mustMarshal(t, enc)); got != want {
-				t.Fatalf("encoded\n got %s\nwant %s", got, want)
-			}
-			if again, _ := protocol.Encoded(enc); string(mustMarshal(t, again)) != want {
-				t.Fatal("encoding encoded tools again changed them")
-			}
 		})
 	}
 }

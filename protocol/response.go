@@ -79,6 +79,8 @@ type Response struct {
 	// Timings is tether's per-phase timing, present when the request's
 	// include has IncludeTimings.
 	Timings *Timings `json:"timings,omitempty"`
+
+	echo *echo // see KeepEcho
 }
 
 // IncludeTimings is the include value that adds per-phase timings

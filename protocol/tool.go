@@ -56,28 +56,6 @@ type Tool struct {
 
 	// Raw is the definition as the client sent it, for non-function tools.
 	Raw json.RawMessage `json:"-"`
-
-	// encoded is the tool as MarshalJSONTo writes it, made once by
-	// Encoded; nil until then.
-	encoded jsontext.Value
-}
-
-// Encoded returns a copy of tools, each holding its encoding, made now:
-// a response echoes its tools in every event that carries it (a suspended
-// rollout's every pause and resume), and they do not change. The copies
-// must not be changed either.
-func Encoded(tools []Tool) ([]Tool, error) {
-	out := make([]Tool, len(tools))
-	for i, t := range tools {
-		t.encoded = nil
-		b, err := Marshal(t)
-		if err != nil {
-			return nil, err
-		}
-		t.encoded = b
-		out[i] = t
-	}
-	return out, nil
 }
 
 // CustomFormat is what a custom tool's input must be: free text, or text
@@ -98,9 +76,6 @@ type wireTool Tool
 
 // MarshalJSON writes a function tool with all its fields, others verbatim.
 func (t Tool) MarshalJSONTo(enc *jsontext.Encoder) error {
-	if t.encoded != nil {
-		return enc.WriteValue(t.encoded)
-	}
 	if t.Type != ToolFunction && t.Raw != nil {
 		return enc.WriteValue(jsontext.Value(t.Raw))
 	}

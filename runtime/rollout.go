@@ -262,9 +262,6 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 	if resp.Tools == nil {
 		resp.Tools = []protocol.Tool{}
 	}
-	if tools, err := protocol.Encoded(resp.Tools); err == nil {
-		resp.Tools = tools // encoded once, for every event that echoes them
-	}
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
@@ -340,6 +337,10 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.ctx = ctx
 	r.mu.Lock() // a steer (steerIn) may emit from the read loop once the rollout runs
 	r.order.sink, r.order.streamID = sink, r.lane
+	// Its events carry the response object again and again (a suspended
+	// rollout's at every pause and resume): what echoes the request is
+	// encoded once. Should that fail, each event encodes it whole.
+	_ = r.resp.KeepEcho()
 	r.mu.Unlock()
 	r.out.flush = r.flushDelta
 	r.srv.hooks.PreInference(ctx, r.path, r.routed, &r.tm)
@@ -503,6 +504,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	usage := r.usage
 	r.resp.Usage = &usage
 	r.resp.RequiredAction = nil
+	r.resp.DropEcho() // the response is kept (stored, cached) without it: its last event is encoded whole
 	terminal := protocol.EventCompleted
 	switch cause := context.Cause(ctx); {
 	case cause == errCancelled:
