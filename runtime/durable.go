@@ -455,7 +455,7 @@ func (j *takeoverJob) notFound() *protocol.Error {
 func (sp *suspension) takeAnswersLocked() {
 	if items := sp.preAnswered; items != nil {
 		sp.preAnswered = nil
-		if perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
+		if _, perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
 			sp.srv.log.Warn("checkpointed answer refused", "response_id", sp.id, "err", perr)
 			sp.ro.abort(perr)
 		}

@@ -323,6 +323,27 @@ func (r *rollout) stepView() *protocol.Response {
 	return &view
 }
 
+// resumeAnsweredLocked ends the pause its client has just answered, on the
+// goroutine of the append that answered it (suspension.deliver), when the
+// step holds nothing more: every call but the parked ones (parked of them)
+// has returned and every output_item.done is out. The client's
+// response.in_progress then leaves before the rollout's goroutine has even
+// woken, not after it has taken the outputs in; endStep then finds the
+// response running. A step whose hosted calls still run resumes there, as
+// they return.
+func (r *rollout) resumeAnsweredLocked(parked int) {
+	unsettled := 0
+	for _, s := range r.settled {
+		if !s {
+			unsettled++
+		}
+	}
+	if unsettled != parked || len(r.order.held) > 0 || r.order.doneNext < len(r.resp.Output) {
+		return
+	}
+	r.resumeLocked()
+}
+
 // resumeLocked ends a pause whose step is over: the response runs again.
 // It reports whether there was one (and its response.in_progress went out).
 func (r *rollout) resumeLocked() bool {

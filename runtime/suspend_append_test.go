@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -228,6 +229,38 @@ func TestSuspendedCreateAfterAppendQueues(t *testing.T) {
 				t.Error(msg)
 			}
 		})
+	})
+}
+
+// TestSuspendedInProgressAfterStep: the append that answers a pause resumes
+// the response (its response.in_progress) only when the step holds nothing
+// more: while the step's web search still runs, the in_progress waits for
+// the search's output_item.done, and follows it once the search returns.
+func TestSuspendedInProgressAfterStep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		p := newPipeHarness(t, runtime.Options{HostedTools: []runtime.Tool{websearch.New(gatedSearcher{gate})}})
+		c := p.dial(t, "")
+		c.send(t, create(suspendedBody("tether-scripted", gatedSteps, true)))
+		pause := last(c.next(t))
+		c.send(t, appendEv(respID(t, pause), "", outputsFor(t, pause)...))
+		synctest.Wait() // the server has taken the append; the search still runs
+		close(gate)
+		step := c.next(t)
+		searchDone, inProgress := -1, -1
+		for i, b := range step {
+			e := decodeEv(t, b)
+			switch {
+			case e.Type == "response.output_item.done" && bytes.Contains(e.Item, []byte(`"web_search_call"`)):
+				searchDone = i
+			case e.Type == "response.in_progress" && inProgress < 0:
+				inProgress = i
+			}
+		}
+		if searchDone < 0 || inProgress < searchDone {
+			t.Fatalf("search's output_item.done at %d, response.in_progress at %d:\n%s", searchDone, inProgress, bytes.Join(step, []byte("\n")))
+		}
 	})
 }
 

@@ -255,25 +255,39 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	if perr := protocol.ValidateItems(items, "input"); perr != nil {
 		return false, perr
 	}
+	// The rollout's lock first, as the lock order says: the append that
+	// answers the pause resumes the response under it (resumeAnsweredLocked)
+	// before the rollout, free to go on, can take it.
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	switch {
 	case sp.released == handedOver:
+		sp.mu.Unlock()
 		return false, nil // it is resumed elsewhere, where its pause is replayed and answered again
 	case sp.released == hibernated && lane == sp.lane:
+		sp.mu.Unlock()
 		return true, nil // the session wakes it from its checkpoint
 	}
 	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
+		sp.mu.Unlock()
 		return false, perr
 	}
-	return false, sp.takeLocked(items)
+	answered, perr := sp.takeLocked(items)
+	parked := len(sp.step)
+	sp.mu.Unlock() // the in_progress goes through put, which takes it
+	if answered {
+		sp.ro.resumeAnsweredLocked(parked)
+	}
+	return false, perr
 }
 
 // takeLocked takes an append's items for the parked step, all or none:
 // outputs for its pending calls and steering messages. The moment the last
-// pending call has its output the rollout runs again; when its pause is
-// durable, once the store has the outputs too (durable.go).
-func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
+// pending call has its output the rollout runs again (answered reports that
+// these items did it); when its pause is durable, once the store has the
+// outputs too (durable.go).
+func (sp *suspension) takeLocked(items protocol.Items) (answered bool, _ *protocol.Error) {
 	seen := map[string]bool{}
 	var steering protocol.Items
 	for i, it := range items {
@@ -292,12 +306,12 @@ func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 			pending := inStep && !has
 			switch {
 			case seen[callID] || answered && (step == sp.steps || !pending):
-				return errOutputTwice(param, callID)
+				return false, errOutputTwice(param, callID)
 			case !pending:
-				return errNoPendingCall(param, callID, sp.id)
+				return false, errNoPendingCall(param, callID, sp.id)
 			}
 			if call := sp.stepCall(callID); call.Type != answers {
-				return protocol.OutputMismatch(it, callID, call.Type, param)
+				return false, protocol.OutputMismatch(it, callID, call.Type, param)
 			}
 			seen[callID] = true
 			continue
@@ -305,11 +319,11 @@ func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 		switch it := it.(type) {
 		case *protocol.Message:
 			if it.Role != protocol.RoleUser {
-				return errSteerRole(param, it.Role)
+				return false, errSteerRole(param, it.Role)
 			}
 			steering = append(steering, it)
 		default:
-			return errAppendItem(param, it.ItemType())
+			return false, errAppendItem(param, it.ItemType())
 		}
 	}
 	nameInputs(items)
@@ -336,6 +350,7 @@ func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 	if sp.left == 0 {
 		if !sp.checkpointAnswerLocked() {
 			close(sp.answer)
+			answered = true
 		}
 		sp.durablePause, sp.appended = false, nil
 		sp.decideLocked(evAnswered, nil, "", "")
@@ -345,7 +360,7 @@ func (sp *suspension) takeLocked(items protocol.Items) *protocol.Error {
 		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
 		sp.pack.reset()
 	}
-	return nil
+	return answered, nil
 }
 
 // stepCall is the current step's call that an output naming callID

@@ -198,7 +198,8 @@ func (sp *suspension) takeWakeLocked(w *wakeEvent) *protocol.Error {
 	case sp.state != suspParked:
 		return errAppendNotParked(sp.id)
 	}
-	return sp.takeLocked(w.items)
+	_, perr := sp.takeLocked(w.items)
+	return perr
 }
 
 // sleepLocked arms the hibernation timer of the pause the rollout is
