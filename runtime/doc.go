@@ -72,7 +72,9 @@
 //
 //   - response.append, from the attached connection on the rollout's lane:
 //     parked: delivers (the rollout is running again the moment the last
-//     pending call has its output); running or pausing:
+//     pending call has its output; when the step's hosted calls have all
+//     returned, that append sends the response.in_progress itself, under
+//     the rollout's lock: suspension.deliver); running or pausing:
 //     response_not_suspended; ended, settled, expired, other connection:
 //     response_not_found; other lane: stream_id_mismatch.
 //   - response.steer, from the attached connection (it names no lane):

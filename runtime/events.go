@@ -301,8 +301,11 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 		r.emitSteerPendingLocked(required)
 	}
 	r.emitStepViewLocked(protocol.EventDone)
-	// Parked, it streams nothing until answered: its delta buffers go.
+	// Parked, it streams nothing until answered: its delta buffers go, and
+	// its response's kept echo (a parked rollout is held by the thousand;
+	// resumeLocked encodes it again).
 	r.order.merging.text, r.together, r.deltas = nil, nil, nil
+	r.resp.DropEcho()
 }
 
 // stepView is the response as a pause shows it: the paused step's items
@@ -352,6 +355,7 @@ func (r *rollout) resumeLocked() bool {
 	}
 	r.resp.Status = protocol.ResponseInProgress
 	r.resp.RequiredAction = nil
+	_ = r.resp.KeepEcho() // dropped at the pause; should it fail, events encode the response whole
 	if ev := r.restart; ev != nil {
 		r.restart = nil
 		r.emitLocked(ev)

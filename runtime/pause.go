@@ -103,6 +103,7 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	}
 	resp := *r.resp
 	resp.Output = slices.Clip(r.resp.Output)
+	resp.DropEcho() // the state is kept while parked, or written: a rollout made from it keeps its own
 	ps := &pauseState{Version: pauseVersion, Request: r.req, Response: &resp, Tenant: r.tenant, Lane: r.lane, Path: r.path,
 		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Usage: r.usage,
 		Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom, Tools: r.tools, Steered: r.inbox.peek(), Seq: r.order.seq,

@@ -339,7 +339,8 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	r.order.sink, r.order.streamID = sink, r.lane
 	// Its events carry the response object again and again (a suspended
 	// rollout's at every pause and resume): what echoes the request is
-	// encoded once. Should that fail, each event encodes it whole.
+	// encoded once while it runs. Should that fail, each event encodes it
+	// whole.
 	_ = r.resp.KeepEcho()
 	r.mu.Unlock()
 	r.out.flush = r.flushDelta
