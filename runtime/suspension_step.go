@@ -257,29 +257,34 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	}
 	// The rollout's lock first, as the lock order says: the append that
 	// answers the pause resumes the response under it (resumeAnsweredLocked)
-	// before the rollout, free to go on, can take it.
+	// before the rollout, free to go on, can take it. The suspension's lock
+	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
-	sp.mu.Lock()
-	switch {
-	case sp.released == handedOver:
-		sp.mu.Unlock()
-		return false, nil // it is resumed elsewhere, where its pause is replayed and answered again
-	case sp.released == hibernated && lane == sp.lane:
-		sp.mu.Unlock()
-		return true, nil // the session wakes it from its checkpoint
-	}
-	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
-		sp.mu.Unlock()
-		return false, perr
-	}
-	answered, perr := sp.takeLocked(items)
-	parked := len(sp.step)
-	sp.mu.Unlock() // the in_progress goes through put, which takes it
+	asleep, answered, parked, perr := sp.take(sess, lane, items)
 	if answered {
 		sp.ro.resumeAnsweredLocked(parked)
 	}
-	return false, perr
+	return asleep, perr
+}
+
+// take is deliver's part under the suspension's lock: answered reports
+// that the items gave the pause's last output, parked how many calls it
+// waited on.
+func (sp *suspension) take(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	switch {
+	case sp.released == handedOver:
+		return false, false, 0, nil // it is resumed elsewhere, where its pause is replayed and answered again
+	case sp.released == hibernated && lane == sp.lane:
+		return true, false, 0, nil // the session wakes it from its checkpoint
+	}
+	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
+		return false, false, 0, perr
+	}
+	answered, perr = sp.takeLocked(items)
+	return false, answered, len(sp.step), perr
 }
 
 // takeLocked takes an append's items for the parked step, all or none:
