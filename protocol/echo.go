@@ -90,6 +90,10 @@ type (
 // while r is being encoded.
 func (r *Response) KeepEcho() error {
 	e := &echo{of: *r}
+	// The snapshot is compared on the echo's fields only: it holds none of
+	// the rest (the output so far, an older echo).
+	e.of.CompletedAt, e.of.Status, e.of.IncompleteDetails, e.of.Output, e.of.Error = nil, "", nil, nil, nil
+	e.of.Usage, e.of.OutputOffset, e.of.ForkedFrom, e.of.RequiredAction, e.of.Timings, e.of.echo = nil, nil, nil, nil, nil, nil
 	for i, run := range [...]any{
 		&echoRun1{r.ID, r.Object, r.CreatedAt},
 		&echoRun2{r.Model, r.PreviousResponseID, r.Conversation, r.Instructions},

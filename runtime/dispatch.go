@@ -143,7 +143,9 @@ func (r *rollout) settleResult(i int, item protocol.Item) {
 
 // answerParked parks on the step's client calls (the calls at parked) and
 // settles them with the outputs their parker returns; an error means the
-// rollout is ending.
+// rollout is ending. The append that answers the pause may resume the
+// response meanwhile (resumeAnsweredLocked, under the lock): nothing here
+// writes the rollout's state before settleCall takes the lock.
 func (r *rollout) answerParked(ctx context.Context, parked []int) error {
 	calls := r.calls
 	outs, err := calls[parked[0]].tool.(parker).park(ctx)

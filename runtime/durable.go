@@ -487,6 +487,7 @@ func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
+	r.resp.DropEcho() // parked, as at an announced pause (pauseLocked)
 	sp.mu.Lock()
 	sp.parkLocked()
 	sp.takeAnswersLocked()

@@ -333,8 +333,17 @@ func (r *rollout) stepView() *protocol.Response {
 // response.in_progress then leaves before the rollout's goroutine has even
 // woken, not after it has taken the outputs in; endStep then finds the
 // response running. A step whose hosted calls still run resumes there, as
-// they return.
+// they return; a rollout that is ending (cancelled, shut down) does not
+// resume. The in_progress's timings (include=tether.timings) count the
+// step's tool time and the outputs' rendering from the next event on: the
+// loop adds them as it takes the outputs in.
+//
+// The loop is parked, or waits for the lock in settleCall, so what it
+// writes without the lock (the usage, the timings) is still.
 func (r *rollout) resumeAnsweredLocked(parked int) {
+	if r.ctx.Err() != nil {
+		return
+	}
 	unsettled := 0
 	for _, s := range r.settled {
 		if !s {
