@@ -223,10 +223,13 @@ func (ro *Rollout) filter() eventFilter {
 }
 
 // readsEvent reports whether the client reads events of type t itself (in
-// readTurn, resumingConn).
+// readTurn, resumingConn), whole. It reads a pause (response.done) too, but
+// only its calls and usage: unless OnEvent is to see it, it is decoded
+// without its output (protocol.DecodeEventSkipping), whose items the
+// step's output_item.done events brought.
 func readsEvent(t protocol.EventType) bool {
 	switch t {
-	case protocol.EventOutputItemDone, protocol.EventCreated, protocol.EventDone, protocol.EventCompleted,
+	case protocol.EventOutputItemDone, protocol.EventCreated, protocol.EventCompleted,
 		protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled,
 		protocol.EventStepRestarted, protocol.EventError:
 		return true

@@ -12,6 +12,9 @@ type Result struct {
 	// Response is the last response: the one suspended response, or the
 	// last turn's. Its Tools is nil: the kit decodes responses without the
 	// tools they echo, which the client sent (protocol.DecodeEventLean).
+	// A rollout that failed at a pause leaves the pause's, whose Output is
+	// nil unless Rollout.OnEvent was to see response.done: the step's items
+	// are in Output.
 	Response *protocol.Response
 	// Output is every output item of the rollout, in order, over all turns.
 	Output protocol.Items

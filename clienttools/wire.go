@@ -134,7 +134,8 @@ func encode(ev any) ([]byte, frameCost, error) {
 
 // eventFilter says which server events a run decodes whole: nil, every
 // one; otherwise those it reports true for, the others no further than
-// their header (protocol.SkippedEvent).
+// their header (protocol.SkippedEvent), but a pause, decoded without its
+// output.
 type eventFilter func(protocol.EventType) bool
 
 // eventReader decodes a connection's frames into events.

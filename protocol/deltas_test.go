@@ -150,7 +150,7 @@ func checkDeltaDecoding(t *testing.T, frame []byte) {
 	if !ok {
 		return
 	}
-	slow, perr := decodeEventAs(Type(fast), frame, true)
+	slow, perr := decodeEventAs(Type(fast), frame, readLean)
 	if perr != nil {
 		t.Fatalf("the scanner read %q, the codec refused it: %v", frame, perr)
 	}

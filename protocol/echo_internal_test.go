@@ -124,9 +124,11 @@ func TestEchoCoversResponse(t *testing.T) {
 func echoResponses(t *testing.T) map[string]*Response {
 	t.Helper()
 	out := map[string]*Response{}
-	for _, path := range []string{"testdata/suspend-step.jsonl", "../../shared/fixtures/openai-recorded-function-call-stream.jsonl"} {
+	// The step is the repository's; the recorded stream is in ../shared,
+	// which a clone of the repository alone does not have.
+	for _, path := range []string{"../clienttools/testdata/suspend-step.jsonl", "../../shared/fixtures/openai-recorded-function-call-stream.jsonl"} {
 		data, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
+		if os.IsNotExist(err) && path != "../clienttools/testdata/suspend-step.jsonl" {
 			continue
 		}
 		if err != nil {

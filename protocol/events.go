@@ -190,13 +190,13 @@ func Type(e Event) EventType { return e.header().Type }
 
 // DecodeEvent decodes a server event, for clients and tests. Unknown types
 // are an error.
-func DecodeEvent(data []byte) (Event, *Error) { return decodeEvent(data, false) }
+func DecodeEvent(data []byte) (Event, *Error) { return decodeEvent(data, readWhole) }
 
 // DecodeEventLean is DecodeEvent for a client that reads what a response
 // did, not what it was offered: the Response of a response event leaves
 // out the tools it echoes (Tools is nil), which are about half of a
 // suspended rollout's pause and take half the time it decodes in.
-func DecodeEventLean(data []byte) (Event, *Error) { return decodeEvent(data, true) }
+func DecodeEventLean(data []byte) (Event, *Error) { return decodeEvent(data, readLean) }
 
 // SkippedEvent is an event its client chose not to read
 // (DecodeEventSkipping): its header only, which orders and routes it.
@@ -210,17 +210,34 @@ type SkippedEvent struct {
 // strings and brackets followed, nothing else checked. A response's resumes
 // (their response objects), items added, content parts and done texts are
 // most of a client's decoding when it only watches the deltas and the
-// calls. A frame whose type is not its first member is decoded whole.
+// calls. A pause (response.done) that keep refuses is still decoded, as
+// every client of a suspended rollout answers it, but its Response leaves
+// out its output too (Output is nil): the step's items came in their
+// output_item.done events, and they are most of a pause's decoding. A frame
+// whose type is not its first member is decoded whole.
 func DecodeEventSkipping(data []byte, keep func(EventType) bool) (Event, *Error) {
 	if t, ok := leadingType(data); ok && !keep(EventType(t)) {
-		if h, ok := scanHeader(data); ok && h.Type == EventType(t) {
+		if EventType(t) == EventDone {
+			if e, perr := decodeEventAs(EventDone, data, readPause); perr == nil && Type(e) == EventDone {
+				return e, nil
+			}
+		} else if h, ok := scanHeader(data); ok && h.Type == EventType(t) {
 			return &SkippedEvent{EventHeader: h}, nil
 		}
 	}
-	return decodeEvent(data, true)
+	return decodeEvent(data, readLean)
 }
 
-func decodeEvent(data []byte, lean bool) (Event, *Error) {
+// reading is how much of a response object an event's decoding reads.
+type reading int
+
+const (
+	readWhole reading = iota
+	readLean          // without the tools it echoes
+	readPause         // without its tools and its output
+)
+
+func decodeEvent(data []byte, read reading) (Event, *Error) {
 	if e, ok := decodeDelta(data); ok {
 		return e, nil
 	}
@@ -229,7 +246,7 @@ func decodeEvent(data []byte, lean bool) (Event, *Error) {
 	// event decoded must agree (a repeated "type" takes its last value), or
 	// the frame is read the long way.
 	if t, ok := leadingType(data); ok {
-		if e, perr := decodeEventAs(EventType(t), data, lean); perr == nil && Type(e) == EventType(t) {
+		if e, perr := decodeEventAs(EventType(t), data, read); perr == nil && Type(e) == EventType(t) {
 			return e, nil
 		}
 	}
@@ -239,7 +256,7 @@ func decodeEvent(data []byte, lean bool) (Event, *Error) {
 	if err := unmarshal(data, &head); err != nil {
 		return nil, Invalid(CodeInvalidJSON, "", "Event is not a JSON object: %s.", jsonReason(err))
 	}
-	return decodeEventAs(head.Type, data, lean)
+	return decodeEventAs(head.Type, data, read)
 }
 
 // leanResponse decodes a response without its tools: the field named
@@ -250,35 +267,53 @@ type leanResponse struct {
 	Tools skipped `json:"tools"`
 }
 
+// pauseResponse decodes a response without its tools and its output, as
+// leanResponse leaves out the tools.
+type pauseResponse struct {
+	*Response
+	Tools  skipped `json:"tools"`
+	Output skipped `json:"output"`
+}
+
 // skipped is a JSON value read past, not kept.
 type skipped struct{}
 
 func (skipped) UnmarshalJSONFrom(dec *jsontext.Decoder) error { return dec.SkipValue() }
 
-// decodeEventAs decodes data as an event of type t; lean leaves out a
-// response's tools.
-func decodeEventAs(t EventType, data []byte, lean bool) (Event, *Error) {
+// decodeResponseEvent decodes data as a response event of type t whose
+// response object is read into a W (leanResponse, pauseResponse), which
+// embeds the Response that resp returns.
+func decodeResponseEvent[W any](t EventType, data []byte, resp func(*W) *Response) (Event, *Error) {
+	var w struct {
+		EventHeader
+		Response *W `json:"response"`
+	}
+	if err := unmarshal(data, &w); err != nil {
+		return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", t, jsonReason(err))
+	}
+	ev := &ResponseEvent{EventHeader: w.EventHeader}
+	if w.Response != nil {
+		// An object that set none of the Response's own fields left the
+		// embedded pointer nil.
+		if ev.Response = resp(w.Response); ev.Response == nil {
+			ev.Response = new(Response)
+		}
+	}
+	return ev, nil
+}
+
+// decodeEventAs decodes data as an event of type t, a response object in
+// it as read says.
+func decodeEventAs(t EventType, data []byte, read reading) (Event, *Error) {
 	var e Event
 	switch t {
 	case EventCreated, EventQueued, EventInProgress, EventCompleted, EventFailed,
 		EventIncomplete, EventCancelled, EventDone:
-		if lean {
-			var w struct {
-				EventHeader
-				Response *leanResponse `json:"response"`
-			}
-			if err := unmarshal(data, &w); err != nil {
-				return nil, Invalid(CodeInvalidType, "", "Invalid %s event: %s.", t, jsonReason(err))
-			}
-			ev := &ResponseEvent{EventHeader: w.EventHeader}
-			if w.Response != nil {
-				// An object that set none of the Response's own fields
-				// left the embedded pointer nil.
-				if ev.Response = w.Response.Response; ev.Response == nil {
-					ev.Response = new(Response)
-				}
-			}
-			return ev, nil
+		switch read {
+		case readLean:
+			return decodeResponseEvent[leanResponse](t, data, func(r *leanResponse) *Response { return r.Response })
+		case readPause:
+			return decodeResponseEvent[pauseResponse](t, data, func(r *pauseResponse) *Response { return r.Response })
 		}
 		e = new(ResponseEvent)
 	case EventOutputItemAdded, EventOutputItemDone:

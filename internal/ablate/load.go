@@ -141,7 +141,11 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
 		wg.Go(func() {
-			rec := &lagRecorder{tps: cfg.TPS, r: r, out: lags, start: start, now: time.Now}
+			rec := &lagRecorder{tps: cfg.TPS, r: r, out: lags, start: start, now: time.Now, callTurn: -1}
+			var onCall func(clienttools.Call)
+			if cfg.Mode == clienttools.ModeSuspend {
+				onCall = rec.call // its pauses are not decoded whole: see lagEvents
+			}
 			bases := append([]string{srv.base}, cfg.Fallbacks...)
 			at, refusals := i%len(bases), 0
 			for n := 0; runCtx.Err() == nil; n++ {
@@ -150,7 +154,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
 				}
 				key := fmt.Sprintf("load-%d-%d", i, n)
-				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event, Events: lagEvents,
+				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event, Events: lagEvents, OnCall: onCall,
 					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}})
 				// Refused before it began (its server draining, or down):
 				// with more servers, tried again on the next at once.
@@ -409,13 +413,28 @@ type lagRecorder struct {
 	tokens int64       // in all
 	frames int64
 	steps  int64 // ended: pauses and turns' responses
+
+	callTurn int // the turn of the calls call last saw; -1 at a rollout's start
 }
 
 // lagEvents are the events a lagRecorder reads: the deltas, and each
-// step's pause or end. A load client decodes no others past their header.
+// turn's end. A load client decodes no others past their header, and a
+// suspended rollout's pauses without their output: their steps end at
+// their calls (lagRecorder.call).
 var lagEvents = []protocol.EventType{
 	protocol.EventOutputTextDelta, protocol.EventFunctionArgsDelta, protocol.EventCustomToolInputDelta,
-	protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled,
+	protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled,
+}
+
+// call ends the step of a suspended rollout's pause, at the first of its
+// calls the client has run (Rollout.OnCall): they run after the pause is
+// read and before the next step streams.
+func (l *lagRecorder) call(c clienttools.Call) {
+	if c.Turn != l.callTurn {
+		l.callTurn = c.Turn
+		l.steps++
+		l.endStep()
+	}
 }
 
 func (l *lagRecorder) event(ev protocol.Event) {
@@ -433,6 +452,7 @@ func (l *lagRecorder) event(ev protocol.Event) {
 		default: // a pause or an end
 			l.steps++
 			l.endStep()
+			l.callTurn = -1
 		}
 		return
 	default:
@@ -445,8 +465,15 @@ func (l *lagRecorder) event(ev protocol.Event) {
 	l.frames++
 }
 
-// drop forgets the step in progress.
-func (l *lagRecorder) drop() { l.at, l.last, l.n = l.at[:0], l.last[:0], 0 }
+// drop forgets the step in progress, and the rollout's turns: it was cut
+// off.
+func (l *lagRecorder) drop() {
+	l.clear()
+	l.callTurn = -1
+}
+
+// clear forgets the step's deltas.
+func (l *lagRecorder) clear() { l.at, l.last, l.n = l.at[:0], l.last[:0], 0 }
 
 func (l *lagRecorder) endStep() {
 	if len(l.at) == 0 {
@@ -467,7 +494,7 @@ func (l *lagRecorder) endStep() {
 		first = l.last[i] + 1
 	}
 	l.out.add(int(l.at[len(l.at)-1].Sub(l.start)/time.Second), &h, int64(l.n))
-	l.drop()
+	l.clear()
 }
 
 // lagWindows gathers the clients' lags by the second their step ended in.

@@ -26,7 +26,7 @@ func TestLagRecorder(t *testing.T) {
 	start := time.Unix(0, 0)
 	var now time.Time
 	lags := &lagWindows{}
-	rec := &lagRecorder{tps: 1000, r: r, out: lags, start: start, now: func() time.Time { return now }}
+	rec := &lagRecorder{tps: 1000, r: r, out: lags, start: start, now: func() time.Time { return now }, callTurn: -1}
 	delta := func(ms float64, text string) {
 		now = start.Add(time.Duration(ms * float64(time.Millisecond)))
 		rec.event(&protocol.TextDeltaEvent{Delta: text})
@@ -53,6 +53,19 @@ func TestLagRecorder(t *testing.T) {
 	rec.event(&protocol.ResponseEvent{}) // an empty step records nothing
 	if lags.all().n != 5 {
 		t.Error("an empty step recorded lags")
+	}
+	// A suspended rollout's step ends at the first of its pause's calls the
+	// client runs, once however many there are; the next pause's calls
+	// end the next step.
+	rec.steps = 0
+	delta(20, " six")
+	rec.call(clienttools.Call{Turn: 0})
+	rec.call(clienttools.Call{Turn: 0})
+	delta(30, " seven")
+	delta(31, " eight")
+	rec.call(clienttools.Call{Turn: 1})
+	if n := lags.all().n; n != 8 || rec.steps != 2 {
+		t.Errorf("%d lags, %d steps after two pauses' calls; want 8, 2", n, rec.steps)
 	}
 }
 
