@@ -125,16 +125,16 @@ func appendKept(dst []byte, v any) (_ []byte, ok bool, _ error) {
 	case *Response:
 		return appendResponse(dst, v)
 	case *ResponseEvent:
-		if v.Response == nil || v.Response.echo == nil || !v.Response.echo.of.sameEcho(v.Response) {
+		if v.Response == nil || v.Response.echo == nil {
 			return dst, false, nil
 		}
 		b, plain := appendHeader(dst, &v.EventHeader)
 		if !plain {
 			return dst, false, nil
 		}
-		b, _, err := appendResponse(append(b, `,"response":`...), v.Response)
-		if err != nil {
-			return dst, true, err
+		b, ok, err := appendResponse(append(b, `,"response":`...), v.Response)
+		if !ok || err != nil {
+			return dst, ok, err
 		}
 		return append(b, '}'), true, nil
 	}
