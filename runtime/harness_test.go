@@ -24,8 +24,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The test binary is also the stdio MCP server of the mcp tests.
+	// The test binary is also the stdio MCP server of the mcp tests, and
+	// the server process of the benchmarks whose client is outside it.
 	mcptest.ServeStdioIfChild()
+	serveBenchIfChild()
 	// Importing bleve (through hostedtools/websearch, which the tests
 	// use) starts its analysis workers, which live as long as the process.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
@@ -273,7 +275,16 @@ func (h *harness) dial(t testing.TB, header http.Header) *wsConn {
 	if h.wire.enc == protocol.EncodingMsgpack {
 		opts.Subprotocols = []string{h.wire.enc.String()}
 	}
-	c, _, err := websocket.Dial(ctx, h.ws, opts)
+	return dialWS(t, h.ws, opts)
+}
+
+// dialWS dials a WebSocket to a tether server's responses endpoint at url
+// (ws://HOST/v1/responses); opts may be nil.
+func dialWS(t testing.TB, url string, opts *websocket.DialOptions) *wsConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,21 +48,31 @@ const pauseSteps = 16
 // in_progress is out, where the unpaced model runs the whole next step at
 // once, on the same two cores as the client reading the in_progress (and,
 // in this process, its goroutine waits for a P the step holds).
+//
+// client=process puts the server, and the echo beside it, in a process of
+// their own (startBenchServer): the client reads on its own threads, as a
+// real client does, rather than wait for the server's scheduler to run it.
+// Its echo crosses processes too, and is the floor for that placement.
 func BenchmarkPauseResume(b *testing.B) {
 	r := renderer(b)
 	for _, n := range []int{1_000, 100_000} {
 		for _, where := range []string{"none", "memory", "redis", "memory+hibernated", "redis+hibernated"} {
 			b.Run(fmt.Sprintf("context=%dk/checkpoints=%s", n/1000, where), func(b *testing.B) {
-				benchmarkPauseResume(b, r, n, where, 0)
+				benchmarkPauseResume(b, r, n, where, 0, false)
 			})
 		}
 	}
 	b.Run("context=1k/checkpoints=none/ttft=1ms", func(b *testing.B) {
-		benchmarkPauseResume(b, r, 1_000, "none", time.Millisecond)
+		benchmarkPauseResume(b, r, 1_000, "none", time.Millisecond, false)
 	})
+	for _, ttft := range []time.Duration{0, time.Millisecond} {
+		b.Run(fmt.Sprintf("context=1k/checkpoints=none/ttft=%s/client=process", ttft), func(b *testing.B) {
+			benchmarkPauseResume(b, r, 1_000, "none", ttft, true)
+		})
+	}
 }
 
-func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string, ttft time.Duration) {
+func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string, ttft time.Duration, outside bool) {
 	opts := runtime.Options{Renderer: r}
 	if ttft > 0 {
 		opts.Models = map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(r, sampler.Timing{TTFT: ttft})}
@@ -87,8 +95,18 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	if sizes != nil {
 		opts.Checkpoints = sizes
 	}
-	h := newHarness(b, opts)
-	c := h.dial(b, nil)
+	var c *wsConn
+	var echo *echoConn // set beside each resume (see below)
+	switch {
+	case outside:
+		tether, echoURL := startBenchServer(b, ttft)
+		c, echo = dialWS(b, tether, nil), dialEchoAt(b, echoURL)
+	default:
+		c = newHarness(b, opts).dial(b, nil)
+		if where == "none" {
+			echo = dialEcho(b)
+		}
+	}
 	c.send(b, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "base", "input": history(b, r, n)}))
 	base := c.untilTerminal(b)
 	baseID := respID(b, last(base))
@@ -179,12 +197,9 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	var resume time.Duration
 	// Without checkpoints, each resume is set beside an echo of the same
 	// frames on the same loopback, in turn: the append in, a frame as
-	// long as the response.in_progress out (see echoConn).
-	var echo *echoConn
+	// long as the response.in_progress out (see echoHandler). With the
+	// client outside, the echo server is in the server's process.
 	var resumes, echoes []time.Duration
-	if where == "none" {
-		echo = dialEcho(b)
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -246,37 +261,20 @@ func (s *sizedCheckpoints) Save(ctx context.Context, cp *runtime.Checkpoint, ttl
 	return s.Checkpoints.Save(ctx, cp, ttl)
 }
 
-// echoConn is a WebSocket to an in-process echo server that answers each
-// frame with one of the length the client asks for: the floor under a
-// round trip of the same frames on the same loopback, with the same
-// WebSocket library on both ends, and no work between them.
+// echoConn is a WebSocket to an echo server (echoHandler).
 type echoConn struct {
 	c *websocket.Conn
 }
 
+// dialEcho starts an echo server in this process and dials it.
 func dialEcho(b *testing.B) *echoConn {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		c.SetReadLimit(-1)
-		out := bytes.Repeat([]byte("x"), 1<<16)
-		for {
-			_, in, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			// The frame's first 8 bytes ask for the answer's length.
-			n, _ := strconv.Atoi(strings.TrimSpace(string(in[:min(8, len(in))])))
-			if err := c.Write(r.Context(), websocket.MessageText, out[:min(n, len(out))]); err != nil {
-				return
-			}
-		}
-	}))
+	srv := httptest.NewServer(echoHandler())
 	b.Cleanup(srv.Close)
-	c, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	return dialEchoAt(b, wsURL(srv.URL))
+}
+
+func dialEchoAt(b *testing.B, url string) *echoConn {
+	c, _, err := websocket.Dial(context.Background(), url, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
