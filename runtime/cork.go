@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bufio"
+	"encoding/binary"
 	"net"
 	"net/http"
 	"sync"
@@ -14,18 +15,32 @@ import (
 // queued frames would otherwise be N writes to the socket (N syscalls, N
 // packets with TCP_NODELAY). Writes outside a batch (the library's pongs
 // and close frames) go straight through; inside one they join it, in order.
+//
+// Unless the connection compresses (permessage-deflate, which the library
+// does), the session's own frames do not go through the library:
+// writeFrame frames them straight into the held batch. The library then
+// writes only control frames, each whole in one Write (its write buffer
+// holds the largest), so a close frame is seen here, and no data frame
+// follows it.
 type corkedConn struct {
 	net.Conn
 
 	mu       sync.Mutex
 	corked   bool      // guarded by mu
+	closing  bool      // a close frame went out, or joined the batch; guarded by mu
 	held     *[]byte   // a frame buffer (frameBufs) while corked; guarded by mu
 	deadline time.Time // the socket's write deadline; guarded by mu
 }
 
+// opClose is the first byte of a WebSocket close frame (FIN, opcode 8).
+const opClose = 0x88
+
 func (c *corkedConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(p) > 0 && p[0] == opClose {
+		c.closing = true
+	}
 	if c.corked {
 		*c.held = append(*c.held, p...)
 		return len(p), nil
@@ -43,11 +58,50 @@ func (c *corkedConn) Write(p []byte) (int, error) {
 // pool: a connection holds one only while it writes.
 func (c *corkedConn) cork() {
 	c.mu.Lock()
+	c.corkLocked()
+	c.mu.Unlock()
+}
+
+func (c *corkedConn) corkLocked() {
 	c.corked = true
 	if c.held == nil {
 		c.held = frameBufs.Get().(*[]byte)
 	}
-	c.mu.Unlock()
+}
+
+// writeFrame adds one of the session's messages to the batch, as a single
+// unmasked WebSocket frame, text or binary (RFC 6455, section 5.2): the
+// library's Write would take two of its locks, copy the payload into its
+// buffer and flush it into the batch, per frame. It fails once a close
+// frame has gone out or joined the batch, as the library's Write does.
+func (c *corkedConn) writeFrame(isBinary bool, p []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return net.ErrClosed
+	}
+	c.corkLocked()
+	*c.held = appendFrameHeader(*c.held, isBinary, len(p))
+	*c.held = append(*c.held, p...)
+	return nil
+}
+
+// appendFrameHeader appends the header of a final, unmasked frame of n
+// bytes: FIN and the opcode, then the length in 7 bits, or 126 and 16 bits,
+// or 127 and 64 bits.
+func appendFrameHeader(b []byte, isBinary bool, n int) []byte {
+	op := byte(0x81) // FIN, text
+	if isBinary {
+		op = 0x82
+	}
+	switch {
+	case n < 126:
+		return append(b, op, byte(n))
+	case n <= 0xffff:
+		return append(b, op, 126, byte(n>>8), byte(n))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, op, 127), uint64(n))
+	}
 }
 
 // uncork writes what was held back in one write, which must end by
