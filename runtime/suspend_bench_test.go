@@ -98,6 +98,8 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	var c *wsConn
 	var echo *echoConn // set beside each resume (see below)
 	switch {
+	case outside && where != "none":
+		b.Fatalf("checkpoints=%s: a server outside serves none", where)
 	case outside:
 		tether, echoURL := startBenchServer(b, ttft)
 		c, echo = dialWS(b, tether, nil), dialEchoAt(b, echoURL)
