@@ -27,7 +27,7 @@ type corkedConn struct {
 
 	mu       sync.Mutex
 	corked   bool      // guarded by mu
-	closing  bool      // a close frame went out, or joined the batch; guarded by mu
+	closing  bool      // a close frame went out or joined the batch, or the connection is closed; guarded by mu
 	held     *[]byte   // a frame buffer (frameBufs) while corked; guarded by mu
 	deadline time.Time // the socket's write deadline; guarded by mu
 }
@@ -38,6 +38,8 @@ const opClose = 0x88
 func (c *corkedConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Only writeFrame reads closing: where the library frames messages
+	// (deflate) a write may be a piece of one, and no close frame.
 	if len(p) > 0 && p[0] == opClose {
 		c.closing = true
 	}
@@ -52,6 +54,16 @@ func (c *corkedConn) Write(p []byte) (int, error) {
 		c.deadline = time.Time{}
 	}
 	return c.Conn.Write(p)
+}
+
+// Close closes the connection; the library closes it so, with or without
+// a close frame (CloseNow, a failed read). A batch's frames fail from then
+// on, rather than at its write.
+func (c *corkedConn) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // cork holds writes back until uncork, in a buffer from the frame buffers'
