@@ -71,7 +71,7 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 	} else {
 		hs.Start()
 	}
-	h := &harness{srv: srv, metrics: metrics, hs: hs, client: hs.Client(), base: hs.URL + "/v1", ws: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses", wire: w}
+	h := &harness{srv: srv, metrics: metrics, hs: hs, client: hs.Client(), base: hs.URL + "/v1", ws: wsURL(hs.URL) + "/v1/responses", wire: w}
 	if w.webTransport {
 		h.startWT(t)
 	}
