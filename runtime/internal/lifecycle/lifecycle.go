@@ -1,0 +1,118 @@
+package lifecycle
+
+// Phase is where a suspended rollout is in its life.
+type Phase uint8
+
+const (
+	Running    Phase = iota // sampling, running hosted tools, or ending
+	Pausing                 // its loop waits on the step's client calls; the pause's response.done waits behind the step's held output_item.done events, or for its checkpoint
+	Parked                  // response.done is out; waiting for the client's outputs
+	Ended                   // its loop has returned; the result waits for a connection to settle it
+	Settled                 // a connection took the result; gone from the server
+	Expired                 // detached past the resume window; cancelled and gone
+	Fenced                  // another server took it over from its checkpoint: it sends nothing more
+	HandedOver              // released at shutdown, its checkpoint kept, to whichever server its client resumes on
+	Hibernated              // released to its checkpoint while parked, to whichever server the next event naming it reaches
+	numPhases
+)
+
+// NumPhases is how many phases there are, for a table over them.
+const NumPhases = int(numPhases)
+
+func (p Phase) String() string {
+	return [...]string{"running", "pausing", "parked", "ended", "settled", "expired", "fenced", "handed-over", "hibernated"}[p]
+}
+
+// Released reports whether the rollout left this server for its
+// checkpoint: it sends nothing more, and its loop, aborted, ends without
+// dropping the checkpoint.
+func (p Phase) Released() bool { return p >= Fenced }
+
+// Held reports whether this server holds the rollout, its loop running or
+// its result waiting: not gone, not released.
+func (p Phase) Held() bool { return p <= Ended }
+
+// Link is how a suspended rollout stands to the connections: the one it
+// reports to, if any, and whether that one is still catching up.
+type Link uint8
+
+const (
+	Detached  Link = iota // no connection: its frames go to the replay log, for the resume window
+	Live                  // its frames go to the connection it reports to
+	Replaying             // a resuming connection catches up from the replay log; new frames wait there
+	numLinks
+)
+
+func (l Link) String() string { return [...]string{"detached", "live", "replaying"}[l] }
+
+// State is a suspended rollout's whole state. The zero State is not one:
+// New and Restored make them. Only Apply changes one.
+type State struct {
+	phase Phase
+	link  Link
+	// checkpoints: the server writes its checkpoints (durable rollouts).
+	checkpoints bool
+	// holding: the pause's checkpoint is being written; its response.done
+	// waits in the replay log until it is.
+	holding bool
+	// checkpointed: a checkpoint of it is in the store.
+	checkpointed bool
+	// durable: the pause it is parked at is that checkpoint.
+	durable bool
+	// outputsIn: some of the pause's outputs are appended, not all.
+	outputsIn bool
+	// waking: woken by an event naming it, and the events queued for it
+	// meanwhile not all taken yet.
+	waking bool
+	// announced: taken over at a pause whose response.done its client has
+	// had: its first park announces nothing.
+	announced bool
+}
+
+// New is the state of a suspended rollout that begins: running, reporting
+// to the connection that created it. checkpoints says whether the server
+// writes its checkpoints.
+func New(checkpoints bool) State {
+	return State{phase: Running, link: Live, checkpoints: checkpoints}
+}
+
+// Restored is the state of a rollout taken over from its checkpoint, about
+// to run into the pause the checkpoint holds, which its client has seen
+// announced: running, its checkpoint in the store. durable says the
+// checkpoint's pause is still unanswered there; woken, that an event naming
+// it woke it (its client saw the pause: nothing is replayed, and the events
+// queued for it are yet to be taken), rather than a response.resume, whose
+// connection catches up from the replay log.
+func Restored(durable, woken bool) State {
+	st := State{phase: Running, link: Replaying, checkpoints: true, checkpointed: true, durable: durable, announced: true}
+	if woken {
+		st.link, st.waking = Live, true
+	}
+	return st
+}
+
+// The state's parts, read.
+
+func (s State) Phase() Phase            { return s.phase }
+func (s State) Link() Link              { return s.link }
+func (s State) Attached() bool          { return s.link != Detached }
+func (s State) Replaying() bool         { return s.link == Replaying }
+func (s State) Holding() bool           { return s.holding }
+func (s State) Checkpointed() bool      { return s.checkpointed }
+func (s State) Durable() bool           { return s.durable }
+func (s State) OutputsIn() bool         { return s.outputsIn }
+func (s State) Waking() bool            { return s.waking }
+func (s State) Announced() bool         { return s.announced }
+func (s State) WritesCheckpoints() bool { return s.checkpoints }
+
+// Behind reports whether its frames wait in the replay log rather than go
+// to a connection: detached, a resuming client catching up, or the pause's
+// checkpoint being written.
+func (s State) Behind() bool { return s.link != Live || s.holding }
+
+// MayHibernate reports whether a hibernation timer is worth arming: parked
+// at its checkpoint, no wake's events being taken. Whether it then
+// hibernates is Hibernate's rule, when the timer fires.
+func (s State) MayHibernate() bool {
+	return s.phase == Parked && s.durable && !s.waking
+}

@@ -1,0 +1,244 @@
+package lifecycle
+
+// Event is what can happen to a suspended rollout: its client's events, the
+// connection it reports to, its loop's progress, its checkpoints, its
+// timers, the server's shutdown.
+type Event uint8
+
+const (
+	Park      Event = iota // the loop waits on its step's client calls
+	Pause                  // the pause's response.done goes out
+	Append                 // response.append with outputs for the pending calls
+	Outputs                // an append took some of the pause's outputs, not all
+	Answered               // the last pending call has its output: the loop runs again
+	Cancel                 // response.cancel
+	Fork                   // response.fork
+	Create                 // response.create on the rollout's lane
+	Resume                 // response.resume: the sender's connection takes it over
+	CaughtUp               // the resuming connection has what it missed
+	Drop                   // the connection it reports to ends
+	Timeout                // Suspension.Timeout passed on the pause
+	Expire                 // the resume window passed while detached
+	End                    // its loop returned
+	Settle                 // its connection takes the result
+	Shutdown               // the server's drain is over
+	Steer                  // response.steer
+	Hold                   // the pause's checkpoint is being written: its response.done waits for it
+	Written                // the checkpoint being written is in the store
+	Unwritten              // the store did not take it: the pause goes out all the same
+	Fence                  // the store says another server has taken it over
+	HandOver               // the server shuts down: released to its checkpoint
+	Hibernate              // Suspension.HibernateAfter passed on the pause: released to its checkpoint
+	Awake                  // the events queued while it woke are all taken
+	numEvents
+)
+
+// NumEvents is how many events there are, for a table over them.
+const NumEvents = int(numEvents)
+
+func (e Event) String() string {
+	return [...]string{"park", "pause", "append", "outputs", "answered", "cancel", "fork", "create", "resume",
+		"caught-up", "drop", "timeout", "expire", "end", "settle", "shutdown", "steer", "hold", "written",
+		"unwritten", "fence", "hand-over", "hibernate", "awake"}[e]
+}
+
+// Verdict is what an event does in a state.
+type Verdict uint8
+
+const (
+	Allow           Verdict = iota // the event applies: the state becomes the one Decide returns
+	Ignore                         // nothing changes: a timer or a teardown that lost a race, or a rollout that sends nothing more
+	RefuseNotFound                 // response_not_found: no such suspended response here
+	RefuseNotParked                // response_not_suspended: it is not waiting for tool outputs
+	RefuseAppended                 // response_not_suspended: a fork of a pause some of whose outputs are in
+	RefuseLaneBusy                 // stream_suspended: a create on a lane parked on its client
+	RefuseLane                     // stream_id_mismatch: the rollout runs on another lane
+	RefuseCompleted                // response_already_completed: a steer of a rollout that has ended
+	RefuseNotActive                // steer_response_not_active: a steer of a rollout that left this server
+	RefuseDurable                  // steering_not_supported: a steer of a durable rollout at a pause, whose checkpoint would not hold it
+	Asleep                         // it is in its checkpoint: the event wakes it (a takeover on the sender's connection)
+	numVerdicts
+)
+
+func (v Verdict) String() string {
+	return [...]string{"allow", "ignore", "not-found", "not-parked", "appended", "lane-busy", "lane",
+		"completed", "not-active", "durable", "asleep"}[v]
+}
+
+// Refused reports whether the verdict refuses the event to its client.
+func (v Verdict) Refused() bool { return v != Allow && v != Ignore && v != Asleep }
+
+// Sender is how the connection a client's event comes from stands to the
+// rollout. Events of the rollout's own loop, its timers, its store and the
+// server have the zero Sender.
+type Sender struct {
+	Here  bool // it is the connection the rollout reports to
+	Lane  bool // the event names the rollout's lane
+	Creds bool // it bears the credentials the rollout was created with
+}
+
+// Apply decides ev, sent by from, in s and, when the verdict is Allow,
+// moves s to the state it leads to. It is the only way a State changes.
+func (s *State) Apply(ev Event, from Sender) Verdict {
+	v, next := Decide(*s, ev, from)
+	if v == Allow {
+		*s = next
+	}
+	return v
+}
+
+// Decide is what ev, sent by from, does in s: its verdict and, when it is
+// Allow, the state it leads to.
+//
+// A client's append, cancel and fork come from the connection the rollout
+// reports to, on its lane: from any other connection they are refused as
+// response_not_found, on another lane as stream_id_mismatch. A resume comes
+// from another connection with the same credentials. A create is refused
+// only on the lane of a rollout parked on the sender's connection. Drops and
+// settles from a connection the rollout no longer reports to, and the
+// resume window's end once it is attached again, lost a race: ignored. A
+// rollout that left for its checkpoint (Phase.Released) takes nothing from
+// its client here; one that hibernated is woken by its lane's append or
+// cancel.
+func Decide(s State, ev Event, from Sender) (Verdict, State) {
+	p := s.phase
+	switch ev {
+	case Park:
+		if p != Running {
+			return Ignore, s
+		}
+		s.phase, s.announced = Pausing, false
+	case Pause:
+		if p != Pausing || s.holding {
+			return Ignore, s
+		}
+		s.phase = Parked
+	case Append, Cancel, Fork:
+		switch {
+		case p == Hibernated && ev != Fork && from.Lane:
+			return Asleep, s
+		case (p == Fenced || p == HandedOver) && ev != Fork:
+			return Ignore, s
+		case !from.Here || p >= Ended && (p != Hibernated || ev == Fork): // a fork of a hibernated rollout: its state is in its checkpoint
+			return RefuseNotFound, s
+		case !from.Lane:
+			return RefuseLane, s
+		}
+		switch ev {
+		case Append:
+			if p != Parked {
+				return RefuseNotParked, s
+			}
+		case Cancel:
+			s.phase = Running // aborted: it runs to its end, and takes no more outputs
+		case Fork:
+			switch {
+			case p != Parked:
+				return RefuseNotParked, s
+			case s.outputsIn:
+				return RefuseAppended, s
+			}
+		}
+	case Outputs:
+		if p != Parked {
+			return Ignore, s
+		}
+		s.outputsIn = true
+	case Answered:
+		if p != Parked {
+			return Ignore, s
+		}
+		s.phase, s.durable, s.outputsIn = Running, false, false
+	case Create:
+		if from.Here && p == Parked {
+			return RefuseLaneBusy, s
+		}
+	case Resume:
+		if from.Here || !from.Creds || p == Settled || p == Expired {
+			return RefuseNotFound, s
+		}
+		s.link = Replaying
+	case CaughtUp:
+		if s.link != Replaying {
+			return Ignore, s
+		}
+		s.link = Live
+	case Drop:
+		if !from.Here {
+			return Ignore, s
+		}
+		s.link = Detached
+	case Timeout:
+		if p != Parked {
+			return Ignore, s
+		}
+		s.phase = Running // aborted: it runs to its end, and takes no more outputs
+	case Expire:
+		if s.link != Detached || !p.Held() {
+			return Ignore, s
+		}
+		s.phase = Expired
+	case End:
+		if p > Parked {
+			return Ignore, s
+		}
+		s.phase = Ended
+	case Settle:
+		if !from.Here || p != Ended && !p.Released() {
+			return Ignore, s
+		}
+		s.phase = Settled
+	case Shutdown:
+		if p > Parked {
+			return Ignore, s
+		}
+		s.phase = Running // it runs to its end: it takes no more outputs
+	case Steer:
+		switch {
+		case !from.Here:
+			return RefuseNotFound, s
+		case p.Released():
+			return RefuseNotActive, s
+		case p >= Ended:
+			return RefuseCompleted, s
+		case p != Running && s.checkpoints:
+			return RefuseDurable, s
+		}
+	case Hold:
+		if !s.checkpoints || p > Pausing || s.holding {
+			return Ignore, s
+		}
+		s.holding = true
+	case Written:
+		if !s.holding {
+			return Ignore, s
+		}
+		s.holding, s.checkpointed, s.durable = false, true, true
+	case Unwritten:
+		if !s.holding {
+			return Ignore, s
+		}
+		s.holding = false
+	case Fence:
+		if !p.Held() {
+			return Ignore, s
+		}
+		s.phase, s.holding = Fenced, false
+	case HandOver:
+		if p != Pausing && p != Parked || !s.durable || s.holding {
+			return Ignore, s
+		}
+		s.phase = HandedOver
+	case Hibernate:
+		if p != Parked || !s.durable || s.link == Replaying || s.waking || s.outputsIn {
+			return Ignore, s
+		}
+		s.phase = Hibernated
+	case Awake:
+		if !s.waking {
+			return Ignore, s
+		}
+		s.waking = false
+	}
+	return Allow, s
+}
