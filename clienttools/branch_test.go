@@ -142,17 +142,15 @@ func TestBranch(t *testing.T) {
 // prefix's sampling counts as model time (a fork's response times only its
 // own work, though its usage counts the prefix), every turn's server
 // timing is its own, none negative, and the turns sum to the Result's.
-// The model is paced, so that its time dwarfs the API's: a branch whose
-// prefix went uncounted shows half the model time as overhead.
+// The model is paced, a second to each step's first token: a branch whose
+// prefix went uncounted shows less model time than its two steps took.
+// No bound is put on the API's overhead, which a busy machine stretches.
 func TestBranchTimings(t *testing.T) {
 	t.Parallel()
 	r, err := sharedRenderer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A second to each step's first token: the API's own time, under the
-	// race detector on a busy machine, reached 0.29 s against 1 s of model
-	// time with half a second; this keeps it well under a quarter.
 	paced := sampler.Timing{TTFT: time.Second, TPS: 200}
 	base := server(t, runtime.Options{Models: map[string]runtime.Sampler{sampler.ScriptedModel: sampler.NewScripted(r, paced)}})
 	for _, mode := range []clienttools.Mode{clienttools.ModeSuspend, clienttools.ModeTurns} {
@@ -168,9 +166,13 @@ func TestBranchTimings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Two steps, each at least a paced first token: the model's
+			// time has that floor, whatever the machine's load; an
+			// uncounted step, or a prefix, falls below it.
+			floor := 2 * paced.TTFT
 			model, _, overhead := timeSplit(one)
-			if overhead > model/4 {
-				t.Fatalf("unbranched: API overhead %v against model %v", overhead, model)
+			if model < floor || overhead < 0 {
+				t.Fatalf("unbranched: model %v (at least %v), API overhead %v", model, floor, overhead)
 			}
 			results, err := c.Branch(t.Context(), ro, make([]clienttools.Branch, 2))
 			if err != nil {
@@ -178,12 +180,9 @@ func TestBranchTimings(t *testing.T) {
 			}
 			for i, res := range results {
 				bModel, bTools, bOverhead := timeSplit(res)
-				if d := bModel - model; d.Abs() > model/4 {
-					t.Errorf("branch %d: model %v, unbranched %v", i, bModel, model)
-				}
-				if bOverhead > model/4 {
-					t.Errorf("branch %d: API overhead %v of %v (model %v, tools %v); unbranched: %v of %v",
-						i, bOverhead, res.Elapsed, bModel, bTools, overhead, one.Elapsed)
+				if bModel < floor || bOverhead < 0 {
+					t.Errorf("branch %d: model %v (at least %v: the prefix's step and its own), API overhead %v of %v (tools %v); unbranched: model %v, overhead %v of %v",
+						i, bModel, floor, bOverhead, res.Elapsed, bTools, model, overhead, one.Elapsed)
 				}
 				var sum protocol.Timings
 				for j, turn := range res.Turns {

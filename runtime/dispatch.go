@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	goruntime "runtime"
 	"time"
@@ -14,25 +15,37 @@ import (
 // stepCall is one tool call sampled in the current step.
 type stepCall struct {
 	call  protocol.Call
-	tool  Tool
-	index int // output index of the call's item
-	pos   int // position of the call's item in the rollout's items
+	kind  callKind
+	tool  Tool // the hosted tool that runs it; nil for the client's calls, which the rollout's clientCalls answer
+	index int  // output index of the call's item
+	pos   int  // position of the call's item in the rollout's items
 
-	toolFinishes bool // the call's item is the tool's own (web_search_call): done when the tool returns
+	toolFinishes bool   // the call's item is the tool's own (web_search_call): done when the tool returns
+	approval     string // an MCP call the client approved: the id of the approval request
 }
 
-// toolFor routes a sampled call: a hosted tool the request offered, an MCP
-// server's tool (which may make c an approval request for the client),
-// else the client (protocol.RunnerOf says which types are which; the
+// callKind is who answers a call, which decides its output item.
+type callKind uint8
+
+const (
+	clientCall   callKind = iota // the client's: a function_call (or its typed kin) the client answers
+	hostedCall                   // a hosted tool's: its own item (web_search_call) or the function_call it answers
+	mcpCall                      // an MCP server's tool: an mcp_call
+	approvedCall                 // an MCP server's tool, which the client approved: an mcp_call naming the approval
+)
+
+// route routes a sampled call: to a hosted tool the request offered, an
+// MCP server's tool (which may make c an approval request for the client),
+// else to the client (protocol.RunnerOf says which types are which; the
 // members of the request's namespaces are always the client's).
-func (r *rollout) toolFor(c *protocol.Call) Tool {
+func (r *rollout) route(c *protocol.Call) *stepCall {
 	if t, ok := r.hosted[c.Name]; ok && c.Namespace == "" && c.Type == protocol.ItemFunctionCall {
-		return t
+		return &stepCall{kind: hostedCall, tool: t}
 	}
-	if t, ok := r.mcpTool(c); ok {
-		return t
+	if sc := r.routeMCP(c); sc != nil {
+		return sc
 	}
-	return r.client
+	return &stepCall{kind: clientCall}
 }
 
 // startItem is the in-progress output item of a call: a function_call or a
@@ -40,17 +53,15 @@ func (r *rollout) toolFor(c *protocol.Call) Tool {
 // at output index (its id drawn from it: outputID).
 func (r *rollout) startItem(c *stepCall, index int) protocol.Item {
 	id := func(prefix string) string { return outputID(r.resp.ID, prefix, index) }
-	switch t := c.tool.(type) {
-	case *mcpServer:
+	switch {
+	case c.kind == mcpCall:
 		c.call.ID = id("mcp")
 		return &protocol.MCPCall{ID: c.call.ID, ServerLabel: c.call.Namespace, Name: c.call.Name, Status: protocol.StatusInProgress}
-	case approvedCall:
+	case c.kind == approvedCall:
 		c.call.ID = id("mcp")
 		return &protocol.MCPCall{ID: c.call.ID, ServerLabel: c.call.Namespace, Name: c.call.Name, Arguments: c.call.Input,
-			ApprovalRequestID: &t.request, Status: protocol.StatusInProgress}
-	}
-	switch {
-	case c.tool.Definition().Type == protocol.ToolWebSearch:
+			ApprovalRequestID: &c.approval, Status: protocol.StatusInProgress}
+	case c.kind == hostedCall && c.tool.Definition().Type == protocol.ToolWebSearch:
 		c.call.ID = id("ws")
 		return &protocol.WebSearchCall{ID: c.call.ID, Status: protocol.StatusInProgress}
 	case c.call.Type == protocol.ItemMCPApprovalRequest:
@@ -89,23 +100,23 @@ func markStatus(it protocol.Item, status protocol.ItemStatus) {
 	}
 }
 
-// dispatch runs the step's calls concurrently through their tools and adds
-// their results to the context, in output order, then the messages steered
-// in meanwhile. open reports that a call stays open for the next turn, which
+// dispatch runs the step's hosted calls concurrently through their tools,
+// while the rollout's clientCalls answer the client's, and adds their
+// results to the context, in output order, then the messages steered in
+// meanwhile. open reports that a call stays open for the next turn, which
 // ends this response.
 func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 	calls := r.calls
 	t0 := r.srv.now()
-	beginStep(calls)
 	results := make([]protocol.Item, len(calls))
 	r.mu.Lock()
 	r.results, r.settled = results, make([]bool, len(calls))
 	r.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
-	var parked []int // the calls a parker answers, waited for below
+	var client []int // the client's calls, answered below
 	for i, c := range calls {
-		if _, ok := c.tool.(parker); ok {
-			parked = append(parked, i)
+		if c.kind == clientCall {
+			client = append(client, i)
 			continue
 		}
 		g.Go(func() (err error) {
@@ -123,14 +134,42 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 			return nil
 		})
 	}
-	var parkErr error
-	if len(parked) > 0 {
-		parkErr = r.answerParked(gctx, parked)
+	var clientErr error
+	if len(client) > 0 {
+		clientErr = r.answerClient(ctx, client)
 	}
 	if err = g.Wait(); err == nil {
-		err = parkErr
+		err = clientErr
+	}
+	return r.endOrPark(t0, client, err)
+}
+
+// endOrPark ends the step begun at t0 (endStep), whose calls have their
+// results (err: the rollout is ending), or parks the loop on the client's
+// calls, those at client, when their outputs are not in (errParked).
+func (r *rollout) endOrPark(t0 time.Time, client []int, err error) (open bool, _ error) {
+	if errors.Is(err, errParked) {
+		r.parked = &parkedStep{t0: t0, client: client}
+		return false, err
 	}
 	return r.endStep(t0, err)
+}
+
+// parkedStep is a step whose loop parked on its client's calls (errParked)
+// once its hosted calls had returned: when it began, and which of its
+// calls are the client's.
+type parkedStep struct {
+	t0     time.Time
+	client []int
+}
+
+// resumeStep goes on with the step the loop parked in: it settles the
+// client's calls with their outputs and ends the step. Asked too soon, it
+// parks again.
+func (r *rollout) resumeStep(ctx context.Context) (end bool, err error) {
+	p := r.parked
+	r.parked = nil
+	return r.endOrPark(p.t0, p.client, r.answerClient(ctx, p.client))
 }
 
 // settleResult records call i's result, which a fork of the rollout
@@ -141,19 +180,27 @@ func (r *rollout) settleResult(i int, item protocol.Item) {
 	r.mu.Unlock()
 }
 
-// answerParked parks on the step's client calls (the calls at parked) and
-// settles them with the outputs their parker returns; an error means the
-// rollout is ending. The append that answers the pause may resume the
+// answerClient asks the rollout's clientCalls for the outputs of the
+// step's client calls (the calls at idx) and settles the calls with them,
+// or leaves them open (no outputs). errParked means they are not in yet;
+// any other error, that the rollout is ending. It asks with the loop's
+// context, not the step's errgroup's: the loop may ask again after the
+// hosted calls have returned.
+// A suspended rollout's append that answers the pause may resume the
 // response meanwhile (resumeAnsweredLocked, under the lock): nothing here
 // writes the rollout's state before settleCall takes the lock.
-func (r *rollout) answerParked(ctx context.Context, parked []int) error {
-	calls := r.calls
-	outs, err := calls[parked[0]].tool.(parker).park(ctx)
+func (r *rollout) answerClient(ctx context.Context, idx []int) error {
+	calls := make([]protocol.Call, len(idx))
+	for n, i := range idx {
+		calls[n] = r.calls[i].call
+	}
+	outs, err := r.client.answer(ctx, calls)
 	if err != nil {
 		return err
 	}
-	for _, i := range parked {
-		r.settleResult(i, r.settleCall(calls[i], outs[calls[i].call.CallID], nil))
+	for _, i := range idx {
+		c := r.calls[i]
+		r.settleResult(i, r.settleCall(c, outs[c.call.CallID], nil))
 	}
 	return nil
 }
@@ -179,7 +226,7 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		switch {
 		case res == nil:
 			open = true
-		case answeredByClient(calls[i]) || res.ItemID() != calls[i].call.ID:
+		case calls[i].kind == clientCall || res.ItemID() != calls[i].call.ID:
 			// A client's output joins whatever id it gave itself (even
 			// its call's).
 			r.items = append(r.items, res)
@@ -214,23 +261,6 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	return false, nil
 }
 
-// beginStep tells the tools that see their calls of a step together which
-// calls are theirs, in output order.
-func beginStep(calls []*stepCall) {
-	var byTool map[stepTool][]protocol.Call
-	for _, c := range calls {
-		if t, ok := c.tool.(stepTool); ok {
-			if byTool == nil {
-				byTool = make(map[stepTool][]protocol.Call)
-			}
-			byTool[t] = append(byTool[t], c.call)
-		}
-	}
-	for t, cs := range byTool {
-		t.beginStep(cs)
-	}
-}
-
 // settleCall finishes a call's output item with what its tool returned, and
 // returns the call's result: the tool's own item replaces the call's; a call
 // whose item waits for its tool is completed by any other result. A tool's
@@ -249,7 +279,11 @@ func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protoco
 			markStatus(item, protocol.StatusFailed)
 			r.itemDoneLocked(c.index, item)
 		}
-	case item != nil && item.ItemID() == c.call.ID && !answeredByClient(c):
+	case item != nil && item.ItemID() == c.call.ID && c.kind != clientCall:
+		// A hosted tool's own item replaces the call's. A client's output
+		// never does, whatever id it claims: it joins the context after
+		// the step (endStep), so that a fork's items, shared with its
+		// original, are never written.
 		r.resp.Output[c.index] = item
 		r.items[c.pos] = item
 		if c.toolFinishes {
@@ -260,15 +294,6 @@ func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protoco
 		r.itemDoneLocked(c.index, r.resp.Output[c.index])
 	}
 	return item
-}
-
-// answeredByClient reports whether c's result comes from the client (a
-// suspended rollout's response.append): such an output is added to the
-// context, never put in place of the call's item, whatever id it claims,
-// so that a fork's items, shared with its original, are never written.
-func answeredByClient(c *stepCall) bool {
-	_, ok := c.tool.(parker)
-	return ok
 }
 
 // emitFor stamps a tool's progress event with its call's item and sends it.

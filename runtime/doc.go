@@ -25,50 +25,64 @@
 //	      -> loop { before the step: list MCP servers' tools (first step),
 //	                run the MCP calls the client approved
 //	                Sampler.Sample -> events -> sink -> writer
-//	                dispatch the step's calls (errgroup): Tool.Call, hosted
-//	                and client alike }
+//	                dispatch the step's calls: the hosted ones' Tool.Call
+//	                (errgroup), the client's to the rollout's clientCalls }
 //	      -> terminal response -> cache (+ store) (+ the conversation's items)
 //
 // Both of OpenAI's designs are that one loop; the loop does not know which
-// it runs. Calls that no hosted tool takes go to the rollout's client Tool.
-// In cached-state turns (and over HTTP) that tool leaves them open: the
+// it runs. Calls that no hosted tool takes are the client's, and go to the
+// rollout's clientCalls, the one seam between the loop and the design. In
+// cached-state turns (and over HTTP) it leaves them open (openCalls): the
 // response ends and its state stays in the connection cache for the next
 // response.create with previous_response_id. In a suspended rollout
-// (suspend: true) the client tool is the rollout's suspension: the loop's
-// own goroutine parks on the step's client calls there (while the hosted
-// ones run), has the pause announced with response.done and takes the
-// outputs response.append delivers; the whole rollout is one response, which
-// outlives its connection for the resume window. Over HTTP the state comes
-// from the request or the store.
+// (suspend: true) it is the rollout's suspension, which has the pause
+// announced with response.done and returns the outputs response.append
+// delivers; until they are in, the loop returns errParked and its goroutine
+// ends: a parked loop is a value (the rollout, its step in
+// rollout.parked), and the append that brings the last output, or whatever
+// ends the rollout meanwhile, drives it on from there on a goroutine of its
+// own (rollout.kick). The whole rollout is one response, which outlives its
+// connection for the resume window. Over HTTP the state comes from the
+// request or the store.
 //
 // # A suspended rollout's life
 //
-// A suspension owns a suspended rollout's state; sessions ask it. Every
-// event is decided by the suspension from one table (suspRules in
-// suspension.go, with decide judging who sent it), and its refusals are
-// built there. Its state is one of running, pausing, parked, ended, settled,
-// expired; separately it is attached to one connection (live, or replaying:
-// a resuming connection catching up from the replay log, while new frames
-// wait in the log) or detached:
+// A suspension owns a suspended rollout's state, one lifecycle.State
+// (package runtime/internal/lifecycle): its phase, the connection it
+// reports to, where its checkpoint stands. Every event, its client's, its
+// loop's, its timers', its store's and the server's, is submitted to that
+// state (suspension.applyLocked), which lifecycle.Decide judges, sender
+// and all, and which nothing else writes; the refusals a client reads are
+// built in one place from its verdicts (suspension.refusal). Its phase is
+// one of running, pausing, parked, ended, settled, expired, or released to
+// its checkpoint (fenced, handed over, hibernated: it sends nothing more);
+// it is attached to a connection (live, or replaying: a resuming connection
+// catching up from the replay log, while new frames wait in the log) or
+// detached:
 //
-//	         the loop waits on the            the pause's response.done goes
-//	         step's client calls              out (after the step's held
-//	running ----------------------> pausing   output_item.done events) ----> parked
-//	   ^  ^                            |                                       |
-//	   |  +---- cancel, shutdown ------+                                       |
+//	         the loop asks its clientCalls      the pause's response.done goes
+//	         for the step's client calls        out (after the step's held
+//	running ---------------------------> pausing  output_item.done events,
+//	   ^  ^                                 |     and its checkpoint) -----> parked
+//	   |  +---- cancel, shutdown -----------+                                  |
 //	   +---- the last pending call gets its output (response.append) ---------+
 //	   +---- cancel, Suspension.Timeout, shutdown: aborted, runs to its end ---+
 //	   |
-//	   v  run returns (terminal frame held)
+//	   v  the loop returns (terminal frame held)
 //	 ended --- its connection takes the result ---> settled
 //
-//	attached --- connection drops ---> detached --- Suspension.Suspension.ResumeWindow ---> expired
+//	running, pausing, parked, ended --- another server took it over ---> fenced
+//	pausing, parked at its checkpoint --- shutdown ---> handed over
+//	parked at its checkpoint --- Suspension.HibernateAfter ---> hibernated
+//
+//	attached --- connection drops ---> detached --- SuspensionOptions.ResumeWindow ---> expired
 //	attached <-- response.resume -----  detached
 //	attached --- response.resume from another connection (takeover) ---> attached there
 //
-// What each event does, by state (every other combination is refused with
-// the code shown, and the connection stays usable; TestSuspensionRules
-// checks every pair):
+// What each of its client's events does, by phase (every other combination
+// is refused with the code shown, and the connection stays usable;
+// lifecycle's tests check every event in every state value, and
+// TestSuspensionRules the codes):
 //
 //   - response.append, from the attached connection on the rollout's lane:
 //     parked: delivers (the rollout is running again the moment the last
@@ -76,33 +90,36 @@
 //     returned, that append sends the response.in_progress itself, under
 //     the rollout's lock: suspension.deliver); running or pausing:
 //     response_not_suspended; ended, settled, expired, other connection:
-//     response_not_found; other lane: stream_id_mismatch.
+//     response_not_found; other lane: stream_id_mismatch; fenced or handed
+//     over: nothing (another server answers it); hibernated: wakes it.
 //   - response.steer, from the attached connection (it names no lane):
 //     running or pausing: its input waits in the rollout's inbox for the
-//     step's end (steer.go); parked: the same, and pending is told at once;
-//     ended, settled, expired: response_already_completed; other
-//     connection: response_not_found.
+//     step's end (steer.go); parked: the same, and pending is told at once
+//     (a durable rollout's pause refuses it: steering_not_supported);
+//     ended, settled, expired: response_already_completed; released:
+//     response_not_active; other connection: response_not_found.
 //   - response.create on the lane: refused with stream_suspended while
 //     parked on this connection; otherwise it queues behind the rollout
 //     (FIFO).
 //   - response.cancel: running, pausing or parked: the rollout ends
-//     cancelled.
+//     cancelled; hibernated: wakes it, to be cancelled.
 //   - response.fork, from the attached connection on the rollout's lane:
-//     parked, no output of the pause appended and no hosted call of the step
+//     parked, nothing of the pause appended and no hosted call of the step
 //     still running: the state at the pause is taken (fork.go) and each lane
 //     named gets, in its turn, a new suspended rollout parked on the same
 //     calls; otherwise response_not_suspended.
 //   - response.resume, same credentials, from a connection it is not
 //     attached to: running, pausing, parked or ended: attaches, replays
 //     what the client missed (the pending response.done again when parked),
-//     and the lane follows it; settled: its tail (tail.go) is read back, for
-//     the resume window, in case the connection that settled it was dying;
-//     expired: response_not_found.
+//     and the lane follows it; released: taken over from its checkpoint;
+//     settled: its tail (tail.go) is read back, for the resume window, in
+//     case the connection that settled it was dying; expired:
+//     response_not_found.
 //   - connection drops: attached becomes detached and the resume window
-//     starts (not once settled or expired, nor at shutdown); its frames go
-//     to the replay log meanwhile.
+//     starts (not once settled, expired or released, nor at shutdown); its
+//     frames go to the replay log meanwhile.
 //   - Suspension.Timeout, while parked: the rollout fails (client_tool_timeout).
-//   - run returns: ended; the connection it is attached to settles it
+//   - the loop returns: ended; the connection it is attached to settles it
 //     (caches its conversation, sends its terminal frame). Ended while
 //     detached, it waits for a resume, or expires.
 //   - Shutdown: after the drain (shutdown.go), running, pausing or parked,
@@ -116,14 +133,14 @@
 // server. At each pause, the rollout's state (pause.go's pauseState) and
 // the frames since its client last appended are written to the store
 // before the pause's response.done goes out: until the write is done the
-// frame waits in the replay log (suspension.holding), written by a
+// frame waits in the replay log (its state is holding), written by a
 // goroutine of its own, so the rollout's producer never waits on the store.
 // The rollout owns its checkpoint by an epoch (1 where it began); a
 // response.resume on a server that does not hold the rollout loads the
 // checkpoint under the connection's tenant and credentials, raises the epoch
 // (a compare-and-swap), rebuilds the loop parked at that pause under its own
 // id, without announcing the pause again (the first park of a rollout taken
-// over is silent: rollout.parkAnnounced), and replays what the client
+// over is silent: suspension.parkSilently), and replays what the client
 // missed. The server that held it finds out at its next checkpoint, fenced
 // out, and stops it without a frame more. A rollout that ends drops its
 // checkpoint, leaving its epoch, so a fenced server cannot write it again.

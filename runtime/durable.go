@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // This file makes suspended rollouts durable when the server has
@@ -138,7 +139,7 @@ func (s *Server) checkpointTTL() time.Duration {
 // it reports whether the write started.
 func (sp *suspension) checkpointLocked(done frame) bool {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || sp.released == fenced {
+	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow {
 		return false
 	}
 	ps, perr := sp.ro.pauseStateLocked()
@@ -148,7 +149,7 @@ func (sp *suspension) checkpointLocked(done frame) bool {
 	}
 	ps.Creds, ps.Answered, ps.ClientSteps = sp.creds, maps.Clone(sp.answered), sp.steps
 	frames := append(slices.Clip(sp.log), done)
-	sp.holding = true
+	sp.applyLocked(lifecycle.Hold, nil, "", "")
 	sp.srv.wg.Add(1)
 	go sp.writeCheckpoint(cps, ps, frames, sp.epoch)
 	return true
@@ -163,10 +164,10 @@ func (sp *suspension) checkpointLocked(done frame) bool {
 // lock and has the last pending call's output.
 func (sp *suspension) checkpointAnswerLocked() bool {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.durablePause || sp.released == fenced || sp.lastCheckpoint == nil {
+	if cps == nil || !sp.st.Durable() || sp.st.Phase().Released() || sp.lastCheckpoint == nil {
 		return false
 	}
-	d, answer, done, epoch, tenant := *sp.lastCheckpoint, slices.Clone(sp.appended), sp.answer, sp.epoch, sp.ro.tenant
+	d, answer, epoch, tenant := *sp.lastCheckpoint, slices.Clone(sp.appended), sp.epoch, sp.ro.tenant
 	sp.srv.wg.Add(1)
 	go func() {
 		defer sp.srv.wg.Done()
@@ -185,7 +186,7 @@ func (sp *suspension) checkpointAnswerLocked() bool {
 		case err != nil:
 			sp.srv.log.Warn("answer not checkpointed", "response_id", sp.id, "err", err)
 		}
-		close(done)
+		sp.readyLocked()
 	}()
 	return true
 }
@@ -209,25 +210,26 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	sp.holding = false
 	switch {
 	case errors.Is(err, ErrFenced):
+		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
 		sp.fenceLocked()
 		return
 	case err != nil:
 		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
+		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
 	default:
-		sp.checkpointed, sp.durablePause, sp.lastCheckpoint = true, true, d
-		if sp.state == suspPausing && sp.released == stayed && sp.srv.closing() {
-			// The server is draining: handed over here, its pause not
-			// sent, for its client to resume (and be shown the pause)
-			// on another server, rather than answered here.
-			sp.releaseLocked(handedOver)
+		sp.applyLocked(lifecycle.Written, nil, "", "")
+		sp.lastCheckpoint = d
+		// The server is draining: handed over here, its pause not sent,
+		// for its client to resume (and be shown the pause) on another
+		// server, rather than answered here.
+		if sp.srv.closing() && sp.releaseLocked(lifecycle.HandOver) {
 			return
 		}
 	}
 	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
-	if sp.sess == nil || sp.replaying {
+	if sp.sess == nil || sp.st.Replaying() {
 		return // a resuming connection replays them
 	}
 	for _, f := range sp.log {
@@ -237,34 +239,40 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 	}
 }
 
-// release is why a rollout left this server for its checkpoint, if it did:
-// it sends nothing more, and ends without dropping the checkpoint.
-type release int
-
-const (
-	stayed     release = iota // it did not: the rollout is this server's
-	fenced                    // another server took it over
-	handedOver                // released at Shutdown, to whichever server its client resumes on
-	hibernated                // released to its checkpoint (Suspension.HibernateAfter), to whichever server the next event naming it reaches
-)
-
-// releaseLocked ends the rollout here for why, its checkpoint kept: its
-// timers stop, and its loop, aborted, returns.
-func (sp *suspension) releaseLocked(why release) {
-	sp.released = why
+// releaseLocked submits ev (lifecycle.Fence, HandOver or Hibernate), which
+// releases the rollout to its checkpoint when its state allows: it sends
+// nothing more, its timers stop, and its loop, aborted, returns without
+// dropping the checkpoint. It reports whether it did.
+func (sp *suspension) releaseLocked(ev lifecycle.Event) bool {
+	if v, _ := sp.applyLocked(ev, nil, "", ""); v != lifecycle.Allow {
+		return false
+	}
 	sp.stopTimerLocked()
 	if sp.expiry != nil {
 		sp.expiry.Stop()
 		sp.expiry = nil
 	}
-	sp.ro.abort([...]error{fenced: errFenced, handedOver: errHandedOver, hibernated: errHibernated}[why])
+	sp.ro.abort(releaseCause(sp.st.Phase()))
+	return true
+}
+
+// releaseCause is what a rollout released to its checkpoint ends with.
+func releaseCause(p lifecycle.Phase) error {
+	switch p {
+	case lifecycle.Fenced:
+		return errFenced
+	case lifecycle.HandedOver:
+		return errHandedOver
+	}
+	return errHibernated
 }
 
 // fenceLocked stops a rollout another server has taken over: it sends
 // nothing more, and ends.
 func (sp *suspension) fenceLocked() {
-	sp.srv.log.Info("suspended rollout taken over by another server", "response_id", sp.id)
-	sp.releaseLocked(fenced)
+	if sp.releaseLocked(lifecycle.Fence) {
+		sp.srv.log.Info("suspended rollout taken over by another server", "response_id", sp.id)
+	}
 }
 
 // dropCheckpointLocked ends the checkpoint of a rollout that has ended,
@@ -272,7 +280,7 @@ func (sp *suspension) fenceLocked() {
 // flight, whichever lands first.
 func (sp *suspension) dropCheckpointLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.checkpointed && !sp.holding || sp.released != stayed {
+	if cps == nil || !sp.st.Checkpointed() && !sp.st.Holding() || sp.st.Phase().Released() {
 		return
 	}
 	tenant, epoch, ttl := sp.ro.tenant, sp.epoch, sp.srv.checkpointTTL()
@@ -354,7 +362,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	ro.start = j.received
 	// Registered before the takeover too: a server at its bound of
 	// suspended rollouts leaves the rollout to its owner, or another.
-	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
+	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(answer == nil, j.wake))
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr)
 	}
@@ -362,48 +370,26 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		sess.srv.unregister(sp)
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}
-	parked := make(chan struct{})
-	sp.mu.Lock()
-	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
-	sp.durablePause = answer == nil // the store has this pause (and, answered, its answer)
-	sp.lastCheckpoint, sp.paused, sp.replaying = lc.data, true, !j.wake
-	if lc.data.Parked > 0 && answer == nil { // answered, the pause did not time out
-		sp.deadline = time.UnixMilli(lc.data.Parked).Add(sess.srv.opts.Suspension.Timeout)
-	}
-	from := frames[len(frames)-1].seq // the pause
-	if answer != nil {
-		// Answered: the client saw the pause; the step runs again from its
-		// start, and the client gets what it has not seen of it.
-		sp.preAnswered = answer
-	} else {
-		sp.log, sp.lastDone = frames, &frames[len(frames)-1]
-		for _, f := range frames {
-			sp.logBytes += len(f.b)
-		}
-	}
-	if j.after != nil {
-		if answer != nil && *j.after > from && !deterministic(ro.model) {
-			// The client saw part of the step, which runs again from its
-			// start and may come out otherwise: announced, and numbered
-			// after what the client has, so that every frame of the run
-			// again reaches it.
-			ro.restart = &protocol.StepRestartedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventStepRestarted},
-				DiscardAfter: from, OutputIndex: len(ps.Response.Output)}
-			ro.order.seq = *j.after + 1
-		}
-		from = *j.after
-	}
-	if answer != nil || j.wake {
-		sp.sent = from // the client has it: the pause it answers, or the step run again
+	pause := frames[len(frames)-1].seq
+	if answer != nil && j.after != nil && *j.after > pause && !deterministic(ro.model) {
+		// The client saw part of the step, which runs again from its
+		// start and may come out otherwise: announced, and numbered after
+		// what the client has, so that every frame of the run again
+		// reaches it.
+		ro.restartStep(*j.after, pause, len(ps.Response.Output))
 	}
 	var wakes []*wakeEvent
 	if j.wake {
 		// What the session queued so far is taken as the rollout parks;
 		// what it queues from now on, once it has (settleWake). The
-		// rollout does not hibernate again meanwhile.
+		// rollout does not hibernate again meanwhile (its state is
+		// waking).
 		wakes = sess.wakeEvents(j.id)
-		sp.wakes, sp.waking = wakes, true
 	}
+	parked := make(chan struct{})
+	sp.mu.Lock()
+	from := sp.restoreLocked(cp.Epoch, lc, j, parked)
+	sp.wakes = wakes
 	sp.mu.Unlock()
 	if !j.wake {
 		sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
@@ -415,10 +401,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	case <-sess.ctx.Done():
 		if j.wake {
 			sp.detach(sess) // the lane never followed it: teardown does not know it
-			sp.mu.Lock()
-			sp.waking = false // nothing more comes from this connection: it may hibernate again
-			sp.sleepLocked()
-			sp.mu.Unlock()
+			sp.wakeDone()   // nothing more comes from this connection: it may hibernate again
 		}
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
@@ -437,6 +420,37 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 func deterministic(m Sampler) bool {
 	d, ok := m.(interface{ Deterministic() bool })
 	return ok && d.Deterministic()
+}
+
+// restoreLocked sets up the rollout taken over from lc, whose store had it
+// at epoch, for its first park (closing parked) and for what its client
+// has: it returns the sequence_number the client's replay starts after.
+// Answered in the checkpoint, the step runs again from its start, and the
+// client gets what it has not seen of it; unanswered, its log is the
+// checkpoint's frames, the pause's response.done last. The caller holds mu.
+func (sp *suspension) restoreLocked(epoch uint64, lc *loadedCheckpoint, j *takeoverJob, parked chan struct{}) (from int) {
+	frames, answer := lc.frames, lc.answer
+	sp.epoch, sp.parkedCh = epoch+1, parked
+	sp.lastCheckpoint, sp.paused = lc.data, true
+	if lc.data.Parked > 0 && answer == nil { // answered, the pause did not time out
+		sp.deadline = time.UnixMilli(lc.data.Parked).Add(sp.srv.opts.Suspension.Timeout)
+	}
+	from = frames[len(frames)-1].seq // the pause
+	if answer != nil {
+		sp.preAnswered = answer
+	} else {
+		sp.log, sp.lastDone = frames, &frames[len(frames)-1]
+		for _, f := range frames {
+			sp.logBytes += len(f.b)
+		}
+	}
+	if j.after != nil {
+		from = *j.after
+	}
+	if answer != nil || j.wake {
+		sp.sent = from // the client has it: the pause it answers, or the step run again
+	}
+	return from
 }
 
 // notFound is what the job's event is told when there is no rollout to
@@ -478,23 +492,21 @@ func (sess *session) takeoverError(j *takeoverJob, err error) *protocol.Error {
 		"The store of suspended rollouts did not answer; send the event again.")
 }
 
-// parkAnnounced parks a rollout taken over from its checkpoint on the
+// parkSilently parks a rollout taken over from its checkpoint on the
 // step's calls without announcing the pause again: the server that wrote
-// the checkpoint sent its response.done, which the resume replays.
-func (r *rollout) parkAnnounced(calls []protocol.PendingCall, sp *suspension) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.resp.Status = protocol.ResponseRequiresAction
-	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
-		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
-	r.resp.DropEcho() // parked, as at an announced pause (pauseLocked)
+// the checkpoint sent its response.done, which the resume replays. The
+// rollout's lock first, as the lock order says.
+func (sp *suspension) parkSilently(calls []protocol.PendingCall) {
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
+	sp.ro.requireActionSilentlyLocked(calls)
 	sp.mu.Lock()
 	sp.parkLocked()
 	sp.takeAnswersLocked()
 	close(sp.parkedCh)
 	sp.parkedCh = nil
 	sp.mu.Unlock()
-	r.srv.notify()
+	sp.srv.notify()
 }
 
 // handOver releases, at Shutdown, the rollouts parked at a pause that is in
@@ -520,11 +532,7 @@ func (s *Server) handOver() map[*rollout]bool {
 func (sp *suspension) handOver() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.state != suspParked || !sp.durablePause || sp.released != stayed {
-		return false
-	}
-	sp.releaseLocked(handedOver)
-	return true
+	return sp.releaseLocked(lifecycle.HandOver)
 }
 
 // handingOver reports whether the server, shutting down with checkpoints,
@@ -554,11 +562,12 @@ const (
 func (sp *suspension) reclaim(ctx context.Context) reclaimed {
 	cps := sp.srv.opts.Checkpoints
 	sp.mu.Lock()
-	epoch, ok, asleep := sp.epoch, cps != nil && sp.checkpointed && !sp.holding && sp.released == stayed, sp.released == hibernated
+	epoch, st := sp.epoch, sp.st
 	sp.mu.Unlock()
-	if asleep {
+	if st.Phase().Released() {
 		return reclaimMoved // its checkpoint holds it: take it over from there
 	}
+	ok := cps != nil && st.Checkpointed() && !st.Holding()
 	if !ok {
 		return reclaimHeld
 	}

@@ -38,6 +38,11 @@ var (
 	errCheckpointBehind = errors.New("runtime: the rollout's checkpoint is older than what its client saw")
 )
 
+// errParked is what a suspended rollout's loop returns when it parks on
+// its client's calls: its goroutine ends there, and the rollout waits as a
+// value for its outputs (rollout.sleep, kick).
+var errParked = errors.New("runtime: parked on the client's calls")
+
 // errSettledTool is a restored step's hosted call run again, which restore
 // never does: its result came with the pause.
 var errSettledTool = errors.New("runtime: a settled call's tool was called again")

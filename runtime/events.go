@@ -197,7 +197,7 @@ func (r *rollout) putLocked(ev protocol.Event) {
 	r.out.encode.Add(int64(r.srv.now().Sub(t0)))
 	if err != nil {
 		o.err = err
-		r.stop.abort(err)
+		r.abort(err)
 	}
 }
 
@@ -272,9 +272,9 @@ func (r *rollout) flushDoneLocked() {
 
 // requireAction pauses the response on the client: once the output_item.done
 // events before it are out, the response's status is requires_action and
-// response.done lists calls. Tools call it from their Call goroutine; the
-// loop announces the end of the pause (response.in_progress) when the step's
-// tools have returned.
+// response.done lists calls. The suspension calls it on the loop's
+// goroutine as it announces a pause; resumeLocked, and nothing else, ends
+// the pause with response.in_progress.
 func (r *rollout) requireAction(calls []protocol.PendingCall) {
 	r.mu.Lock()
 	if len(r.order.held) > 0 {
@@ -283,6 +283,30 @@ func (r *rollout) requireAction(calls []protocol.PendingCall) {
 		r.pauseLocked(calls)
 	}
 	r.mu.Unlock()
+}
+
+// requireActionSilentlyLocked pauses the response on the client without
+// announcing it: a rollout taken over at a pause whose response.done the
+// server that wrote its checkpoint sent. The caller holds mu.
+func (r *rollout) requireActionSilentlyLocked(calls []protocol.PendingCall) {
+	r.resp.Status = protocol.ResponseRequiresAction
+	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
+		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
+	r.resp.DropEcho() // parked, as at an announced pause (pauseLocked)
+}
+
+// restartStep has a rollout taken over in the middle of a step, from a
+// model that may not say the same twice, announce the step's run again as
+// it begins (resumeLocked): its client, which has every frame up to after,
+// drops what it has of the step after discardAfter (the pause's), and the
+// run again is numbered from after. outputIndex is the step's first
+// output index. It is called before the rollout starts.
+func (r *rollout) restartStep(after, discardAfter, outputIndex int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restart = &protocol.StepRestartedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventStepRestarted},
+		DiscardAfter: discardAfter, OutputIndex: outputIndex}
+	r.order.seq = after + 1
 }
 
 func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
@@ -338,8 +362,9 @@ func (r *rollout) stepView() *protocol.Response {
 // step's tool time and the outputs' rendering from the next event on: the
 // loop adds them as it takes the outputs in.
 //
-// The loop is parked, or waits for the lock in settleCall, so what it
-// writes without the lock (the usage, the timings) is still.
+// The loop is parked (no goroutine runs it), or is being driven on and
+// waits for the lock in settleCall, so what it writes without the lock
+// (the usage, the timings) is still.
 func (r *rollout) resumeAnsweredLocked(parked int) {
 	if r.ctx.Err() != nil {
 		return

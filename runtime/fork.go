@@ -68,7 +68,7 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	}
 	switch {
 	case ro != nil:
-		return errNotSuspendedRollout(ev.ResponseID, evFork)
+		return errNotSuspendedRollout(ev.ResponseID, true)
 	case sp == nil:
 		return errNoSuspended(ev.ResponseID)
 	}

@@ -139,14 +139,14 @@ func (s *mcpServer) run(ctx context.Context, call protocol.Call, approval *strin
 	return item, nil
 }
 
-// approvedCall is a call the client approved: it runs on its server, and
-// its mcp_call item names the approval request.
-type approvedCall struct {
+// approvedMCP runs a call the client approved on its server: the call's
+// mcp_call item names the approval request.
+type approvedMCP struct {
 	*mcpServer
 	request string
 }
 
-func (a approvedCall) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
+func (a approvedMCP) Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error) {
 	return a.run(ctx, call, &a.request, emit)
 }
 
@@ -503,19 +503,19 @@ func offeredTools(tools []protocol.Tool, servers map[string]*mcpServer) []protoc
 	return out
 }
 
-// mcpTool routes a sampled call of a server's tool: to the server, or,
+// routeMCP routes a sampled call of a server's tool: to the server, or,
 // when the tool needs approval, to the client as an approval request (c
-// becomes one). ok is false for a call of no server's.
-func (r *rollout) mcpTool(c *protocol.Call) (Tool, bool) {
+// becomes one). It is nil for a call of no server's.
+func (r *rollout) routeMCP(c *protocol.Call) *stepCall {
 	srv, ok := r.mcp[c.Namespace]
 	if !ok || c.Type != protocol.ItemFunctionCall {
-		return nil, false
+		return nil
 	}
 	if info, _ := srv.info(c.Name); srv.def.NeedsApproval(info) {
 		c.Type = protocol.ItemMCPApprovalRequest
-		return r.client, true
+		return &stepCall{kind: clientCall}
 	}
-	return srv, true
+	return &stepCall{kind: mcpCall, tool: srv}
 }
 
 // runApproved runs, as a step without sampling, the calls whose approval
@@ -535,7 +535,7 @@ func (r *rollout) runApproved(ctx context.Context) error {
 		queued[req.ID] = true
 		calls = append(calls, &stepCall{
 			call: protocol.Call{Type: protocol.ItemFunctionCall, Name: req.Name, Namespace: req.ServerLabel, Input: req.Arguments},
-			tool: approvedCall{r.mcp[req.ServerLabel], req.ID},
+			kind: approvedCall, tool: approvedMCP{r.mcp[req.ServerLabel], req.ID}, approval: req.ID,
 		})
 	}
 	r.approvedFrom = len(r.items)

@@ -56,9 +56,9 @@ type Options struct {
 	Store Store
 	// Checkpoints, when set, makes suspended rollouts durable: each pause
 	// is written there before its client sees it, and a response.resume
-	// of a rollout this server does not hold takes it over from there
-	// (see durable.go). Servers that share it resume each other's
-	// rollouts. Nil keeps a suspended rollout in its process only.
+	// of a rollout this server does not hold takes it over from there.
+	// Servers that share it resume each other's rollouts (see
+	// [Checkpoints]). Nil keeps a suspended rollout in its process only.
 	Checkpoints Checkpoints
 	// Keys, when set, are the API keys every request must bear (see Keys).
 	// Nil admits every request: run such a server on loopback only.
@@ -82,7 +82,7 @@ type Options struct {
 	// runtime/prommetrics exports it to Prometheus). Nil observes nothing.
 	Observer Observer
 	// SecretKey signs the client secrets POST /v1/client_secrets mints for
-	// browsers (see secrets.go); servers that share a store and take each
+	// browsers; servers that share a store and take each
 	// other's secrets share it. Nil is a random key: this server's secrets
 	// are taken by this server alone.
 	SecretKey []byte

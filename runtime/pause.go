@@ -97,7 +97,7 @@ func (c pausedCall) call() protocol.Call {
 // keep).
 func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	for i, c := range r.calls {
-		if !answeredByClient(c) && !r.settled[i] {
+		if c.kind != clientCall && !r.settled[i] {
 			return nil, errForkHostedRunning(r.resp.ID, c.call.Name)
 		}
 	}
@@ -118,7 +118,7 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	}
 	for i, c := range r.calls {
 		pc := pausedCall{Type: c.call.Type, ID: c.call.ID, CallID: c.call.CallID, Name: c.call.Name, Namespace: c.call.Namespace,
-			Input: c.call.Input, Status: c.call.Status, Index: c.index, Pos: c.pos, ToolFinishes: c.toolFinishes, Client: answeredByClient(c)}
+			Input: c.call.Input, Status: c.call.Status, Index: c.index, Pos: c.pos, ToolFinishes: c.toolFinishes, Client: c.kind == clientCall}
 		if !pc.Client && r.results[i] != nil {
 			pc.Result = protocol.Items{r.results[i]}
 		}
@@ -220,13 +220,13 @@ func (r *rollout) resumePaused(ctx context.Context) (open bool, err error) {
 	ps := r.paused
 	r.calls = make([]*stepCall, len(ps.Calls))
 	results := make([]protocol.Item, len(ps.Calls))
-	var parked []int
+	var client []int
 	settled := make([]bool, len(ps.Calls))
 	for i, pc := range ps.Calls {
-		c := &stepCall{call: pc.call(), index: pc.Index, pos: pc.Pos, toolFinishes: pc.ToolFinishes, tool: settledTool{}}
+		c := &stepCall{call: pc.call(), index: pc.Index, pos: pc.Pos, toolFinishes: pc.ToolFinishes, kind: hostedCall, tool: settledTool{}}
 		if pc.Client {
-			c.tool = r.client // the restored rollout's own suspension answers it
-			parked = append(parked, i)
+			c.kind, c.tool = clientCall, nil // the restored rollout's own suspension answers it
+			client = append(client, i)
 		} else {
 			if len(pc.Result) > 0 {
 				results[i] = pc.Result[0]
@@ -238,11 +238,10 @@ func (r *rollout) resumePaused(ctx context.Context) (open bool, err error) {
 	r.mu.Lock()
 	r.results, r.settled = results, settled
 	r.mu.Unlock()
-	beginStep(r.calls)
-	if len(parked) > 0 {
-		err = r.answerParked(ctx, parked)
+	if len(client) > 0 {
+		err = r.answerClient(ctx, client)
 	}
-	return r.endStep(t0, err)
+	return r.endOrPark(t0, client, err)
 }
 
 // settledTool stands for the hosted tool of a call that had its result

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -69,7 +70,7 @@ func finishRollout(t *testing.T, sp *suspension, sess *session, answer func(prot
 	t.Helper()
 	for range 8 {
 		sp.mu.Lock()
-		ended, calls := sp.state == suspEnded, slices.Clone(sp.step)
+		ended, calls := sp.st.Phase() == lifecycle.Ended, slices.Clone(sp.step)
 		sp.mu.Unlock()
 		if ended {
 			break

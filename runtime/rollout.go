@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -40,11 +41,12 @@ type rollout struct {
 	header       []sampler.Token       // rendered instructions and tools
 	hosted       map[string]Tool       // hosted tools offered by the request, by call name
 	mcp          map[string]*mcpServer // the request's mcp tools, by server label
-	client       Tool                  // every other call: the client's functions
+	client       clientCalls           // the client's calls: left open (openCalls), or answered in this response (a suspension)
 	path         ServePath             // how it is served, for the metrics and the cost model
 	routed       bool                  // the connection has resolved this model before: no route hop
 	start        time.Time
-	ctx          context.Context // run's context, set when it starts
+	ctx          context.Context         // run's context, set when it starts
+	cancel       context.CancelCauseFunc // cancels ctx, as the run closes
 
 	// Owned by the loop.
 	items        protocol.Items  // whole context, grows with each output item
@@ -84,6 +86,13 @@ type rollout struct {
 
 	stop  stopper // ends run from any goroutine
 	inbox inbox   // steering messages for the next step
+	// A loop parked on its client is a value, not a goroutine: parked is
+	// the step it parked in (owned by the loop; read by the goroutine that
+	// drives it on), dormant that no goroutine runs it, driveOn what starts
+	// one (the suspension's, set before run). See kick.
+	parked  *parkedStep
+	dormant atomic.Bool
+	driveOn func()
 	// steerClosed: the response is ending and takes no more response.steer;
 	// required: the outputs its client owes when it ends on open calls (a
 	// cached-state turn). Guarded by mu.
@@ -299,8 +308,11 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 }
 
 // abort ends the rollout with cause, from any goroutine, whether or not run
-// has started.
-func (r *rollout) abort(cause error) { r.stop.abort(cause) }
+// has started. A loop parked on its client is driven on, to its end.
+func (r *rollout) abort(cause error) {
+	r.stop.abort(cause)
+	r.kick()
+}
 
 // steer adds messages to the context after the current step, from any goroutine.
 func (r *rollout) steer(items ...protocol.Item) { r.inbox.add(items...) }
@@ -321,20 +333,34 @@ const maxSteps = 1024
 // the response with exactly one terminal event, unless the sink failed or
 // ctx ended for a reason the client cannot be told (disconnect, shutdown).
 //
-// The loop samples a step, dispatches the step's tool calls through one
-// errgroup (hosted tools and the client's alike), adds their results and
-// what was steered in to the context and samples again, until a step makes
-// no call or a call stays open for the next turn.
+// The loop samples a step, dispatches the step's tool calls (the hosted
+// ones through one errgroup, the client's to its clientCalls), adds their
+// results and what was steered in to the context and samples again, until
+// a step makes no call or a call stays open for the next turn.
+//
+// A suspended rollout's loop may also park on its client's calls: run then
+// returns errParked, its goroutine ends, and the rollout, open still, is a
+// value until resume drives the loop on from the pause.
 func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
+	r.startRun(ctx, sink)
+	return r.drive(r.begin)
+}
+
+// resume drives the loop of a rollout parked on its client's calls (run
+// returned errParked) on from the pause: once every call has its output,
+// or the rollout is ending. Called too soon, it returns errParked again.
+func (r *rollout) resume() (*conversation, error) {
+	return r.drive(r.resumeStep)
+}
+
+// startRun starts the rollout's run: its context, its sink, what runs
+// before inference. endRun undoes it as the run ends.
+func (r *rollout) startRun(ctx context.Context, sink sink) {
 	r.srv.began(r)
-	defer r.srv.ended(r)
 	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil {
 		rec.Created(r.start, r.resp.ID, r.path, r.req)
 	}
-	ctx, cancel := r.stop.start(ctx)
-	defer cancel(nil)
-	defer r.closeMCP()
-	r.ctx = ctx
+	r.ctx, r.cancel = r.stop.start(ctx)
 	r.mu.Lock() // a steer (steerIn) may emit from the read loop once the rollout runs
 	r.order.sink, r.order.streamID = sink, r.lane
 	// Its events carry the response object again and again (a suspended
@@ -344,7 +370,20 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 	_ = r.resp.KeepEcho()
 	r.mu.Unlock()
 	r.out.flush = r.flushDelta
-	r.srv.hooks.PreInference(ctx, r.path, r.routed, &r.tm)
+	r.srv.hooks.PreInference(r.ctx, r.path, r.routed, &r.tm)
+}
+
+// endRun ends the run startRun began, once the response has ended.
+func (r *rollout) endRun() {
+	r.closeMCP()
+	r.cancel(nil)
+	r.srv.ended(r)
+}
+
+// begin is the loop's first move: the response's beginning, or, restored
+// from a pause (a fork, a takeover), the rest of the paused step. end
+// reports that the response ends without sampling.
+func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 	switch {
 	case r.paused != nil:
 		// A fork's beginning shows the forked step's items alone, as a
@@ -353,18 +392,35 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 			r.emitStepView(protocol.EventCreated)
 			r.emitStepView(protocol.EventInProgress)
 		}
-		if open, err := r.resumePaused(ctx); err != nil || open {
-			return r.finish(ctx, sampler.Result{}, err)
-		}
+		return r.resumePaused(ctx)
 	case !r.req.Generating():
 		r.emitResponse(protocol.EventCreated)
 		r.emitResponse(protocol.EventInProgress)
 		r.addUsage(sampler.Result{})
-		return r.finish(ctx, sampler.Result{}, nil)
-	default:
-		r.modelReady = time.Now() // created and in_progress go out while it starts
-		r.emitResponse(protocol.EventCreated)
-		r.emitResponse(protocol.EventInProgress)
+		return true, nil
+	}
+	r.modelReady = time.Now() // created and in_progress go out while it starts
+	r.emitResponse(protocol.EventCreated)
+	r.emitResponse(protocol.EventInProgress)
+	return false, nil
+}
+
+// drive runs the loop from first, its first move, until the response ends
+// (then it ends the run), or the loop parks on its client's calls
+// (errParked: the run stays open, its state in the rollout).
+func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv *conversation, err error) {
+	defer func() {
+		if !errors.Is(err, errParked) { // a panic's too
+			r.endRun()
+		}
+	}()
+	ctx := r.ctx
+	end, err := first(ctx)
+	switch {
+	case errors.Is(err, errParked):
+		return nil, err
+	case err != nil || end:
+		return r.finish(ctx, sampler.Result{}, err)
 	}
 	for {
 		if err := r.compactIfDue(); err != nil {
@@ -392,6 +448,9 @@ func (r *rollout) run(ctx context.Context, sink sink) (*conversation, error) {
 			return r.finish(ctx, sampler.Result{Incomplete: true}, nil)
 		}
 		open, err := r.dispatch(ctx)
+		if errors.Is(err, errParked) {
+			return nil, err
+		}
 		if err != nil || open {
 			return r.finish(ctx, sampler.Result{}, err)
 		}

@@ -110,9 +110,9 @@ func (ln *lane) queueRefusal(sess *session, fork bool) *protocol.Error {
 	case ln.asleep == "":
 		return nil
 	case fork:
-		return errLaneSuspended(ln.asleep, evFork)
+		return errLaneSuspended(ln.asleep, true)
 	}
-	return errLaneSuspended(ln.asleep, evCreate)
+	return errLaneSuspended(ln.asleep, false)
 }
 
 // newSession makes the session of conn, whose upgrade request was r, in

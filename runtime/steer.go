@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // response.steer puts user input into a response running on the
@@ -58,8 +59,7 @@ func (sess *session) steer(ev *protocol.SteerEvent) {
 	case ro != nil:
 		perr = ro.steerIn(ev, sp, sess)
 	case ln != nil: // asleep or waking: not running here now
-		perr = protocol.Errorf(http.StatusConflict, protocol.CodeSteerResponseNotActive, "previous_response_id",
-			"Response '%s' is not running on this connection now (it waits, hibernated, for its tool outputs); steer it once it runs.", id)
+		perr = errSteerNotActive(id)
 	default:
 		if conv, _ := sess.scope.lookup(id); conv != nil {
 			perr = errSteerCompleted(id)
@@ -109,19 +109,8 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 	var required []protocol.RequiredInput
 	parked := false
 	if sp != nil { // rollout.mu -> suspension.mu
-		sp.mu.Lock()
-		_, perr := sp.decideLocked(evSteer, sess, sp.lane, "")
-		if perr == nil && sp.state != suspRunning && sp.srv.opts.Checkpoints != nil {
-			// Its pause's checkpoint is taken (or being taken) without
-			// this input: a takeover or a wake would lose it.
-			perr = protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
-				"Response '%s' is a durable rollout at a pause: steer it with the outputs, as user messages in its response.append, which its checkpoint keeps.", r.resp.ID)
-		}
-		if perr == nil && sp.state == suspParked {
-			parked, required = true, sp.requiredLocked()
-		}
-		sp.mu.Unlock()
-		if perr != nil {
+		var perr *protocol.Error
+		if parked, required, perr = sp.steerable(sess); perr != nil {
 			return perr
 		}
 	}
@@ -141,6 +130,36 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 		r.emitSteerPendingLocked(required)
 	}
 	return nil
+}
+
+// steerable says whether the rollout takes a steer from sess now and, when
+// it is parked, the outputs its pause still waits for, which the steer's
+// response.steer.pending lists. The caller holds the rollout's lock.
+func (sp *suspension) steerable(sess *session) (parked bool, required []protocol.RequiredInput, _ *protocol.Error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if _, perr := sp.decideLocked(lifecycle.Steer, sess, sp.lane, ""); perr != nil {
+		return false, nil, perr
+	}
+	if sp.st.Phase() == lifecycle.Parked {
+		return true, sp.requiredLocked(), nil
+	}
+	return false, nil, nil
+}
+
+// errSteerNotActive: a steer of a rollout that is not running here now:
+// hibernated, waking, or released to its checkpoint.
+func errSteerNotActive(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeSteerResponseNotActive, "previous_response_id",
+		"Response '%s' is not running on this connection now (it waits, hibernated, for its tool outputs); steer it once it runs.", id)
+}
+
+// errSteerDurable: a steer of a durable rollout at a pause, whose
+// checkpoint is taken (or being taken) without the input: a takeover or a
+// wake would lose it.
+func errSteerDurable(id string) *protocol.Error {
+	return protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
+		"Response '%s' is a durable rollout at a pause: steer it with the outputs, as user messages in its response.append, which its checkpoint keeps.", id)
 }
 
 // requiredLocked stubs the outputs the parked step still waits for. The

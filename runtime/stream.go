@@ -69,7 +69,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			typ = protocol.ItemFunctionCall
 		}
 		c := protocol.Call{Type: typ, CallID: d.CallID, Name: d.Name, Namespace: d.Namespace}
-		call := &stepCall{tool: r.toolFor(&c)}
+		call := r.route(&c)
 		call.call = c
 		r.openCall = call
 		r.openText.Reset()

@@ -109,7 +109,7 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 			return perr
 		}
 	case ro != nil:
-		return errNotSuspendedRollout(ev.ResponseID, evAppend)
+		return errNotSuspendedRollout(ev.ResponseID, false)
 	case ln == nil && sess.srv.suspended.heldAwake(ev.ResponseID):
 		return errNoSuspended(ev.ResponseID) // another connection's: a resume moves it here
 	}

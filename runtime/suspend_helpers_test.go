@@ -433,3 +433,25 @@ func recvWithin(tb testing.TB, w *wsConn, d time.Duration) []byte {
 	}
 	return b
 }
+
+// endings is an Observer that counts the responses that ended: whether a
+// parked rollout, which holds no goroutine of the server's, still lives.
+type endings struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (e *endings) ResponseEnded(runtime.ServePath, protocol.ResponseStatus, protocol.Timings) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+}
+func (e *endings) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n
+}
+func (*endings) StepSampled(time.Duration, time.Duration)  {}
+func (*endings) StepDispatched(time.Duration)              {}
+func (*endings) Paused()                                   {}
+func (*endings) FrameWritten(time.Duration, time.Duration) {}

@@ -20,7 +20,8 @@ import (
 func TestSuspendedResume(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: 10 * time.Minute}})
+		ended := &endings{}
+		p := newPipeHarness(t, runtime.Options{Observer: ended, Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: 10 * time.Minute}})
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
 		c1 := p.dial(t, "Bearer alice")
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "work", "input": script(steps)}))
@@ -33,11 +34,15 @@ func TestSuspendedResume(t *testing.T) {
 			t.Fatalf("second step: %s", pause)
 		}
 
-		// The connection drops while the rollout is parked.
+		// The connection drops while the rollout is parked: the rollout
+		// lives on, a value, with no goroutine of its own.
 		c1.drop()
 		synctest.Wait()
-		if len(serverGoroutines(t)) == 0 {
+		if ended.count() != 0 {
 			t.Fatal("the parked rollout did not outlive its connection")
+		}
+		if gs := serverGoroutines(t); len(gs) > 0 {
+			t.Fatalf("a parked rollout, its connection gone, holds %d goroutines of the server's:\n%s", len(gs), strings.Join(gs, "\n\n"))
 		}
 		time.Sleep(50 * time.Second)
 
@@ -126,7 +131,8 @@ func TestSuspendedResumeMidStream(t *testing.T) {
 func TestSuspendedResumeWindowExpires(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: time.Hour}})
+		ended := &endings{}
+		p := newPipeHarness(t, runtime.Options{Observer: ended, Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute, Timeout: time.Hour}})
 		c1 := p.dial(t, "Bearer alice")
 		steps := [][]dcall{{{"read_file", `{"path":"a.go"}`}, {"grep", `{}`}}, {{"list_dir", `{}`}}}
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
@@ -134,16 +140,19 @@ func TestSuspendedResumeWindowExpires(t *testing.T) {
 		id := respID(t, last(events))
 		c1.drop()
 		synctest.Wait()
-		if len(serverGoroutines(t)) == 0 {
+		if ended.count() != 0 {
 			t.Fatal("the parked rollout did not outlive its connection")
 		}
 		time.Sleep(time.Minute - time.Millisecond)
 		synctest.Wait()
-		if len(serverGoroutines(t)) == 0 {
+		if ended.count() != 0 {
 			t.Fatal("the rollout ended before its resume window")
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
+		if ended.count() != 1 {
+			t.Fatal("the rollout did not end with its resume window")
+		}
 		if gs := serverGoroutines(t); len(gs) > 0 {
 			t.Fatalf("%d server goroutines remain after the resume window:\n%s", len(gs), strings.Join(gs, "\n\n"))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // maxDetachedBytes bounds the frames a suspended rollout keeps for replay; a
@@ -18,10 +19,11 @@ const maxDetachedBytes = 8 << 20
 // suspension is a suspended rollout as the server holds it, and the one
 // owner of its state: the connection it reports to, whether it is parked on
 // client calls, the frames a resuming client may have missed, and its
-// result. Every event that changes its state, or is refused by it, is
-// decided here from one table (suspRules, decide), and its refusals are
-// built here; a session keeps a reference per lane and asks. The state
-// machine is drawn in doc.go.
+// result. Its state is one lifecycle.State, which every event, from its
+// client, its loop, its timers, its store or the server, is submitted to
+// (applyLocked): the one writer of that state, and the one place its
+// refusals are built; a session keeps a reference per lane and asks. The
+// state machine is drawn in doc.go.
 //
 // A suspension is also its rollout's client Tool (and its sink): the
 // rollout's own goroutine parks on a step's client calls (park) until
@@ -41,17 +43,18 @@ type suspension struct {
 	done  chan struct{} // closed when run has returned
 
 	mu     sync.Mutex
-	state  suspState     // guarded by mu
-	sess   *session      // the connection it reports to, nil while detached; guarded by mu
-	gone   chan struct{} // closed when sess stops being that connection; guarded by mu
-	expiry *time.Timer   // the resume window, while detached; guarded by mu
+	st     lifecycle.State // its whole state (phase, link, checkpoint): changed only by applyLocked; guarded by mu
+	sess   *session        // the connection it reports to, nil while detached (st.Link says whether it catches up); guarded by mu
+	gone   chan struct{}   // closed when sess stops being that connection; guarded by mu
+	expiry *time.Timer     // the resume window, while detached; guarded by mu
 
 	// The current step's client calls, guarded by mu.
 	steps    int                      // steps begun
 	step     []protocol.Call          // in output order
 	byID     map[string]protocol.Call // the step's calls by what an output names them by (call_id; a local shell call's id too)
 	outputs  map[string]protocol.Item // call_id -> the output appended for it
-	answer   chan struct{}            // closed when the last call of the step has its output
+	asked    bool                     // the loop has been given the step's calls, and not yet their outputs
+	ready    bool                     // the last call of the step has its output (and, at a durable pause, the store the answer): the loop's to take
 	left     int                      // calls of the step without an output
 	answered map[string]int           // call_id -> the step it got its output in, over the rollout
 	pauses   int                      // pauses so far: names the one timer is for
@@ -59,29 +62,22 @@ type suspension struct {
 
 	// The replay log, guarded by mu: frames since the client last appended
 	// (appending proves it saw the pause).
-	log       []frame
-	logBytes  int
-	pack      framePacker // the log's frames' bytes
-	enc       eventBuf    // the frame being put: guarded by the rollout's lock, not mu
-	sent      int         // sequence_number of the last frame put to a connection
-	lastDone  *frame      // the current pause's response.done
-	paused    bool        // it has paused once (a fork's beginning is over)
-	replaying bool        // a resuming connection is catching up from the log; new frames wait there
+	log      []frame
+	logBytes int
+	pack     framePacker // the log's frames' bytes
+	enc      eventBuf    // the frame being put: guarded by the rollout's lock, not mu
+	sent     int         // sequence_number of the last frame put to a connection
+	lastDone *frame      // the current pause's response.done
+	paused   bool        // it has paused once (a fork's beginning is over)
 
 	// Durability (durable.go), guarded by mu.
 	epoch          uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
-	holding        bool            // the pause's checkpoint is being written: its response.done waits in the log
-	checkpointed   bool            // a checkpoint of it is in the store
-	durablePause   bool            // the pause it is parked at is that checkpoint: Shutdown may hand it over
-	released       release         // why it left this server for its checkpoint, if it did: it sends nothing more
 	sleep          *time.Timer     // Suspension.HibernateAfter of the current pause
 	deadline       time.Time       // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
-	announced      bool            // taken over at a pause its response.done announced already: its first park is silent
 	lastCheckpoint *checkpointData // the pause last checkpointed, for the checkpoint of its answer
 	appended       protocol.Items  // what the client appended at the current pause
 	preAnswered    protocol.Items  // taken over with the pause answered: the items its first park takes
 	wakes          []*wakeEvent    // woken (wake.go): the appends and cancels its first park takes
-	waking         bool            // woken, and the events queued for it not all taken yet: it does not hibernate
 	timeoutAt      time.Time       // when the current pause's Suspension.Timeout ends
 	parkedCh       chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
 
@@ -90,186 +86,65 @@ type suspension struct {
 	conv     *conversation
 }
 
-// suspState is where a suspended rollout is in its life. Whether it is
-// attached to a connection, and whether that connection is still catching
-// up from the replay log, is told by suspension.sess and .replaying.
-type suspState int
-
-const (
-	suspRunning suspState = iota // sampling, running hosted tools, or ending
-	suspPausing                  // its loop waits on the step's client calls; the pause's response.done waits behind the step's held output_item.done events
-	suspParked                   // response.done is out; waiting for the client's outputs
-	suspEnded                    // run has returned; the result waits for a connection to settle it
-	suspSettled                  // a connection took the result; gone from the server
-	suspExpired                  // detached past the resume window; cancelled and gone
-	numSuspStates
-)
-
-func (st suspState) String() string {
-	return [...]string{"running", "pausing", "parked", "ended", "settled", "expired"}[st]
+// sender is how sess, sending an event on lane with creds, stands to the
+// rollout (nil, "": the rollout's own loop, a timer, the store, the server).
+func (sp *suspension) sender(sess *session, lane, creds string) lifecycle.Sender {
+	return lifecycle.Sender{Here: sess != nil && sp.sess == sess, Lane: lane == sp.lane, Creds: creds != "" && creds == sp.creds}
 }
 
-// suspEvent is what can happen to a suspended rollout: its client's events,
-// the end of the connection it reports to, its loop's progress, its timers,
-// the server's shutdown.
-type suspEvent int
-
-const (
-	evPark     suspEvent = iota // the loop waits on its step's client calls
-	evPause                     // the pause's response.done goes out
-	evAppend                    // response.append with outputs for the pending calls
-	evAnswered                  // the last pending call has its output: the loop runs again
-	evCancel                    // response.cancel
-	evFork                      // response.fork
-	evCreate                    // response.create on the rollout's lane
-	evResume                    // response.resume
-	evDrop                      // the connection it reports to ends
-	evTimeout                   // Suspension.Timeout passed on the pause
-	evExpire                    // the resume window passed while detached
-	evEnd                       // run returned
-	evSettle                    // its connection takes the result
-	evShutdown                  // the server's drain is over
-	evSteer                     // response.steer
-	numSuspEvents
-)
-
-func (ev suspEvent) String() string {
-	return [...]string{"park", "pause", "append", "answered", "cancel", "fork", "create", "resume",
-		"drop", "timeout", "expire", "end", "settle", "shutdown", "steer"}[ev]
+// applyLocked submits ev, from sess on lane with creds (nil, "", "": the
+// rollout's own loop, a timer, the store, the server), to the rollout's
+// state, which it changes when the verdict is Allow; it returns the
+// verdict, and its refusal as the client reads it. The caller holds mu.
+// Nothing else writes sp.st.
+func (sp *suspension) applyLocked(ev lifecycle.Event, sess *session, lane, creds string) (lifecycle.Verdict, *protocol.Error) {
+	return sp.submitLocked(ev, sp.sender(sess, lane, creds), lane)
 }
 
-// verdict is what an event does in a state.
-type verdict int
-
-const (
-	allow           verdict = iota // the event applies; the state becomes the rule's
-	ignore                         // nothing changes: a timer or a teardown that lost a race
-	refuseNotFound                 // response_not_found: no such suspended response here
-	refuseNotParked                // response_not_suspended: it is not waiting for tool outputs
-	refuseLaneBusy                 // stream_suspended: a create on a lane parked on its client
-	refuseLane                     // stream_id_mismatch: the rollout runs on another lane
-	refuseCompleted                // response_already_completed: a steer of a rollout that has ended
-)
-
-// suspRule is an event's verdict in a state, and the state it leads to.
-type suspRule struct {
-	v  verdict
-	to suspState
+// submitLocked is applyLocked for an event whose sender is known as
+// lifecycle sees it: a woken rollout's client's (wakeSender).
+func (sp *suspension) submitLocked(ev lifecycle.Event, from lifecycle.Sender, lane string) (lifecycle.Verdict, *protocol.Error) {
+	v := sp.st.Apply(ev, from)
+	return v, sp.refusal(v, ev, lane)
 }
 
-// suspRules is the state machine doc.go draws: every event in every state.
-// Client events (append, cancel, fork, resume, create) are also judged by
-// who sends them (see decide).
-var suspRules = func() (t [numSuspStates][numSuspEvents]suspRule) {
-	to := func(st suspState) suspRule { return suspRule{allow, st} }
-	no := func(v verdict) suspRule { return suspRule{v: v} }
-	t[suspRunning] = [numSuspEvents]suspRule{
-		evPark: to(suspPausing), evPause: no(ignore), evAppend: no(refuseNotParked), evAnswered: no(ignore),
-		evCancel: to(suspRunning), evFork: no(refuseNotParked), evCreate: to(suspRunning), evResume: to(suspRunning),
-		evDrop: to(suspRunning), evTimeout: no(ignore), evExpire: to(suspExpired), evEnd: to(suspEnded),
-		evSettle: no(ignore), evShutdown: to(suspRunning), evSteer: to(suspRunning)}
-	t[suspPausing] = [numSuspEvents]suspRule{
-		evPark: no(ignore), evPause: to(suspParked), evAppend: no(refuseNotParked), evAnswered: no(ignore),
-		evCancel: to(suspRunning), evFork: no(refuseNotParked), evCreate: to(suspPausing), evResume: to(suspPausing),
-		evDrop: to(suspPausing), evTimeout: no(ignore), evExpire: to(suspExpired), evEnd: to(suspEnded),
-		evSettle: no(ignore), evShutdown: to(suspRunning), evSteer: to(suspPausing)}
-	t[suspParked] = [numSuspEvents]suspRule{
-		evPark: no(ignore), evPause: no(ignore), evAppend: to(suspParked), evAnswered: to(suspRunning),
-		evCancel: to(suspRunning), evFork: to(suspParked), evCreate: no(refuseLaneBusy), evResume: to(suspParked),
-		evDrop: to(suspParked), evTimeout: to(suspRunning), evExpire: to(suspExpired), evEnd: to(suspEnded),
-		evSettle: no(ignore), evShutdown: to(suspRunning), evSteer: to(suspParked)}
-	t[suspEnded] = [numSuspEvents]suspRule{
-		evPark: no(ignore), evPause: no(ignore), evAppend: no(refuseNotFound), evAnswered: no(ignore),
-		evCancel: no(refuseNotFound), evFork: no(refuseNotFound), evCreate: to(suspEnded), evResume: to(suspEnded),
-		evDrop: to(suspEnded), evTimeout: no(ignore), evExpire: to(suspExpired), evEnd: no(ignore),
-		evSettle: to(suspSettled), evShutdown: no(ignore), evSteer: no(refuseCompleted)}
-	for _, gone := range []suspState{suspSettled, suspExpired} {
-		t[gone] = [numSuspEvents]suspRule{
-			evPark: no(ignore), evPause: no(ignore), evAppend: no(refuseNotFound), evAnswered: no(ignore),
-			evCancel: no(refuseNotFound), evFork: no(refuseNotFound), evCreate: to(gone), evResume: no(refuseNotFound),
-			evDrop: no(ignore), evTimeout: no(ignore), evExpire: no(ignore), evEnd: no(ignore),
-			evSettle: no(ignore), evShutdown: no(ignore), evSteer: no(refuseCompleted)}
+// decideLocked is what applyLocked would do, without doing it: for an
+// event asked about before it is sent (may a create queue, may a resume be
+// admitted, may a steer be taken now). The caller holds mu.
+func (sp *suspension) decideLocked(ev lifecycle.Event, sess *session, lane, creds string) (lifecycle.Verdict, *protocol.Error) {
+	v, _ := lifecycle.Decide(sp.st, ev, sp.sender(sess, lane, creds))
+	return v, sp.refusal(v, ev, lane)
+}
+
+// refusal is what a client is told of ev, sent on lane, refused with v;
+// nil when v refuses nothing. Every refusal of a suspended rollout's
+// events is built here.
+func (sp *suspension) refusal(v lifecycle.Verdict, ev lifecycle.Event, lane string) *protocol.Error {
+	switch v {
+	case lifecycle.RefuseNotFound:
+		if ev == lifecycle.Resume {
+			return errResumeNotFound(sp.id)
+		}
+		return errNoSuspended(sp.id)
+	case lifecycle.RefuseNotParked:
+		if ev == lifecycle.Fork {
+			return errForkNotParked(sp.id)
+		}
+		return errAppendNotParked(sp.id)
+	case lifecycle.RefuseAppended:
+		return errForkAppended(sp.id)
+	case lifecycle.RefuseLaneBusy:
+		return errLaneSuspended(sp.id, ev == lifecycle.Fork)
+	case lifecycle.RefuseLane:
+		return errOtherLane(sp.id, sp.lane, lane)
+	case lifecycle.RefuseCompleted:
+		return errSteerCompleted(sp.id)
+	case lifecycle.RefuseNotActive:
+		return errSteerNotActive(sp.id)
+	case lifecycle.RefuseDurable:
+		return errSteerDurable(sp.id)
 	}
-	return t
-}()
-
-// access is how the connection an event comes from stands to the rollout.
-type access struct {
-	here     bool // it is the connection the rollout reports to
-	lane     bool // the event names the rollout's lane
-	creds    bool // it bears the credentials the rollout was created with
-	attached bool // the rollout reports to some connection
-}
-
-// decide is what ev, sent as a says, does to a suspended rollout in state
-// st. Events of the connection the rollout reports to (append, cancel,
-// fork) are refused, as response_not_found, to any other, and on another
-// lane; a resume is for another connection with the same credentials; a
-// create is refused only on the lane of a rollout parked on this
-// connection. Teardowns and timers that lost a race are ignored: a drop
-// or a settle from a connection the rollout no longer reports to, the
-// resume window of a rollout attached again.
-func decide(st suspState, ev suspEvent, a access) suspRule {
-	r := suspRules[st][ev]
-	switch ev {
-	case evAppend, evCancel, evFork:
-		switch {
-		case !a.here || r.v == refuseNotFound:
-			return suspRule{v: refuseNotFound}
-		case !a.lane:
-			return suspRule{v: refuseLane}
-		}
-	case evSteer: // it names no lane: the rollout's answers it
-		if !a.here {
-			return suspRule{v: refuseNotFound}
-		}
-	case evResume:
-		if a.here || !a.creds {
-			return suspRule{v: refuseNotFound}
-		}
-	case evCreate:
-		if !a.here {
-			return suspRule{allow, st}
-		}
-	case evDrop, evSettle:
-		if !a.here {
-			return suspRule{v: ignore}
-		}
-	case evExpire:
-		if a.attached {
-			return suspRule{v: ignore}
-		}
-	}
-	return r
-}
-
-// decideLocked decides ev from sess on lane (nil, "": the rollout's own
-// loop, a timer, the server) and applies the state it leads to; its
-// refusal, if it is one, as the client reads it. The caller holds mu.
-func (sp *suspension) decideLocked(ev suspEvent, sess *session, lane string, creds string) (suspRule, *protocol.Error) {
-	r := decide(sp.state, ev, access{here: sess != nil && sp.sess == sess, lane: lane == sp.lane, creds: creds == sp.creds, attached: sp.sess != nil})
-	switch r.v {
-	case allow:
-		sp.state = r.to
-		return r, nil
-	case refuseNotFound:
-		if ev == evResume {
-			return r, errResumeNotFound(sp.id)
-		}
-		return r, errNoSuspended(sp.id)
-	case refuseNotParked:
-		if ev == evFork {
-			return r, errForkNotParked(sp.id)
-		}
-		return r, errAppendNotParked(sp.id)
-	case refuseLaneBusy:
-		return r, errLaneSuspended(sp.id, ev)
-	case refuseLane:
-		return r, errOtherLane(sp.id, sp.lane, lane)
-	case refuseCompleted:
-		return r, errSteerCompleted(sp.id)
-	}
-	return r, nil
+	return nil
 }
 
 // The refusals of a suspended rollout's events. Each keeps the connection
@@ -322,8 +197,8 @@ func errForkHostedRunning(id, tool string) *protocol.Error {
 
 // errNotSuspendedRollout: an append or a fork naming a cached-state
 // response running on this connection.
-func errNotSuspendedRollout(id string, ev suspEvent) *protocol.Error {
-	if ev == evFork {
+func errNotSuspendedRollout(id string, fork bool) *protocol.Error {
+	if fork {
 		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
 			"Response '%s' is not a suspended rollout: fork a suspended response parked on its client's calls.", id)
 	}
@@ -357,8 +232,8 @@ func errAppendItem(param string, typ protocol.ItemType) *protocol.Error {
 
 // errLaneSuspended: a create, or a fork, onto a lane whose rollout is
 // parked on its client.
-func errLaneSuspended(id string, ev suspEvent) *protocol.Error {
-	if ev == evFork {
+func errLaneSuspended(id string, fork bool) *protocol.Error {
+	if fork {
 		return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
 			"Response '%s' on this lane is suspended, waiting for tool outputs: fork onto a lane of its own.", id)
 	}
@@ -395,8 +270,14 @@ type frame struct {
 // refuses when the server already holds Suspension.Max of them: each may
 // outlive its connection, so they are bounded server-wide. start runs it.
 func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
+	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil))
+}
+
+// suspendAt is suspend for a rollout whose state begins at st: one taken
+// over from its checkpoint (lifecycle.Restored).
+func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle.State) (*suspension, <-chan struct{}, *protocol.Error) {
 	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
-		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1}
+		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1, st: st}
 	ro.client = sp
 	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
 	if ro.paused != nil { // restored: the calls answered before the pause stay answered, counted by the steps before it
@@ -408,25 +289,43 @@ func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, 
 	return sp, sp.gone, nil
 }
 
-// start runs the rollout on a server goroutine.
+// start runs the rollout on a server goroutine, which ends where the loop
+// parks on its client: the append that brings the pause's last output, or
+// whatever ends the rollout meanwhile, drives it on from there on another.
 func (sp *suspension) start() {
-	go func() {
-		defer sp.srv.wg.Done() // added by register
-		var conv *conversation
-		var err error
-		defer func() {
-			if p := recover(); p != nil {
-				sp.srv.log.Error("suspended rollout panicked", "panic", p)
-				err = protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
-					"The server had an error while processing the request.")
-			}
-			if sp.asleep() {
-				sp.srv.suspended.sleep(sp, sp.srv.checkpointTTL()) // first: a resume from now on finds it in the store
-			}
-			sp.ended(conv, err)
-		}()
-		conv, err = sp.ro.run(sp.srv.ctx, sp)
+	sp.ro.driveOn = func() { go sp.drive(sp.ro.resume) }
+	go sp.drive(func() (*conversation, error) { return sp.ro.run(sp.srv.ctx, sp) })
+}
+
+// drive runs loop, the rollout's loop from where it is, on this goroutine,
+// until the rollout ends, or parks on its client's calls as a value
+// (rollout.sleep): then the goroutine ends, and the rollout's kick starts
+// another.
+func (sp *suspension) drive(loop func() (*conversation, error)) {
+	var conv *conversation
+	var err error
+	defer func() {
+		if p := recover(); p != nil {
+			sp.srv.log.Error("suspended rollout panicked", "panic", p)
+			err = protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
+				"The server had an error while processing the request.")
+		}
+		if errors.Is(err, errParked) {
+			return // a value until it is driven on
+		}
+		if sp.asleep() {
+			sp.srv.suspended.sleep(sp, sp.srv.checkpointTTL()) // first: a resume from now on finds it in the store
+		}
+		sp.ended(conv, err)
+		sp.srv.wg.Done() // added by register
 	}()
+	for {
+		conv, err = loop()
+		if !errors.Is(err, errParked) || sp.ro.sleep(sp.outputsReady) {
+			return
+		}
+		loop = sp.ro.resume // its outputs came as it parked
+	}
 }
 
 // ended records what run left.
@@ -434,11 +333,11 @@ func (sp *suspension) ended(conv *conversation, err error) {
 	sp.mu.Lock()
 	defer close(sp.done)
 	defer sp.mu.Unlock()
-	sp.decideLocked(evEnd, nil, "", "")
+	sp.applyLocked(lifecycle.End, nil, "", "")
 	sp.stopTimerLocked()
 	sp.conv = conv
 	sp.dropCheckpointLocked()
-	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && sp.released == stayed {
+	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.st.Phase().Released() {
 		// It ended without a terminal event for a reason the client can be
 		// told (a panic, a replay log overflow while detached; not a
 		// shutdown or an expired resume window): the connection that
@@ -453,7 +352,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 func (sp *suspension) shutdown() {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	sp.decideLocked(evShutdown, nil, "", "") // it runs to its end: it takes no more outputs
+	sp.applyLocked(lifecycle.Shutdown, nil, "", "") // it runs to its end: it takes no more outputs
 	if sp.expiry != nil {
 		sp.expiry.Stop()
 		sp.expiry = nil
@@ -466,5 +365,5 @@ func (sp *suspension) shutdown() {
 func (sp *suspension) waitsOnClient() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.state == suspParked
+	return sp.st.Phase() == lifecycle.Parked
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // This file is a suspended rollout's connections: the one it reports to,
@@ -16,7 +17,7 @@ import (
 func (sp *suspension) parkedOn(sess *session) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.sess == sess && sp.state == suspParked
+	return sp.sess == sess && sp.st.Phase() == lifecycle.Parked
 }
 
 // queueRefusal says why a create from sess (fork: a fork) may not queue on
@@ -24,11 +25,8 @@ func (sp *suspension) parkedOn(sess *session) bool {
 func (sp *suspension) queueRefusal(sess *session, fork bool) *protocol.Error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if _, perr := sp.decideLocked(evCreate, sess, sp.lane, ""); perr != nil {
-		if fork {
-			return errLaneSuspended(sp.id, evFork)
-		}
-		return perr
+	if v, _ := sp.decideLocked(lifecycle.Create, sess, sp.lane, ""); v.Refused() {
+		return errLaneSuspended(sp.id, fork)
 	}
 	return nil
 }
@@ -38,8 +36,8 @@ func (sp *suspension) queueRefusal(sess *session, fork bool) *protocol.Error {
 func (sp *suspension) resumable(sess *session, creds string) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	_, perr := sp.decideLocked(evResume, sess, sp.lane, creds)
-	return perr == nil
+	v, _ := sp.decideLocked(lifecycle.Resume, sess, sp.lane, creds)
+	return v == lifecycle.Allow
 }
 
 // attach makes sess the connection the rollout reports to, taking it over
@@ -51,7 +49,7 @@ func (sp *suspension) resumable(sess *session, creds string) bool {
 func (sp *suspension) attach(sess *session, after *int) (gone <-chan struct{}, from int, ok bool) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if _, perr := sp.decideLocked(evResume, sess, sp.lane, sess.creds); perr != nil {
+	if v, _ := sp.applyLocked(lifecycle.Resume, sess, sp.lane, sess.creds); v != lifecycle.Allow {
 		return nil, 0, false
 	}
 	if sp.expiry != nil {
@@ -61,7 +59,7 @@ func (sp *suspension) attach(sess *session, after *int) (gone <-chan struct{}, f
 	if sp.sess != nil {
 		close(sp.gone)
 	}
-	sp.sess, sp.gone, sp.replaying = sess, make(chan struct{}), true
+	sp.sess, sp.gone = sess, make(chan struct{})
 	from = sp.sent
 	if after != nil {
 		from = *after
@@ -85,12 +83,12 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 			return
 		}
 		var batch [][]byte
-		if d := sp.lastDone; withDone && d != nil && d.seq <= from && sp.state == suspParked {
+		if d := sp.lastDone; withDone && d != nil && d.seq <= from && sp.st.Phase() == lifecycle.Parked {
 			batch = append(batch, d.b)
 		}
 		withDone = false
 		for _, f := range sp.log {
-			if sp.holding && sp.lastDone != nil && f.seq >= sp.lastDone.seq {
+			if sp.st.Holding() && sp.lastDone != nil && f.seq >= sp.lastDone.seq {
 				break // the pause waits for its checkpoint, and what follows it for the pause
 			}
 			if f.seq > from {
@@ -101,7 +99,7 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 		if len(batch) == 0 {
 			// Caught up; a pause held for its checkpoint goes out once
 			// written (writeCheckpoint), as the client reads live.
-			sp.replaying = false
+			sp.applyLocked(lifecycle.CaughtUp, nil, "", "")
 			sp.mu.Unlock()
 			sp.ro.flushDelta() // what it merged while the client was away
 			return
@@ -125,11 +123,11 @@ func (sp *suspension) detach(sess *session) {
 	if sp.sess != sess {
 		return
 	}
-	r, _ := sp.decideLocked(evDrop, sess, "", "")
+	sp.applyLocked(lifecycle.Drop, sess, "", "")
 	close(sp.gone)
-	sp.sess, sp.gone, sp.replaying = nil, nil, false
-	if r.v != allow || sp.srv.ctx.Err() != nil {
-		return // settled or expired already; or shutting down: it ends with the server
+	sp.sess, sp.gone = nil, nil
+	if !sp.st.Phase().Held() || sp.srv.ctx.Err() != nil {
+		return // settled, expired or released already; or shutting down: it ends with the server
 	}
 	sp.expiry = time.AfterFunc(sp.srv.opts.Suspension.ResumeWindow, sp.expire)
 }
@@ -137,7 +135,7 @@ func (sp *suspension) detach(sess *session) {
 // expire ends a rollout nobody resumed in time.
 func (sp *suspension) expire() {
 	sp.mu.Lock()
-	if r, _ := sp.decideLocked(evExpire, nil, "", ""); r.v != allow {
+	if v, _ := sp.applyLocked(lifecycle.Expire, nil, "", ""); v != lifecycle.Allow {
 		sp.mu.Unlock()
 		return // resumed meanwhile, or gone already
 	}
@@ -168,7 +166,7 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 	sp.srv.suspended.mu.Lock()
 	defer sp.srv.suspended.mu.Unlock()
 	sp.mu.Lock()
-	if r, _ := sp.decideLocked(evSettle, sess, "", ""); r.v != allow {
+	if v, _ := sp.applyLocked(lifecycle.Settle, sess, "", ""); v != lifecycle.Allow {
 		sp.mu.Unlock()
 		return nil, nil, false
 	}

@@ -1,75 +1,101 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // This file is a suspended rollout's steps: the client calls its loop
 // parks on, the frames it puts, and the events of its client that answer
 // the pause (append), end it (cancel) or branch it (fork).
 
-// Definition describes the client's functions collectively.
-func (sp *suspension) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolFunction} }
-
-// beginStep opens the step's client calls for outputs.
-func (sp *suspension) beginStep(calls []protocol.Call) {
+// answer is the suspended rollout's clientCalls. Asked first for a step's
+// calls, it opens them for outputs and announces the pause (response.done,
+// once their output_item.done events are out); then, and whenever the loop
+// asks again, it returns their outputs by call_id once response.append has
+// delivered them all, or errParked: the loop then parks, as a value
+// (rollout.sleep), and the append that brings the last output drives it on
+// (rollout.kick). It never blocks on the client: a suspended rollout
+// parks here, and only here.
+func (sp *suspension) answer(ctx context.Context, calls []protocol.Call) (map[string]protocol.Item, error) {
+	if sp.beginStep(calls) {
+		sp.announce()
+	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case sp.ready:
+		sp.asked = false
+		return sp.outputs, nil
+	}
+	return nil, errParked
+}
+
+// ready reports whether the step's client calls all have their outputs,
+// for the loop to take; see rollout.sleep.
+func (sp *suspension) outputsReady() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.ready
+}
+
+// beginStep opens the step's client calls for outputs, unless the loop
+// asked for them already (it asks again as it is driven on): it reports
+// whether it did.
+func (sp *suspension) beginStep(calls []protocol.Call) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.asked {
+		return false
+	}
+	sp.asked = true
 	sp.steps++
-	sp.step, sp.left = calls, len(calls)
+	sp.step, sp.left, sp.ready = calls, len(calls), false
 	sp.byID = make(map[string]protocol.Call, len(calls))
 	for _, c := range calls {
 		for _, id := range c.Names() {
 			sp.byID[id] = c
 		}
 	}
-	sp.outputs, sp.answer = make(map[string]protocol.Item, len(calls)), make(chan struct{})
+	sp.outputs = make(map[string]protocol.Item, len(calls))
 	sp.appended = nil
 	if sp.answered == nil {
 		sp.answered = make(map[string]int)
 	}
+	return true
 }
 
-// park announces the pause of the step's client calls (with every one of
-// them, once their output_item.done events are out) and waits until
-// response.append has delivered all their outputs, which it returns by
-// call_id; the rollout's goroutine runs it, while the step's hosted calls
-// go on. It is the one place a suspended rollout parks.
-func (sp *suspension) park(ctx context.Context) (map[string]protocol.Item, error) {
+// announce announces the pause of the step's client calls, with every one
+// of them; the loop's goroutine runs it, while the step's hosted calls go
+// on. A rollout taken over at a pause its client has seen parks silently.
+func (sp *suspension) announce() {
 	sp.mu.Lock()
-	sp.decideLocked(evPark, nil, "", "")
+	silent := sp.st.Announced()
+	sp.applyLocked(lifecycle.Park, nil, "", "")
 	pause := make([]protocol.PendingCall, len(sp.step))
 	for i, c := range sp.step {
 		pause[i] = pendingCall(c)
 	}
-	answer := sp.answer
-	announced := sp.announced
-	sp.announced = false
 	sp.mu.Unlock()
-	if announced {
-		sp.ro.parkAnnounced(pause, sp)
+	if silent {
+		sp.parkSilently(pause)
 	} else {
 		sp.ro.requireAction(pause)
 	}
-	select {
-	case <-answer:
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
-		return sp.outputs, nil
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
 }
 
-// Call is park, for a step of the one call: the rollout parks a step's
-// client calls together (parker), never through Call.
-func (sp *suspension) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
-	outs, err := sp.park(ctx)
-	return outs[call.CallID], err
+// readyLocked makes the step's outputs the loop's to take, and drives a
+// loop parked on them on. The caller holds mu.
+func (sp *suspension) readyLocked() {
+	sp.ready = true
+	sp.ro.kick()
 }
 
 // pendingCall is a call as a pause lists it.
@@ -94,7 +120,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.released != stayed {
+	if sp.st.Phase().Released() {
 		return nil // another server owns it now, or will
 	}
 	b := sp.pack.keep(enc)
@@ -127,7 +153,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 		// resume replays that pause, so once sent these are not kept for
 		// one (64 forks hold 64 fewer pairs of step views). Not sent, the
 		// log keeps them: the client learns the fork's id from them.
-		if sp.ro.paused != nil && !sp.paused && sp.sess != nil && !sp.replaying && sp.sess.send(b, acct) == nil {
+		if sp.ro.paused != nil && !sp.paused && sp.sess != nil && !sp.st.Replaying() && sp.sess.send(b, acct) == nil {
 			sp.sent = f.seq
 			return nil
 		}
@@ -140,7 +166,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	if f.seq <= sp.sent {
 		return nil // its client has it: a step run again after a takeover
 	}
-	if sp.sess != nil && !sp.replaying && !sp.holding && sp.sess.send(b, acct) == nil {
+	if sp.sess != nil && !sp.st.Behind() && sp.sess.send(b, acct) == nil {
 		sp.sent = f.seq
 		for sp.logBytes > maxDetachedBytes && len(sp.log) > 1 { // sent long ago: beyond replay
 			sp.logBytes -= len(sp.log[0].b)
@@ -192,14 +218,14 @@ func (sp *suspension) compactLogLocked() {
 func (sp *suspension) behind(acct *delivery) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.sess == nil || sp.replaying || sp.holding || acct.behind()
+	return sp.sess == nil || sp.st.Behind() || acct.behind()
 }
 
 // parkLocked: the pause's response.done is going out; from now on the step
 // takes outputs, for Suspension.Timeout at most (unless the rollout was
 // cancelled while its pause waited for the step's other events).
 func (sp *suspension) parkLocked() {
-	if r, _ := sp.decideLocked(evPause, nil, "", ""); r.v != allow {
+	if v, _ := sp.applyLocked(lifecycle.Pause, nil, "", ""); v != lifecycle.Allow {
 		return
 	}
 	sp.pauses++
@@ -229,7 +255,7 @@ func (sp *suspension) timeout(pause int) {
 }
 
 func (sp *suspension) timeoutLocked() {
-	if r, _ := sp.decideLocked(evTimeout, nil, "", ""); r.v == allow {
+	if v, _ := sp.applyLocked(lifecycle.Timeout, nil, "", ""); v == lifecycle.Allow {
 		sp.stopTimerLocked()
 		sp.ro.abort(errToolTimeout) // it runs to its end: it takes no more outputs
 	}
@@ -274,13 +300,13 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 func (sp *suspension) take(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	switch {
-	case sp.released == handedOver:
-		return false, false, 0, nil // it is resumed elsewhere, where its pause is replayed and answered again
-	case sp.released == hibernated && lane == sp.lane:
+	switch v, perr := sp.applyLocked(lifecycle.Append, sess, lane, ""); v {
+	case lifecycle.Asleep:
 		return true, false, 0, nil // the session wakes it from its checkpoint
-	}
-	if _, perr := sp.decideLocked(evAppend, sess, lane, ""); perr != nil {
+	case lifecycle.Ignore:
+		return false, false, 0, nil // another server has it, or will: there its pause is replayed and answered again
+	case lifecycle.Allow:
+	default:
 		return false, false, 0, perr
 	}
 	answered, perr = sp.takeLocked(items)
@@ -352,13 +378,15 @@ func (sp *suspension) takeLocked(items protocol.Items) (answered bool, _ *protoc
 	if sp.srv.opts.Checkpoints != nil {
 		sp.appended = append(sp.appended, items...) // for the checkpoint of the pause's answer
 	}
-	if sp.left == 0 {
+	if sp.left > 0 {
+		sp.applyLocked(lifecycle.Appended, nil, "", "")
+	} else {
 		if !sp.checkpointAnswerLocked() {
-			close(sp.answer)
+			sp.readyLocked()
 			answered = true
 		}
-		sp.durablePause, sp.appended = false, nil
-		sp.decideLocked(evAnswered, nil, "", "")
+		sp.appended = nil
+		sp.applyLocked(lifecycle.Answered, nil, "", "")
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
@@ -377,14 +405,15 @@ func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[cal
 func (sp *suspension) cancel(sess *session, lane string) (asleep bool, perr *protocol.Error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.released == hibernated && lane == sp.lane {
+	switch v, perr := sp.applyLocked(lifecycle.Cancel, sess, lane, ""); v {
+	case lifecycle.Asleep:
 		return true, nil // the session wakes it from its checkpoint
-	}
-	if _, perr := sp.decideLocked(evCancel, sess, lane, ""); perr != nil {
+	case lifecycle.Allow:
+		sp.stopTimerLocked() // it runs to its end: it takes no more outputs
+		sp.ro.abort(errCancelled)
+	default:
 		return false, perr
 	}
-	sp.stopTimerLocked() // it runs to its end: it takes no more outputs
-	sp.ro.abort(errCancelled)
 	return false, nil
 }
 
@@ -397,11 +426,8 @@ func (sp *suspension) pause(sess *session, lane string) (*pauseState, *protocol.
 	defer sp.ro.mu.Unlock()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if _, perr := sp.decideLocked(evFork, sess, lane, ""); perr != nil {
-		return nil, perr
-	}
-	if sp.left != len(sp.step) {
-		return nil, errForkAppended(sp.id)
+	if v, perr := sp.applyLocked(lifecycle.Fork, sess, lane, ""); v != lifecycle.Allow {
+		return nil, cmp.Or(perr, errNoSuspended(sp.id))
 	}
 	ps, perr := sp.ro.pauseStateLocked()
 	if perr != nil {

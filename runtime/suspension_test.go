@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // TestShutdownStartsNoResumeWindow: Shutdown leaves no resume-window timer
@@ -33,18 +35,18 @@ func TestShutdownStartsNoResumeWindow(t *testing.T) {
 			synctest.Wait()
 			sp.mu.Lock()
 			defer sp.mu.Unlock()
-			if sp.state != suspEnded {
-				t.Fatalf("detach first %v: state %v after Shutdown and the window, want ended (a window timer fired)", detachFirst, sp.state)
+			if p := sp.st.Phase(); p != lifecycle.Ended {
+				t.Fatalf("detach first %v: state %v after Shutdown and the window, want ended (a window timer fired)", detachFirst, p)
 			}
 		})
 	}
 }
 
-// TestSuspensionRules drives a suspension through every event in every
-// state and checks the state it moves to, or the code it refuses with; then
-// how the sender changes that: another connection, another lane, other
-// credentials, a timer that lost a race. The expectations are written out
-// here apart from suspRules, as doc.go states them.
+// TestSuspensionRules: what the client of a suspended rollout is told of
+// its events in each phase of its life (lifecycle's rules, checked over
+// every state value in that package), as the codes it reads, and how the
+// connection, lane and credentials an event comes with become its sender.
+// The rollout is brought to each phase by the events that lead there.
 func TestSuspensionRules(t *testing.T) {
 	t.Parallel()
 	const (
@@ -53,109 +55,135 @@ func TestSuspensionRules(t *testing.T) {
 		laneBusy  = "stream_suspended"
 		mismatch  = "stream_id_mismatch"
 		completed = "response_already_completed"
-		same      = "="
+		notActive = "response_not_active"
+		durable   = "steering_not_supported"
+		asleep    = "asleep"
+		ok        = "ok"
 		nothing   = "-"
 	)
-	// Per state, per event in suspEvent's order: the state it moves to
-	// ("=": it stays), a refusal's code, or "-" when it is ignored. Client
-	// events come from the attached connection on the rollout's lane, a
-	// resume from another connection with the same credentials, the
-	// resume window's end while detached.
-	events := []suspEvent{evPark, evPause, evAppend, evAnswered, evCancel, evFork, evCreate, evResume, evDrop, evTimeout, evExpire, evEnd, evSettle, evShutdown, evSteer}
-	want := map[suspState][]string{
-		//            park       pause     append     answered   cancel     fork       create    resume    drop  timeout    expire     end      settle     shutdown   steer
-		suspRunning: {"pausing", nothing, notParked, nothing, "running", notParked, same, same, same, nothing, "expired", "ended", nothing, "running", same},
-		suspPausing: {nothing, "parked", notParked, nothing, "running", notParked, same, same, same, nothing, "expired", "ended", nothing, "running", same},
-		suspParked:  {nothing, nothing, same, "running", "running", same, laneBusy, same, same, "running", "expired", "ended", nothing, "running", same},
-		suspEnded:   {nothing, nothing, notFound, nothing, notFound, notFound, same, same, same, nothing, "expired", nothing, "settled", nothing, completed},
-		suspSettled: {nothing, nothing, notFound, nothing, notFound, notFound, same, notFound, nothing, nothing, nothing, nothing, nothing, nothing, completed},
-		suspExpired: {nothing, nothing, notFound, nothing, notFound, notFound, same, notFound, nothing, nothing, nothing, nothing, nothing, nothing, completed},
-	}
-	if len(want) != int(numSuspStates) || len(events) != int(numSuspEvents) {
-		t.Fatalf("the table covers %d states and %d events; there are %d and %d", len(want), len(events), numSuspStates, numSuspEvents)
-	}
+	type L = lifecycle.Event
 	here, other := &session{}, &session{}
-	// run sends ev in state st from sess on lane with creds, the rollout
-	// attached to attached; it returns what happened, as the table says it.
-	run := func(st suspState, ev suspEvent, attached, sess *session, lane, creds string) string {
-		sp := &suspension{id: "resp_1", lane: "a", creds: "key", state: st, sess: attached}
-		r, perr := sp.decideLocked(ev, sess, lane, creds)
+	durableRoute := []L{lifecycle.Park, lifecycle.Hold, lifecycle.Written, lifecycle.Pause}
+	routes := map[lifecycle.Phase]struct {
+		checkpoints bool
+		events      []L
+	}{
+		lifecycle.Running:    {false, nil},
+		lifecycle.Pausing:    {false, []L{lifecycle.Park}},
+		lifecycle.Parked:     {false, []L{lifecycle.Park, lifecycle.Pause}},
+		lifecycle.Ended:      {false, []L{lifecycle.End}},
+		lifecycle.Settled:    {false, []L{lifecycle.End, lifecycle.Settle}},
+		lifecycle.Expired:    {false, []L{lifecycle.Drop, lifecycle.Expire}},
+		lifecycle.Fenced:     {true, []L{lifecycle.Fence}},
+		lifecycle.HandedOver: {true, append(slices.Clone(durableRoute), lifecycle.HandOver)},
+		lifecycle.Hibernated: {true, append(slices.Clone(durableRoute), lifecycle.Hibernate)},
+	}
+	// reach is a suspension in phase p, reporting to here on lane "a"
+	// (but expired: detached), created with the credentials "key".
+	reach := func(p lifecycle.Phase) *suspension {
+		r := routes[p]
+		sp := &suspension{id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(r.checkpoints)}
+		for _, ev := range r.events {
+			if v, _ := sp.applyLocked(ev, here, "", ""); v != lifecycle.Allow {
+				t.Fatalf("on the way to %v: %v is %v in %v", p, ev, v, sp.st.Phase())
+			}
+		}
+		if sp.st.Phase() != p {
+			t.Fatalf("the route to %v leads to %v", p, sp.st.Phase())
+		}
+		return sp
+	}
+	// send is what the client reads of ev sent in phase p from sess on
+	// lane with creds.
+	send := func(p lifecycle.Phase, ev L, sess *session, lane, creds string) string {
+		sp := reach(p)
+		before := sp.st
+		v, perr := sp.applyLocked(ev, sess, lane, creds)
 		switch {
 		case perr != nil:
-			if r.v == allow || r.v == ignore {
-				t.Errorf("%v %v: refused (%s) by a rule that does not refuse", st, ev, perr.Code)
-			}
-			if sp.state != st {
-				t.Errorf("%v %v: refused, and the state moved to %v", st, ev, sp.state)
+			if !v.Refused() || sp.st != before {
+				t.Errorf("%v %v: refused (%s) by %v, the state %v", p, ev, perr.Code, v, sp.st.Phase())
 			}
 			return perr.Code
-		case r.v == ignore:
-			if sp.state != st {
-				t.Errorf("%v %v: ignored, and the state moved to %v", st, ev, sp.state)
-			}
+		case v.Refused():
+			t.Errorf("%v %v: %v, with no refusal for the client", p, ev, v)
+		case v == lifecycle.Asleep:
+			return asleep
+		case v == lifecycle.Ignore:
 			return nothing
-		case sp.state == st:
-			return same
 		}
-		return sp.state.String()
+		return ok
 	}
-	for st, row := range want {
+	events := []L{lifecycle.Append, lifecycle.Cancel, lifecycle.Fork, lifecycle.Create, lifecycle.Resume, lifecycle.Steer}
+	want := map[lifecycle.Phase][]string{
+		//                     append     cancel    fork       create    resume    steer
+		lifecycle.Running:    {notParked, ok, notParked, ok, ok, ok},
+		lifecycle.Pausing:    {notParked, ok, notParked, ok, ok, ok},
+		lifecycle.Parked:     {ok, ok, ok, laneBusy, ok, ok},
+		lifecycle.Ended:      {notFound, notFound, notFound, ok, ok, completed},
+		lifecycle.Settled:    {notFound, notFound, notFound, ok, notFound, completed},
+		lifecycle.Expired:    {notFound, notFound, notFound, ok, notFound, completed},
+		lifecycle.Fenced:     {nothing, nothing, notFound, ok, ok, notActive},
+		lifecycle.HandedOver: {nothing, nothing, notFound, ok, ok, notActive},
+		lifecycle.Hibernated: {asleep, asleep, notFound, ok, ok, notActive},
+	}
+	if len(want) != lifecycle.NumPhases {
+		t.Fatalf("the table covers %d phases; there are %d", len(want), lifecycle.NumPhases)
+	}
+	for p, row := range want {
 		for i, ev := range events {
 			var got string
 			switch ev {
-			case evResume:
-				got = run(st, ev, here, other, "a", "key")
-			case evExpire:
-				got = run(st, ev, nil, nil, "", "")
-			case evAppend, evCancel, evFork, evCreate, evDrop, evSettle, evSteer:
-				got = run(st, ev, here, here, "a", "key")
+			case lifecycle.Resume:
+				got = send(p, ev, other, "a", "key")
 			default:
-				got = run(st, ev, here, nil, "", "")
+				got = send(p, ev, here, "a", "")
 			}
-			if w := row[i]; got != w && !(w == st.String() && got == same) {
-				t.Errorf("%v, %v: %s, want %s", st, ev, got, w)
+			if got != row[i] {
+				t.Errorf("%v, %v: %s, want %s", p, ev, got, row[i])
+			}
+		}
+		// Who sends it.
+		for i, ev := range events[:3] { // append, cancel, fork
+			wantOther, wantLane := notFound, mismatch
+			switch row[i] {
+			case nothing, asleep: // whoever sends it on its lane
+				wantOther = row[i]
+			}
+			switch row[i] {
+			case notFound, nothing:
+				wantLane = row[i] // gone is gone, whatever the lane; ignored is ignored
+			}
+			if got := send(p, ev, other, "a", ""); got != wantOther {
+				t.Errorf("%v, %v from another connection: %s, want %s", p, ev, got, wantOther)
+			}
+			if got := send(p, ev, here, "b", ""); got != wantLane {
+				t.Errorf("%v, %v on another lane: %s, want %s", p, ev, got, wantLane)
+			}
+		}
+		if got := send(p, lifecycle.Steer, other, "a", ""); got != notFound {
+			t.Errorf("%v, a steer from another connection: %s, want %s", p, got, notFound)
+		}
+		if got := send(p, lifecycle.Create, other, "a", ""); got != ok {
+			t.Errorf("%v, a create from another connection: %s, want it queued", p, got)
+		}
+		if got := send(p, lifecycle.Resume, here, "a", "key"); got != notFound {
+			t.Errorf("%v, a resume from the connection it reports to: %s, want %s", p, got, notFound)
+		}
+		if got := send(p, lifecycle.Resume, other, "a", "another key"); got != notFound {
+			t.Errorf("%v, a resume with other credentials: %s, want %s", p, got, notFound)
+		}
+		for _, ev := range []L{lifecycle.Drop, lifecycle.Settle} {
+			if got := send(p, ev, other, "a", "key"); got != nothing {
+				t.Errorf("%v, %v from a connection it does not report to: %s, want it ignored", p, ev, got)
 			}
 		}
 	}
-
-	// Who sends it.
-	for st := range numSuspStates {
-		for _, ev := range []suspEvent{evAppend, evCancel, evFork} {
-			if got := run(st, ev, here, other, "a", "key"); got != notFound {
-				t.Errorf("%v, %v from another connection: %s, want %s", st, ev, got, notFound)
-			}
-			wantLane := mismatch
-			if want[st][slices.Index(events, ev)] == notFound {
-				wantLane = notFound // gone is gone, whatever the lane
-			}
-			if got := run(st, ev, here, here, "b", "key"); got != wantLane {
-				t.Errorf("%v, %v on another lane: %s, want %s", st, ev, got, wantLane)
-			}
-		}
-		if got := run(st, evSteer, here, other, "", ""); got != notFound {
-			t.Errorf("%v, a steer from another connection: %s, want %s", st, got, notFound)
-		}
-		if w := want[st][slices.Index(events, evSteer)]; w == same {
-			if got := run(st, evSteer, here, here, "b", ""); got != same {
-				t.Errorf("%v, a steer naming no lane (or another): %s, want it taken", st, got)
-			}
-		}
-		if got := run(st, evCreate, here, other, "a", "key"); got != same {
-			t.Errorf("%v, a create from another connection: %s, want it queued", st, got)
-		}
-		if got := run(st, evResume, here, here, "a", "key"); got != notFound {
-			t.Errorf("%v, a resume from the connection it reports to: %s, want %s", st, got, notFound)
-		}
-		if got := run(st, evResume, here, other, "a", "another key"); got != notFound {
-			t.Errorf("%v, a resume with other credentials: %s, want %s", st, got, notFound)
-		}
-		for _, ev := range []suspEvent{evDrop, evSettle} {
-			if got := run(st, ev, here, other, "a", "key"); got != nothing {
-				t.Errorf("%v, %v from a connection it does not report to: %s, want it ignored", st, ev, got)
-			}
-		}
-		if got := run(st, evExpire, here, nil, "", ""); got != nothing {
-			t.Errorf("%v, the resume window's end while attached: %s, want it ignored", st, got)
-		}
+	// A durable rollout's pause is not steered: its checkpoint would not
+	// keep the input.
+	sp := &suspension{id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(true)}
+	sp.applyLocked(lifecycle.Park, nil, "", "")
+	if _, perr := sp.decideLocked(lifecycle.Steer, here, "a", ""); perr == nil || perr.Code != durable {
+		t.Errorf("a steer of a durable rollout at its pause: %v, want %s", perr, durable)
 	}
 }

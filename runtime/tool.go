@@ -6,9 +6,11 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// Tool is every tool a rollout calls: a hosted tool (web_search, an MCP
-// tool) or the client's functions. The loop calls them all the same way and
-// cannot tell them apart.
+// Tool is a hosted tool: one the server runs for the model, such as
+// web_search or an MCP server's tools. The calls the model makes of its
+// client's tools are not a Tool's: the rollout hands them to its client,
+// by the design it runs (left open for the next request, or answered in
+// the same response by response.append).
 //
 // Call runs one call, on a goroutine of its own: a step's calls run
 // concurrently, so Call must be safe for concurrent use, and it must honour
@@ -37,30 +39,29 @@ type Tool interface {
 	Call(ctx context.Context, call protocol.Call, emit func(protocol.Event)) (protocol.Item, error)
 }
 
-// stepTool is a Tool that is told a step's calls before they run, all of
-// them, in output order: a suspended rollout's client tool announces them
-// together, in one response.done.
-type stepTool interface {
-	Tool
-	beginStep(calls []protocol.Call)
+// clientCalls answers the calls of a step that are the client's: every
+// call no hosted tool takes (protocol.RunnerOf says which types are which;
+// the members of the request's namespaces are always the client's), and an
+// MCP call that needs its client's approval. It is the one seam between the
+// loop and the design it runs: the loop gives it the step's client calls,
+// all of them, in output order, once the step's hosted calls have started,
+// and takes their outputs by call_id.
+//
+// answer runs on the loop's goroutine while the step's hosted calls run on
+// theirs. It returns either every call's output, or none (nil): the calls
+// stay open, and the response ends after the step with them in its output
+// for the client's next request. An error means the rollout is ending: its
+// cause.
+type clientCalls interface {
+	answer(ctx context.Context, calls []protocol.Call) (map[string]protocol.Item, error)
 }
 
-// parker is a stepTool whose calls of a step the rollout waits for on its
-// own goroutine, all at once (park returns their results by call_id),
-// rather than on a goroutine per call: the suspended rollout's client.
-type parker interface {
-	stepTool
-	park(ctx context.Context) (map[string]protocol.Item, error)
-}
-
-// openCalls is the client's tool in the cached-state design and over HTTP:
-// every call stays open. The response ends, its state stays in the
-// connection cache (or the store), and the client's next response.create
-// with previous_response_id brings the outputs.
+// openCalls answers the client's calls in the cached-state design and
+// over HTTP: it leaves them all open. The response ends, its state stays in
+// the connection cache (or the store), and the client's next
+// response.create with previous_response_id brings the outputs.
 type openCalls struct{}
 
-func (openCalls) Definition() protocol.Tool { return protocol.Tool{Type: protocol.ToolFunction} }
-
-func (openCalls) Call(context.Context, protocol.Call, func(protocol.Event)) (protocol.Item, error) {
+func (openCalls) answer(context.Context, []protocol.Call) (map[string]protocol.Item, error) {
 	return nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
 
 // This file is hibernation and waking. A durable rollout parked at a
@@ -46,18 +47,16 @@ type waking struct {
 func (sp *suspension) hibernate(pause int) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.pauses != pause || sp.state != suspParked || !sp.durablePause || sp.released != stayed ||
-		sp.replaying || sp.waking || len(sp.appended) > 0 {
-		return
+	if sp.pauses == pause { // not a later pause's: that one has a timer of its own
+		sp.releaseLocked(lifecycle.Hibernate)
 	}
-	sp.releaseLocked(hibernated)
 }
 
 // asleep reports whether the rollout hibernated.
 func (sp *suspension) asleep() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.released == hibernated
+	return sp.st.Phase() == lifecycle.Hibernated
 }
 
 // awake reports whether the rollout is this server's, in memory: not
@@ -65,7 +64,7 @@ func (sp *suspension) asleep() bool {
 func (sp *suspension) awake() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.released == stayed && sp.state < suspEnded
+	return sp.st.Phase() <= lifecycle.Parked
 }
 
 // sleptOn reports whether the rollout hibernated while it reported to
@@ -73,7 +72,7 @@ func (sp *suspension) awake() bool {
 func (sp *suspension) sleptOn(sess *session) (timeoutAt time.Time, epoch uint64, ok bool) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.timeoutAt, sp.epoch, sp.released == hibernated && sp.sess == sess
+	return sp.timeoutAt, sp.epoch, sp.st.Phase() == lifecycle.Hibernated && sp.sess == sess
 }
 
 // wake queues ev for rollout id, and starts waking it on lane unless a
@@ -98,7 +97,7 @@ func (sess *session) wake(id, lane string, ev *wakeEvent) *protocol.Error {
 	sess.mu.Lock()
 	if ln := sess.lanes[lane]; ln != nil && ln.asleep != "" && ln.asleep != id {
 		sess.mu.Unlock()
-		return errLaneSuspended(ln.asleep, evCreate) // the lane holds another's place
+		return errLaneSuspended(ln.asleep, false) // the lane holds another's place
 	}
 	if w := sess.waking[id]; w != nil {
 		defer sess.mu.Unlock()
@@ -172,10 +171,17 @@ func (sess *session) settleWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 		}
 		sp.mu.Unlock()
 	}
+	sp.wakeDone()
+}
+
+// wakeDone ends the wake of the rollout: the events queued for it are all
+// taken, or nothing more comes from the connection that woke it. From now
+// on it may hibernate again.
+func (sp *suspension) wakeDone() {
 	sp.mu.Lock()
-	sp.waking = false
+	defer sp.mu.Unlock()
+	sp.applyLocked(lifecycle.Awake, nil, "", "")
 	sp.sleepLocked()
-	sp.mu.Unlock()
 }
 
 // takeWakeLocked applies one event of a wake to the rollout: a cancel
@@ -187,27 +193,29 @@ func (sp *suspension) takeWakeLocked(w *wakeEvent) *protocol.Error {
 	case w.deadline:
 		return nil // parked, the rollout timed out as it did
 	case w.cancel:
-		// The client's, whether or not its connection is still there:
-		// decided by the state alone.
-		if r := suspRules[sp.state][evCancel]; r.v == allow {
-			sp.state = r.to
+		if v, _ := sp.submitLocked(lifecycle.Cancel, wakeSender, sp.lane); v == lifecycle.Allow {
 			sp.stopTimerLocked()
 			sp.ro.abort(errCancelled)
 		}
 		return nil
-	case sp.state != suspParked:
-		return errAppendNotParked(sp.id)
+	}
+	if v, perr := sp.submitLocked(lifecycle.Append, wakeSender, sp.lane); v != lifecycle.Allow {
+		return perr
 	}
 	_, perr := sp.takeLocked(w.items)
 	return perr
 }
+
+// wakeSender is the sender of the events that woke a rollout: its client,
+// on its lane, whether or not the connection they came on is still there.
+var wakeSender = lifecycle.Sender{Here: true, Lane: true, Creds: true}
 
 // sleepLocked arms the hibernation timer of the pause the rollout is
 // parked at, when it may hibernate: Suspension.HibernateAfter from now.
 // The caller holds mu.
 func (sp *suspension) sleepLocked() {
 	d := sp.srv.opts.Suspension.HibernateAfter
-	if d <= 0 || sp.state != suspParked || !sp.durablePause || sp.waking {
+	if d <= 0 || !sp.st.MayHibernate() {
 		return
 	}
 	if sp.sleep != nil {

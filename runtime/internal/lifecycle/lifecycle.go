@@ -59,8 +59,9 @@ type State struct {
 	checkpointed bool
 	// durable: the pause it is parked at is that checkpoint.
 	durable bool
-	// outputsIn: some of the pause's outputs are appended, not all.
-	outputsIn bool
+	// appended: its client has appended items at the pause (outputs,
+	// steering), not yet every output it waits for.
+	appended bool
 	// waking: woken by an event naming it, and the events queued for it
 	// meanwhile not all taken yet.
 	waking bool
@@ -100,7 +101,7 @@ func (s State) Replaying() bool         { return s.link == Replaying }
 func (s State) Holding() bool           { return s.holding }
 func (s State) Checkpointed() bool      { return s.checkpointed }
 func (s State) Durable() bool           { return s.durable }
-func (s State) OutputsIn() bool         { return s.outputsIn }
+func (s State) Appended() bool          { return s.appended }
 func (s State) Waking() bool            { return s.waking }
 func (s State) Announced() bool         { return s.announced }
 func (s State) WritesCheckpoints() bool { return s.checkpoints }

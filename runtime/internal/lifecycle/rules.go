@@ -9,7 +9,7 @@ const (
 	Park      Event = iota // the loop waits on its step's client calls
 	Pause                  // the pause's response.done goes out
 	Append                 // response.append with outputs for the pending calls
-	Outputs                // an append took some of the pause's outputs, not all
+	Appended               // an append took items at the pause without answering it: some outputs, or steering
 	Answered               // the last pending call has its output: the loop runs again
 	Cancel                 // response.cancel
 	Fork                   // response.fork
@@ -37,7 +37,7 @@ const (
 const NumEvents = int(numEvents)
 
 func (e Event) String() string {
-	return [...]string{"park", "pause", "append", "outputs", "answered", "cancel", "fork", "create", "resume",
+	return [...]string{"park", "pause", "append", "appended", "answered", "cancel", "fork", "create", "resume",
 		"caught-up", "drop", "timeout", "expire", "end", "settle", "shutdown", "steer", "hold", "written",
 		"unwritten", "fence", "hand-over", "hibernate", "awake"}[e]
 }
@@ -50,7 +50,7 @@ const (
 	Ignore                         // nothing changes: a timer or a teardown that lost a race, or a rollout that sends nothing more
 	RefuseNotFound                 // response_not_found: no such suspended response here
 	RefuseNotParked                // response_not_suspended: it is not waiting for tool outputs
-	RefuseAppended                 // response_not_suspended: a fork of a pause some of whose outputs are in
+	RefuseAppended                 // response_not_suspended: a fork of a pause its client has appended to
 	RefuseLaneBusy                 // stream_suspended: a create on a lane parked on its client
 	RefuseLane                     // stream_id_mismatch: the rollout runs on another lane
 	RefuseCompleted                // response_already_completed: a steer of a rollout that has ended
@@ -135,20 +135,20 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 			switch {
 			case p != Parked:
 				return RefuseNotParked, s
-			case s.outputsIn:
+			case s.appended:
 				return RefuseAppended, s
 			}
 		}
-	case Outputs:
+	case Appended:
 		if p != Parked {
 			return Ignore, s
 		}
-		s.outputsIn = true
+		s.appended = true
 	case Answered:
 		if p != Parked {
 			return Ignore, s
 		}
-		s.phase, s.durable, s.outputsIn = Running, false, false
+		s.phase, s.durable, s.appended = Running, false, false
 	case Create:
 		if from.Here && p == Parked {
 			return RefuseLaneBusy, s
@@ -230,7 +230,7 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 		}
 		s.phase = HandedOver
 	case Hibernate:
-		if p != Parked || !s.durable || s.link == Replaying || s.waking || s.outputsIn {
+		if p != Parked || !s.durable || s.link == Replaying || s.waking || s.appended {
 			return Ignore, s
 		}
 		s.phase = Hibernated

@@ -17,7 +17,7 @@ const (
 )
 
 // events in Event's order, for the table's columns.
-var events = []Event{Park, Pause, Append, Outputs, Answered, Cancel, Fork, Create, Resume, CaughtUp, Drop, Timeout,
+var events = []Event{Park, Pause, Append, Appended, Answered, Cancel, Fork, Create, Resume, CaughtUp, Drop, Timeout,
 	Expire, End, Settle, Shutdown, Steer, Hold, Written, Unwritten, Fence, HandOver, Hibernate, Awake}
 
 // byPhase is what each event does in each phase, the rollout reporting to a
@@ -131,11 +131,11 @@ func TestFlags(t *testing.T) {
 		{"detached too", with(Parked, func(s *State) { durable(s); s.link = Detached }), Hibernate, Sender{}, "hibernated", nil},
 		{"not while a client catches up", with(Parked, func(s *State) { durable(s); s.link = Replaying }), Hibernate, Sender{}, nothing, nil},
 		{"not while a wake's events are taken", with(Parked, func(s *State) { durable(s); s.waking = true }), Hibernate, Sender{}, nothing, nil},
-		{"not with some outputs in", with(Parked, func(s *State) { durable(s); s.outputsIn = true }), Hibernate, Sender{}, nothing, nil},
-		{"answered, the pause is no longer durable", with(Parked, func(s *State) { durable(s); s.outputsIn = true }), Answered, Sender{}, "running",
-			func(s State) bool { return s.checkpointed && !s.durable && !s.outputsIn }},
-		{"some outputs in", canonical(Parked), Outputs, Sender{}, same, func(s State) bool { return s.outputsIn }},
-		{"a fork of a pause some of whose outputs are in", with(Parked, func(s *State) { s.outputsIn = true }), Fork, here, "appended", nil},
+		{"not with items appended", with(Parked, func(s *State) { durable(s); s.appended = true }), Hibernate, Sender{}, nothing, nil},
+		{"answered, the pause is no longer durable", with(Parked, func(s *State) { durable(s); s.appended = true }), Answered, Sender{}, "running",
+			func(s State) bool { return s.checkpointed && !s.durable && !s.appended }},
+		{"items appended", canonical(Parked), Appended, Sender{}, same, func(s State) bool { return s.appended }},
+		{"a fork of a pause appended to", with(Parked, func(s *State) { s.appended = true }), Fork, here, "appended", nil},
 		{"a wake's events all taken", with(Parked, func(s *State) { s.waking = true }), Awake, Sender{}, same, func(s State) bool { return !s.waking }},
 		{"a silent first park", with(Running, func(s *State) { s.announced = true }), Park, Sender{}, "pausing", func(s State) bool { return !s.announced }},
 		{"a resumed client catches up", with(Parked, func(s *State) { s.link = Replaying }), CaughtUp, Sender{}, same, func(s State) bool { return s.link == Live }},
@@ -218,7 +218,7 @@ var parts = []part{
 	flag("holding", func(s *State) *bool { return &s.holding }),
 	flag("checkpointed", func(s *State) *bool { return &s.checkpointed }),
 	flag("durable", func(s *State) *bool { return &s.durable }),
-	flag("outputsIn", func(s *State) *bool { return &s.outputsIn }),
+	flag("appended", func(s *State) *bool { return &s.appended }),
 	flag("waking", func(s *State) *bool { return &s.waking }),
 	flag("announced", func(s *State) *bool { return &s.announced }),
 }
@@ -237,15 +237,15 @@ func flag(name string, f func(*State) *bool) part {
 // change.
 var (
 	reads = map[Event][]string{
-		Park: {"phase"}, Pause: {"phase", "holding"}, Append: {"phase"}, Outputs: {"phase"}, Answered: {"phase"},
-		Cancel: {"phase"}, Fork: {"phase", "outputsIn"}, Create: {"phase"}, Resume: {"phase"}, CaughtUp: {"link"},
+		Park: {"phase"}, Pause: {"phase", "holding"}, Append: {"phase"}, Appended: {"phase"}, Answered: {"phase"},
+		Cancel: {"phase"}, Fork: {"phase", "appended"}, Create: {"phase"}, Resume: {"phase"}, CaughtUp: {"link"},
 		Drop: {}, Timeout: {"phase"}, Expire: {"phase", "link"}, End: {"phase"}, Settle: {"phase"}, Shutdown: {"phase"},
 		Steer: {"phase", "checkpoints"}, Hold: {"phase", "checkpoints", "holding"}, Written: {"holding"}, Unwritten: {"holding"},
-		Fence: {"phase"}, HandOver: {"phase", "durable", "holding"}, Hibernate: {"phase", "durable", "link", "waking", "outputsIn"},
+		Fence: {"phase"}, HandOver: {"phase", "durable", "holding"}, Hibernate: {"phase", "durable", "link", "waking", "appended"},
 		Awake: {"waking"},
 	}
 	writes = map[Event][]string{
-		Park: {"phase", "announced"}, Pause: {"phase"}, Outputs: {"outputsIn"}, Answered: {"phase", "durable", "outputsIn"},
+		Park: {"phase", "announced"}, Pause: {"phase"}, Appended: {"appended"}, Answered: {"phase", "durable", "appended"},
 		Cancel: {"phase"}, Resume: {"link"}, CaughtUp: {"link"}, Drop: {"link"}, Timeout: {"phase"}, Expire: {"phase"},
 		End: {"phase"}, Settle: {"phase"}, Shutdown: {"phase"}, Hold: {"holding"}, Written: {"holding", "checkpointed", "durable"},
 		Unwritten: {"holding"}, Fence: {"phase", "holding"}, HandOver: {"phase"}, Hibernate: {"phase"}, Awake: {"waking"},
