@@ -387,10 +387,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		wakes = sess.wakeEvents(j.id)
 	}
 	parked := make(chan struct{})
-	sp.mu.Lock()
-	from := sp.restoreLocked(cp.Epoch, lc, j, parked)
-	sp.wakes = wakes
-	sp.mu.Unlock()
+	from := sp.restore(cp.Epoch, lc, j, wakes, parked)
 	if !j.wake {
 		sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
 	}
@@ -422,15 +419,18 @@ func deterministic(m Sampler) bool {
 	return ok && d.Deterministic()
 }
 
-// restoreLocked sets up the rollout taken over from lc, whose store had it
-// at epoch, for its first park (closing parked) and for what its client
-// has: it returns the sequence_number the client's replay starts after.
-// Answered in the checkpoint, the step runs again from its start, and the
-// client gets what it has not seen of it; unanswered, its log is the
-// checkpoint's frames, the pause's response.done last. The caller holds mu.
-func (sp *suspension) restoreLocked(epoch uint64, lc *loadedCheckpoint, j *takeoverJob, parked chan struct{}) (from int) {
+// restore sets up the rollout taken over from lc, whose store had it at
+// epoch, for its first park (which takes the events that woke it, wakes,
+// and closes parked) and for what its client has: it returns the
+// sequence_number the client's replay starts after. Answered in the
+// checkpoint, the step runs again from its start, and the client gets what
+// it has not seen of it; unanswered, its log is the checkpoint's frames,
+// the pause's response.done last. Its state began Restored (suspendAt).
+func (sp *suspension) restore(epoch uint64, lc *loadedCheckpoint, j *takeoverJob, wakes []*wakeEvent, parked chan struct{}) (from int) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	frames, answer := lc.frames, lc.answer
-	sp.epoch, sp.parkedCh = epoch+1, parked
+	sp.epoch, sp.parkedCh, sp.wakes = epoch+1, parked, wakes
 	sp.lastCheckpoint, sp.paused = lc.data, true
 	if lc.data.Parked > 0 && answer == nil { // answered, the pause did not time out
 		sp.deadline = time.UnixMilli(lc.data.Parked).Add(sp.srv.opts.Suspension.Timeout)

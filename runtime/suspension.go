@@ -25,11 +25,13 @@ const maxDetachedBytes = 8 << 20
 // refusals are built; a session keeps a reference per lane and asks. The
 // state machine is drawn in doc.go.
 //
-// A suspension is also its rollout's client Tool (and its sink): the
-// rollout's own goroutine parks on a step's client calls (park) until
-// response.append has delivered every output; no goroutine waits per call.
+// A suspension is also its rollout's clientCalls (and its sink): it
+// announces the pause of a step's client calls and returns their outputs
+// once response.append has delivered them all. Until then the loop is
+// parked as a value, with no goroutine; the append that brings the last
+// output drives it on (drive).
 //
-// The rollout runs on a goroutine of the server's, so that it outlives its
+// The rollout runs on goroutines of the server's, so that it outlives its
 // connection: detached, it keeps its frames until a connection with the
 // same credentials sends response.resume, or the resume window ends and it
 // is cancelled. Lock order: rollout.mu, then mu (put runs under the
@@ -40,7 +42,7 @@ type suspension struct {
 	id    string
 	creds string        // hash of the Authorization header of the connection that created it
 	lane  string        // its stream_id, on every connection it reports to
-	done  chan struct{} // closed when run has returned
+	done  chan struct{} // closed when its loop has returned, at the rollout's end
 
 	mu     sync.Mutex
 	st     lifecycle.State // its whole state (phase, link, checkpoint): changed only by applyLocked; guarded by mu

@@ -165,11 +165,7 @@ func (sess *session) settleWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 		}
 		wakes, w.events = w.events, nil
 		sess.mu.Unlock()
-		sp.mu.Lock()
-		for _, w := range wakes {
-			w.refused = sp.takeWakeLocked(w)
-		}
-		sp.mu.Unlock()
+		sp.takeWakes(wakes)
 	}
 	sp.wakeDone()
 }
@@ -182,6 +178,16 @@ func (sp *suspension) wakeDone() {
 	defer sp.mu.Unlock()
 	sp.applyLocked(lifecycle.Awake, nil, "", "")
 	sp.sleepLocked()
+}
+
+// takeWakes applies the events of a wake queued since the rollout parked,
+// in order, each refusal written on its event.
+func (sp *suspension) takeWakes(wakes []*wakeEvent) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for _, w := range wakes {
+		w.refused = sp.takeWakeLocked(w)
+	}
 }
 
 // takeWakeLocked applies one event of a wake to the rollout: a cancel
