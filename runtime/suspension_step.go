@@ -38,7 +38,7 @@ func (sp *suspension) answer(ctx context.Context, calls []protocol.Call) (map[st
 	return nil, errParked
 }
 
-// ready reports whether the step's client calls all have their outputs,
+// outputsReady reports whether the step's client calls all have their outputs,
 // for the loop to take; see rollout.sleep.
 func (sp *suspension) outputsReady() bool {
 	sp.mu.Lock()
