@@ -362,6 +362,13 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		sess.srv.unregister(sp)
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}
+	var wakes []*wakeEvent
+	if j.wake {
+		// What the session queued so far is taken as the rollout parks;
+		// what it queues from now on, once it has (settleWake). Taken
+		// before sp's lock, which the lock order puts after the session's.
+		wakes = sess.wakeEvents(j.id)
+	}
 	parked := make(chan struct{})
 	sp.mu.Lock()
 	sp.epoch, sp.checkpointed, sp.announced, sp.parkedCh = cp.Epoch+1, true, true, parked
@@ -396,13 +403,8 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if answer != nil || j.wake {
 		sp.sent = from // the client has it: the pause it answers, or the step run again
 	}
-	var wakes []*wakeEvent
 	if j.wake {
-		// What the session queued so far is taken as the rollout parks;
-		// what it queues from now on, once it has (settleWake). The
-		// rollout does not hibernate again meanwhile.
-		wakes = sess.wakeEvents(j.id)
-		sp.wakes, sp.waking = wakes, true
+		sp.wakes, sp.waking = wakes, true // it does not hibernate again until they are taken
 	}
 	sp.mu.Unlock()
 	if !j.wake {
