@@ -5,10 +5,10 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // maxDetachedBytes bounds the frames a suspended rollout keeps for replay; a
@@ -40,7 +40,7 @@ type suspension struct {
 	lane  string        // its stream_id, on every connection it reports to
 	done  chan struct{} // closed when run has returned
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Suspension]
 	state  suspState     // guarded by mu
 	sess   *session      // the connection it reports to, nil while detached; guarded by mu
 	gone   chan struct{} // closed when sess stops being that connection; guarded by mu
