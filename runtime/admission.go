@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // admission is what a server lets in, and for whom: the connections open
@@ -18,7 +19,7 @@ import (
 type admission struct {
 	opts *Options
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.Admission]
 	conns    map[string]int // open connections by tenant; guarded by mu
 	inFlight map[string]int // responses in progress by tenant; guarded by mu
 	limiters sync.Map       // tenant -> *rate.Limiter, with Tenant.RPM

@@ -4,8 +4,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"sync"
 	"time"
+
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // Checkpoints keeps suspended rollouts' state at their pauses where every
@@ -66,7 +67,7 @@ var (
 type MemoryCheckpoints struct {
 	now func() time.Time // time.Now unless a test sets it
 
-	mu  sync.Mutex
+	mu  lockrank.Mutex[lockrank.Checkpoints]
 	cps map[checkpointKey]memCheckpoint // guarded by mu
 }
 

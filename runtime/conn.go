@@ -3,9 +3,9 @@ package runtime
 import (
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // connScope is what the lanes of one connection share: the connection-local
@@ -16,7 +16,7 @@ import (
 type connScope struct {
 	slots chan struct{} // one token per response in flight
 
-	mu         sync.Mutex
+	mu         lockrank.Mutex[lockrank.ConnScope]
 	cache      map[string]*conversation // response id -> state, guarded by mu
 	cachedAt   map[string]uint64        // response id -> when it was cached (published), guarded by mu
 	published  uint64                   // responses cached so far, guarded by mu

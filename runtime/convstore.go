@@ -4,9 +4,9 @@ import (
 	"container/list"
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // ConversationStore keeps the Conversations API's conversations: each its
@@ -48,7 +48,7 @@ type ConversationStore interface {
 type MemoryConversations struct {
 	maxBytes, maxTenant int
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Conversations]
 	convs   map[itemKey]*memConversation // by tenant and id; guarded by mu
 	lru     list.List                    // of *memConversation, least recently written first; guarded by mu
 	bytes   int                          // guarded by mu

@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"net"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // corkedConn is a WebSocket's hijacked connection, whose writes the
@@ -25,7 +26,7 @@ import (
 type corkedConn struct {
 	net.Conn
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.Cork]
 	corked   bool      // guarded by mu
 	closing  bool      // a close frame went out or joined the batch, or the connection is closed; guarded by mu
 	held     *[]byte   // a frame buffer (frameBufs) while corked; guarded by mu

@@ -163,20 +163,30 @@
 // client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
 // held. The read loop takes only such locks, so it never waits on a
-// rollout. Lock order, outer
-// first:
+// rollout. Lock order, outer first:
 //
 //	suspendedSet.mu -> suspension.mu
 //	connScope.mu -> session.mu -> suspension.mu
 //	rollout.mu -> suspension.mu -> outbox.mu
+//	suspension.mu -> Server.mu
+//	mcpServer.mu -> mcpConns.mu
 //
 // Leaves, taken under any of these: outbox.mu, admission.mu, the rollout's
 // stopper and inbox locks, a Recorder's own (runtime/record's Writer.mu).
-// The memory budget (memoryBudget) is one atomic, no lock. Server.mu, which guards what Shutdown drains
-// (sessions, running rollouts), holds only leaves. The server's state has
-// one lock per concern: admission (connections, responses in progress,
-// request rates), the suspended set (suspended rollouts and their tails),
-// the store's own, and Server.mu.
+// Server.mu, which guards what Shutdown drains (sessions, running
+// rollouts), holds only leaves; a suspension writing its checkpoint asks,
+// under its own lock, whether the server is closing. The memory stores'
+// locks, the client secrets' and a WebSocket connection's (corkedConn) are
+// taken holding none. The memory budget (memoryBudget) is one atomic, no
+// lock. The server's state has one lock per concern: admission
+// (connections, responses in progress, request rates), the suspended set
+// (suspended rollouts and their tails), the store's own, and Server.mu.
+//
+// The order is checked: every mutex of runtime's is a lockrank.Mutex (or
+// RWMutex) of its rank, and under go test -race a lock taken out of the
+// order in lockrank's table (package runtime/internal/lockrank, order)
+// ends the process, naming it and the lock held. An order new to the code
+// goes in that table, and here.
 //
 // # Optional layers
 //

@@ -381,8 +381,9 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	var wakes []*wakeEvent
 	if j.wake {
 		// What the session queued so far is taken as the rollout parks;
-		// what it queues from now on, once it has (settleWake). The
-		// rollout does not hibernate again meanwhile (its state is
+		// what it queues from now on, once it has (settleWake). Taken
+		// before sp's lock, which the lock order puts after the session's.
+		// The rollout does not hibernate again meanwhile (its state is
 		// waking).
 		wakes = sess.wakeEvents(j.id)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // The hosted mcp tool. A request's mcp tool names a server; before its
@@ -33,7 +34,7 @@ type mcpServer struct {
 	conns  *mcpConns              // the connection's MCP state; nil over HTTP
 	tools  []protocol.MCPToolInfo // as listed; set before the first step, read-only after
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.MCPServer]
 	sess    MCPSession // guarded by mu
 	held    mcpHold    // sess's hold; guarded by mu
 	retired []mcpHold  // holds on sessions let go as broken, given back at the end; guarded by mu
@@ -159,7 +160,7 @@ func (a approvedMCP) Call(ctx context.Context, call protocol.Call, emit func(pro
 // closes once the connection has ended and no rollout holds it (a
 // detached suspended rollout may).
 type mcpConns struct {
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.MCPConns]
 	lists  map[string][]protocol.MCPToolInfo // guarded by mu
 	open   map[string]*mcpConn               // guarded by mu
 	closed bool                              // the connection has ended; guarded by mu

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // outbox is the queue of encoded frames between the goroutines that produce
@@ -30,7 +32,7 @@ type outbox struct {
 
 	now func() time.Time
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Outbox]
 	q      []queued      // guarded by mu
 	bytes  int           // of the frames in q, guarded by mu
 	spare  []queued      // the writer's last batch, reused; guarded by mu

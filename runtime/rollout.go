@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -77,7 +77,7 @@ type rollout struct {
 	firstAt     time.Time // when the current step's first delta came
 	first       bool      // the current step has had its first delta
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[lockrank.Rollout]
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
 	order   eventOrder         // guarded by mu
 	deltas  *deltaEvents       // guarded by mu; made by the first delta of a step, let go at a pause

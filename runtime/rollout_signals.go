@@ -3,9 +3,9 @@ package runtime
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // This file is what any goroutine may use to reach a running rollout: its
@@ -16,7 +16,7 @@ import (
 // stopper ends a run from any goroutine, whether or not it has started. Its
 // lock is a leaf: callers may hold any other.
 type stopper struct {
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Stopper]
 	cancel context.CancelCauseFunc // set when run starts; guarded by mu
 	cause  error                   // an abort that came before run; guarded by mu
 }
@@ -49,7 +49,7 @@ func (s *stopper) abort(cause error) {
 // design), which join the context after the current step. Its lock is a
 // leaf.
 type inbox struct {
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Inbox]
 	items  protocol.Items // guarded by mu
 	steers []steerSub     // the response.steer submissions among items, in order; guarded by mu
 }

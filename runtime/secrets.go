@@ -11,10 +11,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // Client secrets let a browser connect to a server that requires API keys:
@@ -66,7 +66,7 @@ type clientSecrets struct {
 	key  []byte
 	once OnceStore // nil: the uses are recorded here, for this server
 
-	mu   sync.Mutex
+	mu   lockrank.Mutex[lockrank.Secrets]
 	used map[string]time.Time // nonce -> expiry, without a OnceStore
 }
 

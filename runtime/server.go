@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -108,7 +109,7 @@ type Server struct {
 	suspended *suspendedSet  // suspended rollouts by id, and their tails
 
 	// What Shutdown drains (shutdown.go).
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.Server]
 	sessions map[*session]struct{} // guarded by mu
 	rollouts map[*rollout]struct{} // every rollout running; guarded by mu
 	changed  chan struct{}         // 1-buffered: a rollout ended or parked

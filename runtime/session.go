@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // maxEvicted bounds the ids a session remembers as evicted.
@@ -66,7 +67,7 @@ type session struct {
 	closeStatus CloseStatus // set once by stop, before ctx ends; read by the closer after
 	closeReason string      //
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Session]
 	lanes  map[string]*lane   // guarded by mu; "" is the default lane
 	named  int                // named lanes, guarded by mu
 	waking map[string]*waking // wakes in progress by response id (wake.go), guarded by mu

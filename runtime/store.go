@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -165,7 +165,7 @@ func (st scopedStore) Delete(ctx context.Context, id string) error {
 type MemoryStore struct {
 	opts MemoryStoreOptions
 
-	mu      sync.RWMutex
+	mu      lockrank.RWMutex[lockrank.Store]
 	recs    map[string]*stored  // guarded by mu
 	items   map[itemKey]*stored // the latest record of each tenant holding each item id; guarded by mu
 	all     list.List           // of *stored, oldest first; guarded by mu

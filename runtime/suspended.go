@@ -3,10 +3,10 @@ package runtime
 import (
 	"container/list"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // suspendedSet is a server's suspended rollouts by response id, bounded by
@@ -19,7 +19,7 @@ type suspendedSet struct {
 	opts *Options
 	now  func() time.Time
 
-	mu        sync.Mutex
+	mu        lockrank.Mutex[lockrank.SuspendedSet]
 	byID      map[string]*suspension // guarded by mu
 	asleep    map[string]asleepEntry // hibernated rollouts, by response id; guarded by mu
 	tails     map[string]*tail       // guarded by mu

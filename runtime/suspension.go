@@ -5,11 +5,11 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lifecycle"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // maxDetachedBytes bounds the frames a suspended rollout keeps for replay; a
@@ -44,7 +44,7 @@ type suspension struct {
 	lane  string        // its stream_id, on every connection it reports to
 	done  chan struct{} // closed when its loop has returned, at the rollout's end
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.Suspension]
 	st     lifecycle.State // its whole state (phase, link, checkpoint): changed only by applyLocked; guarded by mu
 	sess   *session        // the connection it reports to, nil while detached (st.Link says whether it catches up); guarded by mu
 	gone   chan struct{}   // closed when sess stops being that connection; guarded by mu

@@ -45,13 +45,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
 // Version is the format version this package writes and reads.
@@ -70,7 +70,7 @@ type Header struct {
 // write drops what follows and reports the error from Err and Close:
 // recording never stops the server.
 type Writer struct {
-	mu    sync.Mutex
+	mu    lockrank.Mutex[lockrank.Recorder]
 	w     *bufio.Writer
 	f     *os.File // the file Create opened, closed by Close
 	line  []byte

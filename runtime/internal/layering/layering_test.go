@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,27 +41,60 @@ var forbidden = []string{
 	"github.com/tether-run/tether/hostedtools", // a hosted tool plugs in as a runtime.Tool
 }
 
+// raceOnly are what runtime brings in the race build alone: goroutine ids,
+// for the lock-order check (runtime/internal/lockrank), which a program
+// built without -race does not link.
+var raceOnly = []string{"github.com/petermattis/goid"}
+
 // TestRuntimeDeps: runtime's dependencies, as go list counts them: none of
-// an optional layer's, at most maxDeps in all.
+// an optional layer's, none of the race build's alone, at most maxDeps in
+// all.
 func TestRuntimeDeps(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is not on PATH: cannot list runtime's dependencies")
-	}
-	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/tether-run/tether/runtime").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	deps := strings.Fields(string(out))
+	deps := runtimeDeps(t)
 	for _, d := range deps {
 		for _, f := range forbidden {
 			if strings.HasPrefix(d, f) {
 				t.Errorf("runtime depends on %s", d)
 			}
 		}
+		if slices.Contains(raceOnly, d) {
+			t.Errorf("runtime depends on %s outside the race build", d)
+		}
 	}
 	if len(deps) > maxDeps {
 		t.Errorf("runtime brings %d packages outside the standard library, more than %d:\n%s", len(deps), maxDeps, strings.Join(deps, "\n"))
 	}
 	t.Logf("%d packages outside the standard library", len(deps))
+}
+
+// TestRuntimeRaceDeps: the race build brings raceOnly, and nothing else
+// more.
+func TestRuntimeRaceDeps(t *testing.T) {
+	deps, raceDeps := runtimeDeps(t), runtimeDeps(t, "-race")
+	var more []string
+	for _, d := range raceDeps {
+		if !slices.Contains(deps, d) {
+			more = append(more, d)
+		}
+	}
+	slices.Sort(more)
+	if want := slices.Sorted(slices.Values(raceOnly)); !slices.Equal(more, want) {
+		t.Errorf("the race build brings %q more, want %q", more, want)
+	}
+}
+
+// runtimeDeps lists the packages outside the standard library that runtime
+// depends on, built with flags.
+func runtimeDeps(t *testing.T, flags ...string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: cannot list runtime's dependencies")
+	}
+	args := append(append([]string{"list"}, flags...), "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/tether-run/tether/runtime")
+	out, err := exec.Command(goTool, args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.Fields(string(out))
 }
