@@ -32,24 +32,24 @@ func (p Phase) Released() bool { return p >= Fenced }
 // its result waiting: not gone, not released.
 func (p Phase) Held() bool { return p <= Ended }
 
-// Link is how a suspended rollout stands to the connections: the one it
+// linkState is how a suspended rollout stands to the connections: the one it
 // reports to, if any, and whether that one is still catching up.
-type Link uint8
+type linkState uint8
 
 const (
-	Detached  Link = iota // no connection: its frames go to the replay log, for the resume window
-	Live                  // its frames go to the connection it reports to
-	Replaying             // a resuming connection catches up from the replay log; new frames wait there
+	detached  linkState = iota // no connection: its frames go to the replay log, for the resume window
+	live                       // its frames go to the connection it reports to
+	replaying                  // a resuming connection catches up from the replay log; new frames wait there
 	numLinks
 )
 
-func (l Link) String() string { return [...]string{"detached", "live", "replaying"}[l] }
+func (l linkState) String() string { return [...]string{"detached", "live", "replaying"}[l] }
 
 // State is a suspended rollout's whole state. The zero State is not one:
 // New and Restored make them. Only Apply changes one.
 type State struct {
 	phase Phase
-	link  Link
+	link  linkState
 	// checkpoints: the server writes its checkpoints (durable rollouts).
 	checkpoints bool
 	// holding: the pause's checkpoint is being written; its response.done
@@ -74,7 +74,7 @@ type State struct {
 // to the connection that created it. checkpoints says whether the server
 // writes its checkpoints.
 func New(checkpoints bool) State {
-	return State{phase: Running, link: Live, checkpoints: checkpoints}
+	return State{phase: Running, link: live, checkpoints: checkpoints}
 }
 
 // Restored is the state of a rollout taken over from its checkpoint, about
@@ -85,31 +85,26 @@ func New(checkpoints bool) State {
 // queued for it are yet to be taken), rather than a response.resume, whose
 // connection catches up from the replay log.
 func Restored(durable, woken bool) State {
-	st := State{phase: Running, link: Replaying, checkpoints: true, checkpointed: true, durable: durable, announced: true}
+	st := State{phase: Running, link: replaying, checkpoints: true, checkpointed: true, durable: durable, announced: true}
 	if woken {
-		st.link, st.waking = Live, true
+		st.link, st.waking = live, true
 	}
 	return st
 }
 
 // The state's parts, read.
 
-func (s State) Phase() Phase            { return s.phase }
-func (s State) Link() Link              { return s.link }
-func (s State) Attached() bool          { return s.link != Detached }
-func (s State) Replaying() bool         { return s.link == Replaying }
-func (s State) Holding() bool           { return s.holding }
-func (s State) Checkpointed() bool      { return s.checkpointed }
-func (s State) Durable() bool           { return s.durable }
-func (s State) Appended() bool          { return s.appended }
-func (s State) Waking() bool            { return s.waking }
-func (s State) Announced() bool         { return s.announced }
-func (s State) WritesCheckpoints() bool { return s.checkpoints }
+func (s State) Phase() Phase       { return s.phase }
+func (s State) Replaying() bool    { return s.link == replaying }
+func (s State) Holding() bool      { return s.holding }
+func (s State) Checkpointed() bool { return s.checkpointed }
+func (s State) Durable() bool      { return s.durable }
+func (s State) Announced() bool    { return s.announced }
 
 // Behind reports whether its frames wait in the replay log rather than go
 // to a connection: detached, a resuming client catching up, or the pause's
 // checkpoint being written.
-func (s State) Behind() bool { return s.link != Live || s.holding }
+func (s State) Behind() bool { return s.link != live || s.holding }
 
 // MayHibernate reports whether a hibernation timer is worth arming: parked
 // at its checkpoint, no wake's events being taken. Whether it then

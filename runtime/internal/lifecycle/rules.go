@@ -157,24 +157,24 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 		if from.Here || !from.Creds || p == Settled || p == Expired {
 			return RefuseNotFound, s
 		}
-		s.link = Replaying
+		s.link = replaying
 	case CaughtUp:
-		if s.link != Replaying {
+		if s.link != replaying {
 			return Ignore, s
 		}
-		s.link = Live
+		s.link = live
 	case Drop:
 		if !from.Here {
 			return Ignore, s
 		}
-		s.link = Detached
+		s.link = detached
 	case Timeout:
 		if p != Parked {
 			return Ignore, s
 		}
 		s.phase = Running // aborted: it runs to its end, and takes no more outputs
 	case Expire:
-		if s.link != Detached || !p.Held() {
+		if s.link != detached || !p.Held() {
 			return Ignore, s
 		}
 		s.phase = Expired
@@ -230,7 +230,7 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 		}
 		s.phase = HandedOver
 	case Hibernate:
-		if p != Parked || !s.durable || s.link == Replaying || s.waking || s.appended {
+		if p != Parked || !s.durable || s.link == replaying || s.waking || s.appended {
 			return Ignore, s
 		}
 		s.phase = Hibernated

@@ -47,7 +47,7 @@ var (
 )
 
 // canonical is the state byPhase starts from.
-func canonical(p Phase) State { return State{phase: p, link: Live} }
+func canonical(p Phase) State { return State{phase: p, link: live} }
 
 // outcome is what ev from f does to s, as the tables write it; it also
 // checks that a refused or ignored event changes nothing.
@@ -87,7 +87,7 @@ func TestByPhase(t *testing.T) {
 			case Resume:
 				f = resumer
 			case Expire:
-				s.link = Detached
+				s.link = detached
 			}
 			if got := outcome(t, s, ev, f); got != row[i] {
 				t.Errorf("%v, %v: %s, want %s", p, ev, got, row[i])
@@ -128,8 +128,8 @@ func TestFlags(t *testing.T) {
 		{"as it is written, while the server drains", with(Pausing, durable), HandOver, Sender{}, "handed-over", nil},
 		{"not while its write is held", with(Pausing, func(s *State) { durable(s); s.holding = true }), HandOver, Sender{}, nothing, nil},
 		{"a durable pause hibernates", with(Parked, durable), Hibernate, Sender{}, "hibernated", nil},
-		{"detached too", with(Parked, func(s *State) { durable(s); s.link = Detached }), Hibernate, Sender{}, "hibernated", nil},
-		{"not while a client catches up", with(Parked, func(s *State) { durable(s); s.link = Replaying }), Hibernate, Sender{}, nothing, nil},
+		{"detached too", with(Parked, func(s *State) { durable(s); s.link = detached }), Hibernate, Sender{}, "hibernated", nil},
+		{"not while a client catches up", with(Parked, func(s *State) { durable(s); s.link = replaying }), Hibernate, Sender{}, nothing, nil},
 		{"not while a wake's events are taken", with(Parked, func(s *State) { durable(s); s.waking = true }), Hibernate, Sender{}, nothing, nil},
 		{"not with items appended", with(Parked, func(s *State) { durable(s); s.appended = true }), Hibernate, Sender{}, nothing, nil},
 		{"answered, the pause is no longer durable", with(Parked, func(s *State) { durable(s); s.appended = true }), Answered, Sender{}, "running",
@@ -138,11 +138,11 @@ func TestFlags(t *testing.T) {
 		{"a fork of a pause appended to", with(Parked, func(s *State) { s.appended = true }), Fork, here, "appended", nil},
 		{"a wake's events all taken", with(Parked, func(s *State) { s.waking = true }), Awake, Sender{}, same, func(s State) bool { return !s.waking }},
 		{"a silent first park", with(Running, func(s *State) { s.announced = true }), Park, Sender{}, "pausing", func(s State) bool { return !s.announced }},
-		{"a resumed client catches up", with(Parked, func(s *State) { s.link = Replaying }), CaughtUp, Sender{}, same, func(s State) bool { return s.link == Live }},
-		{"a resume replays", canonical(Parked), Resume, resumer, same, func(s State) bool { return s.link == Replaying }},
-		{"a drop detaches", canonical(Ended), Drop, here, same, func(s State) bool { return s.link == Detached }},
+		{"a resumed client catches up", with(Parked, func(s *State) { s.link = replaying }), CaughtUp, Sender{}, same, func(s State) bool { return s.link == live }},
+		{"a resume replays", canonical(Parked), Resume, resumer, same, func(s State) bool { return s.link == replaying }},
+		{"a drop detaches", canonical(Ended), Drop, here, same, func(s State) bool { return s.link == detached }},
 		{"the resume window of a rollout attached again", canonical(Parked), Expire, Sender{}, nothing, nil},
-		{"the resume window of a rollout catching up", with(Parked, func(s *State) { s.link = Replaying }), Expire, Sender{}, nothing, nil},
+		{"the resume window of a rollout catching up", with(Parked, func(s *State) { s.link = replaying }), Expire, Sender{}, nothing, nil},
 	}
 	for _, c := range cases {
 		s := c.s
@@ -213,7 +213,7 @@ type part struct {
 
 var parts = []part{
 	{"phase", func(s State) int { return int(s.phase) }, func(s *State, v int) { s.phase = Phase(v) }, NumPhases},
-	{"link", func(s State) int { return int(s.link) }, func(s *State, v int) { s.link = Link(v) }, int(numLinks)},
+	{"link", func(s State) int { return int(s.link) }, func(s *State, v int) { s.link = linkState(v) }, int(numLinks)},
 	flag("checkpoints", func(s *State) *bool { return &s.checkpoints }),
 	flag("holding", func(s *State) *bool { return &s.holding }),
 	flag("checkpointed", func(s *State) *bool { return &s.checkpointed }),
