@@ -129,7 +129,7 @@
 //
 // # Durable rollouts
 //
-// With Options.Checkpoints (durable.go), a suspended rollout outlives its
+// With Options.Checkpoints (suspension_durable.go), a suspended rollout outlives its
 // server. At each pause, the rollout's state (pause.go's pauseState) and
 // the frames since its client last appended are written to the store
 // before the pause's response.done goes out: until the write is done the
@@ -146,7 +146,7 @@
 // checkpoint, leaving its epoch, so a fenced server cannot write it again.
 //
 // Parked at a checkpointed pause past Suspension.HibernateAfter, a
-// rollout hibernates (wake.go): its loop ends as at a handover (nothing
+// rollout hibernates (suspension_wake.go, session_wake.go): its loop ends as at a handover (nothing
 // sent, the checkpoint kept), the suspended set keeps its id (asleep, for
 // the quotas), and the lane it reported on keeps its place (lane.asleep)
 // until the pause's timeout. An append or a cancel naming a rollout the

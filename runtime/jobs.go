@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -89,3 +90,32 @@ type tailJob struct {
 func (j *tailJob) bytes() int                         { return 0 }
 func (j *tailJob) inFlight() bool                     { return true }
 func (j *tailJob) run(sess *session, ln *lane) []byte { return sess.replayTail(j.tail, j.after) }
+
+// jobSink is a cached-state response's sink: events go to the session, the
+// terminal one is held for runJob, which sends it once the response is
+// settled.
+type jobSink struct {
+	sess  *session
+	enc   eventBuf // under the rollout's lock
+	last  []byte   // written under the rollout's lock; read once run has returned
+	after [][]byte // the frames that follow last, as last
+}
+
+func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
+	b, err := s.enc.encode(ev)
+	if err != nil {
+		return err
+	}
+	switch protocol.Type(ev) {
+	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
+		s.last = bytes.Clone(b)
+		return nil
+	}
+	if s.last != nil { // after the terminal event (response.steer.pending): sent after it
+		s.after = append(s.after, bytes.Clone(b))
+		return nil
+	}
+	return s.sess.sendCopy(b, acct)
+}
+
+func (s *jobSink) behind(acct *delivery) bool { return acct.behind() }

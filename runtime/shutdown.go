@@ -22,7 +22,7 @@ var errShuttingDown = errors.New("runtime: the server is shutting down")
 //     in the store is handed over instead, at once or when it comes to
 //     its next such pause: it ends here without a frame more, its
 //     checkpoint kept, for its client to resume on another server
-//     (durable.go). The drain then lasts a step, not a rollout.
+//     (suspension_durable.go). The drain then lasts a step, not a rollout.
 //  2. What else still runs or waits, parked or detached, fails with
 //     server_shutting_down: a response.failed (an error event on SSE
 //     streams cut later than that) for every client that is connected.

@@ -36,7 +36,7 @@ const pauseSteps = 16
 // rollouts' timings: rendered-tok/pause and render-us/pause are what the
 // server tokenized per pause, cached-tok/rollout the context it reused.
 //
-// checkpoints= is where each pause is checkpointed (durable.go): none, in
+// checkpoints= is where each pause is checkpointed (suspension_durable.go): none, in
 // memory, or in a real redis-server (fsync on every write, as
 // internal/redistest runs it), each written before the pause goes out.
 // checkpoint-bytes/pause is its size. +hibernated hibernates the rollout

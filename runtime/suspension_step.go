@@ -317,7 +317,7 @@ func (sp *suspension) take(sess *session, lane string, items protocol.Items) (as
 // outputs for its pending calls and steering messages. The moment the last
 // pending call has its output the rollout runs again (answered reports that
 // these items did it); when its pause is durable, once the store has the
-// outputs too (durable.go).
+// outputs too (suspension_durable.go).
 func (sp *suspension) takeLocked(items protocol.Items) (answered bool, _ *protocol.Error) {
 	seen := map[string]bool{}
 	var steering protocol.Items

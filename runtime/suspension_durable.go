@@ -2,10 +2,8 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
-	"net/http"
 	"slices"
 	"time"
 
@@ -27,109 +25,6 @@ import (
 // again); a pause whose step still runs a hosted call (not checkpointed:
 // the one before it stays); a rollout that ended (its tail stays with the
 // server that ran it).
-
-// checkpointTimeout bounds one checkpoint operation: a store that does not
-// answer in time leaves the pause in memory only.
-const checkpointTimeout = 2 * time.Second
-
-// checkpointVersion is the version of checkpointData's written form.
-const checkpointVersion = 1
-
-// checkpointData is what a Checkpoint's Data holds: the state at the pause,
-// and the frames since the client last appended, the pause's response.done
-// last, for a resuming client that missed some.
-type checkpointData struct {
-	Version int               `json:"version"`
-	Pause   json.RawMessage   `json:"pause"` // a pauseState, as decodePause reads it
-	Frames  []checkpointFrame `json:"frames"`
-	// Answer is what the client appended at the pause, once it answered
-	// every pending call: the loop went on from there.
-	Answer json.RawMessage `json:"answer,omitempty"`
-	// Parked is when the pause was written (Unix milliseconds): its
-	// Suspension.Timeout runs from then on whichever server holds it.
-	Parked int64 `json:"parked_ms,omitempty"`
-}
-
-type checkpointFrame struct {
-	Seq   int             `json:"seq"`
-	Event json.RawMessage `json:"event"`
-}
-
-// newCheckpoint is the checkpoint of the pause ps, whose frames are those
-// since the last append: its pause encoded once, for the checkpoint of its
-// answer too.
-func newCheckpoint(ps *pauseState, frames []frame, parked time.Time) (*checkpointData, error) {
-	pause, err := protocol.Marshal(ps)
-	if err != nil {
-		return nil, err
-	}
-	d := &checkpointData{Version: checkpointVersion, Pause: pause, Frames: make([]checkpointFrame, len(frames)), Parked: parked.UnixMilli()}
-	for i, f := range frames {
-		d.Frames[i] = checkpointFrame{Seq: f.seq, Event: f.b}
-	}
-	return d, nil
-}
-
-// encode writes the checkpoint out, with the pause's answer when there is
-// one.
-func (d checkpointData) encode(answer protocol.Items) ([]byte, error) {
-	if answer != nil {
-		var err error
-		if d.Answer, err = protocol.Marshal(answer); err != nil {
-			return nil, err
-		}
-	}
-	return json.Marshal(d)
-}
-
-// loadedCheckpoint is a checkpoint read back: the pause, its frames, the
-// last of them its response.done, and its answer if any.
-type loadedCheckpoint struct {
-	data   *checkpointData // as written, without the answer
-	pause  *pauseState
-	frames []frame
-	answer protocol.Items
-}
-
-// decodeCheckpoint reads back what checkpointData.encode wrote.
-func decodeCheckpoint(b []byte) (*loadedCheckpoint, error) {
-	var d checkpointData
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, err
-	}
-	if d.Version != checkpointVersion || len(d.Frames) == 0 {
-		return nil, errPauseUnreadable(d.Version)
-	}
-	ps, err := decodePause(d.Pause)
-	if err != nil {
-		return nil, err
-	}
-	lc := &loadedCheckpoint{pause: ps, frames: make([]frame, len(d.Frames))}
-	for i, f := range d.Frames {
-		if i > 0 && f.Seq <= lc.frames[i-1].seq || f.Seq >= ps.Seq {
-			return nil, errPauseUnreadable(d.Version)
-		}
-		lc.frames[i] = frame{seq: f.Seq, b: f.Event}
-	}
-	if len(d.Answer) > 0 {
-		var perr *protocol.Error
-		if lc.answer, perr = protocol.DecodeItems(d.Answer, "answer"); perr != nil {
-			return nil, perr
-		}
-		if perr = protocol.ValidateItems(lc.answer, "answer"); perr != nil { // as an append's are
-			return nil, perr
-		}
-	}
-	d.Answer = nil
-	lc.data = &d
-	return lc, nil
-}
-
-// checkpointTTL is how long a checkpoint is kept: a pause's whole timeout,
-// then a resume window for a client that dropped at its end.
-func (s *Server) checkpointTTL() time.Duration {
-	return s.opts.Suspension.Timeout + s.opts.Suspension.ResumeWindow
-}
 
 // checkpointLocked starts writing the rollout's checkpoint at the pause
 // whose response.done is done: until it is written the frame waits in the
@@ -295,131 +190,6 @@ func (sp *suspension) dropCheckpointLocked() {
 	}()
 }
 
-// takeoverJob is a response.resume of a rollout this server does not hold,
-// or a wake (an append or a cancel naming it, wake.go): its checkpoint may
-// be in the store.
-type takeoverJob struct {
-	id       string
-	after    *int // the last sequence_number the resuming client received
-	received time.Time
-	// wake: the job is a wake (wake.go), for the appends and cancels
-	// naming the rollout that the session queues meanwhile (its client
-	// saw the pause: nothing is replayed). deadline: the lane's own, at
-	// its pause's timeout, for the checkpoint of epoch.
-	wake, deadline bool
-	epoch          uint64
-	retry          bool // a deadline wake the store did not answer: tried again later (wakeFailed)
-}
-
-func (j *takeoverJob) bytes() int                         { return 0 }
-func (j *takeoverJob) inFlight() bool                     { return true }
-func (j *takeoverJob) run(sess *session, ln *lane) []byte { return sess.takeover(ln, j) }
-
-// takeover runs a takeover job: it loads the rollout's checkpoint (under
-// the connection's tenant and credentials: another's reads as unknown),
-// raises its epoch, which fences out the server that held it, and rebuilds
-// the loop parked at that pause, reporting here. The client gets the
-// frames it missed, the pending response.done among them, and the rollout
-// goes on as it would have where it was.
-func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
-	cps := sess.srv.opts.Checkpoints
-	ctx, cancel := context.WithTimeout(sess.ctx, checkpointTimeout)
-	defer cancel()
-	settled := false
-	if j.wake {
-		defer func() {
-			if !settled && !j.retry { // what the session queued for it is answered by the job's error, or not at all
-				sess.endWake(ln, j.id)
-			}
-		}()
-	}
-	cp, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
-	if err != nil {
-		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
-	}
-	if j.deadline && cp.Epoch != j.epoch {
-		return nil // moved since it hibernated here: its timeout is its new holder's
-	}
-	lc, err := decodeCheckpoint(cp.Data)
-	if err != nil || lc.pause.Tenant != sess.tenant || lc.pause.Creds != sess.creds || lc.pause.Response.ID != j.id {
-		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
-		return sess.wakeFailed(ln, j, j.notFound())
-	}
-	ps, frames, answer := lc.pause, lc.frames, lc.answer
-	switch {
-	case ps.Lane != ln.id && j.wake:
-		return sess.wakeFailed(ln, j, errOtherLane(j.id, ps.Lane, ln.id))
-	case ps.Lane != ln.id:
-		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
-	}
-	ro, perr := sess.srv.restore(ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
-	if perr != nil {
-		return sess.wakeFailed(ln, j, perr)
-	}
-	ro.moved = true
-	ro.path.Transport = sess.transport
-	ro.onConnection(&sess.scope.mcp)
-	ro.start = j.received
-	// Registered before the takeover too: a server at its bound of
-	// suspended rollouts leaves the rollout to its owner, or another.
-	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(answer == nil, j.wake))
-	if perr != nil {
-		return sess.wakeFailed(ln, j, perr)
-	}
-	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
-		sess.srv.unregister(sp)
-		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
-	}
-	pause := frames[len(frames)-1].seq
-	if answer != nil && j.after != nil && *j.after > pause && !deterministic(ro.model) {
-		// The client saw part of the step, which runs again from its
-		// start and may come out otherwise: announced, and numbered after
-		// what the client has, so that every frame of the run again
-		// reaches it.
-		ro.restartStep(*j.after, pause, len(ps.Response.Output))
-	}
-	var wakes []*wakeEvent
-	if j.wake {
-		// What the session queued so far is taken as the rollout parks;
-		// what it queues from now on, once it has (settleWake). Taken
-		// before sp's lock, which the lock order puts after the session's.
-		// The rollout does not hibernate again meanwhile (its state is
-		// waking).
-		wakes = sess.wakeEvents(j.id)
-	}
-	parked := make(chan struct{})
-	from := sp.restore(cp.Epoch, lc, j, wakes, parked)
-	if !j.wake {
-		sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
-	}
-	sp.start()
-	select { // it parks at once: its step's pause was announced already
-	case <-parked:
-	case <-sp.done:
-	case <-sess.ctx.Done():
-		if j.wake {
-			sp.detach(sess) // the lane never followed it: teardown does not know it
-			sp.wakeDone()   // nothing more comes from this connection: it may hibernate again
-		}
-		return nil // the connection ended: the rollout, detached, waits for a resume
-	}
-	if j.wake {
-		sess.settleWake(ln, sp, wakes)
-		settled = true
-	} else {
-		sp.replay(sess.ctx, sess, from)
-	}
-	return sess.follow(ln, sp, gone, nil)
-}
-
-// deterministic reports whether a model says the same whenever it is asked
-// the same (sampler.Scripted and sampler.Replay do): a step it runs again
-// lines up with its first run.
-func deterministic(m Sampler) bool {
-	d, ok := m.(interface{ Deterministic() bool })
-	return ok && d.Deterministic()
-}
-
 // restore sets up the rollout taken over from lc, whose store had it at
 // epoch, for its first park (which takes the events that woke it, wakes,
 // and closes parked) and for what its client has: it returns the
@@ -454,15 +224,6 @@ func (sp *suspension) restore(epoch uint64, lc *loadedCheckpoint, j *takeoverJob
 	return from
 }
 
-// notFound is what the job's event is told when there is no rollout to
-// take over.
-func (j *takeoverJob) notFound() *protocol.Error {
-	if j.wake {
-		return errNoSuspended(j.id)
-	}
-	return errResumeNotFound(j.id)
-}
-
 // takeAnswersLocked takes, as a rollout taken over parks, what its
 // takeover brought: the answer in its checkpoint, then the events that
 // woke it, in order. The caller holds the suspension's lock: its
@@ -479,18 +240,6 @@ func (sp *suspension) takeAnswersLocked() {
 		w.refused = sp.takeWakeLocked(w)
 	}
 	sp.wakes = nil
-}
-
-// takeoverError is what a takeover's event is told when the store had no
-// checkpoint for it, another server took it first, or the store did not
-// answer.
-func (sess *session) takeoverError(j *takeoverJob, err error) *protocol.Error {
-	if errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrFenced) {
-		return j.notFound()
-	}
-	sess.srv.log.Warn("checkpoint store", "response_id", j.id, "err", err)
-	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",
-		"The store of suspended rollouts did not answer; send the event again.")
 }
 
 // parkSilently parks a rollout taken over from its checkpoint on the
@@ -510,39 +259,10 @@ func (sp *suspension) parkSilently(calls []protocol.PendingCall) {
 	sp.srv.notify()
 }
 
-// handOver releases, at Shutdown, the rollouts parked at a pause that is in
-// the store: each ends here without a frame more, its checkpoint kept, and
-// its client, whose connection closes with 1012 (service restart), resumes
-// it on any server that shares the store. It returns their rollouts, which
-// Shutdown does not fail. A rollout that comes to such a pause while the
-// server drains is handed over as its checkpoint is written
-// (writeCheckpoint).
-func (s *Server) handOver() map[*rollout]bool {
-	if s.opts.Checkpoints == nil {
-		return nil
-	}
-	handed := map[*rollout]bool{}
-	for _, sp := range s.suspended.all() {
-		if sp.handOver() {
-			handed[sp.ro] = true
-		}
-	}
-	return handed
-}
-
 func (sp *suspension) handOver() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	return sp.releaseLocked(lifecycle.HandOver)
-}
-
-// handingOver reports whether the server, shutting down with checkpoints,
-// has handed its parked rollouts over: what their clients send now is
-// answered on the server they resume on.
-func (s *Server) handingOver() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.aborting && s.opts.Checkpoints != nil
 }
 
 // What reclaim found of a rollout this server holds.

@@ -1,0 +1,297 @@
+package runtime
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file is a session's lanes at work: admitting a job to its lane's
+// queue, the lane's worker that runs its jobs in order, and the jobs that run
+// a response there.
+
+// enqueue puts a create on its lane, or refuses it at once when the
+// connection is at a limit that queuing would not resolve.
+func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.Time, decodeUS int64) {
+	var refusal *protocol.Error
+	switch {
+	case received.Sub(sess.started) >= sess.srv.opts.Timeouts.WSMaxAge:
+		refusal = protocol.Invalid(protocol.CodeConnectionLimitReached, "",
+			"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", formatAge(sess.srv.opts.Timeouts.WSMaxAge))
+	case ev.Request.Background != nil && *ev.Request.Background:
+		refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
+	default:
+		refusal = sess.srv.admission.request(sess.tenant)
+	}
+	var j job = &createJob{req: ev.Request, received: received, decodeUS: decodeUS, size: size}
+	if refusal != nil {
+		j = &refusedJob{refusal: refusal, parent: ev.Request.PreviousResponseID}
+	}
+	sess.admit(ev.StreamID, j, func(ln *lane) *protocol.Error { return ln.queueRefusal(sess, false) })
+}
+
+// admit puts j on lane laneID, starting the lane if new, or refuses it at
+// once (an error event) when the connection is at a limit that queuing
+// would not resolve, or when check, called under mu, says why. It reports
+// whether it did put it.
+func (sess *session) admit(laneID string, j job, check func(*lane) *protocol.Error) (admitted bool) {
+	if sess.srv.closing() {
+		sess.sendError(errShutdown(), laneID)
+		return false
+	}
+	if perr := sess.scope.reserve(j.bytes(), &sess.srv.opts); perr != nil {
+		sess.sendError(perr, laneID)
+		return false
+	}
+	sess.mu.Lock()
+	ln, perr := sess.laneLocked(laneID)
+	if perr == nil && check != nil {
+		perr = check(ln)
+	}
+	sess.mu.Unlock()
+	if perr != nil {
+		sess.scope.release(j.bytes())
+		sess.sendError(perr, laneID)
+		return false
+	}
+	sess.push(ln, j)
+	return true
+}
+
+// refuse answers a frame that could not be decoded: in its lane's order when
+// the lane exists, at once otherwise. parent is the previous_response_id the
+// frame continued from, if any: a failed continuation evicts it.
+func (sess *session) refuse(laneID string, perr *protocol.Error, parent string, received time.Time) {
+	sess.mu.Lock()
+	ln, ok := sess.lanes[laneID]
+	sess.mu.Unlock()
+	if ok && sess.scope.reserve(0, &sess.srv.opts) == nil {
+		sess.push(ln, &refusedJob{refusal: perr, parent: parent})
+		return
+	}
+	sess.sendError(perr, laneID)
+}
+
+// laneLocked returns the lane for id, starting it if new.
+func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
+	if ln, ok := sess.lanes[id]; ok {
+		return ln, nil
+	}
+	if id != "" {
+		if sess.oneLane {
+			return nil, protocol.Invalid(protocol.CodeInvalidStreamID, "stream_id",
+				"On WebTransport each stream is one lane: omit stream_id, and open another stream for another lane.")
+		}
+		if sess.named >= sess.srv.opts.Limits.MaxLanes {
+			return nil, protocol.Invalid(protocol.CodeStreamLimitReached, "stream_id",
+				"This WebSocket connection has reached its maximum number of distinct stream IDs (%d). Reuse an existing stream_id or open a new WebSocket connection.", sess.srv.opts.Limits.MaxLanes)
+		}
+		sess.named++
+	}
+	ln := &lane{id: id}
+	sess.lanes[id] = ln
+	return ln, nil
+}
+
+// laneWorker runs a lane's jobs one at a time, in arrival order, until its
+// queue is empty: push starts it, so that an idle lane (and an idle
+// connection's every lane) holds no goroutine.
+func (sess *session) laneWorker(ln *lane) {
+	defer sess.wg.Done()
+	for {
+		j := sess.pop(ln)
+		if j == nil {
+			return // the queue is empty: pop let the worker go
+		}
+		select {
+		case <-sess.quit: // a job taken as shutdown began is refused with the rest
+			sess.refuseQueued(ln, j)
+			return
+		default:
+			sess.runJob(ln, j)
+		}
+	}
+}
+
+// push puts j at the end of ln's queue and starts its worker if none runs. A lane's
+// queue is a slice rather than a channel of MaxQueued places: a connection
+// with many lanes (a rollout forked 64 ways) pays for the jobs it has.
+//
+// Once the session is ending no worker starts (teardown and goAway wait for
+// the workers; quit is closed under mu, so no Add follows their Wait): a
+// job pushed then is answered at once, as shutdown answers queued ones, or
+// let go with the session.
+func (sess *session) push(ln *lane, j job) {
+	sess.mu.Lock()
+	quitting := sess.ctx.Err() != nil || isClosed(sess.quit)
+	if !quitting {
+		ln.jobs = append(ln.jobs, j)
+		if !ln.working {
+			ln.working = true
+			sess.wg.Add(1)
+			go sess.laneWorker(ln)
+		}
+	}
+	sess.mu.Unlock()
+	if quitting {
+		sess.scope.release(j.bytes())
+		if sess.ctx.Err() == nil {
+			sess.send(errorFrame(errShutdown(), ln.id), nil)
+		}
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// pop takes the first job of ln's queue for its worker, or nil when the
+// queue is empty: the worker is then gone, and the next push starts one.
+func (sess *session) pop(ln *lane) job {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if len(ln.jobs) == 0 {
+		ln.jobs, ln.working = nil, false // let a long queue's array go
+		return nil
+	}
+	j := ln.jobs[0]
+	ln.jobs[0], ln.jobs = nil, ln.jobs[1:]
+	return j
+}
+
+// refuseQueued answers j (if any) and the jobs still queued on ln at
+// shutdown, in order.
+func (sess *session) refuseQueued(ln *lane, j job) {
+	if j == nil {
+		j = sess.pop(ln)
+	}
+	for ; j != nil; j = sess.pop(ln) {
+		sess.scope.release(j.bytes())
+		sess.send(errorFrame(errShutdown(), ln.id), nil)
+	}
+}
+
+// runJob runs one job on ln. The job's last frame (terminal event or
+// error) goes out once the job is settled (response cached, queue place
+// freed), so that a client acting on it finds the connection as the frame
+// describes it; the in-flight slot is freed only after that frame, so that
+// the client never sees more than Limits.MaxInFlight responses in flight.
+func (sess *session) runJob(ln *lane, j job) {
+	var last []byte
+	slot := false
+	defer func() {
+		if p := recover(); p != nil {
+			sess.srv.log.Error("rollout panicked", "panic", p)
+			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
+				"The server had an error while processing the request."), ln.id)
+		}
+		sess.scope.release(j.bytes())
+		if last != nil {
+			sess.send(last, nil)
+			for _, b := range ln.after {
+				sess.send(b, nil)
+			}
+		}
+		ln.after = nil
+		if slot {
+			<-sess.scope.slots
+		}
+	}()
+	if j.inFlight() {
+		select {
+		case sess.scope.slots <- struct{}{}:
+			slot = true
+		case <-sess.ctx.Done():
+			return
+		}
+	}
+	last = j.run(sess, ln)
+}
+
+// create runs a response.create on ln and returns its last frame.
+func (sess *session) create(ln *lane, j *createJob) (last []byte) {
+	req := j.req
+	t0 := sess.srv.now()
+	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}
+	path := ServePath{Transport: sess.transport, Design: designTurns, State: stateNone}
+	if sess.suspended(req) {
+		path.Design = designSuspend
+	}
+	var parent *conversation
+	var perr *protocol.Error
+	switch {
+	case req.Conversation != nil:
+		parent, perr = sess.srv.parentOf(sess.ctx, req)
+		path.State = stateStore
+	case req.PreviousResponseID != "":
+		parent, path.State, perr = sess.resolve(req.PreviousResponseID)
+	}
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	if parent != nil {
+		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
+	}
+	if parent != nil {
+		req.Input = parent.steeredInput(req.Input) // what response.steer queued in the response continued
+	}
+	tenant := Tenant(sess.ctx)
+	if perr := sess.srv.admission.response(tenant); perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	ro, perr := sess.srv.prepare(sess.ctx, req, parent, j.received, tm)
+	if perr != nil {
+		sess.srv.admission.responseDone(tenant)
+		sess.scope.evictAfterFailure(ln, parent)
+		return errorFrame(perr, ln.id)
+	}
+	sess.served.Add(1)
+	ro.tenant, ro.inFlightHeld = tenant, true
+	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
+	ro.onConnection(&sess.scope.mcp)
+	if path.Design == designSuspend {
+		return sess.runSuspended(ln, ro, parent)
+	}
+	sess.setRunning(ln, ro, nil)
+	defer sess.setRunning(ln, nil, nil)
+	sink := &jobSink{sess: sess}
+	conv, err := ro.run(sess.ctx, sink)
+	switch {
+	case conv != nil:
+		sess.scope.publish(ln, conv, sess.srv.opts.Limits.CacheResponses, sess.srv.opts.Limits.CacheBytes)
+	case err == nil: // the response failed
+		sess.scope.evictAfterFailure(ln, parent)
+	}
+	ln.after = sink.after
+	return sink.last
+}
+
+// runSuspended starts ro as a suspended rollout reporting here on ln, and
+// follows it (see follow); parent is the response it continued from.
+func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (last []byte) {
+	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
+	if perr != nil {
+		if ro.inFlightHeld { // a create's place; a fork takes one when it begins
+			sess.srv.admission.responseDone(ro.tenant) // ro never runs
+		}
+		return errorFrame(perr, ln.id)
+	}
+	sess.setRunning(ln, nil, sp)
+	sp.start()
+	return sess.follow(ln, sp, gone, parent)
+}
+
+// setRunning records what runs on ln.
+func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	ln.ro, ln.sp = ro, sp
+	ln.clearAsleep()
+}
