@@ -18,9 +18,10 @@ import (
 // what waits is bounded as what is queued; there is one goroutine per lane
 // at most, and it stops with the session.
 
-// laneEvent is an event waiting behind a resolving append on its lane.
+// laneEvent is a client event as it arrived: handle takes it, at once or
+// after it waited behind a resolving append on its lane.
 type laneEvent struct {
-	ev       protocol.ClientEvent // *AppendEvent, *CancelEvent, *CreateEvent or *ForkEvent
+	ev       protocol.ClientEvent // waiting: an *AppendEvent, *CancelEvent, *CreateEvent or *ForkEvent
 	size     int                  // its frame's bytes, reserved while it waits
 	received time.Time
 	decodeUS int64
@@ -101,32 +102,59 @@ func (sess *session) drainBehind(lane string) {
 		sess.behind[lane] = q[1:]
 		sess.mu.Unlock()
 		sess.scope.release(e.size)
-		sess.take(e)
+		sess.handle(e, true)
 	}
 }
 
-// take takes one event that waited, as the read loop takes it.
-func (sess *session) take(e laneEvent) {
+// handle takes one client event: from the read loop as it arrives, or
+// (waited) from its lane's resolver once the events before it are taken.
+// It is the one place client events are dispatched. An event on a lane
+// where others wait behind a resolving append waits too (waitBehind), and
+// so does an append whose references need resolving; creates queue on
+// their lane; the rest are answered at once.
+func (sess *session) handle(e laneEvent, waited bool) {
+	lane := e.ev.Lane()
 	var perr *protocol.Error
 	switch ev := e.ev.(type) {
-	case *protocol.AppendEvent:
-		if hasReferences(ev.Input) {
-			var resolved protocol.AppendEvent
-			resolved, perr = sess.resolveAppend(ev)
-			ev = &resolved
+	case *protocol.CreateEvent:
+		if waited || !sess.waitBehind(lane, e, false) {
+			sess.enqueue(ev, e.size, e.received, e.decodeUS)
 		}
-		if perr == nil {
+	case *protocol.AppendEvent:
+		switch {
+		case !waited && sess.waitBehind(lane, e, hasReferences(ev.Input) && sess.resolvesHere(ev.ResponseID)):
+			return
+		case waited && hasReferences(ev.Input):
+			var resolved protocol.AppendEvent
+			if resolved, perr = sess.resolveAppend(ev); perr != nil {
+				break
+			}
+			ev = &resolved
+			fallthrough
+		default:
 			perr = sess.appendOutputs(ev)
 		}
 	case *protocol.CancelEvent:
+		if !waited && sess.waitBehind(lane, e, false) {
+			return
+		}
 		perr = sess.cancelResponse(ev)
-	case *protocol.CreateEvent:
-		sess.enqueue(ev, e.size, e.received, e.decodeUS)
 	case *protocol.ForkEvent:
+		if !waited && sess.waitBehind(lane, e, false) {
+			return
+		}
 		perr = sess.fork(ev, e.received)
+	case *protocol.ResumeEvent:
+		sess.resume(ev, e.received)
+	case *protocol.SteerEvent:
+		sess.steer(ev) // out of band: it names a response running now
+	case *protocol.ProcessedEvent:
+		// Codex acknowledges every response it has read: a suspended
+		// rollout's tail is no longer needed.
+		sess.srv.suspended.processed(ev.ResponseID, sess.creds)
 	}
 	if perr != nil {
-		sess.sendError(perr, e.ev.Lane())
+		sess.sendError(perr, lane)
 	}
 }
 

@@ -93,42 +93,7 @@ func (sess *session) readLoop(ctx context.Context) error {
 			sess.refuse(lane, perr, refusedParent(data, perr), received)
 			continue
 		}
-		e := laneEvent{ev: ev, size: len(data), received: received, decodeUS: decodeMicros}
-		switch ev := ev.(type) {
-		case *protocol.CreateEvent:
-			if !sess.waitBehind(lane, e, false) {
-				sess.enqueue(ev, len(data), received, decodeMicros)
-			}
-		case *protocol.AppendEvent:
-			if sess.waitBehind(lane, e, hasReferences(ev.Input) && sess.resolvesHere(ev.ResponseID)) {
-				continue
-			}
-			if perr := sess.appendOutputs(ev); perr != nil {
-				sess.sendError(perr, lane)
-			}
-		case *protocol.CancelEvent:
-			if sess.waitBehind(lane, e, false) {
-				continue
-			}
-			if perr := sess.cancelResponse(ev); perr != nil {
-				sess.sendError(perr, lane)
-			}
-		case *protocol.ResumeEvent:
-			sess.resume(ev, received)
-		case *protocol.ForkEvent:
-			if sess.waitBehind(lane, e, false) {
-				continue
-			}
-			if perr := sess.fork(ev, received); perr != nil {
-				sess.sendError(perr, lane)
-			}
-		case *protocol.SteerEvent:
-			sess.steer(ev) // out of band: it names a response running now
-		case *protocol.ProcessedEvent:
-			// Codex acknowledges every response it has read: a suspended
-			// rollout's tail is no longer needed.
-			sess.srv.suspended.processed(ev.ResponseID, sess.creds)
-		}
+		sess.handle(laneEvent{ev: ev, size: len(data), received: received, decodeUS: decodeMicros}, false)
 	}
 }
 
