@@ -45,7 +45,7 @@ func (sess *session) resolvesHere(id string) bool {
 	if sess.srv.opts.Checkpoints != nil {
 		return true
 	}
-	ln, _, _ := sess.running(id)
+	ln, _ := sess.running(id)
 	return ln != nil
 }
 

@@ -75,7 +75,7 @@ func (c *connScope) elsewhere(sess *session, id string) bool {
 		if other == sess {
 			continue
 		}
-		if ln, _, _ := other.running(id); ln != nil {
+		if ln, _ := other.running(id); ln != nil {
 			return true
 		}
 	}
@@ -84,15 +84,15 @@ func (c *connScope) elsewhere(sess *session, id string) bool {
 
 // find is the session of the connection running response id, and what
 // session.running says of it there.
-func (c *connScope) find(id string) (*session, *lane, *rollout, *suspension) {
+func (c *connScope) find(id string) (*session, *lane, occupant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for sess := range c.sessions {
-		if ln, ro, sp := sess.running(id); ln != nil {
-			return sess, ln, ro, sp
+		if ln, occ := sess.running(id); ln != nil {
+			return sess, ln, occ
 		}
 	}
-	return nil, nil, nil, nil
+	return nil, nil, occupant{}
 }
 
 // reserve takes a place in the connection's queue for a create of size

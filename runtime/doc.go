@@ -148,7 +148,7 @@
 // Parked at a checkpointed pause past Suspension.HibernateAfter, a
 // rollout hibernates (suspension_wake.go, session_wake.go): its loop ends as at a handover (nothing
 // sent, the checkpoint kept), the suspended set keeps its id (asleep, for
-// the quotas), and the lane it reported on keeps its place (lane.asleep)
+// the quotas), and the lane it reported on keeps its place (its occupant, asleep)
 // until the pause's timeout. An append or a cancel naming a rollout the
 // server does not hold, or holds asleep, wakes it: a takeover, as a
 // resume's, with nothing replayed; the events naming it meanwhile queue

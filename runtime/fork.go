@@ -46,14 +46,13 @@ func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollo
 func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.Error {
 	owner, from, lanes := sess, ev.StreamID, ev.StreamIDs // from: the lane the fork is asked on, the rollout's
 	var ln *lane
-	var ro *rollout
-	var sp *suspension
+	var occ occupant
 	switch {
 	case sess.oneLane && len(ev.StreamIDs) > 0:
 		return protocol.Invalid(protocol.CodeInvalidStreamID, "stream_ids",
 			"On WebTransport a stream is a lane, without a stream_id: send response.fork, without stream_ids, on the stream each fork is to run on.")
 	case sess.oneLane:
-		owner, ln, ro, sp = sess.scope.find(ev.ResponseID)
+		owner, ln, occ = sess.scope.find(ev.ResponseID)
 		if owner == sess {
 			return errForkOwnStream(ev.ResponseID)
 		}
@@ -64,15 +63,15 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	case len(ev.StreamIDs) == 0:
 		return protocol.ErrForkLanes()
 	default:
-		_, ro, sp = sess.running(ev.ResponseID)
+		_, occ = sess.running(ev.ResponseID)
 	}
 	switch {
-	case ro != nil:
+	case occ.ro != nil:
 		return errNotSuspendedRollout(ev.ResponseID, true)
-	case sp == nil:
+	case occ.sp == nil:
 		return errNoSuspended(ev.ResponseID)
 	}
-	ps, perr := sp.pause(owner, from)
+	ps, perr := occ.sp.pause(owner, from)
 	if perr != nil {
 		return perr
 	}

@@ -142,11 +142,10 @@ func (sess *session) teardown(closerDone <-chan struct{}) {
 	sess.mu.Lock()
 	var sps []*suspension
 	for _, ln := range sess.lanes {
-		if ln.sp != nil {
-			sps = append(sps, ln.sp)
-			ln.sp = nil
+		if sp := ln.occ.sp; sp != nil {
+			sps = append(sps, sp)
 		}
-		ln.clearAsleep() // nobody to tell at its timeout
+		ln.occupy(occupant{}) // nobody to tell at a kept place's timeout
 	}
 	sess.mu.Unlock()
 	for _, sp := range sps {

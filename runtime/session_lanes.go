@@ -292,6 +292,5 @@ func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (
 func (sess *session) setRunning(ln *lane, ro *rollout, sp *suspension) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	ln.ro, ln.sp = ro, sp
-	ln.clearAsleep()
+	ln.occupy(occupant{ro: ro, sp: sp})
 }

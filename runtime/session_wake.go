@@ -9,7 +9,7 @@ import (
 // This file is hibernation and waking. A durable rollout parked at a
 // checkpointed pause past Suspension.HibernateAfter leaves memory: its loop
 // ends as at a handover, the suspended set keeps its id (asleep, for the
-// quotas), and the lane it reported on keeps its place (lane.asleep). An
+// quotas), and the lane it reported on keeps its place (its occupant, asleep). An
 // append or a cancel naming a rollout this server does not hold, or holds
 // asleep, wakes it: a takeover job (session_takeover.go) on the event's lane, with
 // nothing replayed (its client saw the pause). The events naming it that
@@ -57,9 +57,9 @@ func (sess *session) wake(id, lane string, ev *wakeEvent) *protocol.Error {
 		}
 	}
 	sess.mu.Lock()
-	if ln := sess.lanes[lane]; ln != nil && ln.asleep != "" && ln.asleep != id {
+	if ln := sess.lanes[lane]; ln != nil && ln.occ.asleep != "" && ln.occ.asleep != id {
 		sess.mu.Unlock()
-		return errLaneSuspended(ln.asleep, false) // the lane holds another's place
+		return errLaneSuspended(ln.occ.asleep, false) // the lane holds another's place
 	}
 	if w := sess.waking[id]; w != nil {
 		defer sess.mu.Unlock()
@@ -100,7 +100,7 @@ func (sess *session) endWake(ln *lane, id string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	delete(sess.waking, id)
-	if ln != nil && ln.asleep == id {
+	if ln != nil && ln.occ.asleep == id {
 		ln.clearAsleep()
 	}
 }
@@ -120,8 +120,7 @@ func (sess *session) settleWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 		w := sess.waking[sp.id]
 		if w == nil || len(w.events) == 0 {
 			delete(sess.waking, sp.id)
-			ln.ro, ln.sp = nil, sp
-			ln.clearAsleep()
+			ln.occupy(occupant{sp: sp})
 			sess.mu.Unlock()
 			break
 		}
@@ -137,11 +136,9 @@ func (sess *session) settleWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 // end of its pause's timeout (at), when the session wakes it for its
 // client to be told it timed out. The caller holds sess.mu.
 func (sess *session) sleepLaneLocked(ln *lane, id string, at time.Time, epoch uint64) {
-	ln.clearAsleep()
-	ln.ro, ln.sp, ln.asleep = nil, nil, id
-	ln.asleepGen++
-	gen := ln.asleepGen
-	ln.asleepTimer = time.AfterFunc(max(at.Sub(sess.srv.now()), 0), func() { sess.wakeAtDeadline(ln, id, gen, epoch) })
+	ln.placesGen++
+	gen := ln.placesGen
+	ln.occupy(occupant{asleep: id, timer: time.AfterFunc(max(at.Sub(sess.srv.now()), 0), func() { sess.wakeAtDeadline(ln, id, gen, epoch) })})
 }
 
 // wakeAtDeadline wakes rollout id, asleep on ln since generation gen, at
@@ -152,7 +149,7 @@ func (sess *session) sleepLaneLocked(ln *lane, id string, at time.Time, epoch ui
 // job takes no place in the connection's queue: the client sent nothing.
 func (sess *session) wakeAtDeadline(ln *lane, id string, gen int, epoch uint64) {
 	sess.mu.Lock()
-	if sess.ctx.Err() != nil || ln.asleep != id || ln.asleepGen != gen || sess.waking[id] != nil {
+	if sess.ctx.Err() != nil || ln.occ.asleep != id || ln.placesGen != gen || sess.waking[id] != nil {
 		sess.mu.Unlock()
 		return
 	}
@@ -160,7 +157,7 @@ func (sess *session) wakeAtDeadline(ln *lane, id string, gen int, epoch uint64) 
 		sess.waking = make(map[string]*waking)
 	}
 	sess.waking[id] = &waking{lane: ln.id, events: []*wakeEvent{{deadline: true}}}
-	ln.asleepTimer = nil
+	ln.occ.timer = nil // fired
 	sess.mu.Unlock()
 	sess.scope.hold()
 	sess.push(ln, &takeoverJob{id: id, wake: true, deadline: true, epoch: epoch, received: sess.srv.now()})
@@ -177,7 +174,7 @@ func (sess *session) wakeFailed(ln *lane, j *takeoverJob, perr *protocol.Error) 
 	if perr != nil && perr.Code == protocol.CodeStoreUnavailable {
 		sess.mu.Lock()
 		delete(sess.waking, j.id)
-		if ln.asleep == j.id {
+		if ln.occ.asleep == j.id {
 			sess.sleepLaneLocked(ln, j.id, sess.srv.now().Add(deadlineRetry), j.epoch)
 			j.retry = true
 		}

@@ -50,7 +50,8 @@ func (sess *session) steer(ev *protocol.SteerEvent) {
 		return
 	}
 	id := ev.PreviousResponseID
-	ln, ro, sp := sess.running(id)
+	ln, occ := sess.running(id)
+	ro, sp := occ.ro, occ.sp
 	if sp != nil {
 		ro = sp.ro
 	}

@@ -69,25 +69,21 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 	return terminal
 }
 
-// running finds the response id running on one of this connection's
-// lanes; a lane whose rollout hibernated (or wakes) is returned alone.
-func (sess *session) running(id string) (*lane, *rollout, *suspension) {
+// running finds the lane of this connection that response id holds, and
+// what holds it; a rollout that wakes on a lane is found as the place it
+// keeps there.
+func (sess *session) running(id string) (*lane, occupant) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	for _, ln := range sess.lanes {
-		switch {
-		case ln.ro != nil && ln.ro.ID() == id:
-			return ln, ln.ro, nil
-		case ln.sp != nil && ln.sp.id == id:
-			return ln, nil, ln.sp
-		case ln.asleep == id:
-			return ln, nil, nil
+		if ln.occ.id() == id {
+			return ln, ln.occ
 		}
 	}
 	if w := sess.waking[id]; w != nil {
-		return sess.lanes[w.lane], nil, nil
+		return sess.lanes[w.lane], occupant{asleep: id}
 	}
-	return nil, nil, nil
+	return nil, occupant{}
 }
 
 // appendOutputs handles response.append: tool outputs (and steering
@@ -99,18 +95,14 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 		// again and appends again.
 		return nil
 	}
-	switch ln, ro, sp := sess.running(ev.ResponseID); {
-	case ln == nil && sess.scope.elsewhere(sess, ev.ResponseID):
-		return errOtherStream(ev.ResponseID)
-	case ln != nil && ro == nil && sp == nil && ln.id != ev.StreamID: // asleep, or waking, on another lane
-		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
-	case sp != nil:
-		if asleep, perr := sp.deliver(sess, ev.StreamID, ev.Input); !asleep {
+	switch ln, occ := sess.running(ev.ResponseID); {
+	case ln != nil:
+		if wake, perr := occ.append(sess, ln, ev); !wake {
 			return perr
 		}
-	case ro != nil:
-		return errNotSuspendedRollout(ev.ResponseID, false)
-	case ln == nil && sess.srv.suspended.heldAwake(ev.ResponseID):
+	case sess.scope.elsewhere(sess, ev.ResponseID):
+		return errOtherStream(ev.ResponseID)
+	case sess.srv.suspended.heldAwake(ev.ResponseID):
 		return errNoSuspended(ev.ResponseID) // another connection's: a resume moves it here
 	}
 	return sess.wake(ev.ResponseID, ev.StreamID, &wakeEvent{items: ev.Input})
@@ -119,22 +111,14 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 // cancelResponse handles response.cancel: it ends a running or suspended
 // response of this connection; the response then ends with status cancelled.
 func (sess *session) cancelResponse(ev *protocol.CancelEvent) *protocol.Error {
-	ln, ro, sp := sess.running(ev.ResponseID)
-	switch {
-	case ln == nil && sess.scope.elsewhere(sess, ev.ResponseID):
-		return errOtherStream(ev.ResponseID)
-	case ln != nil && ro == nil && sp == nil && ln.id != ev.StreamID: // asleep, or waking, on another lane
-		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
-	case sp != nil:
-		if asleep, perr := sp.cancel(sess, ev.StreamID); !asleep {
+	switch ln, occ := sess.running(ev.ResponseID); {
+	case ln != nil:
+		if wake, perr := occ.cancel(sess, ln, ev); !wake {
 			return perr
 		}
-	case ro != nil && ln.id != ev.StreamID:
-		return errOtherLane(ev.ResponseID, ln.id, ev.StreamID)
-	case ro != nil:
-		ro.abort(errCancelled)
-		return nil
-	case ln == nil && sess.srv.suspended.heldAwake(ev.ResponseID):
+	case sess.scope.elsewhere(sess, ev.ResponseID):
+		return errOtherStream(ev.ResponseID)
+	case sess.srv.suspended.heldAwake(ev.ResponseID):
 		return errNoResponse(ev.ResponseID) // another connection's
 	}
 	return sess.wake(ev.ResponseID, ev.StreamID, &wakeEvent{cancel: true})
