@@ -124,7 +124,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, c *chatA
 	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve the next request
 	started := false
 	for {
-		batch := st.out.take(ctx)
+		batch := st.out.next(ctx)
 		if batch == nil {
 			if <-ran; early != nil {
 				writeError(w, early)

@@ -36,7 +36,7 @@ type connScope struct {
 func (c *connScope) end() {
 	c.mcp.end()
 	c.mu.Lock()
-	c.mem.give(int64(c.cacheBytes))
+	c.mem.refund(int64(c.cacheBytes))
 	c.cacheBytes = 0
 	c.mu.Unlock()
 }
@@ -109,7 +109,7 @@ func (c *connScope) reserve(size int, opts *Options) *protocol.Error {
 		return perr
 	}
 	if size > 0 {
-		if perr := c.mem.take(requestCost(size)); perr != nil {
+		if perr := c.mem.charge(requestCost(size)); perr != nil {
 			return perr
 		}
 	}
@@ -133,7 +133,7 @@ func (c *connScope) release(size int) {
 	c.inBytes -= size
 	c.mu.Unlock()
 	if size > 0 {
-		c.mem.give(requestCost(size))
+		c.mem.refund(requestCost(size))
 	}
 }
 
@@ -209,7 +209,7 @@ func (c *connScope) publish(ln *lane, conv *conversation, keep, limit int) {
 func (c *connScope) uncacheLocked(id string) {
 	if conv, ok := c.cache[id]; ok {
 		c.cacheBytes -= conv.bytes()
-		c.mem.give(int64(conv.bytes()))
+		c.mem.refund(int64(conv.bytes()))
 		delete(c.cache, id)
 		delete(c.cachedAt, id)
 	}

@@ -130,7 +130,7 @@ func (r *rollout) dispatch(ctx context.Context) (open bool, err error) {
 			if err != nil && gctx.Err() != nil {
 				return err // the rollout is ending
 			}
-			r.settleResult(i, r.settleCall(c, item, err))
+			r.recordResult(i, r.finishCall(c, item, err))
 			return nil
 		})
 	}
@@ -172,9 +172,9 @@ func (r *rollout) resumeStep(ctx context.Context) (end bool, err error) {
 	return r.endOrPark(p.t0, p.client, r.answerClient(ctx, p.client))
 }
 
-// settleResult records call i's result, which a fork of the rollout
+// recordResult records call i's result, which a fork of the rollout
 // parked on the step's client calls starts from.
-func (r *rollout) settleResult(i int, item protocol.Item) {
+func (r *rollout) recordResult(i int, item protocol.Item) {
 	r.mu.Lock()
 	r.results[i], r.settled[i] = item, true
 	r.mu.Unlock()
@@ -188,7 +188,7 @@ func (r *rollout) settleResult(i int, item protocol.Item) {
 // hosted calls have returned.
 // A suspended rollout's append that answers the pause may resume the
 // response meanwhile (resumeAnsweredLocked, under the lock): nothing here
-// writes the rollout's state before settleCall takes the lock.
+// writes the rollout's state before finishCall takes the lock.
 func (r *rollout) answerClient(ctx context.Context, idx []int) error {
 	calls := make([]protocol.Call, len(idx))
 	for n, i := range idx {
@@ -200,7 +200,7 @@ func (r *rollout) answerClient(ctx context.Context, idx []int) error {
 	}
 	for _, i := range idx {
 		c := r.calls[i]
-		r.settleResult(i, r.settleCall(c, outs[c.call.CallID], nil))
+		r.recordResult(i, r.finishCall(c, outs[c.call.CallID], nil))
 	}
 	return nil
 }
@@ -245,7 +245,7 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		r.mu.Unlock()
 		return true, nil
 	}
-	r.appendContext(r.inbox.take())
+	r.appendContext(r.inbox.drain())
 	r.modelReady = time.Now() // the pause's in_progress goes out while the model starts
 	r.mu.Lock()
 	resumed := r.resumeLocked()
@@ -261,12 +261,12 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	return false, nil
 }
 
-// settleCall finishes a call's output item with what its tool returned, and
+// finishCall finishes a call's output item with what its tool returned, and
 // returns the call's result: the tool's own item replaces the call's; a call
 // whose item waits for its tool is completed by any other result. A tool's
 // error fails the call's item, which is then the result: a search backend
 // down does not end the rollout, the item says so and the model reads that.
-func (r *rollout) settleCall(c *stepCall, item protocol.Item, err error) protocol.Item {
+func (r *rollout) finishCall(c *stepCall, item protocol.Item, err error) protocol.Item {
 	if err != nil {
 		r.srv.log.Warn("tool failed", "tool", c.call.Name, "err", err)
 	}

@@ -363,7 +363,7 @@ func (r *rollout) stepView() *protocol.Response {
 // loop adds them as it takes the outputs in.
 //
 // The loop is parked (no goroutine runs it), or is being driven on and
-// waits for the lock in settleCall, so what it writes without the lock
+// waits for the lock in finishCall, so what it writes without the lock
 // (the usage, the timings) is still.
 func (r *rollout) resumeAnsweredLocked(parked int) {
 	if r.ctx.Err() != nil {

@@ -74,9 +74,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *prot
 // is called, when the request has been served.
 func (s *Server) readHeldBody(w http.ResponseWriter, r *http.Request) (body []byte, done func(), perr *protocol.Error) {
 	var held int64
-	done = func() { s.mem.give(held) }
+	done = func() { s.mem.refund(held) }
 	if n := r.ContentLength; n > 0 && n <= s.opts.Limits.MaxFrame {
-		if perr := s.mem.take(requestCost(int(n))); perr != nil {
+		if perr := s.mem.charge(requestCost(int(n))); perr != nil {
 			return nil, done, perr
 		}
 		held = requestCost(int(n))
@@ -85,7 +85,7 @@ func (s *Server) readHeldBody(w http.ResponseWriter, r *http.Request) (body []by
 		return nil, done, perr
 	}
 	if more := requestCost(len(body)) - held; more > 0 { // a body of no stated length
-		if perr := s.mem.take(more); perr != nil {
+		if perr := s.mem.charge(more); perr != nil {
 			return nil, done, perr
 		}
 		held += more

@@ -28,8 +28,8 @@ const (
 // requestCost is what a request of size bytes holds while it is served.
 func requestCost(size int) int64 { return int64(size)*requestAmplification + requestFloor }
 
-// take takes n bytes, or says there is no room for them.
-func (b *memoryBudget) take(n int64) *protocol.Error {
+// charge takes n bytes from the budget, or says there is no room for them.
+func (b *memoryBudget) charge(n int64) *protocol.Error {
 	if b == nil || b.max <= 0 || n <= 0 {
 		return nil
 	}
@@ -57,8 +57,8 @@ func (b *memoryBudget) add(n int64) {
 	}
 }
 
-// give gives back n bytes take or add counted.
-func (b *memoryBudget) give(n int64) { b.add(-n) }
+// refund gives back n bytes charge or add counted.
+func (b *memoryBudget) refund(n int64) { b.add(-n) }
 
 // HoldFrame takes n bytes of the server's memory budget (Limits.MaxMemory)
 // for a frame a transport is about to read, or says there is no room for
@@ -68,10 +68,10 @@ func (b *memoryBudget) give(n int64) { b.add(-n) }
 // it reads a large one, and on a refusal reads the frame past and returns
 // FrameRefused.
 func (s *Server) HoldFrame(n int64) (release func(), perr *protocol.Error) {
-	if perr := s.mem.take(n); perr != nil {
+	if perr := s.mem.charge(n); perr != nil {
 		return func() {}, perr
 	}
-	return func() { s.mem.give(n) }, nil
+	return func() { s.mem.refund(n) }, nil
 }
 
 // FrameRefused is what a FrameConn's Read returns for a frame it read to

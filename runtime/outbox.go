@@ -40,7 +40,7 @@ type outbox struct {
 	spareB *[]byte       // those of the writer's last batch; guarded by mu
 	taking time.Time     // when the first frame of the batch the writer has in hand was queued; guarded by mu
 	closed bool          // guarded by mu
-	ended  bool          // no more frames will come: take returns nil once empty; guarded by mu
+	ended  bool          // no more frames will come: next returns nil once empty; guarded by mu
 	full   chan struct{} // non-nil while len(q) >= soft; closed when it drains; guarded by mu
 	ready  chan struct{} // 1-buffered: frames are waiting for the writer
 
@@ -120,8 +120,8 @@ func (o *outbox) put(b []byte, acct *delivery) error {
 
 // putCopy is put for a frame its producer encoded into a buffer of its
 // own, which it reuses once putCopy returns: the frame is copied into the
-// outbox's frame buffer, which the writer hands back at its next take, so
-// that a stream of small frames allocates nothing in steady state.
+// outbox's frame buffer, which the writer hands back as it calls next
+// again, so that a stream of small frames allocates nothing in steady state.
 func (o *outbox) putCopy(b []byte, acct *delivery) error {
 	return o.queue(b, true, acct)
 }
@@ -208,7 +208,7 @@ func (o *outbox) writeOnDemand(w batchWriter) { o.write = w }
 // writer writes what is queued until the queue is empty.
 func (o *outbox) writer() {
 	for {
-		batch := o.take(context.Background()) // nil once empty: it does not wait
+		batch := o.next(context.Background()) // nil once empty: it does not wait
 		if batch == nil {
 			return
 		}
@@ -272,13 +272,13 @@ func (o *outbox) room() <-chan struct{} {
 	return o.full
 }
 
-// take waits for frames and returns all of them, oldest first, or nil when
+// next waits for frames and returns all of them, oldest first, or nil when
 // ctx ends or the outbox has ended and is empty; a writer on demand does
-// not wait: nil once the queue is empty, and it is gone. The returned slice is the
-// writer's until its next take. A response whose frames it has now all
+// not wait: nil once the queue is empty, and it is gone. The returned
+// slice is the writer's until it calls next again. A response whose frames it has now all
 // taken sends the delta it holds back (see delivery), into the next batch.
-func (o *outbox) take(ctx context.Context) []queued {
-	batch := o.takeBatch(ctx)
+func (o *outbox) next(ctx context.Context) []queued {
+	batch := o.nextBatch(ctx)
 	for _, q := range batch {
 		if a := q.acct; a != nil && a.queued.Load() == 0 && a.holding.Load() {
 			a.flush()
@@ -287,7 +287,7 @@ func (o *outbox) take(ctx context.Context) []queued {
 	return batch
 }
 
-func (o *outbox) takeBatch(ctx context.Context) []queued {
+func (o *outbox) nextBatch(ctx context.Context) []queued {
 	for {
 		o.mu.Lock()
 		o.taking = time.Time{} // the last batch is written
@@ -296,7 +296,7 @@ func (o *outbox) takeBatch(ctx context.Context) []queued {
 			clear(o.spare) // the frames the writer has written
 			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].at
 			// The writer is done with its last batch's bytes: they take
-			// the next frames, and this batch's wait for the next take.
+			// the next frames, and this batch's wait for the next call of next.
 			if o.spareB != nil {
 				*o.spareB = (*o.spareB)[:0]
 			}

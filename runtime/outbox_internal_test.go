@@ -20,7 +20,7 @@ func TestOutboxBounds(t *testing.T) {
 	if err := o.put([]byte("x"), nil); err != errSlowClient {
 		t.Fatalf("past the frame bound: %v", err)
 	}
-	o.take(t.Context())
+	o.next(t.Context())
 
 	big := bytes.Repeat([]byte("y"), o.hardBytes+1)
 	if err := o.put(big, nil); err != nil {
@@ -29,7 +29,7 @@ func TestOutboxBounds(t *testing.T) {
 	if err := o.put([]byte("x"), nil); err != errSlowClient {
 		t.Fatalf("past the byte bound: %v", err)
 	}
-	if batch := o.take(t.Context()); len(batch) != 1 || len(batch[0].b) != len(big) {
+	if batch := o.next(t.Context()); len(batch) != 1 || len(batch[0].b) != len(big) {
 		t.Fatalf("took %d frames", len(batch))
 	}
 	if err := o.put([]byte("x"), nil); err != nil {

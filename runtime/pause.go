@@ -175,7 +175,7 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 	// clipped, so that its first append copies them into arrays of its
 	// own; nothing writes them in place once the step's hosted calls are
 	// settled (a client's output never replaces its call's item:
-	// settleCall).
+	// finishCall).
 	r := &rollout{srv: s, req: ps.Request, model: model, lane: lane, tenant: ps.Tenant, base: ps.Base, chain: ps.Chain, everyDelta: s.opts.EveryDelta,
 		path: ps.Path, routed: true, items: ps.Items, usage: ps.Usage, steps: ps.Steps, stepAt: ps.StepAt,
 		approvedFrom: ps.ApprovedFrom, tools: ps.Tools, paused: ps, client: openCalls{},

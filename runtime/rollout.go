@@ -253,7 +253,7 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 		if err == nil && !res.Incomplete && len(r.calls) == 0 && r.steps < maxSteps {
 			// A final answer, but steering came meanwhile (response.steer):
 			// it joins the context and the model goes on.
-			if steered := r.inbox.take(); len(steered) > 0 {
+			if steered := r.inbox.drain(); len(steered) > 0 {
 				r.appendContext(steered)
 				continue
 			}

@@ -124,7 +124,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	if r.req.Includes(protocol.IncludeTimings) {
 		r.resp.Timings = &tm
 	}
-	after := r.settleSteers(conv)
+	after := r.closeSteers(conv)
 	r.mu.Lock()
 	r.flushDoneLocked()
 	r.mu.Unlock()

@@ -97,22 +97,22 @@ func (in *inbox) pend() []steerSub {
 	return out
 }
 
-// peek is what take would return, left in place.
+// peek is what drain would return, left in place.
 func (in *inbox) peek() protocol.Items {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return slices.Clone(in.items)
 }
 
-// take empties the inbox: its items join the context.
-func (in *inbox) take() protocol.Items {
-	items, _ := in.takeAll()
+// drain empties the inbox: its items join the context.
+func (in *inbox) drain() protocol.Items {
+	items, _ := in.drainAll()
 	return items
 }
 
-// takeAll empties the inbox and returns its items and the submissions
+// drainAll empties the inbox and returns its items and the submissions
 // among them.
-func (in *inbox) takeAll() (protocol.Items, []steerSub) {
+func (in *inbox) drainAll() (protocol.Items, []steerSub) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	items, steers := in.items, in.steers

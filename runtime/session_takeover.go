@@ -101,7 +101,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	var wakes []*wakeEvent
 	if j.wake {
 		// What the session queued so far is taken as the rollout parks;
-		// what it queues from now on, once it has (settleWake). Taken
+		// what it queues from now on, once it has (finishWake). Taken
 		// before sp's lock, which the lock order puts after the session's.
 		// The rollout does not hibernate again meanwhile (its state is
 		// waking).
@@ -124,7 +124,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
 	if j.wake {
-		sess.settleWake(ln, sp, wakes)
+		sess.finishWake(ln, sp, wakes)
 		settled = true
 	} else {
 		sp.replay(sess.ctx, sess, from)

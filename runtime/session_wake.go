@@ -15,13 +15,13 @@ import (
 // nothing replayed (its client saw the pause). The events naming it that
 // arrive while it wakes queue on the session (waking), and are taken in
 // order: those before it parks as it parks, under its lock, before its
-// hibernation timer can act (takeAnswersLocked); the rest once it has
-// (settleWake), after which the lane follows it as any other.
+// hibernation timer can act (acceptAnswersLocked); the rest once it has
+// (finishWake), after which the lane follows it as any other.
 
 // wakeEvent is an event that wakes a rollout, or arrives while it wakes:
 // an append's items, a cancel, or the end of its pause's timeout for the
 // connection it hibernated on; and the append's refusal, written under the
-// suspension's lock as the event is taken and read by settleWake after
+// suspension's lock as the event is taken and read by finishWake after
 // (the rollout's parking, or that lock, orders the two).
 type wakeEvent struct {
 	items    protocol.Items
@@ -105,11 +105,11 @@ func (sess *session) endWake(ln *lane, id string) {
 	}
 }
 
-// settleWake, once the rollout sp woken on ln has parked, tells the
+// finishWake, once the rollout sp woken on ln has parked, tells the
 // client what its first park refused of the events in wakes, takes the
 // events queued since, in order, and makes ln follow sp: from then on the
 // session finds sp on ln, as any rollout running there.
-func (sess *session) settleWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
+func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 	for {
 		for _, w := range wakes {
 			if w.refused != nil {
@@ -126,7 +126,7 @@ func (sess *session) settleWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 		}
 		wakes, w.events = w.events, nil
 		sess.mu.Unlock()
-		sp.takeWakes(wakes)
+		sp.acceptWakes(wakes)
 	}
 	sp.wakeDone()
 }

@@ -38,7 +38,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 	}()
 	defer func() { <-ran }()
 	for {
-		batch := out.take(ctx)
+		batch := out.next(ctx)
 		if batch == nil {
 			if ro.srv.ctx.Err() != nil {
 				<-ran
@@ -75,7 +75,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 // unless the rollout ended on its own terminal event, an error event.
 func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, out *outbox, ro *rollout, runErr error) {
 	rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.Timeouts.Write))
-	for batch := out.take(ctx); batch != nil; batch = out.take(ctx) {
+	for batch := out.next(ctx); batch != nil; batch = out.next(ctx) {
 		for _, q := range batch {
 			if _, err := w.Write(q.b); err != nil {
 				return

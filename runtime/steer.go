@@ -200,13 +200,13 @@ func (r *rollout) emitSteerPendingLocked(required []protocol.RequiredInput) {
 	}
 }
 
-// settleSteers closes r to steering as it ends, and settles what waits in
+// closeSteers closes r to steering as it ends, and settles what waits in
 // its inbox: when a cached-state turn completes on calls its client
 // answers, the input goes with its state (conv.steered) to the create that
 // continues it, and pending follows the terminal event (the pending it
 // returns, for the caller to send after it); otherwise each queued steer
 // fails, before the terminal event.
-func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
+func (r *rollout) closeSteers(conv *conversation) (after []protocol.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.steerClosed = true
@@ -214,7 +214,7 @@ func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
 		return nil
 	}
 	if conv != nil && len(r.required) > 0 {
-		items, steers := r.inbox.takeAll()
+		items, steers := r.inbox.drainAll()
 		conv.steered.Store(&items)
 		for _, st := range steers {
 			if !st.pended {
@@ -223,7 +223,7 @@ func (r *rollout) settleSteers(conv *conversation) (after []protocol.Event) {
 		}
 		return after
 	}
-	_, steers := r.inbox.takeAll()
+	_, steers := r.inbox.drainAll()
 	for _, st := range steers {
 		perr := protocol.Errorf(http.StatusConflict, protocol.CodeSteerResponseNotActive, "previous_response_id",
 			"Response '%s' ended (%s) before this steering joined its context.", r.resp.ID, r.resp.Status)

@@ -224,20 +224,20 @@ func (sp *suspension) restore(epoch uint64, lc *loadedCheckpoint, j *takeoverJob
 	return from
 }
 
-// takeAnswersLocked takes, as a rollout taken over parks, what its
+// acceptAnswersLocked takes, as a rollout taken over parks, what its
 // takeover brought: the answer in its checkpoint, then the events that
 // woke it, in order. The caller holds the suspension's lock: its
 // hibernation timer cannot act first.
-func (sp *suspension) takeAnswersLocked() {
+func (sp *suspension) acceptAnswersLocked() {
 	if items := sp.preAnswered; items != nil {
 		sp.preAnswered = nil
-		if _, perr := sp.takeLocked(items); perr != nil { // the store's answer does not answer this pause
+		if _, perr := sp.acceptLocked(items); perr != nil { // the store's answer does not answer this pause
 			sp.srv.log.Warn("checkpointed answer refused", "response_id", sp.id, "err", perr)
 			sp.ro.abort(perr)
 		}
 	}
 	for _, w := range sp.wakes {
-		w.refused = sp.takeWakeLocked(w)
+		w.refused = sp.acceptWakeLocked(w)
 	}
 	sp.wakes = nil
 }
@@ -252,7 +252,7 @@ func (sp *suspension) parkSilently(calls []protocol.PendingCall) {
 	sp.ro.requireActionSilentlyLocked(calls)
 	sp.mu.Lock()
 	sp.parkLocked()
-	sp.takeAnswersLocked()
+	sp.acceptAnswersLocked()
 	close(sp.parkedCh)
 	sp.parkedCh = nil
 	sp.mu.Unlock()

@@ -287,17 +287,17 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
-	asleep, answered, parked, perr := sp.take(sess, lane, items)
+	asleep, answered, parked, perr := sp.acceptAppend(sess, lane, items)
 	if answered {
 		sp.ro.resumeAnsweredLocked(parked)
 	}
 	return asleep, perr
 }
 
-// take is deliver's part under the suspension's lock: answered reports
+// acceptAppend is deliver's part under the suspension's lock: answered reports
 // that the items gave the pause's last output, parked how many calls it
 // waited on.
-func (sp *suspension) take(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
+func (sp *suspension) acceptAppend(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch v, perr := sp.applyLocked(lifecycle.Append, sess, lane, ""); v {
@@ -309,16 +309,16 @@ func (sp *suspension) take(sess *session, lane string, items protocol.Items) (as
 	default:
 		return false, false, 0, perr
 	}
-	answered, perr = sp.takeLocked(items)
+	answered, perr = sp.acceptLocked(items)
 	return false, answered, len(sp.step), perr
 }
 
-// takeLocked takes an append's items for the parked step, all or none:
+// acceptLocked takes an append's items for the parked step, all or none:
 // outputs for its pending calls and steering messages. The moment the last
 // pending call has its output the rollout runs again (answered reports that
 // these items did it); when its pause is durable, once the store has the
 // outputs too (suspension_durable.go).
-func (sp *suspension) takeLocked(items protocol.Items) (answered bool, _ *protocol.Error) {
+func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *protocol.Error) {
 	seen := map[string]bool{}
 	var steering protocol.Items
 	for i, it := range items {

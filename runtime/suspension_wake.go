@@ -57,21 +57,21 @@ func (sp *suspension) wakeDone() {
 	sp.sleepLocked()
 }
 
-// takeWakes applies the events of a wake queued since the rollout parked,
+// acceptWakes applies the events of a wake queued since the rollout parked,
 // in order, each refusal written on its event.
-func (sp *suspension) takeWakes(wakes []*wakeEvent) {
+func (sp *suspension) acceptWakes(wakes []*wakeEvent) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	for _, w := range wakes {
-		w.refused = sp.takeWakeLocked(w)
+		w.refused = sp.acceptWakeLocked(w)
 	}
 }
 
-// takeWakeLocked applies one event of a wake to the rollout: a cancel
+// acceptWakeLocked applies one event of a wake to the rollout: a cancel
 // ends it, an append's items answer its pause (unless the pause is over:
 // answered by its checkpoint, or timed out while no server held it). It
 // returns the append's refusal. The caller holds mu.
-func (sp *suspension) takeWakeLocked(w *wakeEvent) *protocol.Error {
+func (sp *suspension) acceptWakeLocked(w *wakeEvent) *protocol.Error {
 	switch {
 	case w.deadline:
 		return nil // parked, the rollout timed out as it did
@@ -85,7 +85,7 @@ func (sp *suspension) takeWakeLocked(w *wakeEvent) *protocol.Error {
 	if v, perr := sp.submitLocked(lifecycle.Append, wakeSender, sp.lane); v != lifecycle.Allow {
 		return perr
 	}
-	_, perr := sp.takeLocked(w.items)
+	_, perr := sp.acceptLocked(w.items)
 	return perr
 }
 

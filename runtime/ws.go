@@ -106,12 +106,12 @@ func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var held int64
-	defer func() { c.mem.give(held) }()
+	defer func() { c.mem.refund(held) }()
 	b := make([]byte, 0, 4<<10)
 	for {
 		if len(b) == cap(b) {
 			if held == 0 && 2*cap(b) > peekFrame {
-				if perr := c.mem.take(c.frameCost); perr != nil {
+				if perr := c.mem.charge(c.frameCost); perr != nil {
 					if _, err := io.Copy(io.Discard, r); err != nil {
 						return nil, false, err
 					}
