@@ -98,3 +98,40 @@ func runtimeDeps(t *testing.T, flags ...string) []string {
 	}
 	return strings.Fields(string(out))
 }
+
+// testHelpers are the packages under runtime/internal that import runtime:
+// they test it, and nothing but tests imports them.
+var testHelpers = []string{
+	"github.com/tether-run/tether/runtime/internal/checkpointtest", // the suite every Checkpoints store passes
+	"github.com/tether-run/tether/runtime/internal/layering",       // this test
+}
+
+// TestInternalLeaves: a package under runtime/internal is a leaf that
+// runtime uses through a narrow interface, and imports nothing of
+// runtime's; only the test helpers import runtime.
+func TestInternalLeaves(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: cannot list runtime's internal packages")
+	}
+	out, err := exec.Command(goTool, "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "github.com/tether-run/tether/runtime/internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const runtimePkg = "github.com/tether-run/tether/runtime"
+	leaves := 0
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		pkg, deps := fields[0], fields[1:]
+		if !slices.Contains(deps, runtimePkg) {
+			leaves++
+			continue
+		}
+		if !slices.Contains(testHelpers, pkg) {
+			t.Errorf("%s imports runtime: a package under runtime/internal is a leaf of runtime's, not a layer above it", pkg)
+		}
+	}
+	if leaves == 0 {
+		t.Error("no package under runtime/internal is a leaf: the listing is wrong")
+	}
+}
