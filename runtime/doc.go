@@ -11,11 +11,9 @@
 // (hostedtools/mcp) and Store.
 //
 // A transport whose connections carry their lanes as connections of their
-// own plugs into the frame transport seam (transport.go): FrameConn is one
-// lane, Connection the client connection whose lanes share a scope.
+// own plugs into the frame transport seam (see its heading below).
 // WebTransport over HTTP/3 is such a transport, package runtime/webtransport,
-// which runtime does not import. The core's WebSocket is a FrameConn too:
-// one connection, whose lanes stream_id names.
+// which runtime does not import.
 //
 // The data flow of one turn, whatever the transport:
 //
@@ -191,26 +189,46 @@
 // # Optional layers
 //
 // The core imports little; what not every server needs plugs into seams it
-// declares, each in a package of its own that imports runtime:
+// declares, each in a package of its own that imports runtime. These names
+// exist for those packages (and the command that wires them in); an
+// embedder that uses the defaults needs none of them:
 //
-//   - Store and ConversationStore: runtime/redisstore (Redis, shared by
-//     many servers); the memory store and MemoryConversations are the
-//     default.
-//   - FrameConn and Connection: runtime/webtransport (HTTP/3).
-//   - Tool and MCPClient: hostedtools/websearch, hostedtools/mcp.
-//   - Hooks: runtime/cost, the work a production API does around
+//   - Stores: [Store] (with [ChainStore], [ItemStore] and [OnceStore] when
+//     the store can do more), [Record], [ConversationStore], [Checkpoints]
+//     and [Checkpoint]; their errors [ErrNotStored], [ErrTooLarge],
+//     [ErrFenced] and [StoreUnavailable]; the tenant a call is for,
+//     [Tenant] and [WithTenant]. runtime/redisstore is Redis, shared by
+//     many servers; [MemoryStore], [MemoryConversations] and
+//     [MemoryCheckpoints] are the defaults.
+//   - Hosted tools: [Tool], [MCPClient] and [MCPSession] ([ErrMCPNotAllowed]):
+//     hostedtools/websearch, hostedtools/mcp.
+//   - [Hooks]: runtime/cost, the work a production API does around
 //     inference (a lexical safety classifier over new text, simulated
 //     service calls before and after it), which an ablation turns on to
 //     measure what it costs in each design.
-//   - Recorder: runtime/record, the traffic log `serve --record` keeps of
+//   - [Recorder]: runtime/record, the traffic log `serve --record` keeps of
 //     every response's request, events and appends.
-//   - Observer: runtime/prommetrics, which exports to Prometheus what the
+//   - [Observer]: runtime/prommetrics, which exports to Prometheus what the
 //     server measures. Every phase of a response is timed into
 //     protocol.Timings (sent when a request includes
 //     protocol.IncludeTimings) and given to the Observer with the way the
-//     response was served (ServePath: transport, design and where its
+//     response was served ([ServePath]: transport, design and where its
 //     state came from); the writers time each frame from the moment it was
 //     queued to the end of its write.
+//
+// # The frame transport seam
+//
+// A transport whose connections carry many lanes, each a connection of its
+// own (runtime/webtransport: a WebTransport connection's streams), serves
+// them through these names, which exist for it: [Server.Authenticate] and
+// [Server.OpenConnection] admit a client connection as a [Connection];
+// [Connection.ServeLane] serves each lane, a [FrameConn], until it ends
+// ([CloseStatus]); a lane's large frame asks [Connection.HoldFrame] first,
+// and one refused is read past as [FrameRefused]. [ErrorFrame] and
+// [WriteError] are a refusal on a lane and over HTTP; [Server.Options] and
+// [Server.Logger], what a transport sizes itself by and logs to. The
+// core's WebSocket is a FrameConn too: one connection, whose lanes
+// stream_id names.
 //
 // Handle mounts an embedder's handlers (/metrics, /debug/pprof/) behind the
 // server's keys. Importing runtime starts no goroutine and registers

@@ -61,17 +61,17 @@ func (b *memoryBudget) add(n int64) {
 func (b *memoryBudget) refund(n int64) { b.add(-n) }
 
 // HoldFrame takes n bytes of the server's memory budget (Limits.MaxMemory)
-// for a frame a transport is about to read, or says there is no room for
-// it; release gives them back once the frame is read (its request then
-// takes its own cost as it is decoded and admitted). A transport whose
-// frames announce their length (WebTransport's length prefix) asks before
-// it reads a large one, and on a refusal reads the frame past and returns
-// FrameRefused.
-func (s *Server) HoldFrame(n int64) (release func(), perr *protocol.Error) {
-	if perr := s.mem.charge(n); perr != nil {
+// for a frame the connection's transport is about to read, or says there
+// is no room for it; release gives them back once the frame is read (its
+// request then takes its own cost as it is decoded and admitted). A
+// transport whose frames announce their length (WebTransport's length
+// prefix) asks before it reads a large one, and on a refusal reads the
+// frame past and returns [FrameRefused].
+func (c *Connection) HoldFrame(n int64) (release func(), perr *protocol.Error) {
+	if perr := c.srv.mem.charge(n); perr != nil {
 		return func() {}, perr
 	}
-	return func() { s.mem.refund(n) }, nil
+	return func() { c.srv.mem.refund(n) }, nil
 }
 
 // FrameRefused is what a FrameConn's Read returns for a frame it read to

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -36,7 +35,7 @@ type FrameConn interface {
 	// a *protocol.Error is a frame the connection cannot skip (a length
 	// prefix past Limits.MaxFrame): the client is told with it, then the
 	// connection closes with CloseTooBig. A *FrameRefused is a frame read
-	// past and dropped (Server.HoldFrame found no room): the client is
+	// past and dropped (Connection.HoldFrame found no room): the client is
 	// told, and the session reads on.
 	Read(ctx context.Context) (b []byte, binary bool, err error)
 	// Write adds a frame to the batch being written; Flush sends the
@@ -179,19 +178,6 @@ func (s *Server) Options() Options { return s.opts }
 
 // Logger is the server's logger, for a transport's own lines.
 func (s *Server) Logger() *slog.Logger { return s.log }
-
-// DialableAddr is addr as a client on this machine dials it: a listener
-// on every interface (0.0.0.0 or ::) is reached at 127.0.0.1.
-func DialableAddr(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return addr.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
-}
 
 // checkOrigin allows a request without an Origin header (not a browser),
 // one from the server's own host, and one whose origin's host matches

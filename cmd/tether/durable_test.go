@@ -364,8 +364,9 @@ func TestDurableFencing(t *testing.T) {
 
 // TestParkHibernate: 2,000 suspended rollouts parked on a tether serve
 // whose rollouts hibernate after a second (--hibernate-after, Redis), their
-// clients gone: every one leaves the server's memory (its goroutines back
-// to what they were before parking), each costs the server's heap under
+// clients gone: every one leaves the server's memory (the server counts it
+// released, and its goroutines are back to what they were before
+// parking), each costs the server's heap under
 // 8 KiB and Redis some bytes, and hibernated rollouts answer appends from
 // new connections (the ablate run completes them). Real processes, a real
 // redis-server; the figures are the closing note's at 100,000.

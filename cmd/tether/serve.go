@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/hostedtools/mcp"
+	"github.com/tether-run/tether/internal/netaddr"
 	"github.com/tether-run/tether/internal/profiling"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/runtime/prommetrics"
@@ -307,7 +308,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		defer wt.Close()
 	}
 	// An address a client can use: on every interface, loopback is one.
-	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, runtime.DialableAddr(ln.Addr()))
+	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, netaddr.Dialable(ln.Addr()))
 	if wt != nil {
 		fmt.Fprintln(stdout, webTransportLine(strings.TrimSuffix(wt.URL(), "/v1"), wtHash))
 	}

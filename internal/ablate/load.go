@@ -370,9 +370,22 @@ func goroutines(ctx context.Context, srv *server) int {
 	return int(metric(ctx, srv, "go_goroutines"))
 }
 
+// released is how many responses the server has ended released to their
+// checkpoints (hibernated, handed over, taken over elsewhere), from its
+// /metrics.
+func released(ctx context.Context, srv *server) float64 {
+	return metricSum(ctx, srv, "tether_responses_total{", `status="released"`)
+}
+
 // metric reads an unlabelled metric off the server's /metrics; 0 when it has
 // none to read.
 func metric(ctx context.Context, srv *server, name string) float64 {
+	return metricSum(ctx, srv, name+" ", "")
+}
+
+// metricSum sums the values of the lines of the server's /metrics that
+// begin with prefix and hold match; 0 when there are none to read.
+func metricSum(ctx context.Context, srv *server, prefix, match string) float64 {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(srv.base, "/v1")+"/metrics", nil)
@@ -382,14 +395,17 @@ func metric(ctx context.Context, srv *server, name string) float64 {
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
+	sum := 0.0
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			var n float64
-			fmt.Sscan(v, &n)
-			return n
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) || !strings.Contains(line, match) {
+			continue
 		}
+		var n float64
+		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n)
+		sum += n
 	}
-	return 0
+	return sum
 }
 
 // lagRecorder turns one client's delta events into token delivery lags.

@@ -128,6 +128,7 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 		return nil, err
 	}
 	res.BaselineRSSMiB, res.BaselineGoroutines = procRSS(srv.pid), goroutines(ctx, srv)
+	releasedBefore := released(ctx, srv)
 	res.BaselineStackMiB = metric(ctx, srv, "go_memstats_stack_inuse_bytes") / (1 << 20)
 
 	parked := make([]*parkedRollout, cfg.Rollouts)
@@ -179,14 +180,15 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	res.ContextTokens = int(tokens.Load() / int64(cfg.Rollouts))
 	if cfg.Hibernate {
 		// The clients have gone; the rollouts leave memory as they
-		// hibernate: the run waits until the server is back to its
-		// goroutines before parking (its connections' and rollouts'
-		// all gone).
+		// hibernate: the run waits until every one has (the server counts
+		// each among the responses that ended released) and the server is
+		// back to its goroutines before parking (its connections' all
+		// gone; a parked rollout holds none).
 		start = time.Now()
-		for goroutines(ctx, srv) > res.BaselineGoroutines+8 {
+		for released(ctx, srv) < releasedBefore+float64(cfg.Rollouts) || goroutines(ctx, srv) > res.BaselineGoroutines+8 {
 			if time.Since(start) > 5*time.Minute {
-				return nil, fmt.Errorf("ablate: %d goroutines 5 minutes after the clients left, %d before parking: do the rollouts hibernate (serve --hibernate-after, --store redis://)?",
-					goroutines(ctx, srv), res.BaselineGoroutines)
+				return nil, fmt.Errorf("ablate: %.0f of %d rollouts hibernated, and %d goroutines, 5 minutes after the clients left (%d before parking): do the rollouts hibernate (serve --hibernate-after, --store redis://)?",
+					released(ctx, srv)-releasedBefore, cfg.Rollouts, goroutines(ctx, srv), res.BaselineGoroutines)
 			}
 			select {
 			case <-ctx.Done():

@@ -31,9 +31,9 @@ type streamHeader struct {
 // writer writes and flushes.
 type stream struct {
 	str    *wtgo.Stream
-	max    int64           // the largest frame read (Limits.MaxFrame)
-	srv    *runtime.Server // whose memory budget a large frame takes (HoldFrame); nil: none (a stream refused at once)
-	binary bool            // the stream's frames are msgpack
+	max    int64               // the largest frame read (Limits.MaxFrame)
+	conn   *runtime.Connection // whose server's memory budget a large frame takes (HoldFrame); nil: none (a stream refused at once)
+	binary bool                // the stream's frames are msgpack
 
 	held    []byte // the batch being written, owned by the writer
 	aborted atomic.Bool
@@ -94,10 +94,10 @@ func (c *stream) readFrame(limit int64) ([]byte, error) {
 	if n > limit {
 		return nil, errFrameTooLarge(n, limit)
 	}
-	if c.srv != nil && n > 64<<10 {
+	if c.conn != nil && n > 64<<10 {
 		// A large frame takes its bytes from the server's memory budget
 		// before any of them is read (its length is known), all at once.
-		release, perr := c.srv.HoldFrame(2 * n) // the buffer grows to twice what it holds at most
+		release, perr := c.conn.HoldFrame(2 * n) // the buffer grows to twice what it holds at most
 		defer release()
 		if perr != nil {
 			if _, err := io.CopyN(io.Discard, c.str, n); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 	wtgo "github.com/quic-go/webtransport-go"
 
+	"github.com/tether-run/tether/internal/netaddr"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 )
@@ -105,7 +106,7 @@ func (e *Endpoint) accept() {
 //
 // An endpoint on every interface (0.0.0.0, ::) names the loopback address,
 // which a client on this machine can dial.
-func (e *Endpoint) URL() string { return "https://" + runtime.DialableAddr(e.pc.LocalAddr()) + "/v1" }
+func (e *Endpoint) URL() string { return "https://" + netaddr.Dialable(e.pc.LocalAddr()) + "/v1" }
 
 // CertificateHash is the hex SHA-256 of the endpoint's certificate, which
 // pins it.
@@ -181,7 +182,7 @@ func (e *Endpoint) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // serveStream reads the stream's header, then serves it as a lane of c.
 func (e *Endpoint) serveStream(c *runtime.Connection, str *wtgo.Stream) {
-	s := &stream{str: str, max: e.opts.Limits.MaxFrame, srv: e.srv}
+	s := &stream{str: str, max: e.opts.Limits.MaxFrame, conn: c}
 	str.SetReadDeadline(time.Now().Add(e.opts.Timeouts.Body))
 	enc, perr := s.header()
 	str.SetReadDeadline(time.Time{})
