@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/budget"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
@@ -28,20 +29,20 @@ type connScope struct {
 	routed     map[string]bool          // models this connection has resolved (the route hop is paid once), guarded by mu
 	sessions   map[*session]struct{}    // the sessions in the scope (a WebTransport connection's streams), guarded by mu
 
-	mcp mcpConns      // the MCP servers' tool lists and sessions its rollouts use
-	mem *memoryBudget // the server's: the creates' costs and the cache count in it
+	mcp mcpConns       // the MCP servers' tool lists and sessions its rollouts use
+	mem *budget.Budget // the server's: the creates' costs and the cache count in it
 }
 
 // end is the connection's end: its cache goes with it.
 func (c *connScope) end() {
 	c.mcp.end()
 	c.mu.Lock()
-	c.mem.refund(int64(c.cacheBytes))
+	c.mem.Refund(int64(c.cacheBytes))
 	c.cacheBytes = 0
 	c.mu.Unlock()
 }
 
-func newConnScope(opts *Options, mem *memoryBudget) *connScope {
+func newConnScope(opts *Options, mem *budget.Budget) *connScope {
 	return &connScope{mem: mem,
 		slots: make(chan struct{}, opts.Limits.MaxInFlight),
 		cache: make(map[string]*conversation), cachedAt: make(map[string]uint64),
@@ -109,7 +110,7 @@ func (c *connScope) reserve(size int, opts *Options) *protocol.Error {
 		return perr
 	}
 	if size > 0 {
-		if perr := c.mem.charge(requestCost(size)); perr != nil {
+		if perr := c.mem.Charge(requestCost(size)); perr != nil {
 			return perr
 		}
 	}
@@ -133,7 +134,7 @@ func (c *connScope) release(size int) {
 	c.inBytes -= size
 	c.mu.Unlock()
 	if size > 0 {
-		c.mem.refund(requestCost(size))
+		c.mem.Refund(requestCost(size))
 	}
 }
 
@@ -188,7 +189,7 @@ func (c *connScope) publish(ln *lane, conv *conversation, keep, limit int) {
 	id := conv.response.ID
 	c.cache[id] = conv
 	c.cacheBytes += conv.bytes()
-	c.mem.add(int64(conv.bytes()))
+	c.mem.Add(int64(conv.bytes()))
 	c.published++
 	c.cachedAt[id] = c.published
 	for c.cacheBytes > limit && len(c.cache) > 1 {
@@ -209,7 +210,7 @@ func (c *connScope) publish(ln *lane, conv *conversation, keep, limit int) {
 func (c *connScope) uncacheLocked(id string) {
 	if conv, ok := c.cache[id]; ok {
 		c.cacheBytes -= conv.bytes()
-		c.mem.refund(int64(conv.bytes()))
+		c.mem.Refund(int64(conv.bytes()))
 		delete(c.cache, id)
 		delete(c.cachedAt, id)
 	}

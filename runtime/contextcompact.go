@@ -47,7 +47,7 @@ type window struct {
 func (s *Server) windowOf(items protocol.Items, from int, param string) (window, *protocol.Error) {
 	for i := len(items) - 1; i >= from; i-- {
 		if isContextCompaction(items[i]) {
-			sealed, perr := s.sealer.open(items[i].(*protocol.Compaction).EncryptedContent, indexParam(param, i)+".encrypted_content")
+			sealed, perr := s.sealer.Open(items[i].(*protocol.Compaction).EncryptedContent, indexParam(param, i)+".encrypted_content")
 			if perr != nil {
 				return window{}, perr
 			}
@@ -93,7 +93,7 @@ func (r *rollout) compactIfDue() error {
 		return nil
 	}
 	sealed := r.modelItems()
-	content, err := r.srv.sealer.seal(sealed)
+	content, err := r.srv.sealer.Seal(sealed)
 	if err != nil {
 		return protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "Could not compact the context: %v.", err)
 	}

@@ -138,7 +138,7 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 				out = append(out, it)
 				break
 			}
-			sealed, perr := s.sealer.open(it.EncryptedContent, indexParam(param, i)+".encrypted_content")
+			sealed, perr := s.sealer.Open(it.EncryptedContent, indexParam(param, i)+".encrypted_content")
 			if perr != nil {
 				return nil, nil, perr
 			}

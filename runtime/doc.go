@@ -175,7 +175,7 @@
 // rollouts), holds only leaves; a suspension writing its checkpoint asks,
 // under its own lock, whether the server is closing. The memory stores'
 // locks, the client secrets' and a WebSocket connection's (corkedConn) are
-// taken holding none. The memory budget (memoryBudget) is one atomic, no
+// taken holding none. The memory budget (package runtime/internal/budget) is one atomic, no
 // lock. The server's state has one lock per concern: admission
 // (connections, responses in progress, request rates), the suspended set
 // (suspended rollouts and their tails), the store's own, and Server.mu.

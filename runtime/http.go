@@ -74,9 +74,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *prot
 // is called, when the request has been served.
 func (s *Server) readHeldBody(w http.ResponseWriter, r *http.Request) (body []byte, done func(), perr *protocol.Error) {
 	var held int64
-	done = func() { s.mem.refund(held) }
+	done = func() { s.mem.Refund(held) }
 	if n := r.ContentLength; n > 0 && n <= s.opts.Limits.MaxFrame {
-		if perr := s.mem.charge(requestCost(int(n))); perr != nil {
+		if perr := s.mem.Charge(requestCost(int(n))); perr != nil {
 			return nil, done, perr
 		}
 		held = requestCost(int(n))
@@ -85,7 +85,7 @@ func (s *Server) readHeldBody(w http.ResponseWriter, r *http.Request) (body []by
 		return nil, done, perr
 	}
 	if more := requestCost(len(body)) - held; more > 0 { // a body of no stated length
-		if perr := s.mem.charge(more); perr != nil {
+		if perr := s.mem.Charge(more); perr != nil {
 			return nil, done, perr
 		}
 		held += more
@@ -398,7 +398,7 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input': there is nothing to compact."))
 		return
 	}
-	sealed, err := s.sealer.seal(items)
+	sealed, err := s.sealer.Seal(items)
 	if err != nil {
 		writeError(w, protocol.AsError(err))
 		return

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/budget"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
+	"github.com/tether-run/tether/runtime/internal/seal"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -93,7 +95,7 @@ type Server struct {
 	hosted   map[protocol.ToolType]Tool
 	store    Store
 	convs    ConversationStore // the Conversations API's: the Store's when it is one
-	sealer   *sealer
+	sealer   *seal.Sealer
 	log      *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
@@ -104,7 +106,7 @@ type Server struct {
 	cancel context.CancelFunc //
 
 	admission *admission     // connections, responses in progress, request rates
-	mem       *memoryBudget  // Limits.MaxMemory: what requests in progress and connection caches hold
+	mem       *budget.Budget // Limits.MaxMemory: what requests in progress and connection caches hold
 	secrets   *clientSecrets // POST /v1/client_secrets, redeemed by browsers' sessions
 	suspended *suspendedSet  // suspended rollouts by id, and their tails
 
@@ -122,7 +124,7 @@ type Server struct {
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
 	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts, func() time.Time { return s.now() })
-	s.mem = &memoryBudget{max: s.opts.Limits.MaxMemory}
+	s.mem = budget.New(s.opts.Limits.MaxMemory)
 	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {
@@ -156,7 +158,7 @@ func NewServer(opts Options) (*Server, error) {
 	if s.convs == nil {
 		s.convs = NewMemoryConversations(s.opts.MemoryStore.MaxBytes, s.opts.MemoryStore.MaxTenantBytes)
 	}
-	sl, err := newSealer(s.opts.CompactionKey)
+	sl, err := seal.New(s.opts.CompactionKey)
 	if err != nil {
 		return nil, err
 	}

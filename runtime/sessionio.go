@@ -67,21 +67,21 @@ func (sess *session) readLoop(ctx context.Context) error {
 			if enc == protocol.EncodingMsgpack {
 				decoding += int64(len(data)) // transcoded to JSON first: one more copy
 			}
-			if perr := sess.srv.mem.charge(decoding); perr != nil {
+			if perr := sess.srv.mem.Charge(decoding); perr != nil {
 				sess.sendError(perr, lane)
 				continue
 			}
 		}
 		if enc == protocol.EncodingMsgpack {
 			if data, err = protocol.MsgpackToJSON(data); err != nil {
-				sess.srv.mem.refund(decoding)
+				sess.srv.mem.Refund(decoding)
 				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
 					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
 				continue
 			}
 		}
 		ev, lane, perr := protocol.DecodeClientEvent(data)
-		sess.srv.mem.refund(decoding)
+		sess.srv.mem.Refund(decoding)
 		decodeMicros := sess.srv.now().Sub(received).Microseconds()
 		if perr != nil {
 			if outOfBand(data) {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/budget"
 )
 
 // serveWebSocket upgrades GET /v1/responses and runs the session until the
@@ -82,9 +83,9 @@ func encodingOf(conn *websocket.Conn) protocol.Encoding {
 type wsConn struct {
 	*websocket.Conn
 	cork      *corkedConn
-	deflate   bool          // the connection compresses its messages (permessage-deflate): the library frames them
-	mem       *memoryBudget // the server's: a large frame takes frameCost from it while it is read
-	frameCost int64         // what reading the longest frame (Limits.MaxFrame) holds: its buffer, grown by doubling
+	deflate   bool           // the connection compresses its messages (permessage-deflate): the library frames them
+	mem       *budget.Budget // the server's: a large frame takes frameCost from it while it is read
+	frameCost int64          // what reading the longest frame (Limits.MaxFrame) holds: its buffer, grown by doubling
 }
 
 // Read reads the next frame. A frame longer than peekFrame takes, as it
@@ -97,7 +98,7 @@ type wsConn struct {
 // the client told (frameRefused). What it took is given back once it is
 // read: its create then takes its own cost (connScope.reserve).
 func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
-	if c.mem == nil || c.mem.max <= 0 {
+	if !c.mem.Bounded() {
 		typ, b, err := c.Conn.Read(ctx)
 		return b, typ == websocket.MessageBinary, err
 	}
@@ -106,12 +107,12 @@ func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var held int64
-	defer func() { c.mem.refund(held) }()
+	defer func() { c.mem.Refund(held) }()
 	b := make([]byte, 0, 4<<10)
 	for {
 		if len(b) == cap(b) {
 			if held == 0 && 2*cap(b) > peekFrame {
-				if perr := c.mem.charge(c.frameCost); perr != nil {
+				if perr := c.mem.Charge(c.frameCost); perr != nil {
 					if _, err := io.Copy(io.Discard, r); err != nil {
 						return nil, false, err
 					}

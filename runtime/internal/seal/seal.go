@@ -1,4 +1,8 @@
-package runtime
+// Package seal seals the items a context compaction replaces into the
+// compaction item's encrypted_content, and opens them again: clients
+// cannot read or forge a window, and only a server with the same key opens
+// it.
+package seal
 
 import (
 	"crypto/aes"
@@ -11,30 +15,33 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// sealer seals compacted items into a compaction item's encrypted_content
+// Sealer seals compacted items into a compaction item's encrypted_content
 // (AES-256-GCM, base64url) and opens them again. Clients cannot read or forge
 // the window; only the server that sealed it (or one sharing its key) opens it.
-type sealer struct {
+type Sealer struct {
 	aead cipher.AEAD
 }
 
-func newSealer(key []byte) (*sealer, error) {
+// New is a sealer with key (32 bytes: AES-256); a nil key draws a random
+// one, and the windows it seals then open on this process alone.
+func New(key []byte) (*Sealer, error) {
 	if key == nil {
 		key = make([]byte, 32)
 		rand.Read(key)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: compaction key: %w", err)
+		return nil, fmt.Errorf("seal: compaction key: %w", err)
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
 		return nil, err
 	}
-	return &sealer{aead: aead}, nil
+	return &Sealer{aead: aead}, nil
 }
 
-func (s *sealer) seal(items protocol.Items) (string, error) {
+// Seal encrypts items into the content of a compaction item.
+func (s *Sealer) Seal(items protocol.Items) (string, error) {
 	plain, err := json.Marshal(items)
 	if err != nil {
 		return "", err
@@ -44,7 +51,10 @@ func (s *sealer) seal(items protocol.Items) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, nil)), nil
 }
 
-func (s *sealer) open(content, param string) (protocol.Items, *protocol.Error) {
+// Open decrypts the content Seal made back into its items; content that is
+// not that, or was sealed under another key, is refused as invalid at
+// param.
+func (s *Sealer) Open(content, param string) (protocol.Items, *protocol.Error) {
 	bad := protocol.Invalid(protocol.CodeInvalidEncrypted, param,
 		"The encrypted content could not be verified: send compaction items back exactly as /v1/responses/compact returned them, to the server that made them.")
 	raw, err := base64.RawURLEncoding.DecodeString(content)
