@@ -134,7 +134,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s", msg))
 		return r, false
 	}
-	if perr := s.admission.request(tenant); perr != nil {
+	if perr := s.admission.Request(tenant); perr != nil {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, perr)
 		return r, false

@@ -135,13 +135,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		tm.LoadMicros = s.now().Sub(t1).Microseconds()
 	}
 	tenant := Tenant(r.Context())
-	if perr := s.admission.response(tenant); perr != nil {
+	if perr := s.admission.Response(tenant); perr != nil {
 		writeError(w, perr)
 		return
 	}
 	ro, perr := s.prepare(r.Context(), req, parent, t0, tm)
 	if perr != nil {
-		s.admission.responseDone(tenant)
+		s.admission.ResponseDone(tenant)
 		writeError(w, perr)
 		return
 	}

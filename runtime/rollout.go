@@ -32,7 +32,7 @@ type rollout struct {
 	model        Sampler
 	lane         string
 	tenant       string                // whose key created it: its stored record is that tenant's
-	inFlightHeld bool                  // admission.response counted it among its tenant's responses in progress
+	inFlightHeld bool                  // admission.Response counted it among its tenant's responses in progress
 	base         int                   // items[:base] came from the parent
 	chain        []string              // the stored responses the parent's context came from, oldest first
 	win          window                // the latest context compaction, which the context reads from (contextcompact.go)

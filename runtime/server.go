@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/admission"
 	"github.com/tether-run/tether/runtime/internal/budget"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/runtime/internal/seal"
@@ -105,10 +106,10 @@ type Server struct {
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
 
-	admission *admission     // connections, responses in progress, request rates
-	mem       *budget.Budget // Limits.MaxMemory: what requests in progress and connection caches hold
-	secrets   *clientSecrets // POST /v1/client_secrets, redeemed by browsers' sessions
-	suspended *suspendedSet  // suspended rollouts by id, and their tails
+	admission *admission.Admission // connections, responses in progress, request rates
+	mem       *budget.Budget       // Limits.MaxMemory: what requests in progress and connection caches hold
+	secrets   *clientSecrets       // POST /v1/client_secrets, redeemed by browsers' sessions
+	suspended *suspendedSet        // suspended rollouts by id, and their tails
 
 	// What Shutdown drains (shutdown.go).
 	mu       lockrank.Mutex[lockrank.Server]
@@ -123,7 +124,7 @@ type Server struct {
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
-	s.admission, s.suspended = newAdmission(&s.opts), newSuspendedSet(&s.opts, func() time.Time { return s.now() })
+	s.suspended = newSuspendedSet(&s.opts, func() time.Time { return s.now() })
 	s.mem = budget.New(s.opts.Limits.MaxMemory)
 	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -132,6 +133,8 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.opts.setDefaults()
+	s.admission = admission.New(admission.Limits{Conns: s.opts.Limits.MaxConnections, TenantConns: s.opts.Tenant.Conns,
+		TenantInFlight: s.opts.Tenant.InFlight, TenantRPM: s.opts.Tenant.RPM})
 	s.hosted = make(map[protocol.ToolType]Tool, len(s.opts.HostedTools))
 	for _, t := range s.opts.HostedTools {
 		s.hosted[t.Definition().Type] = t
@@ -214,10 +217,10 @@ func (s *Server) admitConn(tenant string) *protocol.Error {
 	if s.closing() {
 		return errShutdown()
 	}
-	return s.admission.conn(tenant)
+	return s.admission.Conn(tenant)
 }
 
-func (s *Server) releaseConn(tenant string) { s.admission.connDone(tenant) }
+func (s *Server) releaseConn(tenant string) { s.admission.ConnDone(tenant) }
 
 // track lists a session, so that Shutdown closes it and waits for it.
 func (s *Server) track(sess *session) bool {

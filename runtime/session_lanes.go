@@ -22,7 +22,7 @@ func (sess *session) enqueue(ev *protocol.CreateEvent, size int, received time.T
 	case ev.Request.Background != nil && *ev.Request.Background:
 		refusal = protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "'background' is not supported over WebSocket.")
 	default:
-		refusal = sess.srv.admission.request(sess.tenant)
+		refusal = sess.srv.admission.Request(sess.tenant)
 	}
 	var j job = &createJob{req: ev.Request, received: received, decodeUS: decodeUS, size: size}
 	if refusal != nil {
@@ -243,12 +243,12 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 		req.Input = parent.steeredInput(req.Input) // what response.steer queued in the response continued
 	}
 	tenant := Tenant(sess.ctx)
-	if perr := sess.srv.admission.response(tenant); perr != nil {
+	if perr := sess.srv.admission.Response(tenant); perr != nil {
 		return errorFrame(perr, ln.id)
 	}
 	ro, perr := sess.srv.prepare(sess.ctx, req, parent, j.received, tm)
 	if perr != nil {
-		sess.srv.admission.responseDone(tenant)
+		sess.srv.admission.ResponseDone(tenant)
 		sess.scope.evictAfterFailure(ln, parent)
 		return errorFrame(perr, ln.id)
 	}
@@ -279,7 +279,7 @@ func (sess *session) runSuspended(ln *lane, ro *rollout, parent *conversation) (
 	sp, gone, perr := sess.srv.suspend(ro, sess, ln.id)
 	if perr != nil {
 		if ro.inFlightHeld { // a create's place; a fork takes one when it begins
-			sess.srv.admission.responseDone(ro.tenant) // ro never runs
+			sess.srv.admission.ResponseDone(ro.tenant) // ro never runs
 		}
 		return errorFrame(perr, ln.id)
 	}

@@ -130,12 +130,12 @@ func (s *Server) busy() int {
 
 // began and ended keep the registry of running rollouts that Shutdown
 // drains, and their tenants' counts of responses in progress: a rollout
-// admitted by admission.response is counted already.
+// admitted by admission.Response is counted already.
 func (s *Server) began(r *rollout) {
 	s.mu.Lock()
 	s.rollouts[r] = struct{}{}
 	if !r.inFlightHeld {
-		s.admission.counted(r.tenant)
+		s.admission.Counted(r.tenant)
 	}
 	if s.aborting { // it slipped past every check for closing
 		r.abort(errShuttingDown)
@@ -147,7 +147,7 @@ func (s *Server) ended(r *rollout) {
 	s.mu.Lock()
 	delete(s.rollouts, r)
 	s.mu.Unlock()
-	s.admission.responseDone(r.tenant)
+	s.admission.ResponseDone(r.tenant)
 	s.notify()
 }
 
