@@ -289,10 +289,16 @@ func (r *rollout) requireAction(calls []protocol.PendingCall) {
 // announcing it: a rollout taken over at a pause whose response.done the
 // server that wrote its checkpoint sent. The caller holds mu.
 func (r *rollout) requireActionSilentlyLocked(calls []protocol.PendingCall) {
+	r.requiresActionLocked(calls)
+	r.resp.DropEcho() // parked, as at an announced pause (pauseLocked)
+}
+
+// requiresActionLocked sets the response's status to requires_action on
+// calls. The caller holds mu.
+func (r *rollout) requiresActionLocked(calls []protocol.PendingCall) {
 	r.resp.Status = protocol.ResponseRequiresAction
 	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
 		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
-	r.resp.DropEcho() // parked, as at an announced pause (pauseLocked)
 }
 
 // restartStep has a rollout taken over in the middle of a step, from a
@@ -311,9 +317,7 @@ func (r *rollout) restartStep(after, discardAfter, outputIndex int) {
 
 func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	defer r.srv.notify() // a draining Shutdown waits for busy rollouts only
-	r.resp.Status = protocol.ResponseRequiresAction
-	r.resp.RequiredAction = &protocol.RequiredAction{Type: "submit_tool_outputs",
-		SubmitToolOutputs: protocol.SubmitToolOutputs{ToolCalls: calls}}
+	r.requiresActionLocked(calls)
 	if r.inbox.steerCount() > 0 {
 		// Steered while the step ran: the input waits for these outputs.
 		// Told before the response.done, whose checkpoint (a durable
