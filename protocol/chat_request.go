@@ -75,7 +75,7 @@ func (c *ChatContext) convertTools(tools []ChatTool) *Error {
 	}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
-		param := indexParam("tools", i)
+		param := IndexParam("tools", i)
 		switch t.Type {
 		case "function":
 		case "":
@@ -101,7 +101,7 @@ func (c *ChatContext) convertMessages(msgs []ChatMessage) *Error {
 	leading := true
 	calls := make(map[string]bool) // call ids of the tool calls so far
 	for i, m := range msgs {
-		p := indexParam("messages", i)
+		p := IndexParam("messages", i)
 		if m.Role != RoleSystem && m.Role != RoleDeveloper {
 			leading = false
 		}
@@ -175,7 +175,7 @@ func (c *ChatContext) assistant(m ChatMessage, p string, calls map[string]bool) 
 		c.Items = append(c.Items, &Message{Role: RoleAssistant, Content: content})
 	}
 	for j, tc := range m.ToolCalls {
-		q := indexParam(p+".tool_calls", j)
+		q := IndexParam(p+".tool_calls", j)
 		if tc.Type != "" && tc.Type != "function" {
 			return Invalid(CodeInvalidValue, q+".type", "Invalid value: '%s'. Supported tool call types are: 'function'.", tc.Type)
 		}
@@ -211,7 +211,7 @@ func chatText(cc *ChatContent, p string, types ...string) (string, *Error) {
 		case part.Type == "refusal" && slices.Contains(types, "refusal"):
 			b.WriteString(part.Refusal)
 		default:
-			return "", badPart(part.Type, indexParam(p+".content", j), types)
+			return "", badPart(part.Type, IndexParam(p+".content", j), types)
 		}
 	}
 	return b.String(), nil
@@ -224,7 +224,7 @@ func userContents(cc *ChatContent, p string) (Contents, *Error) {
 	}
 	out := make(Contents, 0, len(cc.Parts))
 	for j, part := range cc.Parts {
-		q := indexParam(p+".content", j)
+		q := IndexParam(p+".content", j)
 		switch part.Type {
 		case "text":
 			out = append(out, &InputText{Text: part.Text})

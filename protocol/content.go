@@ -275,7 +275,7 @@ func decodeContents(raw json.RawMessage, param string, text func(string) Content
 	}
 	out := make(Contents, len(parts))
 	for i, p := range parts {
-		c, perr := DecodeContent(p, indexParam(param, i))
+		c, perr := DecodeContent(p, IndexParam(param, i))
 		if perr != nil {
 			return nil, perr
 		}

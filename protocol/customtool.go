@@ -131,7 +131,7 @@ func validateToolOutputParts(parts Contents, p string, item ItemType) *Error {
 		switch c.ContentType() {
 		case ContentInputText, ContentInputImage, ContentInputFile, ContentInputVideo:
 		default:
-			return Invalid(CodeInvalidValue, indexParam(p+".output", j)+".type", "Invalid content type '%s' in a %s: expected input_text, input_image, input_file or input_video.", c.ContentType(), item)
+			return Invalid(CodeInvalidValue, IndexParam(p+".output", j)+".type", "Invalid content type '%s' in a %s: expected input_text, input_image, input_file or input_video.", c.ContentType(), item)
 		}
 	}
 	return nil

@@ -407,7 +407,7 @@ func DecodeItems(raw json.RawMessage, param string) (Items, *Error) {
 	}
 	out := make(Items, len(elems))
 	for i, e := range elems {
-		it, perr := DecodeItem(e, indexParam(param, i))
+		it, perr := DecodeItem(e, IndexParam(param, i))
 		if perr != nil {
 			return nil, perr
 		}

@@ -48,7 +48,8 @@ func article(kind string) string {
 	return "a " + kind
 }
 
-func indexParam(param string, i int) string {
+// IndexParam is the param of an error about element i of param: "input[3]".
+func IndexParam(param string, i int) string {
 	return param + "[" + strconv.Itoa(i) + "]"
 }
 

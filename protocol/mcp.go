@@ -155,7 +155,7 @@ func validateMCP(it Item, p string) *Error {
 		}
 		for i, t := range it.Tools {
 			if t.Name == "" {
-				return Invalid(CodeMissingRequired, indexParam(p+".tools", i)+".name", "Missing required parameter: '%s.name'.", indexParam(p+".tools", i))
+				return Invalid(CodeMissingRequired, IndexParam(p+".tools", i)+".name", "Missing required parameter: '%s.name'.", IndexParam(p+".tools", i))
 			}
 		}
 	case *MCPCall:

@@ -110,7 +110,7 @@ func decodeSteerInput(raw json.RawMessage) (Items, *Error) {
 		for i, el := range elems {
 			for k := range el {
 				if k != "type" && k != "role" && k != "content" {
-					return nil, steerInvalid(indexParam("input", i)+"."+k, "Steering takes user messages of type, role and content only.")
+					return nil, steerInvalid(IndexParam("input", i)+"."+k, "Steering takes user messages of type, role and content only.")
 				}
 			}
 		}
@@ -125,13 +125,13 @@ func decodeSteerInput(raw json.RawMessage) (Items, *Error) {
 	for i, it := range items {
 		m, ok := it.(*Message)
 		if !ok || m.Role != RoleUser {
-			return nil, steerInvalid(indexParam("input", i), "Steering takes only messages with the 'user' role.")
+			return nil, steerInvalid(IndexParam("input", i), "Steering takes only messages with the 'user' role.")
 		}
 		for j, c := range m.Content {
 			switch c.ContentType() {
 			case ContentInputText, ContentInputImage, ContentInputFile:
 			default:
-				return nil, steerInvalid(indexParam(indexParam("input", i)+".content", j), "A steering message's content is input_text, input_image and input_file parts.")
+				return nil, steerInvalid(IndexParam(IndexParam("input", i)+".content", j), "A steering message's content is input_text, input_image and input_file parts.")
 			}
 		}
 	}

@@ -221,7 +221,7 @@ func (c *ToolChoice) UnmarshalJSON(b []byte) error {
 		}
 	case "allowed_tools":
 		for i, r := range w.Tools {
-			if perr := validateRef(r, indexParam("tool_choice.tools", i)); perr != nil {
+			if perr := validateRef(r, IndexParam("tool_choice.tools", i)); perr != nil {
 				return perr
 			}
 		}

@@ -108,7 +108,7 @@ func validateTools(tools []Tool) *Error {
 	}
 	names := make(map[string]bool, len(tools)) // functions, custom tools and namespaces share one space
 	for i, t := range tools {
-		param := indexParam("tools", i)
+		param := IndexParam("tools", i)
 		if perr := validateTool(t, param, names, false); perr != nil {
 			return perr
 		}
@@ -150,7 +150,7 @@ func validateTool(t Tool, param string, names map[string]bool, inNamespace bool)
 		}
 		members := make(map[string]bool, len(t.Tools))
 		for j, m := range t.Tools {
-			if perr := validateTool(m, indexParam(param+".tools", j), members, true); perr != nil {
+			if perr := validateTool(m, IndexParam(param+".tools", j), members, true); perr != nil {
 				return perr
 			}
 		}

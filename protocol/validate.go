@@ -76,7 +76,7 @@ func (r *CreateRequest) Validate() *Error {
 		return perr
 	}
 	for i, c := range r.ContextManagement {
-		param := indexParam("context_management", i)
+		param := IndexParam("context_management", i)
 		switch {
 		case c.Type != "compaction":
 			return Invalid(CodeInvalidValue, param+".type", "Invalid '%s.type': '%s'. Supported values are: 'compaction'.", param, c.Type)
@@ -203,7 +203,7 @@ func validateCallID(id, param string) *Error {
 // ("input").
 func ValidateItems(items Items, param string) *Error {
 	for i, it := range items {
-		p := indexParam(param, i)
+		p := IndexParam(param, i)
 		if perr := validateItem(it, p); perr != nil {
 			return perr
 		}
@@ -250,7 +250,7 @@ func validateItem(it Item, p string) *Error {
 	case *Reasoning:
 		for j, c := range it.Summary {
 			if c.ContentType() != ContentSummaryText {
-				return Invalid(CodeInvalidValue, indexParam(p+".summary", j)+".type", "Invalid reasoning summary part '%s': expected summary_text.", c.ContentType())
+				return Invalid(CodeInvalidValue, IndexParam(p+".summary", j)+".type", "Invalid reasoning summary part '%s': expected summary_text.", c.ContentType())
 			}
 		}
 	case *Compaction:
@@ -300,16 +300,16 @@ func validateMessage(m *Message, p string) *Error {
 			ok = ok || c.ContentType() == a
 		}
 		if !ok {
-			return Invalid(CodeInvalidValue, indexParam(p+".content", j)+".type", "Invalid content type '%s' for a %s message.", c.ContentType(), m.Role)
+			return Invalid(CodeInvalidValue, IndexParam(p+".content", j)+".type", "Invalid content type '%s' for a %s message.", c.ContentType(), m.Role)
 		}
 		if img, isImg := c.(*InputImage); isImg {
 			if img.ImageURL == nil || *img.ImageURL == "" {
-				return Invalid(CodeMissingRequired, indexParam(p+".content", j)+".image_url", "Missing required parameter: 'image_url'. tether accepts images as URLs or data URLs.")
+				return Invalid(CodeMissingRequired, IndexParam(p+".content", j)+".image_url", "Missing required parameter: 'image_url'. tether accepts images as URLs or data URLs.")
 			}
 			switch img.Detail {
 			case "", "low", "high", "auto":
 			default:
-				return Invalid(CodeInvalidValue, indexParam(p+".content", j)+".detail", "Invalid 'detail': '%s'. Supported values are: 'low', 'high' and 'auto'.", img.Detail)
+				return Invalid(CodeInvalidValue, IndexParam(p+".content", j)+".detail", "Invalid 'detail': '%s'. Supported values are: 'low', 'high' and 'auto'.", img.Detail)
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -66,7 +68,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &chatAnswer{
 		head: protocol.ChatCompletion{
-			ID:      strings.Replace(newID("chatcmpl"), "_", "-", 1),
+			ID:      strings.Replace(ids.New("chatcmpl"), "_", "-", 1),
 			Object:  protocol.ObjectChatCompletion,
 			Created: s.now().Unix(),
 			Model:   req.Model,

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -47,7 +49,7 @@ type window struct {
 func (s *Server) windowOf(items protocol.Items, from int, param string) (window, *protocol.Error) {
 	for i := len(items) - 1; i >= from; i-- {
 		if isContextCompaction(items[i]) {
-			sealed, perr := s.sealer.Open(items[i].(*protocol.Compaction).EncryptedContent, indexParam(param, i)+".encrypted_content")
+			sealed, perr := s.sealer.Open(items[i].(*protocol.Compaction).EncryptedContent, protocol.IndexParam(param, i)+".encrypted_content")
 			if perr != nil {
 				return window{}, perr
 			}
@@ -99,7 +101,7 @@ func (r *rollout) compactIfDue() error {
 	}
 	r.mu.Lock()
 	idx := len(r.resp.Output)
-	cmp := &protocol.Compaction{ID: outputID(r.resp.ID, "cmp", idx), EncryptedContent: content, CreatedBy: contextCompaction}
+	cmp := &protocol.Compaction{ID: ids.Output(r.resp.ID, "cmp", idx), EncryptedContent: content, CreatedBy: contextCompaction}
 	r.resp.Output = append(r.resp.Output, cmp)
 	r.emitLocked(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: cmp})
 	r.emitLocked(&protocol.CompactionCompactingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCompactionCompacting}, ItemID: cmp.ID, OutputIndex: idx})

@@ -138,7 +138,7 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 				out = append(out, it)
 				break
 			}
-			sealed, perr := s.sealer.Open(it.EncryptedContent, indexParam(param, i)+".encrypted_content")
+			sealed, perr := s.sealer.Open(it.EncryptedContent, protocol.IndexParam(param, i)+".encrypted_content")
 			if perr != nil {
 				return nil, nil, perr
 			}
@@ -234,10 +234,10 @@ func checkOutputs(input protocol.Items, from []int, ctx protocol.Items) *protoco
 		}
 		switch {
 		case !o.found:
-			return protocol.Invalid(protocol.CodeToolCallNotFound, indexParam("input", at)+".call_id",
+			return protocol.Invalid(protocol.CodeToolCallNotFound, protocol.IndexParam("input", at)+".call_id",
 				"No tool call found for %s with call_id '%s'.", input[o.i].ItemType(), o.callID)
 		case o.call.Type != o.answers:
-			return protocol.OutputMismatch(input[o.i], o.callID, o.call.Type, indexParam("input", at))
+			return protocol.OutputMismatch(input[o.i], o.callID, o.call.Type, protocol.IndexParam("input", at))
 		}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -42,7 +44,7 @@ func (s *Server) readConversationItems(w http.ResponseWriter, r *http.Request, n
 		}
 		var items *protocol.ConversationItems
 		if items, perr = protocol.DecodeConversationItems(body, needItems); perr == nil {
-			nameInputs(items.Items)
+			ids.NameInputs(items.Items)
 			return items, true
 		}
 	}
@@ -56,7 +58,7 @@ func (s *Server) handleConversationCreate(w http.ResponseWriter, r *http.Request
 	if !ok {
 		return
 	}
-	c := &protocol.Conversation{ID: newID("conv"), Object: "conversation", CreatedAt: s.now().Unix(), Metadata: body.Metadata}
+	c := &protocol.Conversation{ID: ids.New("conv"), Object: "conversation", CreatedAt: s.now().Unix(), Metadata: body.Metadata}
 	if c.Metadata == nil {
 		c.Metadata = map[string]string{}
 	}

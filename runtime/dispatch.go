@@ -7,6 +7,8 @@ import (
 	goruntime "runtime"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tether-run/tether/protocol"
@@ -50,9 +52,9 @@ func (r *rollout) route(c *protocol.Call) *stepCall {
 
 // startItem is the in-progress output item of a call: a function_call or a
 // custom_tool_call for the client, the hosted tool's own item type otherwise,
-// at output index (its id drawn from it: outputID).
+// at output index (its id drawn from it: ids.Output).
 func (r *rollout) startItem(c *stepCall, index int) protocol.Item {
-	id := func(prefix string) string { return outputID(r.resp.ID, prefix, index) }
+	id := func(prefix string) string { return ids.Output(r.resp.ID, prefix, index) }
 	switch {
 	case c.kind == mcpCall:
 		c.call.ID = id("mcp")
@@ -305,4 +307,52 @@ func (r *rollout) emitFor(c *stepCall, ev protocol.Event) {
 		ev.OutputIndex, ev.ItemID = c.index, c.call.ID
 	}
 	r.emit(ev)
+}
+
+// resumeAnsweredLocked ends the pause its client has just answered, on the
+// goroutine of the append that answered it (suspension.deliver), when the
+// step holds nothing more: every call but the parked ones (parked of them)
+// has returned and every output_item.done is out. The client's
+// response.in_progress then leaves before the rollout's goroutine has even
+// woken, not after it has taken the outputs in; endStep then finds the
+// response running. A step whose hosted calls still run resumes there, as
+// they return; a rollout that is ending (cancelled, shut down) does not
+// resume. The in_progress's timings (include=tether.timings) count the
+// step's tool time and the outputs' rendering from the next event on: the
+// loop adds them as it takes the outputs in.
+//
+// The loop is parked (no goroutine runs it), or is being driven on and
+// waits for the lock in finishCall, so what it writes without the lock
+// (the usage, the timings) is still.
+func (r *rollout) resumeAnsweredLocked(parked int) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	unsettled := 0
+	for _, s := range r.settled {
+		if !s {
+			unsettled++
+		}
+	}
+	if unsettled != parked || len(r.order.held) > 0 || r.order.doneNext < len(r.resp.Output) {
+		return
+	}
+	r.resumeLocked()
+}
+
+// resumeLocked ends a pause whose step is over: the response runs again.
+// It reports whether there was one (and its response.in_progress went out).
+func (r *rollout) resumeLocked() bool {
+	if r.resp.Status != protocol.ResponseRequiresAction {
+		return false
+	}
+	r.resp.Status = protocol.ResponseInProgress
+	r.resp.RequiredAction = nil
+	_ = r.resp.KeepEcho() // dropped at the pause; should it fail, events encode the response whole
+	if ev := r.restart; ev != nil {
+		r.restart = nil
+		r.emitLocked(ev)
+	}
+	r.emitStepViewLocked(protocol.EventInProgress)
+	return true
 }

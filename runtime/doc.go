@@ -27,6 +27,12 @@
 //	                (errgroup), the client's to the rollout's clientCalls }
 //	      -> terminal response -> cache (+ store) (+ the conversation's items)
 //
+// A session has one dispatcher of client events (session.handle). What
+// cannot be taken at once waits on its lane, in one queue that records why
+// (lane.held): a job for its turn on the lane's worker (forTurn), an event
+// behind an append whose item references resolve (forResolve), an event
+// for a rollout that wakes on the lane (forWake).
+//
 // Both of OpenAI's designs are that one loop; the loop does not know which
 // it runs. Calls that no hosted tool takes are the client's, and go to the
 // rollout's clientCalls, the one seam between the loop and the design. In
@@ -149,8 +155,8 @@
 // the quotas), and the lane it reported on keeps its place (its occupant, asleep)
 // until the pause's timeout. An append or a cancel naming a rollout the
 // server does not hold, or holds asleep, wakes it: a takeover, as a
-// resume's, with nothing replayed; the events naming it meanwhile queue
-// on the session (waking) and are taken in order as it parks.
+// resume's, with nothing replayed; the events naming it meanwhile wait on
+// its lane (forWake) and are taken in order as it parks.
 //
 // # Locks
 //

@@ -3,6 +3,8 @@ package runtime
 import (
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -24,7 +26,7 @@ func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollo
 		return nil, perr
 	}
 	parent := ps.Response.ID
-	r.resp.ID, r.resp.CreatedAt, r.resp.ForkedFrom = newID("resp"), created, &parent
+	r.resp.ID, r.resp.CreatedAt, r.resp.ForkedFrom = ids.New("resp"), created, &parent
 	if r.req.Conversation != nil {
 		// The parent adds what it and its forks share to its conversation
 		// when it ends; a fork adding it again would repeat it there.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -408,10 +410,10 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		tokens += len(s.renderer.Item(it))
 	}
 	out := protocol.CompactResponse{
-		ID:        newID("resp"),
+		ID:        ids.New("resp"),
 		Object:    "response.compaction",
 		CreatedAt: s.now().Unix(),
-		Output:    protocol.Items{&protocol.Compaction{ID: newID("cmp"), EncryptedContent: sealed}},
+		Output:    protocol.Items{&protocol.Compaction{ID: ids.New("cmp"), EncryptedContent: sealed}},
 		Usage:     protocol.Usage{InputTokens: tokens, TotalTokens: tokens},
 	}
 	writeJSON(w, http.StatusOK, out)

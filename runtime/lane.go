@@ -6,22 +6,102 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// This file is a lane: one FIFO queue of a connection's responses, and what
-// occupies it.
+// This file is a lane: one ordered line of a connection's responses, what
+// waits on it and why, and what occupies it.
 
-// lane is one stream_id's FIFO of creates, and what runs on it.
+// lane is one stream_id's responses, in arrival order: what runs there
+// (its occupant) and what waits there (held). Everything but after is
+// guarded by session.mu.
 type lane struct {
-	id      string
-	jobs    []job // the FIFO, guarded by session.mu; the scope bounds it (MaxQueued)
-	working bool  // its worker runs (while jobs are queued or one runs), guarded by session.mu
+	id string
 
-	occ       occupant // what holds it; guarded by session.mu
-	placesGen int      // counts the places it kept for a hibernated rollout: a timer of an earlier one does nothing; guarded by session.mu
+	// held is what waits on the lane, in arrival order, each with why;
+	// the connection's queue bounds it (connScope.reserve).
+	held      []held
+	working   bool   // the lane's worker runs: it takes what waits forTurn (session_lanes.go)
+	resolving bool   // the lane's resolver runs: it takes what waits forResolve (session_events.go)
+	waking    string // the rollout that wakes on the lane, whose events wait forWake (session_wake.go)
+
+	occ       occupant // what holds it
+	placesGen int      // counts the places it kept for a hibernated rollout: a timer of an earlier one does nothing
 
 	// after are the frames that follow the last frame of the job running
 	// (a cached-state turn's response.steer.pending after its
 	// response.completed); only the lane's worker touches it.
 	after [][]byte
+}
+
+// waitsFor is why an event waits on its lane, and so what takes it.
+type waitsFor uint8
+
+const (
+	// forTurn: a job (a create, a fork, a resume, a wake) waits for the
+	// lane's worker, which runs them one at a time, in arrival order.
+	forTurn waitsFor = iota
+	// forResolve: an event waits behind an append whose item references
+	// are being resolved; the lane's resolver takes it after, in arrival
+	// order, as if it had just arrived.
+	forResolve
+	// forWake: an append's items, a cancel, or the end of its pause's
+	// timeout, for the rollout that wakes on the lane; taken as it parks.
+	forWake
+)
+
+// held is one event waiting on its lane, and why.
+type held struct {
+	why  waitsFor
+	job  job        // forTurn
+	ev   laneEvent  // forResolve
+	wake *wakeEvent // forWake
+}
+
+// hold puts h at the end of what waits on ln.
+func (ln *lane) hold(h held) { ln.held = append(ln.held, h) }
+
+// holds reports whether anything waits on ln for why.
+func (ln *lane) holds(why waitsFor) bool {
+	for _, h := range ln.held {
+		if h.why == why {
+			return true
+		}
+	}
+	return false
+}
+
+// dequeue takes the first of what waits on ln for why.
+func (ln *lane) dequeue(why waitsFor) (held, bool) {
+	for i, h := range ln.held {
+		if h.why == why {
+			n := len(ln.held) - 1
+			copy(ln.held[i:], ln.held[i+1:])
+			ln.held[n] = held{}
+			ln.held = ln.held[:n]
+			if n == 0 {
+				ln.held = nil // let a long queue's array go
+			}
+			return h, true
+		}
+	}
+	return held{}, false
+}
+
+// dequeueAll takes everything that waits on ln for why, in order.
+func (ln *lane) dequeueAll(why waitsFor) []held {
+	var out []held
+	kept := ln.held[:0]
+	for _, h := range ln.held {
+		if h.why == why {
+			out = append(out, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear(ln.held[len(kept):])
+	ln.held = kept
+	if len(ln.held) == 0 {
+		ln.held = nil
+	}
+	return out
 }
 
 // occupant is what holds a lane: nothing, a cached-state rollout running

@@ -402,3 +402,27 @@ func (r *rollout) session() string {
 	}
 	return ""
 }
+
+// sleep ends the loop's goroutine at a pause whose outputs are not in:
+// the rollout is dormant, a value, until kick drives it on. It reports
+// false, and the caller drives the loop on itself, when what it waits for
+// came meanwhile (ready, or the run ended): the kick that came with it
+// found the rollout not yet dormant.
+func (r *rollout) sleep(ready func() bool) bool {
+	r.dormant.Store(true)
+	if (ready() || r.ctx.Err() != nil) && r.dormant.CompareAndSwap(true, false) {
+		return false
+	}
+	return true
+}
+
+// kick drives a dormant rollout's loop on, on a goroutine of its own
+// (driveOn), from any goroutine and under any lock: its pause has all its
+// outputs, or it is ending. Of a kick and the loop's own sleep, whichever
+// comes second finds the other, and the loop runs on one goroutine at a
+// time.
+func (r *rollout) kick() {
+	if r.dormant.CompareAndSwap(true, false) {
+		r.driveOn()
+	}
+}

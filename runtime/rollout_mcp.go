@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -76,7 +78,7 @@ func (r *rollout) listMCP(ctx context.Context) error {
 			continue
 		}
 		idx := len(r.resp.Output)
-		item := &protocol.MCPListTools{ID: newID("mcpl"), ServerLabel: srv.def.ServerLabel, Tools: []protocol.MCPToolInfo{}}
+		item := &protocol.MCPListTools{ID: ids.New("mcpl"), ServerLabel: srv.def.ServerLabel, Tools: []protocol.MCPToolInfo{}}
 		event := func(typ protocol.EventType) {
 			r.emit(&protocol.MCPEvent{EventHeader: protocol.EventHeader{Type: typ}, OutputIndex: idx, ItemID: item.ID})
 		}

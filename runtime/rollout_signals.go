@@ -10,8 +10,7 @@ import (
 
 // This file is what any goroutine may use to reach a running rollout: its
 // stopper (a cancel from the read loop, a timer, Shutdown), its inbox (a
-// steering message from response.append), and the kick that drives a loop
-// parked on its client on. Their locks are leaves.
+// steering message from response.append). Their locks are leaves.
 
 // stopper ends a run from any goroutine, whether or not it has started. Its
 // lock is a leaf: callers may hold any other.
@@ -118,28 +117,4 @@ func (in *inbox) drainAll() (protocol.Items, []steerSub) {
 	items, steers := in.items, in.steers
 	in.items, in.steers = nil, nil
 	return items, steers
-}
-
-// sleep ends the loop's goroutine at a pause whose outputs are not in:
-// the rollout is dormant, a value, until kick drives it on. It reports
-// false, and the caller drives the loop on itself, when what it waits for
-// came meanwhile (ready, or the run ended): the kick that came with it
-// found the rollout not yet dormant.
-func (r *rollout) sleep(ready func() bool) bool {
-	r.dormant.Store(true)
-	if (ready() || r.ctx.Err() != nil) && r.dormant.CompareAndSwap(true, false) {
-		return false
-	}
-	return true
-}
-
-// kick drives a dormant rollout's loop on, on a goroutine of its own
-// (driveOn), from any goroutine and under any lock: its pause has all its
-// outputs, or it is ending. Of a kick and the loop's own sleep, whichever
-// comes second finds the other, and the loop runs on one goroutine at a
-// time.
-func (r *rollout) kick() {
-	if r.dormant.CompareAndSwap(true, false) {
-		r.driveOn()
-	}
 }

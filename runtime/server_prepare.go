@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -49,7 +51,7 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	if perr := protocol.ValidateItems(req.Input, "input"); perr != nil {
 		return nil, perr
 	}
-	nameInputs(req.Input)
+	ids.NameInputs(req.Input)
 	var ctxItems protocol.Items
 	if parent != nil {
 		ctxItems, r.chain = parent.items, parent.chain
@@ -117,7 +119,7 @@ func (s *Server) hostedTools(req *protocol.CreateRequest) (map[string]Tool, *pro
 		}
 		h, ok := s.hosted[t.Type.Canonical()]
 		if !ok {
-			return nil, protocol.Invalid(protocol.CodeToolNotAvailable, indexParam("tools", i)+".type",
+			return nil, protocol.Invalid(protocol.CodeToolNotAvailable, protocol.IndexParam("tools", i)+".type",
 				"The hosted tool '%s' is not available on this server (an embedding program enables it with a %s tool in Options.HostedTools; tether serve always has it).", t.Type, t.Type.Canonical())
 		}
 		hosted[string(t.Type.Canonical())] = h
@@ -127,7 +129,7 @@ func (s *Server) hostedTools(req *protocol.CreateRequest) (map[string]Tool, *pro
 
 func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) *protocol.Response {
 	resp := &protocol.Response{
-		ID:                newID("resp"),
+		ID:                ids.New("resp"),
 		Object:            "response",
 		CreatedAt:         s.now().Unix(),
 		Status:            protocol.ResponseInProgress,
@@ -201,7 +203,7 @@ func (s *Server) prepareMCP(r *rollout) *protocol.Error {
 		if t.Type != protocol.ToolMCP {
 			continue
 		}
-		param := indexParam("tools", i)
+		param := protocol.IndexParam("tools", i)
 		if s.opts.MCP == nil {
 			return protocol.Invalid(protocol.CodeToolNotAvailable, param+".type",
 				"Hosted MCP servers are not enabled on this server (an embedding program enables them with Options.MCP; tether serve always has them).")

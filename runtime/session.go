@@ -57,7 +57,7 @@ type session struct {
 	ctx      context.Context    // cancelled when the session ends
 	cancel   context.CancelFunc //
 	out      *outbox            // frames for the connection, written by the outbox's writer on demand
-	wg       sync.WaitGroup     // lane workers, and the goroutines resolving appends' references (appendref.go)
+	wg       sync.WaitGroup     // lane workers, and lane resolvers (session_events.go)
 	quit     chan struct{}      // closed by goAway: lanes finish the job in hand and stop
 	quitOnce sync.Once
 
@@ -66,13 +66,9 @@ type session struct {
 	closeStatus CloseStatus // set once by stop, before ctx ends; read by the closer after
 	closeReason string      //
 
-	mu     lockrank.Mutex[lockrank.Session]
-	lanes  map[string]*lane   // guarded by mu; "" is the default lane
-	named  int                // named lanes, guarded by mu
-	waking map[string]*waking // wakes in progress by response id (session_wake.go), guarded by mu
-	// behind holds, by lane, the events that wait behind an append whose
-	// item references are being resolved (appendref.go). Guarded by mu.
-	behind map[string][]laneEvent
+	mu    lockrank.Mutex[lockrank.Session]
+	lanes map[string]*lane // guarded by mu; "" is the default lane
+	named int              // named lanes, guarded by mu
 }
 
 // newSession makes the session of conn, whose upgrade request was r, in

@@ -114,9 +114,10 @@ func (sess *session) laneWorker(ln *lane) {
 	}
 }
 
-// push puts j at the end of ln's queue and starts its worker if none runs. A lane's
-// queue is a slice rather than a channel of MaxQueued places: a connection
-// with many lanes (a rollout forked 64 ways) pays for the jobs it has.
+// push puts j at the end of what waits on ln, for its turn, and starts the
+// lane's worker if none runs. What waits is a slice rather than a channel
+// of MaxQueued places: a connection with many lanes (a rollout forked 64
+// ways) pays for the jobs it has.
 //
 // Once the session is ending no worker starts (teardown and goAway wait for
 // the workers; quit is closed under mu, so no Add follows their Wait): a
@@ -126,7 +127,7 @@ func (sess *session) push(ln *lane, j job) {
 	sess.mu.Lock()
 	quitting := sess.ctx.Err() != nil || isClosed(sess.quit)
 	if !quitting {
-		ln.jobs = append(ln.jobs, j)
+		ln.hold(held{why: forTurn, job: j})
 		if !ln.working {
 			ln.working = true
 			sess.wg.Add(1)
@@ -152,18 +153,17 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// pop takes the first job of ln's queue for its worker, or nil when the
-// queue is empty: the worker is then gone, and the next push starts one.
+// pop takes the first job waiting on ln for its turn, or nil when none
+// does: the worker is then gone, and the next push starts one.
 func (sess *session) pop(ln *lane) job {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if len(ln.jobs) == 0 {
-		ln.jobs, ln.working = nil, false // let a long queue's array go
+	h, ok := ln.dequeue(forTurn)
+	if !ok {
+		ln.working = false
 		return nil
 	}
-	j := ln.jobs[0]
-	ln.jobs[0], ln.jobs = nil, ln.jobs[1:]
-	return j
+	return h.job
 }
 
 // refuseQueued answers j (if any) and the jobs still queued on ln at

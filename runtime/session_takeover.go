@@ -48,7 +48,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	settled := false
 	if j.wake {
 		defer func() {
-			if !settled && !j.retry { // what the session queued for it is answered by the job's error, or not at all
+			if !settled && !j.retry { // what waited for it is answered by the job's error, or not at all
 				sess.endWake(ln, j.id)
 			}
 		}()
@@ -100,12 +100,12 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	}
 	var wakes []*wakeEvent
 	if j.wake {
-		// What the session queued so far is taken as the rollout parks;
-		// what it queues from now on, once it has (finishWake). Taken
+		// What waits for it so far is taken as the rollout parks; what
+		// comes from now on, once it has (finishWake). Taken
 		// before sp's lock, which the lock order puts after the session's.
 		// The rollout does not hibernate again meanwhile (its state is
 		// waking).
-		wakes = sess.wakeEvents(j.id)
+		wakes = sess.wakeEvents(ln)
 	}
 	parked := make(chan struct{})
 	from := sp.restore(cp.Epoch, lc, j, wakes, parked)

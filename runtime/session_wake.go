@@ -13,7 +13,7 @@ import (
 // append or a cancel naming a rollout this server does not hold, or holds
 // asleep, wakes it: a takeover job (session_takeover.go) on the event's lane, with
 // nothing replayed (its client saw the pause). The events naming it that
-// arrive while it wakes queue on the session (waking), and are taken in
+// arrive while it wakes wait on the lane (forWake), and are taken in
 // order: those before it parks as it parks, under its lock, before its
 // hibernation timer can act (acceptAnswersLocked); the rest once it has
 // (finishWake), after which the lane follows it as any other.
@@ -30,19 +30,12 @@ type wakeEvent struct {
 	refused  *protocol.Error
 }
 
-// waking is a wake in progress on a session: its lane, and the events
-// queued for the rollout since.
-type waking struct {
-	lane   string
-	events []*wakeEvent
-}
-
-// wake queues ev for rollout id, and starts waking it on lane unless a
-// wake of it is in progress on this session. Without checkpoints there
-// is no such rollout; while the server drains, the event is dropped (its
-// client resumes on another server, is shown the pause again and sends
-// it again).
-func (sess *session) wake(id, lane string, ev *wakeEvent) *protocol.Error {
+// wake queues ev for rollout id, and starts waking it on the lane named
+// laneID unless a wake of it is in progress on this session. Without
+// checkpoints there is no such rollout; while the server drains, the event
+// is dropped (its client resumes on another server, is shown the pause
+// again and sends it again).
+func (sess *session) wake(id, laneID string, ev *wakeEvent) *protocol.Error {
 	switch {
 	case sess.srv.opts.Checkpoints == nil && ev.cancel:
 		return errNoResponse(id)
@@ -57,58 +50,91 @@ func (sess *session) wake(id, lane string, ev *wakeEvent) *protocol.Error {
 		}
 	}
 	sess.mu.Lock()
-	if ln := sess.lanes[lane]; ln != nil && ln.occ.asleep != "" && ln.occ.asleep != id {
+	if ln := sess.lanes[laneID]; ln != nil && ln.occ.asleep != "" && ln.occ.asleep != id {
 		sess.mu.Unlock()
 		return errLaneSuspended(ln.occ.asleep, false) // the lane holds another's place
 	}
-	if w := sess.waking[id]; w != nil {
+	if ln := sess.wakingLaneLocked(id); ln != nil {
 		defer sess.mu.Unlock()
-		if w.lane != lane {
-			return errOtherLane(id, w.lane, lane)
+		if ln.id != laneID {
+			return errOtherLane(id, ln.id, laneID)
 		}
-		w.events = append(w.events, ev)
+		ln.hold(held{why: forWake, wake: ev})
 		return nil
 	}
-	if sess.waking == nil {
-		sess.waking = make(map[string]*waking)
+	ln, perr := sess.laneLocked(laneID)
+	switch {
+	case perr != nil:
+	case ln.waking != "":
+		perr = errLaneSuspended(ln.waking, false) // another wakes there
+	default:
+		ln.waking = id
+		ln.hold(held{why: forWake, wake: ev})
 	}
-	sess.waking[id] = &waking{lane: lane, events: []*wakeEvent{ev}}
 	sess.mu.Unlock()
-	if !sess.admit(lane, &takeoverJob{id: id, wake: true, received: sess.srv.now()}, nil) {
-		sess.endWake(nil, id)
+	if perr != nil {
+		return perr
+	}
+	if !sess.admit(laneID, &takeoverJob{id: id, wake: true, received: sess.srv.now()}, nil) {
+		sess.mu.Lock()
+		ln.endWakeLocked()
+		sess.mu.Unlock()
 	}
 	return nil
 }
 
-// wakeEvents takes the events queued for rollout id's wake.
-func (sess *session) wakeEvents(id string) []*wakeEvent {
+// wakingLaneLocked is the lane rollout id wakes on; nil when it wakes on
+// none of this session's. The caller holds sess.mu.
+func (sess *session) wakingLaneLocked(id string) *lane {
+	for _, ln := range sess.lanes {
+		if ln.waking == id {
+			return ln
+		}
+	}
+	return nil
+}
+
+// endWakeLocked ends the wake on ln: what waits for it is dropped. The
+// caller holds the session's lock.
+func (ln *lane) endWakeLocked() {
+	ln.waking = ""
+	ln.dequeueAll(forWake)
+}
+
+// wakeEvents takes the events waiting on ln for the rollout waking there.
+func (sess *session) wakeEvents(ln *lane) []*wakeEvent {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	w := sess.waking[id]
-	if w == nil {
-		return nil
+	return ln.wakeEventsLocked()
+}
+
+// wakeEventsLocked is wakeEvents, the caller holding the session's lock.
+func (ln *lane) wakeEventsLocked() []*wakeEvent {
+	var evs []*wakeEvent
+	for _, h := range ln.dequeueAll(forWake) {
+		evs = append(evs, h.wake)
 	}
-	evs := w.events
-	w.events = nil
 	return evs
 }
 
-// endWake ends a wake of rollout id that took nothing over (the store had
-// no checkpoint, or did not answer): what was queued for it is dropped,
-// and ln (nil: none) no longer holds a place for it.
+// endWake ends a wake of rollout id on ln that took nothing over (the
+// store had no checkpoint, or did not answer): what waits for it is
+// dropped, and ln no longer holds a place for it.
 func (sess *session) endWake(ln *lane, id string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	delete(sess.waking, id)
-	if ln != nil && ln.occ.asleep == id {
+	if ln.waking == id {
+		ln.endWakeLocked()
+	}
+	if ln.occ.asleep == id {
 		ln.clearAsleep()
 	}
 }
 
 // finishWake, once the rollout sp woken on ln has parked, tells the
 // client what its first park refused of the events in wakes, takes the
-// events queued since, in order, and makes ln follow sp: from then on the
-// session finds sp on ln, as any rollout running there.
+// events that waited for it since, in order, and makes ln follow sp: from
+// then on the session finds sp on ln, as any rollout running there.
 func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 	for {
 		for _, w := range wakes {
@@ -117,14 +143,12 @@ func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 			}
 		}
 		sess.mu.Lock()
-		w := sess.waking[sp.id]
-		if w == nil || len(w.events) == 0 {
-			delete(sess.waking, sp.id)
+		if wakes = ln.wakeEventsLocked(); len(wakes) == 0 {
+			ln.waking = ""
 			ln.occupy(occupant{sp: sp})
 			sess.mu.Unlock()
 			break
 		}
-		wakes, w.events = w.events, nil
 		sess.mu.Unlock()
 		sp.acceptWakes(wakes)
 	}
@@ -149,14 +173,12 @@ func (sess *session) sleepLaneLocked(ln *lane, id string, at time.Time, epoch ui
 // job takes no place in the connection's queue: the client sent nothing.
 func (sess *session) wakeAtDeadline(ln *lane, id string, gen int, epoch uint64) {
 	sess.mu.Lock()
-	if sess.ctx.Err() != nil || ln.occ.asleep != id || ln.placesGen != gen || sess.waking[id] != nil {
+	if sess.ctx.Err() != nil || ln.occ.asleep != id || ln.placesGen != gen || sess.wakingLaneLocked(id) != nil {
 		sess.mu.Unlock()
 		return
 	}
-	if sess.waking == nil {
-		sess.waking = make(map[string]*waking)
-	}
-	sess.waking[id] = &waking{lane: ln.id, events: []*wakeEvent{{deadline: true}}}
+	ln.waking = id
+	ln.hold(held{why: forWake, wake: &wakeEvent{deadline: true}})
 	ln.occ.timer = nil // fired
 	sess.mu.Unlock()
 	sess.scope.hold()
@@ -173,7 +195,9 @@ func (sess *session) wakeFailed(ln *lane, j *takeoverJob, perr *protocol.Error) 
 	}
 	if perr != nil && perr.Code == protocol.CodeStoreUnavailable {
 		sess.mu.Lock()
-		delete(sess.waking, j.id)
+		if ln.waking == j.id {
+			ln.endWakeLocked()
+		}
 		if ln.occ.asleep == j.id {
 			sess.sleepLaneLocked(ln, j.id, sess.srv.now().Add(deadlineRetry), j.epoch)
 			j.retry = true

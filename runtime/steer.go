@@ -3,6 +3,8 @@ package runtime
 import (
 	"net/http"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
@@ -119,11 +121,11 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManyPendingSteers, "previous_response_id",
 			"Response '%s' holds %d steering submissions not yet in its context, the most it takes.", r.resp.ID, maxPendingSteers)
 	}
-	nameInputs(ev.Input)
+	ids.NameInputs(ev.Input)
 	if rec := r.srv.opts.Recorder; rec != nil {
 		rec.Appended(r.srv.now(), r.resp.ID, ev.Input) // steering, as a response.append's user messages are recorded
 	}
-	id := newID("steer")
+	id := ids.New("steer")
 	r.inbox.addSteer(id, ev)
 	r.emitLocked(&protocol.SteerAcceptedEvent{EventHeader: protocol.EventHeader{Type: protocol.EventSteerAccepted},
 		Steer: protocol.SteerRef{ID: id, PreviousResponseID: r.resp.ID}})

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -22,8 +24,8 @@ func chainOf(turns, tokens int) []*Record {
 	var recs []*Record
 	var chain []string
 	for i := range turns {
-		resp := &protocol.Response{ID: newID("resp"), Object: "response", Status: protocol.ResponseCompleted, Model: "m", Store: true,
-			Output: protocol.Items{&protocol.Message{ID: newID("msg"), Status: protocol.StatusCompleted, Role: protocol.RoleAssistant,
+		resp := &protocol.Response{ID: ids.New("resp"), Object: "response", Status: protocol.ResponseCompleted, Model: "m", Store: true,
+			Output: protocol.Items{&protocol.Message{ID: ids.New("msg"), Status: protocol.StatusCompleted, Role: protocol.RoleAssistant,
 				Content: protocol.Contents{&protocol.OutputText{Text: text, Annotations: []protocol.Annotation{}}}}}}
 		if i > 0 {
 			prev := recs[i-1].Response.ID

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/tether-run/tether/runtime/internal/ids"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -30,7 +32,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 	idx := len(r.resp.Output)
 	switch d.Kind {
 	case sampler.TextStart:
-		msg := &protocol.Message{ID: outputID(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
+		msg := &protocol.Message{ID: ids.Output(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
 		r.open = msg
 		r.openText.Reset()
 		r.openProbs = nil

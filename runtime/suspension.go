@@ -3,11 +3,11 @@ package runtime
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/ids"
 	"github.com/tether-run/tether/runtime/internal/lifecycle"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
@@ -152,143 +152,10 @@ func (sp *suspension) refusal(v lifecycle.Verdict, ev lifecycle.Event, lane stri
 // The refusals of a suspended rollout's events. Each keeps the connection
 // usable.
 
-// errNoSuspended: no suspended rollout by that id reports to this
-// connection (it never did, it ended, or another connection took it).
-func errNoSuspended(id string) *protocol.Error {
-	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-		"No suspended response '%s' on this connection.", id)
-}
-
-// errResumeNotFound: nothing to resume by that id under these credentials.
-func errResumeNotFound(id string) *protocol.Error {
-	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-		"No suspended response '%s' to resume under these credentials.", id)
-}
-
-// errResumeGone: the rollout a resume was admitted for ended, or its
-// resume window passed, before the resume's turn came.
-func errResumeGone(id string) *protocol.Error {
-	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id",
-		"No suspended response '%s' to resume: it ended, or its resume window passed.", id)
-}
-
-// errAppendNotParked: outputs for a rollout that is not waiting for them.
-func errAppendNotParked(id string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-		"Response '%s' is not waiting for tool outputs: append only after response.done.", id)
-}
-
-// errForkNotParked: a fork of a rollout not parked on its client's calls.
-func errForkNotParked(id string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-		"Response '%s' is not waiting for tool outputs: fork it after its response.done.", id)
-}
-
-// errForkAppended: a fork of a pause some of whose outputs are in.
-func errForkAppended(id string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-		"Response '%s' has outputs of this pause appended already: fork it before appending any.", id)
-}
-
-// errForkHostedRunning: a fork of a pause whose step still runs a hosted
-// tool.
-func errForkHostedRunning(id, tool string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-		"Response '%s' is still running a hosted tool of its step (%s): fork it once the step waits on its client's calls alone.", id, tool)
-}
-
-// errNotSuspendedRollout: an append or a fork naming a cached-state
-// response running on this connection.
-func errNotSuspendedRollout(id string, fork bool) *protocol.Error {
-	if fork {
-		return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-			"Response '%s' is not a suspended rollout: fork a suspended response parked on its client's calls.", id)
-	}
-	return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
-		"Response '%s' is not a suspended rollout: it takes no tool outputs by response.append (send them with response.create and previous_response_id).", id)
-}
-
-// errOutputTwice: an append whose output answers a call answered already.
-func errOutputTwice(param, callID string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeDuplicateToolOutput, param+".call_id",
-		"The tool call '%s' already has an output.", callID)
-}
-
-// errNoPendingCall: an append whose output answers no call of the pause.
-func errNoPendingCall(param, callID, id string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeToolCallNotFound, param+".call_id",
-		"No pending tool call with call_id '%s' in response '%s'.", callID, id)
-}
-
-// errSteerRole: an appended message that is not the user's.
-func errSteerRole(param string, role protocol.Role) *protocol.Error {
-	return protocol.Invalid(protocol.CodeInvalidValue, param+".role",
-		"Only user messages may steer a suspended response, not '%s' messages.", role)
-}
-
-// errAppendItem: an appended item that is neither an output nor a message.
-func errAppendItem(param string, typ protocol.ItemType) *protocol.Error {
-	return protocol.Invalid(protocol.CodeInvalidValue, param+".type",
-		"response.append takes tool outputs (function_call_output, custom_tool_call_output, shell_call_output, …) and user messages, not '%s'.", typ)
-}
-
-// errLaneSuspended: a create, or a fork, onto a lane whose rollout is
-// parked on its client.
-func errLaneSuspended(id string, fork bool) *protocol.Error {
-	if fork {
-		return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-			"Response '%s' on this lane is suspended, waiting for tool outputs: fork onto a lane of its own.", id)
-	}
-	return protocol.Invalid(protocol.CodeStreamSuspended, "stream_id",
-		"Response '%s' on this stream is suspended, waiting for tool outputs: send response.append, or response.cancel it, before creating another response on the stream.", id)
-}
-
-// errForkOwnStream: on WebTransport, a fork asked on the stream of the
-// rollout it forks.
-func errForkOwnStream(id string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeStreamSuspended, "response_id",
-		"Response '%s' is this stream's: open another stream and send response.fork on it.", id)
-}
-
-// errOtherLane: an event on another lane than the rollout's.
-func errOtherLane(id, lane, got string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-		"Response '%s' belongs to stream '%s', not '%s'.", id, lane, got)
-}
-
-// errResumeLane: a resume on another lane than the rollout's.
-func errResumeLane(id, lane string) *protocol.Error {
-	return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",
-		"Response '%s' belongs to stream '%s': resume it with that stream_id.", id, lane)
-}
-
 // frame is one encoded event and its sequence_number.
 type frame struct {
 	seq int
 	b   []byte
-}
-
-// suspend makes ro a suspended rollout reporting to sess on lane. It
-// refuses when the server already holds Suspension.Max of them: each may
-// outlive its connection, so they are bounded server-wide. start runs it.
-func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
-	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil))
-}
-
-// suspendAt is suspend for a rollout whose state begins at st: one taken
-// over from its checkpoint (lifecycle.Restored).
-func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle.State) (*suspension, <-chan struct{}, *protocol.Error) {
-	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
-		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1, st: st}
-	ro.client = sp
-	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
-	if ro.paused != nil { // restored: the calls answered before the pause stay answered, counted by the steps before it
-		sp.answered, sp.steps = maps.Clone(ro.paused.Answered), max(ro.paused.ClientSteps-1, 0)
-	}
-	if perr := s.register(sp); perr != nil {
-		return nil, nil, perr
-	}
-	return sp, sp.gone, nil
 }
 
 // start runs the rollout on a server goroutine, which ends where the loop
@@ -368,4 +235,150 @@ func (sp *suspension) waitsOnClient() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	return sp.st.Phase() == lifecycle.Parked
+}
+
+// readyLocked makes the step's outputs the loop's to take, and drives a
+// loop parked on them on. The caller holds mu.
+func (sp *suspension) readyLocked() {
+	sp.ready = true
+	sp.ro.kick()
+}
+
+// deliver handles response.append from sess: function_call_outputs for the
+// parked calls, and user messages, which steer the rollout (they join the
+// context after the step). It checks every item before delivering any, so a
+// refused append changes nothing. The moment the last parked call has its
+// output, the rollout is running again.
+func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) (asleep bool, perr *protocol.Error) {
+	if perr := protocol.ValidateItems(items, "input"); perr != nil {
+		return false, perr
+	}
+	// The rollout's lock first, as the lock order says: the append that
+	// answers the pause resumes the response under it (resumeAnsweredLocked)
+	// before the rollout, free to go on, can take it. The suspension's lock
+	// is let go first: the in_progress goes through put, which takes it.
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
+	asleep, answered, parked, perr := sp.acceptAppend(sess, lane, items)
+	if answered {
+		sp.ro.resumeAnsweredLocked(parked)
+	}
+	return asleep, perr
+}
+
+// acceptAppend is deliver's part under the suspension's lock: answered reports
+// that the items gave the pause's last output, parked how many calls it
+// waited on.
+func (sp *suspension) acceptAppend(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	switch v, perr := sp.applyLocked(lifecycle.Append, sess, lane, ""); v {
+	case lifecycle.Asleep:
+		return true, false, 0, nil // the session wakes it from its checkpoint
+	case lifecycle.Ignore:
+		return false, false, 0, nil // another server has it, or will: there its pause is replayed and answered again
+	case lifecycle.Allow:
+	default:
+		return false, false, 0, perr
+	}
+	answered, perr = sp.acceptLocked(items)
+	return false, answered, len(sp.step), perr
+}
+
+// acceptLocked takes an append's items for the parked step, all or none:
+// outputs for its pending calls and steering messages. The moment the last
+// pending call has its output the rollout runs again (answered reports that
+// these items did it); when its pause is durable, once the store has the
+// outputs too (suspension_durable.go).
+func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *protocol.Error) {
+	seen := map[string]bool{}
+	var steering protocol.Items
+	for i, it := range items {
+		param := protocol.IndexParam("input", i)
+		if named, answers, ok := protocol.AnswerOf(it); ok {
+			callID := sp.stepCall(named).CallID
+			if callID == "" {
+				callID = named
+			}
+			// Call ids need only be unique within a step: some backends
+			// number them per completion (call_0 in every step). An id of
+			// an earlier step that is not pending now was answered then.
+			step, answered := sp.answered[callID]
+			_, inStep := sp.byID[callID]
+			_, has := sp.outputs[callID]
+			pending := inStep && !has
+			switch {
+			case seen[callID] || answered && (step == sp.steps || !pending):
+				return false, errOutputTwice(param, callID)
+			case !pending:
+				return false, errNoPendingCall(param, callID, sp.id)
+			}
+			if call := sp.stepCall(callID); call.Type != answers {
+				return false, protocol.OutputMismatch(it, callID, call.Type, param)
+			}
+			seen[callID] = true
+			continue
+		}
+		switch it := it.(type) {
+		case *protocol.Message:
+			if it.Role != protocol.RoleUser {
+				return false, errSteerRole(param, it.Role)
+			}
+			steering = append(steering, it)
+		default:
+			return false, errAppendItem(param, it.ItemType())
+		}
+	}
+	ids.NameInputs(items)
+	if rec := sp.srv.opts.Recorder; rec != nil {
+		rec.Appended(sp.srv.now(), sp.id, items)
+	}
+	// Steering first: it must be in the rollout's inbox when the step ends.
+	if len(steering) > 0 {
+		sp.ro.steer(steering...)
+	}
+	for _, it := range items {
+		named, _, ok := protocol.AnswerOf(it)
+		if !ok {
+			continue
+		}
+		callID := sp.stepCall(named).CallID
+		sp.answered[callID] = sp.steps
+		sp.left--
+		sp.outputs[callID] = it
+	}
+	if sp.srv.opts.Checkpoints != nil {
+		sp.appended = append(sp.appended, items...) // for the checkpoint of the pause's answer
+	}
+	if sp.left > 0 {
+		sp.applyLocked(lifecycle.Appended, nil, "", "")
+	} else {
+		if !sp.st.Durable() || !sp.checkpointAnswerLocked() { // a durable pause's answer is checkpointed first
+			sp.readyLocked()
+			answered = true
+		}
+		sp.appended = nil
+		sp.applyLocked(lifecycle.Answered, nil, "", "")
+		sp.stopTimerLocked()
+		// Appending proves the client saw the pause and everything before
+		// it: a resume from now on replays what follows, never the pause.
+		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
+		sp.pack.reset()
+	}
+	return answered, nil
+}
+
+// stepCall is the current step's call that an output naming callID
+// answers; the zero Call when there is none.
+func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[callID] }
+
+func (sp *suspension) stopTimerLocked() {
+	if sp.timer != nil {
+		sp.timer.Stop()
+		sp.timer = nil
+	}
+	if sp.sleep != nil {
+		sp.sleep.Stop()
+		sp.sleep = nil
+	}
 }

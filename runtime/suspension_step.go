@@ -12,7 +12,8 @@ import (
 
 // This file is a suspended rollout's steps: the client calls its loop
 // parks on, the frames it puts, and the events of its client that answer
-// the pause (append), end it (cancel) or branch it (fork).
+// the pause (end it: cancel; branch it: fork). The append that answers it
+// is suspension.go's: it drives the loop on.
 
 // answer is the suspended rollout's clientCalls. Asked first for a step's
 // calls, it opens them for outputs and announces the pause (response.done,
@@ -89,13 +90,6 @@ func (sp *suspension) announce() {
 	} else {
 		sp.ro.requireAction(pause)
 	}
-}
-
-// readyLocked makes the step's outputs the loop's to take, and drives a
-// loop parked on them on. The caller holds mu.
-func (sp *suspension) readyLocked() {
-	sp.ready = true
-	sp.ro.kick()
 }
 
 // pendingCall is a call as a pause lists it.
@@ -260,145 +254,6 @@ func (sp *suspension) timeoutLocked() {
 		sp.ro.abort(errToolTimeout) // it runs to its end: it takes no more outputs
 	}
 }
-
-func (sp *suspension) stopTimerLocked() {
-	if sp.timer != nil {
-		sp.timer.Stop()
-		sp.timer = nil
-	}
-	if sp.sleep != nil {
-		sp.sleep.Stop()
-		sp.sleep = nil
-	}
-}
-
-// deliver handles response.append from sess: function_call_outputs for the
-// parked calls, and user messages, which steer the rollout (they join the
-// context after the step). It checks every item before delivering any, so a
-// refused append changes nothing. The moment the last parked call has its
-// output, the rollout is running again.
-func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) (asleep bool, perr *protocol.Error) {
-	if perr := protocol.ValidateItems(items, "input"); perr != nil {
-		return false, perr
-	}
-	// The rollout's lock first, as the lock order says: the append that
-	// answers the pause resumes the response under it (resumeAnsweredLocked)
-	// before the rollout, free to go on, can take it. The suspension's lock
-	// is let go first: the in_progress goes through put, which takes it.
-	sp.ro.mu.Lock()
-	defer sp.ro.mu.Unlock()
-	asleep, answered, parked, perr := sp.acceptAppend(sess, lane, items)
-	if answered {
-		sp.ro.resumeAnsweredLocked(parked)
-	}
-	return asleep, perr
-}
-
-// acceptAppend is deliver's part under the suspension's lock: answered reports
-// that the items gave the pause's last output, parked how many calls it
-// waited on.
-func (sp *suspension) acceptAppend(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	switch v, perr := sp.applyLocked(lifecycle.Append, sess, lane, ""); v {
-	case lifecycle.Asleep:
-		return true, false, 0, nil // the session wakes it from its checkpoint
-	case lifecycle.Ignore:
-		return false, false, 0, nil // another server has it, or will: there its pause is replayed and answered again
-	case lifecycle.Allow:
-	default:
-		return false, false, 0, perr
-	}
-	answered, perr = sp.acceptLocked(items)
-	return false, answered, len(sp.step), perr
-}
-
-// acceptLocked takes an append's items for the parked step, all or none:
-// outputs for its pending calls and steering messages. The moment the last
-// pending call has its output the rollout runs again (answered reports that
-// these items did it); when its pause is durable, once the store has the
-// outputs too (suspension_durable.go).
-func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *protocol.Error) {
-	seen := map[string]bool{}
-	var steering protocol.Items
-	for i, it := range items {
-		param := indexParam("input", i)
-		if named, answers, ok := protocol.AnswerOf(it); ok {
-			callID := sp.stepCall(named).CallID
-			if callID == "" {
-				callID = named
-			}
-			// Call ids need only be unique within a step: some backends
-			// number them per completion (call_0 in every step). An id of
-			// an earlier step that is not pending now was answered then.
-			step, answered := sp.answered[callID]
-			_, inStep := sp.byID[callID]
-			_, has := sp.outputs[callID]
-			pending := inStep && !has
-			switch {
-			case seen[callID] || answered && (step == sp.steps || !pending):
-				return false, errOutputTwice(param, callID)
-			case !pending:
-				return false, errNoPendingCall(param, callID, sp.id)
-			}
-			if call := sp.stepCall(callID); call.Type != answers {
-				return false, protocol.OutputMismatch(it, callID, call.Type, param)
-			}
-			seen[callID] = true
-			continue
-		}
-		switch it := it.(type) {
-		case *protocol.Message:
-			if it.Role != protocol.RoleUser {
-				return false, errSteerRole(param, it.Role)
-			}
-			steering = append(steering, it)
-		default:
-			return false, errAppendItem(param, it.ItemType())
-		}
-	}
-	nameInputs(items)
-	if rec := sp.srv.opts.Recorder; rec != nil {
-		rec.Appended(sp.srv.now(), sp.id, items)
-	}
-	// Steering first: it must be in the rollout's inbox when the step ends.
-	if len(steering) > 0 {
-		sp.ro.steer(steering...)
-	}
-	for _, it := range items {
-		named, _, ok := protocol.AnswerOf(it)
-		if !ok {
-			continue
-		}
-		callID := sp.stepCall(named).CallID
-		sp.answered[callID] = sp.steps
-		sp.left--
-		sp.outputs[callID] = it
-	}
-	if sp.srv.opts.Checkpoints != nil {
-		sp.appended = append(sp.appended, items...) // for the checkpoint of the pause's answer
-	}
-	if sp.left > 0 {
-		sp.applyLocked(lifecycle.Appended, nil, "", "")
-	} else {
-		if !sp.checkpointAnswerLocked() {
-			sp.readyLocked()
-			answered = true
-		}
-		sp.appended = nil
-		sp.applyLocked(lifecycle.Answered, nil, "", "")
-		sp.stopTimerLocked()
-		// Appending proves the client saw the pause and everything before
-		// it: a resume from now on replays what follows, never the pause.
-		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
-		sp.pack.reset()
-	}
-	return answered, nil
-}
-
-// stepCall is the current step's call that an output naming callID
-// answers; the zero Call when there is none.
-func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[callID] }
 
 // cancel handles response.cancel from sess: the rollout ends with status
 // cancelled.

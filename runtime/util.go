@@ -1,11 +1,8 @@
 package runtime
 
 import (
-	"strconv"
 	"strings"
 )
-
-func indexParam(param string, i int) string { return param + "[" + strconv.Itoa(i) + "]" }
 
 func ptr[T any](v T) *T { return &v }
 

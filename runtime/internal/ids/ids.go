@@ -1,4 +1,7 @@
-package runtime
+// Package ids names what a server makes: responses, their output items,
+// and the input items a client sent without an id, in the shape of
+// OpenAI's ids (resp_, msg_, fc_, cmp_).
+package ids
 
 import (
 	"crypto/rand"
@@ -9,9 +12,9 @@ import (
 	"github.com/tether-run/tether/protocol"
 )
 
-// newID returns prefix_ followed by 48 random hex digits, the shape of
+// New returns prefix_ followed by 48 random hex digits, the shape of
 // OpenAI's ids (resp_, msg_, fc_, cmp_).
-func newID(prefix string) string {
+func New(prefix string) string {
 	var b [24]byte
 	rand.Read(b[:])
 	out := make([]byte, len(prefix)+1+48)
@@ -21,11 +24,11 @@ func newID(prefix string) string {
 	return string(out)
 }
 
-// outputID is the id of the response's output item at index, of the kind
+// Output is the id of the response's output item at index, of the kind
 // prefix names: drawn from the response's id, so that a step run again
 // (a rollout taken over from its checkpoint mid-step) names its items as
 // the first run did, and as unguessable as the response id.
-func outputID(respID, prefix string, index int) string {
+func Output(respID, prefix string, index int) string {
 	sum := sha256.Sum256([]byte(respID + "/" + prefix + "/" + strconv.Itoa(index)))
 	out := make([]byte, len(prefix)+1+48)
 	copy(out, prefix)
@@ -34,11 +37,11 @@ func outputID(respID, prefix string, index int) string {
 	return string(out)
 }
 
-// nameInputs gives the input items a client sent without an id one, as
+// NameInputs gives the input items a client sent without an id one, as
 // OpenAI does (msg_, fco_, ctco_…), so that input_items and a
 // conversation's items list every item with one and page past it with
 // after. An item_reference's id is the item it names: never changed.
-func nameInputs(items protocol.Items) {
+func NameInputs(items protocol.Items) {
 	for _, it := range items {
 		if it.ItemID() != "" || it.ItemType() == protocol.ItemReference {
 			continue
@@ -47,7 +50,7 @@ func nameInputs(items protocol.Items) {
 		if !ok {
 			prefix = "item"
 		}
-		protocol.SetItemID(it, newID(prefix))
+		protocol.SetItemID(it, New(prefix))
 	}
 }
 

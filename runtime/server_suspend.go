@@ -1,0 +1,31 @@
+package runtime
+
+import (
+	"maps"
+
+	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
+)
+
+// suspend makes ro a suspended rollout reporting to sess on lane. It
+// refuses when the server already holds Suspension.Max of them: each may
+// outlive its connection, so they are bounded server-wide. start runs it.
+func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
+	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil))
+}
+
+// suspendAt is suspend for a rollout whose state begins at st: one taken
+// over from its checkpoint (lifecycle.Restored).
+func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle.State) (*suspension, <-chan struct{}, *protocol.Error) {
+	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
+		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1, st: st}
+	ro.client = sp
+	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
+	if ro.paused != nil { // restored: the calls answered before the pause stay answered, counted by the steps before it
+		sp.answered, sp.steps = maps.Clone(ro.paused.Answered), max(ro.paused.ClientSteps-1, 0)
+	}
+	if perr := s.register(sp); perr != nil {
+		return nil, nil, perr
+	}
+	return sp, sp.gone, nil
+}
