@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/runtime/internal/ids"
 
 	"github.com/tether-run/tether/protocol"
@@ -82,7 +84,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	served(r)
 	if req.Stream {
 		c.head.Object = protocol.ObjectChatCompletionChunk
-		c.stream = &chatStream{out: newOutbox(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
+		c.stream = &chatStream{out: outbox.New(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 		s.streamChat(ctx, w, c, func() (sampler.Result, error) { return model.Sample(ctx, sreq, c.onDelta) })
 		return
@@ -109,7 +111,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, c *chatA
 	var early *protocol.Error // an error before the first chunk: an HTTP error
 	go func() {
 		defer close(ran)
-		defer st.out.end()
+		defer st.out.End()
 		res, err := sample()
 		switch {
 		case ctx.Err() != nil: // the client is gone, or its writes failed
@@ -126,7 +128,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, c *chatA
 	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve the next request
 	started := false
 	for {
-		batch := st.out.next(ctx)
+		batch := st.out.Next(ctx)
 		if batch == nil {
 			if <-ran; early != nil {
 				writeError(w, early)
@@ -143,7 +145,7 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, c *chatA
 		}
 		rc.SetWriteDeadline(time.Now().Add(s.opts.Timeouts.Write))
 		for _, q := range batch {
-			if _, err := w.Write(q.b); err != nil {
+			if _, err := w.Write(q.Bytes); err != nil {
 				c.cancel() // the client is gone: stop sampling
 				return
 			}
@@ -292,7 +294,7 @@ func (c *chatAnswer) completion(res sampler.Result) *protocol.ChatCompletion {
 // headers go out with the first chunk, so that an error before it can still
 // be an HTTP error. It is owned by the goroutine the sampler emits on.
 type chatStream struct {
-	out     *outbox
+	out     *outbox.Outbox
 	usage   bool // stream_options.include_usage
 	started bool // a chunk was queued
 }
@@ -345,5 +347,5 @@ func (s *chatStream) data(b []byte) error {
 	frame := make([]byte, 0, len("data: \n\n")+len(b))
 	frame = append(frame, "data: "...)
 	frame = append(frame, b...)
-	return s.out.put(append(frame, "\n\n"...), nil)
+	return s.out.Put(append(frame, "\n\n"...), nil)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/runtime/internal/lockrank"
+	"github.com/tether-run/tether/runtime/internal/outbox"
 )
 
 // corkedConn is a WebSocket's hijacked connection, whose writes the
@@ -78,7 +79,7 @@ func (c *corkedConn) cork() {
 func (c *corkedConn) corkLocked() {
 	c.corked = true
 	if c.held == nil {
-		c.held = frameBufs.Get().(*[]byte)
+		c.held = outbox.Buf()
 	}
 }
 
@@ -130,7 +131,7 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	if c.held == nil {
 		return nil // not corked
 	}
-	defer releaseBuf(&c.held)
+	defer outbox.ReleaseBuf(&c.held)
 	if len(*c.held) == 0 {
 		return nil
 	}

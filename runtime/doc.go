@@ -161,7 +161,7 @@
 // # Locks
 //
 // No lock is held across anything that waits on a client: events are
-// encoded under locks and queued without blocking (outbox.put). A rollout
+// encoded under locks and queued without blocking (outbox.Outbox.Put). A rollout
 // never waits for its client at all: while its frames wait for the writer,
 // it merges its text and argument deltas instead (rollout.emitDelta), and a
 // client that falls further behind than Timeouts.SlowClient is cut

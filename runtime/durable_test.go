@@ -681,51 +681,6 @@ func TestDurableWakeQueued(t *testing.T) {
 	})
 }
 
-// TestDurableWakeOneAtATime: a lane wakes one rollout at a time. On a
-// connection that holds no place for either, an append naming a second
-// hibernated rollout on the lane where the first wakes is refused at once
-// (stream_suspended), and the first goes on; the second then wakes on its
-// own lane.
-func TestDurableWakeOneAtATime(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		var released releaseCounter
-		a, _ := hibernatePair(t, &released)
-		steps := [][]dcall{{{"grep", `{"pattern":"x"}`}}, {{"run_tests", `{}`}}}
-		c := a.dial(t, "Bearer alice")
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
-		pause := last(c.next(t))
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "b", "input": script(steps)}))
-		pauseB := last(c.next(t))
-		released.hibernated(t, 2)
-		c.drop()
-
-		c2 := a.dial(t, "Bearer alice")
-		c2.send(t, appendEv(respID(t, pause), "", outputsFor(t, pause)...))
-		c2.send(t, appendEv(respID(t, pauseB), "", outputsFor(t, pauseB)...))
-		var refused, next []byte
-		for refused == nil || next == nil {
-			f := c2.recv(t)
-			switch eventType(t, f) {
-			case "error":
-				refused = f
-			case "response.done":
-				next = f
-			}
-		}
-		if !bytes.Contains(refused, []byte(`"stream_suspended"`)) || !bytes.Contains(refused, []byte(respID(t, pause))) {
-			t.Fatalf("an append to a second rollout on the lane where the first wakes: %s, want stream_suspended naming the first", refused)
-		}
-		if respID(t, next) != respID(t, pause) {
-			t.Fatalf("the first rollout's next pause is another's: %s", next)
-		}
-		c2.send(t, appendEv(respID(t, pauseB), "b", outputsFor(t, pauseB)...))
-		if p := last(c2.next(t)); eventType(t, p) != "response.done" || respID(t, p) != respID(t, pauseB) {
-			t.Fatalf("the second rollout woken on its own lane went on to %s, want its second pause", p)
-		}
-	})
-}
-
 // TestDurableAnsweredTimeout: a pause answered in time, whose server then
 // stops in the step, is not timed out by the server that takes the
 // rollout over after the pause's timeout: the answer came in time. A

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/outbox"
 )
 
 // ErrNotStored is returned by a Store for an id it does not hold.
@@ -16,10 +17,10 @@ var ErrNotStored = errors.New("runtime: response not stored")
 // did not configure).
 var ErrMCPNotAllowed = errors.New("runtime: MCP server not allowed")
 
-// Why a session stops taking frames.
+// Why a session stops taking frames: its outbox's errors.
 var (
-	errSessionClosed = errors.New("runtime: session closed")
-	errSlowClient    = errors.New("runtime: client did not read events in time")
+	errSessionClosed = outbox.ErrClosed
+	errSlowClient    = outbox.ErrSlowClient
 )
 
 // Causes of a rollout's end other than its own completion, given to

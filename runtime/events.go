@@ -3,6 +3,8 @@ package runtime
 import (
 	"unsafe"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -19,16 +21,16 @@ import (
 // cannot take any now): the rollout then holds its deltas back and merges
 // them. Nothing a sink does waits for the client.
 type sink interface {
-	put(ev protocol.Event, acct *delivery) error
-	behind(acct *delivery) bool
+	put(ev protocol.Event, acct *outbox.Delivery) error
+	behind(acct *outbox.Delivery) bool
 }
 
 // discard is the sink of a response whose events nobody streams (HTTP
 // without stream: only the final object is sent).
 type discard struct{}
 
-func (discard) put(protocol.Event, *delivery) error { return nil }
-func (discard) behind(*delivery) bool               { return true }
+func (discard) put(protocol.Event, *outbox.Delivery) error { return nil }
+func (discard) behind(*outbox.Delivery) bool               { return true }
 
 // eventOrder is the ordering state of a rollout's events, guarded by
 // rollout.mu. Sequence numbers stay gapless across steps and pauses; hosted
@@ -136,9 +138,9 @@ func (r *rollout) emitDelta(typ protocol.EventType, itemID string, idx int, text
 		return
 	}
 	r.flushDeltaLocked()      // another item's
-	r.out.holding.Store(true) // before behind looks at queued: see delivery
+	r.out.Holding.Store(true) // before behind looks at Queued: see outbox.Delivery
 	if len(text) >= maxMergedDelta || !r.order.sink.behind(&r.out) {
-		r.out.holding.Store(false)
+		r.out.Holding.Store(false)
 		r.putLocked(r.deltaEvent(typ, itemID, idx, text))
 		return
 	}
@@ -147,7 +149,7 @@ func (r *rollout) emitDelta(typ protocol.EventType, itemID string, idx int, text
 }
 
 // flushDelta sends the merged delta held back, if any: the writer calls it
-// (delivery.flush) when the client has caught up.
+// (outbox.Delivery.Flush) when the client has caught up.
 func (r *rollout) flushDelta() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -164,7 +166,7 @@ func (r *rollout) flushDeltaLocked() {
 		return
 	}
 	m.on = false
-	r.out.holding.Store(false)
+	r.out.Holding.Store(false)
 	// The sink encodes the event before putLocked returns: the text may be
 	// a view of the run's array, which the next run writes again.
 	r.putLocked(r.deltaEvent(m.typ, m.itemID, m.index, unsafe.String(unsafe.SliceData(m.text), len(m.text))))
@@ -194,7 +196,7 @@ func (r *rollout) putLocked(ev protocol.Event) {
 		rec.Event(t0, r.resp.ID, ev)
 	}
 	err := o.sink.put(ev, &r.out)
-	r.out.encode.Add(int64(r.srv.now().Sub(t0)))
+	r.out.Encode.Add(int64(r.srv.now().Sub(t0)))
 	if err != nil {
 		o.err = err
 		r.abort(err)

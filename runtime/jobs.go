@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -96,13 +98,13 @@ func (j *tailJob) run(sess *session, ln *lane) []byte { return sess.replayTail(j
 // settled.
 type jobSink struct {
 	sess  *session
-	enc   eventBuf // under the rollout's lock
-	last  []byte   // written under the rollout's lock; read once run has returned
-	after [][]byte // the frames that follow last, as last
+	enc   outbox.EventBuf // under the rollout's lock
+	last  []byte          // written under the rollout's lock; read once run has returned
+	after [][]byte        // the frames that follow last, as last
 }
 
-func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
-	b, err := s.enc.encode(ev)
+func (s *jobSink) put(ev protocol.Event, acct *outbox.Delivery) error {
+	b, err := s.enc.Encode(ev)
 	if err != nil {
 		return err
 	}
@@ -118,4 +120,4 @@ func (s *jobSink) put(ev protocol.Event, acct *delivery) error {
 	return s.sess.sendCopy(b, acct)
 }
 
-func (s *jobSink) behind(acct *delivery) bool { return acct.behind() }
+func (s *jobSink) behind(acct *outbox.Delivery) bool { return acct.Behind() }

@@ -3,6 +3,8 @@ package runtime
 import (
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -77,9 +79,9 @@ func (nopObserver) Hop(string)                                                  
 
 // wrote counts one frame the writer wrote from start to end: to its
 // response's account and the observer.
-func (s *Server) wrote(q queued, start, end time.Time) {
-	if q.acct != nil {
-		q.acct.wrote(q, start, end)
+func (s *Server) wrote(q outbox.Frame, start, end time.Time) {
+	if q.Acct != nil {
+		q.Acct.Wrote(q, start, end)
 	}
-	s.obs.FrameWritten(start.Sub(q.at), end.Sub(start))
+	s.obs.FrameWritten(start.Sub(q.At), end.Sub(start))
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/sampler"
@@ -96,7 +98,7 @@ type rollout struct {
 	// cached-state turn). Guarded by mu.
 	steerClosed bool
 	required    []protocol.RequiredInput
-	out         delivery // what its frames cost on the way out; atomic
+	out         outbox.Delivery // what its frames cost on the way out; atomic
 }
 
 // askLogprobs sets the rollout up to give its text's logprobs when its
@@ -186,7 +188,7 @@ func (r *rollout) startRun(ctx context.Context, sink sink) {
 	// whole.
 	_ = r.resp.KeepEcho()
 	r.mu.Unlock()
-	r.out.flush = r.flushDelta
+	r.out.Flush = r.flushDelta
 	r.srv.hooks.PreInference(r.ctx, r.path, r.routed, &r.tm)
 }
 

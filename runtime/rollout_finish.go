@@ -143,10 +143,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 func (r *rollout) timings() protocol.Timings {
 	tm := r.tm
 	tm.TotalMicros = r.srv.now().Sub(r.start).Microseconds()
-	tm.EncodeMicros = r.out.encode.Load() / 1e3
-	tm.OutboxMicros = r.out.outbox.Load() / 1e3
-	tm.WriteMicros = r.out.write.Load() / 1e3
-	tm.Frames = int(r.out.frames.Load())
+	tm.EncodeMicros = r.out.Encode.Load() / 1e3
+	tm.OutboxMicros = r.out.Wait.Load() / 1e3
+	tm.WriteMicros = r.out.Write.Load() / 1e3
+	tm.Frames = int(r.out.Frames.Load())
 	return tm
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
@@ -56,7 +58,7 @@ type session struct {
 
 	ctx      context.Context    // cancelled when the session ends
 	cancel   context.CancelFunc //
-	out      *outbox            // frames for the connection, written by the outbox's writer on demand
+	out      *outbox.Outbox     // frames for the connection, written by the outbox's writer on demand
 	wg       sync.WaitGroup     // lane workers, and lane resolvers (session_events.go)
 	quit     chan struct{}      // closed by goAway: lanes finish the job in hand and stop
 	quitOnce sync.Once
@@ -82,11 +84,11 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}),
-		out:   newOutbox(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
+		out:   outbox.New(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
 		lanes: make(map[string]*lane),
 	}
 	// The writer runs while there are frames to write (writeBatch).
-	sess.out.writeOnDemand(sess)
+	sess.out.WriteOnDemand(sess)
 	scope.join(sess)
 	return sess
 }
@@ -118,7 +120,7 @@ func (sess *session) run(reqCtx context.Context) {
 func (sess *session) stop(status CloseStatus, reason string) {
 	sess.stopOnce.Do(func() {
 		sess.closeStatus, sess.closeReason = status, reason
-		sess.out.close()
+		sess.out.Close()
 		sess.cancel()
 	})
 }
@@ -132,7 +134,7 @@ func (sess *session) teardown(closerDone <-chan struct{}) {
 	sess.mu.Lock() // a push that saw the session open has counted its worker
 	sess.mu.Unlock()
 	sess.wg.Wait()
-	<-sess.out.done()
+	<-sess.out.Done()
 	<-closerDone
 	sess.conn.Done()
 	sess.mu.Lock()
@@ -152,13 +154,13 @@ func (sess *session) teardown(closerDone <-chan struct{}) {
 // send queues a frame without waiting, on acct's account (nil for none):
 // callers may hold their locks. A client that lets the queue reach its hard
 // bound is too slow.
-func (sess *session) send(b []byte, acct *delivery) error {
-	return sess.queued(sess.out.put(b, acct))
+func (sess *session) send(b []byte, acct *outbox.Delivery) error {
+	return sess.queued(sess.out.Put(b, acct))
 }
 
-// sendCopy is send for a frame in the caller's buffer (outbox.putCopy).
-func (sess *session) sendCopy(b []byte, acct *delivery) error {
-	return sess.queued(sess.out.putCopy(b, acct))
+// sendCopy is send for a frame in the caller's buffer (outbox.Outbox.PutCopy).
+func (sess *session) sendCopy(b []byte, acct *outbox.Delivery) error {
+	return sess.queued(sess.out.PutCopy(b, acct))
 }
 
 // queued is what send returns for the outbox's answer err: a client that
@@ -175,7 +177,7 @@ func (sess *session) queued(err error) error {
 // client this way; a rollout never waits. A queue that stays full for
 // Timeouts.SlowClient means the client is not reading.
 func (sess *session) flow(ctx context.Context) error {
-	room := sess.out.room()
+	room := sess.out.Room()
 	if room == nil {
 		return nil
 	}
@@ -212,9 +214,9 @@ func (sess *session) tooSlow() {
 // Timeouts.Write), then the connection closes with status and reason (a
 // WebSocket close frame's, at most 123 bytes).
 func (sess *session) fail(perr *protocol.Error, status CloseStatus, reason string) {
-	sess.out.finish(errorFrame(perr, ""))
+	sess.out.Finish(errorFrame(perr, ""))
 	go func() {
-		<-sess.out.done()
+		<-sess.out.Done()
 		sess.stop(status, reason)
 	}()
 }

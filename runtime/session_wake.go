@@ -50,9 +50,13 @@ func (sess *session) wake(id, laneID string, ev *wakeEvent) *protocol.Error {
 		}
 	}
 	sess.mu.Lock()
-	if ln := sess.lanes[laneID]; ln != nil && ln.occ.asleep != "" && ln.occ.asleep != id {
-		sess.mu.Unlock()
-		return errLaneSuspended(ln.occ.asleep, false) // the lane holds another's place
+	if ln := sess.lanes[laneID]; ln != nil && ln.occ.asleep != id {
+		// A wake is a job on the lane, refused as a create is: the lane
+		// follows another rollout parked here, or holds another's place.
+		if perr := ln.queueRefusal(sess, false); perr != nil {
+			sess.mu.Unlock()
+			return perr
+		}
 	}
 	if ln := sess.wakingLaneLocked(id); ln != nil {
 		defer sess.mu.Unlock()

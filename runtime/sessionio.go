@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -33,7 +35,7 @@ func (sess *session) readLoop(ctx context.Context) error {
 			// prefix past Limits.MaxFrame): the client is told, then the
 			// connection closes.
 			sess.fail(perr, CloseTooBig, "frame too large")
-			<-sess.out.done()
+			<-sess.out.Done()
 			return nil
 		}
 		if err != nil {
@@ -133,7 +135,7 @@ func outOfBand(data []byte) bool {
 
 // writeFailed ends the session when its socket cannot be written: now,
 // rather than let the queue fill and blame a slow client.
-func (sess *session) writeFailed(error) {
+func (sess *session) WriteFailed(error) {
 	sess.stop(0, "")
 	sess.conn.Abort()
 }
@@ -145,13 +147,13 @@ func (sess *session) writeFailed(error) {
 // word) fails the write, which ends the session: its suspended rollouts
 // detach, to be resumed. Each frame is charged the time from the end of the
 // one before; the last also the flush.
-func (sess *session) writeBatch(batch []queued) error {
+func (sess *session) WriteBatch(batch []outbox.Frame) error {
 	binary := sess.encoding == protocol.EncodingMsgpack
 	start := sess.srv.now()
 	deadline := time.Now().Add(sess.srv.opts.Timeouts.Write) // the network's clock, not Options.Now
 	var err error
 	for i, q := range batch {
-		b := q.b
+		b := q.Bytes
 		if binary {
 			if b, err = protocol.JSONToMsgpack(b); err != nil {
 				break // a frame of ours that is not JSON: a bug, not the client's doing

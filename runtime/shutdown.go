@@ -174,9 +174,9 @@ func (sess *session) goAway(ctx context.Context) {
 	case <-lanes:
 	case <-ctx.Done():
 	}
-	sess.out.end()
+	sess.out.End()
 	select {
-	case <-sess.out.done():
+	case <-sess.out.Done():
 	case <-ctx.Done():
 	}
 	if sess.srv.opts.Checkpoints != nil {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -28,17 +30,17 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := newOutbox(outQueueFrames, ro.srv.opts.Timeouts.SlowClient, ro.srv.now)
+	out := outbox.New(outQueueFrames, ro.srv.opts.Timeouts.SlowClient, ro.srv.now)
 	ran := make(chan struct{})
 	var runErr error
 	go func() {
 		defer close(ran)
-		defer out.end()
+		defer out.End()
 		_, runErr = ro.run(ctx, &sseSink{out: out})
 	}()
 	defer func() { <-ran }()
 	for {
-		batch := out.next(ctx)
+		batch := out.Next(ctx)
 		if batch == nil {
 			if ro.srv.ctx.Err() != nil {
 				<-ran
@@ -53,7 +55,7 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 		rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.Timeouts.Write))
 		start := ro.srv.now()
 		for i, q := range batch {
-			if _, err := w.Write(q.b); err != nil {
+			if _, err := w.Write(q.Bytes); err != nil {
 				cancel() // the client is gone: stop the rollout
 				return
 			}
@@ -73,11 +75,11 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 
 // lastWords ends a stream that Shutdown cut: the frames still queued, then,
 // unless the rollout ended on its own terminal event, an error event.
-func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, out *outbox, ro *rollout, runErr error) {
+func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, out *outbox.Outbox, ro *rollout, runErr error) {
 	rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.Timeouts.Write))
-	for batch := out.next(ctx); batch != nil; batch = out.next(ctx) {
+	for batch := out.Next(ctx); batch != nil; batch = out.Next(ctx) {
 		for _, q := range batch {
-			if _, err := w.Write(q.b); err != nil {
+			if _, err := w.Write(q.Bytes); err != nil {
 				return
 			}
 		}
@@ -94,16 +96,16 @@ func lastWords(ctx context.Context, w http.ResponseWriter, rc *http.ResponseCont
 
 // sseSink frames a rollout's events for streamSSE's writer.
 type sseSink struct {
-	out *outbox
-	enc eventBuf // under the rollout's lock
+	out *outbox.Outbox
+	enc outbox.EventBuf // under the rollout's lock
 }
 
-func (s *sseSink) put(ev protocol.Event, acct *delivery) error {
-	b, err := s.enc.encodeWith(appendSSE, ev)
+func (s *sseSink) put(ev protocol.Event, acct *outbox.Delivery) error {
+	b, err := s.enc.EncodeWith(appendSSE, ev)
 	if err != nil {
 		return err
 	}
-	return s.out.putCopy(b, acct)
+	return s.out.PutCopy(b, acct)
 }
 
 // sseFrame is ev as a server-sent event: "event: TYPE\ndata: JSON\n\n".
@@ -121,4 +123,4 @@ func appendSSE(b []byte, ev protocol.Event) ([]byte, error) {
 	return append(b, "\n\n"...), nil
 }
 
-func (s *sseSink) behind(acct *delivery) bool { return acct.behind() }
+func (s *sseSink) behind(acct *outbox.Delivery) bool { return acct.Behind() }

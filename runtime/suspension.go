@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/ids"
 	"github.com/tether-run/tether/runtime/internal/lifecycle"
@@ -66,11 +68,11 @@ type suspension struct {
 	// (appending proves it saw the pause).
 	log      []frame
 	logBytes int
-	pack     framePacker // the log's frames' bytes
-	enc      eventBuf    // the frame being put: guarded by the rollout's lock, not mu
-	sent     int         // sequence_number of the last frame put to a connection
-	lastDone *frame      // the current pause's response.done
-	paused   bool        // it has paused once (a fork's beginning is over)
+	pack     outbox.Packer   // the log's frames' bytes
+	enc      outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
+	sent     int             // sequence_number of the last frame put to a connection
+	lastDone *frame          // the current pause's response.done
+	paused   bool            // it has paused once (a fork's beginning is over)
 
 	// Durability (suspension_durable.go), guarded by mu.
 	epoch          uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
@@ -363,7 +365,7 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
 		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
-		sp.pack.reset()
+		sp.pack.Reset()
 	}
 	return answered, nil
 }

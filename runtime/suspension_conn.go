@@ -176,7 +176,7 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 		t = &tail{id: sp.id, creds: sp.creds, lane: sp.lane, frames: sp.log, terminal: terminal, bytes: sp.logBytes + len(terminal)}
 	}
 	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
-	sp.pack.reset()
+	sp.pack.Reset()
 	sp.mu.Unlock()
 	sp.srv.suspended.retireLocked(sp, t)
 	return conv, terminal, true

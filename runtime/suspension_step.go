@@ -6,6 +6,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/tether-run/tether/runtime/internal/outbox"
+
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lifecycle"
 )
@@ -107,8 +109,8 @@ func pendingCall(c protocol.Call) protocol.PendingCall {
 // attached, to the connection; detached, only to the log. The terminal frame
 // is held back for the connection that settles the rollout. The pause's
 // response.done parks the rollout as it goes out.
-func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
-	enc, err := sp.enc.encode(ev)
+func (sp *suspension) put(ev protocol.Event, acct *outbox.Delivery) error {
+	enc, err := sp.enc.Encode(ev)
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 	if sp.st.Phase().Released() {
 		return nil // another server owns it now, or will
 	}
-	b := sp.pack.keep(enc)
+	b := sp.pack.Keep(enc)
 	f := frame{seq: protocol.Header(ev).SequenceNumber, b: b}
 	switch protocol.Type(ev) {
 	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
@@ -179,20 +181,20 @@ func (sp *suspension) put(ev protocol.Event, acct *delivery) error {
 // compactLogLocked copies the replay log's frames into one allocation of
 // their size, and lets the buffers of streaming go, at a pause: a parked rollout keeps its log until the client
 // answers, and the chunks the frames were packed into while they streamed
-// have room to spare (framePacker). A frame the packer copied on its own
+// have room to spare (outbox.Packer). A frame the packer copied on its own
 // (a response object) is its own size already, and stays. The frames'
 // bytes are immutable: whoever holds the old ones (the connection's queue,
 // a checkpoint being written) keeps them.
 func (sp *suspension) compactLogLocked() {
 	packed := 0
 	for _, f := range sp.log {
-		if packedFrame(f.b) {
+		if outbox.Packed(f.b) {
 			packed += len(f.b)
 		}
 	}
 	buf := make([]byte, 0, packed)
 	for i := range sp.log {
-		if !packedFrame(sp.log[i].b) {
+		if !outbox.Packed(sp.log[i].b) {
 			continue
 		}
 		start := len(buf)
@@ -202,17 +204,17 @@ func (sp *suspension) compactLogLocked() {
 	if d := sp.lastDone; d != nil && len(sp.log) > 0 && sp.log[len(sp.log)-1].seq == d.seq {
 		d.b = sp.log[len(sp.log)-1].b
 	}
-	sp.pack.reset()
-	sp.enc.release() // the encoding buffers too: nothing is put while it is parked
+	sp.pack.Reset()
+	sp.enc.Release() // the encoding buffers too: nothing is put while it is parked
 }
 
 // behind reports whether the rollout's frames wait for a client: on the
 // connection it reports to, or in the replay log while it is detached or a
 // resuming client catches up. Merged there, deltas keep the log short.
-func (sp *suspension) behind(acct *delivery) bool {
+func (sp *suspension) behind(acct *outbox.Delivery) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return sp.sess == nil || sp.st.Behind() || acct.behind()
+	return sp.sess == nil || sp.st.Behind() || acct.Behind()
 }
 
 // parkLocked: the pause's response.done is going out; from now on the step

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -65,6 +66,54 @@ func TestWakeDropped(t *testing.T) {
 		c2.send(t, create(durableBody()))
 		if got := last(c2.next(t)); eventType(t, got) != "response.done" {
 			t.Fatalf("a create after the woken rollout's connection left: %s", got)
+		}
+	})
+}
+
+// TestWakeOneAtATime: a lane wakes one rollout at a time. On a connection
+// that holds no place for either, an append naming a second hibernated
+// rollout on the lane where the first wakes is refused at once
+// (stream_suspended, naming the first), as a create there is, and so is
+// one once the first has parked again, which its lane then follows; the
+// second wakes on its own lane.
+func TestWakeOneAtATime(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowStore{Checkpoints: runtime.NewMemoryCheckpoints()}
+		a := hibernatingServer(t, store, nil)
+		steps := [][]dcall{{{"grep", `{"pattern":"x"}`}}, {{"run_tests", `{}`}}}
+		c := a.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "input": script(steps)}))
+		pause := last(c.next(t))
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "b", "input": script(steps)}))
+		pauseB := last(c.next(t))
+		time.Sleep(2 * time.Minute) // hibernated
+		synctest.Wait()
+		c.drop()
+
+		first, second := respID(t, pause), respID(t, pauseB)
+		c2 := a.dial(t, "Bearer alice")
+		refused := func(when string) {
+			t.Helper()
+			f := c2.recv(t)
+			if eventType(t, f) != "error" || !strings.Contains(string(f), `"stream_suspended"`) || !strings.Contains(string(f), first) {
+				t.Fatalf("an append to a second rollout on the lane where the first %s: %s, want stream_suspended naming the first", when, f)
+			}
+		}
+		store.loadDelay.Store(int64(time.Second))
+		c2.send(t, appendEv(first, "", outputsFor(t, pause)...))
+		synctest.Wait() // the wake is in Load
+		c2.send(t, appendEv(second, "", outputsFor(t, pauseB)...))
+		refused("wakes")
+		store.loadDelay.Store(0)
+		if p := last(c2.next(t)); eventType(t, p) != "response.done" || respID(t, p) != first {
+			t.Fatalf("the first rollout, woken, went on to %s, want its second pause", p)
+		}
+		c2.send(t, appendEv(second, "", outputsFor(t, pauseB)...))
+		refused("has woken and parked on")
+		c2.send(t, appendEv(second, "b", outputsFor(t, pauseB)...))
+		if p := last(c2.next(t)); eventType(t, p) != "response.done" || respID(t, p) != second {
+			t.Fatalf("the second rollout woken on its own lane went on to %s, want its second pause", p)
 		}
 	})
 }

@@ -1,8 +1,13 @@
-package runtime
+// Package outbox is the queue of encoded frames between the goroutines that
+// produce a response's events and the one that writes them to its client,
+// and the buffers those frames are encoded into and kept in. Putting a
+// frame never blocks and, in steady state, allocates nothing.
+package outbox
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,7 +15,14 @@ import (
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
-// outbox is the queue of encoded frames between the goroutines that produce
+// ErrClosed is Put's error once the outbox is closed or ended; ErrSlowClient
+// once the client has fallen too far behind (see Outbox).
+var (
+	ErrClosed     = errors.New("runtime: session closed")
+	ErrSlowClient = errors.New("runtime: client did not read events in time")
+)
+
+// Outbox is the queue of encoded frames between the goroutines that produce
 // a stream's events and the one goroutine that writes them (a WebSocket
 // session's writer on demand, an SSE handler).
 //
@@ -18,14 +30,14 @@ import (
 // they put: a rollout keeps its events in order under its lock, a suspended
 // rollout keeps its replay log in step with the connection under its own.
 // A rollout never waits for its client: while frames of its account wait
-// for the writer (delivery.queued), it holds its deltas back and merges
-// them (see rollout.emitDelta), so a reader that falls behind gets fewer,
+// for the writer (Delivery.Queued), it holds its deltas back and merges
+// them (the runtime's rollout.emitDelta), so a reader that falls behind gets fewer,
 // larger deltas rather than a longer queue. A replay that can afford to
-// wait calls room, with no lock held, and waits on the channel it returns.
+// wait calls Room, with no lock held, and waits on the channel it returns.
 // A client is too slow when the queue passes its hard bound, or when the
 // oldest frame not yet written is older than slowAfter; what a session
 // does then is its slow-client rule, in one place (session.tooSlow).
-type outbox struct {
+type Outbox struct {
 	soft, hard int           // frames
 	hardBytes  int           // and bytes: a queue past either bound is a client too slow
 	slowAfter  time.Duration // a frame unwritten for longer is a client too slow; 0: no bound
@@ -33,96 +45,96 @@ type outbox struct {
 	now func() time.Time
 
 	mu     lockrank.Mutex[lockrank.Outbox]
-	q      []queued      // guarded by mu
+	q      []Frame       // guarded by mu
 	bytes  int           // of the frames in q, guarded by mu
-	spare  []queued      // the writer's last batch, reused; guarded by mu
-	buf    *[]byte       // the bytes of the frames putCopy queued in q, from frameBufs; guarded by mu
+	spare  []Frame       // the writer's last batch, reused; guarded by mu
+	buf    *[]byte       // the bytes of the frames PutCopy queued in q, from frameBufs; guarded by mu
 	spareB *[]byte       // those of the writer's last batch; guarded by mu
 	taking time.Time     // when the first frame of the batch the writer has in hand was queued; guarded by mu
 	closed bool          // guarded by mu
-	ended  bool          // no more frames will come: next returns nil once empty; guarded by mu
+	ended  bool          // no more frames will come: Next returns nil once empty; guarded by mu
 	full   chan struct{} // non-nil while len(q) >= soft; closed when it drains; guarded by mu
 	ready  chan struct{} // 1-buffered: frames are waiting for the writer
 
 	// A writer on demand (writeOnDemand), guarded by mu.
-	write   batchWriter   // nil: the owner runs a writer of its own
+	write   BatchWriter   // nil: the owner runs a writer of its own
 	writing bool          // a writer goroutine is running (a broken one until it has told its owner)
 	broken  bool          // a write failed: no writer starts again
 	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
 	over    bool          // it has ended or closed and no writer runs
 }
 
-// batchWriter writes an outbox's batches for its writer on demand:
-// writeBatch writes one; a write's error goes to writeFailed (once: no
+// BatchWriter writes an outbox's batches for its writer on demand:
+// WriteBatch writes one; a write's error goes to WriteFailed (once: no
 // writer starts again), on the writer's goroutine, which must close the
 // outbox.
-type batchWriter interface {
-	writeBatch([]queued) error
-	writeFailed(error)
+type BatchWriter interface {
+	WriteBatch([]Frame) error
+	WriteFailed(error)
 }
 
-// queued is one frame in an outbox: its bytes, when it was queued, and the
+// Frame is one frame in an outbox: its bytes, when it was queued, and the
 // account of the response it belongs to (nil for a frame of none, such as
 // an error event).
-type queued struct {
-	b    []byte
-	at   time.Time
-	acct *delivery
+type Frame struct {
+	Bytes []byte
+	At    time.Time
+	Acct  *Delivery
 }
 
-// delivery is what one response's frames cost on their way out: encoding
+// Delivery is what one response's frames cost on their way out: encoding
 // them (counted by the producer), waiting in the outbox and being written
 // (counted by the writer). The rollout reads it when it reports its
 // timings; the fields are atomic because those are different goroutines.
 //
-// queued counts the response's frames in an outbox that its writer has not
+// Queued counts the response's frames in an outbox that its writer has not
 // taken yet: while there are any, the client is behind and the rollout
-// merges its deltas. holding says it holds a merged delta back; the writer
-// that takes the last of its queued frames calls flush to send it, so that
+// merges its deltas. Holding says it holds a merged delta back; the writer
+// that takes the last of its queued frames calls Flush to send it, so that
 // a delta never waits for the model's next one once the client has caught
-// up. The rollout sets holding before it looks at queued, and the writer
-// lowers queued before it looks at holding: one of them sees the other.
-type delivery struct {
-	frames, encode, outbox, write atomic.Int64 // frames written; nanoseconds
-	queued                        atomic.Int64
-	holding                       atomic.Bool
-	flush                         func() // set before the first frame; takes the rollout's lock
+// up. The rollout sets Holding before it looks at Queued, and the writer
+// lowers Queued before it looks at Holding: one of them sees the other.
+type Delivery struct {
+	Frames, Encode, Wait, Write atomic.Int64 // frames written; nanoseconds encoding, waiting in the outbox, being written
+	Queued                      atomic.Int64
+	Holding                     atomic.Bool
+	Flush                       func() // set before the first frame; takes the rollout's lock
 }
 
-// behind reports whether frames of the response wait for the writer.
-func (d *delivery) behind() bool { return d.queued.Load() > 0 }
+// Behind reports whether frames of the response wait for the writer.
+func (d *Delivery) Behind() bool { return d.Queued.Load() > 0 }
 
-// wrote counts one frame the writer wrote from start to end.
-func (d *delivery) wrote(q queued, start, end time.Time) {
-	d.frames.Add(1)
-	d.outbox.Add(int64(start.Sub(q.at)))
-	d.write.Add(int64(end.Sub(start)))
+// Wrote counts one frame the writer wrote from start to end.
+func (d *Delivery) Wrote(q Frame, start, end time.Time) {
+	d.Frames.Add(1)
+	d.Wait.Add(int64(start.Sub(q.At)))
+	d.Write.Add(int64(end.Sub(start)))
 }
 
-// outQueueBytes is an outbox's hard bound in bytes (see outbox). A
+// maxQueuedBytes is an outbox's hard bound in bytes (see outbox). A
 // response's end repeats its largest item in four events (the text's done,
 // the part's, the item's and the terminal response), which go out at once:
 // an item as large as the largest frame a client may send (16 MiB) must fit,
 // or a client that reads well is cut for the size of an answer.
-const outQueueBytes = 64 << 20
+const maxQueuedBytes = 64 << 20
 
-func newOutbox(soft int, slowAfter time.Duration, now func() time.Time) *outbox {
-	return &outbox{soft: soft, hard: 4 * soft, hardBytes: outQueueBytes, slowAfter: slowAfter, now: now, ready: make(chan struct{}, 1)}
+func New(soft int, slowAfter time.Duration, now func() time.Time) *Outbox {
+	return &Outbox{soft: soft, hard: 4 * soft, hardBytes: maxQueuedBytes, slowAfter: slowAfter, now: now, ready: make(chan struct{}, 1)}
 }
 
-// put queues b for the writer, on acct's account (nil for none); b is the
+// Put queues b for the writer, on acct's account (nil for none); b is the
 // outbox's from then on, and must not change. It never blocks; it fails
 // once the outbox is closed, beyond the hard bound, or when the client has
 // not taken a frame queued slowAfter ago.
-func (o *outbox) put(b []byte, acct *delivery) error {
+func (o *Outbox) Put(b []byte, acct *Delivery) error {
 	return o.queue(b, false, acct)
 }
 
-// putCopy is put for a frame its producer encoded into a buffer of its
+// PutCopy is Put for a frame its producer encoded into a buffer of its
 // own, which it reuses once putCopy returns: the frame is copied into the
-// outbox's frame buffer, which the writer hands back as it calls next
+// outbox's frame buffer, which the writer hands back as it calls Next
 // again, so that a stream of small frames allocates nothing in steady state.
-func (o *outbox) putCopy(b []byte, acct *delivery) error {
+func (o *Outbox) PutCopy(b []byte, acct *Delivery) error {
 	return o.queue(b, true, acct)
 }
 
@@ -140,8 +152,14 @@ const (
 
 var frameBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// releaseBuf pools *b, unless it grew too large, and clears *b.
-func releaseBuf(b **[]byte) {
+// Buf is a frame buffer from the pool the outboxes share, empty: a
+// transport that batches frames for one write (the WebSocket's corked
+// connection) holds one only while it writes, and gives it back with
+// ReleaseBuf.
+func Buf() *[]byte { return frameBufs.Get().(*[]byte) }
+
+// ReleaseBuf pools *b, unless it grew too large, and clears *b.
+func ReleaseBuf(b **[]byte) {
 	if *b != nil && cap(**b) <= maxPooledBuf {
 		**b = (**b)[:0]
 		frameBufs.Put(*b)
@@ -149,31 +167,31 @@ func releaseBuf(b **[]byte) {
 	*b = nil
 }
 
-func (o *outbox) queue(b []byte, copied bool, acct *delivery) error {
+func (o *Outbox) queue(b []byte, copied bool, acct *Delivery) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.now()
 	switch {
 	case o.closed || o.ended:
-		return errSessionClosed
+		return ErrClosed
 	case len(o.q) >= o.hard, len(o.q) > 0 && o.bytes+len(b) > o.hardBytes, o.lateLocked(now):
-		return errSlowClient
+		return ErrSlowClient
 	}
 	if acct != nil {
-		acct.queued.Add(1)
+		acct.Queued.Add(1)
 	}
 	switch {
 	case copied && len(b) > maxCopiedFrame:
 		b = bytes.Clone(b)
 	case copied:
 		if o.buf == nil {
-			o.buf = frameBufs.Get().(*[]byte)
+			o.buf = Buf()
 		}
 		start := len(*o.buf)
 		*o.buf = append(*o.buf, b...)
 		b = (*o.buf)[start:len(*o.buf):len(*o.buf)]
 	}
-	o.q = append(o.q, queued{b: b, at: now, acct: acct})
+	o.q = append(o.q, Frame{Bytes: b, At: now, Acct: acct})
 	o.bytes += len(b)
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
@@ -184,7 +202,7 @@ func (o *outbox) queue(b []byte, copied bool, acct *delivery) error {
 
 // wakeLocked tells the writer that frames wait: the owner's, or one started
 // now if none runs (writeOnDemand).
-func (o *outbox) wakeLocked() {
+func (o *Outbox) wakeLocked() {
 	if o.write != nil {
 		if !o.writing && !o.broken {
 			o.writing = true
@@ -198,25 +216,25 @@ func (o *outbox) wakeLocked() {
 	}
 }
 
-// writeOnDemand gives the outbox a writer of its own, started when frames
+// WriteOnDemand gives the outbox a writer of its own, started when frames
 // are queued and gone once they are written: a connection holds no
 // goroutine for its writes while it has nothing to write (a parked
 // rollout's, an idle one's). w writes its batches. Set before the first
 // put.
-func (o *outbox) writeOnDemand(w batchWriter) { o.write = w }
+func (o *Outbox) WriteOnDemand(w BatchWriter) { o.write = w }
 
 // writer writes what is queued until the queue is empty.
-func (o *outbox) writer() {
+func (o *Outbox) writer() {
 	for {
-		batch := o.next(context.Background()) // nil once empty: it does not wait
+		batch := o.Next(context.Background()) // nil once empty: it does not wait
 		if batch == nil {
 			return
 		}
-		if err := o.write.writeBatch(batch); err != nil {
+		if err := o.write.WriteBatch(batch); err != nil {
 			o.mu.Lock()
 			o.broken = true // no writer starts again
 			o.mu.Unlock()
-			o.write.writeFailed(err) // before done: its owner's teardown follows the failure
+			o.write.WriteFailed(err) // before done: its owner's teardown follows the failure
 			o.mu.Lock()
 			o.writing = false
 			o.stoppedLocked()
@@ -226,10 +244,10 @@ func (o *outbox) writer() {
 	}
 }
 
-// done is closed once the outbox has ended or closed and its writer on
+// Done is closed once the outbox has ended or closed and its writer on
 // demand is gone: what was queued is written, or dropped. (Made when asked
 // for: a connection that never ends holds no channel for it.)
-func (o *outbox) done() <-chan struct{} {
+func (o *Outbox) Done() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.stopped == nil {
@@ -241,7 +259,7 @@ func (o *outbox) done() <-chan struct{} {
 	return o.stopped
 }
 
-func (o *outbox) stoppedLocked() {
+func (o *Outbox) stoppedLocked() {
 	if o.write == nil || o.over || o.writing || !o.closed && !o.ended {
 		return
 	}
@@ -253,17 +271,17 @@ func (o *outbox) stoppedLocked() {
 
 // lateLocked reports whether the oldest frame not yet written, in the
 // writer's hands or queued, waited longer than slowAfter.
-func (o *outbox) lateLocked(now time.Time) bool {
+func (o *Outbox) lateLocked(now time.Time) bool {
 	oldest := o.taking
 	if oldest.IsZero() && len(o.q) > 0 {
-		oldest = o.q[0].at
+		oldest = o.q[0].At
 	}
 	return o.slowAfter > 0 && !oldest.IsZero() && now.Sub(oldest) > o.slowAfter
 }
 
-// room returns nil when the outbox is below its soft bound, and otherwise a
+// Room returns nil when the outbox is below its soft bound, and otherwise a
 // channel closed when the writer has drained it (or the outbox closes).
-func (o *outbox) room() <-chan struct{} {
+func (o *Outbox) Room() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.full == nil {
@@ -272,31 +290,31 @@ func (o *outbox) room() <-chan struct{} {
 	return o.full
 }
 
-// next waits for frames and returns all of them, oldest first, or nil when
+// Next waits for frames and returns all of them, oldest first, or nil when
 // ctx ends or the outbox has ended and is empty; a writer on demand does
 // not wait: nil once the queue is empty, and it is gone. The returned
-// slice is the writer's until it calls next again. A response whose frames it has now all
-// taken sends the delta it holds back (see delivery), into the next batch.
-func (o *outbox) next(ctx context.Context) []queued {
+// slice is the writer's until it calls Next again. A response whose frames it has now all
+// taken sends the delta it holds back (see Delivery), into the next batch.
+func (o *Outbox) Next(ctx context.Context) []Frame {
 	batch := o.nextBatch(ctx)
 	for _, q := range batch {
-		if a := q.acct; a != nil && a.queued.Load() == 0 && a.holding.Load() {
-			a.flush()
+		if a := q.Acct; a != nil && a.Queued.Load() == 0 && a.Holding.Load() {
+			a.Flush()
 		}
 	}
 	return batch
 }
 
-func (o *outbox) nextBatch(ctx context.Context) []queued {
+func (o *Outbox) nextBatch(ctx context.Context) []Frame {
 	for {
 		o.mu.Lock()
 		o.taking = time.Time{} // the last batch is written
 		if !o.closed && len(o.q) > 0 {
 			batch := o.q
 			clear(o.spare) // the frames the writer has written
-			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].at
+			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].At
 			// The writer is done with its last batch's bytes: they take
-			// the next frames, and this batch's wait for the next call of next.
+			// the next frames, and this batch's wait for the next call of Next.
 			if o.spareB != nil {
 				*o.spareB = (*o.spareB)[:0]
 			}
@@ -307,8 +325,8 @@ func (o *outbox) nextBatch(ctx context.Context) []queued {
 			return batch
 		}
 		clear(o.spare) // written: an idle connection keeps no frames
-		releaseBuf(&o.buf)
-		releaseBuf(&o.spareB)
+		ReleaseBuf(&o.buf)
+		ReleaseBuf(&o.spareB)
 		if o.closed || o.ended || o.write != nil {
 			if o.write != nil {
 				o.writing = false
@@ -326,9 +344,9 @@ func (o *outbox) nextBatch(ctx context.Context) []queued {
 	}
 }
 
-// end tells the writer that no more frames will come: it takes the ones
+// End tells the writer that no more frames will come: it takes the ones
 // queued, then nil.
-func (o *outbox) end() {
+func (o *Outbox) End() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended = true
@@ -338,9 +356,9 @@ func (o *outbox) end() {
 	o.stoppedLocked()
 }
 
-// close fails every later put and releases the producers waiting for room.
+// Close fails every later Put and releases the producers waiting for room.
 // The frames still queued are dropped.
-func (o *outbox) close() {
+func (o *Outbox) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
@@ -353,16 +371,16 @@ func (o *outbox) close() {
 	o.stoppedLocked()
 }
 
-// finish drops the frames still queued, queues last alone and ends the
+// Finish drops the frames still queued, queues last alone and ends the
 // outbox: the writer writes last after the batch in its hands, then stops.
-func (o *outbox) finish(last []byte) {
+func (o *Outbox) Finish(last []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed || o.ended {
 		return
 	}
 	untake(o.q)
-	o.q, o.bytes, o.ended = append(o.q[:0], queued{b: last, at: o.now()}), len(last), true
+	o.q, o.bytes, o.ended = append(o.q[:0], Frame{Bytes: last, At: o.now()}), len(last), true
 	o.drainedLocked()
 	o.wakeLocked()
 	o.stoppedLocked()
@@ -370,15 +388,15 @@ func (o *outbox) finish(last []byte) {
 
 // untake takes frames off their responses' queued counts: the writer has
 // them, or nobody will.
-func untake(qs []queued) {
+func untake(qs []Frame) {
 	for _, q := range qs {
-		if q.acct != nil {
-			q.acct.queued.Add(-1)
+		if q.Acct != nil {
+			q.Acct.Queued.Add(-1)
 		}
 	}
 }
 
-func (o *outbox) drainedLocked() {
+func (o *Outbox) drainedLocked() {
 	if o.full != nil {
 		close(o.full)
 		o.full = nil

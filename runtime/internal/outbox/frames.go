@@ -1,4 +1,4 @@
-package runtime
+package outbox
 
 import (
 	"bytes"
@@ -8,30 +8,31 @@ import (
 )
 
 // A stream's frames are mostly deltas of a few hundred bytes, one a token.
-// The sinks encode each event into a buffer of their own (eventBuf) and the
-// outbox copies it into a frame buffer it reuses (outbox.putCopy); a
+// The sinks encode each event into a buffer of their own (EventBuf) and the
+// outbox copies it into a frame buffer it reuses (Outbox.PutCopy); a
 // suspended rollout, which keeps its step's frames for a resume to replay,
-// packs them into shared chunks (framePacker). Either way a streamed token
+// packs them into shared chunks (Packer). Either way a streamed token
 // costs no allocation in steady state.
 
-// eventBuf encodes a sink's events into one buffer, reused: the bytes
+// EventBuf encodes a sink's events into one buffer, reused: the bytes
 // encode returns are valid until its next call. A response event (a
 // response object of some KB, a few a step) is encoded into a buffer from
 // a pool instead, taken back at the next call, so that the buffer a
 // rollout keeps stays small and the big one is not grown anew each time.
-type eventBuf struct {
+type EventBuf struct {
 	b   []byte
 	big *[]byte // the last response event's, from responseBufs
 }
 
-func (e *eventBuf) encode(ev protocol.Event) ([]byte, error) {
-	return e.encodeWith(appendJSON, ev)
+// Encode encodes ev, into bytes valid until the next call.
+func (e *EventBuf) Encode(ev protocol.Event) ([]byte, error) {
+	return e.EncodeWith(appendJSON, ev)
 }
 
 func appendJSON(b []byte, ev protocol.Event) ([]byte, error) { return protocol.AppendMarshal(b, ev) }
 
-// encodeWith is encode with the framing of appendFrame (an SSE sink's).
-func (e *eventBuf) encodeWith(appendFrame func([]byte, protocol.Event) ([]byte, error), ev protocol.Event) ([]byte, error) {
+// EncodeWith is Encode with the framing of appendFrame (an SSE sink's).
+func (e *EventBuf) EncodeWith(appendFrame func([]byte, protocol.Event) ([]byte, error), ev protocol.Event) ([]byte, error) {
 	e.putBig()
 	if _, ok := ev.(*protocol.ResponseEvent); ok {
 		e.big = responseBufs.Get().(*[]byte)
@@ -50,15 +51,15 @@ func (e *eventBuf) encodeWith(appendFrame func([]byte, protocol.Event) ([]byte, 
 
 // putBig gives the last response event's buffer back: the bytes encode
 // returned for it are no longer in use.
-func (e *eventBuf) putBig() {
+func (e *EventBuf) putBig() {
 	if e.big != nil {
 		responseBufs.Put(e.big)
 		e.big = nil
 	}
 }
 
-// release lets e's buffers go.
-func (e *eventBuf) release() {
+// Release lets e's buffers go.
+func (e *EventBuf) Release() {
 	e.putBig()
 	e.b = nil
 }
@@ -69,28 +70,28 @@ var responseBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledEncode = 64 << 10
 
-// maxKeptEncode is the largest buffer an eventBuf keeps: room for the
+// maxKeptEncode is the largest buffer an EventBuf keeps: room for the
 // deltas, not for a response object, which a parked rollout would keep for
 // nothing.
 const maxKeptEncode = 2 << 10
 
-// packedFrame reports whether framePacker.keep packed b into a chunk,
+// Packed reports whether Packer.Keep packed b into a chunk,
 // rather than copying it on its own.
-func packedFrame(b []byte) bool { return len(b) <= packChunk/4 }
+func Packed(b []byte) bool { return len(b) <= packChunk/4 }
 
-// framePacker keeps immutable copies of frames in chunks of packChunk
+// Packer keeps immutable copies of frames in chunks of packChunk
 // bytes: a step's deltas cost an allocation a chunk rather than one each,
 // and pack the bytes tighter than their own allocations would. A frame
 // larger than a quarter chunk is copied on its own.
-type framePacker struct {
+type Packer struct {
 	chunk []byte // the current chunk; what is past its length is free
 }
 
 const packChunk = 4 << 10
 
-// keep returns a copy of b that nothing will write again.
-func (p *framePacker) keep(b []byte) []byte {
-	if !packedFrame(b) {
+// Keep returns a copy of b that nothing will write again.
+func (p *Packer) Keep(b []byte) []byte {
+	if !Packed(b) {
 		return bytes.Clone(b)
 	}
 	if cap(p.chunk)-len(p.chunk) < len(b) {
@@ -101,6 +102,6 @@ func (p *framePacker) keep(b []byte) []byte {
 	return p.chunk[start:len(p.chunk):len(p.chunk)]
 }
 
-// reset lets the current chunk go: the frames kept in it keep it alive as
+// Reset lets the current chunk go: the frames kept in it keep it alive as
 // long as they are kept.
-func (p *framePacker) reset() { p.chunk = nil }
+func (p *Packer) Reset() { p.chunk = nil }
