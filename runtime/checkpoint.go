@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -9,55 +10,80 @@ import (
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
-// Checkpoints keeps suspended rollouts' state at their pauses where every
-// server that shares it can read it, so that a rollout outlives the process
-// that ran it: a response.resume sent to any of them takes the rollout over
-// from its last pause. Implementations must be safe for concurrent use.
+// Checkpoints keeps suspended rollouts' journals where every server that
+// shares it can read them, so that a rollout outlives the process that ran
+// it: a response.resume sent to any of them takes the rollout over from its
+// last pause. Implementations must be safe for concurrent use.
+//
+// A journal is a small head, rewritten at each write, and entries, only
+// ever appended, so that a pause writes what it adds to the rollout, never
+// its whole context again; a write may begin the journal anew (Reset), with
+// a snapshot of the rollout, as its first write does and a compaction.
+// Heads and entries are opaque to the store.
 //
 // Ownership is an epoch, and every write is fenced by it. A rollout's server
-// writes its checkpoints at the epoch it holds; a server that takes the
-// rollout over raises the epoch by one (a compare-and-swap from the epoch it
-// read), after which the old owner's writes fail with ErrFenced, and it
-// stops that rollout without sending anything more. A checkpoint belongs to
-// one tenant: under another it is not there.
+// writes its journal at the epoch it holds; a server that takes the rollout
+// over raises the epoch by one (a compare-and-swap from the epoch it read),
+// after which the old owner's writes fail with ErrFenced, and it stops that
+// rollout without sending anything more. A journal belongs to one tenant:
+// under another it is not there.
 type Checkpoints interface {
-	// Save writes cp, replacing the rollout's checkpoint before it, unless
-	// the stored epoch is higher than cp.Epoch (ErrFenced). It is kept for
-	// ttl.
-	Save(ctx context.Context, cp *Checkpoint, ttl time.Duration) error
-	// Load reads the checkpoint of rollout id of tenant; ErrNoCheckpoint
+	// Write applies w to the rollout's journal in one atomic step: the
+	// head replaced and the entries appended, or with w.Reset the journal
+	// begun anew with them. It refuses, changing nothing, when the stored
+	// epoch is higher than w.Epoch (ErrFenced), or, without Reset, when
+	// the journal does not hold exactly w.At entries (ErrJournalGap: an
+	// earlier write was lost, or landed after its caller gave up on it).
+	// The journal is kept for ttl.
+	Write(ctx context.Context, w *JournalWrite, ttl time.Duration) error
+	// Load reads the journal of rollout id of tenant, whole; ErrNoCheckpoint
 	// when there is none, or its credentials are not creds.
-	Load(ctx context.Context, tenant, id, creds string) (*Checkpoint, error)
+	Load(ctx context.Context, tenant, id, creds string) (*Journal, error)
 	// Take raises the stored epoch of rollout id from epoch to epoch+1, the
 	// takeover; ErrFenced when the stored epoch is not epoch (another server
 	// took it first, or its owner wrote since), ErrNoCheckpoint when there
 	// is none.
 	Take(ctx context.Context, tenant, id string, epoch uint64) error
-	// Drop ends the rollout's checkpoint, unless a higher epoch owns it:
+	// Drop ends the rollout's journal, unless a higher epoch owns it:
 	// Load and Take find nothing from then on, and the epoch is raised
 	// past epoch and kept for ttl, so that no write at epoch or lower (a
 	// write of the same owner still in flight, a server that lost the
-	// rollout) lands after it. It ends a rollout with no checkpoint yet
-	// too.
+	// rollout) lands after it. It ends a rollout with no journal yet too.
 	Drop(ctx context.Context, tenant, id string, epoch uint64, ttl time.Duration) error
 }
 
-// Checkpoint is one suspended rollout's state at a pause.
-type Checkpoint struct {
-	Tenant string // the tenant whose key created the rollout ("" without keys)
-	ID     string // the response id
-	Creds  string // hash of the credentials that created it: only they resume it
-	Epoch  uint64 // the owner's epoch: 1 for the server that created it, one more at each takeover
-	Data   []byte // the state, opaque to the store
+// Journal is one suspended rollout's journal as a store holds it.
+type Journal struct {
+	Tenant  string   // the tenant whose key created the rollout ("" without keys)
+	ID      string   // the response id
+	Creds   string   // hash of the credentials that created it: only they resume it
+	Epoch   uint64   // the owner's epoch: 1 for the server that created it, one more at each takeover
+	Head    []byte   // the head, opaque to the store
+	Entries [][]byte // the entries, oldest first, opaque to the store
+}
+
+// JournalWrite is one write of a rollout's journal (Checkpoints.Write).
+type JournalWrite struct {
+	Tenant, ID, Creds string
+	Epoch             uint64
+	// Reset begins the journal anew with Entries; otherwise they are
+	// appended to the At entries it holds.
+	Reset   bool
+	At      int
+	Head    []byte   // replaces the head
+	Entries [][]byte // appended
 }
 
 var (
-	// ErrFenced is a checkpoint write or takeover refused because another
+	// ErrFenced is a journal write or takeover refused because another
 	// server owns the rollout now.
 	ErrFenced = errors.New("runtime: the rollout's checkpoint belongs to a newer owner")
-	// ErrNoCheckpoint is a rollout with no checkpoint (under that tenant and
+	// ErrNoCheckpoint is a rollout with no journal (under that tenant and
 	// those credentials).
 	ErrNoCheckpoint = errors.New("runtime: no checkpoint of that rollout")
+	// ErrJournalGap is a journal write refused because the journal does
+	// not hold the entries its writer counted: the writer begins it anew.
+	ErrJournalGap = errors.New("runtime: the rollout's journal is not where its writer left it")
 )
 
 // MemoryCheckpoints is Checkpoints in this process's memory, with the same
@@ -67,58 +93,72 @@ var (
 type MemoryCheckpoints struct {
 	now func() time.Time // time.Now unless a test sets it
 
-	mu  lockrank.Mutex[lockrank.Checkpoints]
-	cps map[checkpointKey]memCheckpoint // guarded by mu
+	mu       lockrank.Mutex[lockrank.Checkpoints]
+	journals map[checkpointKey]memJournal // guarded by mu
 }
 
 type checkpointKey struct{ tenant, id string }
 
-type memCheckpoint struct {
-	cp      Checkpoint
+type memJournal struct {
+	j       Journal
 	expires time.Time
 	ended   bool // dropped: only its epoch is kept, to fence
 }
 
 // NewMemoryCheckpoints returns an empty MemoryCheckpoints.
 func NewMemoryCheckpoints() *MemoryCheckpoints {
-	return &MemoryCheckpoints{now: time.Now, cps: make(map[checkpointKey]memCheckpoint)}
+	return &MemoryCheckpoints{now: time.Now, journals: make(map[checkpointKey]memJournal)}
 }
 
-// lookupLocked is the live checkpoint under k; expired ones are dropped.
-func (m *MemoryCheckpoints) lookupLocked(k checkpointKey) (memCheckpoint, bool) {
-	c, ok := m.cps[k]
+// lookupLocked is the live journal under k; expired ones are dropped.
+func (m *MemoryCheckpoints) lookupLocked(k checkpointKey) (memJournal, bool) {
+	c, ok := m.journals[k]
 	if ok && !m.now().Before(c.expires) {
-		delete(m.cps, k)
-		return memCheckpoint{}, false
+		delete(m.journals, k)
+		return memJournal{}, false
 	}
 	return c, ok
 }
 
-// Save implements Checkpoints.
-func (m *MemoryCheckpoints) Save(_ context.Context, cp *Checkpoint, ttl time.Duration) error {
+// Write implements Checkpoints. The entries are copied; those already
+// held are shared with nothing outside, so an append copies no more.
+func (m *MemoryCheckpoints) Write(_ context.Context, w *JournalWrite, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := checkpointKey{cp.Tenant, cp.ID}
-	if old, ok := m.lookupLocked(k); ok && old.cp.Epoch > cp.Epoch {
+	k := checkpointKey{w.Tenant, w.ID}
+	old, ok := m.lookupLocked(k)
+	switch {
+	case ok && old.j.Epoch > w.Epoch:
 		return ErrFenced
+	case !w.Reset && (!ok || old.ended || len(old.j.Entries) != w.At):
+		return ErrJournalGap
 	}
-	c := *cp
-	c.Data = append([]byte(nil), cp.Data...)
-	m.cps[k] = memCheckpoint{cp: c, expires: m.now().Add(ttl)}
+	j := Journal{Tenant: w.Tenant, ID: w.ID, Creds: w.Creds, Epoch: w.Epoch, Head: bytes.Clone(w.Head)}
+	if !w.Reset {
+		j.Entries = old.j.Entries[:len(old.j.Entries):len(old.j.Entries)]
+	}
+	for _, e := range w.Entries {
+		j.Entries = append(j.Entries, bytes.Clone(e))
+	}
+	m.journals[k] = memJournal{j: j, expires: m.now().Add(ttl)}
 	return nil
 }
 
 // Load implements Checkpoints.
-func (m *MemoryCheckpoints) Load(_ context.Context, tenant, id, creds string) (*Checkpoint, error) {
+func (m *MemoryCheckpoints) Load(_ context.Context, tenant, id, creds string) (*Journal, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.lookupLocked(checkpointKey{tenant, id})
-	if !ok || c.ended || subtle.ConstantTimeCompare([]byte(c.cp.Creds), []byte(creds)) != 1 {
+	if !ok || c.ended || subtle.ConstantTimeCompare([]byte(c.j.Creds), []byte(creds)) != 1 {
 		return nil, ErrNoCheckpoint
 	}
-	cp := c.cp
-	cp.Data = append([]byte(nil), c.cp.Data...)
-	return &cp, nil
+	j := c.j
+	j.Head = bytes.Clone(c.j.Head)
+	j.Entries = make([][]byte, len(c.j.Entries))
+	for i, e := range c.j.Entries {
+		j.Entries[i] = bytes.Clone(e)
+	}
+	return &j, nil
 }
 
 // Take implements Checkpoints.
@@ -130,11 +170,11 @@ func (m *MemoryCheckpoints) Take(_ context.Context, tenant, id string, epoch uin
 	switch {
 	case !ok || c.ended:
 		return ErrNoCheckpoint
-	case c.cp.Epoch != epoch:
+	case c.j.Epoch != epoch:
 		return ErrFenced
 	}
-	c.cp.Epoch++
-	m.cps[k] = c
+	c.j.Epoch++
+	m.journals[k] = c
 	return nil
 }
 
@@ -143,9 +183,9 @@ func (m *MemoryCheckpoints) Drop(_ context.Context, tenant, id string, epoch uin
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := checkpointKey{tenant, id}
-	if c, ok := m.lookupLocked(k); ok && c.cp.Epoch > epoch {
+	if c, ok := m.lookupLocked(k); ok && c.j.Epoch > epoch {
 		return nil
 	}
-	m.cps[k] = memCheckpoint{cp: Checkpoint{Tenant: tenant, ID: id, Epoch: epoch + 1}, expires: m.now().Add(ttl), ended: true}
+	m.journals[k] = memJournal{j: Journal{Tenant: tenant, ID: id, Epoch: epoch + 1}, expires: m.now().Add(ttl), ended: true}
 	return nil
 }

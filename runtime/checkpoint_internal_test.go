@@ -5,16 +5,23 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/protocol"
 )
 
-// TestMemoryCheckpointsExpire: a checkpoint is kept for its ttl and no
+// VerifyJournal has every journal write check that its journal reads back
+// to the state written (journal.verify): TestMain sets it for the tests,
+// not the benchmarks.
+var VerifyJournal = &verifyJournal
+
+// TestMemoryCheckpointsExpire: a journal is kept for its ttl and no
 // longer.
 func TestMemoryCheckpointsExpire(t *testing.T) {
 	m := NewMemoryCheckpoints()
 	now := time.Unix(1000, 0)
 	m.now = func() time.Time { return now }
 	ctx := context.Background()
-	if err := m.Save(ctx, &Checkpoint{ID: "resp_1", Creds: "c", Epoch: 1, Data: []byte("x")}, time.Minute); err != nil {
+	if err := m.Write(ctx, &JournalWrite{ID: "resp_1", Creds: "c", Epoch: 1, Reset: true, Head: []byte("h"), Entries: [][]byte{[]byte("x")}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Minute - time.Nanosecond)
@@ -25,30 +32,103 @@ func TestMemoryCheckpointsExpire(t *testing.T) {
 	if _, err := m.Load(ctx, "", "resp_1", "c"); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("Load past its ttl: %v, want ErrNoCheckpoint", err)
 	}
-	if len(m.cps) != 0 {
-		t.Errorf("%d checkpoints kept past their ttl", len(m.cps))
+	if len(m.journals) != 0 {
+		t.Errorf("%d journals kept past their ttl", len(m.journals))
 	}
 }
 
-// FuzzDecodeCheckpoint: whatever a store hands back, reading it never
-// panics, and what it accepts writes out again.
-func FuzzDecodeCheckpoint(f *testing.F) {
-	pause := `{"version":1,"request":{"model":"tether-scripted","input":"hi"},"response":{"id":"resp_1","output":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]},` +
-		`"items":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}],"rendered":1,"sequence_number":3,"calls":[{"type":"function_call","call_id":"c","name":"f","index":0,"pos":0,"client":true}]}`
-	f.Add([]byte(`{}`))
-	f.Add([]byte(`{"version":1,"pause":` + pause + `,"frames":[{"seq":2,"event":{"type":"response.done","sequence_number":2}}]}`))
-	f.Add([]byte(`{"version":1,"pause":` + pause + `,"frames":[{"seq":1,"event":{}},{"seq":2,"event":{}}],"answer":[{"type":"function_call_output","call_id":"c","output":"ok"}]}`))
-	f.Add([]byte(`{"version":1,"pause":` + pause + `,"frames":[{"seq":2,"event":{}},{"seq":1,"event":{}}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		lc, err := decodeCheckpoint(b)
+// journalSeed is a journal of two pauses and an answer, for the fuzzer to
+// start from.
+func journalSeed(t testing.TB) (head []byte, entries [][]byte) {
+	call := func(id string) *protocol.FunctionCall {
+		return &protocol.FunctionCall{ID: "fc_" + id, CallID: "call_" + id, Name: "f", Arguments: "{}", Status: protocol.StatusCompleted}
+	}
+	req, perr := protocol.DecodeCreateRequest([]byte(`{"model":"tether-scripted","input":"hi"}`))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	first := call("1")
+	ps := &pauseState{Version: pauseVersion, Request: req, Response: &protocol.Response{ID: "resp_1", Output: protocol.Items{first}},
+		Items:     protocol.Items{first},
+		pauseLoop: pauseLoop{Steps: 1, Seq: 4, Rendered: 1, Calls: []pausedCall{{Type: protocol.ItemFunctionCall, CallID: "call_1", Name: "f", Index: 0, Pos: 0, Client: true}}}}
+	frames := []frame{{seq: 2, b: []byte(`{"type":"response.output_item.done"}`)}, {seq: 3, b: []byte(`{"type":"response.done"}`)}}
+	var j journal
+	base, err := baseEntry(ps, frames, time.UnixMilli(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.wrote(true, [][]byte{base}, ps, frames, time.UnixMilli(1000))
+	second := call("2")
+	next := *ps
+	next.Items = protocol.Items{first, &protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "ok"}}, second}
+	next.Response = &protocol.Response{ID: "resp_1", Output: protocol.Items{first, second}}
+	next.pauseLoop = pauseLoop{Steps: 2, StepAt: 1, Seq: 8, Rendered: 2, Calls: []pausedCall{{Type: protocol.ItemFunctionCall, CallID: "call_2", Name: "f", Index: 1, Pos: 2, Client: true}}}
+	step, err := stepEntry(ps, &next, []frame{{seq: 7, b: []byte(`{"type":"response.done"}`)}}, time.UnixMilli(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err := answerEntry(protocol.Items{&protocol.FunctionCallOutput{CallID: "call_2", Output: protocol.ToolOutput{Text: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.head(3, &next, true, time.UnixMilli(2000)), [][]byte{base, step, answer}
+}
+
+// TestReadJournal: a journal of a snapshot, a step and an answer reads
+// back to the last pause, its frames and its answer; one whose head counts
+// other entries, or whose step comes first, does not.
+func TestReadJournal(t *testing.T) {
+	head, entries := journalSeed(t)
+	lc, err := readJournal(head, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lc.pause.Items) != 3 || len(lc.pause.Response.Output) != 2 || lc.pause.Seq != 8 || len(lc.frames) != 1 || lc.frames[0].seq != 7 || len(lc.answer) != 1 {
+		t.Fatalf("read back %d items, %d output, seq %d, frames %v, answer %v", len(lc.pause.Items), len(lc.pause.Response.Output), lc.pause.Seq, lc.frames, lc.answer)
+	}
+	if lc.journal.n != 3 || lc.journal.state != lc.pause || !lc.parked.Equal(time.UnixMilli(2000)) {
+		t.Fatalf("the journal stands at %d entries, parked %v", lc.journal.n, lc.parked)
+	}
+	if _, err := readJournal(head, entries[:2]); err == nil {
+		t.Error("a journal short of its head's count read back")
+	}
+	if _, err := readJournal(head, [][]byte{entries[1], entries[0], entries[2]}); err == nil {
+		t.Error("a journal that begins with a step read back")
+	}
+}
+
+// FuzzReadJournal: whatever a store hands back, reading it never panics,
+// and what it accepts is a pause whose frames come before its next event.
+func FuzzReadJournal(f *testing.F) {
+	head, entries := journalSeed(f)
+	join := func(es [][]byte) []byte {
+		var b []byte
+		for _, e := range es {
+			b = append(b, byte(len(e)), byte(len(e)>>8))
+			b = append(b, e...)
+		}
+		return b
+	}
+	f.Add(head, join(entries))
+	f.Add(head, join(entries[:2]))
+	f.Add([]byte(`{}`), []byte{})
+	f.Fuzz(func(t *testing.T, head, joined []byte) {
+		var es [][]byte
+		for len(joined) >= 2 {
+			n := int(joined[0]) | int(joined[1])<<8
+			joined = joined[2:]
+			if n > len(joined) {
+				break
+			}
+			es = append(es, joined[:n])
+			joined = joined[n:]
+		}
+		lc, err := readJournal(head, es)
 		if err != nil {
 			return
 		}
-		if len(lc.frames) == 0 || lc.frames[len(lc.frames)-1].seq >= lc.pause.Seq {
+		if len(lc.frames) == 0 || lc.frames[len(lc.frames)-1].seq >= lc.pause.Seq || !lc.pause.valid() {
 			t.Fatalf("accepted frames %v for a pause whose next event is %d", lc.frames, lc.pause.Seq)
-		}
-		if _, err := lc.data.encode(lc.answer); err != nil {
-			t.Fatalf("a checkpoint read back does not write out: %v", err)
 		}
 	})
 }

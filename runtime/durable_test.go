@@ -520,18 +520,18 @@ func TestDurableTakeoverBounded(t *testing.T) {
 	})
 }
 
-// failNth is a checkpoint store whose nth Save fails.
+// failNth is a checkpoint store whose nth Write fails.
 type failNth struct {
 	runtime.Checkpoints
-	n     int32
-	saves atomic.Int32
+	n      int32
+	writes atomic.Int32
 }
 
-func (f *failNth) Save(ctx context.Context, cp *runtime.Checkpoint, ttl time.Duration) error {
-	if f.saves.Add(1) == f.n {
+func (f *failNth) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
+	if f.writes.Add(1) == f.n {
 		return errors.New("store down")
 	}
-	return f.Checkpoints.Save(ctx, cp, ttl)
+	return f.Checkpoints.Write(ctx, w, ttl)
 }
 
 // TestDurableCheckpointBehind: the store fails to take a pause (the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,10 @@ func TestMain(m *testing.M) {
 	// the server process of the benchmarks whose client is outside it.
 	mcptest.ServeStdioIfChild()
 	serveBenchIfChild()
+	// Every journal write of the tests checks that the journal reads back
+	// to the state written; the benchmarks measure it as it runs.
+	flag.Parse()
+	*runtime.VerifyJournal = flag.Lookup("test.bench").Value.String() == ""
 	// Importing bleve (through hostedtools/websearch, which the tests
 	// use) starts its analysis workers, which live as long as the process.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))

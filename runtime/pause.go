@@ -32,21 +32,34 @@ type pauseState struct {
 	Tenant   string                  `json:"tenant,omitempty"`
 	Creds    string                  `json:"creds,omitempty"` // hash of the credentials that created it
 	Lane     string                  `json:"lane,omitempty"`
-	Path     ServePath               `json:"path"`
 	// The context: items[:Base] came from the parent response, whose
 	// stored ancestors Chain names.
 	Base  int            `json:"base"`
 	Chain []string       `json:"chain,omitempty"`
 	Items protocol.Items `json:"items"`
+	// What the model is offered (nil until listed) and each MCP server's
+	// listed tools.
+	Tools    []protocol.Tool                   `json:"tools,omitempty"`
+	MCPTools map[string][]protocol.MCPToolInfo `json:"mcp_tools,omitempty"`
+	pauseLoop
+
+	// Kept when the state is taken in this process; not written out.
+	kept   bool
+	header []sampler.Token // rendered instructions and tools
+	prompt *sampler.Prompt // rendered Items[:Rendered]
+}
+
+// pauseLoop is the part of a pauseState that each pause rewrites whole
+// (a journal's step entry holds it): where the loop stands, small whatever
+// the context's length.
+type pauseLoop struct {
+	Path  ServePath      `json:"path"`
 	Usage protocol.Usage `json:"usage"`
-	// The loop: steps taken, the output index of the paused step's first
-	// item, the items looked at for MCP approvals, what the model is
-	// offered (nil until listed) and each MCP server's listed tools.
-	Steps        int                               `json:"steps"`
-	StepAt       int                               `json:"step_at"`
-	ApprovedFrom int                               `json:"approved_from"`
-	Tools        []protocol.Tool                   `json:"tools,omitempty"`
-	MCPTools     map[string][]protocol.MCPToolInfo `json:"mcp_tools,omitempty"`
+	// Steps taken, the output index of the paused step's first item, the
+	// items looked at for MCP approvals.
+	Steps        int `json:"steps"`
+	StepAt       int `json:"step_at"`
+	ApprovedFrom int `json:"approved_from"`
 	// The paused step's calls, in output order, and the call_ids answered
 	// over the rollout with the step that answered each.
 	Calls    []pausedCall   `json:"calls"`
@@ -62,11 +75,6 @@ type pauseState struct {
 	// Rendered is how many of Items the loop had rendered at the pause
 	// (the step's own are rendered before the next step samples).
 	Rendered int `json:"rendered"`
-
-	// Kept when the state is taken in this process; not written out.
-	kept   bool
-	header []sampler.Token // rendered instructions and tools
-	prompt *sampler.Prompt // rendered Items[:Rendered]
 }
 
 // pausedCall is one call of the paused step: the client's, which the pause
@@ -104,10 +112,11 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	resp := *r.resp
 	resp.Output = slices.Clip(r.resp.Output)
 	resp.DropEcho() // the state is kept while parked, or written: a rollout made from it keeps its own
-	ps := &pauseState{Version: pauseVersion, Request: r.req, Response: &resp, Tenant: r.tenant, Lane: r.lane, Path: r.path,
-		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Usage: r.usage,
-		Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom, Tools: r.tools, Steered: r.inbox.peek(), Seq: r.order.seq,
-		Rendered: r.rendered, kept: true, header: r.header, prompt: r.prompt}
+	ps := &pauseState{Version: pauseVersion, Request: r.req, Response: &resp, Tenant: r.tenant, Lane: r.lane,
+		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Tools: r.tools,
+		pauseLoop: pauseLoop{Path: r.path, Usage: r.usage, Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom,
+			Steered: r.inbox.peek(), Seq: r.order.seq, Rendered: r.rendered},
+		kept: true, header: r.header, prompt: r.prompt}
 	for label, s := range r.mcp {
 		if s.tools != nil {
 			if ps.MCPTools == nil {
@@ -133,18 +142,8 @@ func decodePause(b []byte) (*pauseState, error) {
 	if err := protocol.Unmarshal(b, &ps); err != nil {
 		return nil, err
 	}
-	if ps.Version != pauseVersion || ps.Request == nil || ps.Response == nil {
+	if ps.Version != pauseVersion || ps.Request == nil || ps.Response == nil || !ps.valid() {
 		return nil, errPauseUnreadable(ps.Version)
-	}
-	n := len(ps.Items)
-	if ps.Rendered < 0 || ps.Rendered > n || ps.Base < 0 || ps.Base > n || ps.ApprovedFrom < 0 || ps.ApprovedFrom > n ||
-		ps.Steps < 0 || ps.Seq < 0 || ps.ClientSteps < 0 || ps.StepAt < 0 || ps.StepAt > len(ps.Response.Output) {
-		return nil, errPauseUnreadable(ps.Version)
-	}
-	for _, c := range ps.Calls {
-		if c.Pos < 0 || c.Pos >= n || c.Index < 0 || c.Index >= len(ps.Response.Output) || len(c.Result) > 1 {
-			return nil, errPauseUnreadable(ps.Version)
-		}
 	}
 	// The request is read as a client's create is, its input included.
 	var raw struct {
@@ -159,6 +158,22 @@ func decodePause(b []byte) (*pauseState, error) {
 	}
 	ps.Request = req
 	return &ps, nil
+}
+
+// valid reports whether the state's positions fall within its context and
+// output.
+func (ps *pauseState) valid() bool {
+	n := len(ps.Items)
+	if ps.Rendered < 0 || ps.Rendered > n || ps.Base < 0 || ps.Base > n || ps.ApprovedFrom < 0 || ps.ApprovedFrom > n ||
+		ps.Steps < 0 || ps.Seq < 0 || ps.ClientSteps < 0 || ps.StepAt < 0 || ps.StepAt > len(ps.Response.Output) {
+		return false
+	}
+	for _, c := range ps.Calls {
+		if c.Pos < 0 || c.Pos >= n || c.Index < 0 || c.Index >= len(ps.Response.Output) || len(c.Result) > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // restore rebuilds the loop parked at ps as a rollout of s's on lane: run

@@ -53,14 +53,14 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 			}
 		}()
 	}
-	cp, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
+	jn, err := cps.Load(ctx, sess.tenant, j.id, sess.creds)
 	if err != nil {
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}
-	if j.deadline && cp.Epoch != j.epoch {
+	if j.deadline && jn.Epoch != j.epoch {
 		return nil // moved since it hibernated here: its timeout is its new holder's
 	}
-	lc, err := decodeCheckpoint(cp.Data)
+	lc, err := readJournal(jn.Head, jn.Entries)
 	if err != nil || lc.pause.Tenant != sess.tenant || lc.pause.Creds != sess.creds || lc.pause.Response.ID != j.id {
 		sess.srv.log.Warn("checkpoint unreadable", "response_id", j.id, "err", err)
 		return sess.wakeFailed(ln, j, j.notFound())
@@ -86,7 +86,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr)
 	}
-	if err := cps.Take(ctx, sess.tenant, j.id, cp.Epoch); err != nil {
+	if err := cps.Take(ctx, sess.tenant, j.id, jn.Epoch); err != nil {
 		sess.srv.unregister(sp)
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}
@@ -108,7 +108,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		wakes = sess.wakeEvents(ln)
 	}
 	parked := make(chan struct{})
-	from := sp.restore(cp.Epoch, lc, j, wakes, parked)
+	from := sp.restore(jn.Epoch, lc, j, wakes, parked)
 	if !j.wake {
 		sess.setRunning(ln, nil, sp) // first: an append that races the attach asks sp
 	}

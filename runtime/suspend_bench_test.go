@@ -39,7 +39,9 @@ const pauseSteps = 16
 // checkpoints= is where each pause is checkpointed (suspension_durable.go): none, in
 // memory, or in a real redis-server (fsync on every write, as
 // internal/redistest runs it), each written before the pause goes out.
-// checkpoint-bytes/pause is its size. +hibernated hibernates the rollout
+// journal-bytes/pause and journal-writes/pause are what the pauses and their
+// answers append to the rollout's journal; snapshot-bytes/rollout, apart,
+// what begins it (its first pause's, and any compaction's). +hibernated hibernates the rollout
 // at each pause (Suspension.HibernateAfter of a nanosecond): each append
 // wakes it from its checkpoint.
 //
@@ -247,20 +249,32 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	b.ReportMetric(float64(tm.RenderMicros)/float64(rollouts*pauseSteps), "render-us/pause")
 	b.ReportMetric(float64(tm.CachedTokens)/float64(rollouts), "cached-tok/rollout")
 	if sizes != nil {
-		b.ReportMetric(float64(sizes.bytes.Load())/float64(sizes.saves.Load()), "checkpoint-bytes/pause")
+		b.ReportMetric(float64(sizes.bytes.Load())/float64(rollouts*pauseSteps), "journal-bytes/pause")
+		b.ReportMetric(float64(sizes.writes.Load())/float64(rollouts*pauseSteps), "journal-writes/pause")
+		b.ReportMetric(float64(sizes.snapshotBytes.Load())/float64(rollouts), "snapshot-bytes/rollout")
 	}
 }
 
-// sizedCheckpoints counts the checkpoints saved and their bytes.
+// sizedCheckpoints counts the journal writes and their bytes (heads and
+// entries): those that append, and apart, those that begin a journal
+// anew with a snapshot (its first write, a compaction).
 type sizedCheckpoints struct {
 	runtime.Checkpoints
-	saves, bytes atomic.Int64
+	writes, bytes, snapshotBytes atomic.Int64
 }
 
-func (s *sizedCheckpoints) Save(ctx context.Context, cp *runtime.Checkpoint, ttl time.Duration) error {
-	s.saves.Add(1)
-	s.bytes.Add(int64(len(cp.Data)))
-	return s.Checkpoints.Save(ctx, cp, ttl)
+func (s *sizedCheckpoints) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
+	n := len(w.Head)
+	for _, e := range w.Entries {
+		n += len(e)
+	}
+	if w.Reset {
+		s.snapshotBytes.Add(int64(n))
+	} else {
+		s.writes.Add(1)
+		s.bytes.Add(int64(n))
+	}
+	return s.Checkpoints.Write(ctx, w, ttl)
 }
 
 // echoConn is a WebSocket to an echo server (echoHandler).

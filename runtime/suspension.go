@@ -75,15 +75,15 @@ type suspension struct {
 	paused   bool            // it has paused once (a fork's beginning is over)
 
 	// Durability (suspension_durable.go), guarded by mu.
-	epoch          uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
-	sleep          *time.Timer     // Suspension.HibernateAfter of the current pause
-	deadline       time.Time       // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
-	lastCheckpoint *checkpointData // the pause last checkpointed, for the checkpoint of its answer
-	appended       protocol.Items  // what the client appended at the current pause
-	preAnswered    protocol.Items  // taken over with the pause answered: the items its first park takes
-	wakes          []*wakeEvent    // woken (suspension_wake.go): the appends and cancels its first park takes
-	timeoutAt      time.Time       // when the current pause's Suspension.Timeout ends
-	parkedCh       chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
+	epoch       uint64         // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
+	sleep       *time.Timer    // Suspension.HibernateAfter of the current pause
+	deadline    time.Time      // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
+	journal     journal        // where its journal stands, as it last wrote it or took it over
+	appended    protocol.Items // what the client appended at the current pause
+	preAnswered protocol.Items // taken over with the pause answered: the items its first park takes
+	wakes       []*wakeEvent   // woken (suspension_wake.go): the appends and cancels its first park takes
+	timeoutAt   time.Time      // when the current pause's Suspension.Timeout ends
+	parkedCh    chan struct{}  // closed when it parks, for a takeover waiting to replay its pause
 
 	// What run left, once it has returned; guarded by mu.
 	terminal []byte // the terminal frame, held for the connection that settles the rollout

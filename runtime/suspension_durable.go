@@ -46,31 +46,29 @@ func (sp *suspension) checkpointLocked(done frame) bool {
 	frames := append(slices.Clip(sp.log), done)
 	sp.applyLocked(lifecycle.Hold, nil, "", "")
 	sp.srv.wg.Add(1)
-	go sp.writeCheckpoint(cps, ps, frames, sp.epoch)
+	go sp.writeCheckpoint(cps, sp.journal, ps, frames, sp.epoch)
 	return true
 }
 
-// checkpointAnswerLocked starts writing the checkpoint of the pause's
-// answer, when the pause is durable: the pause, and every item the client
-// appended at it. The loop goes on (answer is closed) once it is written,
-// so that a server that dies mid-step leaves the step's start in the store,
-// for the next to run again; a store that fails lets the loop go on all
-// the same. It reports whether it did; the caller holds the suspension's
-// lock and has the last pending call's output.
+// checkpointAnswerLocked starts journaling the pause's answer, when the
+// pause is durable: every item the client appended at it. The loop goes on
+// (answer is closed) once it is written, so that a server that dies
+// mid-step leaves the step's start in the store, for the next to run
+// again; a store that fails lets the loop go on all the same. It reports
+// whether it did; the caller holds the suspension's lock and has the last
+// pending call's output.
 func (sp *suspension) checkpointAnswerLocked() bool {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.st.Durable() || sp.st.Phase().Released() || sp.lastCheckpoint == nil {
+	if cps == nil || !sp.st.Durable() || sp.st.Phase().Released() || sp.journal.n == 0 {
 		return false
 	}
-	d, answer, epoch, tenant := *sp.lastCheckpoint, slices.Clone(sp.appended), sp.epoch, sp.ro.tenant
+	jr, answer, epoch := sp.journal, slices.Clone(sp.appended), sp.epoch
 	sp.srv.wg.Add(1)
 	go func() {
 		defer sp.srv.wg.Done()
-		data, err := d.encode(answer)
+		entry, err := answerEntry(answer)
 		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-			err = cps.Save(ctx, &Checkpoint{Tenant: tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
-			cancel()
+			err = sp.writeJournal(cps, &jr, [][]byte{entry}, jr.state, nil, jr.parked, epoch)
 		}
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
@@ -80,29 +78,23 @@ func (sp *suspension) checkpointAnswerLocked() bool {
 			return
 		case err != nil:
 			sp.srv.log.Warn("answer not checkpointed", "response_id", sp.id, "err", err)
+		default:
+			sp.journal = jr
 		}
 		sp.readyLocked()
 	}()
 	return true
 }
 
-// writeCheckpoint writes the checkpoint, then lets the frames held for it go
-// to the client. A store that fails leaves the pause in memory only (the
-// rollout goes on, and its previous checkpoint, if any, stays); a store that
-// says another server owns the rollout now stops it here, without a frame
-// more for its client.
-func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []frame, epoch uint64) {
+// writeCheckpoint journals the pause of ps, whose frames are those since
+// the client last appended, then lets the frames held for it go to the
+// client. jr is the journal as it stood. A store that fails leaves the
+// pause in memory only (the rollout goes on, and its journal stays at the
+// pause before, if any); a store that says another server owns the
+// rollout now stops it here, without a frame more for its client.
+func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseState, frames []frame, epoch uint64) {
 	defer sp.srv.wg.Done()
-	d, err := newCheckpoint(ps, frames, sp.srv.now())
-	var data []byte
-	if err == nil {
-		data, err = d.encode(nil)
-	}
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-		err = cps.Save(ctx, &Checkpoint{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Data: data}, sp.srv.checkpointTTL())
-		cancel()
-	}
+	err := sp.writeJournal(cps, &jr, nil, ps, frames, sp.srv.now(), epoch)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch {
@@ -115,7 +107,7 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
 	default:
 		sp.applyLocked(lifecycle.Written, nil, "", "")
-		sp.lastCheckpoint = d
+		sp.journal = jr
 		// The server is draining: handed over here, its pause not sent,
 		// for its client to resume (and be shown the pause) on another
 		// server, rather than answered here.
@@ -132,6 +124,55 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, ps *pauseState, frames []
 			sp.sent = f.seq
 		}
 	}
+}
+
+// writeJournal writes jr's next entries and records them in jr: a pause's
+// (ps and its frames, answer nil: a step entry, or a snapshot beginning
+// the journal anew), or its answer's (answer, ps the state jr holds). A
+// journal that is not where jr left it (a write lost, or landed late) is
+// begun anew, with a snapshot of the pause, and its answer.
+func (sp *suspension) writeJournal(cps Checkpoints, jr *journal, answer [][]byte, ps *pauseState, frames []frame, parked time.Time, epoch uint64) error {
+	if answer != nil {
+		frames = jr.frames // the pause's
+	}
+	reset, entries := false, answer
+	if answer == nil {
+		var entry []byte
+		var err error
+		if reset, entry, err = jr.pauseWrite(ps, frames, parked); err != nil {
+			return err
+		}
+		entries = [][]byte{entry}
+	}
+	var head []byte
+	write := func(reset bool, entries [][]byte) error {
+		n := len(entries)
+		if !reset {
+			n += jr.n
+		}
+		head = jr.head(n, ps, answer != nil, parked)
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		defer cancel()
+		return cps.Write(ctx, &JournalWrite{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Reset: reset, At: jr.n,
+			Head: head, Entries: entries}, sp.srv.checkpointTTL())
+	}
+	err := write(reset, entries)
+	if errors.Is(err, ErrJournalGap) {
+		sp.srv.log.Info("journal begun anew", "response_id", sp.id)
+		snapshot, serr := baseEntry(ps, frames, parked)
+		if serr != nil {
+			return serr
+		}
+		reset, entries = true, append([][]byte{snapshot}, answer...)
+		err = write(reset, entries)
+	}
+	if err == nil {
+		jr.wrote(reset, entries, ps, frames, parked)
+		if verifyJournal {
+			jr.verify(head, ps)
+		}
+	}
+	return err
 }
 
 // releaseLocked submits ev (lifecycle.Fence, HandOver or Hibernate), which
@@ -202,9 +243,9 @@ func (sp *suspension) restore(epoch uint64, lc *loadedCheckpoint, j *takeoverJob
 	defer sp.mu.Unlock()
 	frames, answer := lc.frames, lc.answer
 	sp.epoch, sp.parkedCh, sp.wakes = epoch+1, parked, wakes
-	sp.lastCheckpoint, sp.paused = lc.data, true
-	if lc.data.Parked > 0 && answer == nil { // answered, the pause did not time out
-		sp.deadline = time.UnixMilli(lc.data.Parked).Add(sp.srv.opts.Suspension.Timeout)
+	sp.journal, sp.paused = lc.journal, true
+	if lc.parked.UnixMilli() > 0 && answer == nil { // answered, the pause did not time out
+		sp.deadline = lc.parked.Add(sp.srv.opts.Suspension.Timeout)
 	}
 	from = frames[len(frames)-1].seq // the pause
 	if answer != nil {

@@ -18,7 +18,7 @@ type slowStore struct {
 	loadDelay, takeDelay atomic.Int64
 }
 
-func (s *slowStore) Load(_ context.Context, tenant, id, creds string) (*runtime.Checkpoint, error) {
+func (s *slowStore) Load(_ context.Context, tenant, id, creds string) (*runtime.Journal, error) {
 	time.Sleep(time.Duration(s.loadDelay.Load()))
 	return s.Checkpoints.Load(context.Background(), tenant, id, creds)
 }

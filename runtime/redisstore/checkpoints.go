@@ -13,100 +13,140 @@ import (
 	"github.com/tether-run/tether/runtime"
 )
 
-// checkpointScripts are the Lua scripts that write checkpoints, each run
-// with EVALSHA (EVAL once after Redis forgets it, as after a restart).
-// Epochs are compared as Lua numbers in Save, exact below 2^53 (they count
-// takeovers), and as strings in Take and Drop: both sides are canonical
+// checkpointScripts are the Lua scripts that read and write journals, each
+// run with EVALSHA (EVAL once after Redis forgets it, as after a restart).
+// Epochs are compared as Lua numbers in Write and Drop, exact below 2^53
+// (they count takeovers), and as strings in Take: both sides are canonical
 // decimals, written by strconv or HINCRBY.
 type checkpointScripts struct {
-	save, take, drop *redis.Script
+	write, load, take, drop *redis.Script
 }
 
 // The scripts' refusals; 1 is done.
 const (
-	scriptFenced = 0  // the stored epoch is not the caller's (higher, for Save)
-	scriptNone   = -1 // no checkpoint (Take)
+	scriptFenced = 0  // the stored epoch is not the caller's (higher, for Write)
+	scriptNone   = -1 // no journal (Take)
+	scriptGap    = -2 // the journal does not hold the entries the writer counted (Write)
 )
 
-func newCheckpointScripts() checkpointScripts {
-	return checkpointScripts{
-		// KEYS[1] the checkpoint; ARGV epoch, creds, data, ttl in ms.
-		save: redis.NewScript(`
+// writeScript: KEYS the head's hash, the entries' list; ARGV epoch, creds,
+// head, ttl in ms, reset (1) or append (0), the entries the append
+// expects, the entries.
+const writeScript = `
 local stored = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
 if stored > tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'creds', ARGV[2], 'data', ARGV[3])
+if ARGV[5] == '1' then
+  redis.call('DEL', KEYS[2])
+elseif redis.call('HEXISTS', KEYS[1], 'head') == 0 or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[6]) then
+  return -2
+end
+if #ARGV >= 7 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 7)) end
+redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'creds', ARGV[2], 'head', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return 1`),
-		// KEYS[1] the checkpoint; ARGV the epoch read.
-		take: redis.NewScript(`
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1`
+
+// loadScript: KEYS the head's hash, the entries' list. It returns the
+// epoch, the credentials and the head, then the entries; nothing when
+// there is no journal.
+const loadScript = `
+local h = redis.call('HMGET', KEYS[1], 'epoch', 'creds', 'head')
+if not h[1] or not h[2] or not h[3] then return {} end
+local out = {h[1], h[2], h[3]}
+for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do out[#out + 1] = e end
+return out`
+
+// takeScript: KEYS[1] the head's hash; ARGV the epoch read.
+const takeScript = `
 local stored = redis.call('HGET', KEYS[1], 'epoch')
-if not stored or redis.call('HEXISTS', KEYS[1], 'data') == 0 then return -1 end
+if not stored or redis.call('HEXISTS', KEYS[1], 'head') == 0 then return -1 end
 if stored ~= ARGV[1] then return 0 end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
-return 1`),
-		// KEYS[1] the checkpoint; ARGV the caller's epoch, the TTL in ms.
-		drop: redis.NewScript(`
+return 1`
+
+// dropScript: KEYS the head's hash, the entries' list; ARGV the caller's
+// epoch, the TTL in ms.
+const dropScript = `
 local stored = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
 if stored > tonumber(ARGV[1]) then return 0 end
-redis.call('HDEL', KEYS[1], 'creds', 'data')
+redis.call('HDEL', KEYS[1], 'creds', 'head')
+redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'epoch', tonumber(ARGV[1]) + 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1`),
-	}
+return 1`
+
+func newCheckpointScripts() checkpointScripts {
+	return checkpointScripts{write: redis.NewScript(writeScript), load: redis.NewScript(loadScript),
+		take: redis.NewScript(takeScript), drop: redis.NewScript(dropScript)}
 }
 
-// cpKey is the hash of rollout id's checkpoint under tenant, hash-tagged
-// by the response. Two checkpoints never share a key, whatever braces or
-// colons an id holds: the tenant, last, is hex-coded and has no colon.
-func (s *Store) cpKey(tenant, id string) string {
-	return "tether:{r:" + id + "}:cp:" + hex.EncodeToString([]byte(tenant))
+// journalKeys are the keys of rollout id's journal under tenant: its head's
+// hash and its entries' list, hash-tagged by the response. Two journals
+// never share a key, whatever braces or colons an id holds: the tenant,
+// last, is hex-coded and has no colon.
+func (s *Store) journalKeys(tenant, id string) []string {
+	t := hex.EncodeToString([]byte(tenant))
+	return []string{"tether:{r:" + id + "}:cp:" + t, "tether:{r:" + id + "}:cj:" + t}
 }
 
-// Save implements runtime.Checkpoints: one script that compares the
-// epochs, writes the fields and sets the TTL.
-func (s *Store) Save(ctx context.Context, cp *runtime.Checkpoint, ttl time.Duration) error {
+// Write implements runtime.Checkpoints: one script that compares the
+// epochs and the entries' count, appends the entries (or begins the list
+// anew), rewrites the head and sets the TTL of both keys.
+func (s *Store) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	if ms == 0 && ttl > 0 {
 		ms = 1 // PEXPIRE 0 would delete it at once
 	}
+	reset := "0"
+	if w.Reset {
+		reset = "1"
+	}
+	args := make([]any, 0, 6+len(w.Entries))
+	args = append(args, strconv.FormatUint(w.Epoch, 10), w.Creds, w.Head, ms, reset, w.At)
+	for _, e := range w.Entries {
+		args = append(args, e)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	n, err := s.scripts.save.Run(ctx, s.c, []string{s.cpKey(cp.Tenant, cp.ID)},
-		strconv.FormatUint(cp.Epoch, 10), cp.Creds, cp.Data, ms).Int()
-	if err != nil {
+	n, err := s.scripts.write.Run(ctx, s.c, s.journalKeys(w.Tenant, w.ID), args...).Int()
+	switch {
+	case err != nil:
 		return s.unavailable(err)
-	}
-	if n == scriptFenced {
+	case n == scriptFenced:
 		return runtime.ErrFenced
+	case n == scriptGap:
+		return runtime.ErrJournalGap
 	}
 	return nil
 }
 
-// Load implements runtime.Checkpoints: one HMGET.
-func (s *Store) Load(ctx context.Context, tenant, id, creds string) (*runtime.Checkpoint, error) {
+// Load implements runtime.Checkpoints: one script that reads the head's
+// fields and the entries, at one moment.
+func (s *Store) Load(ctx context.Context, tenant, id, creds string) (*runtime.Journal, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	vals, err := s.c.HMGet(ctx, s.cpKey(tenant, id), "epoch", "creds", "data").Result()
+	vals, err := s.scripts.load.Run(ctx, s.c, s.journalKeys(tenant, id)).StringSlice()
 	if err != nil {
 		return nil, s.unavailable(err)
 	}
-	epoch, ok1 := vals[0].(string)
-	stored, ok2 := vals[1].(string)
-	data, ok3 := vals[2].(string)
-	if !ok3 {
-		return nil, runtime.ErrNoCheckpoint // expired, dropped (its epoch kept) or never saved
+	if len(vals) == 0 {
+		return nil, runtime.ErrNoCheckpoint // expired, dropped (its epoch kept) or never written
 	}
-	if !ok1 || !ok2 || !ok3 {
-		return nil, fmt.Errorf("redisstore: the checkpoint of %s lacks a field", id)
+	if len(vals) < 3 {
+		return nil, fmt.Errorf("redisstore: the journal of %s lacks a field", id)
 	}
-	if subtle.ConstantTimeCompare([]byte(stored), []byte(creds)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(vals[1]), []byte(creds)) != 1 {
 		return nil, runtime.ErrNoCheckpoint
 	}
-	e, err := strconv.ParseUint(epoch, 10, 64)
+	e, err := strconv.ParseUint(vals[0], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: the checkpoint of %s: epoch %q", id, epoch)
+		return nil, fmt.Errorf("redisstore: the journal of %s: epoch %q", id, vals[0])
 	}
-	return &runtime.Checkpoint{Tenant: tenant, ID: id, Creds: creds, Epoch: e, Data: []byte(data)}, nil
+	j := &runtime.Journal{Tenant: tenant, ID: id, Creds: creds, Epoch: e, Head: []byte(vals[2]), Entries: make([][]byte, len(vals)-3)}
+	for i, v := range vals[3:] {
+		j.Entries[i] = []byte(v)
+	}
+	return j, nil
 }
 
 // Take implements runtime.Checkpoints: one script, a compare-and-swap of
@@ -114,7 +154,7 @@ func (s *Store) Load(ctx context.Context, tenant, id, creds string) (*runtime.Ch
 func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	n, err := s.scripts.take.Run(ctx, s.c, []string{s.cpKey(tenant, id)}, strconv.FormatUint(epoch, 10)).Int()
+	n, err := s.scripts.take.Run(ctx, s.c, s.journalKeys(tenant, id)[:1], strconv.FormatUint(epoch, 10)).Int()
 	switch {
 	case err != nil:
 		return s.unavailable(err)
@@ -127,12 +167,12 @@ func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64) error
 }
 
 // Drop implements runtime.Checkpoints: one script that, unless a higher
-// epoch owns the hash, deletes its credentials and data and leaves only
-// the epoch, raised past the caller's, for ttl.
+// epoch owns the journal, deletes its entries, credentials and head and
+// leaves only the epoch, raised past the caller's, for ttl.
 func (s *Store) Drop(ctx context.Context, tenant, id string, epoch uint64, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	return s.unavailable(s.scripts.drop.Run(ctx, s.c, []string{s.cpKey(tenant, id)}, strconv.FormatUint(epoch, 10),
+	return s.unavailable(s.scripts.drop.Run(ctx, s.c, s.journalKeys(tenant, id), strconv.FormatUint(epoch, 10),
 		max(ttl.Milliseconds(), 1)).Err())
 }
 

@@ -1,12 +1,18 @@
 package redisstore
 
 import (
+	"fmt"
+	goruntime "runtime"
+	"sync/atomic"
+
 	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/protocol"
@@ -40,15 +46,16 @@ func TestCheckpoints(t *testing.T) {
 	}
 }
 
-// TestCheckpointKeyTTL: a checkpoint is the hash the package doc names,
-// kept for the ttl its Save gave (PTTL within (0, ttl]), which a takeover
-// keeps and the next Save sets again; Drop leaves only the epoch, for the TTL.
+// TestCheckpointKeyTTL: a journal is the hash and the list the package doc
+// names, kept for the ttl its Write gave (PTTL within (0, ttl]), which a
+// takeover keeps and the next Write sets again; Drop leaves only the
+// epoch, for the TTL.
 func TestCheckpointKeyTTL(t *testing.T) {
 	t.Parallel()
 	st, _ := newCheckpointStore(t)
 	ctx := context.Background()
-	const key = "tether:{r:resp_ttl}:cp:7431" // tenant "t1" hex-coded
-	pttl := func(within time.Duration) time.Duration {
+	const head, list = "tether:{r:resp_ttl}:cp:7431", "tether:{r:resp_ttl}:cj:7431" // tenant "t1" hex-coded
+	pttl := func(key string, within time.Duration) time.Duration {
 		t.Helper()
 		d, err := st.c.PTTL(ctx, key).Result()
 		if err != nil {
@@ -60,61 +67,70 @@ func TestCheckpointKeyTTL(t *testing.T) {
 		return d
 	}
 
-	cp := &runtime.Checkpoint{Tenant: "t1", ID: "resp_ttl", Creds: "c1", Epoch: 1, Data: []byte("pause")}
-	if err := st.Save(ctx, cp, time.Minute); err != nil {
+	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_ttl", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h1"), Entries: [][]byte{[]byte("base")}}
+	if err := st.Write(ctx, w, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	fields, err := st.c.HGetAll(ctx, key).Result()
+	fields, err := st.c.HGetAll(ctx, head).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fields) != 3 || fields["epoch"] != "1" || fields["creds"] != "c1" || fields["data"] != "pause" {
-		t.Fatalf("HGETALL %s: %v, want epoch 1, creds c1, data pause", key, fields)
+	if len(fields) != 3 || fields["epoch"] != "1" || fields["creds"] != "c1" || fields["head"] != "h1" {
+		t.Fatalf("HGETALL %s: %v, want epoch 1, creds c1, head h1", head, fields)
 	}
-	pttl(time.Minute)
+	if entries, err := st.c.LRange(ctx, list, 0, -1).Result(); err != nil || len(entries) != 1 || entries[0] != "base" {
+		t.Fatalf("LRANGE %s: %q %v, want the base", list, entries, err)
+	}
+	pttl(head, time.Minute)
+	pttl(list, time.Minute)
 
 	if err := st.Take(ctx, "t1", "resp_ttl", 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := pttl(time.Minute); d < 50*time.Second {
-		t.Errorf("PTTL after Take: %v, want the minute the Save gave, less the test's time", d)
+	if d := pttl(head, time.Minute); d < 50*time.Second {
+		t.Errorf("PTTL after Take: %v, want the minute the Write gave, less the test's time", d)
 	}
 
-	cp.Epoch = 2
-	if err := st.Save(ctx, cp, time.Hour); err != nil {
+	w.Epoch, w.Reset, w.At, w.Entries = 2, false, 1, [][]byte{[]byte("step")}
+	if err := st.Write(ctx, w, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if d := pttl(time.Hour); d <= time.Minute {
-		t.Errorf("PTTL after a Save with an hour: %v", d)
+	for _, key := range []string{head, list} {
+		if d := pttl(key, time.Hour); d <= time.Minute {
+			t.Errorf("PTTL of %s after a Write with an hour: %v", key, d)
+		}
 	}
 
 	if err := st.Drop(ctx, "t1", "resp_ttl", 2, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	// Dropped, only the epoch is kept, until the TTL ends.
-	if fields, err := st.c.HKeys(ctx, key).Result(); err != nil || len(fields) != 1 || fields[0] != "epoch" {
-		t.Errorf("HKEYS %s after Drop: %v %v, want only its epoch", key, fields, err)
+	if fields, err := st.c.HKeys(ctx, head).Result(); err != nil || len(fields) != 1 || fields[0] != "epoch" {
+		t.Errorf("HKEYS %s after Drop: %v %v, want only its epoch", head, fields, err)
 	}
-	if d := pttl(time.Hour); d <= time.Minute {
+	if n, err := st.c.Exists(ctx, list).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %s after Drop: %d %v, want its entries gone", list, n, err)
+	}
+	if d := pttl(head, time.Hour); d <= time.Minute {
 		t.Errorf("PTTL after Drop: %v, want the TTL kept", d)
 	}
 }
 
-// TestCheckpointRoundTrips: Save, Load, Take and Drop are one round trip
-// each (a script's EVALSHA, or HMGET), once Redis knows the scripts.
+// TestCheckpointRoundTrips: Write, Load, Take and Drop are one round trip
+// each (a script's EVALSHA), once Redis knows the scripts.
 func TestCheckpointRoundTrips(t *testing.T) {
 	t.Parallel()
 	st, _ := newCheckpointStore(t)
 	ctx := context.Background()
-	cp := &runtime.Checkpoint{Tenant: "t1", ID: "resp_rt", Creds: "c1", Epoch: 1, Data: []byte("pause")}
+	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_rt", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h"), Entries: [][]byte{[]byte("pause")}}
 	ops := []struct {
 		name string
 		do   func() error
 	}{
-		{"save", func() error { return st.Save(ctx, cp, time.Minute) }},
+		{"write", func() error { return st.Write(ctx, w, time.Minute) }},
 		{"load", func() error { _, err := st.Load(ctx, "t1", "resp_rt", "c1"); return err }},
-		{"take", func() error { cp.Epoch++; return st.Take(ctx, "t1", "resp_rt", cp.Epoch-1) }},
-		{"drop", func() error { cp.Epoch++; return st.Drop(ctx, "t1", "resp_rt", cp.Epoch-1, time.Minute) }}, // raises the epoch
+		{"take", func() error { w.Epoch++; return st.Take(ctx, "t1", "resp_rt", w.Epoch-1) }},
+		{"drop", func() error { w.Epoch++; return st.Drop(ctx, "t1", "resp_rt", w.Epoch-1, time.Minute) }}, // raises the epoch
 	}
 	for _, op := range ops { // a fresh Redis knows no script: EVALSHA, then EVAL
 		if err := op.do(); err != nil {
@@ -134,27 +150,26 @@ func TestCheckpointRoundTrips(t *testing.T) {
 	}
 }
 
-// TestCheckpointsUnavailable: with Redis killed, every checkpoint
-// operation fails, in a time its Timeout bounds, with store_unavailable,
-// never as a fence or a missing checkpoint; once Redis is back (having
-// forgotten the scripts) the checkpoint saved before is there and the
-// scripts run.
+// TestCheckpointsUnavailable: with Redis killed, every journal operation
+// fails, in a time its Timeout bounds, with store_unavailable, never as a
+// fence, a gap or a missing journal; once Redis is back (having forgotten
+// the scripts) the journal written before is there and the scripts run.
 func TestCheckpointsUnavailable(t *testing.T) {
 	t.Parallel()
 	st, rd := newCheckpointStore(t)
 	ctx := context.Background()
-	cp := &runtime.Checkpoint{Tenant: "t1", ID: "resp_down", Creds: "c1", Epoch: 1, Data: []byte("before")}
-	if err := st.Save(ctx, cp, time.Minute); err != nil {
+	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_down", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h"), Entries: [][]byte{[]byte("before")}}
+	if err := st.Write(ctx, w, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
 	rd.Kill()
-	cp.Data = []byte("during")
+	during := &runtime.JournalWrite{Tenant: "t1", ID: "resp_down", Creds: "c1", Epoch: 1, At: 1, Head: []byte("h2"), Entries: [][]byte{[]byte("during")}}
 	for _, op := range []struct {
 		name string
 		do   func() error
 	}{
-		{"save", func() error { return st.Save(ctx, cp, time.Minute) }},
+		{"write", func() error { return st.Write(ctx, during, time.Minute) }},
 		{"load", func() error { _, err := st.Load(ctx, "t1", "resp_down", "c1"); return err }},
 		{"take", func() error { return st.Take(ctx, "t1", "resp_down", 1) }},
 		{"drop", func() error { return st.Drop(ctx, "t1", "resp_down", 1, time.Minute) }},
@@ -171,19 +186,20 @@ func TestCheckpointsUnavailable(t *testing.T) {
 
 	rd.Restart()
 	got, err := st.Load(ctx, "t1", "resp_down", "c1")
-	if err != nil || string(got.Data) != "before" || got.Epoch != 1 {
-		t.Fatalf("Load once Redis is back: %+v %v, want the checkpoint saved before", got, err)
+	if err != nil || len(got.Entries) != 1 || string(got.Entries[0]) != "before" || got.Epoch != 1 {
+		t.Fatalf("Load once Redis is back: %+v %v, want the journal written before", got, err)
 	}
 	if err := st.Take(ctx, "t1", "resp_down", 1); err != nil {
 		t.Fatalf("Take once Redis is back: %v", err)
 	}
-	if err := st.Save(ctx, cp, time.Minute); !errors.Is(err, runtime.ErrFenced) {
-		t.Fatalf("the old owner's Save once Redis is back: %v, want ErrFenced", err)
+	if err := st.Write(ctx, during, time.Minute); !errors.Is(err, runtime.ErrFenced) {
+		t.Fatalf("the old owner's Write once Redis is back: %v, want ErrFenced", err)
 	}
 }
 
-// BenchmarkCheckpoints: a Save and a Load of a 20 KB checkpoint, in a
-// redis-server on loopback that fsyncs every write (as BenchmarkStore's).
+// BenchmarkCheckpoints: a 20 KB snapshot written, 2 KB steps appended,
+// and a journal of the snapshot and 16 steps loaded, in a redis-server on
+// loopback that fsyncs every write (as BenchmarkStore's).
 func BenchmarkCheckpoints(b *testing.B) {
 	ctx := context.Background()
 	rd := redistest.Start(b)
@@ -192,22 +208,49 @@ func BenchmarkCheckpoints(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	cp := &runtime.Checkpoint{Tenant: "t1", ID: "resp_bench", Creds: "c1", Epoch: 1, Data: []byte(strings.Repeat("word ", 20<<10/5))}
-	b.Run("save-20KB", func(b *testing.B) {
+	base := []byte(strings.Repeat("word ", 20<<10/5))
+	step := []byte(strings.Repeat("word ", 2<<10/5))
+	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_bench", Creds: "c1", Epoch: 1, Reset: true, Head: []byte(`{"entries":1}`), Entries: [][]byte{base}}
+	b.Run("snapshot-20KB", func(b *testing.B) {
 		b.ReportAllocs()
-		b.SetBytes(int64(len(cp.Data)))
+		b.SetBytes(int64(len(base)))
 		for b.Loop() {
-			if err := st.Save(ctx, cp, time.Minute); err != nil {
+			if err := st.Write(ctx, w, time.Minute); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	if got, err := st.Load(ctx, "t1", "resp_bench", "c1"); err != nil || !bytes.Equal(got.Data, cp.Data) {
+	b.Run("step-2KB", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(step)))
+		at := 1
+		for b.Loop() {
+			if at == 17 { // a journal of the snapshot and 16 steps, begun anew
+				if err := st.Write(ctx, w, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				at = 1
+			}
+			if err := st.Write(ctx, &runtime.JournalWrite{Tenant: "t1", ID: "resp_bench", Creds: "c1", Epoch: 1, At: at, Head: []byte(`{"entries":2}`), Entries: [][]byte{step}}, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			at++
+		}
+	})
+	if err := st.Write(ctx, w, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	for at := 1; at <= 16; at++ {
+		if err := st.Write(ctx, &runtime.JournalWrite{Tenant: "t1", ID: "resp_bench", Creds: "c1", Epoch: 1, At: at, Head: []byte(`{}`), Entries: [][]byte{step}}, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if got, err := st.Load(ctx, "t1", "resp_bench", "c1"); err != nil || len(got.Entries) != 17 || !bytes.Equal(got.Entries[0], base) {
 		b.Fatalf("Load: %v", err)
 	}
-	b.Run("load-20KB", func(b *testing.B) {
+	b.Run("load-20KB+16x2KB", func(b *testing.B) {
 		b.ReportAllocs()
-		b.SetBytes(int64(len(cp.Data)))
+		b.SetBytes(int64(len(base) + 16*len(step)))
 		for b.Loop() {
 			if _, err := st.Load(ctx, "t1", "resp_bench", "c1"); err != nil {
 				b.Fatal(err)
@@ -215,3 +258,63 @@ func BenchmarkCheckpoints(b *testing.B) {
 		}
 	})
 }
+
+// TestCheckpointScriptMutations: the suite catches each way the scripts
+// could be wrong: every mutation below, run against the suite, fails it.
+// (A drop that kept the entries, invisible through the interface until
+// their TTL ends, is TestCheckpointKeyTTL's to catch.)
+func TestCheckpointScriptMutations(t *testing.T) {
+	t.Parallel()
+	st, _ := newCheckpointStore(t)
+	mutations := []struct {
+		name       string
+		script     *string
+		from, to   string
+		scriptsFor func(checkpointScripts, *redis.Script) checkpointScripts
+	}{
+		{"write ignores the epoch", ptr(writeScript), "if stored > tonumber(ARGV[1]) then return 0 end", "", setWrite},
+		{"write fences its own epoch", ptr(writeScript), "stored > tonumber(ARGV[1])", "stored >= tonumber(ARGV[1])", setWrite},
+		{"write appends anywhere", ptr(writeScript), "redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[6])", "false", setWrite},
+		{"write appends to no journal", ptr(writeScript), "redis.call('HEXISTS', KEYS[1], 'head') == 0 or ", "", setWrite},
+		{"a reset keeps the entries", ptr(writeScript), "redis.call('DEL', KEYS[2])", "", setWrite},
+		{"write keeps the head", ptr(writeScript), "'head', ARGV[3]", "'head', 'x'", setWrite},
+		{"load reverses the entries", ptr(loadScript), "out[#out + 1] = e", "table.insert(out, 4, e)", setLoad},
+		{"load finds a dropped journal", ptr(loadScript), "if not h[1] or not h[2] or not h[3]", "if not h[1]", setLoad},
+		{"take ignores the epoch", ptr(takeScript), "if stored ~= ARGV[1] then return 0 end", "", setTake},
+		{"take takes a dropped journal", ptr(takeScript), " or redis.call('HEXISTS', KEYS[1], 'head') == 0", "", setTake},
+		{"drop ignores the epoch", ptr(dropScript), "if stored > tonumber(ARGV[1]) then return 0 end", "", setDrop},
+		{"drop keeps the epoch", ptr(dropScript), "tonumber(ARGV[1]) + 1", "ARGV[1]", setDrop},
+	}
+	for i, m := range mutations {
+		if !strings.Contains(*m.script, m.from) {
+			t.Fatalf("mutation %q: the script no longer holds %q", m.name, m.from)
+		}
+		mutated := *st
+		mutated.scripts = m.scriptsFor(st.scripts, redis.NewScript(strings.Replace(*m.script, m.from, m.to, 1)))
+		rec := &failures{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			checkpointtest.Run(rec, &mutated, fmt.Sprintf("mut%d_", i))
+		}()
+		<-done
+		if !rec.failed.Load() {
+			t.Errorf("mutation %q passed the suite", m.name)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func setWrite(s checkpointScripts, m *redis.Script) checkpointScripts { s.write = m; return s }
+func setLoad(s checkpointScripts, m *redis.Script) checkpointScripts  { s.load = m; return s }
+func setTake(s checkpointScripts, m *redis.Script) checkpointScripts  { s.take = m; return s }
+func setDrop(s checkpointScripts, m *redis.Script) checkpointScripts  { s.drop = m; return s }
+
+// failures records whether the suite failed; a Fatalf ends the suite's
+// goroutine, as testing's does.
+type failures struct{ failed atomic.Bool }
+
+func (f *failures) Helper()               {}
+func (f *failures) Errorf(string, ...any) { f.failed.Store(true) }
+func (f *failures) Fatalf(string, ...any) { f.failed.Store(true); goruntime.Goexit() }

@@ -6,16 +6,20 @@
 // package runtime does not import.
 //
 // A stored response is one string key, tether:{tTENANT}:r:ID (see Store).
-// A checkpoint is one hash, tether:{r:ID}:cp:TENANT, with the fields epoch,
-// creds and data, and a TTL; TENANT is hex-coded in both, so that an id
-// read under another tenant is simply not there. The checkpoint's key is
-// hash-tagged by the response, so that in a Redis Cluster one slot holds a
-// rollout's keys. Each write is one Lua script, atomic in Redis: Save
-// refuses when the stored epoch (none is 0) is higher than the one it
-// writes at, else sets the three fields and the TTL; Take raises the epoch
-// by one (HINCRBY, which keeps the TTL) only when it is still the one the
-// caller read, and the checkpoint is not dropped; Drop, only when the epoch
-// is the caller's, deletes the credentials and the data and keeps the epoch
+// A suspended rollout's journal is two keys: its head, the hash
+// tether:{r:ID}:cp:TENANT with the fields epoch, creds and head, and its
+// entries, the list tether:{r:ID}:cj:TENANT, both with one TTL; TENANT is
+// hex-coded in all, so that an id read under another tenant is simply not
+// there. The journal's keys are hash-tagged by the response, so that in a
+// Redis Cluster one slot holds them. Each operation is one Lua script,
+// atomic in Redis: Write refuses when the stored epoch (none is 0) is
+// higher than the one it writes at, or when it appends and the list does
+// not hold the entries its writer counted, else appends the entries (or
+// begins the list anew), sets the head's fields and the TTL of both keys;
+// Load reads the head's fields and the entries at one moment, the
+// credentials compared here; Take raises the epoch by one (HINCRBY, which
+// keeps the TTL) only when it is still the one the caller read, and the
+// journal is not dropped; Drop, only when the epoch is the caller's,
+// deletes the entries, the credentials and the head and keeps the epoch
 // until the TTL ends, so that a server fenced out cannot write it again.
-// Load is one HMGET, its credentials compared here.
 package redisstore

@@ -1,36 +1,55 @@
 // Package checkpointtest checks that an implementation of
-// runtime.Checkpoints keeps rollouts apart by tenant and credentials and
-// fences its writes by epoch, as the interface says: the memory one and the
-// Redis one pass the same suite.
+// runtime.Checkpoints keeps rollouts' journals apart by tenant and
+// credentials, appends only where its writer left the journal, and fences
+// its writes by epoch, as the interface says: the memory one and the Redis
+// one pass the same suite.
 package checkpointtest
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/tether-run/tether/runtime"
 )
 
+// TB is what the suite reports to: a *testing.T, or a recorder that
+// checks a broken store fails it (a Fatalf must end the calling goroutine,
+// as testing's does).
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // Run checks cps. Every rollout id it writes starts with prefix, so that
 // runs against one shared store do not meet.
-func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
+func Run(t TB, cps runtime.Checkpoints, prefix string) {
 	ctx := context.Background()
 	const ttl = time.Minute
 	id := prefix + "resp_a"
-	cp := &runtime.Checkpoint{Tenant: "t1", ID: id, Creds: "c1", Epoch: 1, Data: []byte("pause 1")}
+	w := func(epoch uint64, reset bool, at int, head string, entries ...string) *runtime.JournalWrite {
+		jw := &runtime.JournalWrite{Tenant: "t1", ID: id, Creds: "c1", Epoch: epoch, Reset: reset, At: at, Head: []byte(head)}
+		for _, e := range entries {
+			jw.Entries = append(jw.Entries, []byte(e))
+		}
+		return jw
+	}
 
 	if _, err := cps.Load(ctx, "t1", id, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
-		t.Fatalf("Load before any Save: %v, want ErrNoCheckpoint", err)
+		t.Fatalf("Load before any Write: %v, want ErrNoCheckpoint", err)
 	}
 	if err := cps.Take(ctx, "t1", id, 1); !errors.Is(err, runtime.ErrNoCheckpoint) {
-		t.Fatalf("Take before any Save: %v, want ErrNoCheckpoint", err)
+		t.Fatalf("Take before any Write: %v, want ErrNoCheckpoint", err)
 	}
-	must(t, cps.Save(ctx, cp, ttl))
-	load(t, cps, "t1", id, "c1", 1, "pause 1")
+	if err := cps.Write(ctx, w(1, false, 0, "h0", "step"), ttl); !errors.Is(err, runtime.ErrJournalGap) {
+		t.Fatalf("an append to no journal: %v, want ErrJournalGap", err)
+	}
+	must(t, cps.Write(ctx, w(1, true, 0, "h1", "base 1"), ttl))
+	load(t, cps, "t1", id, "c1", 1, "h1", "base 1")
 	for _, who := range []struct{ tenant, creds string }{{"t2", "c1"}, {"t1", "c2"}, {"", "c1"}} {
 		if _, err := cps.Load(ctx, who.tenant, id, who.creds); !errors.Is(err, runtime.ErrNoCheckpoint) {
 			t.Errorf("Load under tenant %q, creds %q: %v, want ErrNoCheckpoint", who.tenant, who.creds, err)
@@ -40,26 +59,40 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 		t.Errorf("Take under another tenant: %v, want ErrNoCheckpoint", err)
 	}
 
-	// The owner writes its next pause at its epoch.
-	cp.Data = []byte("pause 2")
-	must(t, cps.Save(ctx, cp, ttl))
-	load(t, cps, "t1", id, "c1", 1, "pause 2")
+	// The owner appends its next pauses where it left the journal; an
+	// append anywhere else changes nothing.
+	must(t, cps.Write(ctx, w(1, false, 1, "h2", "step 2"), ttl))
+	must(t, cps.Write(ctx, w(1, false, 2, "h3", "answer 2", "step 3"), ttl))
+	load(t, cps, "t1", id, "c1", 1, "h3", "base 1", "step 2", "answer 2", "step 3")
+	for _, at := range []int{0, 2, 5} {
+		if err := cps.Write(ctx, w(1, false, at, "lost", "lost step"), ttl); !errors.Is(err, runtime.ErrJournalGap) {
+			t.Errorf("an append at %d to a journal of 4: %v, want ErrJournalGap", at, err)
+		}
+	}
+	load(t, cps, "t1", id, "c1", 1, "h3", "base 1", "step 2", "answer 2", "step 3")
+	// Entries are bytes, whatever they hold; a journal begun anew drops
+	// what it held.
+	binary := string([]byte{0, 1, 0xff, '"', '\n', 0})
+	must(t, cps.Write(ctx, w(1, true, 0, "h4", "base 4", binary, ""), ttl))
+	load(t, cps, "t1", id, "c1", 1, "h4", "base 4", binary, "")
+	must(t, cps.Write(ctx, w(1, false, 3, "h5", "step 5"), ttl))
+	load(t, cps, "t1", id, "c1", 1, "h5", "base 4", binary, "", "step 5")
 
 	// A takeover raises the epoch; the old owner is fenced out.
 	must(t, cps.Take(ctx, "t1", id, 1))
-	load(t, cps, "t1", id, "c1", 2, "pause 2")
+	load(t, cps, "t1", id, "c1", 2, "h5", "base 4", binary, "", "step 5")
 	if err := cps.Take(ctx, "t1", id, 1); !errors.Is(err, runtime.ErrFenced) {
 		t.Errorf("a second Take from epoch 1: %v, want ErrFenced", err)
 	}
-	cp.Data = []byte("stale pause")
-	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
-		t.Errorf("the old owner's Save at epoch 1: %v, want ErrFenced", err)
+	for _, stale := range []*runtime.JournalWrite{w(1, false, 4, "stale", "stale step"), w(1, true, 0, "stale", "stale base")} {
+		if err := cps.Write(ctx, stale, ttl); !errors.Is(err, runtime.ErrFenced) {
+			t.Errorf("the old owner's Write (reset %v) at epoch 1: %v, want ErrFenced", stale.Reset, err)
+		}
 	}
 	must(t, cps.Drop(ctx, "t1", id, 1, ttl)) // the old owner's drop ends nothing
-	load(t, cps, "t1", id, "c1", 2, "pause 2")
-	cp.Epoch, cp.Data = 2, []byte("pause 3")
-	must(t, cps.Save(ctx, cp, ttl))
-	load(t, cps, "t1", id, "c1", 2, "pause 3")
+	load(t, cps, "t1", id, "c1", 2, "h5", "base 4", binary, "", "step 5")
+	must(t, cps.Write(ctx, w(2, false, 4, "h6", "step 6"), ttl))
+	load(t, cps, "t1", id, "c1", 2, "h6", "base 4", binary, "", "step 5", "step 6")
 
 	// Servers racing to take one rollout over: exactly one wins.
 	var wg sync.WaitGroup
@@ -78,7 +111,7 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	if len(wins) != 1 {
 		t.Errorf("%d of 8 racing takeovers won, want 1", len(wins))
 	}
-	load(t, cps, "t1", id, "c1", 3, "pause 3")
+	load(t, cps, "t1", id, "c1", 3, "h6", "base 4", binary, "", "step 5", "step 6")
 
 	// The owner drops it once the rollout has ended.
 	must(t, cps.Drop(ctx, "t1", id, 3, ttl))
@@ -88,51 +121,53 @@ func Run(t *testing.T, cps runtime.Checkpoints, prefix string) {
 	if err := cps.Take(ctx, "t1", id, 3); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Errorf("Take after Drop: %v, want ErrNoCheckpoint", err)
 	}
-	// A server that lost the rollout before it ended cannot write it again.
-	cp.Epoch, cp.Data = 2, []byte("zombie pause")
-	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
-		t.Errorf("a Save at an older epoch after Drop: %v, want ErrFenced", err)
+	// A server that lost the rollout before it ended cannot write it
+	// again, nor can the owner's own write still in flight when it ended.
+	for _, late := range []*runtime.JournalWrite{w(2, true, 0, "zombie", "zombie base"), w(3, true, 0, "late", "late base"), w(3, false, 5, "late", "late step")} {
+		if err := cps.Write(ctx, late, ttl); !errors.Is(err, runtime.ErrFenced) {
+			t.Errorf("a Write at epoch %d (reset %v) after Drop: %v, want ErrFenced", late.Epoch, late.Reset, err)
+		}
 	}
-	// Nor can its own write still in flight when it ended.
-	cp.Epoch, cp.Data = 3, []byte("late pause")
-	if err := cps.Save(ctx, cp, ttl); !errors.Is(err, runtime.ErrFenced) {
-		t.Errorf("a Save at the dropping epoch after Drop: %v, want ErrFenced", err)
-	}
-	// A rollout that ends before its first checkpoint lands leaves none.
-	first := &runtime.Checkpoint{Tenant: "t1", ID: prefix + "resp_c", Creds: "c1", Epoch: 1, Data: []byte("first pause")}
+	// A rollout that ends before its first write lands leaves none.
+	first := &runtime.JournalWrite{Tenant: "t1", ID: prefix + "resp_c", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h"), Entries: [][]byte{[]byte("first pause")}}
 	must(t, cps.Drop(ctx, "t1", first.ID, 1, ttl))
-	if err := cps.Save(ctx, first, ttl); !errors.Is(err, runtime.ErrFenced) {
-		t.Errorf("a first Save landing after the rollout's Drop: %v, want ErrFenced", err)
+	if err := cps.Write(ctx, first, ttl); !errors.Is(err, runtime.ErrFenced) {
+		t.Errorf("a first Write landing after the rollout's Drop: %v, want ErrFenced", err)
 	}
 	if _, err := cps.Load(ctx, "t1", first.ID, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
-		t.Errorf("Load of a rollout dropped before its first checkpoint: %v, want ErrNoCheckpoint", err)
+		t.Errorf("Load of a rollout dropped before its first write: %v, want ErrNoCheckpoint", err)
 	}
 
 	// The same id under two tenants is two rollouts.
-	other := &runtime.Checkpoint{Tenant: "t2", ID: prefix + "resp_b", Creds: "c1", Epoch: 1, Data: []byte("t2's")}
-	mine := &runtime.Checkpoint{Tenant: "t1", ID: prefix + "resp_b", Creds: "c1", Epoch: 5, Data: []byte("t1's")}
-	must(t, cps.Save(ctx, mine, ttl))
-	must(t, cps.Save(ctx, other, ttl))
-	load(t, cps, "t2", other.ID, "c1", 1, "t2's")
-	load(t, cps, "t1", mine.ID, "c1", 5, "t1's")
+	other := &runtime.JournalWrite{Tenant: "t2", ID: prefix + "resp_b", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("t2's"), Entries: [][]byte{[]byte("t2's base")}}
+	mine := &runtime.JournalWrite{Tenant: "t1", ID: prefix + "resp_b", Creds: "c1", Epoch: 5, Reset: true, Head: []byte("t1's"), Entries: [][]byte{[]byte("t1's base")}}
+	must(t, cps.Write(ctx, mine, ttl))
+	must(t, cps.Write(ctx, other, ttl))
+	load(t, cps, "t2", other.ID, "c1", 1, "t2's", "t2's base")
+	load(t, cps, "t1", mine.ID, "c1", 5, "t1's", "t1's base")
 	must(t, cps.Drop(ctx, "t1", mine.ID, 5, ttl))
 	must(t, cps.Drop(ctx, "t2", other.ID, 1, ttl))
 }
 
-func load(t *testing.T, cps runtime.Checkpoints, tenant, id, creds string, epoch uint64, data string) {
+func load(t TB, cps runtime.Checkpoints, tenant, id, creds string, epoch uint64, head string, entries ...string) {
 	t.Helper()
 	got, err := cps.Load(context.Background(), tenant, id, creds)
 	if err != nil {
 		t.Fatalf("Load %s: %v", id, err)
+		return
 	}
-	if got.Epoch != epoch || !bytes.Equal(got.Data, []byte(data)) || got.ID != id || got.Tenant != tenant || got.Creds != creds {
-		t.Fatalf("Load %s: epoch %d data %q (%s, %s, %s), want epoch %d data %q", id, got.Epoch, got.Data, got.ID, got.Tenant, got.Creds, epoch, data)
+	if got.Epoch != epoch || !bytes.Equal(got.Head, []byte(head)) || got.ID != id || got.Tenant != tenant || got.Creds != creds {
+		t.Fatalf("Load %s: epoch %d head %q (%s, %s, %s), want epoch %d head %q", id, got.Epoch, got.Head, got.ID, got.Tenant, got.Creds, epoch, head)
+		return
+	}
+	if want := fmt.Sprintf("%q", entries); len(got.Entries) != len(entries) || fmt.Sprintf("%q", got.Entries) != want {
+		t.Fatalf("Load %s: entries %q, want %s", id, got.Entries, want)
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t TB, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 }

@@ -1,0 +1,442 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tether-run/tether/protocol"
+)
+
+// This file is a rollout's journal as it is written and read back: what a
+// durable rollout's server writes at each pause, before the pause goes out,
+// and what the server that takes it over rebuilds the pause from.
+//
+// A journal is entries, appended, and a small head, rewritten with each
+// write (Checkpoints.Write). Its first entry is a snapshot of the rollout
+// at a pause (entryBase: the pauseState whole); each pause after it adds a
+// step entry, what the pause adds to the state before it (pauseStep: the
+// context's new items, the response's new output, the loop's small state);
+// an answer entry holds what the client appended at a pause. So a pause
+// writes what is new, never the context again. The journal begins anew
+// with a snapshot when its tail outgrows its snapshot (compaction), when
+// the tools offered changed, and when a write was lost (ErrJournalGap).
+//
+// Each base and step entry carries the frames since the client last
+// appended, the pause's response.done last, for a resuming client that
+// missed some; they are spliced in as the client got them, never encoded
+// again. An entry is a version byte, a kind byte, then length-prefixed
+// parts (uvarints).
+
+// checkpointTimeout bounds one journal operation: a store that does not
+// answer in time leaves the pause in memory only.
+const checkpointTimeout = 2 * time.Second
+
+// journalVersion is the version of the journal's written form.
+const journalVersion = 1
+
+// The kinds of journal entry.
+const (
+	entryBase   byte = 1 // the pauseState whole, its frames
+	entryStep   byte = 2 // a pauseStep, its frames
+	entryAnswer byte = 3 // the items the client appended at the pause, every pending call answered
+)
+
+// pauseStep is what a pause adds to the state the journal held before it:
+// the context from ItemsFrom on, the response's output from OutputFrom on
+// (the items of the step before, which its answer may have changed, and
+// everything since), the response's fields that change, and the loop's
+// small state, whole.
+type pauseStep struct {
+	ItemsFrom  int              `json:"items_from"`
+	Items      protocol.Items   `json:"items"`
+	OutputFrom int              `json:"output_from"`
+	Output     protocol.Items   `json:"output"`
+	Response   responseProgress `json:"response"`
+	Loop       pauseLoop        `json:"loop"`
+}
+
+// responseProgress is what changes of a response as its rollout goes on,
+// besides its output; the rest (its id, model, the request's echo) is the
+// snapshot's.
+type responseProgress struct {
+	Status            protocol.ResponseStatus     `json:"status"`
+	CompletedAt       *int64                      `json:"completed_at,omitempty"`
+	IncompleteDetails *protocol.IncompleteDetails `json:"incomplete_details,omitempty"`
+	Error             *protocol.ResponseError     `json:"error,omitempty"`
+	Usage             *protocol.Usage             `json:"usage,omitempty"`
+	RequiredAction    *protocol.RequiredAction    `json:"required_action,omitempty"`
+	Timings           *protocol.Timings           `json:"timings,omitempty"`
+}
+
+func progressOf(r *protocol.Response) responseProgress {
+	return responseProgress{Status: r.Status, CompletedAt: r.CompletedAt, IncompleteDetails: r.IncompleteDetails,
+		Error: r.Error, Usage: r.Usage, RequiredAction: r.RequiredAction, Timings: r.Timings}
+}
+
+func (p responseProgress) applyTo(r *protocol.Response) {
+	r.Status, r.CompletedAt, r.IncompleteDetails, r.Error = p.Status, p.CompletedAt, p.IncompleteDetails, p.Error
+	r.Usage, r.RequiredAction, r.Timings = p.Usage, p.RequiredAction, p.Timings
+}
+
+// journalHead is a journal's head: the pause it stands at, what a reader
+// learns without its entries, and their count, which checks them.
+type journalHead struct {
+	Version  int      `json:"version"`
+	Entries  int      `json:"entries"`
+	Seq      int      `json:"sequence_number"` // the one the rollout's next event takes
+	StepAt   int      `json:"output_index"`    // the paused step's first output index
+	Pending  []string `json:"pending,omitempty"`
+	Answered bool     `json:"answered,omitempty"`
+	Rendered int      `json:"rendered"`  // the model's position: the context's items it had rendered
+	Parked   int64    `json:"parked_ms"` // when the pause was written (Unix ms): its timeout runs from then, wherever it is held
+}
+
+// journal is where a rollout's journal stands, as its owner last wrote it
+// (or took it over).
+type journal struct {
+	n      int         // its entries
+	state  *pauseState // the state its entries rebuild: the next step entry is what a pause adds to it
+	frames []frame     // that pause's frames, for a journal begun anew at its answer
+	parked time.Time
+	base   int // bytes of its snapshot entry
+	tail   int // bytes of the entries since
+
+	all [][]byte // its entries, kept only to check them (verifyJournal)
+}
+
+// verifyJournal has every journal write check that the journal, read back
+// whole, rebuilds the state written; the runtime's tests set it.
+var verifyJournal bool
+
+// verify checks that the journal's entries, under head, rebuild ps, as a
+// snapshot of ps does; it panics when they do not.
+func (j *journal) verify(head []byte, ps *pauseState) {
+	lc, err := readJournal(head, j.all)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: the journal of %s does not read back: %v", ps.Response.ID, err))
+	}
+	snapshot, err := protocol.Marshal(ps)
+	if err == nil {
+		ps, err = decodePause(snapshot)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("runtime: the state of %s does not read back: %v", ps.Response.ID, err))
+	}
+	want, _ := protocol.Marshal(ps)
+	got, _ := protocol.Marshal(lc.pause)
+	if !bytes.Equal(got, want) {
+		panic(fmt.Sprintf("runtime: the journal of %s rebuilds\n%s\nnot\n%s", ps.Response.ID, got, want))
+	}
+}
+
+// pauseWrite is the write of a pause: the journal begun anew with a
+// snapshot, or a step entry appended.
+func (j *journal) pauseWrite(ps *pauseState, frames []frame, parked time.Time) (reset bool, entry []byte, err error) {
+	if j.compactNext(ps) {
+		entry, err = baseEntry(ps, frames, parked)
+		return true, entry, err
+	}
+	entry, err = stepEntry(j.state, ps, frames, parked)
+	return false, entry, err
+}
+
+// compactNext reports whether the next pause's write begins the journal
+// anew: it has none, its tail has outgrown its snapshot (a journal stays
+// within twice the rollout's state, and a pause's write is its new items
+// on average), or the tools offered changed (a snapshot's alone).
+func (j *journal) compactNext(ps *pauseState) bool {
+	return j.n == 0 || j.tail >= max(j.base, minCompaction) || !offersSame(j.state, ps)
+}
+
+// minCompaction is the tail below which a journal is not compacted,
+// whatever its snapshot's size.
+const minCompaction = 256 << 10
+
+// offersSame reports whether two states offer the same tools: the same
+// values, shared since the first step listed them.
+func offersSame(a, b *pauseState) bool {
+	if len(a.Tools) != len(b.Tools) || len(a.MCPTools) != len(b.MCPTools) {
+		return false
+	}
+	if len(a.Tools) > 0 && &a.Tools[0] != &b.Tools[0] {
+		return false
+	}
+	for label, ts := range a.MCPTools {
+		if bt, ok := b.MCPTools[label]; !ok || len(bt) != len(ts) || len(ts) > 0 && &bt[0] != &ts[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// wrote records a write that landed, at the pause of state: the pause's,
+// or its answer's.
+func (j *journal) wrote(reset bool, entries [][]byte, state *pauseState, frames []frame, parked time.Time) {
+	size := 0
+	for _, e := range entries {
+		size += len(e)
+	}
+	if reset {
+		j.n, j.base, j.tail = 0, len(entries[0]), size-len(entries[0])
+	} else {
+		j.tail += size
+	}
+	j.n += len(entries)
+	if verifyJournal {
+		if reset {
+			j.all = nil
+		}
+		j.all = append(slices.Clip(j.all), entries...)
+	}
+	j.state, j.frames, j.parked = state, frames, parked
+}
+
+// head is the journal's head once entries more are written at the pause
+// of state, answered or not.
+func (j *journal) head(entries int, state *pauseState, answered bool, parked time.Time) []byte {
+	h := journalHead{Version: journalVersion, Entries: entries, Seq: state.Seq, StepAt: state.StepAt, Answered: answered,
+		Rendered: state.Rendered, Parked: parked.UnixMilli()}
+	if !answered {
+		for _, c := range state.Calls {
+			if c.Client {
+				h.Pending = append(h.Pending, c.CallID)
+			}
+		}
+	}
+	b, _ := json.Marshal(h) // plain values: it cannot fail
+	return b
+}
+
+// baseEntry is a snapshot entry: the state whole, its frames.
+func baseEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
+	state, err := protocol.Marshal(ps)
+	if err != nil {
+		return nil, err
+	}
+	return appendEntry(entryBase, state, frames, parked), nil
+}
+
+// stepEntry is the entry of the pause ps, which follows prev in the
+// journal. What the answer to prev's pause may have changed is written
+// again: its calls' items (finishCall completes or replaces them), and the
+// items after them.
+func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
+	itemsFrom, outputFrom := len(prev.Items), prev.StepAt
+	for _, c := range prev.Calls {
+		itemsFrom = min(itemsFrom, c.Pos)
+		outputFrom = min(outputFrom, c.Index)
+	}
+	if itemsFrom > len(ps.Items) || outputFrom > len(ps.Response.Output) {
+		return nil, errors.New("runtime: the context shrank since the journal's last pause")
+	}
+	state, err := protocol.Marshal(&pauseStep{ItemsFrom: itemsFrom, Items: ps.Items[itemsFrom:],
+		OutputFrom: outputFrom, Output: ps.Response.Output[outputFrom:], Response: progressOf(ps.Response), Loop: ps.pauseLoop})
+	if err != nil {
+		return nil, err
+	}
+	return appendEntry(entryStep, state, frames, parked), nil
+}
+
+// answerEntry is the entry of a pause's answer: the items its client
+// appended.
+func answerEntry(items protocol.Items) ([]byte, error) {
+	b, err := protocol.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	e := make([]byte, 0, 2+binary.MaxVarintLen64+len(b))
+	e = append(e, journalVersion, entryAnswer)
+	e = binary.AppendUvarint(e, uint64(len(b)))
+	return append(e, b...), nil
+}
+
+// appendEntry lays out a base or step entry: its kind, when its pause was
+// written, its state, its frames (sequence number, bytes) as they are.
+func appendEntry(kind byte, state []byte, frames []frame, parked time.Time) []byte {
+	size := 2 + 3*binary.MaxVarintLen64 + len(state)
+	for _, f := range frames {
+		size += 2*binary.MaxVarintLen64 + len(f.b)
+	}
+	e := make([]byte, 0, size)
+	e = append(e, journalVersion, kind)
+	e = binary.AppendUvarint(e, uint64(max(parked.UnixMilli(), 0)))
+	e = binary.AppendUvarint(e, uint64(len(state)))
+	e = append(e, state...)
+	e = binary.AppendUvarint(e, uint64(len(frames)))
+	for _, f := range frames {
+		e = binary.AppendUvarint(e, uint64(f.seq))
+		e = binary.AppendUvarint(e, uint64(len(f.b)))
+		e = append(e, f.b...)
+	}
+	return e
+}
+
+// loadedCheckpoint is a journal read back: the state at its last pause,
+// that pause's frames (its response.done last), its answer if any, and
+// where the journal stands for the server that goes on writing it.
+type loadedCheckpoint struct {
+	pause   *pauseState
+	frames  []frame
+	answer  protocol.Items
+	parked  time.Time
+	journal journal
+}
+
+// errJournal is a journal that does not read back.
+var errJournal = errors.New("runtime: unreadable journal")
+
+// readJournal rebuilds the last pause of a journal's entries, checking
+// them against its head.
+func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
+	var h journalHead
+	if err := json.Unmarshal(head, &h); err != nil || h.Version != journalVersion || h.Entries != len(entries) || len(entries) == 0 {
+		return nil, errJournal
+	}
+	lc := &loadedCheckpoint{}
+	j := &lc.journal
+	for i, e := range entries {
+		r := entryReader{b: e}
+		kind := r.kind()
+		switch {
+		case r.err != nil:
+			return nil, r.err
+		case kind == entryAnswer:
+			if lc.pause == nil || lc.answer != nil {
+				return nil, errJournal
+			}
+			items, perr := protocol.DecodeItems(r.bytes(), "answer")
+			if perr != nil {
+				return nil, perr
+			}
+			if perr = protocol.ValidateItems(items, "answer"); perr != nil { // as an append's are
+				return nil, perr
+			}
+			if r.err != nil || !r.done() {
+				return nil, errJournal
+			}
+			lc.answer = items
+			j.tail += len(e)
+			continue
+		case kind == entryBase && i != 0, kind == entryStep && i == 0, kind != entryBase && kind != entryStep:
+			return nil, errJournal
+		}
+		parked, state, frames := r.uvarint(), r.bytes(), r.frames()
+		if r.err != nil || !r.done() || len(frames) == 0 {
+			return nil, errJournal
+		}
+		var ps *pauseState
+		var err error
+		if kind == entryBase {
+			ps, err = decodePause(state)
+			j.base = len(e)
+		} else {
+			ps, err = applyStep(lc.pause, state)
+			j.tail += len(e)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, f := range frames {
+			if k > 0 && f.seq <= frames[k-1].seq || f.seq >= ps.Seq {
+				return nil, errJournal
+			}
+		}
+		lc.pause, lc.frames, lc.answer = ps, frames, nil
+		lc.parked = time.UnixMilli(int64(parked))
+	}
+	if lc.pause.Seq != h.Seq || (lc.answer != nil) != h.Answered {
+		return nil, errJournal
+	}
+	j.n, j.state, j.frames, j.parked = len(entries), lc.pause, lc.frames, lc.parked
+	if verifyJournal {
+		j.all = entries
+	}
+	return lc, nil
+}
+
+// applyStep is the state a step entry leaves, prev the state before it.
+func applyStep(prev *pauseState, b []byte) (*pauseState, error) {
+	var step pauseStep
+	if err := protocol.Unmarshal(b, &step); err != nil {
+		return nil, err
+	}
+	if step.ItemsFrom < 0 || step.ItemsFrom > len(prev.Items) || step.OutputFrom < 0 || step.OutputFrom > len(prev.Response.Output) {
+		return nil, errJournal
+	}
+	ps := *prev
+	ps.Items = append(prev.Items[:step.ItemsFrom:step.ItemsFrom], step.Items...)
+	resp := *prev.Response
+	resp.Output = append(prev.Response.Output[:step.OutputFrom:step.OutputFrom], step.Output...)
+	step.Response.applyTo(&resp)
+	ps.Response, ps.pauseLoop = &resp, step.Loop
+	if !ps.valid() {
+		return nil, errJournal
+	}
+	return &ps, nil
+}
+
+// entryReader reads an entry's parts; the first error sticks.
+type entryReader struct {
+	b   []byte
+	err error
+}
+
+func (r *entryReader) kind() byte {
+	if len(r.b) < 2 || r.b[0] != journalVersion {
+		r.err = errJournal
+		return 0
+	}
+	k := r.b[1]
+	r.b = r.b[2:]
+	return k
+}
+
+func (r *entryReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errJournal
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *entryReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.err = errJournal
+		return nil
+	}
+	b := r.b[:n:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (r *entryReader) frames() []frame {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) { // each frame takes two bytes at least
+		r.err = errJournal
+		return nil
+	}
+	frames := make([]frame, 0, n)
+	for range n {
+		seq := r.uvarint()
+		b := r.bytes()
+		if r.err != nil || seq > 1<<31 {
+			r.err = errJournal
+			return nil
+		}
+		frames = append(frames, frame{seq: int(seq), b: b})
+	}
+	return frames
+}
+
+func (r *entryReader) done() bool { return r.err == nil && len(r.b) == 0 }
