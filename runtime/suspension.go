@@ -66,13 +66,15 @@ type suspension struct {
 
 	// The replay log, guarded by mu: frames since the client last appended
 	// (appending proves it saw the pause).
-	log      []frame
-	logBytes int
-	pack     outbox.Packer   // the log's frames' bytes
-	enc      outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
-	sent     int             // sequence_number of the last frame put to a connection
-	lastDone *frame          // the current pause's response.done
-	paused   bool            // it has paused once (a fork's beginning is over)
+	log       []frame
+	logBytes  int
+	pack      outbox.Packer   // the log's frames' bytes
+	enc       outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
+	sent      int             // sequence_number of the last frame put to a connection
+	lastDone  *frame          // the current pause's response.done
+	heldFrom  int             // while a write holds its frames (lifecycle's holding), the first that waits
+	answering chan struct{}   // closed once the write of the last answer is done (or failed)
+	paused    bool            // it has paused once (a fork's beginning is over)
 
 	// Durability (suspension_durable.go), guarded by mu.
 	epoch       uint64         // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
@@ -201,6 +203,12 @@ func (sp *suspension) drive(loop func() (*conversation, error)) {
 
 // ended records what run left.
 func (sp *suspension) ended(conv *conversation, err error) {
+	sp.mu.Lock()
+	answering := sp.answering
+	sp.mu.Unlock()
+	if answering != nil {
+		<-answering // the step's frames wait for its answer's write: they go out before the end
+	}
 	sp.mu.Lock()
 	defer close(sp.done)
 	defer sp.mu.Unlock()
@@ -355,12 +363,12 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 	if sp.left > 0 {
 		sp.applyLocked(lifecycle.Appended, nil, "", "")
 	} else {
-		if !sp.st.Durable() || !sp.checkpointAnswerLocked() { // a durable pause's answer is checkpointed first
-			sp.readyLocked()
-			answered = true
-		}
-		sp.appended = nil
+		durable := sp.st.Durable()
 		sp.applyLocked(lifecycle.Answered, nil, "", "")
+		sp.checkpointAnswerLocked(durable) // a durable pause's answer is journaled beside the step, which waits to be seen
+		sp.readyLocked()
+		answered = true
+		sp.appended = nil
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.

@@ -88,8 +88,8 @@ func (sp *suspension) replay(ctx context.Context, sess *session, from int) {
 		}
 		withDone = false
 		for _, f := range sp.log {
-			if sp.st.Holding() && sp.lastDone != nil && f.seq >= sp.lastDone.seq {
-				break // the pause waits for its checkpoint, and what follows it for the pause
+			if sp.st.Holding() && f.seq >= sp.heldFrom {
+				break // what waits for a write: a pause and what follows it, or a step for its answer's
 			}
 			if f.seq > from {
 				batch = append(batch, f.b)

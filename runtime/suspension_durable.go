@@ -12,27 +12,27 @@ import (
 )
 
 // This file makes suspended rollouts durable when the server has
-// Checkpoints (Options.Checkpoints): at each pause the rollout's state is
-// written before the pause's response.done goes out, so that nothing its
-// client saw is missing from it, and a response.resume that finds no
-// rollout here takes the rollout over from its last checkpoint, on this
-// server, under its own id, its sequence numbers going on.
+// Checkpoints (Options.Checkpoints): each pause is journaled (journal.go)
+// before its response.done goes out, and each answer before the client
+// sees anything of the step it starts, so that nothing its client saw is
+// missing from the store; a response.resume that finds no rollout here
+// takes the rollout over from its journal, on this server, under its own
+// id, its sequence numbers going on. A write holds the frames back, not
+// the loop: the step an answer starts runs while the answer is written.
 //
 // What is durable: a rollout parked on its client's calls, from the moment
-// its client can see the pause. What is not (yet): the outputs an append
-// brought, until the next pause is checkpointed (a server that dies
-// mid-step leaves the pause before it, whose outputs the client appends
-// again); a pause whose step still runs a hosted call (not checkpointed:
-// the one before it stays); a rollout that ended (its tail stays with the
-// server that ran it).
+// its client can see the pause, and its answer, from the moment its client
+// sees the step go on. What is not: a pause whose step still runs a hosted
+// call (not journaled: the one before it stays); a rollout that ended (its
+// tail stays with the server that ran it).
 
-// checkpointLocked starts writing the rollout's checkpoint at the pause
-// whose response.done is done: until it is written the frame waits in the
+// checkpointLocked starts journaling the pause whose frames since the last
+// append are frames, its response.done last: until it is written the frame waits in the
 // log (holding), so that a client never sees a pause that is not durable
 // yet, and the rollout is not parked (it takes no append) until it is. The
-// caller holds the rollout's lock and the suspension's, putting the frame;
+// caller holds the rollout's lock and the suspension's;
 // it reports whether the write started.
-func (sp *suspension) checkpointLocked(done frame) bool {
+func (sp *suspension) checkpointLocked(frames []frame) bool {
 	cps := sp.srv.opts.Checkpoints
 	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow {
 		return false
@@ -43,47 +43,83 @@ func (sp *suspension) checkpointLocked(done frame) bool {
 		return false
 	}
 	ps.Creds, ps.Answered, ps.ClientSteps = sp.creds, maps.Clone(sp.answered), sp.steps
-	frames := append(slices.Clip(sp.log), done)
 	sp.applyLocked(lifecycle.Hold, nil, "", "")
+	sp.heldFrom = frames[len(frames)-1].seq // the pause waits, and what follows it
 	sp.srv.wg.Add(1)
 	go sp.writeCheckpoint(cps, sp.journal, ps, frames, sp.epoch)
 	return true
 }
 
 // checkpointAnswerLocked starts journaling the pause's answer, when the
-// pause is durable: every item the client appended at it. The loop goes on
-// (answer is closed) once it is written, so that a server that dies
-// mid-step leaves the step's start in the store, for the next to run
-// again; a store that fails lets the loop go on all the same. It reports
-// whether it did; the caller holds the suspension's lock and has the last
-// pending call's output.
-func (sp *suspension) checkpointAnswerLocked() bool {
+// pause was durable: every item the client appended at it. The loop goes
+// on at once, the write beside the model's work, and what the step sends
+// waits for the write (holding, from heldFrom on), so that a server that
+// dies mid-step leaves the step's start in the store, for the next to run
+// again, and its client has seen nothing of the step the store does not
+// have; a store that fails lets the frames go all the same. The caller
+// holds the suspension's lock, has the last pending call's output, and has had the pause answered (lifecycle's
+// Answered), which durable said was written.
+func (sp *suspension) checkpointAnswerLocked(durable bool) {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !sp.st.Durable() || sp.st.Phase().Released() || sp.journal.n == 0 {
-		return false
+	if cps == nil || !durable || sp.st.Phase().Released() || sp.journal.n == 0 {
+		return
 	}
+	if v, _ := sp.applyLocked(lifecycle.Hold, nil, "", ""); v != lifecycle.Allow {
+		return
+	}
+	sp.heldFrom = 0 // everything from the pause on
 	jr, answer, epoch := sp.journal, slices.Clone(sp.appended), sp.epoch
+	answering := make(chan struct{})
+	sp.answering = answering
 	sp.srv.wg.Add(1)
 	go func() {
 		defer sp.srv.wg.Done()
+		defer close(answering)
 		entry, err := answerEntry(answer)
 		if err == nil {
 			err = sp.writeJournal(cps, &jr, [][]byte{entry}, jr.state, nil, jr.parked, epoch)
 		}
+		// The rollout's lock first, as the lock order says: a pause the
+		// loop came to meanwhile is checkpointed now.
+		sp.ro.mu.Lock()
+		defer sp.ro.mu.Unlock()
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
 		switch {
 		case errors.Is(err, ErrFenced):
+			sp.applyLocked(lifecycle.Unwritten, nil, "", "")
 			sp.fenceLocked() // the loop, aborted, stops parking
 			return
 		case err != nil:
 			sp.srv.log.Warn("answer not checkpointed", "response_id", sp.id, "err", err)
+			sp.applyLocked(lifecycle.Unwritten, nil, "", "")
 		default:
+			sp.applyLocked(lifecycle.Written, nil, "", "")
 			sp.journal = jr
 		}
-		sp.readyLocked()
+		// The loop came to its next pause while the answer was written:
+		// that pause's write follows the answer's, or it goes out now.
+		if sp.lastDone != nil && sp.st.Phase() == lifecycle.Pausing && !sp.checkpointLocked(slices.Clip(sp.log)) {
+			sp.parkLocked()
+		}
+		sp.sendHeldLocked()
 	}()
-	return true
+}
+
+// sendHeldLocked sends its client what waited for a write, up to a pause
+// that waits for its own.
+func (sp *suspension) sendHeldLocked() {
+	if sp.sess == nil || sp.st.Replaying() {
+		return // a resuming connection replays them
+	}
+	for _, f := range sp.log {
+		if sp.st.Holding() && f.seq >= sp.heldFrom {
+			break
+		}
+		if f.seq > sp.sent && sp.sess.send(f.b, nil) == nil {
+			sp.sent = f.seq
+		}
+	}
 }
 
 // writeCheckpoint journals the pause of ps, whose frames are those since
@@ -116,14 +152,7 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseStat
 		}
 	}
 	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
-	if sp.sess == nil || sp.st.Replaying() {
-		return // a resuming connection replays them
-	}
-	for _, f := range sp.log {
-		if f.seq > sp.sent && sp.sess.send(f.b, nil) == nil {
-			sp.sent = f.seq
-		}
-	}
+	sp.sendHeldLocked()
 }
 
 // writeJournal writes jr's next entries and records them in jr: a pause's

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/tether-run/tether/runtime/internal/outbox"
@@ -141,7 +142,7 @@ func (sp *suspension) put(ev protocol.Event, acct *outbox.Delivery) error {
 		// mu is held throughout, so no append can come first. A pause
 		// being checkpointed parks once written (writeCheckpoint): until
 		// then its client cannot see it, nor answer it.
-		if !sp.checkpointLocked(f) {
+		if !sp.checkpointLocked(append(slices.Clip(sp.log), f)) {
 			defer sp.parkLocked()
 		}
 	case protocol.EventCreated, protocol.EventInProgress:

@@ -52,9 +52,10 @@ type State struct {
 	link  linkState
 	// checkpoints: the server writes its checkpoints (durable rollouts).
 	checkpoints bool
-	// holding: the pause's checkpoint is being written; its response.done
-	// waits in the replay log until it is.
-	holding bool
+	// holding: a write of its journal holds its frames back: a pause's
+	// (its response.done waits for it), or its answer's (the step's
+	// frames wait).
+	holding hold
 	// checkpointed: a checkpoint of it is in the store.
 	checkpointed bool
 	// durable: the pause it is parked at is that checkpoint.
@@ -69,6 +70,16 @@ type State struct {
 	// had: its first park announces nothing.
 	announced bool
 }
+
+// hold is what a write of the journal that holds the frames back is for.
+type hold uint8
+
+const (
+	notHeld    hold = iota
+	heldPause       // a pause's: its response.done, and what follows, wait
+	heldAnswer      // an answer's: the step it starts runs, its frames wait
+	numHolds
+)
 
 // New is the state of a suspended rollout that begins: running, reporting
 // to the connection that created it. checkpoints says whether the server
@@ -96,15 +107,15 @@ func Restored(durable, woken bool) State {
 
 func (s State) Phase() Phase       { return s.phase }
 func (s State) Replaying() bool    { return s.link == replaying }
-func (s State) Holding() bool      { return s.holding }
+func (s State) Holding() bool      { return s.holding != notHeld }
 func (s State) Checkpointed() bool { return s.checkpointed }
 func (s State) Durable() bool      { return s.durable }
 func (s State) Announced() bool    { return s.announced }
 
 // Behind reports whether its frames wait in the replay log rather than go
-// to a connection: detached, a resuming client catching up, or the pause's
-// checkpoint being written.
-func (s State) Behind() bool { return s.link != live || s.holding }
+// to a connection: detached, a resuming client catching up, or a write of
+// its journal holding them back.
+func (s State) Behind() bool { return s.link != live || s.holding != notHeld }
 
 // MayHibernate reports whether a hibernation timer is worth arming: parked
 // at its checkpoint, no wake's events being taken. Whether it then

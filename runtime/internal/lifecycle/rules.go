@@ -23,9 +23,9 @@ const (
 	Settle                 // its connection takes the result
 	Shutdown               // the server's drain is over
 	Steer                  // response.steer
-	Hold                   // the pause's checkpoint is being written: its response.done waits for it
-	Written                // the checkpoint being written is in the store
-	Unwritten              // the store did not take it: the pause goes out all the same
+	Hold                   // a write of its journal holds its frames back: a pause's (its response.done waits for it), or, running, an answer's (the step's frames wait)
+	Written                // the write is in the store
+	Unwritten              // the store did not take it: the frames go out all the same
 	Fence                  // the store says another server has taken it over
 	HandOver               // the server shuts down: released to its checkpoint
 	Hibernate              // Suspension.HibernateAfter passed on the pause: released to its checkpoint
@@ -109,7 +109,7 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 		}
 		s.phase, s.announced = Pausing, false
 	case Pause:
-		if p != Pausing || s.holding {
+		if p != Pausing || s.holding != notHeld {
 			return Ignore, s
 		}
 		s.phase = Parked
@@ -205,27 +205,31 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 			return RefuseDurable, s
 		}
 	case Hold:
-		if !s.checkpoints || p > Pausing || s.holding {
+		if !s.checkpoints || p > Pausing || s.holding != notHeld {
 			return Ignore, s
 		}
-		s.holding = true
+		s.holding = heldPause
+		if p == Running { // answered: the step it starts runs
+			s.holding = heldAnswer
+		}
 	case Written:
-		if !s.holding {
+		if s.holding == notHeld {
 			return Ignore, s
 		}
-		s.holding, s.checkpointed, s.durable = false, true, true
+		s.durable = s.holding == heldPause // an answer's leaves no pause durable: the step runs
+		s.holding, s.checkpointed = notHeld, true
 	case Unwritten:
-		if !s.holding {
+		if s.holding == notHeld {
 			return Ignore, s
 		}
-		s.holding = false
+		s.holding = notHeld
 	case Fence:
 		if !p.Held() {
 			return Ignore, s
 		}
-		s.phase, s.holding = Fenced, false
+		s.phase, s.holding = Fenced, notHeld
 	case HandOver:
-		if p != Pausing && p != Parked || !s.durable || s.holding {
+		if p != Pausing && p != Parked || !s.durable || s.holding != notHeld {
 			return Ignore, s
 		}
 		s.phase = HandedOver

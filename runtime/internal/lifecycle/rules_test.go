@@ -113,20 +113,24 @@ func TestFlags(t *testing.T) {
 		want string
 		then func(State) bool // the parts the event wrote, when it applied
 	}{
-		{"a server that checkpoints holds the pause for its write", with(Pausing, func(s *State) { s.checkpoints = true }), Hold, Sender{}, same, func(s State) bool { return s.holding }},
-		{"a held pause does not go out", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, true }), Pause, Sender{}, nothing, nil},
-		{"a pause held twice", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, true }), Hold, Sender{}, nothing, nil},
-		{"the written pause is durable", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, true }), Written, Sender{}, same,
-			func(s State) bool { return !s.holding && s.checkpointed && s.durable }},
-		{"an unwritten pause goes out all the same", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, true }), Unwritten, Sender{}, same,
-			func(s State) bool { return !s.holding && !s.checkpointed && !s.durable }},
-		{"fenced while its pause is written", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, true }), Fence, Sender{}, "fenced", func(s State) bool { return !s.holding }},
+		{"a server that checkpoints holds the pause for its write", with(Pausing, func(s *State) { s.checkpoints = true }), Hold, Sender{}, same, func(s State) bool { return s.holding != notHeld }},
+		{"a held pause does not go out", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, heldPause }), Pause, Sender{}, nothing, nil},
+		{"a pause held twice", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, heldPause }), Hold, Sender{}, nothing, nil},
+		{"the written pause is durable", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, heldPause }), Written, Sender{}, same,
+			func(s State) bool { return s.holding == notHeld && s.checkpointed && s.durable }},
+		{"an answer's write holds the step's frames", with(Running, func(s *State) { s.checkpoints = true }), Hold, Sender{}, same, func(s State) bool { return s.holding == heldAnswer }},
+		{"the written answer makes no pause durable, whatever the step came to", with(Pausing, func(s *State) { s.checkpoints, s.checkpointed, s.holding = true, true, heldAnswer }), Written, Sender{}, same,
+			func(s State) bool { return s.holding == notHeld && s.checkpointed && !s.durable }},
+		{"the step's next pause waits for its answer's write", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, heldAnswer }), Pause, Sender{}, nothing, nil},
+		{"an unwritten pause goes out all the same", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, heldPause }), Unwritten, Sender{}, same,
+			func(s State) bool { return s.holding == notHeld && !s.checkpointed && !s.durable }},
+		{"fenced while its pause is written", with(Pausing, func(s *State) { s.checkpoints, s.holding = true, heldPause }), Fence, Sender{}, "fenced", func(s State) bool { return s.holding == notHeld }},
 		{"a running durable rollout is steered", with(Running, func(s *State) { s.checkpoints = true }), Steer, here, same, nil},
 		{"a durable rollout's pause is not steered", with(Parked, durable), Steer, here, "durable", nil},
 		{"nor the pause it comes to", with(Pausing, func(s *State) { s.checkpoints = true }), Steer, here, "durable", nil},
 		{"a durable pause is handed over", with(Parked, durable), HandOver, Sender{}, "handed-over", nil},
 		{"as it is written, while the server drains", with(Pausing, durable), HandOver, Sender{}, "handed-over", nil},
-		{"not while its write is held", with(Pausing, func(s *State) { durable(s); s.holding = true }), HandOver, Sender{}, nothing, nil},
+		{"not while its write is held", with(Pausing, func(s *State) { durable(s); s.holding = heldPause }), HandOver, Sender{}, nothing, nil},
 		{"a durable pause hibernates", with(Parked, durable), Hibernate, Sender{}, "hibernated", nil},
 		{"detached too", with(Parked, func(s *State) { durable(s); s.link = detached }), Hibernate, Sender{}, "hibernated", nil},
 		{"not while a client catches up", with(Parked, func(s *State) { durable(s); s.link = replaying }), Hibernate, Sender{}, nothing, nil},
@@ -215,7 +219,7 @@ var parts = []part{
 	{"phase", func(s State) int { return int(s.phase) }, func(s *State, v int) { s.phase = Phase(v) }, NumPhases},
 	{"link", func(s State) int { return int(s.link) }, func(s *State, v int) { s.link = linkState(v) }, int(numLinks)},
 	flag("checkpoints", func(s *State) *bool { return &s.checkpoints }),
-	flag("holding", func(s *State) *bool { return &s.holding }),
+	{"holding", func(s State) int { return int(s.holding) }, func(s *State, v int) { s.holding = hold(v) }, int(numHolds)},
 	flag("checkpointed", func(s *State) *bool { return &s.checkpointed }),
 	flag("durable", func(s *State) *bool { return &s.durable }),
 	flag("appended", func(s *State) *bool { return &s.appended }),
@@ -319,7 +323,7 @@ func TestEveryState(t *testing.T) {
 			}
 		}
 	})
-	if want := 9 * 3 * 128; states != want {
+	if want := 9 * 3 * 3 * 64; states != want { // phases, links, holds, six flags
 		t.Errorf("%d states walked, want %d", states, want)
 	}
 }

@@ -1,0 +1,174 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// stopAt is a journal store whose nth Write stops its server there, as a
+// kill would: it hangs, before its write lands or once it has, until the
+// test lets it go (by then another server has taken the rollout over, and
+// what the stopped one does next is fenced out or goes to a client gone).
+type stopAt struct {
+	runtime.Checkpoints
+	n       int32
+	landed  bool
+	writes  atomic.Int32
+	stopped chan struct{} // closed when the nth write hangs
+	release chan struct{}
+}
+
+func (s *stopAt) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
+	if s.writes.Add(1) != s.n {
+		return s.Checkpoints.Write(ctx, w, ttl)
+	}
+	var err error
+	if s.landed {
+		err = s.Checkpoints.Write(context.Background(), w, ttl)
+	}
+	close(s.stopped)
+	<-s.release
+	if !s.landed {
+		err = s.Checkpoints.Write(context.Background(), w, ttl)
+	}
+	return err
+}
+
+// TestDurableKilledBetweenWrites: a server stopped at any of its journal
+// writes of a rollout (each pause's, each answer's), before the write
+// lands or once it has, loses nothing its client saw: the client resumes
+// on another server with the last sequence_number it saw and, taking the
+// events after it (and the pending pause again, which it answers again),
+// gets every event once, without a gap, and the rollout ends as one never
+// stopped. Only before the first pause is written is there nothing to
+// resume: the rollout was never durable, and its client never saw a pause.
+func TestDurableKilledBetweenWrites(t *testing.T) {
+	t.Parallel()
+	var want []byte
+	synctest.Test(t, func(t *testing.T) {
+		want = last(driveRollout(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), maps.Clone(durableBody())))
+	})
+	for n := int32(1); ; n++ {
+		reached := false
+		for _, landed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("write=%d/landed=%v", n, landed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					reached = killedAtWrite(t, n, landed, want)
+				})
+			})
+		}
+		if !reached || t.Failed() {
+			return
+		}
+	}
+}
+
+// killedAtWrite runs the rollout on a server stopped at its nth journal
+// write and resumes it on another; it reports whether the rollout came to
+// that write at all.
+func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) bool {
+	mem := runtime.NewMemoryCheckpoints()
+	store := &stopAt{Checkpoints: mem, n: n, landed: landed, stopped: make(chan struct{}), release: make(chan struct{})}
+	defer close(store.release)
+	a := newPipeHarness(t, durableOptions(store))
+	b := newPipeHarness(t, durableOptions(mem))
+
+	// On A until it stops: the client answers each pause it sees.
+	c1 := a.dial(t, "Bearer alice")
+	frames := readAll(t, c1)
+	c1.send(t, create(durableBody()))
+	var seen [][]byte
+	var answer []any // the outputs of the last pause the client answered
+	for {
+		synctest.Wait()
+		select {
+		case f := <-frames:
+			seen = append(seen, f)
+			switch eventType(t, f) {
+			case "response.done":
+				answer = outputsFor(t, f)
+				c1.send(t, appendEv(respID(t, f), "", answer...))
+			case "response.completed":
+				return false // it never came to its nth write
+			}
+			continue
+		default:
+		}
+		break
+	}
+	select {
+	case <-store.stopped:
+	default:
+		t.Fatalf("A is stuck short of its write %d", n)
+	}
+	c1.drop()
+	id := respID(t, seen[0])
+	lastSeq := *decodeEv(t, seen[len(seen)-1]).Seq
+
+	// On B: the events after the last one seen; a pause seen before comes
+	// again when B does not have its answer, and is answered again.
+	c2 := b.dial(t, "Bearer alice")
+	resume := refEv("response.resume", id, "")
+	resume["sequence_number"] = lastSeq
+	c2.send(t, resume)
+	events := seen
+	for {
+		f := c2.recv(t)
+		typ := eventType(t, f)
+		if typ == "error" {
+			if n == 1 && !landed && bytes.Contains(f, []byte(`"response_not_found"`)) {
+				return true // its first pause was never written: nothing was durable, and its client never saw a pause
+			}
+			t.Fatalf("the resume on B: %s", f)
+		}
+		seq := *decodeEv(t, f).Seq
+		if seq <= lastSeq {
+			if typ != "response.done" || seq != lastSeq || answer == nil {
+				t.Fatalf("B sent again event %d (%s), which the client had", seq, typ)
+			}
+			c2.send(t, appendEv(id, "", answer...)) // its answer was lost with A: sent again
+			continue
+		}
+		events, lastSeq = append(events, f), seq
+		switch typ {
+		case "response.done":
+			answer = outputsFor(t, f)
+			c2.send(t, appendEv(id, "", answer...))
+		case "response.completed", "response.failed", "response.incomplete":
+			checkStreamInvariants(t, events)
+			sameRollout(t, f, want)
+			return true
+		}
+	}
+}
+
+// readAll reads c's frames into a channel, until c fails.
+func readAll(t *testing.T, c *wsConn) <-chan []byte {
+	out := make(chan []byte, 1024)
+	go func() {
+		defer close(out)
+		for {
+			f, err := c.read(t, context.Background())
+			if err != nil {
+				return
+			}
+			out <- f
+		}
+	}()
+	return out
+}
+
+// driveRollout runs a suspended rollout of body to its end on c, answering
+// each pause, and returns its events.
+func driveRollout(t *testing.T, c *wsConn, body map[string]any) [][]byte {
+	events, _ := driveSuspended(t, c, body)
+	return events
+}
