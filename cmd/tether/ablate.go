@@ -304,6 +304,13 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 				}
 			}
 		}
+		for _, s := range res.Summary {
+			if s.TPS == tps {
+				if line := ablate.JournalLine(s); line != "" {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
 	}
 	for _, p := range res.Precision {
 		at := ""

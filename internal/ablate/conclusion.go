@@ -39,6 +39,17 @@ func Conclusion(s Summary) string {
 	return fmt.Sprintf("%s: %s; %s; model and tools are %s%% of the time.", s.Mode, api, e2e, strconv.FormatFloat(100*s.ModelToolsShare, 'f', 1, 64))
 }
 
+// JournalLine is one sentence on what a durable mode's rollouts wrote to
+// their journals; "" for a mode that keeps none.
+func JournalLine(s Summary) string {
+	if s.JournalBytesPerRollout == 0 {
+		return ""
+	}
+	kb := func(b float64) string { return strconv.FormatFloat(b/1000, 'f', 1, 64) + " KB" }
+	return fmt.Sprintf("%s: its journal took %s a rollout: %s appended a pause (in %s writes, the pause's and its answer's), and %s of snapshots (its first pause's, and any compaction's).",
+		s.Mode, kb(s.JournalBytesPerRollout), kb(s.JournalBytesPerPause), strconv.FormatFloat(s.JournalWritesPerPause, 'f', 1, 64), kb(s.SnapshotBytesPerRollout))
+}
+
 // signed is a formatted number with its sign: "+0.1", "-0.3".
 func signed(s string) string {
 	if len(s) > 0 && s[0] != '-' {

@@ -94,7 +94,9 @@ type Trial struct {
 	// transport/design/state ("ws/turns/cache"), and its pauses
 	// ("pauses"): that the mode took its own path. In-process only.
 	Paths map[string]int `json:"paths,omitempty"`
-	Turns []Turn         `json:"turns"`
+	// Journal is what a durable trial wrote to its journal. In-process only.
+	Journal *JournalUse `json:"journal,omitempty"`
+	Turns   []Turn      `json:"turns"`
 }
 
 // Turn is one request of a trial and what answered it, up to the pause or
@@ -136,6 +138,7 @@ type Turn struct {
 type target struct {
 	base    string
 	durable string                 // the base URL of the in-process server that checkpoints (suspend+durable)
+	journal *countedJournal        // that server's store
 	wt      wtTarget               // its WebTransport endpoint, when a design needs it
 	caches  []*sampler.PrefixCache // reset before each trial; none with URL
 	srv     *runtime.Server        // nil with URL
@@ -295,7 +298,8 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	if needDurable {
 		// The same models (and caches) and options, and checkpoints: one
 		// server cannot checkpoint one design's rollouts and not another's.
-		opts.Checkpoints = checkpoints
+		tg.journal = &countedJournal{Checkpoints: checkpoints}
+		opts.Checkpoints = tg.journal
 		if _, tg.durable, stopDurable, err = serveInProcess(opts, metrics); err != nil {
 			stopSrv(context.Background())
 			return nil, err
@@ -428,6 +432,10 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	if err != nil {
 		return nil, err
 	}
+	var journal0 JournalUse
+	if tg.journal != nil {
+		journal0 = tg.journal.use()
+	}
 	cpu0 := processCPU()
 	res, err := c.Run(withToolScale(ctx, cfg.ToolScale), ro)
 	cpu := processCPU() - cpu0
@@ -460,6 +468,9 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 		t.BytesReceived += rt.BytesReceived
 	}
 	t.OverheadUS = t.ElapsedUS - t.ModelUS - t.ToolsUS
+	if mode.Durable && tg.journal != nil {
+		t.Journal = tg.journal.since(journal0) // a rollout's end waits for its last write
+	}
 	if tg.srv != nil {
 		t.Paths = pathsDelta(paths0, paths1)
 		if err := checkPaths(mode, len(t.Turns), t.Paths); err != nil {

@@ -88,6 +88,12 @@ func TestRunSynthetic(t *testing.T) {
 		if s.Trials != 2 || s.RoundTrips != 6 || s.ElapsedMedianUS <= 0 || s.FloorMedianUS <= 0 {
 			t.Errorf("summary %+v", s)
 		}
+		// A durable rollout's journal: a snapshot at its first pause, then
+		// a pause's write and its answer's appended at each pause.
+		if durable := s.Mode == "suspend+durable"; durable != (s.JournalBytesPerRollout > 0) ||
+			durable && (s.SnapshotBytesPerRollout <= 0 || s.JournalBytesPerPause <= 0 || s.JournalWritesPerPause < 1.5 || s.JournalWritesPerPause > 2) {
+			t.Errorf("%s: journal %v bytes a rollout, %v a pause in %v writes, %v of snapshots", s.Mode, s.JournalBytesPerRollout, s.JournalBytesPerPause, s.JournalWritesPerPause, s.SnapshotBytesPerRollout)
+		}
 		if s.Mode == "stateless" && (s.EndToEndVsStateless != 1 || s.APIOverheadVsStateless != 1) {
 			t.Errorf("stateless against itself: %v, %v", s.EndToEndVsStateless, s.APIOverheadVsStateless)
 		}

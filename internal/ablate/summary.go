@@ -90,6 +90,14 @@ type Summary struct {
 	BytesReceivedMedian float64 `json:"bytes_received_median"`
 	CPUPerTurnUS        float64 `json:"cpu_per_turn_us"` // process CPU (client and in-process server) per turn, median trial
 
+	// Of a durable mode, what its trials wrote to their journals (medians
+	// over trials, in-process): in all a rollout, appended a pause (its
+	// write and its answer's), and the snapshots that began it apart.
+	JournalBytesPerRollout  float64 `json:"journal_bytes_per_rollout,omitempty"`
+	JournalBytesPerPause    float64 `json:"journal_bytes_per_pause,omitempty"`
+	JournalWritesPerPause   float64 `json:"journal_writes_per_pause,omitempty"`
+	SnapshotBytesPerRollout float64 `json:"snapshot_bytes_per_rollout,omitempty"`
+
 	turns   []float64 // every turn's overhead, for the intervals against stateless
 	trips   []float64 // every round trip's overhead
 	fixed   float64   // end to end less the turns' overhead: model and tools (shared), between turns
@@ -261,7 +269,29 @@ func summarizeGroup(ts []Trial, modelTools float64) Summary {
 	s.FloorRatioExRender = ratio(quantile(exRender, 0.5), s.FloorMedianUS)
 	s.BytesSentMedian, s.BytesReceivedMedian = quantile(sent, 0.5), quantile(received, 0.5)
 	s.CPUPerTurnUS = quantile(cpu, 0.5)
+	s.summarizeJournal(ts)
 	return s
+}
+
+// summarizeJournal sets what the trials of a durable mode wrote to their
+// journals.
+func (s *Summary) summarizeJournal(ts []Trial) {
+	var total, perPause, writes, snapshots []float64
+	for _, t := range ts {
+		if t.Journal == nil || t.Paths["pauses"] == 0 {
+			continue
+		}
+		pauses := float64(t.Paths["pauses"])
+		total = append(total, float64(t.Journal.Bytes+t.Journal.SnapshotBytes))
+		perPause = append(perPause, float64(t.Journal.Bytes)/pauses)
+		writes = append(writes, float64(t.Journal.Writes)/pauses)
+		snapshots = append(snapshots, float64(t.Journal.SnapshotBytes))
+	}
+	if len(total) == 0 {
+		return
+	}
+	s.JournalBytesPerRollout, s.JournalBytesPerPause = quantile(total, 0.5), quantile(perPause, 0.5)
+	s.JournalWritesPerPause, s.SnapshotBytesPerRollout = quantile(writes, 0.5), quantile(snapshots, 0.5)
 }
 
 // roundTrips are the turns between the first and the last.
