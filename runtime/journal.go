@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -29,8 +32,8 @@ import (
 // Each base and step entry carries the frames since the client last
 // appended, the pause's response.done last, for a resuming client that
 // missed some; they are spliced in as the client got them, never encoded
-// again. An entry is a version byte, a kind byte, then length-prefixed
-// parts (uvarints).
+// again. An entry is a version byte, a kind byte, then its parts,
+// length-prefixed (uvarints) and compressed (sealEntry).
 
 // checkpointTimeout bounds one journal operation: a store that does not
 // answer in time leaves the pause in memory only.
@@ -249,21 +252,18 @@ func answerEntry(items protocol.Items) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := make([]byte, 0, 2+binary.MaxVarintLen64+len(b))
-	e = append(e, journalVersion, entryAnswer)
-	e = binary.AppendUvarint(e, uint64(len(b)))
-	return append(e, b...), nil
+	body := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(b)), uint64(len(b)))
+	return sealEntry(entryAnswer, append(body, b...)), nil
 }
 
 // appendEntry lays out a base or step entry: its kind, when its pause was
 // written, its state, its frames (sequence number, bytes) as they are.
 func appendEntry(kind byte, state []byte, frames []frame, parked time.Time) []byte {
-	size := 2 + 3*binary.MaxVarintLen64 + len(state)
+	size := 3*binary.MaxVarintLen64 + len(state)
 	for _, f := range frames {
 		size += 2*binary.MaxVarintLen64 + len(f.b)
 	}
 	e := make([]byte, 0, size)
-	e = append(e, journalVersion, kind)
 	e = binary.AppendUvarint(e, uint64(max(parked.UnixMilli(), 0)))
 	e = binary.AppendUvarint(e, uint64(len(state)))
 	e = append(e, state...)
@@ -273,8 +273,55 @@ func appendEntry(kind byte, state []byte, frames []frame, parked time.Time) []by
 		e = binary.AppendUvarint(e, uint64(len(f.b)))
 		e = append(e, f.b...)
 	}
-	return e
+	return sealEntry(kind, e)
 }
+
+// sealEntry is an entry of kind whose parts are body: its version and kind,
+// then body compressed (DEFLATE, at its fastest). A step's frames are
+// mostly deltas that repeat each other's shape, and the context's items
+// are text: both shrink several times over.
+func sealEntry(kind byte, body []byte) []byte {
+	var out bytes.Buffer
+	out.Grow(2 + len(body)/4)
+	out.Write([]byte{journalVersion, kind})
+	w := flateWriters.Get().(*flate.Writer)
+	w.Reset(&out)
+	w.Write(body) // into a bytes.Buffer: it cannot fail
+	w.Close()
+	flateWriters.Put(w)
+	return out.Bytes()
+}
+
+// openEntry is an entry's kind and its parts, uncompressed: at most
+// maxEntryBody bytes of them.
+func openEntry(e []byte) (kind byte, body []byte, err error) {
+	if len(e) < 2 || e[0] != journalVersion {
+		return 0, nil, errJournal
+	}
+	r := flateReaders.Get().(io.ReadCloser)
+	defer flateReaders.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(e[2:]), nil); err != nil {
+		return 0, nil, errJournal
+	}
+	body, err = io.ReadAll(io.LimitReader(r, maxEntryBody+1))
+	if err != nil || len(body) > maxEntryBody {
+		return 0, nil, errJournal
+	}
+	return e[1], body, nil
+}
+
+// maxEntryBody bounds what one journal entry holds, uncompressed: a
+// context far past any model's, and a step's frames, which a suspended
+// rollout keeps at most maxDetachedBytes of.
+const maxEntryBody = 256 << 20
+
+var (
+	flateWriters = sync.Pool{New: func() any {
+		w, _ := flate.NewWriter(nil, flate.BestSpeed) // a valid level: it cannot fail
+		return w
+	}}
+	flateReaders = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+)
 
 // loadedCheckpoint is a journal read back: the state at its last pause,
 // that pause's frames (its response.done last), its answer if any, and
@@ -300,11 +347,12 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 	lc := &loadedCheckpoint{}
 	j := &lc.journal
 	for i, e := range entries {
-		r := entryReader{b: e}
-		kind := r.kind()
+		kind, body, err := openEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		r := entryReader{b: body}
 		switch {
-		case r.err != nil:
-			return nil, r.err
 		case kind == entryAnswer:
 			if lc.pause == nil || lc.answer != nil {
 				return nil, errJournal
@@ -316,7 +364,7 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 			if perr = protocol.ValidateItems(items, "answer"); perr != nil { // as an append's are
 				return nil, perr
 			}
-			if r.err != nil || !r.done() {
+			if !r.done() {
 				return nil, errJournal
 			}
 			lc.answer = items
@@ -330,7 +378,6 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 			return nil, errJournal
 		}
 		var ps *pauseState
-		var err error
 		if kind == entryBase {
 			ps, err = decodePause(state)
 			j.base = len(e)
@@ -384,16 +431,6 @@ func applyStep(prev *pauseState, b []byte) (*pauseState, error) {
 type entryReader struct {
 	b   []byte
 	err error
-}
-
-func (r *entryReader) kind() byte {
-	if len(r.b) < 2 || r.b[0] != journalVersion {
-		r.err = errJournal
-		return 0
-	}
-	k := r.b[1]
-	r.b = r.b[2:]
-	return k
 }
 
 func (r *entryReader) uvarint() uint64 {
