@@ -2,8 +2,9 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -138,26 +139,25 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 
 // decodePause reads back a pauseState that protocol.Marshal wrote.
 func decodePause(b []byte) (*pauseState, error) {
-	var ps pauseState
-	if err := protocol.Unmarshal(b, &ps); err != nil {
+	// One pass: the request is kept as it was written, and read as a
+	// client's create is, its input included.
+	var w struct {
+		pauseState
+		Request jsontext.Value `json:"request"` // over pauseState's
+	}
+	if err := protocol.Unmarshal(b, &w); err != nil {
 		return nil, err
 	}
-	if ps.Version != pauseVersion || ps.Request == nil || ps.Response == nil || !ps.valid() {
+	ps := &w.pauseState
+	if ps.Version != pauseVersion || len(w.Request) == 0 || ps.Response == nil || !ps.valid() {
 		return nil, errPauseUnreadable(ps.Version)
 	}
-	// The request is read as a client's create is, its input included.
-	var raw struct {
-		Request json.RawMessage `json:"request"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, err
-	}
-	req, perr := protocol.DecodeCreateRequest(raw.Request)
+	req, perr := protocol.DecodeCreateRequest(w.Request)
 	if perr != nil {
 		return nil, perr
 	}
 	ps.Request = req
-	return &ps, nil
+	return ps, nil
 }
 
 // valid reports whether the state's positions fall within its context and

@@ -27,11 +27,11 @@ import (
 // tail stays with the server that ran it).
 
 // checkpointLocked starts journaling the pause whose frames since the last
-// append are frames, its response.done last: until it is written the frame waits in the
-// log (holding), so that a client never sees a pause that is not durable
-// yet, and the rollout is not parked (it takes no append) until it is. The
-// caller holds the rollout's lock and the suspension's;
-// it reports whether the write started.
+// append are frames, its response.done last: until it is written the
+// frame waits in the log (holding), so that a client never sees a pause
+// that is not durable yet, and the rollout is not parked (it takes no
+// append) until it is. The caller holds the rollout's lock and the
+// suspension's; it reports whether the write started.
 func (sp *suspension) checkpointLocked(frames []frame) bool {
 	cps := sp.srv.opts.Checkpoints
 	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow {
@@ -57,8 +57,9 @@ func (sp *suspension) checkpointLocked(frames []frame) bool {
 // dies mid-step leaves the step's start in the store, for the next to run
 // again, and its client has seen nothing of the step the store does not
 // have; a store that fails lets the frames go all the same. The caller
-// holds the suspension's lock, has the last pending call's output, and has had the pause answered (lifecycle's
-// Answered), which durable said was written.
+// holds the suspension's lock, has the last pending call's output, and
+// has had the pause answered (lifecycle's Answered), which durable said
+// was written.
 func (sp *suspension) checkpointAnswerLocked(durable bool) {
 	cps := sp.srv.opts.Checkpoints
 	if cps == nil || !durable || sp.st.Phase().Released() || sp.journal.n == 0 {
