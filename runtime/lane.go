@@ -55,8 +55,19 @@ type held struct {
 	wake *wakeEvent // forWake
 }
 
-// hold puts h at the end of what waits on ln.
-func (ln *lane) hold(h held) { ln.held = append(ln.held, h) }
+// hold puts h at the end of what waits on ln, and reports whether the
+// goroutine that takes what waits for h.why must start, none running: the
+// lane's worker, or its resolver (a wake's events are taken by the wake).
+func (ln *lane) hold(h held) (start bool) {
+	ln.held = append(ln.held, h)
+	switch h.why {
+	case forTurn:
+		start, ln.working = !ln.working, true
+	case forResolve:
+		start, ln.resolving = !ln.resolving, true
+	}
+	return start
+}
 
 // holds reports whether anything waits on ln for why.
 func (ln *lane) holds(why waitsFor) bool {

@@ -197,13 +197,9 @@ func (sess *session) waitBehind(laneID string, e laneEvent, resolve bool) bool {
 	}
 	sess.mu.Lock()
 	ln, perr := sess.laneLocked(laneID)
-	if perr == nil {
-		ln.hold(held{why: forResolve, ev: e})
-		if !ln.resolving {
-			ln.resolving = true
-			sess.wg.Add(1)
-			go sess.resolver(ln)
-		}
+	if perr == nil && ln.hold(held{why: forResolve, ev: e}) {
+		sess.wg.Add(1)
+		go sess.resolver(ln)
 	}
 	sess.mu.Unlock()
 	if perr != nil {

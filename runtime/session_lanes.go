@@ -126,13 +126,9 @@ func (sess *session) laneWorker(ln *lane) {
 func (sess *session) push(ln *lane, j job) {
 	sess.mu.Lock()
 	quitting := sess.ctx.Err() != nil || isClosed(sess.quit)
-	if !quitting {
-		ln.hold(held{why: forTurn, job: j})
-		if !ln.working {
-			ln.working = true
-			sess.wg.Add(1)
-			go sess.laneWorker(ln)
-		}
+	if !quitting && ln.hold(held{why: forTurn, job: j}) {
+		sess.wg.Add(1)
+		go sess.laneWorker(ln)
 	}
 	sess.mu.Unlock()
 	if quitting {
