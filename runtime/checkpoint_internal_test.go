@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
 )
 
 // VerifyJournal has every journal write check that its journal reads back
@@ -51,6 +52,7 @@ func journalSeed(t testing.TB) (head []byte, entries [][]byte) {
 	ps := &pauseState{Version: pauseVersion, Request: req, Response: &protocol.Response{ID: "resp_1", Output: protocol.Items{first}},
 		Items:     protocol.Items{first},
 		pauseLoop: pauseLoop{Steps: 1, Seq: 4, Rendered: 1, Calls: []pausedCall{{Type: protocol.ItemFunctionCall, CallID: "call_1", Name: "f", Index: 0, Pos: 0, Client: true}}}}
+	ps.prompt = (*sampler.Prompt)(nil).Append([]sampler.Token{1, 70_000, 3}) // its one rendered item's tokens
 	frames := []frame{{seq: 2, b: []byte(`{"type":"response.output_item.done"}`)}, {seq: 3, b: []byte(`{"type":"response.done"}`)}}
 	var j journal
 	base, err := baseEntry(ps, frames, time.UnixMilli(1000))
@@ -75,7 +77,8 @@ func journalSeed(t testing.TB) (head []byte, entries [][]byte) {
 }
 
 // TestReadJournal: a journal of a snapshot, a step and an answer reads
-// back to the last pause, its frames and its answer; one whose head counts
+// back to the last pause, its frames, its answer and the tokens of the
+// snapshot's prompt; one whose head counts
 // other entries, or whose step comes first, does not.
 func TestReadJournal(t *testing.T) {
 	head, entries := journalSeed(t)
@@ -85,6 +88,9 @@ func TestReadJournal(t *testing.T) {
 	}
 	if len(lc.pause.Items) != 3 || len(lc.pause.Response.Output) != 2 || lc.pause.Seq != 8 || len(lc.frames) != 1 || lc.frames[0].seq != 7 || len(lc.answer) != 1 {
 		t.Fatalf("read back %d items, %d output, seq %d, frames %v, answer %v", len(lc.pause.Items), len(lc.pause.Response.Output), lc.pause.Seq, lc.frames, lc.answer)
+	}
+	if p := lc.pause.packed; p == nil || p.from != 0 || len(p.segments) != 1 {
+		t.Fatalf("the snapshot's prompt read back as %+v, want its one item's tokens", p)
 	}
 	if lc.journal.n != 3 || lc.journal.state != lc.pause || !lc.parked.Equal(time.UnixMilli(2000)) {
 		t.Fatalf("the journal stands at %d entries, parked %v", lc.journal.n, lc.parked)

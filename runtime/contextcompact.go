@@ -72,6 +72,32 @@ func (s *Server) renderFrom(items protocol.Items, w window) *sampler.Prompt {
 	return p
 }
 
+// rebuildPrompt is the prompt of a state read back from a journal, which a
+// context with window w reads: the tokens its snapshot kept, when they are
+// of the items w renders from, then those of the items since, rendered;
+// otherwise every item rendered again.
+func (s *Server) rebuildPrompt(ps *pauseState, w window) *sampler.Prompt {
+	items := ps.Items[:ps.Rendered]
+	p := ps.packed
+	if p == nil || p.from != w.start() || p.from+len(p.segments) > len(items) {
+		return s.renderFrom(items, w)
+	}
+	var prompt *sampler.Prompt
+	for _, seg := range p.segments {
+		var err error
+		if prompt, err = prompt.AppendPacked(seg); err != nil {
+			return s.renderFrom(items, w)
+		}
+	}
+	for _, it := range items[p.from+len(p.segments):] {
+		prompt = prompt.Append(s.renderer.Item(it))
+	}
+	if verifyJournal && !slices.Equal(prompt.All(), s.renderFrom(items, w).All()) {
+		panic("runtime: the prompt a journal kept is not the one its items render")
+	}
+	return prompt
+}
+
 // modelItems is the context as the model reads it: the items the latest
 // context compaction stands for, then what followed it.
 func (r *rollout) modelItems() protocol.Items {

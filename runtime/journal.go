@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler"
 )
 
 // This file is a rollout's journal as it is written and read back: what a
@@ -215,13 +216,33 @@ func (j *journal) head(entries int, state *pauseState, answered bool, parked tim
 	return b
 }
 
-// baseEntry is a snapshot entry: the state whole, its frames.
+// baseEntry is a snapshot entry: the state whole, its frames, and the
+// tokens of its prompt when it has one (taken in this process), so that a
+// wake does not tokenize the context again.
 func baseEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
 	state, err := protocol.Marshal(ps)
 	if err != nil {
 		return nil, err
 	}
-	return appendEntry(entryBase, state, frames, parked), nil
+	var prompt []byte
+	if ps.prompt != nil {
+		prompt = binary.AppendUvarint(prompt, sampler.RenderVersion)
+		prompt = binary.AppendUvarint(prompt, uint64(ps.promptFrom))
+		segs := ps.prompt.Segments()
+		prompt = binary.AppendUvarint(prompt, uint64(len(segs)))
+		for _, seg := range segs {
+			prompt = binary.AppendUvarint(prompt, uint64(len(seg)))
+			prompt = append(prompt, seg...)
+		}
+	}
+	return appendEntry(entryBase, state, frames, prompt, parked), nil
+}
+
+// packedPrompt is a snapshot's prompt as its journal kept it: the tokens
+// of the items from from on, each packed (sampler.Prompt.Segments).
+type packedPrompt struct {
+	from     int
+	segments [][]byte
 }
 
 // stepEntry is the entry of the pause ps, which follows prev in the
@@ -242,7 +263,7 @@ func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	return appendEntry(entryStep, state, frames, parked), nil
+	return appendEntry(entryStep, state, frames, nil, parked), nil
 }
 
 // answerEntry is the entry of a pause's answer: the items its client
@@ -257,9 +278,10 @@ func answerEntry(items protocol.Items) ([]byte, error) {
 }
 
 // appendEntry lays out a base or step entry: its kind, when its pause was
-// written, its state, its frames (sequence number, bytes) as they are.
-func appendEntry(kind byte, state []byte, frames []frame, parked time.Time) []byte {
-	size := 3*binary.MaxVarintLen64 + len(state)
+// written, its state, its frames (sequence number, bytes) as they are,
+// then a snapshot's prompt, if any.
+func appendEntry(kind byte, state []byte, frames []frame, prompt []byte, parked time.Time) []byte {
+	size := 3*binary.MaxVarintLen64 + len(state) + len(prompt)
 	for _, f := range frames {
 		size += 2*binary.MaxVarintLen64 + len(f.b)
 	}
@@ -273,7 +295,7 @@ func appendEntry(kind byte, state []byte, frames []frame, parked time.Time) []by
 		e = binary.AppendUvarint(e, uint64(len(f.b)))
 		e = append(e, f.b...)
 	}
-	return sealEntry(kind, e)
+	return sealEntry(kind, append(e, prompt...))
 }
 
 // sealEntry is an entry of kind whose parts are body: its version and kind,
@@ -374,6 +396,10 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 			return nil, errJournal
 		}
 		parked, state, frames := r.uvarint(), r.bytes(), r.frames()
+		var packed *packedPrompt
+		if kind == entryBase && r.err == nil && len(r.b) > 0 {
+			packed = r.prompt()
+		}
 		if r.err != nil || !r.done() || len(frames) == 0 {
 			return nil, errJournal
 		}
@@ -381,6 +407,9 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 		if kind == entryBase {
 			ps, err = decodePause(state)
 			j.base = len(e)
+			if err == nil && packed != nil && packed.from+len(packed.segments) <= ps.Rendered {
+				ps.packed = packed // of another render version, or past what the state rendered: not kept
+			}
 		} else {
 			ps, err = applyStep(lc.pause, state)
 			j.tail += len(e)
@@ -474,6 +503,23 @@ func (r *entryReader) frames() []frame {
 		frames = append(frames, frame{seq: int(seq), b: b})
 	}
 	return frames
+}
+
+// prompt reads a snapshot's prompt: nil when another RenderVersion made it.
+func (r *entryReader) prompt() *packedPrompt {
+	version, from, n := r.uvarint(), r.uvarint(), r.uvarint()
+	if r.err != nil || from > 1<<31 || n > uint64(len(r.b)) { // each segment takes a byte at least
+		r.err = errJournal
+		return nil
+	}
+	p := &packedPrompt{from: int(from), segments: make([][]byte, 0, n)}
+	for range n {
+		p.segments = append(p.segments, r.bytes())
+	}
+	if version != sampler.RenderVersion {
+		return nil
+	}
+	return p
 }
 
 func (r *entryReader) done() bool { return r.err == nil && len(r.b) == 0 }

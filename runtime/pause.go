@@ -45,9 +45,14 @@ type pauseState struct {
 	pauseLoop
 
 	// Kept when the state is taken in this process; not written out.
-	kept   bool
-	header []sampler.Token // rendered instructions and tools
-	prompt *sampler.Prompt // rendered Items[:Rendered]
+	kept       bool
+	header     []sampler.Token // rendered instructions and tools
+	prompt     *sampler.Prompt // rendered Items[promptFrom:Rendered]
+	promptFrom int             // the first item the prompt renders: the latest compaction's, or 0
+
+	// Read back from a journal whose snapshot kept its prompt's tokens:
+	// what a restore rebuilds the prompt from, rather than render it.
+	packed *packedPrompt
 }
 
 // pauseLoop is the part of a pauseState that each pause rewrites whole
@@ -117,7 +122,7 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Tools: r.tools,
 		pauseLoop: pauseLoop{Path: r.path, Usage: r.usage, Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom,
 			Steered: r.inbox.peek(), Seq: r.order.seq, Rendered: r.rendered},
-		kept: true, header: r.header, prompt: r.prompt}
+		kept: true, header: r.header, prompt: r.prompt, promptFrom: r.win.start()}
 	for label, s := range r.mcp {
 		if s.tools != nil {
 			if ps.MCPTools == nil {
@@ -213,9 +218,10 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 		return nil, perr
 	}
 	if !ps.kept {
-		// Read back from its written form: render what the loop had.
+		// Read back from its written form: render what the loop had, but
+		// for the items whose tokens the journal kept.
 		r.header = s.renderer.Header(derefString(ps.Request.Instructions), ps.Request.Tools)
-		r.prompt = s.renderFrom(ps.Items[:ps.Rendered], r.win)
+		r.prompt = s.rebuildPrompt(ps, r.win)
 	}
 	resp := *ps.Response
 	resp.Status, resp.RequiredAction, resp.OutputOffset = protocol.ResponseInProgress, nil, nil

@@ -1,6 +1,9 @@
 package sampler
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // Prompt is an immutable, persistent list of rendered items: a linked list of
 // segments, newest first, each holding one item's tokens and the running
@@ -38,6 +41,47 @@ func (p *Prompt) Append(tokens []Token) *Prompt {
 	}
 	return &Prompt{parent: p, tokens: packed, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens)}
 }
+
+// Segments are the prompt's items' tokens, oldest first, packed as Append
+// packs them: what AppendPacked rebuilds the prompt from, in another
+// process of the same RenderVersion. They share the prompt's memory, which
+// nothing writes.
+func (p *Prompt) Segments() [][]byte {
+	out := make([][]byte, p.Items())
+	i := len(out)
+	for s := p; s != nil; s = s.parent {
+		i--
+		out[i] = s.tokens
+	}
+	return out
+}
+
+// AppendPacked returns p followed by one more item whose tokens are packed
+// as Segments gives them, or an error when they are not: uvarints of
+// tokens, nothing else. It keeps packed.
+func (p *Prompt) AppendPacked(packed []byte) (*Prompt, error) {
+	sum, n := p.hash(), 0
+	for b := packed; len(b) > 0; n++ {
+		t, k := binary.Uvarint(b)
+		if k <= 0 || t > maxToken {
+			return nil, errors.New("sampler: packed tokens do not read back")
+		}
+		sum = tokenHash(sum, []Token{Token(t)})
+		b = b[k:]
+	}
+	if len(packed) == 0 {
+		packed = nil
+	}
+	return &Prompt{parent: p, tokens: packed, len: p.Len() + n, items: p.Items() + 1, sum: sum}, nil
+}
+
+// maxToken bounds a token id read back: past any vocabulary's.
+const maxToken = 1 << 24
+
+// RenderVersion says how Renderer renders items and headers into tokens:
+// a prompt's Segments rebuild it with AppendPacked under the same version
+// only. It changes whenever rendering does.
+const RenderVersion = 1
 
 // uvarintLen is the bytes binary.AppendUvarint takes for t.
 func uvarintLen(t Token) int {
