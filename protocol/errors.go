@@ -57,20 +57,21 @@ const (
 	CodeMCPServerError            = "mcp_server_error"       // an MCP server could not list its tools
 
 	// Suspended rollouts (tether's extension).
-	CodeClientToolTimeout   = "client_tool_timeout"
-	CodeTooManyToolCalls    = "too_many_tool_calls"
-	CodeDuplicateToolOutput = "duplicate_tool_output"
-	CodeNothingSuspended    = "response_not_suspended"
-	CodeStreamMismatch      = "stream_id_mismatch"
-	CodeStreamSuspended     = "stream_suspended"
-	CodeTooManySuspended    = "too_many_suspended"
-	CodeTenantSuspended     = "tenant_suspended_limit"
-	CodeTooManyConnections  = "too_many_connections"
-	CodeServerMemory        = "server_memory_full" // the server's memory budget (Limits.MaxMemory) has no room for a request: retry shortly
-	CodeTenantConnections   = "tenant_connection_limit"
-	CodeRateLimited         = "rate_limit_exceeded"
-	CodeTenantInFlight      = "tenant_inflight_limit"
-	CodeShuttingDown        = "server_shutting_down"
+	CodeResponseOwnedElsewhere = "response_owned_elsewhere" // a durable rollout another server took over: the last event before a close 1012
+	CodeClientToolTimeout      = "client_tool_timeout"
+	CodeTooManyToolCalls       = "too_many_tool_calls"
+	CodeDuplicateToolOutput    = "duplicate_tool_output"
+	CodeNothingSuspended       = "response_not_suspended"
+	CodeStreamMismatch         = "stream_id_mismatch"
+	CodeStreamSuspended        = "stream_suspended"
+	CodeTooManySuspended       = "too_many_suspended"
+	CodeTenantSuspended        = "tenant_suspended_limit"
+	CodeTooManyConnections     = "too_many_connections"
+	CodeServerMemory           = "server_memory_full" // the server's memory budget (Limits.MaxMemory) has no room for a request: retry shortly
+	CodeTenantConnections      = "tenant_connection_limit"
+	CodeRateLimited            = "rate_limit_exceeded"
+	CodeTenantInFlight         = "tenant_inflight_limit"
+	CodeShuttingDown           = "server_shutting_down"
 
 	// Upstream models (a sampler that forwards to another server).
 	CodeUpstreamError   = "upstream_error"

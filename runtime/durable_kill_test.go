@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"bytes"
+
 	"context"
 	"fmt"
 	"maps"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/runtime"
 )
@@ -171,4 +174,67 @@ func readAll(t *testing.T, c *wsConn) <-chan []byte {
 func driveRollout(t *testing.T, c *wsConn, body map[string]any) [][]byte {
 	events, _ := driveSuspended(t, c, body)
 	return events
+}
+
+// TestDurableOwnerTold: a rollout taken over by another server, while its
+// client is still attached to the server it left, has one outcome. That
+// client is told at once when the server it left finds out (an append
+// there, or its pause's timeout there), with response_owned_elsewhere and
+// a close 1012, never left waiting nor sent a second terminal event; the
+// client that took it over runs it to its end.
+func TestDurableOwnerTold(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"append", "timeout"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := durablePair(t)
+				c1 := a.dial(t, "Bearer alice")
+				c1.send(t, create(durableBody()))
+				pause := last(c1.next(t))
+				id := respID(t, pause)
+
+				c2 := b.dial(t, "Bearer alice")
+				c2.send(t, refEv("response.resume", id, ""))
+				if again := c2.recv(t); !bytes.Equal(again, pause) {
+					t.Fatalf("the resume on B sent %s, want the pending pause", again)
+				}
+				if how == "append" {
+					c1.send(t, appendEv(id, "", outputsFor(t, pause)...)) // A finds out as it writes the answer
+				}
+				c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
+				for p := []byte(nil); ; {
+					p = last(c2.next(t))
+					if eventType(t, p) != "response.done" {
+						if eventType(t, p) != "response.completed" {
+							t.Fatalf("the rollout on B ended with %s", p)
+						}
+						break
+					}
+					c2.send(t, appendEv(id, "", outputsFor(t, p)...))
+				}
+				// A's client reads on: what A tells it, then the close.
+				type read struct {
+					frame []byte
+					err   error
+				}
+				reads := make(chan read, 2)
+				go func() {
+					f, err := c1.read(t, context.Background())
+					reads <- read{f, err}
+					_, err = c1.read(t, context.Background())
+					reads <- read{nil, err}
+				}()
+				if how == "timeout" {
+					time.Sleep(11 * time.Minute) // past A's Suspension.Timeout
+				}
+				told, closed := <-reads, <-reads
+				if told.err != nil || eventType(t, told.frame) != "error" || !bytes.Contains(told.frame, []byte(`"response_owned_elsewhere"`)) {
+					t.Fatalf("A told its client %s (%v), want response_owned_elsewhere", told.frame, told.err)
+				}
+				if websocket.CloseStatus(closed.err) != websocket.StatusServiceRestart {
+					t.Fatalf("A's connection then: %v, want a close 1012", closed.err)
+				}
+			})
+		})
+	}
 }

@@ -234,10 +234,16 @@ func releaseCause(p lifecycle.Phase) error {
 }
 
 // fenceLocked stops a rollout another server has taken over: it sends
-// nothing more, and ends.
+// nothing more of it, and ends. A client still attached is told at once
+// (response_owned_elsewhere), and its connection closes with 1012, so
+// that it resumes where the rollout is rather than wait here.
 func (sp *suspension) fenceLocked() {
-	if sp.releaseLocked(lifecycle.Fence) {
-		sp.srv.log.Info("suspended rollout taken over by another server", "response_id", sp.id)
+	if !sp.releaseLocked(lifecycle.Fence) {
+		return
+	}
+	sp.srv.log.Info("suspended rollout taken over by another server", "response_id", sp.id)
+	if sp.sess != nil {
+		sp.sess.fail(errOwnedElsewhere(sp.id), CloseServiceRestart, "response moved: resume it where it is")
 	}
 }
 

@@ -107,6 +107,14 @@ func errForkOwnStream(id string) *protocol.Error {
 		"Response '%s' is this stream's: open another stream and send response.fork on it.", id)
 }
 
+// errOwnedElsewhere: a durable rollout another server has taken over, told
+// to the client of the server it left, whose connection then closes
+// with 1012: resumed, it reaches the rollout where it is.
+func errOwnedElsewhere(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseOwnedElsewhere, "response_id",
+		"Response '%s' has moved to another server, which serves it from now on: resume it there.", id)
+}
+
 // errOtherLane: an event on another lane than the rollout's.
 func errOtherLane(id, lane, got string) *protocol.Error {
 	return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",

@@ -244,11 +244,23 @@ func (sp *suspension) parkLocked() {
 // timeout ends a rollout whose pause waited longer than Suspension.Timeout.
 func (sp *suspension) timeout(pause int) {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	if sp.pauses != pause {
+		sp.mu.Unlock()
 		return // a later pause's timer is armed
 	}
-	sp.timeoutLocked()
+	durable := sp.srv.opts.Checkpoints != nil && sp.st.Checkpointed() && !sp.st.Holding()
+	sp.mu.Unlock()
+	// A durable rollout times out only while it is still this server's:
+	// another may have taken it over, and its outcome is that server's
+	// to give (reclaim fences this copy out then).
+	if durable && sp.reclaim(context.Background()) != reclaimHeld {
+		return
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.pauses == pause {
+		sp.timeoutLocked()
+	}
 }
 
 func (sp *suspension) timeoutLocked() {
