@@ -2,10 +2,15 @@ package clienttools_test
 
 import (
 	"context"
+	"strings"
+
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/protocol"
@@ -83,5 +88,63 @@ func TestResumeFallback(t *testing.T) {
 	}
 	if res.Text() != want.Text() {
 		t.Fatalf("the moved rollout answered %q, want %q", res.Text(), want.Text())
+	}
+}
+
+// TestResumeOwnedElsewhere: a rollout parked on server A is taken over by
+// another connection on server B while the kit's client is still attached
+// to A; the kit's append there is answered with response_owned_elsewhere
+// and a close 1012, and the kit resumes the rollout on its next server, B,
+// where it answers the pause again and runs it to its end.
+func TestResumeOwnedElsewhere(t *testing.T) {
+	t.Parallel()
+	cps := runtime.NewMemoryCheckpoints()
+	_, baseA := durableServer(t, cps)
+	_, baseB := durableServer(t, cps)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var id string
+	var once sync.Once
+	run := func(ctx context.Context, args string) (string, error) {
+		// At the first call, another client takes the rollout over on B
+		// (and stays, attached there).
+		once.Do(func() {
+			c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(baseB, "http")+"/responses", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { c.CloseNow() })
+			if err := wsjson.Write(ctx, c, map[string]any{"type": "response.resume", "response_id": id}); err != nil {
+				t.Error(err)
+				return
+			}
+			for {
+				var ev struct{ Type string }
+				if err := wsjson.Read(ctx, c, &ev); err != nil || ev.Type == "response.done" || ev.Type == "error" {
+					if ev.Type != "response.done" {
+						t.Errorf("the takeover on B: %v %s", err, ev.Type)
+					}
+					return
+				}
+			}
+		})
+		return "ok " + args, nil
+	}
+	c := &clienttools.Client{BaseURL: baseA, Fallbacks: []string{baseB}}
+	res, err := c.Run(ctx, clienttools.Rollout{Mode: clienttools.ModeSuspend,
+		Request: &protocol.CreateRequest{Model: sampler.ScriptedModel,
+			Input: protocol.Items{protocol.UserMessage("call: step {\"n\":1}\ncall: step {\"n\":2}")}},
+		Funcs: []clienttools.Func{{Name: "step", Parameters: []byte(`{"type":"object"}`), Run: run}},
+		OnEvent: func(ev protocol.Event) {
+			if re, ok := ev.(*protocol.ResponseEvent); ok && re.Type == protocol.EventCreated {
+				id = re.Response.ID
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Response.Status != protocol.ResponseCompleted || res.Reconnects == 0 {
+		t.Fatalf("status %s after %d reconnects, want completed after one at least", res.Response.Status, res.Reconnects)
 	}
 }

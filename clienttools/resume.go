@@ -32,6 +32,7 @@ type resumingConn struct {
 	pause  int                   // the pause's sequence_number
 
 	reconnects int // connections dialed after the first
+	moved      int // response_owned_elsewhere in a row
 	at         int // the server it is on: 0 is BaseURL, then Fallbacks
 }
 
@@ -91,7 +92,22 @@ func (rc *resumingConn) next(ctx context.Context) (protocol.Event, frameCost, er
 			rc.broken()
 			continue
 		}
-		if _, ok := ev.(*protocol.ErrorEvent); ok {
+		if e, ok := ev.(*protocol.ErrorEvent); ok {
+			if c := e.Error.Code; c != nil && *c == protocol.CodeResponseOwnedElsewhere && rc.id != "" {
+				// Another server took the rollout over: this one closes
+				// the connection (1012), and the rollout goes on there.
+				// Resumed on the next server first, after a back-off that
+				// grows while servers keep saying so.
+				if rc.moved++; rc.moved > reconnectAttempts {
+					return nil, n, fmt.Errorf("resume %s: %d servers in turn said another owns it", rc.id, rc.moved)
+				}
+				rc.broken()
+				rc.at = (rc.at + 1) % (1 + len(rc.c.Fallbacks))
+				if err := sleepCtx(ctx, min(reconnectFirst<<(rc.moved-1), reconnectMax)); err != nil {
+					return nil, n, err
+				}
+				continue
+			}
 			return ev, n, nil
 		}
 		seq := protocol.Header(ev).SequenceNumber
@@ -108,7 +124,7 @@ func (rc *resumingConn) next(ctx context.Context) (protocol.Event, frameCost, er
 		if re, ok := ev.(*protocol.ResponseEvent); ok && re.Type == protocol.EventCreated {
 			rc.id = re.Response.ID
 		}
-		rc.last = seq
+		rc.last, rc.moved = seq, 0
 		if rc.answer != nil && seq > rc.pause {
 			rc.answer = nil // the rollout went on: the server had the outputs
 		}
@@ -133,12 +149,8 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 			}
 			nc.abort()
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
 		}
 		wait = min(2*wait, reconnectMax)
 	}
@@ -160,4 +172,16 @@ func (rc *resumingConn) server(attempt int) (int, *Client) {
 	c := *rc.c
 	c.BaseURL = rc.c.Fallbacks[at-1]
 	return at, &c
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
