@@ -225,10 +225,13 @@ type Timings struct {
 	ToolsMicros     int64 `json:"tools_us"`
 	StoreMicros     int64 `json:"store_us"`
 	HopMicros       int64 `json:"hop_us"` // simulated service calls
-	EncodeMicros    int64 `json:"encode_us"`
-	OutboxMicros    int64 `json:"outbox_us"`
-	WriteMicros     int64 `json:"write_us"`
-	TotalMicros     int64 `json:"total_us"`
+	// JournalMicros is how long a durable rollout's pauses waited for their
+	// journal writes before their response.done went out.
+	JournalMicros int64 `json:"journal_us"`
+	EncodeMicros  int64 `json:"encode_us"`
+	OutboxMicros  int64 `json:"outbox_us"`
+	WriteMicros   int64 `json:"write_us"`
+	TotalMicros   int64 `json:"total_us"`
 	// Frames is how many frames the writer had put on the wire (those
 	// outbox and write count).
 	Frames int `json:"frames"`
@@ -264,6 +267,7 @@ func (t Timings) combine(u Timings, sign int64) Timings {
 		ToolsMicros:      t.ToolsMicros + sign*u.ToolsMicros,
 		StoreMicros:      t.StoreMicros + sign*u.StoreMicros,
 		HopMicros:        t.HopMicros + sign*u.HopMicros,
+		JournalMicros:    t.JournalMicros + sign*u.JournalMicros,
 		EncodeMicros:     t.EncodeMicros + sign*u.EncodeMicros,
 		OutboxMicros:     t.OutboxMicros + sign*u.OutboxMicros,
 		WriteMicros:      t.WriteMicros + sign*u.WriteMicros,

@@ -99,6 +99,7 @@ type rollout struct {
 	steerClosed bool
 	required    []protocol.RequiredInput
 	out         outbox.Delivery // what its frames cost on the way out; atomic
+	journalWait atomic.Int64    // nanoseconds its pauses waited for their journal writes (suspension_durable.go)
 }
 
 // askLogprobs sets the rollout up to give its text's logprobs when its

@@ -147,6 +147,7 @@ func (r *rollout) timings() protocol.Timings {
 	tm.OutboxMicros = r.out.Wait.Load() / 1e3
 	tm.WriteMicros = r.out.Write.Load() / 1e3
 	tm.Frames = int(r.out.Frames.Load())
+	tm.JournalMicros = r.journalWait.Load() / 1e3
 	return tm
 }
 

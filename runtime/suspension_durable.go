@@ -46,7 +46,7 @@ func (sp *suspension) checkpointLocked(frames []frame) bool {
 	sp.applyLocked(lifecycle.Hold, nil, "", "")
 	sp.heldFrom = frames[len(frames)-1].seq // the pause waits, and what follows it
 	sp.srv.wg.Add(1)
-	go sp.writeCheckpoint(cps, sp.journal, ps, frames, sp.epoch)
+	go sp.writeCheckpoint(cps, sp.journal, ps, frames, sp.epoch, sp.srv.now())
 	return true
 }
 
@@ -124,14 +124,15 @@ func (sp *suspension) sendHeldLocked() {
 }
 
 // writeCheckpoint journals the pause of ps, whose frames are those since
-// the client last appended, then lets the frames held for it go to the
-// client. jr is the journal as it stood. A store that fails leaves the
+// the client last appended, then lets the frames held for it since held go
+// to the client. jr is the journal as it stood. A store that fails leaves the
 // pause in memory only (the rollout goes on, and its journal stays at the
 // pause before, if any); a store that says another server owns the
 // rollout now stops it here, without a frame more for its client.
-func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseState, frames []frame, epoch uint64) {
+func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseState, frames []frame, epoch uint64, held time.Time) {
 	defer sp.srv.wg.Done()
 	err := sp.writeJournal(cps, &jr, nil, ps, frames, sp.srv.now(), epoch)
+	sp.ro.journalWait.Add(int64(sp.srv.now().Sub(held))) // the pause's response.done waited this long
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch {

@@ -50,6 +50,16 @@ func TestRunSynthetic(t *testing.T) {
 		if len(tr.Paths) == 0 {
 			t.Errorf("%s: no server paths recorded", tr.Mode)
 		}
+		// Only a durable rollout's pauses wait for journal writes.
+		var journal int64
+		for _, tn := range tr.Turns {
+			if tn.Server != nil {
+				journal += tn.Server.JournalMicros
+			}
+		}
+		if durable := tr.Mode == "suspend+durable"; durable != (journal > 0) {
+			t.Errorf("%s: its pauses waited %d µs for journal writes", tr.Mode, journal)
+		}
 		// A trial starts cold and its later steps find its own prompts.
 		if c := tr.Turns[0].CachedTokens; c != 0 {
 			t.Errorf("%s round %d: first turn read %d cached tokens: another trial's prompts", tr.Mode, tr.Rep, c)
