@@ -134,20 +134,25 @@
 // # Durable rollouts
 //
 // With Options.Checkpoints (suspension_durable.go), a suspended rollout outlives its
-// server. At each pause, the rollout's state (pause.go's pauseState) and
-// the frames since its client last appended are written to the store
-// before the pause's response.done goes out: until the write is done the
-// frame waits in the replay log (its state is holding), written by a
-// goroutine of its own, so the rollout's producer never waits on the store.
-// The rollout owns its checkpoint by an epoch (1 where it began); a
-// response.resume on a server that does not hold the rollout loads the
-// checkpoint under the connection's tenant and credentials, raises the epoch
-// (a compare-and-swap), rebuilds the loop parked at that pause under its own
-// id, without announcing the pause again (the first park of a rollout taken
-// over is silent: suspension.parkSilently), and replays what the client
-// missed. The server that held it finds out at its next checkpoint, fenced
-// out, and stops it without a frame more. A rollout that ends drops its
-// checkpoint, leaving its epoch, so a fenced server cannot write it again.
+// server. It keeps a journal in the store (journal.go): a snapshot of its
+// state at its first pause (pause.go's pauseState, and its prompt's
+// tokens), then what each pause adds (a step entry: new items, new output,
+// the loop's small state) and each answer (the items appended), every
+// entry with the frames since its client last appended. A pause's
+// response.done waits in the replay log until its entry is written (its
+// state is holding); an answer's step runs while its entry is written,
+// its frames waiting. A goroutine of its own writes each, so the
+// rollout's producer never waits on the store. The rollout owns its
+// journal by an epoch (1 where it began); a response.resume on a server
+// that does not hold the rollout loads the journal under the connection's
+// tenant and credentials, raises the epoch (a compare-and-swap), rebuilds
+// the loop parked at the last pause under its own id, without announcing
+// the pause again (the first park of a rollout taken over is silent:
+// suspension.parkSilently), and replays what the client missed. The server
+// that held it finds out at its next write, or at its pause's timeout, and
+// stops it without a frame more of it, telling a client still attached
+// (response_owned_elsewhere, then a close 1012). A rollout that ends drops
+// its journal, leaving its epoch, so a fenced server cannot write it again.
 //
 // Parked at a checkpointed pause past Suspension.HibernateAfter, a
 // rollout hibernates (suspension_wake.go, session_wake.go): its loop ends as at a handover (nothing
