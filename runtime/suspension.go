@@ -365,7 +365,9 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 	} else {
 		durable := sp.st.Durable()
 		sp.applyLocked(lifecycle.Answered, nil, "", "")
-		sp.checkpointAnswerLocked(durable) // a durable pause's answer is journaled beside the step, which waits to be seen
+		if durable {
+			sp.checkpointAnswerLocked() // journaled beside the step, which waits to be seen
+		}
 		sp.readyLocked()
 		answered = true
 		sp.appended = nil

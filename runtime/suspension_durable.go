@@ -58,11 +58,11 @@ func (sp *suspension) checkpointLocked(frames []frame) bool {
 // again, and its client has seen nothing of the step the store does not
 // have; a store that fails lets the frames go all the same. The caller
 // holds the suspension's lock, has the last pending call's output, and
-// has had the pause answered (lifecycle's Answered), which durable said
-// was written.
-func (sp *suspension) checkpointAnswerLocked(durable bool) {
+// has had the pause answered (lifecycle's Answered), which was durable:
+// written.
+func (sp *suspension) checkpointAnswerLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || !durable || sp.st.Phase().Released() || sp.journal.n == 0 {
+	if cps == nil || sp.st.Phase().Released() || sp.journal.n == 0 {
 		return
 	}
 	if v, _ := sp.applyLocked(lifecycle.Hold, nil, "", ""); v != lifecycle.Allow {
