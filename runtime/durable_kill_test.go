@@ -16,9 +16,9 @@ import (
 	"github.com/tether-run/tether/runtime"
 )
 
-// stopAt is a journal store whose nth Write stops its server there, as a
-// kill would: it hangs, before its write lands or once it has, until the
-// test lets it go (by then another server has taken the rollout over, and
+// stopAt is a journal store whose nth Write (n 0: none) stops its server
+// there, as a kill would: it hangs, before its write lands or once it has,
+// until the test lets it go (by then another server has taken the rollout over, and
 // what the stopped one does next is fenced out or goes to a client gone).
 type stopAt struct {
 	runtime.Checkpoints
@@ -55,29 +55,30 @@ func (s *stopAt) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Du
 // resume: the rollout was never durable, and its client never saw a pause.
 func TestDurableKilledBetweenWrites(t *testing.T) {
 	t.Parallel()
+	// The rollout never stopped: its final response, and how many journal
+	// writes it makes (a pause's and an answer's for each of its pauses).
 	var want []byte
+	var writes int32
 	synctest.Test(t, func(t *testing.T) {
-		want = last(driveRollout(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), maps.Clone(durableBody())))
+		counted := &stopAt{Checkpoints: runtime.NewMemoryCheckpoints()} // n 0: it never stops
+		want = last(driveRollout(t, newPipeHarness(t, durableOptions(counted)).dial(t, "Bearer alice"), maps.Clone(durableBody())))
+		writes = counted.writes.Load()
 	})
-	for n := int32(1); ; n++ {
-		reached := false
+	if pauses := int32(len(durableSteps)); writes != 2*pauses {
+		t.Fatalf("the rollout made %d journal writes, want %d: a pause's and an answer's for each of its %d pauses", writes, 2*pauses, pauses)
+	}
+	for n := int32(1); n <= writes && !t.Failed(); n++ {
 		for _, landed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("write=%d/landed=%v", n, landed), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					reached = killedAtWrite(t, n, landed, want)
-				})
+				synctest.Test(t, func(t *testing.T) { killedAtWrite(t, n, landed, want) })
 			})
-		}
-		if !reached || t.Failed() {
-			return
 		}
 	}
 }
 
 // killedAtWrite runs the rollout on a server stopped at its nth journal
-// write and resumes it on another; it reports whether the rollout came to
-// that write at all.
-func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) bool {
+// write and resumes it on another.
+func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) {
 	mem := runtime.NewMemoryCheckpoints()
 	store := &stopAt{Checkpoints: mem, n: n, landed: landed, stopped: make(chan struct{}), release: make(chan struct{})}
 	defer close(store.release)
@@ -100,7 +101,7 @@ func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) bool {
 				answer = outputsFor(t, f)
 				c1.send(t, appendEv(respID(t, f), "", answer...))
 			case "response.completed":
-				return false // it never came to its nth write
+				t.Fatalf("the rollout ended on A before its write %d", n)
 			}
 			continue
 		default:
@@ -128,7 +129,7 @@ func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) bool {
 		typ := eventType(t, f)
 		if typ == "error" {
 			if n == 1 && !landed && bytes.Contains(f, []byte(`"response_not_found"`)) {
-				return true // its first pause was never written: nothing was durable, and its client never saw a pause
+				return // its first pause was never written: nothing was durable, and its client never saw a pause
 			}
 			t.Fatalf("the resume on B: %s", f)
 		}
@@ -148,7 +149,7 @@ func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) bool {
 		case "response.completed", "response.failed", "response.incomplete":
 			checkStreamInvariants(t, events)
 			sameRollout(t, f, want)
-			return true
+			return
 		}
 	}
 }
