@@ -18,8 +18,9 @@ import (
 
 // stopAt is a journal store whose nth Write (n 0: none) stops its server
 // there, as a kill would: it hangs, before its write lands or once it has,
-// until the test lets it go (by then another server has taken the rollout over, and
-// what the stopped one does next is fenced out or goes to a client gone).
+// until the test lets it go (by then another server has taken the rollout
+// over, and what the stopped one does next is fenced out or goes to a
+// client gone).
 type stopAt struct {
 	runtime.Checkpoints
 	n       int32
