@@ -72,6 +72,12 @@ type Client struct {
 	// on, and when that fails on the next of them (BaseURL among them, in
 	// turn).
 	Fallbacks []string
+	// OwnerWait is how long a suspended rollout whose servers keep
+	// answering response_owned_elsewhere is resumed, on each in turn,
+	// before Run gives up: another server runs the rollout, or a dead
+	// one's lease has yet to run out (tether serve --lease-ttl). Zero is
+	// DefaultOwnerWait.
+	OwnerWait time.Duration
 	// APIKey is sent as a bearer token when set.
 	APIKey string
 	// HTTPClient makes the HTTP requests and WebSocket handshakes; nil is

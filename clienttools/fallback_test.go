@@ -2,8 +2,10 @@ package clienttools_test
 
 import (
 	"context"
+	"net"
 	"strings"
 
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -91,11 +93,11 @@ func TestResumeFallback(t *testing.T) {
 	}
 }
 
-// TestResumeOwnedElsewhere: a rollout parked on server A is taken over by
-// another connection on server B while the kit's client is still attached
-// to A; the kit's append there is answered with response_owned_elsewhere
-// and a close 1012, and the kit resumes the rollout on its next server, B,
-// where it answers the pause again and runs it to its end.
+// TestResumeOwnedElsewhere: the kit's connection to server A drops while
+// it runs its first call, and another client, with the same key, takes the
+// rollout over on server B and stays there. The kit resumes on A, which
+// refuses it (B's lease is live: response_owned_elsewhere); the kit moves
+// on to B after a back-off, resumes there and runs the rollout to its end.
 func TestResumeOwnedElsewhere(t *testing.T) {
 	t.Parallel()
 	cps := runtime.NewMemoryCheckpoints()
@@ -103,35 +105,46 @@ func TestResumeOwnedElsewhere(t *testing.T) {
 	_, baseB := durableServer(t, cps)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	var kitConns openConns
 	var id string
 	var once sync.Once
 	run := func(ctx context.Context, args string) (string, error) {
-		// At the first call, another client takes the rollout over on B
-		// (and stays, attached there).
 		once.Do(func() {
-			c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(baseB, "http")+"/responses", nil)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			t.Cleanup(func() { c.CloseNow() })
-			if err := wsjson.Write(ctx, c, map[string]any{"type": "response.resume", "response_id": id}); err != nil {
-				t.Error(err)
-				return
-			}
-			for {
-				var ev struct{ Type string }
-				if err := wsjson.Read(ctx, c, &ev); err != nil || ev.Type == "response.done" || ev.Type == "error" {
-					if ev.Type != "response.done" {
-						t.Errorf("the takeover on B: %v %s", err, ev.Type)
-					}
+			kitConns.cutAll() // A detaches the rollout and lets its lease go
+			// The other client retries until A has let it go.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(baseB, "http")+"/responses", nil)
+				if err != nil {
+					t.Error(err)
 					return
 				}
+				t.Cleanup(func() { c.CloseNow() })
+				if err := wsjson.Write(ctx, c, map[string]any{"type": "response.resume", "response_id": id}); err != nil {
+					t.Error(err)
+					return
+				}
+				var ev struct {
+					Type  string
+					Error struct{ Code string }
+				}
+				if err := wsjson.Read(ctx, c, &ev); err != nil {
+					t.Error(err)
+					return
+				}
+				if ev.Type == "response.done" {
+					return // B holds it, for this client
+				}
+				if ev.Error.Code != protocol.CodeResponseOwnedElsewhere || time.Now().After(deadline) {
+					t.Errorf("the takeover on B: %+v", ev)
+					return
+				}
+				c.CloseNow()
 			}
 		})
 		return "ok " + args, nil
 	}
-	c := &clienttools.Client{BaseURL: baseA, Fallbacks: []string{baseB}}
+	c := &clienttools.Client{BaseURL: baseA, Fallbacks: []string{baseB},
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: kitConns.dial}}}
 	res, err := c.Run(ctx, clienttools.Rollout{Mode: clienttools.ModeSuspend,
 		Request: &protocol.CreateRequest{Model: sampler.ScriptedModel,
 			Input: protocol.Items{protocol.UserMessage("call: step {\"n\":1}\ncall: step {\"n\":2}")}},
@@ -144,7 +157,32 @@ func TestResumeOwnedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Response.Status != protocol.ResponseCompleted || res.Reconnects == 0 {
-		t.Fatalf("status %s after %d reconnects, want completed after one at least", res.Response.Status, res.Reconnects)
+	if res.Response.Status != protocol.ResponseCompleted || res.Reconnects < 2 {
+		t.Fatalf("status %s after %d reconnects, want completed after two at least (A, which refused, then B)", res.Response.Status, res.Reconnects)
 	}
+}
+
+// openConns dials connections the test may cut all at once.
+type openConns struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (o *openConns) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		o.mu.Lock()
+		o.conns = append(o.conns, c)
+		o.mu.Unlock()
+	}
+	return c, err
+}
+
+func (o *openConns) cutAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.conns {
+		c.Close()
+	}
+	o.conns = nil
 }

@@ -1,6 +1,7 @@
 package clienttools
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -15,6 +16,10 @@ const (
 	reconnectFirst    = 50 * time.Millisecond
 	reconnectMax      = 2 * time.Second
 )
+
+// DefaultOwnerWait is Client.OwnerWait's default: tether serve's default
+// lease (10 s), and a renewal's margin.
+const DefaultOwnerWait = 15 * time.Second
 
 // resumingConn is the WebSocket of a suspended rollout, which outlives its
 // connections: when one drops, it dials again and sends response.resume with
@@ -31,9 +36,10 @@ type resumingConn struct {
 	answer *protocol.AppendEvent // the outputs of the current pause, until the rollout moves on
 	pause  int                   // the pause's sequence_number
 
-	reconnects int // connections dialed after the first
-	moved      int // response_owned_elsewhere in a row
-	at         int // the server it is on: 0 is BaseURL, then Fallbacks
+	reconnects int       // connections dialed after the first
+	moved      int       // response_owned_elsewhere in a row
+	movedSince time.Time // the first of them
+	at         int       // the server it is on: 0 is BaseURL, then Fallbacks
 }
 
 func (c *Client) dialResuming(ctx context.Context, keep eventFilter) (*resumingConn, error) {
@@ -94,12 +100,15 @@ func (rc *resumingConn) next(ctx context.Context) (protocol.Event, frameCost, er
 		}
 		if e, ok := ev.(*protocol.ErrorEvent); ok {
 			if c := e.Error.Code; c != nil && *c == protocol.CodeResponseOwnedElsewhere && rc.id != "" {
-				// Another server took the rollout over: this one closes
-				// the connection (1012), and the rollout goes on there.
-				// Resumed on the next server first, after a back-off that
-				// grows while servers keep saying so.
-				if rc.moved++; rc.moved > reconnectAttempts {
-					return nil, n, fmt.Errorf("resume %s: %d servers in turn said another owns it", rc.id, rc.moved)
+				// Another server runs the rollout: this one closes the
+				// connection (1012), or refused to take it over while the
+				// other's lease lasts (a dead server's runs out within
+				// its TTL). Resumed on the next server, after a back-off
+				// that grows while servers keep saying so, for OwnerWait.
+				if rc.moved++; rc.moved == 1 {
+					rc.movedSince = time.Now()
+				} else if waited := time.Since(rc.movedSince); waited > cmp.Or(rc.c.OwnerWait, DefaultOwnerWait) {
+					return nil, n, fmt.Errorf("resume %s: servers said another owns it %d times in %v", rc.id, rc.moved, waited.Round(time.Millisecond))
 				}
 				rc.broken()
 				rc.at = (rc.at + 1) % (1 + len(rc.c.Fallbacks))

@@ -27,6 +27,14 @@ import (
 // after which the old owner's writes fail with ErrFenced, and it stops that
 // rollout without sending anything more. A journal belongs to one tenant:
 // under another it is not there.
+//
+// A live owner also holds a lease, so that a rollout is not taken from a
+// server that still runs it (one response, one outcome): a Write or a Take
+// leases the rollout to its caller for Lease.TTL of the store's clock, and
+// the owner renews its leases (Renew) while it runs them or a client
+// follows them, and releases one (Release) when it lets the rollout go.
+// While another owner's lease is live, Take refuses (ErrOwnedElsewhere); a
+// dead owner's rollout is taken once its lease runs out.
 type Checkpoints interface {
 	// Write applies w to the rollout's journal in one atomic step: the
 	// head replaced and the entries appended, or with w.Reset the journal
@@ -40,10 +48,22 @@ type Checkpoints interface {
 	// when there is none, or its credentials are not creds.
 	Load(ctx context.Context, tenant, id, creds string) (*Journal, error)
 	// Take raises the stored epoch of rollout id from epoch to epoch+1, the
-	// takeover; ErrFenced when the stored epoch is not epoch (another server
-	// took it first, or its owner wrote since), ErrNoCheckpoint when there
-	// is none.
-	Take(ctx context.Context, tenant, id string, epoch uint64) error
+	// takeover, and leases it to lease.Owner; ErrFenced when the stored
+	// epoch is not epoch (another server took it first, or its owner wrote
+	// since), ErrNoCheckpoint when there is none, ErrOwnedElsewhere while
+	// another owner's lease is live.
+	Take(ctx context.Context, tenant, id string, epoch uint64, lease Lease) error
+	// Renew extends lease.Owner's lease of each rollout in refs that the
+	// store still has at the ref's epoch, for lease.TTL from now, and keeps
+	// its journal for ttl from now at least (a live rollout's journal does
+	// not expire), in one round trip; lost[i] reports that refs[i] is no
+	// longer there at its epoch (taken over, dropped or expired): its
+	// owner lost it. An error says nothing of any.
+	Renew(ctx context.Context, lease Lease, refs []LeaseRef, ttl time.Duration) (lost []bool, err error)
+	// Release ends owner's leases of refs, at their epochs, so that
+	// another server may take those rollouts over at once; a lease of
+	// another owner or epoch is left as it is.
+	Release(ctx context.Context, owner string, refs []LeaseRef) error
 	// Drop ends the rollout's journal, unless a higher epoch owns it:
 	// Load and Take find nothing from then on, and the epoch is raised
 	// past epoch and kept for ttl, so that no write at epoch or lower (a
@@ -72,6 +92,23 @@ type JournalWrite struct {
 	At      int
 	Head    []byte   // replaces the head
 	Entries [][]byte // appended
+	// Lease is the writer's: a write leases the rollout to its owner.
+	Lease Lease
+}
+
+// Lease is a server's hold on the rollouts it runs: its owner id, unique
+// to the process, and how long a lease lasts from the store's now unless
+// renewed.
+type Lease struct {
+	Owner string
+	TTL   time.Duration
+}
+
+// LeaseRef names one rollout's lease: the journal, and the epoch its
+// owner holds it at.
+type LeaseRef struct {
+	Tenant, ID string
+	Epoch      uint64
 }
 
 var (
@@ -84,6 +121,9 @@ var (
 	// ErrJournalGap is a journal write refused because the journal does
 	// not hold the entries its writer counted: the writer begins it anew.
 	ErrJournalGap = errors.New("runtime: the rollout's journal is not where its writer left it")
+	// ErrOwnedElsewhere is a takeover refused because another server,
+	// whose lease is live, runs the rollout.
+	ErrOwnedElsewhere = errors.New("runtime: another server's lease on the rollout is live")
 )
 
 // MemoryCheckpoints is Checkpoints in this process's memory, with the same
@@ -103,6 +143,8 @@ type memJournal struct {
 	j       Journal
 	expires time.Time
 	ended   bool // dropped: only its epoch is kept, to fence
+	owner   string
+	leased  time.Time // the owner's lease ends then
 }
 
 // NewMemoryCheckpoints returns an empty MemoryCheckpoints.
@@ -140,7 +182,8 @@ func (m *MemoryCheckpoints) Write(_ context.Context, w *JournalWrite, ttl time.D
 	for _, e := range w.Entries {
 		j.Entries = append(j.Entries, bytes.Clone(e))
 	}
-	m.journals[k] = memJournal{j: j, expires: m.now().Add(ttl)}
+	now := m.now()
+	m.journals[k] = memJournal{j: j, expires: now.Add(ttl), owner: w.Lease.Owner, leased: now.Add(w.Lease.TTL)}
 	return nil
 }
 
@@ -162,7 +205,7 @@ func (m *MemoryCheckpoints) Load(_ context.Context, tenant, id, creds string) (*
 }
 
 // Take implements Checkpoints.
-func (m *MemoryCheckpoints) Take(_ context.Context, tenant, id string, epoch uint64) error {
+func (m *MemoryCheckpoints) Take(_ context.Context, tenant, id string, epoch uint64, lease Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := checkpointKey{tenant, id}
@@ -172,9 +215,45 @@ func (m *MemoryCheckpoints) Take(_ context.Context, tenant, id string, epoch uin
 		return ErrNoCheckpoint
 	case c.j.Epoch != epoch:
 		return ErrFenced
+	case c.owner != lease.Owner && m.now().Before(c.leased):
+		return ErrOwnedElsewhere
 	}
 	c.j.Epoch++
+	c.owner, c.leased = lease.Owner, m.now().Add(lease.TTL)
 	m.journals[k] = c
+	return nil
+}
+
+// Renew implements Checkpoints.
+func (m *MemoryCheckpoints) Renew(_ context.Context, lease Lease, refs []LeaseRef, ttl time.Duration) ([]bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lost := make([]bool, len(refs))
+	for i, r := range refs {
+		k := checkpointKey{r.Tenant, r.ID}
+		c, ok := m.lookupLocked(k)
+		if !ok || c.ended || c.j.Epoch != r.Epoch {
+			lost[i] = true
+			continue
+		}
+		now := m.now()
+		c.owner, c.leased, c.expires = lease.Owner, now.Add(lease.TTL), later(c.expires, now.Add(ttl))
+		m.journals[k] = c
+	}
+	return lost, nil
+}
+
+// Release implements Checkpoints.
+func (m *MemoryCheckpoints) Release(_ context.Context, owner string, refs []LeaseRef) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range refs {
+		k := checkpointKey{r.Tenant, r.ID}
+		if c, ok := m.lookupLocked(k); ok && c.j.Epoch == r.Epoch && c.owner == owner {
+			c.leased = time.Time{}
+			m.journals[k] = c
+		}
+	}
 	return nil
 }
 
@@ -188,4 +267,11 @@ func (m *MemoryCheckpoints) Drop(_ context.Context, tenant, id string, epoch uin
 	}
 	m.journals[k] = memJournal{j: Journal{Tenant: tenant, ID: id, Epoch: epoch + 1}, expires: m.now().Add(ttl), ended: true}
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -2,8 +2,8 @@ package runtime_test
 
 import (
 	"bytes"
-
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync/atomic"
@@ -16,13 +16,66 @@ import (
 	"github.com/tether-run/tether/runtime"
 )
 
+// cutOff is a journal store as a server sees it that the test can cut the
+// server off from (cut), as from a dead, stopped or partitioned server:
+// meanwhile every call fails at once, nothing of the server's reaches the
+// store, and its leases run out.
+type cutOff struct {
+	runtime.Checkpoints
+	cut atomic.Bool
+}
+
+var errCutOff = errors.New("the server is cut off from its store")
+
+func (c *cutOff) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
+	if c.cut.Load() {
+		return errCutOff
+	}
+	return c.Checkpoints.Write(ctx, w, ttl)
+}
+
+func (c *cutOff) Load(ctx context.Context, tenant, id, creds string) (*runtime.Journal, error) {
+	if c.cut.Load() {
+		return nil, errCutOff
+	}
+	return c.Checkpoints.Load(ctx, tenant, id, creds)
+}
+
+func (c *cutOff) Take(ctx context.Context, tenant, id string, epoch uint64, lease runtime.Lease) error {
+	if c.cut.Load() {
+		return errCutOff
+	}
+	return c.Checkpoints.Take(ctx, tenant, id, epoch, lease)
+}
+
+func (c *cutOff) Drop(ctx context.Context, tenant, id string, epoch uint64, ttl time.Duration) error {
+	if c.cut.Load() {
+		return errCutOff
+	}
+	return c.Checkpoints.Drop(ctx, tenant, id, epoch, ttl)
+}
+
+func (c *cutOff) Renew(ctx context.Context, lease runtime.Lease, refs []runtime.LeaseRef, ttl time.Duration) ([]bool, error) {
+	if c.cut.Load() {
+		return nil, errCutOff
+	}
+	return c.Checkpoints.Renew(ctx, lease, refs, ttl)
+}
+
+func (c *cutOff) Release(ctx context.Context, owner string, refs []runtime.LeaseRef) error {
+	if c.cut.Load() {
+		return errCutOff
+	}
+	return c.Checkpoints.Release(ctx, owner, refs)
+}
+
 // stopAt is a journal store whose nth Write (n 0: none) stops its server
 // there, as a kill would: it hangs, before its write lands or once it has,
-// until the test lets it go (by then another server has taken the rollout
-// over, and what the stopped one does next is fenced out or goes to a
-// client gone).
+// and the server reaches the store no more (its leases run out), until the
+// test lets it go (by then another server has taken the rollout over, and
+// what the stopped one does next is fenced out or goes to a client gone).
 type stopAt struct {
-	runtime.Checkpoints
+	cutOff
 	n       int32
 	landed  bool
 	writes  atomic.Int32
@@ -32,16 +85,18 @@ type stopAt struct {
 
 func (s *stopAt) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
 	if s.writes.Add(1) != s.n {
-		return s.Checkpoints.Write(ctx, w, ttl)
+		return s.cutOff.Write(ctx, w, ttl)
 	}
 	var err error
 	if s.landed {
-		err = s.Checkpoints.Write(context.Background(), w, ttl)
+		err = s.cutOff.Write(context.Background(), w, ttl)
 	}
+	s.cut.Store(true)
 	close(s.stopped)
 	<-s.release
+	s.cut.Store(false)
 	if !s.landed {
-		err = s.Checkpoints.Write(context.Background(), w, ttl)
+		err = s.cutOff.Write(context.Background(), w, ttl)
 	}
 	return err
 }
@@ -61,7 +116,7 @@ func TestDurableKilledBetweenWrites(t *testing.T) {
 	var want []byte
 	var writes int32
 	synctest.Test(t, func(t *testing.T) {
-		counted := &stopAt{Checkpoints: runtime.NewMemoryCheckpoints()} // n 0: it never stops
+		counted := &stopAt{cutOff: cutOff{Checkpoints: runtime.NewMemoryCheckpoints()}} // n 0: it never stops
 		want = last(driveRollout(t, newPipeHarness(t, durableOptions(counted)).dial(t, "Bearer alice"), maps.Clone(durableBody())))
 		writes = counted.writes.Load()
 	})
@@ -81,7 +136,7 @@ func TestDurableKilledBetweenWrites(t *testing.T) {
 // write and resumes it on another.
 func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) {
 	mem := runtime.NewMemoryCheckpoints()
-	store := &stopAt{Checkpoints: mem, n: n, landed: landed, stopped: make(chan struct{}), release: make(chan struct{})}
+	store := &stopAt{cutOff: cutOff{Checkpoints: mem}, n: n, landed: landed, stopped: make(chan struct{}), release: make(chan struct{})}
 	defer close(store.release)
 	a := newPipeHarness(t, durableOptions(store))
 	b := newPipeHarness(t, durableOptions(mem))
@@ -117,6 +172,7 @@ func killedAtWrite(t *testing.T, n int32, landed bool, want []byte) {
 	c1.drop()
 	id := respID(t, seen[0])
 	lastSeq := *decodeEv(t, seen[len(seen)-1]).Seq
+	time.Sleep(runtime.DefaultLeaseTTL) // A's lease runs out
 
 	// On B: the events after the last one seen; a pause seen before comes
 	// again when B does not have its answer, and is answered again.
@@ -178,65 +234,98 @@ func driveRollout(t *testing.T, c *wsConn, body map[string]any) [][]byte {
 	return events
 }
 
-// TestDurableOwnerTold: a rollout taken over by another server, while its
-// client is still attached to the server it left, has one outcome. That
-// client is told at once when the server it left finds out (an append
-// there, or its pause's timeout there), with response_owned_elsewhere and
-// a close 1012, never left waiting nor sent a second terminal event; the
-// client that took it over runs it to its end.
+// TestDurableOwnerTold: a rollout has one owner, and one outcome. While
+// its client is attached to server A (A's lease is live), a resume of it
+// on server B is refused (response_owned_elsewhere), and the client on A
+// runs it to its end. Once A is cut off from the store (stopped,
+// partitioned), A tells its client, before its lease can run out in the
+// store, with response_owned_elsewhere and a close 1012, never a terminal
+// event; B then takes the rollout over and runs it to its end.
 func TestDurableOwnerTold(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"append", "timeout"} {
-		t.Run(how, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				a, b := durablePair(t)
-				c1 := a.dial(t, "Bearer alice")
-				c1.send(t, create(durableBody()))
-				pause := last(c1.next(t))
-				id := respID(t, pause)
+	t.Run("refused", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := durablePair(t)
+			c1 := a.dial(t, "Bearer alice")
+			c1.send(t, create(durableBody()))
+			pause := last(c1.next(t))
+			id := respID(t, pause)
+			time.Sleep(time.Minute) // A renews its lease meanwhile
 
-				c2 := b.dial(t, "Bearer alice")
-				c2.send(t, refEv("response.resume", id, ""))
-				if again := c2.recv(t); !bytes.Equal(again, pause) {
-					t.Fatalf("the resume on B sent %s, want the pending pause", again)
-				}
-				if how == "append" {
-					c1.send(t, appendEv(id, "", outputsFor(t, pause)...)) // A finds out as it writes the answer
-				}
-				c2.send(t, appendEv(id, "", outputsFor(t, pause)...))
-				for p := []byte(nil); ; {
-					p = last(c2.next(t))
-					if eventType(t, p) != "response.done" {
-						if eventType(t, p) != "response.completed" {
-							t.Fatalf("the rollout on B ended with %s", p)
-						}
-						break
-					}
-					c2.send(t, appendEv(id, "", outputsFor(t, p)...))
-				}
-				// A's client reads on: what A tells it, then the close.
-				type read struct {
-					frame []byte
-					err   error
-				}
-				reads := make(chan read, 2)
-				go func() {
-					f, err := c1.read(t, context.Background())
-					reads <- read{f, err}
-					_, err = c1.read(t, context.Background())
-					reads <- read{nil, err}
-				}()
-				if how == "timeout" {
-					time.Sleep(11 * time.Minute) // past A's Suspension.Timeout
-				}
-				told, closed := <-reads, <-reads
-				if told.err != nil || eventType(t, told.frame) != "error" || !bytes.Contains(told.frame, []byte(`"response_owned_elsewhere"`)) {
-					t.Fatalf("A told its client %s (%v), want response_owned_elsewhere", told.frame, told.err)
-				}
-				if websocket.CloseStatus(closed.err) != websocket.StatusServiceRestart {
-					t.Fatalf("A's connection then: %v, want a close 1012", closed.err)
-				}
-			})
+			c2 := b.dial(t, "Bearer alice")
+			c2.send(t, refEv("response.resume", id, ""))
+			c2.wantError(t, "response_owned_elsewhere")
+			c2.send(t, appendEv(id, "", outputsFor(t, pause)...)) // a wake of it, on B
+			c2.wantError(t, "response_owned_elsewhere")
+
+			events := [][]byte{pause}
+			for p := pause; eventType(t, p) == "response.done"; {
+				c1.send(t, appendEv(id, "", outputsFor(t, p)...))
+				evs := c1.next(t)
+				events, p = append(events, evs...), last(evs)
+			}
+			if end := last(events); eventType(t, end) != "response.completed" {
+				t.Fatalf("on A the rollout ended with %s", end)
+			}
 		})
-	}
+	})
+	t.Run("cut off", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := runtime.NewMemoryCheckpoints()
+			store := &cutOff{Checkpoints: mem}
+			a := newPipeHarness(t, durableOptions(store))
+			b := newPipeHarness(t, durableOptions(mem))
+			c1 := a.dial(t, "Bearer alice")
+			c1.send(t, create(durableBody()))
+			pause := last(c1.next(t))
+			id := respID(t, pause)
+			type read struct {
+				frame []byte
+				err   error
+			}
+			reads := make(chan read, 2)
+			go func() {
+				f, err := c1.read(t, context.Background())
+				reads <- read{f, err}
+				_, err = c1.read(t, context.Background())
+				reads <- read{nil, err}
+			}()
+
+			store.cut.Store(true)
+			cut := time.Now()
+			told, closed := <-reads, <-reads
+			if told.err != nil || eventType(t, told.frame) != "error" || !bytes.Contains(told.frame, []byte(`"response_owned_elsewhere"`)) {
+				t.Fatalf("A told its client %s (%v), want response_owned_elsewhere", told.frame, told.err)
+			}
+			if websocket.CloseStatus(closed.err) != websocket.StatusServiceRestart {
+				t.Fatalf("A's connection then: %v, want a close 1012", closed.err)
+			}
+			if after := time.Since(cut); after >= runtime.DefaultLeaseTTL {
+				t.Fatalf("A told its client %v after it was cut off: its lease had run out in the store by then", after)
+			}
+
+			// B takes it over once A's lease has run out in the store.
+			var c2 *wsConn
+			for {
+				c2 = b.dial(t, "Bearer alice")
+				c2.send(t, refEv("response.resume", id, ""))
+				f := c2.recv(t)
+				if eventType(t, f) == "response.done" {
+					break
+				}
+				if !bytes.Contains(f, []byte(`"response_owned_elsewhere"`)) || time.Since(cut) > runtime.DefaultLeaseTTL {
+					t.Fatalf("the resume on B %v after A was cut off: %s", time.Since(cut), f)
+				}
+				c2.drop()
+				time.Sleep(time.Second)
+			}
+			for p := pause; eventType(t, p) == "response.done"; {
+				c2.send(t, appendEv(id, "", outputsFor(t, p)...))
+				p = last(c2.next(t))
+				if typ := eventType(t, p); typ != "response.done" && typ != "response.completed" {
+					t.Fatalf("on B the rollout ended with %s", p)
+				}
+			}
+		})
+	})
 }

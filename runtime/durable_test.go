@@ -326,11 +326,17 @@ func (h *hangAfter) Sample(ctx context.Context, req *sampler.Request, emit func(
 }
 
 // hungServer is a server checkpointing to cps whose model hangs in the
-// third step of a rollout: a server that stops mid-step.
-func hungServer(t *testing.T, cps runtime.Checkpoints) *pipeHarness {
-	return durableServer(t, cps, func(r *sampler.Renderer) runtime.Sampler {
+// third step of a rollout: a server that stops mid-step. die ends it as
+// far as the store can tell: it is cut off, and its leases run out.
+func hungServer(t *testing.T, cps runtime.Checkpoints) (h *pipeHarness, die func()) {
+	store := &cutOff{Checkpoints: cps}
+	h = durableServer(t, store, func(r *sampler.Renderer) runtime.Sampler {
 		return &hangAfter{Sampler: sampler.NewScripted(r, sampler.Timing{}), n: 2}
 	})
+	return h, func() {
+		store.cut.Store(true)
+		time.Sleep(runtime.DefaultLeaseTTL)
+	}
 }
 
 // durableServer is a server checkpointing to cps whose tether-scripted is
@@ -369,7 +375,7 @@ func TestDurableMidStep(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cps := runtime.NewMemoryCheckpoints()
-		a := hungServer(t, cps)
+		a, die := hungServer(t, cps)
 		b := newPipeHarness(t, durableOptions(cps))
 		body := durableBody()
 		want, _ := driveSuspended(t, newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints())).dial(t, "Bearer alice"), maps.Clone(body))
@@ -379,6 +385,7 @@ func TestDurableMidStep(t *testing.T) {
 		resumed := last(events)
 		synctest.Wait() // A's model hangs in the step
 		c1.drop()
+		die()
 
 		c2 := b.dial(t, "Bearer alice")
 		resume := refEv("response.resume", id, "")
@@ -411,7 +418,7 @@ func TestDurableRestartAnnounced(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cps := runtime.NewMemoryCheckpoints()
-		a := hungServer(t, cps)
+		a, die := hungServer(t, cps)
 		b := durableServer(t, cps, func(r *sampler.Renderer) runtime.Sampler {
 			return upstreamLike{sampler.NewScripted(r, sampler.Timing{})}
 		})
@@ -426,6 +433,7 @@ func TestDurableRestartAnnounced(t *testing.T) {
 		pause := events[len(events)-2]
 		synctest.Wait()
 		c1.drop()
+		die()
 
 		c2 := b.dial(t, "Bearer alice")
 		resume := refEv("response.resume", id, "")
@@ -544,7 +552,7 @@ func TestDurableCheckpointBehind(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		mem := runtime.NewMemoryCheckpoints()
-		a := hungServer(t, &failNth{Checkpoints: mem, n: 3}) // pause 1, its answer, then pause 2 fails
+		a, die := hungServer(t, &failNth{Checkpoints: mem, n: 3}) // pause 1, its answer, then pause 2 fails
 		b := newPipeHarness(t, durableOptions(mem))
 		body := durableBody()
 		c1 := a.dial(t, "Bearer alice")
@@ -552,6 +560,7 @@ func TestDurableCheckpointBehind(t *testing.T) {
 		seen := last(events)
 		synctest.Wait() // A's model hangs in the third step
 		c1.drop()
+		die()
 
 		c2 := b.dial(t, "Bearer alice")
 		resume := refEv("response.resume", id, "")
@@ -690,7 +699,7 @@ func TestDurableAnsweredTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, cancel := range []bool{false, true} {
 			cps := runtime.NewMemoryCheckpoints()
-			a := hungServer(t, cps)
+			a, die := hungServer(t, cps)
 			b := newPipeHarness(t, durableOptions(cps))
 			c1 := a.dial(t, "Bearer alice")
 			c1.send(t, create(durableBody()))
@@ -703,7 +712,8 @@ func TestDurableAnsweredTimeout(t *testing.T) {
 			seen := c1.recv(t) // the third step begins; A's model hangs in it
 			synctest.Wait()
 			c1.drop()
-			time.Sleep(50 * time.Second) // past the second pause's timeout, within the resume window of A's copy
+			die()                        // 10 s
+			time.Sleep(40 * time.Second) // past the second pause's timeout, within the resume window of A's copy
 
 			c2 := b.dial(t, "Bearer alice")
 			if cancel {

@@ -28,6 +28,7 @@ const (
 	DefaultMaxCallsPerStep = 256
 	DefaultSuspendTimeout  = 10 * time.Minute
 	DefaultResumeWindow    = 60 * time.Second
+	DefaultLeaseTTL        = 10 * time.Second
 	DefaultMaxSuspended    = 1024
 	DefaultTenantSuspended = 256
 	DefaultMaxConnections  = 4096
@@ -203,6 +204,12 @@ type SuspensionOptions struct {
 	// names it next rebuilds it on whichever server receives it. 0 never
 	// hibernates (the default); a nanosecond hibernates at once.
 	HibernateAfter time.Duration
+	// LeaseTTL, with Checkpoints, is how long the lease a server holds on
+	// a durable rollout it runs (or whose client it serves) outlives the
+	// server's last renewal, every third of it: while it lasts, no other
+	// server takes the rollout over (response_owned_elsewhere); a dead
+	// server's rollouts are taken over once it has run out.
+	LeaseTTL time.Duration
 }
 
 // TenantLimits bound what one tenant (the tenant of a request's key) takes
@@ -311,13 +318,15 @@ func (s *SuspensionOptions) validate() error {
 		atLeast0("Suspension.Timeout", s.Timeout),
 		atLeast0("Suspension.ResumeWindow", s.ResumeWindow),
 		atLeast0("Suspension.Max", s.Max),
-		atLeast0("Suspension.HibernateAfter", s.HibernateAfter))
+		atLeast0("Suspension.HibernateAfter", s.HibernateAfter),
+		atLeast0("Suspension.LeaseTTL", s.LeaseTTL))
 }
 
 func (s *SuspensionOptions) setDefaults() {
 	orDefault(&s.Timeout, DefaultSuspendTimeout)
 	orDefault(&s.ResumeWindow, DefaultResumeWindow)
 	orDefault(&s.Max, DefaultMaxSuspended)
+	orDefault(&s.LeaseTTL, DefaultLeaseTTL)
 }
 
 func (t *TenantLimits) validate() error {

@@ -30,6 +30,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "Suspension.Max", opts: Options{Suspension: SuspensionOptions{Max: -1}}, want: []string{"Suspension.Max -1"}},
 		{name: "Suspension.ResumeWindow", opts: Options{Suspension: SuspensionOptions{ResumeWindow: -time.Minute}},
 			want: []string{"Suspension.ResumeWindow -1m0s"}},
+		{name: "Suspension.LeaseTTL", opts: Options{Suspension: SuspensionOptions{LeaseTTL: -time.Second}},
+			want: []string{"Suspension.LeaseTTL -1s"}},
 		{name: "Tenant.Conns", opts: Options{Tenant: TenantLimits{Conns: -2}}, want: []string{"Tenant.Conns -2"}},
 		{name: "Tenant.RPM", opts: Options{Tenant: TenantLimits{RPM: -1}}, want: []string{"Tenant.RPM -1: want 0 (no bound) or more"}},
 		{name: "MemoryStore.MaxTenantBytes", opts: Options{MemoryStore: MemoryStoreOptions{MaxTenantBytes: -1}},
@@ -78,7 +80,7 @@ func TestOptionsDefaults(t *testing.T) {
 			CacheResponses: DefaultCacheResponses, MaxCallsPerStep: DefaultMaxCallsPerStep},
 		Timeouts: Timeouts{WSMaxAge: DefaultWSMaxAge, Write: DefaultWriteTimeout, SlowClient: DefaultSlowClient,
 			Body: DefaultBodyTimeout, Drain: DefaultDrainTimeout},
-		Suspension:  SuspensionOptions{Timeout: DefaultSuspendTimeout, ResumeWindow: DefaultResumeWindow, Max: DefaultMaxSuspended},
+		Suspension:  SuspensionOptions{Timeout: DefaultSuspendTimeout, ResumeWindow: DefaultResumeWindow, Max: DefaultMaxSuspended, LeaseTTL: DefaultLeaseTTL},
 		Tenant:      TenantLimits{InFlight: DefaultTenantInFlight, Suspended: DefaultTenantSuspended, Conns: DefaultTenantConns},
 		MemoryStore: MemoryStoreOptions{MaxRecords: DefaultStoreMax, MaxBytes: DefaultStoreBytes, MaxTenantBytes: DefaultTenantStoreBytes},
 	}

@@ -110,6 +110,7 @@ type Server struct {
 	mem       *budget.Budget       // Limits.MaxMemory: what requests in progress and connection caches hold
 	secrets   *clientSecrets       // POST /v1/client_secrets, redeemed by browsers' sessions
 	suspended *suspendedSet        // suspended rollouts by id, and their tails
+	leases    *leases              // on the durable rollouts it runs (lease.go)
 
 	// What Shutdown drains (shutdown.go).
 	mu       lockrank.Mutex[lockrank.Server]
@@ -133,6 +134,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.opts.setDefaults()
+	s.leases = newLeases(s)
 	s.admission = admission.New(admission.Limits{Conns: s.opts.Limits.MaxConnections, TenantConns: s.opts.Tenant.Conns,
 		TenantInFlight: s.opts.Tenant.InFlight, TenantRPM: s.opts.Tenant.RPM})
 	s.hosted = make(map[protocol.ToolType]Tool, len(s.opts.HostedTools))

@@ -86,10 +86,11 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr)
 	}
-	if err := cps.Take(ctx, sess.tenant, j.id, jn.Epoch); err != nil {
+	if err := cps.Take(ctx, sess.tenant, j.id, jn.Epoch, sess.srv.leases.lease); err != nil {
 		sess.srv.unregister(sp)
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}
+	sess.srv.leases.held() // its state began leased
 	pause := frames[len(frames)-1].seq
 	if answer != nil && j.after != nil && *j.after > pause && !deterministic(ro.model) {
 		// The client saw part of the step, which runs again from its
@@ -150,11 +151,14 @@ func (j *takeoverJob) notFound() *protocol.Error {
 }
 
 // takeoverError is what a takeover's event is told when the store had no
-// checkpoint for it, another server took it first, or the store did not
-// answer.
+// checkpoint for it, another server took it first or runs it now, or the
+// store did not answer.
 func (sess *session) takeoverError(j *takeoverJob, err error) *protocol.Error {
-	if errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrFenced) {
+	switch {
+	case errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrFenced):
 		return j.notFound()
+	case errors.Is(err, ErrOwnedElsewhere):
+		return errLeasedElsewhere(j.id)
 	}
 	sess.srv.log.Warn("checkpoint store", "response_id", j.id, "err", err)
 	return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeStoreUnavailable, "",

@@ -53,6 +53,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sp.shutdown()
 	}
 	s.awaitRollouts(ctx)
+	// The leases of the rollouts handed over are released before their
+	// clients are told to resume elsewhere: another server takes them at
+	// once.
+	s.leases.flush(ctx)
 
 	// Cancelled once the rollouts have had their say: a session torn down
 	// from now on starts no resume window, and an HTTP stream still open

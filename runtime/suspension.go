@@ -110,7 +110,11 @@ func (sp *suspension) applyLocked(ev lifecycle.Event, sess *session, lane, creds
 // submitLocked is applyLocked for an event whose sender is known as
 // lifecycle sees it: a woken rollout's client's (wakeSender).
 func (sp *suspension) submitLocked(ev lifecycle.Event, from lifecycle.Sender, lane string) (lifecycle.Verdict, *protocol.Error) {
+	leased := sp.st.Leased()
 	v := sp.st.Apply(ev, from)
+	if v == lifecycle.Allow {
+		sp.leaseChangedLocked(leased)
+	}
 	return v, sp.refusal(v, ev, lane)
 }
 

@@ -185,7 +185,7 @@ func (sp *suspension) writeJournal(cps Checkpoints, jr *journal, answer [][]byte
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 		defer cancel()
 		return cps.Write(ctx, &JournalWrite{Tenant: ps.Tenant, ID: sp.id, Creds: sp.creds, Epoch: epoch, Reset: reset, At: jr.n,
-			Head: head, Entries: entries}, sp.srv.checkpointTTL())
+			Head: head, Entries: entries, Lease: sp.srv.leases.lease}, sp.srv.checkpointTTL())
 	}
 	err := write(reset, entries)
 	if errors.Is(err, ErrJournalGap) {
@@ -372,7 +372,7 @@ func (sp *suspension) reclaim(ctx context.Context) reclaimed {
 	}
 	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
-	err := cps.Take(ctx, sp.ro.tenant, sp.id, epoch)
+	err := cps.Take(ctx, sp.ro.tenant, sp.id, epoch, sp.srv.leases.lease)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch {
@@ -381,7 +381,7 @@ func (sp *suspension) reclaim(ctx context.Context) reclaimed {
 			sp.epoch++
 		}
 		return reclaimHeld
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, ErrFenced) || errors.Is(err, ErrOwnedElsewhere):
 		sp.fenceLocked()
 		return reclaimMoved
 	case errors.Is(err, ErrNoCheckpoint):
@@ -389,5 +389,11 @@ func (sp *suspension) reclaim(ctx context.Context) reclaimed {
 		return reclaimEnded
 	}
 	sp.srv.log.Warn("checkpoint store", "response_id", sp.id, "err", err)
-	return reclaimHeld // the store cannot say: the client is served here, as without one
+	if !sp.st.Leased() || !sp.srv.leases.valid() {
+		// The store cannot say, and the server's lease may have run out
+		// there: another server may run the rollout by now.
+		sp.fenceLocked()
+		return reclaimMoved
+	}
+	return reclaimHeld // the store cannot say, but the server's lease holds: the rollout is still its
 }

@@ -115,6 +115,14 @@ func errOwnedElsewhere(id string) *protocol.Error {
 		"Response '%s' has moved to another server, which serves it from now on: resume it there.", id)
 }
 
+// errLeasedElsewhere: a takeover refused while another server runs the
+// rollout, or serves its client (its lease is live). Nothing of that
+// server is told.
+func errLeasedElsewhere(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseOwnedElsewhere, "response_id",
+		"Response '%s' is running on another server, or its client is connected there: resume it there, or here again once that server lets it go.", id)
+}
+
 // errOtherLane: an event on another lane than the rollout's.
 func errOtherLane(id, lane, got string) *protocol.Error {
 	return protocol.Invalid(protocol.CodeStreamMismatch, "stream_id",

@@ -23,9 +23,9 @@ func (s *slowStore) Load(_ context.Context, tenant, id, creds string) (*runtime.
 	return s.Checkpoints.Load(context.Background(), tenant, id, creds)
 }
 
-func (s *slowStore) Take(_ context.Context, tenant, id string, epoch uint64) error {
+func (s *slowStore) Take(_ context.Context, tenant, id string, epoch uint64, lease runtime.Lease) error {
 	time.Sleep(time.Duration(s.takeDelay.Load()))
-	return s.Checkpoints.Take(context.Background(), tenant, id, epoch)
+	return s.Checkpoints.Take(context.Background(), tenant, id, epoch, lease)
 }
 
 // hibernatingServer is a server whose parked rollouts hibernate after a

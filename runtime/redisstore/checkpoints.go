@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/hex"
@@ -13,13 +14,15 @@ import (
 	"github.com/tether-run/tether/runtime"
 )
 
-// checkpointScripts are the Lua scripts that read and write journals, each
-// run with EVALSHA (EVAL once after Redis forgets it, as after a restart).
-// Epochs are compared as Lua numbers in Write and Drop, exact below 2^53
-// (they count takeovers), and as strings in Take: both sides are canonical
-// decimals, written by strconv or HINCRBY.
+// checkpointScripts are the Lua scripts that read and write journals and
+// their leases, each run with EVALSHA (EVAL once after Redis forgets it,
+// as after a restart). Epochs are compared as Lua numbers in Write and
+// Drop, exact below 2^53 (they count takeovers), and as strings elsewhere:
+// both sides are canonical decimals, written by strconv or HINCRBY. A
+// lease ends at a time in milliseconds of Redis's clock (TIME), so that
+// the servers' clocks need not agree.
 type checkpointScripts struct {
-	write, load, take, drop *redis.Script
+	write, load, take, drop, renew, release *redis.Script
 }
 
 // The scripts' refusals; 1 is done.
@@ -27,11 +30,17 @@ const (
 	scriptFenced = 0  // the stored epoch is not the caller's (higher, for Write)
 	scriptNone   = -1 // no journal (Take)
 	scriptGap    = -2 // the journal does not hold the entries the writer counted (Write)
+	scriptLeased = -3 // another owner's lease is live (Take)
 )
+
+// nowMs, in a script, is Redis's clock in milliseconds.
+const nowMs = `local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+`
 
 // writeScript: KEYS the head's hash, the entries' list; ARGV epoch, creds,
 // head, ttl in ms, reset (1) or append (0), the entries the append
-// expects, the entries.
+// expects, the owner, its lease in ms, the entries.
 const writeScript = `
 local stored = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
 if stored > tonumber(ARGV[1]) then return 0 end
@@ -40,8 +49,9 @@ if ARGV[5] == '1' then
 elseif redis.call('HEXISTS', KEYS[1], 'head') == 0 or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[6]) then
   return -2
 end
-if #ARGV >= 7 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 7)) end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'creds', ARGV[2], 'head', ARGV[3])
+if #ARGV >= 9 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 9)) end
+` + nowMs + `redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'creds', ARGV[2], 'head', ARGV[3],
+  'owner', ARGV[7], 'lease', string.format('%d', now + tonumber(ARGV[8])))
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 1`
@@ -56,12 +66,32 @@ local out = {h[1], h[2], h[3]}
 for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do out[#out + 1] = e end
 return out`
 
-// takeScript: KEYS[1] the head's hash; ARGV the epoch read.
+// takeScript: KEYS[1] the head's hash; ARGV the epoch read, the owner,
+// its lease in ms.
 const takeScript = `
-local stored = redis.call('HGET', KEYS[1], 'epoch')
-if not stored or redis.call('HEXISTS', KEYS[1], 'head') == 0 then return -1 end
-if stored ~= ARGV[1] then return 0 end
+local h = redis.call('HMGET', KEYS[1], 'epoch', 'owner', 'lease')
+if not h[1] or redis.call('HEXISTS', KEYS[1], 'head') == 0 then return -1 end
+if h[1] ~= ARGV[1] then return 0 end
+` + nowMs + `if h[2] ~= ARGV[2] and tonumber(h[3] or '0') > now then return -3 end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'lease', string.format('%d', now + tonumber(ARGV[3])))
+return 1`
+
+// renewScript: KEYS the head's hash, the entries' list; ARGV the owner's
+// epoch, the owner, its lease in ms, the journal's TTL in ms. 0: the
+// journal is no longer there at that epoch.
+const renewScript = `
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'head') == 0 then return 0 end
+` + nowMs + `redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'lease', string.format('%d', now + tonumber(ARGV[3])))
+redis.call('PEXPIRE', KEYS[1], ARGV[4], 'GT')
+redis.call('PEXPIRE', KEYS[2], ARGV[4], 'GT')
+return 1`
+
+// releaseScript: KEYS[1] the head's hash; ARGV the owner's epoch, the
+// owner.
+const releaseScript = `
+local h = redis.call('HMGET', KEYS[1], 'epoch', 'owner')
+if h[1] == ARGV[1] and h[2] == ARGV[2] then redis.call('HSET', KEYS[1], 'lease', '0') end
 return 1`
 
 // dropScript: KEYS the head's hash, the entries' list; ARGV the caller's
@@ -69,7 +99,7 @@ return 1`
 const dropScript = `
 local stored = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
 if stored > tonumber(ARGV[1]) then return 0 end
-redis.call('HDEL', KEYS[1], 'creds', 'head')
+redis.call('HDEL', KEYS[1], 'creds', 'head', 'owner', 'lease')
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'epoch', tonumber(ARGV[1]) + 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -77,7 +107,8 @@ return 1`
 
 func newCheckpointScripts() checkpointScripts {
 	return checkpointScripts{write: redis.NewScript(writeScript), load: redis.NewScript(loadScript),
-		take: redis.NewScript(takeScript), drop: redis.NewScript(dropScript)}
+		take: redis.NewScript(takeScript), drop: redis.NewScript(dropScript),
+		renew: redis.NewScript(renewScript), release: redis.NewScript(releaseScript)}
 }
 
 // journalKeys are the keys of rollout id's journal under tenant: its head's
@@ -101,8 +132,8 @@ func (s *Store) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Dur
 	if w.Reset {
 		reset = "1"
 	}
-	args := make([]any, 0, 6+len(w.Entries))
-	args = append(args, strconv.FormatUint(w.Epoch, 10), w.Creds, w.Head, ms, reset, w.At)
+	args := make([]any, 0, 8+len(w.Entries))
+	args = append(args, strconv.FormatUint(w.Epoch, 10), w.Creds, w.Head, ms, reset, w.At, w.Lease.Owner, w.Lease.TTL.Milliseconds())
 	for _, e := range w.Entries {
 		args = append(args, e)
 	}
@@ -150,11 +181,13 @@ func (s *Store) Load(ctx context.Context, tenant, id, creds string) (*runtime.Jo
 }
 
 // Take implements runtime.Checkpoints: one script, a compare-and-swap of
-// the epoch that keeps the TTL.
-func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64) error {
+// the epoch, refused while another owner's lease is live, that keeps the
+// TTL.
+func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64, lease runtime.Lease) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	n, err := s.scripts.take.Run(ctx, s.c, s.journalKeys(tenant, id)[:1], strconv.FormatUint(epoch, 10)).Int()
+	n, err := s.scripts.take.Run(ctx, s.c, s.journalKeys(tenant, id)[:1], strconv.FormatUint(epoch, 10),
+		lease.Owner, lease.TTL.Milliseconds()).Int()
 	switch {
 	case err != nil:
 		return s.unavailable(err)
@@ -162,8 +195,73 @@ func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64) error
 		return runtime.ErrNoCheckpoint
 	case n == scriptFenced:
 		return runtime.ErrFenced
+	case n == scriptLeased:
+		return runtime.ErrOwnedElsewhere
 	}
 	return nil
+}
+
+// Renew implements runtime.Checkpoints: one script a rollout, in one
+// pipeline (their keys hash to different slots, so no one script may
+// touch them all).
+func (s *Store) Renew(ctx context.Context, lease runtime.Lease, refs []runtime.LeaseRef, ttl time.Duration) ([]bool, error) {
+	cmds, err := s.pipelined(ctx, s.scripts.renew, refs, 2, func(r runtime.LeaseRef) []any {
+		return []any{strconv.FormatUint(r.Epoch, 10), lease.Owner, lease.TTL.Milliseconds(), max(ttl.Milliseconds(), 1)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	lost := make([]bool, len(refs))
+	for i, c := range cmds {
+		n, err := c.Int()
+		if err != nil {
+			return nil, s.unavailable(err)
+		}
+		lost[i] = n == scriptFenced
+	}
+	return lost, nil
+}
+
+// Release implements runtime.Checkpoints: one script a rollout, in one
+// pipeline.
+func (s *Store) Release(ctx context.Context, owner string, refs []runtime.LeaseRef) error {
+	cmds, err := s.pipelined(ctx, s.scripts.release, refs, 1, func(r runtime.LeaseRef) []any {
+		return []any{strconv.FormatUint(r.Epoch, 10), owner}
+	})
+	for _, c := range cmds {
+		err = cmp.Or(err, c.Err())
+	}
+	return s.unavailable(err)
+}
+
+// pipelined runs script once for each of refs, on the first keys of its
+// journal (1: the head's; 2: and the entries') with args(ref), in one
+// round trip: EVALSHA, and EVAL once more for them all if Redis had
+// forgotten the script.
+func (s *Store) pipelined(ctx context.Context, script *redis.Script, refs []runtime.LeaseRef, keys int, args func(runtime.LeaseRef) []any) ([]*redis.Cmd, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	run := func(eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(refs))
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, r := range refs {
+				cmds[i] = eval(ctx, p, s.journalKeys(r.Tenant, r.ID)[:keys], args(r)...)
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	cmds, err := run(script.EvalSha)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(script.Eval)
+	}
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	return cmds, nil
 }
 
 // Drop implements runtime.Checkpoints: one script that, unless a higher

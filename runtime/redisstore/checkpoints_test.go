@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	goruntime "runtime"
+	"strconv"
 	"sync/atomic"
 
 	"bytes"
@@ -67,7 +68,8 @@ func TestCheckpointKeyTTL(t *testing.T) {
 		return d
 	}
 
-	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_ttl", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h1"), Entries: [][]byte{[]byte("base")}}
+	lease := runtime.Lease{Owner: "srv_ttl", TTL: 10 * time.Second}
+	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_ttl", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h1"), Entries: [][]byte{[]byte("base")}, Lease: lease}
 	if err := st.Write(ctx, w, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +77,16 @@ func TestCheckpointKeyTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fields) != 3 || fields["epoch"] != "1" || fields["creds"] != "c1" || fields["head"] != "h1" {
-		t.Fatalf("HGETALL %s: %v, want epoch 1, creds c1, head h1", head, fields)
+	if len(fields) != 5 || fields["epoch"] != "1" || fields["creds"] != "c1" || fields["head"] != "h1" || fields["owner"] != "srv_ttl" {
+		t.Fatalf("HGETALL %s: %v, want epoch 1, creds c1, head h1, owner srv_ttl, its lease", head, fields)
+	}
+	// The lease ends in milliseconds of Redis's clock, 10 s after the write.
+	now, err := st.c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if until, err := strconv.ParseInt(fields["lease"], 10, 64); err != nil || until <= now.UnixMilli() || until > now.Add(lease.TTL).UnixMilli() {
+		t.Fatalf("the lease ends at %s, want within (%d, %d]", fields["lease"], now.UnixMilli(), now.Add(lease.TTL).UnixMilli())
 	}
 	if entries, err := st.c.LRange(ctx, list, 0, -1).Result(); err != nil || len(entries) != 1 || entries[0] != "base" {
 		t.Fatalf("LRANGE %s: %q %v, want the base", list, entries, err)
@@ -84,7 +94,7 @@ func TestCheckpointKeyTTL(t *testing.T) {
 	pttl(head, time.Minute)
 	pttl(list, time.Minute)
 
-	if err := st.Take(ctx, "t1", "resp_ttl", 1); err != nil {
+	if err := st.Take(ctx, "t1", "resp_ttl", 1, lease); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(head, time.Minute); d < 50*time.Second {
@@ -98,6 +108,19 @@ func TestCheckpointKeyTTL(t *testing.T) {
 	for _, key := range []string{head, list} {
 		if d := pttl(key, time.Hour); d <= time.Minute {
 			t.Errorf("PTTL of %s after a Write with an hour: %v", key, d)
+		}
+	}
+	// A renewal keeps the journal its TTL from now, never shorter.
+	ref := []runtime.LeaseRef{{Tenant: "t1", ID: "resp_ttl", Epoch: 2}}
+	if _, err := st.Renew(ctx, lease, ref, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Renew(ctx, lease, ref, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{head, list} {
+		if d := pttl(key, 2*time.Hour); d <= time.Hour {
+			t.Errorf("PTTL of %s after renewals with two hours, then a minute: %v", key, d)
 		}
 	}
 
@@ -117,19 +140,25 @@ func TestCheckpointKeyTTL(t *testing.T) {
 }
 
 // TestCheckpointRoundTrips: Write, Load, Take and Drop are one round trip
-// each (a script's EVALSHA), once Redis knows the scripts.
+// each (a script's EVALSHA), once Redis knows the scripts; so are Renew and
+// Release, of however many rollouts (one pipeline).
 func TestCheckpointRoundTrips(t *testing.T) {
 	t.Parallel()
 	st, _ := newCheckpointStore(t)
 	ctx := context.Background()
 	w := &runtime.JournalWrite{Tenant: "t1", ID: "resp_rt", Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h"), Entries: [][]byte{[]byte("pause")}}
+	refs := func(epoch uint64) []runtime.LeaseRef { // three rollouts' keys, in different slots
+		return []runtime.LeaseRef{{Tenant: "t1", ID: "resp_rt", Epoch: epoch}, {Tenant: "t1", ID: "resp_rt2", Epoch: 1}, {Tenant: "t2", ID: "resp_rt3", Epoch: 1}}
+	}
 	ops := []struct {
 		name string
 		do   func() error
 	}{
 		{"write", func() error { return st.Write(ctx, w, time.Minute) }},
 		{"load", func() error { _, err := st.Load(ctx, "t1", "resp_rt", "c1"); return err }},
-		{"take", func() error { w.Epoch++; return st.Take(ctx, "t1", "resp_rt", w.Epoch-1) }},
+		{"take", func() error { w.Epoch++; return st.Take(ctx, "t1", "resp_rt", w.Epoch-1, runtime.Lease{}) }},
+		{"renew 3", func() error { _, err := st.Renew(ctx, runtime.Lease{}, refs(w.Epoch), time.Minute); return err }},
+		{"release 3", func() error { return st.Release(ctx, "", refs(w.Epoch)) }},
 		{"drop", func() error { w.Epoch++; return st.Drop(ctx, "t1", "resp_rt", w.Epoch-1, time.Minute) }}, // raises the epoch
 	}
 	for _, op := range ops { // a fresh Redis knows no script: EVALSHA, then EVAL
@@ -163,6 +192,7 @@ func TestCheckpointsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	ref := []runtime.LeaseRef{{Tenant: "t1", ID: "resp_down", Epoch: 1}}
 	rd.Kill()
 	during := &runtime.JournalWrite{Tenant: "t1", ID: "resp_down", Creds: "c1", Epoch: 1, At: 1, Head: []byte("h2"), Entries: [][]byte{[]byte("during")}}
 	for _, op := range []struct {
@@ -171,8 +201,10 @@ func TestCheckpointsUnavailable(t *testing.T) {
 	}{
 		{"write", func() error { return st.Write(ctx, during, time.Minute) }},
 		{"load", func() error { _, err := st.Load(ctx, "t1", "resp_down", "c1"); return err }},
-		{"take", func() error { return st.Take(ctx, "t1", "resp_down", 1) }},
+		{"take", func() error { return st.Take(ctx, "t1", "resp_down", 1, runtime.Lease{}) }},
 		{"drop", func() error { return st.Drop(ctx, "t1", "resp_down", 1, time.Minute) }},
+		{"renew", func() error { _, err := st.Renew(ctx, runtime.Lease{}, ref, time.Minute); return err }},
+		{"release", func() error { return st.Release(ctx, "", ref) }},
 	} {
 		start := time.Now()
 		err := op.do()
@@ -189,7 +221,13 @@ func TestCheckpointsUnavailable(t *testing.T) {
 	if err != nil || len(got.Entries) != 1 || string(got.Entries[0]) != "before" || got.Epoch != 1 {
 		t.Fatalf("Load once Redis is back: %+v %v, want the journal written before", got, err)
 	}
-	if err := st.Take(ctx, "t1", "resp_down", 1); err != nil {
+	if lost, err := st.Renew(ctx, runtime.Lease{}, ref, time.Minute); err != nil || lost[0] {
+		t.Fatalf("Renew once Redis is back: lost %v (%v), want [false]", lost, err)
+	}
+	if err := st.Release(ctx, "", ref); err != nil {
+		t.Fatalf("Release once Redis is back: %v", err)
+	}
+	if err := st.Take(ctx, "t1", "resp_down", 1, runtime.Lease{}); err != nil {
 		t.Fatalf("Take once Redis is back: %v", err)
 	}
 	if err := st.Write(ctx, during, time.Minute); !errors.Is(err, runtime.ErrFenced) {
@@ -280,8 +318,19 @@ func TestCheckpointScriptMutations(t *testing.T) {
 		{"write keeps the head", ptr(writeScript), "'head', ARGV[3]", "'head', 'x'", setWrite},
 		{"load reverses the entries", ptr(loadScript), "out[#out + 1] = e", "table.insert(out, 4, e)", setLoad},
 		{"load finds a dropped journal", ptr(loadScript), "if not h[1] or not h[2] or not h[3]", "if not h[1]", setLoad},
-		{"take ignores the epoch", ptr(takeScript), "if stored ~= ARGV[1] then return 0 end", "", setTake},
+		{"take ignores the epoch", ptr(takeScript), "if h[1] ~= ARGV[1] then return 0 end", "", setTake},
 		{"take takes a dropped journal", ptr(takeScript), " or redis.call('HEXISTS', KEYS[1], 'head') == 0", "", setTake},
+		{"take ignores the lease", ptr(takeScript), "if h[2] ~= ARGV[2] and tonumber(h[3] or '0') > now then return -3 end", "", setTake},
+		{"take refuses its own owner", ptr(takeScript), "h[2] ~= ARGV[2] and ", "", setTake},
+		{"a lease never ends", ptr(takeScript), "tonumber(h[3] or '0') > now", "tonumber(h[3] or '0') > 0", setTake},
+		{"take leases nobody", ptr(takeScript), "'owner', ARGV[2], 'lease', string.format('%d', now + tonumber(ARGV[3]))", "'lease', '0'", setTake},
+		{"write leases nobody", ptr(writeScript), "'owner', ARGV[7]", "'owner', ''", setWrite},
+		{"renew ignores the epoch", ptr(renewScript), "redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] or ", "", setRenew},
+		{"renew renews a dropped journal", ptr(renewScript), " or redis.call('HEXISTS', KEYS[1], 'head') == 0", "", setRenew},
+		{"renew lets the journal expire", ptr(renewScript), "redis.call('PEXPIRE', KEYS[2], ARGV[4], 'GT')", "", setRenew},
+		{"release ignores the owner", ptr(releaseScript), " and h[2] == ARGV[2]", "", setRelease},
+		{"release ignores the epoch", ptr(releaseScript), "h[1] == ARGV[1] and ", "", setRelease},
+		{"release releases nothing", ptr(releaseScript), "redis.call('HSET', KEYS[1], 'lease', '0')", "", setRelease},
 		{"drop ignores the epoch", ptr(dropScript), "if stored > tonumber(ARGV[1]) then return 0 end", "", setDrop},
 		{"drop keeps the epoch", ptr(dropScript), "tonumber(ARGV[1]) + 1", "ARGV[1]", setDrop},
 	}
@@ -310,6 +359,11 @@ func setWrite(s checkpointScripts, m *redis.Script) checkpointScripts { s.write 
 func setLoad(s checkpointScripts, m *redis.Script) checkpointScripts  { s.load = m; return s }
 func setTake(s checkpointScripts, m *redis.Script) checkpointScripts  { s.take = m; return s }
 func setDrop(s checkpointScripts, m *redis.Script) checkpointScripts  { s.drop = m; return s }
+func setRenew(s checkpointScripts, m *redis.Script) checkpointScripts { s.renew = m; return s }
+func setRelease(s checkpointScripts, m *redis.Script) checkpointScripts {
+	s.release = m
+	return s
+}
 
 // failures records whether the suite failed; a Fatalf ends the suite's
 // goroutine, as testing's does.

@@ -42,7 +42,7 @@ func Run(t TB, cps runtime.Checkpoints, prefix string) {
 	if _, err := cps.Load(ctx, "t1", id, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Fatalf("Load before any Write: %v, want ErrNoCheckpoint", err)
 	}
-	if err := cps.Take(ctx, "t1", id, 1); !errors.Is(err, runtime.ErrNoCheckpoint) {
+	if err := cps.Take(ctx, "t1", id, 1, runtime.Lease{}); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Fatalf("Take before any Write: %v, want ErrNoCheckpoint", err)
 	}
 	if err := cps.Write(ctx, w(1, false, 0, "h0", "step"), ttl); !errors.Is(err, runtime.ErrJournalGap) {
@@ -55,7 +55,7 @@ func Run(t TB, cps runtime.Checkpoints, prefix string) {
 			t.Errorf("Load under tenant %q, creds %q: %v, want ErrNoCheckpoint", who.tenant, who.creds, err)
 		}
 	}
-	if err := cps.Take(ctx, "t2", id, 1); !errors.Is(err, runtime.ErrNoCheckpoint) {
+	if err := cps.Take(ctx, "t2", id, 1, runtime.Lease{}); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Errorf("Take under another tenant: %v, want ErrNoCheckpoint", err)
 	}
 
@@ -79,9 +79,9 @@ func Run(t TB, cps runtime.Checkpoints, prefix string) {
 	load(t, cps, "t1", id, "c1", 1, "h5", "base 4", binary, "", "step 5")
 
 	// A takeover raises the epoch; the old owner is fenced out.
-	must(t, cps.Take(ctx, "t1", id, 1))
+	must(t, cps.Take(ctx, "t1", id, 1, runtime.Lease{}))
 	load(t, cps, "t1", id, "c1", 2, "h5", "base 4", binary, "", "step 5")
-	if err := cps.Take(ctx, "t1", id, 1); !errors.Is(err, runtime.ErrFenced) {
+	if err := cps.Take(ctx, "t1", id, 1, runtime.Lease{}); !errors.Is(err, runtime.ErrFenced) {
 		t.Errorf("a second Take from epoch 1: %v, want ErrFenced", err)
 	}
 	for _, stale := range []*runtime.JournalWrite{w(1, false, 4, "stale", "stale step"), w(1, true, 0, "stale", "stale base")} {
@@ -99,7 +99,7 @@ func Run(t TB, cps runtime.Checkpoints, prefix string) {
 	wins := make(chan struct{}, 8)
 	for range 8 {
 		wg.Go(func() {
-			switch err := cps.Take(ctx, "t1", id, 2); {
+			switch err := cps.Take(ctx, "t1", id, 2, runtime.Lease{}); {
 			case err == nil:
 				wins <- struct{}{}
 			case !errors.Is(err, runtime.ErrFenced):
@@ -118,7 +118,7 @@ func Run(t TB, cps runtime.Checkpoints, prefix string) {
 	if _, err := cps.Load(ctx, "t1", id, "c1"); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Errorf("Load after Drop: %v, want ErrNoCheckpoint", err)
 	}
-	if err := cps.Take(ctx, "t1", id, 3); !errors.Is(err, runtime.ErrNoCheckpoint) {
+	if err := cps.Take(ctx, "t1", id, 3, runtime.Lease{}); !errors.Is(err, runtime.ErrNoCheckpoint) {
 		t.Errorf("Take after Drop: %v, want ErrNoCheckpoint", err)
 	}
 	// A server that lost the rollout before it ended cannot write it
@@ -147,6 +147,77 @@ func Run(t TB, cps runtime.Checkpoints, prefix string) {
 	load(t, cps, "t1", mine.ID, "c1", 5, "t1's", "t1's base")
 	must(t, cps.Drop(ctx, "t1", mine.ID, 5, ttl))
 	must(t, cps.Drop(ctx, "t2", other.ID, 1, ttl))
+
+	leases(t, cps, prefix)
+}
+
+// leases checks the leases: a live owner's rollout is not taken, renewals
+// and releases act only at their owner's epoch, and a lease runs out.
+func leases(t TB, cps runtime.Checkpoints, prefix string) {
+	ctx := context.Background()
+	const ttl = time.Minute
+	a, b, c := runtime.Lease{Owner: "srv_a", TTL: ttl}, runtime.Lease{Owner: "srv_b", TTL: ttl}, runtime.Lease{Owner: "srv_c", TTL: ttl}
+	id := prefix + "resp_l"
+	ref := func(epoch uint64) runtime.LeaseRef { return runtime.LeaseRef{Tenant: "t1", ID: id, Epoch: epoch} }
+	write := &runtime.JournalWrite{Tenant: "t1", ID: id, Creds: "c1", Epoch: 1, Reset: true, Head: []byte("h"), Entries: [][]byte{[]byte("base")}, Lease: a}
+	must(t, cps.Write(ctx, write, ttl))
+
+	// A's write leased it to A: another server may not take it; A may.
+	if err := cps.Take(ctx, "t1", id, 1, b); !errors.Is(err, runtime.ErrOwnedElsewhere) {
+		t.Errorf("Take of a rollout another server's write leased: %v, want ErrOwnedElsewhere", err)
+	}
+	must(t, cps.Take(ctx, "t1", id, 1, a))
+	load(t, cps, "t1", id, "c1", 2, "h", "base")
+
+	// Renewals answer each rollout at its epoch, in order.
+	lost, err := cps.Renew(ctx, a, []runtime.LeaseRef{ref(1), ref(2), {Tenant: "t1", ID: prefix + "resp_none", Epoch: 1}, {Tenant: "t2", ID: id, Epoch: 2}}, ttl)
+	if want := []bool{true, false, true, true}; err != nil || fmt.Sprint(lost) != fmt.Sprint(want) {
+		t.Errorf("Renew at epochs 1 and 2, of no journal and of another tenant's: lost %v (%v), want %v", lost, err, want)
+	}
+	if lost, err := cps.Renew(ctx, a, nil, ttl); err != nil || len(lost) != 0 {
+		t.Errorf("Renew of nothing: %v %v", lost, err)
+	}
+
+	// Only A's release at its epoch lets the rollout go.
+	must(t, cps.Release(ctx, "srv_b", []runtime.LeaseRef{ref(2)}))
+	must(t, cps.Release(ctx, "srv_a", []runtime.LeaseRef{ref(1)}))
+	if err := cps.Take(ctx, "t1", id, 2, b); !errors.Is(err, runtime.ErrOwnedElsewhere) {
+		t.Errorf("Take after releases of another owner and another epoch: %v, want ErrOwnedElsewhere", err)
+	}
+	must(t, cps.Release(ctx, "srv_a", []runtime.LeaseRef{ref(2), {Tenant: "t1", ID: prefix + "resp_none", Epoch: 1}}))
+	must(t, cps.Take(ctx, "t1", id, 2, b))
+	load(t, cps, "t1", id, "c1", 3, "h", "base")
+
+	// B's takeover leased it to B: A lost it, and neither A nor C takes it.
+	if lost, err := cps.Renew(ctx, a, []runtime.LeaseRef{ref(2)}, ttl); err != nil || len(lost) != 1 || !lost[0] {
+		t.Errorf("A's Renew after B's takeover: lost %v (%v), want [true]", lost, err)
+	}
+	for _, l := range []runtime.Lease{a, c} {
+		if err := cps.Take(ctx, "t1", id, 3, l); !errors.Is(err, runtime.ErrOwnedElsewhere) {
+			t.Errorf("%s's Take of a rollout B took: %v, want ErrOwnedElsewhere", l.Owner, err)
+		}
+	}
+
+	// A lease runs out; a renewal keeps the journal past its TTL.
+	short := 40 * time.Millisecond
+	if lost, err := cps.Renew(ctx, runtime.Lease{Owner: "srv_b", TTL: short}, []runtime.LeaseRef{ref(3)}, ttl); err != nil || lost[0] {
+		t.Fatalf("B's Renew: lost %v (%v)", lost, err)
+	}
+	time.Sleep(3 * short)
+	must(t, cps.Take(ctx, "t1", id, 3, c))
+	brief := &runtime.JournalWrite{Tenant: "t1", ID: id, Creds: "c1", Epoch: 4, At: 1, Head: []byte("h2"), Entries: [][]byte{[]byte("step")}, Lease: c}
+	must(t, cps.Write(ctx, brief, short))
+	if lost, err := cps.Renew(ctx, c, []runtime.LeaseRef{ref(4)}, ttl); err != nil || lost[0] {
+		t.Fatalf("C's Renew: lost %v (%v)", lost, err)
+	}
+	time.Sleep(3 * short)
+	load(t, cps, "t1", id, "c1", 4, "h2", "base", "step")
+
+	// A dropped journal has no lease: taken by nobody, lost to its owner.
+	must(t, cps.Drop(ctx, "t1", id, 4, ttl))
+	if lost, err := cps.Renew(ctx, c, []runtime.LeaseRef{ref(4), ref(5)}, ttl); err != nil || !lost[0] || !lost[1] {
+		t.Errorf("Renew of a dropped journal: lost %v (%v), want [true true]", lost, err)
+	}
 }
 
 func load(t TB, cps runtime.Checkpoints, tenant, id, creds string, epoch uint64, head string, entries ...string) {

@@ -117,6 +117,16 @@ func (s State) Announced() bool    { return s.announced }
 // its journal holding them back.
 func (s State) Behind() bool { return s.link != live || s.holding != notHeld }
 
+// Leased reports whether the server must hold the rollout's lease in the
+// store of checkpoints, so that no other server takes it over: it has a
+// journal there, this server runs it, and it is not parked with nobody
+// following it. A rollout parked while detached holds none: its client
+// may resume it on any server at once. (Its first write leases it as it
+// lands.)
+func (s State) Leased() bool {
+	return s.checkpointed && (s.phase < Parked || s.phase == Parked && s.link != detached)
+}
+
 // MayHibernate reports whether a hibernation timer is worth arming: parked
 // at its checkpoint, no wake's events being taken. Whether it then
 // hibernates is Hibernate's rule, when the timer fires.

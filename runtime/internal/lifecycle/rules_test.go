@@ -341,3 +341,23 @@ func Example() {
 	// allow parked
 	// running
 }
+
+// TestLeased: over every state value, the lease is held exactly while the
+// rollout has a journal, this server runs it, and it is running or
+// followed by a connection.
+func TestLeased(t *testing.T) {
+	t.Parallel()
+	held := 0
+	everyState(func(s State) {
+		want := s.checkpointed && (s.phase == Running || s.phase == Pausing || s.phase == Parked && s.link != detached)
+		if s.Leased() != want {
+			t.Errorf("%+v: Leased %v, want %v", s, s.Leased(), want)
+		}
+		if want {
+			held++
+		}
+	})
+	if held == 0 {
+		t.Error("no state holds a lease")
+	}
+}

@@ -48,6 +48,7 @@ var order = [...]struct {
 	rankStopper:   {name: "stopper.mu", leaf: true},
 	rankInbox:     {name: "inbox.mu", leaf: true},
 	rankRecorder:  {name: "record.Writer.mu", leaf: true},
+	rankLeases:    {name: "leases.mu", leaf: true},
 }
 
 // rankID is a rank's index in order.
@@ -77,6 +78,7 @@ const (
 	rankStopper
 	rankInbox
 	rankRecorder
+	rankLeases
 )
 
 // Rank is the type parameter of a Mutex or RWMutex: one of the types below,
@@ -104,6 +106,7 @@ type (
 	Stopper       struct{} // stopper.mu: a rollout's cancel
 	Inbox         struct{} // inbox.mu: the messages steered into a rollout
 	Recorder      struct{} // record.Writer.mu: a traffic log
+	Leases        struct{} // leases.mu: a server's lease releases waiting to be sent
 )
 
 func (SuspendedSet) id() rankID  { return rankSuspendedSet }
@@ -124,6 +127,7 @@ func (Admission) id() rankID     { return rankAdmission }
 func (Stopper) id() rankID       { return rankStopper }
 func (Inbox) id() rankID         { return rankInbox }
 func (Recorder) id() rankID      { return rankRecorder }
+func (Leases) id() rankID        { return rankLeases }
 
 // mayTake reports whether a lock of rank r may be taken while one of rank
 // h is held.
