@@ -148,11 +148,14 @@
 // tenant and credentials, raises the epoch (a compare-and-swap), rebuilds
 // the loop parked at the last pause under its own id, without announcing
 // the pause again (the first park of a rollout taken over is silent:
-// suspension.parkSilently), and replays what the client missed. The server
-// that held it finds out at its next write, or at its pause's timeout, and
-// stops it without a frame more of it, telling a client still attached
-// (response_owned_elsewhere, then a close 1012). A rollout that ends drops
-// its journal, leaving its epoch, so a fenced server cannot write it again.
+// suspension.parkSilently), and replays what the client missed; not while
+// another server's lease on it is live (lease.go: a server leases the
+// rollouts it runs, or whose client it serves, and renews them together).
+// The server that held it finds out at its next renewal, its next write,
+// or its pause's timeout, and stops it without a frame more of it, telling
+// a client still attached (response_owned_elsewhere, then a close 1012). A
+// rollout that ends drops its journal, leaving its epoch, so a fenced
+// server cannot write it again.
 //
 // Parked at a checkpointed pause past Suspension.HibernateAfter, a
 // rollout hibernates (suspension_wake.go, session_wake.go): its loop ends as at a handover (nothing

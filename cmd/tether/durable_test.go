@@ -84,9 +84,10 @@ const durableScript = "call: read_file {\"path\":\"a.go\"}\ncall: grep {\"patter
 
 // wsRollout is one suspended rollout driven over raw WebSocket frames.
 type wsRollout struct {
-	id     string
-	events []map[string]any
-	raw    [][]byte
+	id      string
+	events  []map[string]any
+	raw     [][]byte
+	pending [][]byte // frames read already, to take before reading on
 }
 
 func dialWS(ctx context.Context, t *testing.T, base string) *websocket.Conn {
@@ -119,9 +120,14 @@ func (ro *wsRollout) untilPause(ctx context.Context, t *testing.T, c *websocket.
 func (ro *wsRollout) readUntil(ctx context.Context, t *testing.T, c *websocket.Conn, types ...string) map[string]any {
 	t.Helper()
 	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			t.Fatalf("rollout %s: %v", ro.id, err)
+		var b []byte
+		if len(ro.pending) > 0 {
+			b, ro.pending = ro.pending[0], ro.pending[1:]
+		} else {
+			var err error
+			if _, b, err = c.Read(ctx); err != nil {
+				t.Fatalf("rollout %s: %v", ro.id, err)
+			}
 		}
 		var ev map[string]any
 		if err := json.Unmarshal(b, &ev); err != nil {
@@ -162,8 +168,10 @@ func seqOf(ev map[string]any) int { return int(ev["sequence_number"].(float64)) 
 // Mid-step: 20 rollouts killed in their third step, after the append that
 // answered the second pause was accepted (each client has seen the step
 // begin; A's model is still reading the large output appended, at 1,000
-// prompt tokens a second), which B runs again. Real processes, a real
-// redis-server.
+// prompt tokens a second), which B runs again. A's leases (--lease-ttl
+// 2s) live on after the kill: B refuses each resume
+// (response_owned_elsewhere) until they run out, and the client tries
+// again, as the client kit does. Real processes, a real redis-server.
 func TestDurableKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two tether serve processes and a redis-server: not in -short")
@@ -183,8 +191,8 @@ func TestDurableKill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			redis := redistest.Start(t)
-			a := startServeProcess(t, append([]string{"--store", redis.URL()}, tc.aArgs...)...)
-			b := startServeProcess(t, "--store", redis.URL())
+			a := startServeProcess(t, append([]string{"--store", redis.URL(), "--lease-ttl", killLease.String()}, tc.aArgs...)...)
+			b := startServeProcess(t, "--store", redis.URL(), "--lease-ttl", killLease.String())
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			create := map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript}
@@ -228,10 +236,12 @@ func TestDurableKill(t *testing.T) {
 			}
 			a.cmd.Wait()
 
+			killed := time.Now()
+			refused := 0
 			for _, ro := range ros {
 				seen := len(ro.raw)
-				c := dialWS(ctx, t, b.base)
-				sendJSON(ctx, t, c, map[string]any{"type": "response.resume", "response_id": ro.id, "sequence_number": seqOf(ro.events[seen-1])})
+				c, first, n := resumeOnceFree(ctx, t, b.base, ro.id, seqOf(ro.events[seen-1]))
+				ro.pending, refused = [][]byte{first}, refused+n
 				pause := ro.untilPause(ctx, t, c)
 				step := 3
 				if !tc.midStep {
@@ -260,7 +270,38 @@ func TestDurableKill(t *testing.T) {
 					t.Fatalf("rollout %s ended\n%s\nwant, as never interrupted,\n%s", ro.id, got, want)
 				}
 			}
+			t.Logf("%d rollouts resumed on B, %v after the kill; %d resumes refused while A's leases lived", tc.n, time.Since(killed).Round(time.Millisecond), refused)
 		})
+	}
+}
+
+// killLease is the lease of the servers the crash tests kill or stop: a
+// resume elsewhere waits this long at most.
+const killLease = 2 * time.Second
+
+// resumeOnceFree resumes rollout id after seq on the server at base, on a
+// new connection, until no other server's lease refuses it
+// (response_owned_elsewhere: tried again a tenth of killLease later),
+// and returns the connection, the first frame it read, and how many times
+// it was refused.
+func resumeOnceFree(ctx context.Context, t *testing.T, base, id string, seq int) (*websocket.Conn, []byte, int) {
+	t.Helper()
+	for refused := 0; ; refused++ {
+		c := dialWS(ctx, t, base)
+		sendJSON(ctx, t, c, map[string]any{"type": "response.resume", "response_id": id, "sequence_number": seq})
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("resume %s: %v", id, err)
+		}
+		if !bytes.Contains(b, []byte(`"response_owned_elsewhere"`)) {
+			return c, b, refused
+		}
+		c.CloseNow()
+		select {
+		case <-time.After(killLease / 10):
+		case <-ctx.Done():
+			t.Fatalf("resume %s: still refused after %d tries", id, refused)
+		}
 	}
 }
 
@@ -283,20 +324,70 @@ func endSummary(end map[string]any) string {
 	return b.String()
 }
 
+// TestDurableLiveOwner: while client 1 is attached to server A, parked
+// on its rollout's calls (A's lease is live), client 2, with the same key,
+// resumes the rollout on server B and is refused (response_owned_elsewhere,
+// 409), as is an append of it there; client 1 runs the rollout to its end
+// on A, one sequence, one terminal event. Real processes, a real
+// redis-server.
+func TestDurableLiveOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two tether serve processes and a redis-server: not in -short")
+	}
+	t.Parallel()
+	rd := redistest.Start(t)
+	a := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+	b := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	var onA wsRollout
+	c1 := dialWS(ctx, t, a.base)
+	defer c1.CloseNow()
+	sendJSON(ctx, t, c1, map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript})
+	pause := onA.untilPause(ctx, t, c1)
+	time.Sleep(2 * killLease) // A renews its lease meanwhile
+
+	c2 := dialWS(ctx, t, b.base)
+	defer c2.CloseNow()
+	for _, ev := range []map[string]any{
+		{"type": "response.resume", "response_id": onA.id, "sequence_number": seqOf(pause)},
+		{"type": "response.append", "response_id": onA.id, "input": outputs(pause)},
+	} {
+		sendJSON(ctx, t, c2, ev)
+		_, f, err := c2.Read(ctx)
+		if err != nil || !bytes.Contains(f, []byte(`"response_owned_elsewhere"`)) || !bytes.Contains(f, []byte(`"status":409`)) {
+			t.Fatalf("%s on B while A's client is attached: %s %v, want 409 response_owned_elsewhere", ev["type"], f, err)
+		}
+	}
+
+	for ev := pause; ev["type"] == "response.done"; ev = onA.untilPause(ctx, t, c1) {
+		sendJSON(ctx, t, c1, map[string]any{"type": "response.append", "response_id": onA.id, "input": outputs(ev)})
+	}
+	checkOneSequence(t, onA.events)
+	if end := onA.events[len(onA.events)-1]; end["type"] != "response.completed" {
+		t.Fatalf("on A the rollout ended with %v", end["type"])
+	}
+}
+
 // TestDurableFencing: server A is stopped (SIGSTOP) while its client's
-// rollout, parked, is taken over and finished on server B; continued
-// (SIGCONT), A takes the append its client had sent it, finds at its
-// checkpoint that B owns the rollout, and stops it: A writes nothing more
-// to the rollout's state in Redis and sends its client nothing more for
-// it. Real processes, a real redis-server.
+// rollout is parked, and its client appends to it there meanwhile (A does
+// not answer). Client 2 resumes it on server B, refused while A's lease
+// lives, then taken over once it has run out, and runs it to its end.
+// Continued (SIGCONT), A tells client 1 at once, with
+// response_owned_elsewhere and a close 1012, and never a terminal event,
+// and writes nothing more of the rollout to Redis; client 1, resumed on B
+// with the last sequence_number it saw, gets what client 2 got after it,
+// byte for byte: one response, one terminal event, one sequence. Real
+// processes, a real redis-server.
 func TestDurableFencing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two tether serve processes and a redis-server: not in -short")
 	}
 	t.Parallel()
 	rd := redistest.Start(t)
-	a := startServeProcess(t, "--store", rd.URL())
-	b := startServeProcess(t, "--store", rd.URL())
+	a := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+	b := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
@@ -313,34 +404,71 @@ func TestDurableFencing(t *testing.T) {
 	if _, err := syscall.Wait4(a.cmd.Process.Pid, &status, syscall.WUNTRACED, nil); err != nil || !status.Stopped() {
 		t.Fatalf("A did not stop: %v %v", status, err)
 	}
-	// The client gives up on A (it does not answer) and resumes on B.
+	stopped := time.Now()
 	sendJSON(ctx, t, c1, map[string]any{"type": "response.append", "response_id": onA.id, "input": outputs(pause)})
+
+	// Client 2 takes it over on B once A's lease has run out.
 	onB := wsRollout{id: onA.id}
-	c2 := dialWS(ctx, t, b.base)
-	sendJSON(ctx, t, c2, map[string]any{"type": "response.resume", "response_id": onA.id, "sequence_number": seqOf(pause)})
+	c2, first, refused := resumeOnceFree(ctx, t, b.base, onA.id, seqOf(pause))
+	defer c2.CloseNow()
+	t.Logf("B took the rollout over %v after A stopped, refused %d times before", time.Since(stopped).Round(time.Millisecond), refused)
+	if refused == 0 {
+		t.Errorf("B took the rollout over at once, while A's lease (%v) was live", killLease)
+	}
+	onB.pending = [][]byte{first}
 	for ev := onB.untilPause(ctx, t, c2); ev["type"] == "response.done"; ev = onB.untilPause(ctx, t, c2) {
 		sendJSON(ctx, t, c2, map[string]any{"type": "response.append", "response_id": onA.id, "input": outputs(ev)})
 	}
-	c2.CloseNow()
 	if end := onB.events[len(onB.events)-1]; end["type"] != "response.completed" {
 		t.Fatalf("on B the rollout ended with %v", end["type"])
 	}
 
+	// A, continued, tells client 1 and closes: nothing else comes.
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	a.waitLog(ctx, t, "taken over by another server")
-	// Nothing came for the rollout: the next frame is the answer to a bad
-	// event sent now.
-	sendJSON(ctx, t, c1, map[string]any{"type": "response.nothing"})
+	woke := time.Now()
 	_, f, err := c1.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !bytes.Contains(f, []byte(`"type":"error"`)) || !bytes.Contains(f, []byte(`"response_owned_elsewhere"`)) {
+		t.Fatalf("A, continued, sent its client %s (%v), want an error response_owned_elsewhere", f, err)
 	}
-	var ev map[string]any
-	if json.Unmarshal(f, &ev); ev["type"] != "error" {
-		t.Fatalf("A sent %s after it lost the rollout", f)
+	told := time.Since(woke)
+	if _, f, err := c1.Read(ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+		t.Fatalf("then A sent %s (%v), want a close 1012", f, err)
 	}
+	t.Logf("A told its client %v after it was continued", told.Round(time.Millisecond))
+
+	// Client 1 resumes on B, where the rollout is. What it gets is what
+	// client 2 got under the same numbers, byte for byte, in order, the
+	// terminal event last: no number stands for two events. (B keeps the
+	// frames since the last append, client 2's, which proved the pauses
+	// before it seen: client 1, with the same key, gets those.)
+	seen := len(onA.raw)
+	c3, first, _ := resumeOnceFree(ctx, t, b.base, onA.id, seqOf(pause))
+	defer c3.CloseNow()
+	onA.pending = [][]byte{first}
+	onA.untilPause(ctx, t, c3)
+	bySeq := map[int][]byte{}
+	for i, ev := range onB.events {
+		bySeq[seqOf(ev)] = onB.raw[i]
+	}
+	for i, ev := range onA.events[seen:] {
+		if seqOf(ev) <= seqOf(onA.events[seen+i-1]) {
+			t.Fatalf("client 1 got event %d after event %d", seqOf(ev), seqOf(onA.events[seen+i-1]))
+		}
+		if f := onA.raw[seen+i]; !bytes.Equal(f, bySeq[seqOf(ev)]) {
+			t.Fatalf("event %d: client 1 got\n%s\nclient 2\n%s", seqOf(ev), f, bySeq[seqOf(ev)])
+		}
+	}
+	if end := onA.events[len(onA.events)-1]; end["type"] != "response.completed" || !bytes.Equal(onA.raw[len(onA.raw)-1], onB.raw[len(onB.raw)-1]) {
+		t.Fatalf("client 1's last event is %v, want client 2's response.completed", end["type"])
+	}
+	for _, ev := range onA.events[:len(onA.events)-1] {
+		if typ := ev["type"]; typ == "response.completed" || typ == "response.failed" || typ == "response.cancelled" || typ == "response.incomplete" {
+			t.Fatalf("client 1 got a terminal event (%v) before the last", typ)
+		}
+	}
+
 	// In Redis, the rollout's checkpoint is B's ended one: the epoch, 3
 	// (B's 2, raised past it as B dropped it), and nothing else. B drops
 	// it on a goroutine of its own once the rollout has ended: until then
@@ -359,6 +487,23 @@ func TestDurableFencing(t *testing.T) {
 	}
 	if err != nil || len(h) != 1 || h["epoch"] != "3" {
 		t.Fatalf("the checkpoint after A continued: %v %v, want only epoch 3", h, err)
+	}
+}
+
+// checkOneSequence checks that a client's events are numbered 0, 1, 2, …
+// and that one of them, the last, is terminal.
+func checkOneSequence(t *testing.T, events []map[string]any) {
+	t.Helper()
+	for i, ev := range events {
+		if seqOf(ev) != i {
+			t.Fatalf("event %d (%v) has sequence_number %d", i, ev["type"], seqOf(ev))
+		}
+		switch ev["type"] {
+		case "response.completed", "response.failed", "response.cancelled", "response.incomplete":
+			if i != len(events)-1 {
+				t.Fatalf("a terminal event (%v) at %d of %d", ev["type"], i, len(events))
+			}
+		}
 	}
 }
 
