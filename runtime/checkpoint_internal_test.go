@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"errors"
 	"testing"
@@ -95,12 +97,36 @@ func TestReadJournal(t *testing.T) {
 	if lc.journal.n != 3 || lc.journal.state != lc.pause || !lc.parked.Equal(time.UnixMilli(2000)) {
 		t.Fatalf("the journal stands at %d entries, parked %v", lc.journal.n, lc.parked)
 	}
+	// Entries of the DEFLATE format, as an earlier build wrote them, read
+	// back the same.
+	old, err := readJournal(head, deflated(t, entries))
+	if err != nil || len(old.pause.Items) != 3 || old.pause.Seq != 8 || len(old.answer) != 1 {
+		t.Fatalf("the journal in DEFLATE entries read back: %v", err)
+	}
 	if _, err := readJournal(head, entries[:2]); err == nil {
 		t.Error("a journal short of its head's count read back")
 	}
 	if _, err := readJournal(head, [][]byte{entries[1], entries[0], entries[2]}); err == nil {
 		t.Error("a journal that begins with a step read back")
 	}
+}
+
+// deflated is entries as the DEFLATE format has them.
+func deflated(t testing.TB, entries [][]byte) [][]byte {
+	var out [][]byte
+	for _, e := range entries {
+		kind, body, err := openEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.Write([]byte{entryDeflate, kind})
+		w, _ := flate.NewWriter(&b, flate.BestSpeed)
+		w.Write(body)
+		w.Close()
+		out = append(out, b.Bytes())
+	}
+	return out
 }
 
 // FuzzReadJournal: whatever a store hands back, reading it never panics,
@@ -117,6 +143,7 @@ func FuzzReadJournal(f *testing.F) {
 	}
 	f.Add(head, join(entries))
 	f.Add(head, join(entries[:2]))
+	f.Add(head, join(deflated(f, entries)))
 	f.Add([]byte(`{}`), []byte{})
 	f.Fuzz(func(t *testing.T, head, joined []byte) {
 		var es [][]byte

@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -21,7 +22,20 @@ import (
 // openEntry is an entry's kind and its parts, uncompressed: at most
 // maxEntryBody bytes of them.
 func openEntry(e []byte) (kind byte, body []byte, err error) {
-	if len(e) < 2 || e[0] != journalVersion {
+	if len(e) < 2 {
+		return 0, nil, errJournal
+	}
+	switch e[0] {
+	case entryS2:
+		if n, err := s2.DecodedLen(e[2:]); err != nil || n > maxEntryBody {
+			return 0, nil, errJournal
+		}
+		if body, err = s2.Decode(nil, e[2:]); err != nil {
+			return 0, nil, errJournal
+		}
+		return e[1], body, nil
+	case entryDeflate:
+	default:
 		return 0, nil, errJournal
 	}
 	r := flateReaders.Get().(io.ReadCloser)
