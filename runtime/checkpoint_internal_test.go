@@ -5,6 +5,8 @@ import (
 	"compress/flate"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,4 +166,63 @@ func FuzzReadJournal(f *testing.F) {
 			t.Fatalf("accepted frames %v for a pause whose next event is %d", lc.frames, lc.pause.Seq)
 		}
 	})
+}
+
+// BenchmarkJournalCompaction: what a snapshot costs, the write that begins
+// a journal (a rollout's first pause, a compaction, a change of tools),
+// against a step's, at 1,000 and 100,000 tokens of context (read_file
+// outputs of some 1,000 tokens each, their tokens packed as the renderer
+// leaves them), and the bytes each leaves; and the snapshot read back (a
+// wake's or a takeover's).
+func BenchmarkJournalCompaction(b *testing.B) {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1_000, 100_000} {
+		file := strings.Repeat("func parse(s string) (int, error) {\n\treturn strconv.Atoi(strings.TrimSpace(s))\n}\n", 40) // some 1,000 tokens
+		req, perr := protocol.DecodeCreateRequest([]byte(`{"model":"tether-scripted","input":"go on"}`))
+		if perr != nil {
+			b.Fatal(perr)
+		}
+		var items protocol.Items
+		var prompt *sampler.Prompt
+		for i := 0; prompt.Len() < n; i++ {
+			id := fmt.Sprintf("call_%d", i)
+			pair := protocol.Items{&protocol.FunctionCall{ID: "fc_" + id, CallID: id, Name: "read_file", Arguments: fmt.Sprintf(`{"path":"pkg/file%d.go"}`, i), Status: protocol.StatusCompleted},
+				&protocol.FunctionCallOutput{CallID: id, Output: protocol.ToolOutput{Text: file}}}
+			items = append(items, pair...)
+			for _, it := range pair {
+				prompt = prompt.Append(r.Item(it))
+			}
+		}
+		last := items[len(items)-2].(*protocol.FunctionCall)
+		ps := &pauseState{Version: pauseVersion, Request: req, Response: &protocol.Response{ID: "resp_1", Output: protocol.Items{last}},
+			Items:     items,
+			pauseLoop: pauseLoop{Steps: 1, Seq: 4, Rendered: len(items), Calls: []pausedCall{{Type: protocol.ItemFunctionCall, CallID: last.CallID, Name: last.Name, Index: 0, Pos: len(items) - 2, Client: true}}}}
+		ps.prompt = prompt
+		frames := []frame{{seq: 3, b: []byte(`{"type":"response.done"}`)}}
+		b.Run(fmt.Sprintf("context=%dk/snapshot", n/1000), func(b *testing.B) {
+			var e []byte
+			for b.Loop() {
+				if e, err = baseEntry(ps, frames, time.UnixMilli(1000)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(e)), "bytes")
+		})
+		b.Run(fmt.Sprintf("context=%dk/read", n/1000), func(b *testing.B) {
+			e, err := baseEntry(ps, frames, time.UnixMilli(1000))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var j journal
+			head := j.head(1, ps, false, time.UnixMilli(1000))
+			for b.Loop() {
+				if _, err := readJournal(head, [][]byte{e}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

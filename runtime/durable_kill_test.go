@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
 )
 
@@ -232,6 +235,77 @@ func readAll(t *testing.T, c *wsConn) <-chan []byte {
 func driveRollout(t *testing.T, c *wsConn, body map[string]any) [][]byte {
 	events, _ := driveSuspended(t, c, body)
 	return events
+}
+
+// TestDurableTimeoutCutOff: a server cut off from its store does not time
+// out a rollout it let go of. Its client dropped, the rollout parked on A
+// is taken over on B and completed there while A cannot reach the store;
+// A's copy, at its pause's timeout, cannot ask the store who owns it, and
+// holds no lease: it ends without an outcome, and once A reaches the store
+// again a resume there finds the rollout ended elsewhere
+// (response_not_found). A's copy ends released, not failed: had it timed
+// out, it would have ended the response a second time (its hooks, its
+// store).
+func TestDurableTimeoutCutOff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		mem := runtime.NewMemoryCheckpoints()
+		store := &cutOff{Checkpoints: mem}
+		o := durableOptions(store)
+		o.Suspension.Timeout = 30 * time.Second // within the resume window of A's copy
+		ended := &endedStatuses{}
+		o.Observer = ended
+		a := newPipeHarness(t, o)
+		b := newPipeHarness(t, durableOptions(mem))
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(durableBody()))
+		pause := last(c1.next(t))
+		id := respID(t, pause)
+		c1.drop()
+		synctest.Wait() // A lets its lease go
+		store.cut.Store(true)
+
+		c2 := b.dial(t, "Bearer alice")
+		c2.send(t, refEv("response.resume", id, ""))
+		if again := c2.recv(t); !bytes.Equal(again, pause) {
+			t.Fatalf("the resume on B sent %s, want the pending pause", again)
+		}
+		for p := pause; eventType(t, p) == "response.done"; {
+			c2.send(t, appendEv(id, "", outputsFor(t, p)...))
+			p = last(c2.next(t))
+			if typ := eventType(t, p); typ != "response.done" && typ != "response.completed" {
+				t.Fatalf("on B the rollout ended with %s", p)
+			}
+		}
+		time.Sleep(31 * time.Second) // past A's copy's timeout
+		store.cut.Store(false)
+
+		c3 := a.dial(t, "Bearer alice")
+		c3.send(t, refEv("response.resume", id, ""))
+		c3.wantError(t, "response_not_found")
+		if got := ended.list(); len(got) != 1 || got[0] != runtime.StatusReleased {
+			t.Fatalf("A's copy ended %v, want released once", got)
+		}
+	})
+}
+
+// endedStatuses is an Observer that records how each response ended.
+type endedStatuses struct {
+	releaseCounter
+	mu       sync.Mutex
+	statuses []protocol.ResponseStatus
+}
+
+func (e *endedStatuses) ResponseEnded(_ runtime.ServePath, status protocol.ResponseStatus, _ protocol.Timings) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.statuses = append(e.statuses, status)
+}
+
+func (e *endedStatuses) list() []protocol.ResponseStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.statuses)
 }
 
 // TestDurableOwnerTold: a rollout has one owner, and one outcome. While

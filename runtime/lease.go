@@ -20,10 +20,11 @@ import (
 // nobody following, hibernated, handed over), so that its client may
 // resume it on another server at once; and a rollout whose lease the store
 // no longer has at its epoch is fenced out here, its client told
-// (fenceLocked). Between a lost lease and the renewal that finds it lost,
-// the epoch still fences every write: a server that missed its renewals
-// (stopped, partitioned) sends, at most, the frames of a step no store
-// will keep.
+// (fenceLocked). A server that cannot reach the store lets its rollouts go
+// the same way before its leases can run out there. One stopped meanwhile
+// (SIGSTOP, a VM paused) finds out as it goes on, at its first renewal,
+// write or timeout: until then the epoch fences every write, and it sends,
+// at most, frames of a step no store will keep.
 
 // leases is a server's side of its leases.
 type leases struct {
@@ -75,6 +76,7 @@ func (l *leases) renew() {
 	defer l.srv.wg.Done()
 	t := time.NewTimer(l.lease.TTL / 3)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-l.srv.ctx.Done():
@@ -86,6 +88,10 @@ func (l *leases) renew() {
 		n, err := l.renewOnce()
 		switch {
 		case err != nil:
+			if !failing {
+				l.srv.log.Warn("leases not renewed: the store did not answer", "rollouts", n, "err", err)
+			}
+			failing = true
 			if !start.Before(l.expiry()) {
 				l.srv.log.Warn("leases ran out: the store did not answer their renewals", "rollouts", n, "err", err)
 				for _, h := range l.leased() {
@@ -95,6 +101,7 @@ func (l *leases) renew() {
 			t.Reset(l.lease.TTL / 10)
 			continue
 		case n > 0:
+			failing = false
 			l.renewedAt.Store(start.UnixNano())
 			t.Reset(l.lease.TTL / 3)
 			continue
