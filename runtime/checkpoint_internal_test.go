@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -179,8 +180,19 @@ func BenchmarkJournalCompaction(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// A file of some 1,000 tokens, no two alike (a snapshot of one file
+	// repeated would compress to nothing).
+	words := strings.Fields("parse token scanner buffer config value error return func struct field index length offset reader writer cache entry state")
+	rng := rand.New(rand.NewPCG(1, 2))
+	file := func() string {
+		var b strings.Builder
+		for range 60 {
+			fmt.Fprintf(&b, "func %s%d(%s %s) (%s, error) {\n\treturn %s.%s(%d)\n}\n", words[rng.IntN(len(words))], rng.IntN(1000),
+				words[rng.IntN(len(words))], words[rng.IntN(len(words))], words[rng.IntN(len(words))], words[rng.IntN(len(words))], words[rng.IntN(len(words))], rng.IntN(100000))
+		}
+		return b.String()
+	}
 	for _, n := range []int{1_000, 100_000} {
-		file := strings.Repeat("func parse(s string) (int, error) {\n\treturn strconv.Atoi(strings.TrimSpace(s))\n}\n", 40) // some 1,000 tokens
 		req, perr := protocol.DecodeCreateRequest([]byte(`{"model":"tether-scripted","input":"go on"}`))
 		if perr != nil {
 			b.Fatal(perr)
@@ -190,7 +202,7 @@ func BenchmarkJournalCompaction(b *testing.B) {
 		for i := 0; prompt.Len() < n; i++ {
 			id := fmt.Sprintf("call_%d", i)
 			pair := protocol.Items{&protocol.FunctionCall{ID: "fc_" + id, CallID: id, Name: "read_file", Arguments: fmt.Sprintf(`{"path":"pkg/file%d.go"}`, i), Status: protocol.StatusCompleted},
-				&protocol.FunctionCallOutput{CallID: id, Output: protocol.ToolOutput{Text: file}}}
+				&protocol.FunctionCallOutput{CallID: id, Output: protocol.ToolOutput{Text: file()}}}
 			items = append(items, pair...)
 			for _, it := range pair {
 				prompt = prompt.Append(r.Item(it))

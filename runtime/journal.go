@@ -2,13 +2,11 @@ package runtime
 
 import (
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -323,5 +321,3 @@ func sealEntry(kind byte, body []byte) []byte {
 // context far past any model's, and a step's frames, which a suspended
 // rollout keeps at most maxDetachedBytes of.
 const maxEntryBody = 256 << 20
-
-var flateReaders = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -49,6 +50,9 @@ func openEntry(e []byte) (kind byte, body []byte, err error) {
 	}
 	return e[1], body, nil
 }
+
+// flateReaders read the entries of the DEFLATE format.
+var flateReaders = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
 
 // loadedCheckpoint is a journal read back: the state at its last pause,
 // that pause's frames (its response.done last), its answer if any, and
