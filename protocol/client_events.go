@@ -40,11 +40,14 @@ type CreateEvent struct {
 }
 
 // AppendEvent is response.append: tool outputs (and steering messages) for a
-// suspended response.
+// suspended response; or, Inject set, response.inject, which the server
+// takes by the same rules and answers otherwise (inject.go).
 type AppendEvent struct {
 	StreamID   string
 	ResponseID string
 	Input      Items
+	Inject     bool
+	RawInput   json.RawMessage // an inject's input as sent, given back by response.inject.failed
 }
 
 // CancelEvent is response.cancel.
@@ -83,8 +86,13 @@ type ProcessedEvent struct {
 	ResponseID string
 }
 
-func (*CreateEvent) ClientEventType() ClientEventType    { return ClientCreate }
-func (*AppendEvent) ClientEventType() ClientEventType    { return ClientAppend }
+func (*CreateEvent) ClientEventType() ClientEventType { return ClientCreate }
+func (e *AppendEvent) ClientEventType() ClientEventType {
+	if e.Inject {
+		return ClientInject
+	}
+	return ClientAppend
+}
 func (*CancelEvent) ClientEventType() ClientEventType    { return ClientCancel }
 func (*ResumeEvent) ClientEventType() ClientEventType    { return ClientResume }
 func (*ForkEvent) ClientEventType() ClientEventType      { return ClientFork }
@@ -113,14 +121,14 @@ func (e *CreateEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (e *CreateEvent) MarshalJSON() ([]byte, error) { return Marshal(e) }
 
-// MarshalJSON writes response.append.
+// MarshalJSON writes response.append, or response.inject.
 func (e *AppendEvent) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return marshalTo(enc, struct {
 		Type       ClientEventType `json:"type"`
 		StreamID   string          `json:"stream_id,omitempty"`
 		ResponseID string          `json:"response_id"`
 		Input      Items           `json:"input"`
-	}{ClientAppend, e.StreamID, e.ResponseID, e.Input})
+	}{e.ClientEventType(), e.StreamID, e.ResponseID, e.Input})
 }
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
@@ -259,6 +267,7 @@ var clientDecoders = [...]struct {
 	{ClientFork, decodeFork},
 	{ClientProcessed, decodeProcessed},
 	{ClientSteer, decodeSteer},
+	{ClientInject, decodeInject},
 }
 
 // clientEventTypesText lists the types of clientDecoders for an error:

@@ -292,3 +292,40 @@ func clientEventTypeConstants(t *testing.T) []string {
 	}
 	return types
 }
+
+// TestDecodeInject: response.inject decodes as an AppendEvent marked
+// Inject, its input as sent kept for a failure to give back, and writes
+// itself back as response.inject; one without response_id or input, or
+// with more than MaxInjectItems items, is refused.
+func TestDecodeInject(t *testing.T) {
+	frame := `{"type":"response.inject","response_id":"resp_1","stream_id":"a","input":[{"type":"function_call_output","call_id":"call_1","output":"ok"}]}`
+	ev, lane, perr := protocol.DecodeClientEvent([]byte(frame))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	in, ok := ev.(*protocol.AppendEvent)
+	if !ok || !in.Inject || lane != "a" || in.ResponseID != "resp_1" || len(in.Input) != 1 || in.ClientEventType() != protocol.ClientInject {
+		t.Fatalf("decoded %#v on lane %q", ev, lane)
+	}
+	if string(in.RawInput) != `[{"type":"function_call_output","call_id":"call_1","output":"ok"}]` {
+		t.Fatalf("raw input %s", in.RawInput)
+	}
+	b, err := protocol.Marshal(in)
+	if err != nil || !strings.Contains(string(b), `"type":"response.inject"`) {
+		t.Fatalf("written back as %s (%v)", b, err)
+	}
+	f, err := protocol.Marshal(protocol.InjectFailure(in, &protocol.Error{Code: protocol.CodeResponseNotFound, Message: "gone"}))
+	if err != nil || !strings.Contains(string(f), `"input":[{"type":"function_call_output","call_id":"call_1","output":"ok"}]`) || !strings.Contains(string(f), `"stream_id":"a"`) {
+		t.Fatalf("its failure: %s (%v)", f, err)
+	}
+	many := `{"type":"response.inject","response_id":"resp_1","input":[` + strings.Repeat(`{"type":"function_call_output","call_id":"c","output":"x"},`, protocol.MaxInjectItems) + `{"type":"function_call_output","call_id":"c","output":"x"}]}`
+	for frame, code := range map[string]string{
+		`{"type":"response.inject","input":[]}`:             protocol.CodeMissingRequired,
+		`{"type":"response.inject","response_id":"resp_1"}`: protocol.CodeMissingRequired,
+		many: protocol.CodeArrayAboveMaxLength,
+	} {
+		if _, _, perr := protocol.DecodeClientEvent([]byte(frame)); perr == nil || perr.Code != code || perr.Status != 400 {
+			t.Errorf("%.80s: %v, want %s", frame, perr, code)
+		}
+	}
+}

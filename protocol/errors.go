@@ -34,6 +34,7 @@ const (
 	CodeMissingRequired           = "missing_required_parameter"
 	CodeInvalidValue              = "invalid_value"
 	CodeInvalidType               = "invalid_type"
+	CodeArrayAboveMaxLength       = "array_above_max_length"
 	CodeInvalidJSONSchema         = "invalid_json_schema"         // a strict text.format schema strict mode refuses
 	CodeInvalidFunctionParameters = "invalid_function_parameters" // a strict function's parameters strict mode refuses
 	CodeToolCallNotFound          = "tool_call_not_found"

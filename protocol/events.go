@@ -389,6 +389,10 @@ func decodeEventAs(t EventType, data []byte, read reading) (Event, *Error) {
 		e = new(SteerPendingEvent)
 	case EventSteerFailed:
 		e = new(SteerFailedEvent)
+	case EventInjectCreated:
+		e = new(InjectCreatedEvent)
+	case EventInjectFailed:
+		e = new(InjectFailedEvent)
 	case "":
 		return nil, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'.")
 	default:

@@ -48,6 +48,10 @@ func (sess *session) handle(e laneEvent, waited bool) {
 		default:
 			perr = sess.appendOutputs(ev)
 		}
+		if ev.Inject && perr != nil {
+			sess.injectFailed(ev, perr)
+			return
+		}
 	case *protocol.CancelEvent:
 		if !waited && sess.waitBehind(lane, e, false) {
 			return
@@ -108,7 +112,11 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	case sess.srv.suspended.heldAwake(ev.ResponseID):
 		return errNoSuspended(ev.ResponseID) // another connection's: a resume moves it here
 	}
-	return sess.wake(ev.ResponseID, ev.StreamID, &wakeEvent{items: ev.Input})
+	w := &wakeEvent{items: ev.Input}
+	if ev.Inject {
+		w.inject = ev
+	}
+	return sess.wake(ev.ResponseID, ev.StreamID, w)
 }
 
 // cancelResponse handles response.cancel: it ends a running or suspended

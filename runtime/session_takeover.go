@@ -26,7 +26,8 @@ type takeoverJob struct {
 	// its pause's timeout, for the checkpoint of epoch.
 	wake, deadline bool
 	epoch          uint64
-	retry          bool // a deadline wake the store did not answer: tried again later (wakeFailed)
+	retry          bool                  // a deadline wake the store did not answer: tried again later (wakeFailed)
+	inject         *protocol.AppendEvent // a wake by a response.inject: its failure is an inject.failed
 }
 
 func (j *takeoverJob) bytes() int { return 0 }

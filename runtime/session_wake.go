@@ -27,7 +27,9 @@ type wakeEvent struct {
 	items    protocol.Items
 	cancel   bool
 	deadline bool
+	inject   *protocol.AppendEvent // a response.inject's items: answered inject.created or inject.failed
 	refused  *protocol.Error
+	taken    bool // its items are the rollout's
 }
 
 // wake queues ev for rollout id, and starts waking it on the lane named
@@ -79,7 +81,7 @@ func (sess *session) wake(id, laneID string, ev *wakeEvent) *protocol.Error {
 	if perr != nil {
 		return perr
 	}
-	if !sess.admit(laneID, &takeoverJob{id: id, wake: true, received: sess.srv.now()}, nil) {
+	if !sess.admit(laneID, &takeoverJob{id: id, wake: true, received: sess.srv.now(), inject: ev.inject}, nil) {
 		sess.mu.Lock()
 		ln.endWakeLocked()
 		sess.mu.Unlock()
@@ -142,7 +144,10 @@ func (sess *session) endWake(ln *lane, id string) {
 func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 	for {
 		for _, w := range wakes {
-			if w.refused != nil {
+			switch {
+			case w.refused != nil && w.inject != nil:
+				sess.injectFailed(w.inject, w.refused)
+			case w.refused != nil:
 				sess.sendError(w.refused, ln.id)
 			}
 		}
@@ -194,7 +199,10 @@ func (sess *session) wakeAtDeadline(ln *lane, id string, gen int, epoch uint64) 
 // nothing: it tells nothing, and when the store did not answer it tries
 // again in a while, the lane keeping its place.
 func (sess *session) wakeFailed(ln *lane, j *takeoverJob, perr *protocol.Error) []byte {
-	if !j.deadline {
+	switch {
+	case j.inject != nil:
+		return sess.injectFailedFrame(j.inject, perr)
+	case !j.deadline:
 		return errorFrame(perr, ln.id)
 	}
 	if perr != nil && perr.Code == protocol.CodeStoreUnavailable {

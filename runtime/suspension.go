@@ -263,7 +263,7 @@ func (sp *suspension) readyLocked() {
 // context after the step). It checks every item before delivering any, so a
 // refused append changes nothing. The moment the last parked call has its
 // output, the rollout is running again.
-func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) (asleep bool, perr *protocol.Error) {
+func (sp *suspension) deliver(sess *session, lane string, items protocol.Items, inject bool) (asleep bool, perr *protocol.Error) {
 	if perr := protocol.ValidateItems(items, "input"); perr != nil {
 		return false, perr
 	}
@@ -274,6 +274,9 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items) 
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
 	asleep, answered, parked, perr := sp.acceptAppend(sess, lane, items)
+	if inject && !asleep && perr == nil {
+		sp.ro.injectCreatedLocked() // before the step it resumes
+	}
 	if answered {
 		sp.ro.resumeAnsweredLocked(parked)
 	}

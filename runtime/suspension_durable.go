@@ -329,11 +329,13 @@ func (sp *suspension) parkSilently(calls []protocol.PendingCall) {
 	defer sp.ro.mu.Unlock()
 	sp.ro.requireActionSilentlyLocked(calls)
 	sp.mu.Lock()
+	wakes := sp.wakes
 	sp.parkLocked()
 	sp.acceptAnswersLocked()
 	close(sp.parkedCh)
 	sp.parkedCh = nil
 	sp.mu.Unlock()
+	sp.ro.injectsTakenLocked(wakes) // before the step they resume goes on
 	sp.srv.notify()
 }
 

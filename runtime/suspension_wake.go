@@ -58,13 +58,18 @@ func (sp *suspension) wakeDone() {
 }
 
 // acceptWakes applies the events of a wake queued since the rollout parked,
-// in order, each refusal written on its event.
+// in order, each refusal written on its event; the injects taken are
+// acknowledged before the step they resume goes on (it takes the
+// rollout's lock, held here throughout, as the lock order says).
 func (sp *suspension) acceptWakes(wakes []*wakeEvent) {
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	for _, w := range wakes {
 		w.refused = sp.acceptWakeLocked(w)
 	}
+	sp.mu.Unlock()
+	sp.ro.injectsTakenLocked(wakes)
 }
 
 // acceptWakeLocked applies one event of a wake to the rollout: a cancel
@@ -86,6 +91,7 @@ func (sp *suspension) acceptWakeLocked(w *wakeEvent) *protocol.Error {
 		return perr
 	}
 	_, perr := sp.acceptLocked(w.items)
+	w.taken = perr == nil
 	return perr
 }
 
