@@ -47,6 +47,23 @@ type CreateRequest struct {
 	Generate *bool `json:"generate,omitempty"`
 	// Suspend asks for a suspended rollout (tether extension).
 	Suspend *bool `json:"suspend,omitempty"`
+	// MultiAgent is OpenAI's Responses multi-agent beta (sent with
+	// OpenAI-Beta: responses_multi_agent=v1).
+	MultiAgent *MultiAgent `json:"multi_agent,omitempty"`
+}
+
+// MultiAgent is a request's multi_agent: Enabled is required; the
+// sub-agents live at once, the root not counted, are at least 1 (3 when
+// left out).
+type MultiAgent struct {
+	Enabled                *bool `json:"enabled"`
+	MaxConcurrentSubagents *int  `json:"max_concurrent_subagents,omitempty"`
+}
+
+// MultiAgentEnabled reports whether the request asked for the
+// multi-agent beta.
+func (r *CreateRequest) MultiAgentEnabled() bool {
+	return r.MultiAgent != nil && r.MultiAgent.Enabled != nil && *r.MultiAgent.Enabled
 }
 
 // ContextManagement is one entry of context_management.

@@ -56,6 +56,14 @@ func (r *CreateRequest) Validate() *Error {
 	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
 		return Invalid(CodeInvalidValue, "max_output_tokens", "Invalid 'max_output_tokens': %d. Expected a positive integer.", *r.MaxOutputTokens)
 	}
+	if m := r.MultiAgent; m != nil {
+		switch {
+		case m.Enabled == nil:
+			return Invalid(CodeMissingRequired, "multi_agent.enabled", "Missing required parameter: 'multi_agent.enabled'.")
+		case m.MaxConcurrentSubagents != nil && *m.MaxConcurrentSubagents < 1:
+			return Invalid(CodeInvalidValue, "multi_agent.max_concurrent_subagents", "Invalid 'multi_agent.max_concurrent_subagents': %d. Expected a value of at least 1.", *m.MaxConcurrentSubagents)
+		}
+	}
 	if r.MaxToolCalls != nil && *r.MaxToolCalls < 0 {
 		return Invalid(CodeInvalidValue, "max_tool_calls", "Invalid 'max_tool_calls': %d. Expected a non-negative integer.", *r.MaxToolCalls)
 	}

@@ -191,3 +191,36 @@ func TestInjectWakes(t *testing.T) {
 		}
 	})
 }
+
+// TestMultiAgentRefused: a request for the multi-agent beta's waiting
+// response, which tether does not serve yet, is refused
+// (unsupported_parameter), not ignored: over HTTP and over WebSocket. One
+// that leaves it disabled is served; a malformed multi_agent is invalid.
+func TestMultiAgentRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	body := func(ma any) map[string]any {
+		return map[string]any{"model": sdkModel, "input": "hi", "multi_agent": ma}
+	}
+	for _, c := range []struct {
+		ma         any
+		status     int
+		code, want string
+	}{
+		{map[string]any{"enabled": true}, 400, protocol.CodeUnsupportedParameter, "multi_agent"},
+		{map[string]any{"enabled": true, "max_concurrent_subagents": 2}, 400, protocol.CodeUnsupportedParameter, "multi_agent"},
+		{map[string]any{"max_concurrent_subagents": 2}, 400, protocol.CodeMissingRequired, "multi_agent.enabled"},
+		{map[string]any{"enabled": true, "max_concurrent_subagents": 0}, 400, protocol.CodeInvalidValue, "multi_agent.max_concurrent_subagents"},
+		{map[string]any{"enabled": false}, 200, "", ""},
+	} {
+		status, resp := h.post(t, "/responses", body(c.ma))
+		if status != c.status || c.code != "" && (!bytes.Contains(resp, []byte(`"code":"`+c.code+`"`)) || !bytes.Contains(resp, []byte(`"param":"`+c.want+`"`))) {
+			t.Errorf("multi_agent %v over HTTP: %d %.300s, want %d %s on %s", c.ma, status, resp, c.status, c.code, c.want)
+		}
+	}
+	c := h.dial(t, nil)
+	c.send(t, create(body(map[string]any{"enabled": true})))
+	if f := c.recv(t); eventType(t, f) != "error" || !bytes.Contains(f, []byte(`"unsupported_parameter"`)) {
+		t.Fatalf("multi_agent over WebSocket: %s, want an unsupported_parameter error", f)
+	}
+}

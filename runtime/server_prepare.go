@@ -25,6 +25,12 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	if perr := req.Validate(); perr != nil {
 		return nil, perr
 	}
+	if req.MultiAgentEnabled() {
+		// Refused, not ignored: a beta client would wait, in_progress, on
+		// a response that paused otherwise.
+		return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, "multi_agent",
+			"The Responses multi-agent beta ('multi_agent') is not served by tether yet. Its waiting response is tether's suspended rollout: send \"suspend\": true over WebSocket, and answer its calls with response.inject (or response.append).")
+	}
 	model, perr := s.model(req.Model)
 	if perr != nil {
 		return nil, perr
