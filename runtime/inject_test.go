@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -20,8 +21,9 @@ import (
 // as the SDK's typed event), before the step it resumes, and the rollout
 // runs to its end; a partial inject is acknowledged and the rollout waits
 // for the rest. An inject into the ended response fails
-// response_already_completed and into an unknown one response_not_found,
-// each with its input given back; an inject of 16,385 items is a plain
+// response_already_completed, and into an unknown one, or one parked on
+// another connection of the same key, response_not_found, each with its
+// input given back; an inject of 16,385 items is a plain
 // error (array_above_max_length), after which the connection still serves.
 func TestInjectSDK(t *testing.T) {
 	t.Parallel()
@@ -138,6 +140,11 @@ func TestInjectSDK(t *testing.T) {
 	}
 	failed(id, protocol.CodeResponseAlreadyCompleted)
 	failed("resp_unknown", protocol.CodeResponseNotFound)
+	// A rollout of the same key parked on another connection is that
+	// connection's to answer.
+	other := h.dial(t, http.Header{"Authorization": {"Bearer test"}})
+	other.send(t, create(map[string]any{"model": sdkModel, "store": false, "suspend": true, "input": "call: run_tests {}"}))
+	failed(respID(t, last(other.next(t))), protocol.CodeResponseNotFound)
 
 	many := make([]map[string]any, protocol.MaxInjectItems+1)
 	for i := range many {
