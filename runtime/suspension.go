@@ -273,8 +273,8 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items, 
 	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
-	asleep, answered, parked, perr := sp.acceptAppend(sess, lane, items)
-	if inject && !asleep && perr == nil {
+	asleep, taken, answered, parked, perr := sp.acceptAppend(sess, lane, items)
+	if inject && taken {
 		sp.ro.injectCreatedLocked() // before the step it resumes
 	}
 	if answered {
@@ -283,23 +283,23 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items, 
 	return asleep, perr
 }
 
-// acceptAppend is deliver's part under the suspension's lock: answered reports
-// that the items gave the pause's last output, parked how many calls it
-// waited on.
-func (sp *suspension) acceptAppend(sess *session, lane string, items protocol.Items) (asleep, answered bool, parked int, perr *protocol.Error) {
+// acceptAppend is deliver's part under the suspension's lock: taken reports
+// that the rollout took the items, answered that they gave the pause's
+// last output, parked how many calls it waited on.
+func (sp *suspension) acceptAppend(sess *session, lane string, items protocol.Items) (asleep, taken, answered bool, parked int, perr *protocol.Error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch v, perr := sp.applyLocked(lifecycle.Append, sess, lane, ""); v {
 	case lifecycle.Asleep:
-		return true, false, 0, nil // the session wakes it from its checkpoint
+		return true, false, false, 0, nil // the session wakes it from its checkpoint
 	case lifecycle.Ignore:
-		return false, false, 0, nil // another server has it, or will: there its pause is replayed and answered again
+		return false, false, false, 0, nil // another server has it, or will: there its pause is replayed and answered again
 	case lifecycle.Allow:
 	default:
-		return false, false, 0, perr
+		return false, false, false, 0, perr
 	}
 	answered, perr = sp.acceptLocked(items)
-	return false, answered, len(sp.step), perr
+	return false, perr == nil, answered, len(sp.step), perr
 }
 
 // acceptLocked takes an append's items for the parked step, all or none:
