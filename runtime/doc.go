@@ -96,6 +96,10 @@
 //     response_not_suspended; ended, settled, expired, other connection:
 //     response_not_found; other lane: stream_id_mismatch; fenced or handed
 //     over: nothing (another server answers it); hibernated: wakes it.
+//     response.inject (the multi-agent beta's name, inject.go) is taken
+//     the same way, acknowledged in the response's sequence, before the
+//     step it resumes (response.inject.created), or refused with
+//     response.inject.failed, its input given back.
 //   - response.steer, from the attached connection (it names no lane):
 //     running or pausing: its input waits in the rollout's inbox for the
 //     step's end (steer.go); parked: the same, and pending is told at once
