@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -70,6 +71,60 @@ type pauseStep struct {
 	Output     protocol.Items   `json:"output"`
 	Response   responseProgress `json:"response"`
 	Loop       pauseLoop        `json:"loop"`
+}
+
+// stepState is the pauseStep of ps from itemsFrom and outputFrom, as JSON
+// laid out here rather than by the encoder, so that the items are spliced
+// in as encoded, never checked again: the step's output items are in its
+// context too, and each item is encoded once (itemEncodings). readJournal
+// decodes it as a pauseStep.
+func stepState(ps *pauseState, itemsFrom, outputFrom int) ([]byte, error) {
+	response, err := protocol.Marshal(progressOf(ps.Response))
+	if err != nil {
+		return nil, err
+	}
+	loop, err := protocol.Marshal(ps.pauseLoop)
+	if err != nil {
+		return nil, err
+	}
+	enc := itemEncodings{}
+	b := append([]byte(`{"items_from":`), strconv.Itoa(itemsFrom)...)
+	b = append(b, `,"items":`...)
+	if b, err = enc.appendArray(b, ps.Items[itemsFrom:]); err != nil {
+		return nil, err
+	}
+	b = append(append(b, `,"output_from":`...), strconv.Itoa(outputFrom)...)
+	b = append(b, `,"output":`...)
+	if b, err = enc.appendArray(b, ps.Response.Output[outputFrom:]); err != nil {
+		return nil, err
+	}
+	b = append(append(b, `,"response":`...), response...)
+	b = append(append(b, `,"loop":`...), loop...)
+	return append(b, '}'), nil
+}
+
+// itemEncodings encodes items once each, by identity (every Item is a
+// pointer).
+type itemEncodings map[protocol.Item][]byte
+
+// appendArray appends items to b as a JSON array.
+func (e itemEncodings) appendArray(b []byte, items protocol.Items) ([]byte, error) {
+	b = append(b, '[')
+	for i, it := range items {
+		enc, ok := e[it]
+		if !ok {
+			var err error
+			if enc, err = protocol.Marshal(it); err != nil {
+				return nil, err
+			}
+			e[it] = enc
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, enc...)
+	}
+	return append(b, ']'), nil
 }
 
 // responseProgress is what changes of a response as its rollout goes on,
@@ -266,8 +321,7 @@ func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time) ([]byte, 
 	if itemsFrom > len(ps.Items) || outputFrom > len(ps.Response.Output) {
 		return nil, errors.New("runtime: the context shrank since the journal's last pause")
 	}
-	state, err := protocol.Marshal(&pauseStep{ItemsFrom: itemsFrom, Items: ps.Items[itemsFrom:],
-		OutputFrom: outputFrom, Output: ps.Response.Output[outputFrom:], Response: progressOf(ps.Response), Loop: ps.pauseLoop})
+	state, err := stepState(ps, itemsFrom, outputFrom)
 	if err != nil {
 		return nil, err
 	}
