@@ -324,6 +324,25 @@ func endSummary(end map[string]any) string {
 	return b.String()
 }
 
+// leasedPair is two tether serve processes on rd whose leases last
+// killLease.
+func leasedPair(t *testing.T, rd *redistest.Server) (a, b *serveProcess) {
+	t.Helper()
+	return startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String()),
+		startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+}
+
+// parkedOn creates a suspended rollout of durableScript on p, into ro,
+// and returns its connection, which the test's end closes, parked at the
+// first pause, and that pause.
+func parkedOn(ctx context.Context, t *testing.T, p *serveProcess, ro *wsRollout) (*websocket.Conn, map[string]any) {
+	t.Helper()
+	c := dialWS(ctx, t, p.base)
+	t.Cleanup(func() { c.CloseNow() })
+	sendJSON(ctx, t, c, map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript})
+	return c, ro.untilPause(ctx, t, c)
+}
+
 // TestDurableLiveOwner: while client 1 is attached to server A, parked
 // on its rollout's calls (A's lease is live), client 2, with the same key,
 // resumes the rollout on server B and is refused (response_owned_elsewhere,
@@ -336,16 +355,11 @@ func TestDurableLiveOwner(t *testing.T) {
 	}
 	t.Parallel()
 	rd := redistest.Start(t)
-	a := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
-	b := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+	a, b := leasedPair(t, rd)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-
 	var onA wsRollout
-	c1 := dialWS(ctx, t, a.base)
-	defer c1.CloseNow()
-	sendJSON(ctx, t, c1, map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript})
-	pause := onA.untilPause(ctx, t, c1)
+	c1, pause := parkedOn(ctx, t, a, &onA)
 	time.Sleep(2 * killLease) // A renews its lease meanwhile
 
 	c2 := dialWS(ctx, t, b.base)
@@ -386,16 +400,11 @@ func TestDurableFencing(t *testing.T) {
 	}
 	t.Parallel()
 	rd := redistest.Start(t)
-	a := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
-	b := startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+	a, b := leasedPair(t, rd)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-
 	var onA wsRollout
-	c1 := dialWS(ctx, t, a.base)
-	defer c1.CloseNow()
-	sendJSON(ctx, t, c1, map[string]any{"type": "response.create", "model": "tether-scripted", "suspend": true, "store": false, "input": durableScript})
-	pause := onA.untilPause(ctx, t, c1)
+	c1, pause := parkedOn(ctx, t, a, &onA)
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -379,12 +379,7 @@ func (f *failures) Fatalf(string, ...any) { f.failed.Store(true); goruntime.Goex
 // server holding that many pays every third of its lease's TTL).
 func BenchmarkRenew(b *testing.B) {
 	ctx := context.Background()
-	rd := redistest.Start(b)
-	st, err := New(rd.URL(), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
+	st, _ := newCheckpointStore(b)
 	lease := runtime.Lease{Owner: "srv_bench", TTL: 10 * time.Second}
 	refs := make([]runtime.LeaseRef, 1000)
 	for i := range refs {
