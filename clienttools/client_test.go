@@ -451,7 +451,10 @@ func TestRunTurnsAgeLimit(t *testing.T) {
 	t.Parallel()
 	var offset atomic.Int64 // nanoseconds the server's clock is ahead
 	start := time.Now()
-	base := server(t, runtime.Options{Now: func() time.Time { return start.Add(time.Duration(offset.Load())) }, Timeouts: runtime.Timeouts{WSMaxAge: time.Hour}})
+	// The slow-client check reads the same clock: a frame in flight as it
+	// jumps two hours must not read as two hours behind.
+	base := server(t, runtime.Options{Now: func() time.Time { return start.Add(time.Duration(offset.Load())) },
+		Timeouts: runtime.Timeouts{WSMaxAge: time.Hour, SlowClient: 3 * time.Hour}})
 	input := "Fix it.\ncall: read_file {\"path\":\"a.go\"}\ncall: grep {\"pattern\":\"x\"}\ncall: read_file {\"path\":\"b.go\"}"
 	echo := func(_ context.Context, args string) (string, error) { return "ok " + args, nil }
 	funcs := []clienttools.Func{
