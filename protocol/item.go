@@ -241,8 +241,8 @@ type itemHead struct {
 // A message's content may be a string; it becomes one input_text part (or
 // output_text for an assistant).
 func DecodeItem(raw json.RawMessage, param string) (Item, *Error) {
-	if out, ok := scanFunctionCallOutput(raw); ok {
-		return out, nil
+	if it, ok := scanFunctionItem(raw); ok {
+		return it, nil
 	}
 	return decodeItem(raw, param)
 }
@@ -391,6 +391,40 @@ func (is *Items) UnmarshalJSON(b []byte) error {
 	}
 	out, err := DecodeItems(b, "input")
 	if err != nil {
+		return err
+	}
+	*is = out
+	return nil
+}
+
+// UnmarshalJSONFrom decodes each element with DecodeItem as dec reads it:
+// a value that holds items (a store's state read back) is read over once,
+// where UnmarshalJSON would have the whole array read, then split, then
+// each element read.
+func (is *Items) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '[' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		return is.UnmarshalJSON(v)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	out := Items{}
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		v, err := dec.ReadValue() // valid until dec reads on: an item keeps none of it
+		if err != nil {
+			return err
+		}
+		it, perr := DecodeItem(json.RawMessage(v), IndexParam("input", i))
+		if perr != nil {
+			return perr
+		}
+		out = append(out, it)
+	}
+	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
 	*is = out

@@ -255,6 +255,44 @@ func TestDecodeItems(t *testing.T) {
 	}
 }
 
+// TestItemsUnmarshal: Items read as a member of a value (Unmarshal, one
+// pass over the array) are DecodeItems' items, and refused where it
+// refuses them.
+func TestItemsUnmarshal(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`[]`,
+		`null`,
+		` [ {"role":"user","content":"a"} , {"type":"item_reference","id":"x"} ] `,
+		`[{"type":"function_call","call_id":"c","name":"read_file","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"a\n\"b\""}]`,
+		`[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]`,
+		`[{"role":"user","content":"a"},{"role":"user","content":[{"type":"x"}]}]`,
+		`{"role":"user","content":"a"}`,
+		`[1]`,
+		`"items"`,
+	} {
+		var v struct {
+			Items protocol.Items `json:"items"`
+		}
+		err := protocol.Unmarshal([]byte(`{"items":`+in+`}`), &v)
+		if in == "null" {
+			if err != nil || v.Items != nil {
+				t.Errorf("%s: read %v (%v), want nil", in, v.Items, err)
+			}
+			continue
+		}
+		want, perr := protocol.DecodeItems(json.RawMessage(in), "input")
+		switch {
+		case perr != nil && err == nil:
+			t.Errorf("%s: read %v, DecodeItems refuses it: %v", in, v.Items, perr)
+		case perr == nil && err != nil:
+			t.Errorf("%s: refused (%v), DecodeItems reads it", in, err)
+		case perr == nil && !reflect.DeepEqual(v.Items, want):
+			t.Errorf("%s: read %#v, DecodeItems %#v", in, v.Items, want)
+		}
+	}
+}
+
 func TestToolOutputString(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -16,11 +16,13 @@ import (
 // items, an item's head, its fields, then its string) and copy it three
 // times; for the shape clients send, an append of function_call_output
 // items whose output is a string, the scanners below read each level once,
-// in place, and copy the output once, into its string. Whatever they do not
-// take whole (a name in another case or spelling, a member they do not
-// know, a duplicate, invalid UTF-8, an output of parts) goes the general
-// way, which decides and words the errors (FuzzScanAppend: what a scanner
-// takes, the general path reads the same).
+// in place, and copy the output once, into its string. The same item
+// scanner reads function calls and their outputs wherever items are
+// decoded, a journal's snapshot of a context among them. Whatever they do
+// not take whole (a name in another case or spelling, a member they do not
+// know, invalid UTF-8, a lone surrogate, an output of parts) goes the
+// general way, which decides and words the errors (FuzzScanAppend: what a
+// scanner takes, the general path reads the same).
 
 // scanner is a JSON decoder that reads a frame in place: the values it
 // returns are slices of the frame.
@@ -169,32 +171,47 @@ func scanItems(raw json.RawMessage) ([]json.RawMessage, bool) {
 	return elems, err == io.EOF
 }
 
-// scanFunctionCallOutput reads a function_call_output of type, call_id,
-// an optional id and a string output, each once.
-func scanFunctionCallOutput(raw json.RawMessage) (*FunctionCallOutput, bool) {
-	s := scan(raw)
-	defer s.release()
-	var out FunctionCallOutput
-	var typ string
-	var hasOutput bool
-	ok := s.object(func(name string) bool {
+// scanFunctionItem reads a function_call (type, id, call_id, name,
+// namespace, arguments, status) or a function_call_output whose output is
+// a string (type, id, call_id, namespace, output, status), each member
+// once: the items an agent's context is mostly made of, as a client
+// appends them and as a journal's snapshot holds them.
+func scanFunctionItem(raw json.RawMessage) (Item, bool) {
+	s := deltaScanner{b: raw}
+	var typ, id, callID, name, namespace, arguments, output, status string
+	var hasName, hasArguments, hasOutput bool
+	ok := s.object(func(key []byte) bool {
 		var ok bool
-		switch name {
+		switch string(key) { // compared without a copy
 		case "type":
-			typ, ok = s.str()
-			ok = ok && typ == string(ItemFunctionCallOutput)
-		case "call_id":
-			out.CallID, ok = s.str()
+			typ, ok = s.text()
 		case "id":
-			out.ID, ok = s.str()
+			id, ok = s.text()
+		case "call_id":
+			callID, ok = s.text()
+		case "namespace":
+			namespace, ok = s.text()
+		case "status":
+			status, ok = s.text()
+		case "name":
+			name, ok = s.text()
+			hasName = true
+		case "arguments":
+			arguments, ok = s.text()
+			hasArguments = true
 		case "output":
-			out.Output.Text, ok = s.str()
+			output, ok = s.text()
 			hasOutput = true
 		}
 		return ok
 	})
-	if !ok || typ == "" || !hasOutput {
+	switch {
+	case !ok:
 		return nil, false
+	case typ == string(ItemFunctionCall) && !hasOutput:
+		return &FunctionCall{ID: id, CallID: callID, Name: name, Namespace: namespace, Arguments: arguments, Status: ItemStatus(status)}, true
+	case typ == string(ItemFunctionCallOutput) && hasOutput && !hasName && !hasArguments:
+		return &FunctionCallOutput{ID: id, CallID: callID, Namespace: namespace, Output: ToolOutput{Text: output}, Status: ItemStatus(status)}, true
 	}
-	return &out, true
+	return nil, false
 }

@@ -22,6 +22,12 @@ var scanSeeds = []string{
 	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":"c","output":"\xff"}]}`,
 	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":null,"output":"x"}]}`,
 	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":"c","output":"x","status":"completed"}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call","call_id":"c","name":"read_file","arguments":"{\"path\":\"a.go\"}","status":"completed","id":"fc_1"}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call","call_id":"c","namespace":"fs","name":"read"},{"type":"function_call_output","call_id":"c","namespace":"fs","output":"x"}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}","output":"x"}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":"c","name":"f","output":"x"}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call","arguments":{}}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call"}]}`,
 	`{"type":"response.create","model":"m","input":[]}`,
 	`{"type":"response.append","response_id":"r","input":[1,{"type":"function_call_output","call_id":"c","output":"x"}]}`,
 	`[]`,
@@ -51,8 +57,7 @@ func TestScanners(t *testing.T) {
 }
 
 // checkScanners checks the scanners on data against the general path and
-// returns how many function_call_output items they took whole (-1: not
-// the append).
+// returns how many function items they took whole (-1: not the append).
 func checkScanners(t *testing.T, data []byte) (took int) {
 	t.Helper()
 	head, input, ok := scanAppend(data)
@@ -85,7 +90,7 @@ func checkScanners(t *testing.T, data []byte) (took int) {
 		if !bytes.Equal(e, wantElems[i]) {
 			t.Fatalf("item %d: scanned %s, the codec %s", i, e, wantElems[i])
 		}
-		out, ok := scanFunctionCallOutput(e)
+		out, ok := scanFunctionItem(e)
 		if !ok {
 			continue
 		}
@@ -93,7 +98,7 @@ func checkScanners(t *testing.T, data []byte) (took int) {
 		if perr != nil {
 			t.Fatalf("scanned %s, which the general path refuses: %v", e, perr)
 		}
-		if !reflect.DeepEqual(Item(out), it) {
+		if !reflect.DeepEqual(out, it) {
 			t.Fatalf("%s: scanned %+v, the general path %+v", e, out, it)
 		}
 		took++
