@@ -30,6 +30,11 @@ func Marshal(v any) ([]byte, error) {
 			return b, nil
 		}
 	}
+	if n := functionItemSize(v); n > 0 {
+		if b, ok := appendFunctionItem(make([]byte, 0, n), v); ok {
+			return b, nil
+		}
+	}
 	if b, ok, err := appendKept(nil, v); ok {
 		return b, err
 	}
@@ -41,6 +46,9 @@ func Marshal(v any) ([]byte, error) {
 // the deltas, most of what it writes. On error dst is returned as it was.
 func AppendMarshal(dst []byte, v any) ([]byte, error) {
 	if b, ok := appendDelta(dst, v); ok {
+		return b, nil
+	}
+	if b, ok := appendFunctionItem(dst, v); ok {
 		return b, nil
 	}
 	if b, ok, err := appendKept(dst, v); ok {

@@ -74,10 +74,11 @@ func appendHeader(b []byte, h *EventHeader) ([]byte, bool) {
 }
 
 // appendPlain appends s quoted, as the codec quotes it, when s needs no
-// escape but \" \\ \n \r \t; ok is false (and b unusable) otherwise, or
-// when ok was false already. The codec (encoding/json's rules) escapes <, >
-// and &, other control characters, U+2028 and U+2029, and replaces invalid
-// UTF-8: those strings take its path.
+// escape but \" \\ \n \r \t and the codec's \u003c, \u003e and \u0026
+// for <, > and &; ok is false (and b unusable) otherwise, or when ok was
+// false already. The codec (encoding/json's rules) also escapes other
+// control characters, U+2028 and U+2029, and replaces invalid UTF-8:
+// those strings take its path.
 func appendPlain(b []byte, s string, ok bool) ([]byte, bool) {
 	if !ok {
 		return b, false
@@ -86,40 +87,33 @@ func appendPlain(b []byte, s string, ok bool) ([]byte, bool) {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-				return b, false
-			}
-			i += size
-			continue
-		}
-		var esc string
-		switch {
-		case c == '"':
-			esc = `\"`
-		case c == '\\':
-			esc = `\\`
-		case c == '\n':
-			esc = `\n`
-		case c == '\r':
-			esc = `\r`
-		case c == '\t':
-			esc = `\t`
-		case c < 0x20, c == '<', c == '>', c == '&':
-			return b, false
-		default:
+		if quotedByte[c] { // a byte a time: a tool's output has an escape every few bytes
 			i++
 			continue
 		}
-		b = append(b, s[start:i]...)
-		b = append(b, esc...)
-		i++
-		start = i
+		if c < utf8.RuneSelf {
+			esc := quoteEscapes[c]
+			if esc == "" {
+				return b, false
+			}
+			b = append(append(b, s[start:i]...), esc...)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return b, false
+		}
+		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"'), true
+	return append(append(b, s[start:]...), '"'), true
 }
+
+// quoteEscapes is how the codec escapes the ASCII bytes appendPlain
+// escapes.
+var quoteEscapes = [utf8.RuneSelf]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`,
+	'<': `\u003c`, '>': `\u003e`, '&': `\u0026`}
 
 // decodeDelta reads a text or argument delta event the way the codec
 // would, by a scanner of the flat object such an event is, without

@@ -1,8 +1,6 @@
 package protocol
 
 import (
-	"encoding/binary"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -10,9 +8,10 @@ import (
 // A tool's output is most of an agent's context, and it is text full of
 // escapes: every line ends in \n, code has \t, quotes, and <, > and &,
 // which the codec writes as \u003c, \u003e and \u0026. text reads such a
-// string in one pass, checking and unescaping it as it copies it, eight
-// bytes at a time between escapes; the codec's reader goes over a string
-// three times (its value checked, its token read, its text unquoted).
+// string in one pass, checking and unescaping it as it copies it, a byte
+// at a time by table (an escape comes every few bytes: runs are too short
+// for wider reads to pay); the codec's reader goes over a string three
+// times (its value checked, its token read, its text unquoted).
 
 // text reads a string, any escape JSON has, into a copy. It refuses what
 // the codec would read otherwise or not at all: a control byte, invalid
@@ -21,10 +20,12 @@ func (s *deltaScanner) text() (string, bool) {
 	if !s.byte('"') {
 		return "", false
 	}
-	var out strings.Builder
+	var out []byte // nil until the first escape
 	start := s.i
 	for {
-		s.i += plainRun(s.b[s.i:])
+		for s.i < len(s.b) && plainByte[s.b[s.i]] { // a byte a time: a tool's output has an escape every few bytes
+			s.i++
+		}
 		if s.i >= len(s.b) {
 			return "", false
 		}
@@ -32,21 +33,26 @@ func (s *deltaScanner) text() (string, bool) {
 		case c == '"':
 			run := s.b[start:s.i]
 			s.i++
-			if out.Cap() == 0 {
+			if out == nil {
 				return string(run), true
 			}
-			out.Write(run)
-			return out.String(), true
+			return string(append(out, run...)), true
 		case c == '\\':
-			if out.Cap() == 0 {
-				out.Grow(len(s.b) - start) // the string is at most the rest
+			if out == nil {
+				out = make([]byte, 0, len(s.b)-start) // the string is at most the rest
 			}
-			out.Write(s.b[start:s.i])
-			n, ok := unescape(s.b[s.i:], &out)
-			if !ok {
-				return "", false
+			out = append(out, s.b[start:s.i]...)
+			if s.i+1 < len(s.b) && escapes[s.b[s.i+1]] != 0 {
+				out = append(out, escapes[s.b[s.i+1]])
+				s.i += 2
+			} else {
+				var n int
+				var ok bool
+				if out, n, ok = unescapeU(out, s.b[s.i:]); !ok {
+					return "", false
+				}
+				s.i += n
 			}
-			s.i += n
 			start = s.i
 		case c < 0x20:
 			return "", false
@@ -60,37 +66,28 @@ func (s *deltaScanner) text() (string, bool) {
 	}
 }
 
-// unescape writes the character of the escape b begins with and reports
-// the escape's length.
-func unescape(b []byte, out *strings.Builder) (int, bool) {
-	if len(b) < 2 {
-		return 0, false
-	}
-	if c := escapes[b[1]]; c != 0 {
-		out.WriteByte(c)
-		return 2, true
-	}
-	if b[1] != 'u' {
-		return 0, false
+// unescapeU appends the character of the \u escape b begins with (a
+// surrogate pair's two) and reports the escape's length.
+func unescapeU(out, b []byte) (_ []byte, n int, ok bool) {
+	if len(b) < 6 || b[1] != 'u' {
+		return out, 0, false
 	}
 	r, ok := hex4(b[2:])
 	switch {
 	case !ok:
-		return 0, false
+		return out, 0, false
 	case !utf16.IsSurrogate(r):
-		out.WriteRune(r)
-		return 6, true
+		return utf8.AppendRune(out, r), 6, true
 	}
 	// A surrogate pair, high then low, or the codec's to replace.
 	if len(b) < 12 || b[6] != '\\' || b[7] != 'u' {
-		return 0, false
+		return out, 0, false
 	}
 	low, ok := hex4(b[8:])
 	if r = utf16.DecodeRune(r, low); !ok || r == utf8.RuneError {
-		return 0, false
+		return out, 0, false
 	}
-	out.WriteRune(r)
-	return 12, true
+	return utf8.AppendRune(out, r), 12, true
 }
 
 // escapes is the character of each one-letter escape, 0 for none.
@@ -118,26 +115,20 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-// plainRun is the length of b's prefix that a string holds as it is:
-// ASCII, no control byte, no quote, no backslash. Eight bytes at a time,
-// each word tested for any such byte at once (a byte below 0x20, one
-// equal to '"' or '\\', a high bit: the "has a zero byte" test of
-// Hacker's Delight, per kind), then byte by byte from the word that has
-// one.
-func plainRun(b []byte) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		q, bs := w^(ones*'"'), w^(ones*'\\')
-		if ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|w)&highs != 0 {
-			break
-		}
+// plainByte reports the bytes a JSON string holds as they are: ASCII, no
+// control byte, no quote, no backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			break
-		}
+	return t
+}()
+
+// quotedByte reports the bytes the codec writes as they are, quoted:
+// plainByte's but for <, > and &, which it escapes (appendPlain).
+var quotedByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 	}
-	return i
-}
+	return t
+}()

@@ -70,11 +70,11 @@ func journalSeed(t testing.TB) (head []byte, entries [][]byte) {
 	next.Items = protocol.Items{first, &protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "ok"}}, second}
 	next.Response = &protocol.Response{ID: "resp_1", Output: protocol.Items{first, second}}
 	next.pauseLoop = pauseLoop{Steps: 2, StepAt: 1, Seq: 8, Rendered: 2, Calls: []pausedCall{{Type: protocol.ItemFunctionCall, CallID: "call_2", Name: "f", Index: 1, Pos: 2, Client: true}}}
-	step, err := stepEntry(ps, &next, []frame{{seq: 7, b: []byte(`{"type":"response.done"}`)}}, time.UnixMilli(2000))
+	step, err := stepEntry(ps, &next, []frame{{seq: 7, b: []byte(`{"type":"response.done"}`)}}, time.UnixMilli(2000), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer, err := answerEntry(protocol.Items{&protocol.FunctionCallOutput{CallID: "call_2", Output: protocol.ToolOutput{Text: "done"}}})
+	answer, _, err := answerEntry(protocol.Items{&protocol.FunctionCallOutput{CallID: "call_2", Output: protocol.ToolOutput{Text: "done"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

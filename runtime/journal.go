@@ -76,9 +76,10 @@ type pauseStep struct {
 // stepState is the pauseStep of ps from itemsFrom and outputFrom, as JSON
 // laid out here rather than by the encoder, so that the items are spliced
 // in as encoded, never checked again: the step's output items are in its
-// context too, and each item is encoded once (itemEncodings). readJournal
+// context too, and each item is encoded once (itemEncodings): in enc, the
+// encodings its answer's write made of the client's items. readJournal
 // decodes it as a pauseStep.
-func stepState(ps *pauseState, itemsFrom, outputFrom int) ([]byte, error) {
+func stepState(ps *pauseState, itemsFrom, outputFrom int, enc itemEncodings) ([]byte, error) {
 	response, err := protocol.Marshal(progressOf(ps.Response))
 	if err != nil {
 		return nil, err
@@ -87,7 +88,9 @@ func stepState(ps *pauseState, itemsFrom, outputFrom int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc := itemEncodings{}
+	if enc == nil {
+		enc = itemEncodings{}
+	}
 	b := append([]byte(`{"items_from":`), strconv.Itoa(itemsFrom)...)
 	b = append(b, `,"items":`...)
 	if b, err = enc.appendArray(b, ps.Items[itemsFrom:]); err != nil {
@@ -104,7 +107,8 @@ func stepState(ps *pauseState, itemsFrom, outputFrom int) ([]byte, error) {
 }
 
 // itemEncodings encodes items once each, by identity (every Item is a
-// pointer).
+// pointer, and the runtime changes no item a client appended once it is
+// taken: its id is given before).
 type itemEncodings map[protocol.Item][]byte
 
 // appendArray appends items to b as a JSON array.
@@ -173,6 +177,11 @@ type journal struct {
 	base   int // bytes of its snapshot entry
 	tail   int // bytes of the entries since
 
+	// answered is the encodings of the items its last answer entry holds,
+	// which the next step entry holds again, in the context: encoded at the
+	// answer, beside the model's work, rather than while the pause waits.
+	answered itemEncodings
+
 	all [][]byte // its entries, kept only to check them (verifyJournal)
 }
 
@@ -208,7 +217,7 @@ func (j *journal) pauseWrite(ps *pauseState, frames []frame, parked time.Time) (
 		entry, err = baseEntry(ps, frames, parked)
 		return true, entry, err
 	}
-	entry, err = stepEntry(j.state, ps, frames, parked)
+	entry, err = stepEntry(j.state, ps, frames, parked, j.answered)
 	return false, entry, err
 }
 
@@ -260,7 +269,7 @@ func (j *journal) wrote(reset bool, entries [][]byte, state *pauseState, frames 
 		}
 		j.all = append(slices.Clip(j.all), entries...)
 	}
-	j.state, j.frames, j.parked = state, frames, parked
+	j.state, j.frames, j.parked, j.answered = state, frames, parked, nil
 }
 
 // head is the journal's head once entries more are written at the pause
@@ -311,8 +320,8 @@ type packedPrompt struct {
 // stepEntry is the entry of the pause ps, which follows prev in the
 // journal. What the answer to prev's pause may have changed is written
 // again: its calls' items (finishCall completes or replaces them), and the
-// items after them.
-func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
+// items after them; answered has the encodings of its answer's items.
+func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time, answered itemEncodings) ([]byte, error) {
 	itemsFrom, outputFrom := len(prev.Items), prev.StepAt
 	for _, c := range prev.Calls {
 		itemsFrom = min(itemsFrom, c.Pos)
@@ -321,22 +330,23 @@ func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time) ([]byte, 
 	if itemsFrom > len(ps.Items) || outputFrom > len(ps.Response.Output) {
 		return nil, errors.New("runtime: the context shrank since the journal's last pause")
 	}
-	state, err := stepState(ps, itemsFrom, outputFrom)
+	state, err := stepState(ps, itemsFrom, outputFrom, answered)
 	if err != nil {
 		return nil, err
 	}
 	return appendEntry(entryStep, state, frames, nil, parked), nil
 }
 
-// answerEntry is the entry of a pause's answer: the items its client
-// appended.
-func answerEntry(items protocol.Items) ([]byte, error) {
-	b, err := protocol.Marshal(items)
+// answerEntry is the entry of a pause's answer, the items its client
+// appended, and their encodings, for the next step entry.
+func answerEntry(items protocol.Items) ([]byte, itemEncodings, error) {
+	enc := itemEncodings{}
+	b, err := enc.appendArray(nil, items)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	body := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(b)), uint64(len(b)))
-	return sealEntry(entryAnswer, append(body, b...)), nil
+	return sealEntry(entryAnswer, append(body, b...)), enc, nil
 }
 
 // appendEntry lays out a base or step entry: its kind, when its pause was

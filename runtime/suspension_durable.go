@@ -76,9 +76,10 @@ func (sp *suspension) checkpointAnswerLocked() {
 	go func() {
 		defer sp.srv.wg.Done()
 		defer close(answering)
-		entry, err := answerEntry(answer)
+		entry, encoded, err := answerEntry(answer)
 		if err == nil {
 			err = sp.writeJournal(cps, &jr, [][]byte{entry}, jr.state, nil, jr.parked, epoch)
+			jr.answered = encoded
 		}
 		// The rollout's lock first, as the lock order says: a pause the
 		// loop came to meanwhile is checkpointed now.

@@ -1,0 +1,115 @@
+package protocol
+
+import (
+	"encoding/json"
+)
+
+// Function calls and their outputs are most of an agent's context, and
+// their outputs most of its bytes: they are read (scanFunctionItem) and
+// written (appendFunctionItem) here without the codec's reflection, in
+// one pass over each string, with the codec's bytes and meaning
+// (FuzzScanAppend, FuzzFunctionItemEncoding). A shape these do not take
+// whole goes the codec's way.
+
+// scanFunctionItem reads a function_call (type, id, call_id, name,
+// namespace, arguments, status) or a function_call_output whose output is
+// a string (type, id, call_id, namespace, output, status), each member
+// once: the items an agent's context is mostly made of, as a client
+// appends them and as a journal's snapshot holds them.
+func scanFunctionItem(raw json.RawMessage) (Item, bool) {
+	s := deltaScanner{b: raw}
+	var typ, id, callID, name, namespace, arguments, output, status string
+	var hasName, hasArguments, hasOutput bool
+	ok := s.object(func(key []byte) bool {
+		var ok bool
+		switch string(key) { // compared without a copy
+		case "type":
+			typ, ok = s.text()
+		case "id":
+			id, ok = s.text()
+		case "call_id":
+			callID, ok = s.text()
+		case "namespace":
+			namespace, ok = s.text()
+		case "status":
+			status, ok = s.text()
+		case "name":
+			name, ok = s.text()
+			hasName = true
+		case "arguments":
+			arguments, ok = s.text()
+			hasArguments = true
+		case "output":
+			output, ok = s.text()
+			hasOutput = true
+		}
+		return ok
+	})
+	switch {
+	case !ok:
+		return nil, false
+	case typ == string(ItemFunctionCall) && !hasOutput:
+		return &FunctionCall{ID: id, CallID: callID, Name: name, Namespace: namespace, Arguments: arguments, Status: ItemStatus(status)}, true
+	case typ == string(ItemFunctionCallOutput) && hasOutput && !hasName && !hasArguments:
+		return &FunctionCallOutput{ID: id, CallID: callID, Namespace: namespace, Output: ToolOutput{Text: output}, Status: ItemStatus(status)}, true
+	}
+	return nil, false
+}
+
+// appendFunctionItem appends a function call, or a function call output
+// whose output is a string, as the codec writes it; ok is false (and what
+// it appended is to be dropped) for any other value, or a string only the
+// codec escapes (appendPlain).
+func appendFunctionItem(b []byte, v any) (_ []byte, ok bool) {
+	switch it := v.(type) {
+	case *FunctionCall:
+		if it == nil {
+			return b, false
+		}
+		b = append(b, `{"type":"function_call"`...)
+		b, ok = appendMember(b, `,"id":`, it.ID, true, true)
+		b, ok = appendMember(b, `,"call_id":`, it.CallID, false, ok)
+		b, ok = appendMember(b, `,"name":`, it.Name, false, ok)
+		b, ok = appendMember(b, `,"namespace":`, it.Namespace, true, ok)
+		b, ok = appendMember(b, `,"arguments":`, it.Arguments, false, ok)
+		b, ok = appendMember(b, `,"status":`, string(it.Status), true, ok)
+	case *FunctionCallOutput:
+		if it == nil || it.Output.Parts != nil {
+			return b, false
+		}
+		b = append(b, `{"type":"function_call_output"`...)
+		b, ok = appendMember(b, `,"id":`, it.ID, true, true)
+		b, ok = appendMember(b, `,"call_id":`, it.CallID, false, ok)
+		b, ok = appendMember(b, `,"namespace":`, it.Namespace, true, ok)
+		b, ok = appendMember(b, `,"output":`, it.Output.Text, false, ok)
+		b, ok = appendMember(b, `,"status":`, string(it.Status), true, ok)
+	default:
+		return b, false
+	}
+	return append(b, '}'), ok
+}
+
+// appendMember appends a string member (its name, colon included, as
+// name), unless it is empty and omitempty.
+func appendMember(b []byte, name, s string, omitempty, ok bool) ([]byte, bool) {
+	if omitempty && s == "" {
+		return b, ok
+	}
+	return appendPlain(append(b, name...), s, ok)
+}
+
+// functionItemSize is room enough for most of v's encodings if it is a
+// function item, 0 otherwise.
+func functionItemSize(v any) int {
+	switch it := v.(type) {
+	case *FunctionCall:
+		if it != nil {
+			return 128 + len(it.ID) + len(it.CallID) + len(it.Name) + len(it.Namespace) + len(it.Arguments)*9/8
+		}
+	case *FunctionCallOutput:
+		if it != nil {
+			return 128 + len(it.ID) + len(it.CallID) + len(it.Namespace) + len(it.Output.Text)*9/8
+		}
+	}
+	return 0
+}
