@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -60,7 +61,7 @@ func journalSeed(t testing.TB) (head []byte, entries [][]byte) {
 	ps.prompt = (*sampler.Prompt)(nil).Append([]sampler.Token{1, 70_000, 3}) // its one rendered item's tokens
 	frames := []frame{{seq: 2, b: []byte(`{"type":"response.output_item.done"}`)}, {seq: 3, b: []byte(`{"type":"response.done"}`)}}
 	var j journal
-	base, err := baseEntry(ps, frames, time.UnixMilli(1000))
+	base, err := snapshotEntry(ps, frames, time.UnixMilli(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +106,26 @@ func TestReadJournal(t *testing.T) {
 	old, err := readJournal(head, deflated(t, entries))
 	if err != nil || len(old.pause.Items) != 3 || old.pause.Seq != 8 || len(old.answer) != 1 {
 		t.Fatalf("the journal in DEFLATE entries read back: %v", err)
+	}
+	// A snapshot as an earlier build wrote it, the state whole, its items
+	// in it, reads back the same.
+	_, body, err := openEntry(entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := entryReader{b: body}
+	parked, state := r.uvarint(), r.bytes()
+	first, err := decodePause(state, r.items())
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := protocol.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := sealEntry(entryBase, append(binary.AppendUvarint(binary.AppendUvarint(nil, parked), uint64(len(whole))), append(whole, r.b...)...))
+	if old, err := readJournal(head, [][]byte{base, entries[1], entries[2]}); err != nil || len(old.pause.Items) != 3 || old.pause.Seq != 8 || old.pause.packed == nil {
+		t.Fatalf("a journal of an earlier build's snapshot read back: %v", err)
 	}
 	if _, err := readJournal(head, entries[:2]); err == nil {
 		t.Error("a journal short of its head's count read back")
@@ -217,14 +238,14 @@ func BenchmarkJournalCompaction(b *testing.B) {
 		b.Run(fmt.Sprintf("context=%dk/snapshot", n/1000), func(b *testing.B) {
 			var e []byte
 			for b.Loop() {
-				if e, err = baseEntry(ps, frames, time.UnixMilli(1000)); err != nil {
+				if e, err = snapshotEntry(ps, frames, time.UnixMilli(1000)); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(len(e)), "bytes")
 		})
 		b.Run(fmt.Sprintf("context=%dk/read", n/1000), func(b *testing.B) {
-			e, err := baseEntry(ps, frames, time.UnixMilli(1000))
+			e, err := snapshotEntry(ps, frames, time.UnixMilli(1000))
 			if err != nil {
 				b.Fatal(err)
 			}

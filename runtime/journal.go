@@ -21,7 +21,9 @@ import (
 //
 // A journal is entries, appended, and a small head, rewritten with each
 // write (Checkpoints.Write). Its first entry is a snapshot of the rollout
-// at a pause (entryBase: the pauseState whole); each pause after it adds a
+// at a pause (entrySnapshot: the pauseState whole, its context's items
+// apart, each item's JSON length-prefixed, so that a wake reads each once,
+// not the array whole first); each pause after it adds a
 // step entry, what the pause adds to the state before it (pauseStep: the
 // context's new items, the response's new output, the loop's small state);
 // an answer entry holds what the client appended at a pause. So a pause
@@ -54,9 +56,10 @@ const (
 
 // The kinds of journal entry.
 const (
-	entryBase   byte = 1 // the pauseState whole, its frames
-	entryStep   byte = 2 // a pauseStep, its frames
-	entryAnswer byte = 3 // the items the client appended at the pause, every pending call answered
+	entryBase     byte = 1 // read only: an earlier build's snapshot, the pauseState whole, its frames, its prompt
+	entryStep     byte = 2 // a pauseStep, its frames
+	entryAnswer   byte = 3 // the items the client appended at the pause, every pending call answered
+	entrySnapshot byte = 4 // the pauseState but its items, its items apart, its frames, its prompt
 )
 
 // pauseStep is what a pause adds to the state the journal held before it:
@@ -198,7 +201,7 @@ func (j *journal) verify(head []byte, ps *pauseState) {
 	}
 	snapshot, err := protocol.Marshal(ps)
 	if err == nil {
-		ps, err = decodePause(snapshot)
+		ps, err = decodePause(snapshot, nil)
 	}
 	if err != nil {
 		panic(fmt.Sprintf("runtime: the state of %s does not read back: %v", ps.Response.ID, err))
@@ -214,7 +217,7 @@ func (j *journal) verify(head []byte, ps *pauseState) {
 // snapshot, or a step entry appended.
 func (j *journal) pauseWrite(ps *pauseState, frames []frame, parked time.Time) (reset bool, entry []byte, err error) {
 	if j.compactNext(ps) {
-		entry, err = baseEntry(ps, frames, parked)
+		entry, err = snapshotEntry(ps, frames, parked)
 		return true, entry, err
 	}
 	entry, err = stepEntry(j.state, ps, frames, parked, j.answered)
@@ -288,13 +291,24 @@ func (j *journal) head(entries int, state *pauseState, answered bool, parked tim
 	return b
 }
 
-// baseEntry is a snapshot entry: the state whole, its frames, and the
-// tokens of its prompt when it has one (taken in this process), so that a
-// wake does not tokenize the context again.
-func baseEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
-	state, err := protocol.Marshal(ps)
+// snapshotEntry is a snapshot entry: the state whole, its items apart,
+// its frames, and the tokens of its prompt when it has one (taken in this
+// process), so that a wake does not tokenize the context again.
+func snapshotEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
+	rest := *ps
+	rest.Items = nil
+	state, err := protocol.Marshal(&rest)
 	if err != nil {
 		return nil, err
+	}
+	items := binary.AppendUvarint(nil, uint64(len(ps.Items)))
+	var b []byte // each item's, in one buffer
+	for _, it := range ps.Items {
+		if b, err = protocol.AppendMarshal(b[:0], it); err != nil {
+			return nil, err
+		}
+		items = binary.AppendUvarint(items, uint64(len(b)))
+		items = append(items, b...)
 	}
 	var prompt []byte
 	if ps.prompt != nil {
@@ -307,7 +321,7 @@ func baseEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, error)
 			prompt = append(prompt, seg...)
 		}
 	}
-	return appendEntry(entryBase, state, frames, prompt, parked), nil
+	return appendEntry(entrySnapshot, state, items, frames, prompt, parked), nil
 }
 
 // packedPrompt is a snapshot's prompt as its journal kept it: the tokens
@@ -334,7 +348,7 @@ func stepEntry(prev, ps *pauseState, frames []frame, parked time.Time, answered 
 	if err != nil {
 		return nil, err
 	}
-	return appendEntry(entryStep, state, frames, nil, parked), nil
+	return appendEntry(entryStep, state, nil, frames, nil, parked), nil
 }
 
 // answerEntry is the entry of a pause's answer, the items its client
@@ -349,11 +363,12 @@ func answerEntry(items protocol.Items) ([]byte, itemEncodings, error) {
 	return sealEntry(entryAnswer, append(body, b...)), enc, nil
 }
 
-// appendEntry lays out a base or step entry: its kind, when its pause was
-// written, its state, its frames (sequence number, bytes) as they are,
-// then a snapshot's prompt, if any.
-func appendEntry(kind byte, state []byte, frames []frame, prompt []byte, parked time.Time) []byte {
-	size := 3*binary.MaxVarintLen64 + len(state) + len(prompt)
+// appendEntry lays out a snapshot or step entry: its kind, when its pause
+// was written, its state, a snapshot's items (laid out by snapshotEntry),
+// its frames (sequence number, bytes) as they are, then a snapshot's
+// prompt, if any.
+func appendEntry(kind byte, state, items []byte, frames []frame, prompt []byte, parked time.Time) []byte {
+	size := 3*binary.MaxVarintLen64 + len(state) + len(items) + len(prompt)
 	for _, f := range frames {
 		size += 2*binary.MaxVarintLen64 + len(f.b)
 	}
@@ -361,6 +376,7 @@ func appendEntry(kind byte, state []byte, frames []frame, prompt []byte, parked 
 	e = binary.AppendUvarint(e, uint64(max(parked.UnixMilli(), 0)))
 	e = binary.AppendUvarint(e, uint64(len(state)))
 	e = append(e, state...)
+	e = append(e, items...)
 	e = binary.AppendUvarint(e, uint64(len(frames)))
 	for _, f := range frames {
 		e = binary.AppendUvarint(e, uint64(f.seq))

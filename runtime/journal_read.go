@@ -101,20 +101,27 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 			lc.answer = items
 			j.tail += len(e)
 			continue
-		case kind == entryBase && i != 0, kind == entryStep && i == 0, kind != entryBase && kind != entryStep:
+		case kind == entryStep && i == 0, kind != entryStep && kind != entrySnapshot && kind != entryBase,
+			kind != entryStep && i != 0:
 			return nil, errJournal
 		}
-		parked, state, frames := r.uvarint(), r.bytes(), r.frames()
+		snapshot := kind != entryStep
+		parked, state := r.uvarint(), r.bytes()
+		var items protocol.Items // a snapshot's, apart
+		if kind == entrySnapshot {
+			items = r.items()
+		}
+		frames := r.frames()
 		var packed *packedPrompt
-		if kind == entryBase && r.err == nil && len(r.b) > 0 {
+		if snapshot && r.err == nil && len(r.b) > 0 {
 			packed = r.prompt()
 		}
 		if r.err != nil || !r.done() || len(frames) == 0 {
 			return nil, errJournal
 		}
 		var ps *pauseState
-		if kind == entryBase {
-			ps, err = decodePause(state)
+		if snapshot {
+			ps, err = decodePause(state, items)
 			j.base = len(e)
 			if err == nil && packed != nil && packed.from+len(packed.segments) <= ps.Rendered {
 				ps.packed = packed // of another render version, or past what the state rendered: not kept
@@ -193,6 +200,29 @@ func (r *entryReader) bytes() []byte {
 	b := r.b[:n:n]
 	r.b = r.b[n:]
 	return b
+}
+
+// items reads a snapshot's items: their count, then each one's JSON.
+func (r *entryReader) items() protocol.Items {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) { // each item takes a byte at least
+		r.err = errJournal
+		return nil
+	}
+	items := make(protocol.Items, 0, n)
+	for range n {
+		b := r.bytes()
+		if r.err != nil {
+			return nil
+		}
+		it, perr := protocol.DecodeItem(b, "items")
+		if perr != nil {
+			r.err = errJournal
+			return nil
+		}
+		items = append(items, it)
+	}
+	return items
 }
 
 func (r *entryReader) frames() []frame {

@@ -142,8 +142,9 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	return ps, nil
 }
 
-// decodePause reads back a pauseState that protocol.Marshal wrote.
-func decodePause(b []byte) (*pauseState, error) {
+// decodePause reads back a pauseState that protocol.Marshal wrote: with
+// its items, or without them and items its items (a snapshot's, apart).
+func decodePause(b []byte, items protocol.Items) (*pauseState, error) {
 	// One pass: the request is kept as it was written, and read as a
 	// client's create is, its input included.
 	var w struct {
@@ -154,6 +155,12 @@ func decodePause(b []byte) (*pauseState, error) {
 		return nil, err
 	}
 	ps := &w.pauseState
+	if items != nil {
+		if ps.Items != nil {
+			return nil, errPauseUnreadable(ps.Version)
+		}
+		ps.Items = items
+	}
 	if ps.Version != pauseVersion || len(w.Request) == 0 || ps.Response == nil || !ps.valid() {
 		return nil, errPauseUnreadable(ps.Version)
 	}

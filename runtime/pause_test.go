@@ -159,7 +159,7 @@ func TestPauseRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := decodePause(written)
+		back, err := decodePause(written, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,14 +175,14 @@ func TestPauseRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fromPack, err := decodePause(js)
+		fromPack, err := decodePause(js, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again, _ := protocol.Marshal(fromPack); !bytes.Equal(written, again) {
 			t.Fatalf("through msgpack:\n%s\n%s", written, again)
 		}
-		if _, err := decodePause([]byte(`{"version":99,"request":{},"response":{}}`)); err == nil {
+		if _, err := decodePause([]byte(`{"version":99,"request":{},"response":{}}`), nil); err == nil {
 			t.Error("a state of another version was read")
 		}
 
@@ -242,7 +242,7 @@ func FuzzDecodePause(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ps, err := decodePause(b)
+		ps, err := decodePause(b, nil)
 		if err != nil {
 			return
 		}

@@ -191,7 +191,7 @@ func (sp *suspension) writeJournal(cps Checkpoints, jr *journal, answer [][]byte
 	err := write(reset, entries)
 	if errors.Is(err, ErrJournalGap) {
 		sp.srv.log.Info("journal begun anew", "response_id", sp.id)
-		snapshot, serr := baseEntry(ps, frames, parked)
+		snapshot, serr := snapshotEntry(ps, frames, parked)
 		if serr != nil {
 			return serr
 		}
