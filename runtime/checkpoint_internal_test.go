@@ -108,7 +108,7 @@ func TestReadJournal(t *testing.T) {
 		t.Fatalf("the journal in DEFLATE entries read back: %v", err)
 	}
 	// A snapshot as an earlier build wrote it, the state whole, its items
-	// in it, reads back the same.
+	// in it, its prompt's tokens alone, reads back the same.
 	_, body, err := openEntry(entries[0])
 	if err != nil {
 		t.Fatal(err)
@@ -119,12 +119,18 @@ func TestReadJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	frames, prompt := r.frames(), r.prompt(true)
 	whole, err := protocol.Marshal(first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := sealEntry(entryBase, append(binary.AppendUvarint(binary.AppendUvarint(nil, parked), uint64(len(whole))), append(whole, r.b...)...))
-	if old, err := readJournal(head, [][]byte{base, entries[1], entries[2]}); err != nil || len(old.pause.Items) != 3 || old.pause.Seq != 8 || old.pause.packed == nil {
+	tokens := binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, sampler.RenderVersion), uint64(prompt.from)), uint64(len(prompt.segments)))
+	for _, seg := range prompt.segments {
+		tokens = append(binary.AppendUvarint(tokens, uint64(len(seg.Packed))), seg.Packed...)
+	}
+	base := appendEntry(entryBase, whole, nil, frames, tokens, time.UnixMilli(int64(parked)))
+	earlier, err := readJournal(head, [][]byte{base, entries[1], entries[2]})
+	if err != nil || len(earlier.pause.Items) != 3 || earlier.pause.Seq != 8 || earlier.pause.packed == nil || earlier.pause.packed.counted {
 		t.Fatalf("a journal of an earlier build's snapshot read back: %v", err)
 	}
 	if _, err := readJournal(head, entries[:2]); err == nil {

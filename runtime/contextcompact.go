@@ -85,14 +85,19 @@ func (s *Server) rebuildPrompt(ps *pauseState, w window) *sampler.Prompt {
 	var prompt *sampler.Prompt
 	for _, seg := range p.segments {
 		var err error
-		if prompt, err = prompt.AppendPacked(seg); err != nil {
+		if p.counted {
+			prompt, err = prompt.AppendSegment(seg)
+		} else {
+			prompt, err = prompt.AppendPacked(seg.Packed)
+		}
+		if err != nil {
 			return s.renderFrom(items, w)
 		}
 	}
 	for _, it := range items[p.from+len(p.segments):] {
 		prompt = prompt.Append(s.renderer.Item(it))
 	}
-	if verifyJournal && !slices.Equal(prompt.All(), s.renderFrom(items, w).All()) {
+	if verifyJournal && !prompt.Equal(s.renderFrom(items, w)) {
 		panic("runtime: the prompt a journal kept is not the one its items render")
 	}
 	return prompt

@@ -292,8 +292,9 @@ func (j *journal) head(entries int, state *pauseState, answered bool, parked tim
 }
 
 // snapshotEntry is a snapshot entry: the state whole, its items apart,
-// its frames, and the tokens of its prompt when it has one (taken in this
-// process), so that a wake does not tokenize the context again.
+// its frames, and its prompt when it has one (taken in this process), each
+// item's tokens with their count and the hash through them, so that a
+// wake neither tokenizes the context again nor hashes its tokens.
 func snapshotEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, error) {
 	rest := *ps
 	rest.Items = nil
@@ -317,18 +318,23 @@ func snapshotEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, er
 		segs := ps.prompt.Segments()
 		prompt = binary.AppendUvarint(prompt, uint64(len(segs)))
 		for _, seg := range segs {
-			prompt = binary.AppendUvarint(prompt, uint64(len(seg)))
-			prompt = append(prompt, seg...)
+			prompt = binary.AppendUvarint(prompt, uint64(len(seg.Packed)))
+			prompt = append(prompt, seg.Packed...)
+			prompt = binary.AppendUvarint(prompt, uint64(seg.Tokens))
+			prompt = binary.LittleEndian.AppendUint64(prompt, seg.Sum)
 		}
 	}
 	return appendEntry(entrySnapshot, state, items, frames, prompt, parked), nil
 }
 
-// packedPrompt is a snapshot's prompt as its journal kept it: the tokens
-// of the items from from on, each packed (sampler.Prompt.Segments).
+// packedPrompt is a snapshot's prompt as its journal kept it: the items
+// from from on, each one's tokens packed, with their count and the
+// prompt's hash through them (sampler.Segment), or, in an earlier build's
+// snapshot (entryBase), the packed tokens alone (counted is false).
 type packedPrompt struct {
 	from     int
-	segments [][]byte
+	segments []sampler.Segment
+	counted  bool
 }
 
 // stepEntry is the entry of the pause ps, which follows prev in the

@@ -114,7 +114,7 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 		frames := r.frames()
 		var packed *packedPrompt
 		if snapshot && r.err == nil && len(r.b) > 0 {
-			packed = r.prompt()
+			packed = r.prompt(kind == entrySnapshot)
 		}
 		if r.err != nil || !r.done() || len(frames) == 0 {
 			return nil, errJournal
@@ -244,21 +244,42 @@ func (r *entryReader) frames() []frame {
 	return frames
 }
 
-// prompt reads a snapshot's prompt: nil when another RenderVersion made it.
-func (r *entryReader) prompt() *packedPrompt {
+// prompt reads a snapshot's prompt, its segments counted unless an
+// earlier build's snapshot holds it: nil when another RenderVersion made
+// it.
+func (r *entryReader) prompt(counted bool) *packedPrompt {
 	version, from, n := r.uvarint(), r.uvarint(), r.uvarint()
 	if r.err != nil || from > 1<<31 || n > uint64(len(r.b)) { // each segment takes a byte at least
 		r.err = errJournal
 		return nil
 	}
-	p := &packedPrompt{from: int(from), segments: make([][]byte, 0, n)}
+	p := &packedPrompt{from: int(from), segments: make([]sampler.Segment, 0, n), counted: counted}
 	for range n {
-		p.segments = append(p.segments, r.bytes())
+		seg := sampler.Segment{Packed: r.bytes()}
+		if counted {
+			tokens := r.uvarint()
+			seg.Sum = r.uint64()
+			if tokens > uint64(len(seg.Packed)) { // a token takes a byte at least
+				r.err = errJournal
+			}
+			seg.Tokens = int(tokens)
+		}
+		p.segments = append(p.segments, seg)
 	}
-	if version != sampler.RenderVersion {
+	if r.err != nil || version != sampler.RenderVersion {
 		return nil
 	}
 	return p
+}
+
+func (r *entryReader) uint64() uint64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.err = errJournal
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
 }
 
 func (r *entryReader) done() bool { return r.err == nil && len(r.b) == 0 }

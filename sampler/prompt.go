@@ -3,6 +3,7 @@ package sampler
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 )
 
 // Prompt is an immutable, persistent list of rendered items: a linked list of
@@ -42,28 +43,76 @@ func (p *Prompt) Append(tokens []Token) *Prompt {
 	return &Prompt{parent: p, tokens: packed, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens)}
 }
 
-// Segments are the prompt's items' tokens, oldest first, packed as Append
-// packs them: what AppendPacked rebuilds the prompt from, in another
-// process of the same RenderVersion. They share the prompt's memory, which
-// nothing writes.
-func (p *Prompt) Segments() [][]byte {
-	out := make([][]byte, p.Items())
+// Segment is one item of a Prompt, as Segments gives it: its tokens,
+// packed as Append packs them, their count, and the prompt's hash through
+// them, so that AppendSegment takes it back without unpacking it.
+type Segment struct {
+	Packed []byte
+	Tokens int
+	Sum    uint64
+}
+
+// Segments are the prompt's items, oldest first: what AppendSegment
+// rebuilds the prompt from, in another process of the same RenderVersion.
+// They share the prompt's memory, which nothing writes.
+func (p *Prompt) Segments() []Segment {
+	out := make([]Segment, p.Items())
 	i := len(out)
 	for s := p; s != nil; s = s.parent {
 		i--
-		out[i] = s.tokens
+		out[i] = Segment{Packed: s.tokens, Tokens: s.len - s.parent.Len(), Sum: s.sum}
 	}
 	return out
 }
 
+// AppendSegment returns p followed by seg's item, or an error when its
+// bytes are not seg.Tokens uvarints of tokens. Its count and hash are
+// taken as given, not computed again: a wake rebuilds a long prompt in a
+// pass that checks each byte, not one that decodes and hashes each token.
+// A wrong Sum, from a store that kept another, only makes the prefix
+// cache count tokens as cached or not (tokenHash); it never changes what
+// is sampled. It keeps seg.Packed.
+func (p *Prompt) AppendSegment(seg Segment) (*Prompt, error) {
+	if n, ok := countPacked(seg.Packed); !ok || n != seg.Tokens {
+		return nil, errors.New("sampler: packed tokens do not read back")
+	}
+	packed := seg.Packed
+	if len(packed) == 0 {
+		packed = nil
+	}
+	return &Prompt{parent: p, tokens: packed, len: p.Len() + seg.Tokens, items: p.Items() + 1, sum: seg.Sum}, nil
+}
+
+// countPacked is the count of tokens packed in b, or false when b is not
+// uvarints of tokens below maxToken: each of at most four bytes, whose
+// last has its high bit clear.
+func countPacked(b []byte) (n int, ok bool) {
+	more := 0 // bytes of the token so far with their high bit set
+	for _, c := range b {
+		switch {
+		case c >= 0x80 && more == 3:
+			return 0, false
+		case c >= 0x80:
+			more++
+		case more == 3 && c >= maxToken>>21:
+			return 0, false
+		default:
+			n, more = n+1, 0
+		}
+	}
+	return n, more == 0
+}
+
 // AppendPacked returns p followed by one more item whose tokens are packed
-// as Segments gives them, or an error when they are not: uvarints of
-// tokens, nothing else. It keeps packed.
+// as Append packs them, or an error when they are not: uvarints of
+// tokens (countPacked's), nothing else. Its count and hash are computed; an earlier
+// build's journal keeps only the tokens (AppendSegment takes a Segment
+// whole). It keeps packed.
 func (p *Prompt) AppendPacked(packed []byte) (*Prompt, error) {
 	sum, n := p.hash(), 0
 	for b := packed; len(b) > 0; n++ {
 		t, k := binary.Uvarint(b)
-		if k <= 0 || t > maxToken {
+		if k <= 0 || k > 4 || t >= maxToken {
 			return nil, errors.New("sampler: packed tokens do not read back")
 		}
 		sum = tokenHash(sum, []Token{Token(t)})
@@ -75,7 +124,8 @@ func (p *Prompt) AppendPacked(packed []byte) (*Prompt, error) {
 	return &Prompt{parent: p, tokens: packed, len: p.Len() + n, items: p.Items() + 1, sum: sum}, nil
 }
 
-// maxToken bounds a token id read back: past any vocabulary's.
+// maxToken bounds a token id read back, past any vocabulary's: ids are
+// below it.
 const maxToken = 1 << 24
 
 // RenderVersion says how Renderer renders items and headers into tokens:
@@ -122,6 +172,13 @@ func (p *Prompt) Items() int {
 		return 0
 	}
 	return p.items
+}
+
+// Equal reports whether p and q hold the same tokens in as many items,
+// hashed the same: whether a prompt rebuilt from its Segments is its
+// original, as the prefix cache sees it.
+func (p *Prompt) Equal(q *Prompt) bool {
+	return p.Len() == q.Len() && p.Items() == q.Items() && p.hash() == q.hash() && slices.Equal(p.All(), q.All())
 }
 
 // All materializes the prompt, oldest token first, into a new slice. It costs

@@ -5,30 +5,58 @@ import (
 	"testing"
 )
 
-// TestPromptSegments: a prompt rebuilt from its Segments with AppendPacked
-// holds the same tokens, items and hash, and extends as the original does;
-// packed bytes that are not uvarints of tokens are refused.
+// TestPromptSegments: a prompt rebuilt from its Segments, with
+// AppendSegment or from their bytes alone with AppendPacked, holds the same
+// tokens, items and hash, and extends as the original does; packed bytes
+// that are not uvarints of tokens, or not as many as a segment says, are
+// refused.
 func TestPromptSegments(t *testing.T) {
 	var p *Prompt
-	for _, item := range [][]Token{{1, 200_000, 3}, {}, {70_000}} {
+	for _, item := range [][]Token{{1, 200_000, 3}, {}, {70_000}, {maxToken - 1}} {
 		p = p.Append(item)
 	}
-	var q *Prompt
+	var q, r *Prompt
 	for _, seg := range p.Segments() {
 		var err error
-		if q, err = q.AppendPacked(seg); err != nil {
+		if q, err = q.AppendSegment(seg); err != nil {
+			t.Fatal(err)
+		}
+		if r, err = r.AppendPacked(seg.Packed); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if q.Len() != p.Len() || q.Items() != p.Items() || q.hash() != p.hash() || !slices.Equal(q.All(), p.All()) {
-		t.Fatalf("rebuilt %v (%d items, hash %x), want %v (%d items, hash %x)", q.All(), q.Items(), q.hash(), p.All(), p.Items(), p.hash())
+	for _, q := range []*Prompt{q, r} {
+		if q.Len() != p.Len() || q.Items() != p.Items() || q.hash() != p.hash() || !slices.Equal(q.All(), p.All()) {
+			t.Fatalf("rebuilt %v (%d items, hash %x), want %v (%d items, hash %x)", q.All(), q.Items(), q.hash(), p.All(), p.Items(), p.hash())
+		}
+		if a, b := p.Append([]Token{9}), q.Append([]Token{9}); a.hash() != b.hash() {
+			t.Fatal("the rebuilt prompt extends to another hash")
+		}
 	}
-	if a, b := p.Append([]Token{9}), q.Append([]Token{9}); a.hash() != b.hash() {
-		t.Fatal("the rebuilt prompt extends to another hash")
-	}
-	for _, bad := range [][]byte{{0x80}, {0xff, 0xff, 0xff, 0xff, 0x7f}} {
+	for _, bad := range [][]byte{{0x80}, {0xff, 0xff, 0xff, 0xff, 0x7f}, {0x80, 0x80, 0x80, 0x08}} {
 		if _, err := q.AppendPacked(bad); err == nil {
 			t.Errorf("packed %x read back", bad)
 		}
+		if _, err := q.AppendSegment(Segment{Packed: bad, Tokens: 1}); err == nil {
+			t.Errorf("segment %x read back", bad)
+		}
 	}
+	if _, err := q.AppendSegment(Segment{Packed: []byte{1, 2}, Tokens: 3}); err == nil {
+		t.Error("a segment of 2 tokens said to hold 3 read back")
+	}
+}
+
+// FuzzPacked: AppendSegment takes the bytes AppendPacked takes, and
+// counts the tokens it does.
+func FuzzPacked(f *testing.F) {
+	for _, b := range [][]byte{{1, 0x80, 0x01}, {0x80}, {0xff, 0xff, 0xff, 0x07}, {0xff, 0xff, 0xff, 0x08}, {0x80, 0x00}, {0xff, 0xff, 0xff, 0x80, 0x00, 0x30}, {}} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, perr := (*Prompt)(nil).AppendPacked(b)
+		n, ok := countPacked(b)
+		if ok != (perr == nil) || ok && n != p.Len() {
+			t.Fatalf("%x: counted %d (%v), AppendPacked %d (%v)", b, n, ok, p.Len(), perr)
+		}
+	})
 }
