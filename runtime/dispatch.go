@@ -353,6 +353,8 @@ func (r *rollout) resumeLocked() bool {
 		r.restart = nil
 		r.emitLocked(ev)
 	}
-	r.emitStepViewLocked(protocol.EventInProgress)
+	if !r.req.MultiAgentEnabled() { // the beta's waiting response never left in_progress
+		r.emitStepViewLocked(protocol.EventInProgress)
+	}
 	return true
 }

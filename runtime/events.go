@@ -274,7 +274,8 @@ func (r *rollout) flushDoneLocked() {
 
 // requireAction pauses the response on the client: once the output_item.done
 // events before it are out, the response's status is requires_action and
-// response.done lists calls. The suspension calls it on the loop's
+// response.done lists calls (in the multi-agent beta's dialect, the
+// response waits in_progress, and nothing is sent: pauseLocked). The suspension calls it on the loop's
 // goroutine as it announces a pause; resumeLocked, and nothing else, ends
 // the pause with response.in_progress.
 func (r *rollout) requireAction(calls []protocol.PendingCall) {
@@ -330,7 +331,17 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 		}
 		r.emitSteerPendingLocked(required)
 	}
-	r.emitStepViewLocked(protocol.EventDone)
+	if r.req.MultiAgentEnabled() {
+		// The multi-agent beta's waiting response: it stays in_progress,
+		// its calls told by their output_item.done events, and no event
+		// marks the pause (nor its end, resumeLocked).
+		r.flushDeltaLocked()
+		if w, ok := r.order.sink.(waiter); ok && r.order.err == nil {
+			w.wait(r.order.seq)
+		}
+	} else {
+		r.emitStepViewLocked(protocol.EventDone)
+	}
 	// Parked, it streams nothing until answered: its delta buffers go, and
 	// its response's kept echo (a parked rollout is held by the thousand;
 	// resumeLocked encodes it again).
@@ -346,6 +357,9 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 // step's tools started, and waits for them.
 func (r *rollout) stepView() *protocol.Response {
 	view := *r.resp
+	if r.req.MultiAgentEnabled() && view.Status == protocol.ResponseRequiresAction {
+		view.Status, view.RequiredAction = protocol.ResponseInProgress, nil // it waits in_progress
+	}
 	view.Output = r.resp.Output[r.stepAt:]
 	at, usage := r.stepAt, r.usage
 	view.OutputOffset, view.Usage = &at, &usage

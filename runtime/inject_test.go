@@ -2,9 +2,12 @@ package runtime_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestInjectSDK: openai-go's beta WebSocket client (Beta.Responses.Connect)
@@ -199,35 +203,416 @@ func TestInjectWakes(t *testing.T) {
 	})
 }
 
-// TestMultiAgentRefused: a request for the multi-agent beta's waiting
-// response, which tether does not serve yet, is refused
-// (unsupported_parameter), not ignored: over HTTP and over WebSocket. One
-// that leaves it disabled is served; a malformed multi_agent is invalid.
-func TestMultiAgentRefused(t *testing.T) {
+// TestMultiAgentMalformed: a malformed multi_agent is invalid, and one
+// that contradicts a suspended rollout ("suspend": false) is refused, over
+// HTTP and over WebSocket; one left disabled is served as any request.
+func TestMultiAgentMalformed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, runtime.Options{})
 	body := func(ma any) map[string]any {
 		return map[string]any{"model": sdkModel, "input": "hi", "multi_agent": ma}
 	}
 	for _, c := range []struct {
-		ma         any
+		body       map[string]any
 		status     int
 		code, want string
 	}{
-		{map[string]any{"enabled": true}, 400, protocol.CodeUnsupportedParameter, "multi_agent"},
-		{map[string]any{"enabled": true, "max_concurrent_subagents": 2}, 400, protocol.CodeUnsupportedParameter, "multi_agent"},
-		{map[string]any{"max_concurrent_subagents": 2}, 400, protocol.CodeMissingRequired, "multi_agent.enabled"},
-		{map[string]any{"enabled": true, "max_concurrent_subagents": 0}, 400, protocol.CodeInvalidValue, "multi_agent.max_concurrent_subagents"},
-		{map[string]any{"enabled": false}, 200, "", ""},
+		{body(map[string]any{"max_concurrent_subagents": 2}), 400, protocol.CodeMissingRequired, "multi_agent.enabled"},
+		{body(map[string]any{"enabled": true, "max_concurrent_subagents": 0}), 400, protocol.CodeInvalidValue, "multi_agent.max_concurrent_subagents"},
+		{map[string]any{"model": sdkModel, "input": "hi", "suspend": false, "multi_agent": map[string]any{"enabled": true}}, 400, protocol.CodeInvalidValue, "suspend"},
+		{body(map[string]any{"enabled": false}), 200, "", ""},
+		{body(map[string]any{"enabled": true, "max_concurrent_subagents": 2}), 200, "", ""},
 	} {
-		status, resp := h.post(t, "/responses", body(c.ma))
+		status, resp := h.post(t, "/responses", c.body)
 		if status != c.status || c.code != "" && (!bytes.Contains(resp, []byte(`"code":"`+c.code+`"`)) || !bytes.Contains(resp, []byte(`"param":"`+c.want+`"`))) {
-			t.Errorf("multi_agent %v over HTTP: %d %.300s, want %d %s on %s", c.ma, status, resp, c.status, c.code, c.want)
+			t.Errorf("%v over HTTP: %d %.300s, want %d %s on %s", c.body, status, resp, c.status, c.code, c.want)
 		}
 	}
 	c := h.dial(t, nil)
-	c.send(t, create(body(map[string]any{"enabled": true})))
-	if f := c.recv(t); eventType(t, f) != "error" || !bytes.Contains(f, []byte(`"unsupported_parameter"`)) {
-		t.Fatalf("multi_agent over WebSocket: %s, want an unsupported_parameter error", f)
+	c.send(t, create(map[string]any{"model": sdkModel, "input": "hi", "suspend": false, "multi_agent": map[string]any{"enabled": true}}))
+	if f := c.recv(t); eventType(t, f) != "error" || !bytes.Contains(f, []byte(`"param":"suspend"`)) {
+		t.Fatalf("multi_agent with suspend false over WebSocket: %s, want an invalid_value error on suspend", f)
 	}
+}
+
+// betaScript is a rollout of three steps, two calls in the second, for
+// the multi-agent beta's waiting response.
+var betaScript = script([][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}})
+
+// TestMultiAgentWaits: openai-go's beta WebSocket client
+// (Beta.Responses.Connect) creates a response with multi_agent enabled,
+// whose agent calls client tools: the response stays in_progress (no
+// response.done, no requires_action in any event), each call is told by
+// its output_item.done, and the client answers each at once with
+// response.inject, which may come before the agent parks on it (the
+// step's second call still streams): each inject is acknowledged in the
+// response's sequence, and the response completes, every event a variant
+// the SDK knows, its sequence numbers gapless.
+func TestMultiAgentWaits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	client := sdkClient(t, h)
+	conn, err := client.Beta.Responses.Connect(ctx, openai.BetaResponseConnectionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	b, _ := json.Marshal(create(map[string]any{"model": sdkModel, "store": false, "multi_agent": map[string]any{"enabled": true}, "input": betaScript}))
+	if err := conn.SendRaw(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	seq, injects, created := -1, 0, 0
+	var id string
+	for {
+		ev, err := conn.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := ev.AsAny(); v == nil {
+			t.Fatalf("an event the SDK does not know: %s", ev.RawJSON())
+		}
+		var raw struct {
+			Seq      int `json:"sequence_number"`
+			Response *struct {
+				ID             string          `json:"id"`
+				Status         string          `json:"status"`
+				RequiredAction json.RawMessage `json:"required_action"`
+			} `json:"response"`
+			Item struct {
+				Type      string `json:"type"`
+				CallID    string `json:"call_id"`
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"item"`
+		}
+		json.Unmarshal([]byte(ev.RawJSON()), &raw)
+		if raw.Seq != seq+1 {
+			t.Fatalf("event %s has sequence_number %d after %d", ev.Type, raw.Seq, seq)
+		}
+		seq = raw.Seq
+		if r := raw.Response; r != nil {
+			id = r.ID
+			if ev.Type != "response.completed" && r.Status != "in_progress" || len(r.RequiredAction) > 0 && string(r.RequiredAction) != "null" {
+				t.Fatalf("%s shows the response %s: %s", ev.Type, r.Status, ev.RawJSON())
+			}
+		}
+		switch ev.Type {
+		case "response.done", "response.failed", "error":
+			t.Fatalf("the waiting response sent %s", ev.RawJSON())
+		case "response.output_item.done":
+			if raw.Item.Type != "function_call" {
+				continue
+			}
+			err := conn.Send(ctx, openai.BetaResponsesClientEventUnionParam{OfResponseInject: &openai.BetaResponseInjectEventParam{ResponseID: id,
+				Input: []openai.BetaResponseInputItemUnionParam{{OfFunctionCallOutput: &openai.BetaResponseInputItemFunctionCallOutputParam{
+					CallID: openai.String(raw.Item.CallID), Output: openai.BetaResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(toolOutput(raw.Item.Name, raw.Item.Arguments))}}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			injects++
+		case "response.inject.created":
+			created++
+		case "response.completed":
+			if injects != 4 || created != 4 {
+				t.Fatalf("the response completed after %d injects, %d acknowledged; want 4 and 4", injects, created)
+			}
+			return
+		}
+	}
+}
+
+// betaCalls runs betaScript in the beta's waiting response over c,
+// answering each call as its output_item.done comes, and returns the
+// calls, in order, and the text the response ends with.
+func betaCalls(t *testing.T, c *wsConn) (calls []string, text string) {
+	t.Helper()
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": betaScript}))
+	var id string
+	for {
+		b := c.recv(t)
+		e := decodeEv(t, b)
+		if e.Response != nil {
+			id = e.Response.ID
+		}
+		switch e.Type {
+		case "response.output_item.done":
+			var it callItem
+			json.Unmarshal(e.Item, &it)
+			if it.Type == "function_call" {
+				calls = append(calls, it.Name+" "+it.Arguments)
+				c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco(it.CallID, toolOutput(it.Name, it.Arguments))}})
+			}
+		case "response.completed":
+			return calls, outputText(t, b)
+		case "response.done", "response.failed", "response.incomplete", "error":
+			t.Fatalf("the waiting response sent %s", b)
+		}
+	}
+}
+
+// TestMultiAgentForms: the beta's three forms of one rollout give the same
+// calls and the same answer: over WebSocket, one response answered by
+// inject; over HTTP, a response per step, each completing at its calls,
+// continued with previous_response_id and the outputs, or with store false
+// and every item sent again.
+func TestMultiAgentForms(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	wsCalls, wsText := betaCalls(t, h.dial(t, nil))
+
+	httpRun := func(store bool) (calls []string, text string) {
+		t.Helper()
+		input := []any{map[string]any{"role": "user", "content": betaScript}}
+		prev := ""
+		for range 10 {
+			body := map[string]any{"model": "tether-scripted", "store": store, "multi_agent": map[string]any{"enabled": true}, "input": input}
+			if prev != "" {
+				body["previous_response_id"] = prev
+			}
+			status, resp := h.post(t, "/responses", body)
+			if status != 200 {
+				t.Fatalf("POST /responses: %d %s", status, resp)
+			}
+			var r struct {
+				ID     string            `json:"id"`
+				Status string            `json:"status"`
+				Output []json.RawMessage `json:"output"`
+			}
+			json.Unmarshal(resp, &r)
+			if r.Status != "completed" {
+				t.Fatalf("an HTTP multi-agent response: %s", resp)
+			}
+			var outs []any
+			for _, raw := range r.Output {
+				var it callItem
+				json.Unmarshal(raw, &it)
+				if it.Type == "function_call" {
+					calls = append(calls, it.Name+" "+it.Arguments)
+					outs = append(outs, fco(it.CallID, toolOutput(it.Name, it.Arguments)))
+				}
+			}
+			if len(outs) == 0 {
+				return calls, outputTextOf(t, resp)
+			}
+			if store {
+				prev, input = r.ID, outs
+				continue
+			}
+			for _, raw := range r.Output {
+				input = append(input, json.RawMessage(raw))
+			}
+			input = append(input, outs...)
+		}
+		t.Fatal("no answer in 10 steps")
+		return nil, ""
+	}
+	for _, form := range []struct {
+		name  string
+		store bool
+	}{{"chained", true}, {"replayed", false}} {
+		calls, text := httpRun(form.store)
+		if !slices.Equal(calls, wsCalls) || text != wsText {
+			t.Errorf("HTTP %s: calls %q and %q; over WebSocket %q and %q", form.name, calls, text, wsCalls, wsText)
+		}
+	}
+	if len(wsCalls) != 4 || wsText == "" {
+		t.Errorf("over WebSocket: calls %q, answer %q", wsCalls, wsText)
+	}
+}
+
+// outputTextOf is the text of a response object's messages.
+func outputTextOf(t *testing.T, resp []byte) string {
+	t.Helper()
+	var r struct {
+		Output []struct {
+			Type    string `json:"type"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil {
+		t.Fatalf("a response that is not JSON: %v: %s", err, resp)
+	}
+	var b strings.Builder
+	for _, it := range r.Output {
+		if it.Type == "message" {
+			for _, c := range it.Content {
+				b.WriteString(c.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
+// outputText is the text of the response a response event carries.
+func outputText(t *testing.T, event []byte) string {
+	t.Helper()
+	var e struct {
+		Response json.RawMessage `json:"response"`
+	}
+	if err := json.Unmarshal(event, &e); err != nil {
+		t.Fatal(err)
+	}
+	return outputTextOf(t, e.Response)
+}
+
+// TestMultiAgentWakes: the beta's waiting response is durable as a
+// suspended rollout is: it hibernates at its checkpointed wait, an inject
+// of the step's outputs wakes it from its journal and is acknowledged next
+// in its sequence (the wait took no sequence number), and it runs on,
+// hibernating and waking at each wait, to its end, its sequence numbers
+// gapless. Fake time, in-memory connections.
+func TestMultiAgentWakes(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := hibernatingServer(t, runtime.NewMemoryCheckpoints(), nil)
+		c := a.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script(durableSteps)}))
+		var id string
+		seq := -1
+		read := func() ev {
+			t.Helper()
+			b := c.recv(t)
+			e := decodeEv(t, b)
+			if *e.Seq != seq+1 {
+				t.Fatalf("%s has sequence_number %d after %d", b, *e.Seq, seq)
+			}
+			seq = *e.Seq
+			if e.Response != nil {
+				id = e.Response.ID
+			}
+			switch e.Type {
+			case "response.done", "response.failed", "error":
+				t.Fatalf("the waiting response sent %s", b)
+			}
+			return e
+		}
+		for i, step := range durableSteps {
+			var outs []any
+			for len(outs) < len(step) {
+				if e := read(); e.Type == "response.output_item.done" {
+					var it callItem
+					json.Unmarshal(e.Item, &it)
+					if it.Type == "function_call" {
+						outs = append(outs, fco(it.CallID, toolOutput(it.Name, it.Arguments)))
+					}
+				}
+			}
+			time.Sleep(2 * time.Minute) // it waits, and hibernates
+			synctest.Wait()
+			c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": outs})
+			if e := read(); e.Type != "response.inject.created" {
+				t.Fatalf("step %d: the woken response's first event is %s, want response.inject.created", i, e.Type)
+			}
+		}
+		for read().Type != "response.completed" {
+		}
+	})
+}
+
+// callItem is the part of an output item the beta tests read.
+type callItem struct {
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// gatedStore holds every journal write while its gate is shut.
+type gatedStore struct {
+	runtime.Checkpoints
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+func (s *gatedStore) shut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = make(chan struct{})
+}
+
+func (s *gatedStore) open() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.gate)
+	s.gate = nil
+}
+
+func (s *gatedStore) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return s.Checkpoints.Write(ctx, w, ttl)
+}
+
+// TestMultiAgentEarly: a beta client answers each call as its
+// output_item.done comes, before the response waits on it: while the
+// step's second call still streams (a paced model), and while the wait is
+// written to the store. Those injects are taken as the response comes to
+// its wait, in order, and acknowledged then, in its sequence; one that
+// answers no call of the wait is refused then (inject.failed, its input
+// given back). Fake time, in-memory connections.
+func TestMultiAgentEarly(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &gatedStore{Checkpoints: runtime.NewMemoryCheckpoints()}
+		o := durableOptions(store)
+		o.Models = map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{TPS: 50})}
+		a := newPipeHarness(t, o)
+		c := a.dial(t, "Bearer alice")
+		steps := [][]dcall{{{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script(steps)}))
+		var id string
+		seq, calls, created, failed := -1, 0, 0, 0
+		for {
+			b := c.recv(t)
+			e := decodeEv(t, b)
+			if e.Type == "response.inject.failed" {
+				if failed++; !bytes.Contains(b, []byte(`"call_nope"`)) || !bytes.Contains(b, []byte(`"function_call_output"`)) {
+					t.Fatalf("an inject refused: %s", b)
+				}
+				continue
+			}
+			if *e.Seq != seq+1 {
+				t.Fatalf("%s has sequence_number %d after %d", b, *e.Seq, seq)
+			}
+			seq = *e.Seq
+			if e.Response != nil {
+				id = e.Response.ID
+			}
+			switch e.Type {
+			case "response.output_item.done":
+				var it callItem
+				json.Unmarshal(e.Item, &it)
+				if it.Type != "function_call" {
+					continue
+				}
+				if calls++; calls == 2 {
+					store.shut() // the wait on both calls is written as the second's output comes
+				}
+				c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco(it.CallID, toolOutput(it.Name, it.Arguments))}})
+				switch calls {
+				case 1: // the step's second call still streams
+					c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco("call_nope", "x")}})
+				case 2:
+					synctest.Wait()
+					store.open()
+				}
+			case "response.inject.created":
+				created++
+			case "response.completed":
+				if calls != 3 || created != 3 || failed != 1 {
+					t.Fatalf("the response completed after %d calls, %d injects taken and %d refused; want 3, 3 and 1", calls, created, failed)
+				}
+				return
+			case "response.done", "response.failed", "error":
+				t.Fatalf("the waiting response sent %s", b)
+			}
+		}
+	})
 }

@@ -146,7 +146,7 @@ func (o occupant) id() string {
 func (o occupant) append(sess *session, ln *lane, ev *protocol.AppendEvent) (wake bool, _ *protocol.Error) {
 	switch {
 	case o.sp != nil:
-		return o.sp.deliver(sess, ev.StreamID, ev.Input, ev.Inject)
+		return o.sp.deliver(sess, ev)
 	case o.ro != nil:
 		return false, errNotSuspendedRollout(ev.ResponseID, false)
 	case ln.id != ev.StreamID:

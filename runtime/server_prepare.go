@@ -25,11 +25,11 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	if perr := req.Validate(); perr != nil {
 		return nil, perr
 	}
-	if req.MultiAgentEnabled() {
-		// Refused, not ignored: a beta client would wait, in_progress, on
-		// a response that paused otherwise.
-		return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, "multi_agent",
-			"The Responses multi-agent beta ('multi_agent') is not served by tether yet. Its waiting response is tether's suspended rollout: send \"suspend\": true over WebSocket, and answer its calls with response.inject (or response.append).")
+	if req.MultiAgentEnabled() && req.Suspend != nil && !*req.Suspend {
+		// Over WebSocket the beta's response waits on its client's calls:
+		// a suspended rollout, in the beta's dialect (no response.done).
+		return nil, protocol.Invalid(protocol.CodeInvalidValue, "suspend",
+			"Invalid 'suspend': false with 'multi_agent' enabled. A multi-agent response waits, in_progress, on its client's calls over WebSocket, and completes at them over HTTP; leave 'suspend' out.")
 	}
 	model, perr := s.model(req.Model)
 	if perr != nil {

@@ -11,7 +11,7 @@ import (
 // refuses when the server already holds Suspension.Max of them: each may
 // outlive its connection, so they are bounded server-wide. start runs it.
 func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
-	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil))
+	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil, ro.req.MultiAgentEnabled()))
 }
 
 // suspendAt is suspend for a rollout whose state begins at st: one taken

@@ -257,10 +257,11 @@ func formatAge(d time.Duration) string {
 	return d.String()
 }
 
-// suspended reports whether req runs as a suspended rollout.
+// suspended reports whether req runs as a suspended rollout: asked for,
+// the connection's default, or the multi-agent beta's waiting response.
 func (sess *session) suspended(req *protocol.CreateRequest) bool {
 	if req.Suspend != nil {
 		return *req.Suspend
 	}
-	return sess.suspend
+	return sess.suspend || req.MultiAgentEnabled()
 }

@@ -72,20 +72,22 @@ type suspension struct {
 	enc       outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
 	sent      int             // sequence_number of the last frame put to a connection
 	lastDone  *frame          // the current pause's response.done
+	waitAt    int             // the current pause's next sequence number, in the multi-agent beta's dialect (no response.done); 0 otherwise
 	heldFrom  int             // while a write holds its frames (lifecycle's holding), the first that waits
 	answering chan struct{}   // closed once the write of the last answer is done (or failed)
 	paused    bool            // it has paused once (a fork's beginning is over)
 
 	// Durability (suspension_durable.go), guarded by mu.
-	epoch       uint64         // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
-	sleep       *time.Timer    // Suspension.HibernateAfter of the current pause
-	deadline    time.Time      // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
-	journal     journal        // where its journal stands, as it last wrote it or took it over
-	appended    protocol.Items // what the client appended at the current pause
-	preAnswered protocol.Items // taken over with the pause answered: the items its first park takes
-	wakes       []*wakeEvent   // woken (suspension_wake.go): the appends and cancels its first park takes
-	timeoutAt   time.Time      // when the current pause's Suspension.Timeout ends
-	parkedCh    chan struct{}  // closed when it parks, for a takeover waiting to replay its pause
+	epoch       uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
+	sleep       *time.Timer     // Suspension.HibernateAfter of the current pause
+	deadline    time.Time       // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
+	journal     journal         // where its journal stands, as it last wrote it or took it over
+	appended    protocol.Items  // what the client appended at the current pause
+	preAnswered protocol.Items  // taken over with the pause answered: the items its first park takes
+	wakes       []*wakeEvent    // woken (suspension_wake.go): the appends and cancels its first park takes
+	early       []*clientAppend // appends before the pause they answer, in the multi-agent beta's dialect (suspension_early.go)
+	timeoutAt   time.Time       // when the current pause's Suspension.Timeout ends
+	parkedCh    chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
 
 	// What run left, once it has returned; guarded by mu.
 	terminal []byte // the terminal frame, held for the connection that settles the rollout
@@ -218,6 +220,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 	defer sp.mu.Unlock()
 	sp.applyLocked(lifecycle.End, nil, "", "")
 	sp.stopTimerLocked()
+	sp.refuseEarlyLocked()
 	sp.conv = conv
 	sp.dropCheckpointLocked()
 	if sp.terminal == nil && err != nil && !errors.Is(err, context.Canceled) && !sp.st.Phase().Released() {
@@ -263,8 +266,8 @@ func (sp *suspension) readyLocked() {
 // context after the step). It checks every item before delivering any, so a
 // refused append changes nothing. The moment the last parked call has its
 // output, the rollout is running again.
-func (sp *suspension) deliver(sess *session, lane string, items protocol.Items, inject bool) (asleep bool, perr *protocol.Error) {
-	if perr := protocol.ValidateItems(items, "input"); perr != nil {
+func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep bool, perr *protocol.Error) {
+	if perr := protocol.ValidateItems(ev.Input, "input"); perr != nil {
 		return false, perr
 	}
 	// The rollout's lock first, as the lock order says: the append that
@@ -273,33 +276,39 @@ func (sp *suspension) deliver(sess *session, lane string, items protocol.Items, 
 	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
-	asleep, taken, answered, parked, perr := sp.acceptAppend(sess, lane, items)
-	if inject && taken {
+	a := &clientAppend{sess: sess, ev: ev}
+	sp.mu.Lock()
+	asleep, _ = sp.acceptAppendLocked(a)
+	sp.mu.Unlock()
+	if ev.Inject && a.taken {
 		sp.ro.injectCreatedLocked() // before the step it resumes
 	}
-	if answered {
-		sp.ro.resumeAnsweredLocked(parked)
+	if a.answered {
+		sp.ro.resumeAnsweredLocked(a.parked)
 	}
-	return asleep, perr
+	return asleep, a.refused
 }
 
-// acceptAppend is deliver's part under the suspension's lock: taken reports
-// that the rollout took the items, answered that they gave the pause's
-// last output, parked how many calls it waited on.
-func (sp *suspension) acceptAppend(sess *session, lane string, items protocol.Items) (asleep, taken, answered bool, parked int, perr *protocol.Error) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	switch v, perr := sp.applyLocked(lifecycle.Append, sess, lane, ""); v {
+// acceptAppendLocked is deliver's part under the suspension's lock: it
+// takes a's items, or refuses them, and writes in a what came of it. It
+// reports asleep when the rollout is in its checkpoint (the session wakes
+// it), early when a came before the pause it answers and waits for it
+// (takeEarlyLocked). The caller holds mu.
+func (sp *suspension) acceptAppendLocked(a *clientAppend) (asleep, early bool) {
+	v, perr := sp.applyLocked(lifecycle.Append, a.sess, a.ev.StreamID, "")
+	switch v {
 	case lifecycle.Asleep:
-		return true, false, false, 0, nil // the session wakes it from its checkpoint
-	case lifecycle.Ignore:
-		return false, false, false, 0, nil // another server has it, or will: there its pause is replayed and answered again
+		return true, false
+	case lifecycle.Early:
+		sp.early = append(sp.early, a)
+		return false, true
 	case lifecycle.Allow:
-	default:
-		return false, false, false, 0, perr
+		a.answered, a.refused = sp.acceptLocked(a.ev.Input)
+		a.taken, a.parked = a.refused == nil, len(sp.step)
+	default: // ignored: another server has it, or will, and there its pause is replayed and answered again
+		a.refused = perr
 	}
-	answered, perr = sp.acceptLocked(items)
-	return false, perr == nil, answered, len(sp.step), perr
+	return false, false
 }
 
 // acceptLocked takes an append's items for the parked step, all or none:
@@ -381,7 +390,7 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
-		sp.log, sp.logBytes, sp.lastDone = nil, 0, nil
+		sp.log, sp.logBytes, sp.lastDone, sp.waitAt = nil, 0, nil, 0
 		sp.pack.Reset()
 	}
 	return answered, nil

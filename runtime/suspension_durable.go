@@ -27,14 +27,15 @@ import (
 // tail stays with the server that ran it).
 
 // checkpointLocked starts journaling the pause whose frames since the last
-// append are frames, its response.done last: until it is written the
-// frame waits in the log (holding), so that a client never sees a pause
-// that is not durable yet, and the rollout is not parked (it takes no
-// append) until it is. The caller holds the rollout's lock and the
-// suspension's; it reports whether the write started.
-func (sp *suspension) checkpointLocked(frames []frame) bool {
+// append are frames, its response.done last (the multi-agent beta's
+// dialect has none): until it is written what the pause holds back, its
+// frames from heldFrom on, waits in the log (holding), so that a client
+// never sees a pause that is not durable yet, and the rollout is not
+// parked (it takes no append) until it is. The caller holds the rollout's
+// lock and the suspension's; it reports whether the write started.
+func (sp *suspension) checkpointLocked(frames []frame, heldFrom int) bool {
 	cps := sp.srv.opts.Checkpoints
-	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow {
+	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow || len(frames) == 0 {
 		return false
 	}
 	ps, perr := sp.ro.pauseStateLocked()
@@ -44,7 +45,7 @@ func (sp *suspension) checkpointLocked(frames []frame) bool {
 	}
 	ps.Creds, ps.Answered, ps.ClientSteps = sp.creds, maps.Clone(sp.answered), sp.steps
 	sp.applyLocked(lifecycle.Hold, nil, "", "")
-	sp.heldFrom = frames[len(frames)-1].seq // the pause waits, and what follows it
+	sp.heldFrom = heldFrom // the pause waits, and what follows it
 	sp.srv.wg.Add(1)
 	go sp.writeCheckpoint(cps, sp.journal, ps, frames, sp.epoch, sp.srv.now())
 	return true
@@ -101,11 +102,28 @@ func (sp *suspension) checkpointAnswerLocked() {
 		}
 		// The loop came to its next pause while the answer was written:
 		// that pause's write follows the answer's, or it goes out now.
-		if sp.lastDone != nil && sp.st.Phase() == lifecycle.Pausing && !sp.checkpointLocked(slices.Clip(sp.log)) {
+		var early []*clientAppend
+		if at, ok := sp.pauseAtLocked(); ok && sp.st.Phase() == lifecycle.Pausing && !sp.checkpointLocked(slices.Clip(sp.log), at) {
 			sp.parkLocked()
+			early = sp.takeEarlyLocked()
 		}
 		sp.sendHeldLocked()
+		if len(early) > 0 {
+			sp.mu.Unlock()
+			sp.answerEarly(early)
+			sp.mu.Lock() // for the deferred unlock
+		}
 	}()
+}
+
+// pauseAtLocked is where the pause the loop has come to begins: its
+// response.done's sequence number, or in the multi-agent beta's dialect
+// the next event's; false when it has come to none since the last answer.
+func (sp *suspension) pauseAtLocked() (int, bool) {
+	if sp.lastDone != nil {
+		return sp.lastDone.seq, true
+	}
+	return sp.waitAt, sp.waitAt != 0
 }
 
 // sendHeldLocked sends its client what waited for a write, up to a pause
@@ -134,6 +152,10 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseStat
 	defer sp.srv.wg.Done()
 	err := sp.writeJournal(cps, &jr, nil, ps, frames, sp.srv.now(), epoch)
 	sp.ro.journalWait.Add(int64(sp.srv.now().Sub(held))) // the pause's response.done waited this long
+	// The rollout's lock first, as the lock order says: the early answers
+	// the pause takes as it parks are acknowledged in its sequence.
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	switch {
@@ -155,7 +177,13 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseStat
 		}
 	}
 	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
+	early := sp.takeEarlyLocked()
 	sp.sendHeldLocked()
+	if len(early) > 0 {
+		sp.mu.Unlock()
+		sp.answerEarly(early)
+		sp.mu.Lock() // for the deferred unlock
+	}
 }
 
 // writeJournal writes jr's next entries and records them in jr: a pause's
@@ -289,7 +317,10 @@ func (sp *suspension) restore(epoch uint64, lc *loadedCheckpoint, j *takeoverJob
 	if answer != nil {
 		sp.preAnswered = answer
 	} else {
-		sp.log, sp.lastDone = frames, &frames[len(frames)-1]
+		sp.log = frames
+		if !sp.ro.req.MultiAgentEnabled() { // the beta's pause has no response.done: its calls are in the log
+			sp.lastDone = &frames[len(frames)-1]
+		}
 		for _, f := range frames {
 			sp.logBytes += len(f.b)
 		}
@@ -333,10 +364,12 @@ func (sp *suspension) parkSilently(calls []protocol.PendingCall) {
 	wakes := sp.wakes
 	sp.parkLocked()
 	sp.acceptAnswersLocked()
+	early := sp.takeEarlyLocked()
 	close(sp.parkedCh)
 	sp.parkedCh = nil
 	sp.mu.Unlock()
 	sp.ro.injectsTakenLocked(wakes) // before the step they resume goes on
+	sp.answerEarly(early)
 	sp.srv.notify()
 }
 

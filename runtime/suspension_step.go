@@ -142,7 +142,7 @@ func (sp *suspension) put(ev protocol.Event, acct *outbox.Delivery) error {
 		// mu is held throughout, so no append can come first. A pause
 		// being checkpointed parks once written (writeCheckpoint): until
 		// then its client cannot see it, nor answer it.
-		if !sp.checkpointLocked(append(slices.Clip(sp.log), f)) {
+		if !sp.checkpointLocked(append(slices.Clip(sp.log), f), f.seq) {
 			defer sp.parkLocked()
 		}
 	case protocol.EventCreated, protocol.EventInProgress:
@@ -177,6 +177,38 @@ func (sp *suspension) put(ev protocol.Event, acct *outbox.Delivery) error {
 		return errDetachedFull
 	}
 	return nil
+}
+
+// waiter is a sink that parks its rollout with no event: a suspension, in
+// the multi-agent beta's dialect (rollout.pauseLocked).
+type waiter interface{ wait(next int) }
+
+// wait parks the rollout on the step's client calls as put does on a
+// pause's response.done, with no event: the multi-agent beta's waiting
+// response stays in_progress, its calls told by their output_item.done
+// events, in the log. next is the sequence number of the rollout's next
+// event: what waits for the pause's checkpoint. The caller holds the
+// rollout's lock.
+func (sp *suspension) wait(next int) {
+	sp.mu.Lock()
+	switch {
+	case sp.st.Phase().Released():
+		sp.mu.Unlock()
+		return
+	case next <= sp.sent:
+		sp.ro.abort(errCheckpointBehind) // as put says of a response.done
+		sp.mu.Unlock()
+		return
+	}
+	sp.lastDone, sp.waitAt, sp.paused = nil, next, true
+	sp.compactLogLocked()
+	var early []*clientAppend
+	if !sp.checkpointLocked(slices.Clip(sp.log), next) {
+		sp.parkLocked()
+		early = sp.takeEarlyLocked()
+	}
+	sp.mu.Unlock()
+	sp.answerEarly(early)
 }
 
 // compactLogLocked copies the replay log's frames into one allocation of

@@ -82,7 +82,7 @@ func TestSuspensionRules(t *testing.T) {
 	// (but expired: detached), created with the credentials "key".
 	reach := func(p lifecycle.Phase) *suspension {
 		r := routes[p]
-		sp := &suspension{srv: &Server{}, id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(r.checkpoints)}
+		sp := &suspension{srv: &Server{}, id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(r.checkpoints, false)}
 		for _, ev := range r.events {
 			if v, _ := sp.applyLocked(ev, here, "", ""); v != lifecycle.Allow {
 				t.Fatalf("on the way to %v: %v is %v in %v", p, ev, v, sp.st.Phase())
@@ -181,7 +181,7 @@ func TestSuspensionRules(t *testing.T) {
 	}
 	// A durable rollout's pause is not steered: its checkpoint would not
 	// keep the input.
-	sp := &suspension{srv: &Server{}, id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(true)}
+	sp := &suspension{srv: &Server{}, id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(true, false)}
 	sp.applyLocked(lifecycle.Park, nil, "", "")
 	if _, perr := sp.decideLocked(lifecycle.Steer, here, "a", ""); perr == nil || perr.Code != durable {
 		t.Errorf("a steer of a durable rollout at its pause: %v, want %s", perr, durable)

@@ -69,6 +69,11 @@ type State struct {
 	// announced: taken over at a pause whose response.done its client has
 	// had: its first park announces nothing.
 	announced bool
+	// early: the multi-agent beta's waiting response, whose client
+	// answers a call once it sees the call's output_item.done, which goes
+	// out before the rollout parks on it: such an append waits for the
+	// pause.
+	early bool
 }
 
 // hold is what a write of the journal that holds the frames back is for.
@@ -83,9 +88,10 @@ const (
 
 // New is the state of a suspended rollout that begins: running, reporting
 // to the connection that created it. checkpoints says whether the server
-// writes its checkpoints.
-func New(checkpoints bool) State {
-	return State{phase: Running, link: live, checkpoints: checkpoints}
+// writes its checkpoints; early, that it waits in the multi-agent beta's
+// dialect, where its client may answer a call before it parks.
+func New(checkpoints, early bool) State {
+	return State{phase: Running, link: live, checkpoints: checkpoints, early: early}
 }
 
 // Restored is the state of a rollout taken over from its checkpoint, about
@@ -94,9 +100,9 @@ func New(checkpoints bool) State {
 // checkpoint's pause is still unanswered there; woken, that an event naming
 // it woke it (its client saw the pause: nothing is replayed, and the events
 // queued for it are yet to be taken), rather than a response.resume, whose
-// connection catches up from the replay log.
-func Restored(durable, woken bool) State {
-	st := State{phase: Running, link: replaying, checkpoints: true, checkpointed: true, durable: durable, announced: true}
+// connection catches up from the replay log; early, as New's.
+func Restored(durable, woken, early bool) State {
+	st := State{phase: Running, link: replaying, checkpoints: true, checkpointed: true, durable: durable, announced: true, early: early}
 	if woken {
 		st.link, st.waking = live, true
 	}

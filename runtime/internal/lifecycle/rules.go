@@ -57,16 +57,17 @@ const (
 	RefuseNotActive                // steer_response_not_active: a steer of a rollout that left this server
 	RefuseDurable                  // steering_not_supported: a steer of a durable rollout at a pause, whose checkpoint would not hold it
 	Asleep                         // it is in its checkpoint: the event wakes it (a takeover on the sender's connection)
+	Early                          // an append before the pause it answers, in the multi-agent beta's dialect: taken as the rollout parks
 	numVerdicts
 )
 
 func (v Verdict) String() string {
 	return [...]string{"allow", "ignore", "not-found", "not-parked", "appended", "lane-busy", "lane",
-		"completed", "not-active", "durable", "asleep"}[v]
+		"completed", "not-active", "durable", "asleep", "early"}[v]
 }
 
 // Refused reports whether the verdict refuses the event to its client.
-func (v Verdict) Refused() bool { return v != Allow && v != Ignore && v != Asleep }
+func (v Verdict) Refused() bool { return v != Allow && v != Ignore && v != Asleep && v != Early }
 
 // Sender is how the connection a client's event comes from stands to the
 // rollout. Events of the rollout's own loop, its timers, its store and the
@@ -126,7 +127,10 @@ func Decide(s State, ev Event, from Sender) (Verdict, State) {
 		}
 		switch ev {
 		case Append:
-			if p != Parked {
+			switch {
+			case p < Parked && s.early: // its client saw the call: the pause comes
+				return Early, s
+			case p != Parked:
 				return RefuseNotParked, s
 			}
 		case Cancel:

@@ -146,6 +146,11 @@ func TestFlags(t *testing.T) {
 		{"a resume replays", canonical(Parked), Resume, resumer, same, func(s State) bool { return s.link == replaying }},
 		{"a drop detaches", canonical(Ended), Drop, here, same, func(s State) bool { return s.link == detached }},
 		{"the resume window of a rollout attached again", canonical(Parked), Expire, Sender{}, nothing, nil},
+		{"the beta's client answers a call before the pause: the append waits for it", with(Running, func(s *State) { s.early = true }), Append, here, "early", nil},
+		{"or while the pause is written", with(Pausing, func(s *State) { s.early = true }), Append, here, "early", nil},
+		{"at the pause it is taken", with(Parked, func(s *State) { s.early = true }), Append, here, same, nil},
+		{"not once the rollout ended", with(Ended, func(s *State) { s.early = true }), Append, here, "not-found", nil},
+		{"nor from another connection", with(Running, func(s *State) { s.early = true }), Append, otherConn, "not-found", nil},
 		{"the resume window of a rollout catching up", with(Parked, func(s *State) { s.link = replaying }), Expire, Sender{}, nothing, nil},
 	}
 	for _, c := range cases {
@@ -225,6 +230,7 @@ var parts = []part{
 	flag("appended", func(s *State) *bool { return &s.appended }),
 	flag("waking", func(s *State) *bool { return &s.waking }),
 	flag("announced", func(s *State) *bool { return &s.announced }),
+	flag("early", func(s *State) *bool { return &s.early }),
 }
 
 func flag(name string, f func(*State) *bool) part {
@@ -241,7 +247,7 @@ func flag(name string, f func(*State) *bool) part {
 // change.
 var (
 	reads = map[Event][]string{
-		Park: {"phase"}, Pause: {"phase", "holding"}, Append: {"phase"}, Appended: {"phase"}, Answered: {"phase"},
+		Park: {"phase"}, Pause: {"phase", "holding"}, Append: {"phase", "early"}, Appended: {"phase"}, Answered: {"phase"},
 		Cancel: {"phase"}, Fork: {"phase", "appended"}, Create: {"phase"}, Resume: {"phase"}, CaughtUp: {"link"},
 		Drop: {}, Timeout: {"phase"}, Expire: {"phase", "link"}, End: {"phase"}, Settle: {"phase"}, Shutdown: {"phase"},
 		Steer: {"phase", "checkpoints"}, Hold: {"phase", "checkpoints", "holding"}, Written: {"holding"}, Unwritten: {"holding"},
@@ -323,13 +329,13 @@ func TestEveryState(t *testing.T) {
 			}
 		}
 	})
-	if want := 9 * 3 * 3 * 64; states != want { // phases, links, holds, six flags
+	if want := 9 * 3 * 3 * 128; states != want { // phases, links, holds, seven flags
 		t.Errorf("%d states walked, want %d", states, want)
 	}
 }
 
 func Example() {
-	s := New(false)
+	s := New(false, false)
 	s.Apply(Park, Sender{})
 	s.Apply(Pause, Sender{})
 	fmt.Println(s.Phase(), s.Apply(Create, Sender{Here: true, Lane: true}))
