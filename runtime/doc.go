@@ -47,7 +47,11 @@
 // ends the rollout meanwhile, drives it on from there on a goroutine of its
 // own (rollout.kick). The whole rollout is one response, which outlives its
 // connection for the resume window. Over HTTP the state comes from the
-// request or the store.
+// request or the store. The multi-agent beta's waiting response (a
+// create with multi_agent over WebSocket) is a suspended rollout in
+// OpenAI's dialect: the pause is announced by nothing (the response stays
+// in_progress; suspension.wait parks it as a response.done would), and
+// its client's answers may come before it (suspension_early.go).
 //
 // # A suspended rollout's life
 //
@@ -93,7 +97,10 @@
 //     pending call has its output; when the step's hosted calls have all
 //     returned, that append sends the response.in_progress itself, under
 //     the rollout's lock: suspension.deliver); running or pausing:
-//     response_not_suspended; ended, settled, expired, other connection:
+//     response_not_suspended, but in the multi-agent beta's dialect, whose
+//     client answers a call as soon as it sees it, the append waits and
+//     is taken as the rollout parks (suspension_early.go); ended, settled,
+//     expired, other connection:
 //     response_not_found; other lane: stream_id_mismatch; fenced or handed
 //     over: nothing (another server answers it); hibernated: wakes it.
 //     response.inject (the multi-agent beta's name, inject.go) is taken

@@ -616,3 +616,75 @@ func TestMultiAgentEarly(t *testing.T) {
 		}
 	})
 }
+
+// TestMultiAgentTakeover: a waiting beta response whose client's
+// connection drops is resumed on another server that shares the
+// checkpoints: it replays what the client missed after its
+// sequence_number (no response.done: its wait has none), takes the
+// injects, and runs the response to its end, its sequence numbers going
+// on gapless. Fake time, in-memory connections.
+func TestMultiAgentTakeover(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a, b := durablePair(t)
+		c1 := a.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script(durableSteps)}))
+		var id string
+		seq := -1
+		read := func(c *wsConn) (ev, []byte) {
+			t.Helper()
+			f := c.recv(t)
+			e := decodeEv(t, f)
+			if *e.Seq != seq+1 {
+				t.Fatalf("%s has sequence_number %d after %d", f, *e.Seq, seq)
+			}
+			seq = *e.Seq
+			if e.Response != nil {
+				id = e.Response.ID
+			}
+			if e.Type == "response.done" || e.Type == "response.failed" || e.Type == "error" {
+				t.Fatalf("the waiting response sent %s", f)
+			}
+			return e, f
+		}
+		// Its first wait, on read_file: the client has every frame to it.
+		var out any
+		for out == nil {
+			if e, _ := read(c1); e.Type == "response.output_item.done" {
+				var it callItem
+				json.Unmarshal(e.Item, &it)
+				if it.Type == "function_call" {
+					out = fco(it.CallID, toolOutput(it.Name, it.Arguments))
+				}
+			}
+		}
+		synctest.Wait() // the wait is in the store
+		c1.drop()
+
+		c2 := b.dial(t, "Bearer alice")
+		resume := refEv("response.resume", id, "")
+		resume["sequence_number"] = seq
+		c2.send(t, resume)
+		c2.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{out}}) // at once: nothing tells it the resume is done
+		if e, f := read(c2); e.Type != "response.inject.created" {
+			t.Fatalf("on B, after the resume and the inject: %s, want response.inject.created", f)
+		}
+		for calls := 0; ; {
+			e, _ := read(c2)
+			switch e.Type {
+			case "response.output_item.done":
+				var it callItem
+				json.Unmarshal(e.Item, &it)
+				if it.Type == "function_call" {
+					calls++
+					c2.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco(it.CallID, toolOutput(it.Name, it.Arguments))}})
+				}
+			case "response.completed":
+				if calls != 3 {
+					t.Fatalf("B ran %d calls after the takeover, want 3", calls)
+				}
+				return
+			}
+		}
+	})
+}

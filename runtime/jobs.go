@@ -89,9 +89,12 @@ type tailJob struct {
 	after *int // the last sequence_number the resuming client received
 }
 
-func (j *tailJob) bytes() int                         { return 0 }
-func (j *tailJob) inFlight() bool                     { return true }
-func (j *tailJob) run(sess *session, ln *lane) []byte { return sess.replayTail(j.tail, j.after) }
+func (j *tailJob) bytes() int     { return 0 }
+func (j *tailJob) inFlight() bool { return true }
+func (j *tailJob) run(sess *session, ln *lane) []byte {
+	defer sess.resumed(ln)
+	return sess.replayTail(j.tail, j.after)
+}
 
 // jobSink is a cached-state response's sink: events go to the session, the
 // terminal one is held for runJob, which sends it once the response is

@@ -21,6 +21,7 @@ type lane struct {
 	working   bool   // the lane's worker runs: it takes what waits forTurn (session_lanes.go)
 	resolving bool   // the lane's resolver runs: it takes what waits forResolve (session_events.go)
 	waking    string // the rollout that wakes on the lane, whose events wait forWake (session_wake.go)
+	resuming  string // the rollout a resume on the lane is taking, whose events wait forResume (session_suspend.go)
 
 	occ       occupant // what holds it
 	placesGen int      // counts the places it kept for a hibernated rollout: a timer of an earlier one does nothing
@@ -45,13 +46,17 @@ const (
 	// forWake: an append's items, a cancel, or the end of its pause's
 	// timeout, for the rollout that wakes on the lane; taken as it parks.
 	forWake
+	// forResume: an append or a cancel naming the rollout a resume on the
+	// lane is taking; handled once it reports here, the client's missed
+	// frames replayed, as if it had just arrived.
+	forResume
 )
 
 // held is one event waiting on its lane, and why.
 type held struct {
 	why  waitsFor
 	job  job        // forTurn
-	ev   laneEvent  // forResolve
+	ev   laneEvent  // forResolve, forResume
 	wake *wakeEvent // forWake
 }
 

@@ -36,6 +36,8 @@ func (sess *session) handle(e laneEvent, waited bool) {
 		}
 	case *protocol.AppendEvent:
 		switch {
+		case !waited && sess.waitResume(lane, e, ev.ResponseID):
+			return
 		case !waited && sess.waitBehind(lane, e, hasReferences(ev.Input) && sess.resolvesHere(ev.ResponseID)):
 			return
 		case waited && hasReferences(ev.Input):
@@ -53,7 +55,7 @@ func (sess *session) handle(e laneEvent, waited bool) {
 			return
 		}
 	case *protocol.CancelEvent:
-		if !waited && sess.waitBehind(lane, e, false) {
+		if !waited && (sess.waitResume(lane, e, ev.ResponseID) || sess.waitBehind(lane, e, false)) {
 			return
 		}
 		perr = sess.cancelResponse(ev)

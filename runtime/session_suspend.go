@@ -73,24 +73,75 @@ func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, pare
 // dropped reports here from now on, in its lane's turn.
 func (sess *session) resume(ev *protocol.ResumeEvent, received time.Time) {
 	var j job
-	var lane string
+	var laneID string
 	if sp := sess.srv.suspended.lookup(ev.ResponseID); sp != nil && sp.resumable(sess, sess.creds) {
-		j, lane = &resumeJob{sp: sp, after: ev.After}, sp.lane
+		j, laneID = &resumeJob{sp: sp, after: ev.After}, sp.lane
 	} else if t := sess.srv.suspended.lookupTail(ev.ResponseID, sess.creds); t != nil {
-		j, lane = &tailJob{tail: t, after: ev.After}, t.lane
+		j, laneID = &tailJob{tail: t, after: ev.After}, t.lane
 	} else if sp == nil && sess.srv.opts.Checkpoints != nil {
 		// Not here: another server's, perhaps, that checkpointed it. The
 		// job checks its lane once it has read the checkpoint.
-		j, lane = &takeoverJob{id: ev.ResponseID, after: ev.After, received: received}, ev.StreamID
+		j, laneID = &takeoverJob{id: ev.ResponseID, after: ev.After, received: received}, ev.StreamID
 	} else {
 		sess.sendError(errResumeNotFound(ev.ResponseID), ev.StreamID)
 		return
 	}
-	if lane != ev.StreamID {
-		sess.sendError(errResumeLane(ev.ResponseID, lane), ev.StreamID)
+	if laneID != ev.StreamID {
+		sess.sendError(errResumeLane(ev.ResponseID, laneID), ev.StreamID)
 		return
 	}
-	sess.admit(ev.StreamID, j, nil)
+	// What the client sends it next waits until it reports here: a client
+	// of the multi-agent beta, told nothing by a resume, injects at once.
+	sess.admit(ev.StreamID, j, func(taking *lane) *protocol.Error {
+		taking.resuming = ev.ResponseID
+		return nil
+	})
+}
+
+// waitResume takes e, an append or a cancel naming response id, when a
+// resume on its lane is taking that rollout: it waits forResume. It
+// reports whether it took e (an event it could not reserve room for is
+// refused, and taken too).
+func (sess *session) waitResume(laneID string, e laneEvent, id string) bool {
+	sess.mu.Lock()
+	ln := sess.lanes[laneID]
+	taking := ln != nil && ln.resuming == id
+	sess.mu.Unlock()
+	if !taking {
+		return false
+	}
+	if perr := sess.scope.reserve(e.size, &sess.srv.opts); perr != nil {
+		sess.sendError(perr, laneID)
+		return true
+	}
+	sess.mu.Lock()
+	if ln.resuming == id {
+		ln.hold(held{why: forResume, ev: e})
+		sess.mu.Unlock()
+		return true
+	}
+	sess.mu.Unlock() // the resume ended meanwhile
+	sess.scope.release(e.size)
+	return false
+}
+
+// resumed ends the resume on ln: the rollout reports here (or the resume
+// failed), and what waited for it is handled, in order, as if it had just
+// arrived; what arrives meanwhile waits behind it. It does nothing when no
+// resume is taking a rollout on ln.
+func (sess *session) resumed(ln *lane) {
+	for {
+		sess.mu.Lock()
+		h, ok := ln.dequeue(forResume)
+		if !ok {
+			ln.resuming = ""
+			sess.mu.Unlock()
+			return
+		}
+		sess.mu.Unlock()
+		sess.scope.release(h.ev.size)
+		sess.handle(h.ev, true)
+	}
 }
 
 // replayTail runs a resume of a rollout that has ended: its client gets the
@@ -108,6 +159,7 @@ func (sess *session) replayTail(t *tail, after *int) (last []byte) {
 // resumeOn runs a resume job: the rollout reports to this connection, which
 // gets the frames its client missed, then follows it on ln.
 func (sess *session) resumeOn(ln *lane, j *resumeJob) (last []byte) {
+	defer sess.resumed(ln) // failed: what waited for it is answered as it comes
 	sp := j.sp
 	switch sp.reclaim(sess.ctx) {
 	case reclaimMoved: // another server took it over: take it back from there
@@ -125,5 +177,6 @@ func (sess *session) resumeOn(ln *lane, j *resumeJob) (last []byte) {
 		return errorFrame(errResumeGone(sp.id), ln.id)
 	}
 	sp.replay(sess.ctx, sess, from)
+	sess.resumed(ln)
 	return sess.follow(ln, sp, gone, nil)
 }

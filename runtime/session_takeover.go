@@ -46,6 +46,9 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	cps := sess.srv.opts.Checkpoints
 	ctx, cancel := context.WithTimeout(sess.ctx, checkpointTimeout)
 	defer cancel()
+	if !j.wake {
+		defer sess.resumed(ln) // failed: what waited for it is answered as it comes
+	}
 	settled := false
 	if j.wake {
 		defer func() {
@@ -130,6 +133,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		settled = true
 	} else {
 		sp.replay(sess.ctx, sess, from)
+		sess.resumed(ln)
 	}
 	return sess.follow(ln, sp, gone, nil)
 }

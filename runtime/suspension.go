@@ -300,6 +300,10 @@ func (sp *suspension) acceptAppendLocked(a *clientAppend) (asleep, early bool) {
 	case lifecycle.Asleep:
 		return true, false
 	case lifecycle.Early:
+		if len(sp.early) >= maxEarly {
+			a.refused = errTooEarly(sp.id)
+			return false, false
+		}
 		sp.early = append(sp.early, a)
 		return false, true
 	case lifecycle.Allow:

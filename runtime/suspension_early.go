@@ -60,13 +60,27 @@ func (sp *suspension) answerEarly(took []*clientAppend) {
 	}
 }
 
+// maxEarly bounds the appends that wait for a pause: a step's client
+// calls answered one by one, with room to spare.
+const maxEarly = 256
+
 // refuseEarlyLocked answers the early appends of a rollout that ended
-// before the pause they answer. The caller holds mu.
+// before the pause they answer. One released to its checkpoint (taken
+// over, handed over) tells nothing: its client, told to resume elsewhere,
+// sends again what was not acknowledged. The caller holds mu.
 func (sp *suspension) refuseEarlyLocked() {
-	for _, a := range sp.early {
-		a.sess.answerRefused(a.ev, errEndedEarly(sp.id))
+	if !sp.st.Phase().Released() {
+		for _, a := range sp.early {
+			a.sess.answerRefused(a.ev, errEndedEarly(sp.id))
+		}
 	}
 	sp.early = nil
+}
+
+// errTooEarly: an append past maxEarly before the pause.
+func errTooEarly(id string) *protocol.Error {
+	return protocol.Invalid(protocol.CodeNothingSuspended, "response_id",
+		"Response '%s' is not waiting for tool outputs yet, and %d inputs already wait for it: send the rest once they are acknowledged.", id, maxEarly)
 }
 
 // errEndedEarly: an append, sent before the pause it answers, of a

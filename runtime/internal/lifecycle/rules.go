@@ -93,8 +93,10 @@ func (s *State) Apply(ev Event, from Sender) Verdict {
 //
 // A client's append, cancel and fork come from the connection the rollout
 // reports to, on its lane: from any other connection they are refused as
-// response_not_found, on another lane as stream_id_mismatch. A resume comes
-// from another connection with the same credentials. A create is refused
+// response_not_found, on another lane as stream_id_mismatch. An append
+// before the pause is refused, but in the multi-agent beta's dialect
+// (early), where it waits for the pause (Early). A resume comes from
+// another connection with the same credentials. A create is refused
 // only on the lane of a rollout parked on the sender's connection. Drops and
 // settles from a connection the rollout no longer reports to, and the
 // resume window's end once it is attached again, lost a race: ignored. A
