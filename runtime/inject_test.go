@@ -337,11 +337,9 @@ func betaCalls(t *testing.T, c *wsConn) (calls []string, text string) {
 		}
 		switch e.Type {
 		case "response.output_item.done":
-			var it callItem
-			json.Unmarshal(e.Item, &it)
-			if it.Type == "function_call" {
+			if it, ok := functionCall(e.Item); ok {
 				calls = append(calls, it.Name+" "+it.Arguments)
-				c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco(it.CallID, toolOutput(it.Name, it.Arguments))}})
+				c.send(t, injectEv(id, it.output()))
 			}
 		case "response.completed":
 			return calls, outputText(t, b)
@@ -385,11 +383,9 @@ func TestMultiAgentForms(t *testing.T) {
 			}
 			var outs []any
 			for _, raw := range r.Output {
-				var it callItem
-				json.Unmarshal(raw, &it)
-				if it.Type == "function_call" {
+				if it, ok := functionCall(raw); ok {
 					calls = append(calls, it.Name+" "+it.Arguments)
-					outs = append(outs, fco(it.CallID, toolOutput(it.Name, it.Arguments)))
+					outs = append(outs, it.output())
 				}
 			}
 			if len(outs) == 0 {
@@ -493,16 +489,14 @@ func TestMultiAgentWakes(t *testing.T) {
 			var outs []any
 			for len(outs) < len(step) {
 				if e := read(); e.Type == "response.output_item.done" {
-					var it callItem
-					json.Unmarshal(e.Item, &it)
-					if it.Type == "function_call" {
-						outs = append(outs, fco(it.CallID, toolOutput(it.Name, it.Arguments)))
+					if it, ok := functionCall(e.Item); ok {
+						outs = append(outs, it.output())
 					}
 				}
 			}
 			time.Sleep(2 * time.Minute) // it waits, and hibernates
 			synctest.Wait()
-			c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": outs})
+			c.send(t, injectEv(id, outs...))
 			if e := read(); e.Type != "response.inject.created" {
 				t.Fatalf("step %d: the woken response's first event is %s, want response.inject.created", i, e.Type)
 			}
@@ -518,6 +512,21 @@ type callItem struct {
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+}
+
+// functionCall reads item as a function call.
+func functionCall(item json.RawMessage) (callItem, bool) {
+	var it callItem
+	json.Unmarshal(item, &it)
+	return it, it.Type == "function_call"
+}
+
+// output is the call's output, as the tests' tools give it.
+func (it callItem) output() map[string]any { return fco(it.CallID, toolOutput(it.Name, it.Arguments)) }
+
+// injectEv is a response.inject of input for response id.
+func injectEv(id string, input ...any) map[string]any {
+	return map[string]any{"type": "response.inject", "response_id": id, "input": input}
 }
 
 // gatedStore holds every journal write while its gate is shut.
@@ -587,18 +596,17 @@ func TestMultiAgentEarly(t *testing.T) {
 			}
 			switch e.Type {
 			case "response.output_item.done":
-				var it callItem
-				json.Unmarshal(e.Item, &it)
-				if it.Type != "function_call" {
+				it, ok := functionCall(e.Item)
+				if !ok {
 					continue
 				}
 				if calls++; calls == 2 {
 					store.shut() // the wait on both calls is written as the second's output comes
 				}
-				c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco(it.CallID, toolOutput(it.Name, it.Arguments))}})
+				c.send(t, injectEv(id, it.output()))
 				switch calls {
 				case 1: // the step's second call still streams
-					c.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco("call_nope", "x")}})
+					c.send(t, injectEv(id, fco("call_nope", "x")))
 				case 2:
 					synctest.Wait()
 					store.open()
@@ -651,10 +659,8 @@ func TestMultiAgentTakeover(t *testing.T) {
 		var out any
 		for out == nil {
 			if e, _ := read(c1); e.Type == "response.output_item.done" {
-				var it callItem
-				json.Unmarshal(e.Item, &it)
-				if it.Type == "function_call" {
-					out = fco(it.CallID, toolOutput(it.Name, it.Arguments))
+				if it, ok := functionCall(e.Item); ok {
+					out = it.output()
 				}
 			}
 		}
@@ -665,7 +671,7 @@ func TestMultiAgentTakeover(t *testing.T) {
 		resume := refEv("response.resume", id, "")
 		resume["sequence_number"] = seq
 		c2.send(t, resume)
-		c2.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{out}}) // at once: nothing tells it the resume is done
+		c2.send(t, injectEv(id, out)) // at once: nothing tells it the resume is done
 		if e, f := read(c2); e.Type != "response.inject.created" {
 			t.Fatalf("on B, after the resume and the inject: %s, want response.inject.created", f)
 		}
@@ -673,11 +679,9 @@ func TestMultiAgentTakeover(t *testing.T) {
 			e, _ := read(c2)
 			switch e.Type {
 			case "response.output_item.done":
-				var it callItem
-				json.Unmarshal(e.Item, &it)
-				if it.Type == "function_call" {
+				if it, ok := functionCall(e.Item); ok {
 					calls++
-					c2.send(t, map[string]any{"type": "response.inject", "response_id": id, "input": []any{fco(it.CallID, toolOutput(it.Name, it.Arguments))}})
+					c2.send(t, injectEv(id, it.output()))
 				}
 			case "response.completed":
 				if calls != 3 {

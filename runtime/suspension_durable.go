@@ -83,11 +83,17 @@ func (sp *suspension) checkpointAnswerLocked() {
 			jr.answered = encoded
 		}
 		// The rollout's lock first, as the lock order says: a pause the
-		// loop came to meanwhile is checkpointed now.
+		// loop came to meanwhile is checkpointed now, and the early answers
+		// it takes, if it parks, acknowledged once the suspension's lock is
+		// let go.
 		sp.ro.mu.Lock()
 		defer sp.ro.mu.Unlock()
+		var early []*clientAppend
 		sp.mu.Lock()
-		defer sp.mu.Unlock()
+		defer func() {
+			sp.mu.Unlock()
+			sp.answerEarly(early)
+		}()
 		switch {
 		case errors.Is(err, ErrFenced):
 			sp.applyLocked(lifecycle.Unwritten, nil, "", "")
@@ -102,17 +108,11 @@ func (sp *suspension) checkpointAnswerLocked() {
 		}
 		// The loop came to its next pause while the answer was written:
 		// that pause's write follows the answer's, or it goes out now.
-		var early []*clientAppend
 		if at, ok := sp.pauseAtLocked(); ok && sp.st.Phase() == lifecycle.Pausing && !sp.checkpointLocked(slices.Clip(sp.log), at) {
 			sp.parkLocked()
 			early = sp.takeEarlyLocked()
 		}
 		sp.sendHeldLocked()
-		if len(early) > 0 {
-			sp.mu.Unlock()
-			sp.answerEarly(early)
-			sp.mu.Lock() // for the deferred unlock
-		}
 	}()
 }
 
@@ -153,11 +153,16 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseStat
 	err := sp.writeJournal(cps, &jr, nil, ps, frames, sp.srv.now(), epoch)
 	sp.ro.journalWait.Add(int64(sp.srv.now().Sub(held))) // the pause's response.done waited this long
 	// The rollout's lock first, as the lock order says: the early answers
-	// the pause takes as it parks are acknowledged in its sequence.
+	// the pause takes as it parks are acknowledged in its sequence, once
+	// the suspension's lock is let go.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
+	var early []*clientAppend
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	defer func() {
+		sp.mu.Unlock()
+		sp.answerEarly(early)
+	}()
 	switch {
 	case errors.Is(err, ErrFenced):
 		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
@@ -177,13 +182,8 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseStat
 		}
 	}
 	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
-	early := sp.takeEarlyLocked()
+	early = sp.takeEarlyLocked()
 	sp.sendHeldLocked()
-	if len(early) > 0 {
-		sp.mu.Unlock()
-		sp.answerEarly(early)
-		sp.mu.Lock() // for the deferred unlock
-	}
 }
 
 // writeJournal writes jr's next entries and records them in jr: a pause's
