@@ -51,6 +51,12 @@ const pauseSteps = 16
 // once, on the same two cores as the client reading the in_progress (and,
 // in this process, its goroutine waits for a P the step holds).
 //
+// dialect=beta runs the same rollout as the multi-agent beta's waiting
+// response: the client answers each call with response.inject as its
+// output_item.done comes (no response.done), and the resumed step's first
+// event is response.inject.created; the round trip ends at the next
+// call's output_item.done.
+//
 // client=process puts the server, and the echo beside it, in a process of
 // their own (startBenchServer): the client reads on its own threads, as a
 // real client does, rather than wait for the server's scheduler to run it.
@@ -61,6 +67,11 @@ func BenchmarkPauseResume(b *testing.B) {
 		for _, where := range []string{"none", "memory", "redis", "memory+hibernated", "redis+hibernated"} {
 			b.Run(fmt.Sprintf("context=%dk/checkpoints=%s", n/1000, where), func(b *testing.B) {
 				benchmarkPauseResume(b, r, n, where, 0, false)
+			})
+		}
+		for _, where := range []string{"none", "redis"} {
+			b.Run(fmt.Sprintf("context=%dk/checkpoints=%s/dialect=beta", n/1000, where), func(b *testing.B) {
+				benchmarkPauseResume(b, r, n, where+"+beta", 0, false)
 			})
 		}
 	}
@@ -82,6 +93,17 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	var sizes *sizedCheckpoints
 	if w, ok := strings.CutSuffix(where, "+hibernated"); ok {
 		where, opts.Suspension.HibernateAfter = w, time.Nanosecond
+	}
+	beta := false
+	if w, ok := strings.CutSuffix(where, "+beta"); ok {
+		where, beta = w, true
+	}
+	// What a pause is, what answers it, what the resumed step begins with:
+	// in the multi-agent beta's dialect, the call's output_item.done, an
+	// inject, its acknowledgment.
+	pauseType, answerType, resumedType := "response.done", "response.append", "response.in_progress"
+	if beta {
+		pauseType, answerType, resumedType = "response.output_item.done", "response.inject", "response.inject.created"
 	}
 	switch where {
 	case "memory":
@@ -121,13 +143,19 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	for i := range pauseSteps {
 		steps = append(steps, []dcall{{"read_file", fmt.Sprintf(`{"path":"pkg/config/file%d.go"}`, i)}})
 	}
-	start, _ := json.Marshal(create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
-		"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{protocol.IncludeTimings}}))
+	body := map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work",
+		"suspend": true, "previous_response_id": baseID, "input": script(steps), "include": []string{protocol.IncludeTimings}}
+	if beta {
+		delete(body, "suspend")
+		body["multi_agent"] = map[string]any{"enabled": true}
+	}
+	start, _ := json.Marshal(create(body))
 	ctx := context.Background()
 	// The client reads only what it needs: the event type, from the
 	// frame's head, and the pending call_id, the last in a pause
 	// (required_action ends the response object). The figures are
 	// then the server's work and the loopback I/O.
+	var id string // the rollout's, from its response.created
 	read := func() ([]byte, string) {
 		_, data, err := c.c.Read(ctx)
 		if err != nil {
@@ -142,23 +170,24 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 	}
 	untilPause := func() ([]byte, string) {
 		for {
-			if data, typ := read(); typ == "response.done" || isEnd(typ) || typ == "error" {
+			data, typ := read()
+			if typ == "response.created" {
+				id = respID(b, data)
+			}
+			if typ == pauseType && (!beta || bytes.Contains(data, []byte(`"type":"function_call"`))) || isEnd(typ) || typ == "error" {
 				return data, typ
 			}
 		}
 	}
-	respIDOf := func(done []byte) string {
-		e := decodeEv(b, done)
-		return e.Response.ID
-	}
-	var id string
 	var tm protocol.Timings // summed over the rollouts
 	rollouts := 0
 	appendFrame := func(done []byte) []byte {
 		const key = `"call_id":"`
 		i := bytes.LastIndex(done, []byte(key))
 		callID, _, _ := bytes.Cut(done[i+len(key):], []byte(`"`))
-		f, _ := json.Marshal(appendEv(id, "work", fco(string(callID), "package config\n\nfunc parse() {}\n")))
+		ev := appendEv(id, "work", fco(string(callID), "package config\n\nfunc parse() {}\n"))
+		ev["type"] = answerType
+		f, _ := json.Marshal(ev)
 		return f
 	}
 	// A rollout starts paused on its first step; the append that
@@ -168,15 +197,14 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 			b.Fatal(err)
 		}
 		done, typ := untilPause()
-		if typ != "response.done" {
+		if typ != pauseType {
 			b.Fatalf("rollout began with %s", done)
 		}
-		id = respIDOf(done)
 		return done
 	}
 	finish := func(done []byte) {
-		typ := "response.done"
-		for typ == "response.done" {
+		typ := pauseType
+		for typ == pauseType {
 			if err := c.c.Write(ctx, websocket.MessageText, appendFrame(done)); err != nil {
 				b.Fatal(err)
 			}
@@ -219,7 +247,7 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 			b.Fatal(err)
 		}
 		first, typ := read()
-		if typ != "response.in_progress" {
+		if typ != resumedType {
 			b.Fatalf("resumed with %s", typ)
 		}
 		took := time.Since(t0)
@@ -229,7 +257,7 @@ func benchmarkPauseResume(b *testing.B, r *sampler.Renderer, n int, where string
 			resumes, echoes = append(resumes, took), append(echoes, echo.roundTrip(b, frame, len(first)))
 			b.StartTimer()
 		}
-		if pause, typ = untilPause(); typ != "response.done" {
+		if pause, typ = untilPause(); typ != pauseType {
 			b.Fatalf("step ended with %s", pause)
 		}
 		left--
