@@ -692,3 +692,57 @@ func TestMultiAgentTakeover(t *testing.T) {
 		}
 	})
 }
+
+// TestMultiAgentFork: a waiting beta response is forked as a suspended
+// rollout is: the fork begins with its response.created (and
+// in_progress), whose output lists the waiting step's call, waits
+// in_progress on it with no event, and is answered by its own inject; the
+// original waits on, and is answered by its own. Fake time, in-memory
+// connections.
+func TestMultiAgentFork(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := newPipeHarness(t, runtime.Options{})
+		c := a.dial(t, "")
+		l := newLanes(c)
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "orig", "multi_agent": map[string]any{"enabled": true},
+			"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
+		var id string
+		var call callItem
+		l.take(t, "orig", func(e ev) bool {
+			if e.Type == "response.created" {
+				id = e.Response.ID
+			}
+			it, ok := functionCall(e.Item)
+			if ok && e.Type == "response.output_item.done" {
+				call = it
+			}
+			return ok && e.Type == "response.output_item.done"
+		})
+		synctest.Wait() // it waits on the call
+		c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"f0"}})
+		created := l.take(t, "f0", func(e ev) bool { return e.Type == "response.created" || e.Type == "error" })
+		e := decodeEv(t, last(created))
+		if e.Type != "response.created" || e.Response.ID == id || e.Response.Status != "in_progress" || !bytes.Contains(last(created), []byte(call.CallID)) {
+			t.Fatalf("the fork began with %s, want a response.created of its own, in_progress, listing the call %s", last(created), call.CallID)
+		}
+		fork := e.Response.ID
+		synctest.Wait()
+		for lane, rid := range map[string]string{"f0": fork, "orig": id} {
+			inject := injectEv(rid, fco(call.CallID, "the answer on "+lane))
+			inject["stream_id"] = lane
+			c.send(t, inject)
+			evs := l.take(t, lane, func(e ev) bool { return isEnd(e.Type) || e.Type == "response.done" || e.Type == "error" })
+			end, acked := decodeEv(t, last(evs)), false
+			for _, f := range evs {
+				acked = acked || decodeEv(t, f).Type == "response.inject.created"
+			}
+			if end.Type != "response.completed" || end.Response.ID != rid || !acked {
+				t.Fatalf("%s, answered: %s … %s", lane, evs[0], last(evs))
+			}
+			if !bytes.Contains(last(evs), []byte("the answer on "+lane)) {
+				t.Fatalf("%s's response does not hold its own answer: %s", lane, last(evs))
+			}
+		}
+	})
+}
