@@ -325,11 +325,11 @@ func endSummary(end map[string]any) string {
 }
 
 // leasedPair is two tether serve processes on rd whose leases last
-// killLease.
+// killLease: A through its port, B through its unix socket.
 func leasedPair(t *testing.T, rd *redistest.Server) (a, b *serveProcess) {
 	t.Helper()
 	return startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String()),
-		startServeProcess(t, "--store", rd.URL(), "--lease-ttl", killLease.String())
+		startServeProcess(t, "--store", rd.UnixURL(), "--lease-ttl", killLease.String())
 }
 
 // parkedOn creates a suspended rollout of durableScript on p, into ro,

@@ -78,7 +78,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	fs.IntVar(&opts.Tenant.InFlight, "tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
-	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS), shared by every tether on that database")
+	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS; unix:///PATH?db=DB for a Redis on this machine's socket), shared by every tether on that database")
 	storeTTL := fs.Duration("store-ttl", redisstore.DefaultTTL, "with --store redis://: how long a stored response is kept")
 	storeRecord := bytesFlag(fs.FlagSet, "store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
 	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxBytes, "store-bytes", runtime.DefaultStoreBytes, "memory store: bytes of store: true responses kept in all (what they hold in memory: their encoded size and their structs' and indexes' overhead), besides 100,000 records at most; past it the oldest go first")
@@ -209,7 +209,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	var checkpoints runtime.Checkpoints // a shared store makes suspended rollouts durable
 	switch {
 	case *storeURL == "memory":
-	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"):
+	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"), strings.HasPrefix(*storeURL, "unix://"):
 		rs, err := redisstore.New(*storeURL, redisstore.Options{TTL: *storeTTL, MaxRecordBytes: *storeRecord})
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: --store:", err)

@@ -1,5 +1,5 @@
 // Package redistest runs a real redis-server for tests: on a free loopback
-// port, with its data in a temporary directory (append-only, fsync on
+// port and a unix socket, with its data in a temporary directory (append-only, fsync on
 // every write, so a restart keeps what was written), stopped when the test
 // ends. Tests that need it skip, saying why, where the binary is absent;
 // .ci/run installs it so that CI never skips them.
@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -20,11 +22,12 @@ import (
 // Server is one redis-server process, which the test may kill and start
 // again on the same port and data.
 type Server struct {
-	tb   testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
+	tb     testing.TB
+	bin    string
+	dir    string
+	socket string // its unix socket: a short path (a socket's is at most 107 bytes)
+	port   int
+	cmd    *exec.Cmd
 }
 
 // Start starts a redis-server, or skips the test when there is none.
@@ -40,7 +43,12 @@ func Start(tb testing.TB) *Server {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), port: port}
+	sockDir, err := os.MkdirTemp("", "redis")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(sockDir) })
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), socket: filepath.Join(sockDir, "redis.sock"), port: port}
 	s.Restart()
 	tb.Cleanup(s.Kill)
 	return s
@@ -48,6 +56,9 @@ func Start(tb testing.TB) *Server {
 
 // URL is the server's address as the store takes it.
 func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
+
+// UnixURL is the server's unix socket as the store takes it.
+func (s *Server) UnixURL() string { return "unix://" + s.socket + "?db=0" }
 
 // Addr is HOST:PORT.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -67,7 +78,7 @@ func (s *Server) Kill() {
 func (s *Server) Restart() {
 	s.tb.Helper()
 	s.Kill()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--unixsocket", s.socket, "--unixsocketperm", "700", "--dir", s.dir,
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no", "--loglevel", "warning")
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatal(err)

@@ -36,16 +36,26 @@ func newCheckpointStore(tb testing.TB) (*Store, *redistest.Server) {
 
 // TestCheckpoints: the Redis checkpoints pass the suite every
 // runtime.Checkpoints passes, twice at once on one database (each run's
-// ids under a prefix of its own).
+// ids under a prefix of its own), and once more through the server's unix
+// socket (unix://: a Redis on the same machine).
 func TestCheckpoints(t *testing.T) {
 	t.Parallel()
-	st, _ := newCheckpointStore(t)
+	st, rd := newCheckpointStore(t)
 	for _, prefix := range []string{"run1_", "run2_"} {
 		t.Run(prefix, func(t *testing.T) {
 			t.Parallel()
 			checkpointtest.Run(t, st, prefix)
 		})
 	}
+	t.Run("unix", func(t *testing.T) {
+		t.Parallel()
+		unix, err := New(rd.UnixURL(), Options{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close() })
+		checkpointtest.Run(t, unix, "unix_")
+	})
 }
 
 // TestCheckpointKeyTTL: a journal is the hash and the list the package doc
