@@ -186,4 +186,24 @@ func TestSuspensionRules(t *testing.T) {
 	if _, perr := sp.decideLocked(lifecycle.Steer, here, "a", ""); perr == nil || perr.Code != durable {
 		t.Errorf("a steer of a durable rollout at its pause: %v, want %s", perr, durable)
 	}
+	// The multi-agent beta's client answers a call before the pause: the
+	// append waits for it (taken as it parks), refused to no one; from
+	// another connection or lane it is refused as ever.
+	for _, p := range []lifecycle.Phase{lifecycle.Running, lifecycle.Pausing} {
+		for _, c := range []struct {
+			sess *session
+			lane string
+			want lifecycle.Verdict
+			code string
+		}{{here, "a", lifecycle.Early, ""}, {other, "a", lifecycle.RefuseNotFound, notFound}, {here, "b", lifecycle.RefuseLane, mismatch}} {
+			sp := &suspension{srv: &Server{}, id: "resp_1", lane: "a", creds: "key", sess: here, st: lifecycle.New(false, true)}
+			for _, ev := range routes[p].events {
+				sp.applyLocked(ev, here, "", "")
+			}
+			v, perr := sp.applyLocked(lifecycle.Append, c.sess, c.lane, "")
+			if v != c.want || c.code == "" && (perr != nil || v.Refused()) || c.code != "" && (perr == nil || perr.Code != c.code) {
+				t.Errorf("%v, a beta client's early append from %v on %q: %v (%v), want %v %s", p, c.sess == here, c.lane, v, perr, c.want, c.code)
+			}
+		}
+	}
 }
