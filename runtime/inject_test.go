@@ -746,3 +746,43 @@ func TestMultiAgentFork(t *testing.T) {
 		}
 	})
 }
+
+// TestMultiAgentEndsEarly: an inject that waits for a wait the response
+// never comes to (cancelled while the step's second call streams) is
+// answered as the response ends: response.inject.failed,
+// response_already_completed, its input given back. Fake time, in-memory
+// connections.
+func TestMultiAgentEndsEarly(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		o := runtime.Options{Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{TPS: 50})}}
+		c := newPipeHarness(t, o).dial(t, "")
+		steps := [][]dcall{{{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}}
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script(steps)}))
+		var id string
+		for {
+			e := decodeEv(t, c.recv(t))
+			if e.Response != nil {
+				id = e.Response.ID
+			}
+			if it, ok := functionCall(e.Item); ok && e.Type == "response.output_item.done" {
+				c.send(t, injectEv(id, it.output())) // the second call still streams
+				break
+			}
+		}
+		c.send(t, refEv("response.cancel", id, ""))
+		var failed, end []byte
+		for end == nil {
+			f := c.recv(t)
+			switch typ := eventType(t, f); {
+			case typ == "response.inject.failed":
+				failed = f
+			case isEnd(typ):
+				end = f
+			}
+		}
+		if eventType(t, end) != "response.cancelled" || failed == nil || !bytes.Contains(failed, []byte(`"response_already_completed"`)) || !bytes.Contains(failed, []byte(`"function_call_output"`)) {
+			t.Fatalf("cancelled with an inject waiting: %s, the inject answered %s", end, failed)
+		}
+	})
+}
