@@ -33,12 +33,7 @@ func TestInjectSDK(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, runtime.Options{})
 	ctx := sdkContext(t)
-	client := sdkClient(t, h)
-	conn, err := client.Beta.Responses.Connect(ctx, openai.BetaResponseConnectionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := betaConnect(ctx, t, h)
 
 	send := func(v any) {
 		t.Helper()
@@ -235,6 +230,19 @@ func TestMultiAgentMalformed(t *testing.T) {
 	}
 }
 
+// betaConnect opens openai-go's beta WebSocket connection to h, closed
+// when the test ends.
+func betaConnect(ctx context.Context, t *testing.T, h *harness) *openai.BetaResponseConnection {
+	t.Helper()
+	client := sdkClient(t, h)
+	conn, err := client.Beta.Responses.Connect(ctx, openai.BetaResponseConnectionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // betaScript is a rollout of three steps, two calls in the second, for
 // the multi-agent beta's waiting response.
 var betaScript = script([][]dcall{{{"read_file", `{"path":"a.go"}`}}, {{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}})
@@ -252,12 +260,7 @@ func TestMultiAgentWaits(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, runtime.Options{})
 	ctx := sdkContext(t)
-	client := sdkClient(t, h)
-	conn, err := client.Beta.Responses.Connect(ctx, openai.BetaResponseConnectionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := betaConnect(ctx, t, h)
 	b, _ := json.Marshal(create(map[string]any{"model": sdkModel, "store": false, "multi_agent": map[string]any{"enabled": true}, "input": betaScript}))
 	if err := conn.SendRaw(ctx, b); err != nil {
 		t.Fatal(err)
