@@ -357,6 +357,20 @@ func (w *wsConn) untilTerminal(t testing.TB) [][]byte {
 	}
 }
 
+// terminal reads up to a response's terminal event (or an error) and
+// returns it, keeping no frame before it: what a memory test's client
+// would hold is not the server's.
+func (w *wsConn) terminal(t testing.TB) []byte {
+	t.Helper()
+	for {
+		b := w.recv(t)
+		switch eventType(t, b) {
+		case "response.completed", "response.failed", "response.incomplete", "error":
+			return b
+		}
+	}
+}
+
 // create is a response.create frame built from a body.
 func create(body map[string]any) map[string]any {
 	out := map[string]any{"type": "response.create"}
