@@ -469,25 +469,8 @@ func TestMultiAgentWakes(t *testing.T) {
 		a := hibernatingServer(t, runtime.NewMemoryCheckpoints(), nil)
 		c := a.dial(t, "Bearer alice")
 		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script(durableSteps)}))
-		var id string
-		seq := -1
-		read := func() ev {
-			t.Helper()
-			b := c.recv(t)
-			e := decodeEv(t, b)
-			if *e.Seq != seq+1 {
-				t.Fatalf("%s has sequence_number %d after %d", b, *e.Seq, seq)
-			}
-			seq = *e.Seq
-			if e.Response != nil {
-				id = e.Response.ID
-			}
-			switch e.Type {
-			case "response.done", "response.failed", "error":
-				t.Fatalf("the waiting response sent %s", b)
-			}
-			return e
-		}
+		r := &betaReader{seq: -1}
+		read := func() ev { e, _ := r.read(t, c); return e }
 		for i, step := range durableSteps {
 			var outs []any
 			for len(outs) < len(step) {
@@ -499,7 +482,7 @@ func TestMultiAgentWakes(t *testing.T) {
 			}
 			time.Sleep(2 * time.Minute) // it waits, and hibernates
 			synctest.Wait()
-			c.send(t, injectEv(id, outs...))
+			c.send(t, injectEv(r.id, outs...))
 			if e := read(); e.Type != "response.inject.created" {
 				t.Fatalf("step %d: the woken response's first event is %s, want response.inject.created", i, e.Type)
 			}
@@ -640,24 +623,8 @@ func TestMultiAgentTakeover(t *testing.T) {
 		a, b := durablePair(t)
 		c1 := a.dial(t, "Bearer alice")
 		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script(durableSteps)}))
-		var id string
-		seq := -1
-		read := func(c *wsConn) (ev, []byte) {
-			t.Helper()
-			f := c.recv(t)
-			e := decodeEv(t, f)
-			if *e.Seq != seq+1 {
-				t.Fatalf("%s has sequence_number %d after %d", f, *e.Seq, seq)
-			}
-			seq = *e.Seq
-			if e.Response != nil {
-				id = e.Response.ID
-			}
-			if e.Type == "response.done" || e.Type == "response.failed" || e.Type == "error" {
-				t.Fatalf("the waiting response sent %s", f)
-			}
-			return e, f
-		}
+		r := &betaReader{seq: -1}
+		read := func(c *wsConn) (ev, []byte) { return r.read(t, c) }
 		// Its first wait, on read_file: the client has every frame to it.
 		var out any
 		for out == nil {
@@ -671,10 +638,10 @@ func TestMultiAgentTakeover(t *testing.T) {
 		c1.drop()
 
 		c2 := b.dial(t, "Bearer alice")
-		resume := refEv("response.resume", id, "")
-		resume["sequence_number"] = seq
+		resume := refEv("response.resume", r.id, "")
+		resume["sequence_number"] = r.seq
 		c2.send(t, resume)
-		c2.send(t, injectEv(id, out)) // at once: nothing tells it the resume is done
+		c2.send(t, injectEv(r.id, out)) // at once: nothing tells it the resume is done
 		if e, f := read(c2); e.Type != "response.inject.created" {
 			t.Fatalf("on B, after the resume and the inject: %s, want response.inject.created", f)
 		}
@@ -684,7 +651,7 @@ func TestMultiAgentTakeover(t *testing.T) {
 			case "response.output_item.done":
 				if it, ok := functionCall(e.Item); ok {
 					calls++
-					c2.send(t, injectEv(id, it.output()))
+					c2.send(t, injectEv(r.id, it.output()))
 				}
 			case "response.completed":
 				if calls != 3 {
@@ -788,4 +755,29 @@ func TestMultiAgentEndsEarly(t *testing.T) {
 			t.Fatalf("cancelled with an inject waiting: %s, the inject answered %s", end, failed)
 		}
 	})
+}
+
+// betaReader reads a beta response's frames, checking that its sequence
+// numbers are gapless and that it never sends what its wait has none of
+// (response.done), nor fails; it keeps the response's id.
+type betaReader struct {
+	id  string
+	seq int
+}
+
+func (r *betaReader) read(t *testing.T, c *wsConn) (ev, []byte) {
+	t.Helper()
+	f := c.recv(t)
+	e := decodeEv(t, f)
+	if *e.Seq != r.seq+1 {
+		t.Fatalf("%s has sequence_number %d after %d", f, *e.Seq, r.seq)
+	}
+	r.seq = *e.Seq
+	if e.Response != nil {
+		r.id = e.Response.ID
+	}
+	if e.Type == "response.done" || e.Type == "response.failed" || e.Type == "error" {
+		t.Fatalf("the waiting response sent %s", f)
+	}
+	return e, f
 }
