@@ -58,7 +58,7 @@ func BenchmarkClientEvents(b *testing.B) {
 					k++
 					return rd.decode(f, len(f))
 				})
-				if err != nil || end.Type != protocol.EventDone {
+				if err != nil || protocol.Type(end) != protocol.EventDone {
 					b.Fatalf("turn ended with %v, %v", end, err)
 				}
 				r.res = Result{}

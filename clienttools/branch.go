@@ -103,7 +103,7 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 	if err != nil {
 		return nil, err
 	}
-	end, err := root.readTurn(ctx, func() (protocol.Event, frameCost, error) { return rl.root.next(ctx) })
+	end, err := root.readResponse(ctx, func() (protocol.Event, frameCost, error) { return rl.root.next(ctx) })
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func (r *run) branch(ctx context.Context, l branchLane, paused string, answer fu
 			}
 		}
 		r.beginTurn(start, sent)
-		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) { return l.next(ctx) })
+		end, err := r.readResponse(ctx, func() (protocol.Event, frameCost, error) { return l.next(ctx) })
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,13 @@ const (
 	// ModeSuspend runs the rollout as one suspended response over WebSocket:
 	// each pause (response.done) is answered with one response.append.
 	ModeSuspend Mode = iota
+	// ModeInject runs the rollout as one response in the dialect of
+	// OpenAI's Responses multi-agent beta, over WebSocket: the response
+	// stays in_progress while it waits on the client's calls, and each
+	// wait is answered with one response.inject. The kit asks for
+	// response.waiting (protocol.IncludeWaits, tether's own) to learn
+	// where each step ends and what it cost: it runs against tether.
+	ModeInject
 	// ModeTurns runs each turn as a WebSocket response.create with
 	// previous_response_id and store false: the server's connection cache
 	// holds the state.
@@ -33,9 +40,9 @@ const (
 )
 
 // Modes lists every mode.
-var Modes = []Mode{ModeSuspend, ModeTurns, ModeChained, ModeStateless}
+var Modes = []Mode{ModeSuspend, ModeInject, ModeTurns, ModeChained, ModeStateless}
 
-var modeNames = [...]string{"suspend", "turns", "chained", "stateless"}
+var modeNames = [...]string{"suspend", "inject", "turns", "chained", "stateless"}
 
 func (m Mode) String() string {
 	if m < 0 || int(m) >= len(modeNames) {
@@ -44,14 +51,15 @@ func (m Mode) String() string {
 	return modeNames[m]
 }
 
-// ParseMode returns the mode named s (suspend, turns, chained, stateless).
+// ParseMode returns the mode named s (suspend, inject, turns, chained,
+// stateless).
 func ParseMode(s string) (Mode, error) {
 	for i, n := range modeNames {
 		if n == s {
 			return Mode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown mode %q (want suspend, turns, chained or stateless)", s)
+	return 0, fmt.Errorf("unknown mode %q (want suspend, inject, turns, chained or stateless)", s)
 }
 
 // DefaultMaxParallel is how many client tool calls of one step run at once
@@ -170,7 +178,7 @@ func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
 	defer cancel()
 	var err error
 	switch ro.Mode {
-	case ModeSuspend:
+	case ModeSuspend, ModeInject:
 		err = r.suspended(ctx)
 	case ModeTurns:
 		err = r.turns(ctx)
@@ -237,7 +245,7 @@ func readsEvent(t protocol.EventType) bool {
 	switch t {
 	case protocol.EventOutputItemDone, protocol.EventCreated, protocol.EventCompleted,
 		protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled,
-		protocol.EventStepRestarted, protocol.EventError:
+		protocol.EventStepRestarted, protocol.EventWaiting, protocol.EventError:
 		return true
 	}
 	return false
@@ -276,10 +284,11 @@ func (r *run) beginTurn(start time.Time, sent frameCost) {
 }
 
 // readTurn reads the current turn's events from next up to a pause or the
-// end of a response, which it returns. It passes every event to OnEvent,
-// keeps the output items, and with Eager starts client calls as their items
-// are done.
-func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCost, error)) (*protocol.ResponseEvent, error) {
+// end of a response, which it returns: a *protocol.ResponseEvent, or a
+// multi-agent response's *protocol.WaitingEvent. It passes every event to
+// OnEvent, keeps the output items, and with Eager starts client calls as
+// their items are done.
+func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCost, error)) (protocol.Event, error) {
 	first := true
 	for {
 		ev, cost, err := next()
@@ -311,9 +320,12 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCo
 			switch ev.Type {
 			case protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
 				r.res.Response = ev.Response
-				r.turnUsage(ev)
+				r.turnUsage(ev.Response.Usage, ev.Response.Timings, ended(ev))
 				return ev, nil
 			}
+		case *protocol.WaitingEvent:
+			r.turnUsage(&ev.Usage, ev.Timings, false)
+			return ev, nil
 		case *protocol.StepRestartedEvent:
 			// A durable rollout taken over mid-step runs the step again:
 			// what its first run made is void.
@@ -326,23 +338,37 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCo
 	}
 }
 
-// turnUsage sets the turn's usage and server timings from the event that
-// ends it: a pause and the end of a response carry the response's so far.
-func (r *run) turnUsage(ev *protocol.ResponseEvent) {
-	resp := ev.Response
-	if resp.Usage != nil {
-		r.turn.Usage = resp.Usage.Minus(r.paid)
+// readResponse is readTurn for a response that is not multi-agent, which
+// a wait does not end.
+func (r *run) readResponse(ctx context.Context, next func() (protocol.Event, frameCost, error)) (*protocol.ResponseEvent, error) {
+	ev, err := r.readTurn(ctx, next)
+	if err != nil {
+		return nil, err
 	}
-	if resp.Timings != nil {
-		r.turn.Server = resp.Timings.Minus(r.paidTime)
+	end, ok := ev.(*protocol.ResponseEvent)
+	if !ok {
+		return nil, fmt.Errorf("the server sent %s for a response that is not multi-agent", protocol.Type(ev))
+	}
+	return end, nil
+}
+
+// turnUsage sets the turn's usage and server timings from the event that
+// ends it: a pause, a wait and the end of a response carry the response's
+// so far (usage and timings, nil when not sent).
+func (r *run) turnUsage(usage *protocol.Usage, timings *protocol.Timings, ended bool) {
+	if usage != nil {
+		r.turn.Usage = usage.Minus(r.paid)
+	}
+	if timings != nil {
+		r.turn.Server = timings.Minus(r.paidTime)
 	}
 	r.paid, r.paidTime = protocol.Usage{}, protocol.Timings{}
-	if !ended(ev) {
-		if resp.Usage != nil {
-			r.paid = *resp.Usage
+	if !ended {
+		if usage != nil {
+			r.paid = *usage
 		}
-		if resp.Timings != nil {
-			r.paidTime = *resp.Timings
+		if timings != nil {
+			r.paidTime = *timings
 		}
 	}
 }
@@ -431,7 +457,9 @@ func payloadError(p protocol.ErrorPayload, status int) *protocol.Error {
 func ended(ev *protocol.ResponseEvent) bool { return ev.Type != protocol.EventDone }
 
 // suspended runs the rollout as one suspended response, which survives a
-// dropped connection (see resumingConn).
+// dropped connection (see resumingConn): in tether's dialect, each pause's
+// response.done answered with response.append; in the multi-agent beta's,
+// each response.waiting with response.inject.
 func (r *run) suspended(ctx context.Context) error {
 	conn, err := r.c.dialResuming(ctx, r.ro.filter())
 	if err != nil {
@@ -440,7 +468,16 @@ func (r *run) suspended(ctx context.Context) error {
 	defer func() { r.res.Reconnects = conn.reconnects }()
 	defer conn.close()
 	req := r.request(r.ro.Request.Input)
-	req.Suspend, req.Store = ptr(true), ptr(false)
+	inject := r.ro.Mode == ModeInject
+	if inject {
+		req.MultiAgent = &protocol.MultiAgent{Enabled: ptr(true)}
+		if !req.Includes(protocol.IncludeWaits) {
+			req.Include = append(slices.Clip(req.Include), protocol.IncludeWaits)
+		}
+	} else {
+		req.Suspend = ptr(true)
+	}
+	req.Store = ptr(false)
 	var ev any = &protocol.CreateEvent{Request: req}
 	for {
 		start := time.Now()
@@ -453,27 +490,49 @@ func (r *run) suspended(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if ended(end) {
-			r.addUsage(end.Response)
-			// Read: the server may let go of the rollout's tail, kept for
-			// a resume in case this connection was dying (as Codex does).
-			conn.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
-			return nil
+		var id string
+		var calls []protocol.Call
+		switch end := end.(type) {
+		case *protocol.ResponseEvent:
+			if ended(end) {
+				r.addUsage(end.Response)
+				// Read: the server may let go of the rollout's tail, kept
+				// for a resume in case this connection was dying (as
+				// Codex does).
+				conn.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
+				return nil
+			}
+			id, calls = end.Response.ID, pausedCalls(ModeSuspend, end)
+		case *protocol.WaitingEvent:
+			id, calls = end.ResponseID, r.waitedCalls(end)
 		}
-		ra := end.Response.RequiredAction
-		if ra == nil || len(ra.SubmitToolOutputs.ToolCalls) == 0 {
+		if len(calls) == 0 {
 			return errors.New("the server paused the response with no pending call")
-		}
-		calls := make([]protocol.Call, len(ra.SubmitToolOutputs.ToolCalls))
-		for i, pc := range ra.SubmitToolOutputs.ToolCalls {
-			calls[i] = pc.Call()
 		}
 		outs, err := r.runCalls(ctx, calls)
 		if err != nil {
 			return err
 		}
-		ev = &protocol.AppendEvent{ResponseID: end.Response.ID, Input: outs}
+		ev = &protocol.AppendEvent{ResponseID: id, Input: outs, Inject: inject}
 	}
+}
+
+// waitedCalls are the calls a response.waiting names, from the items the
+// step's output_item.done events brought; nil if one of them is missing.
+func (r *run) waitedCalls(w *protocol.WaitingEvent) []protocol.Call {
+	calls := make([]protocol.Call, 0, len(w.CallIDs))
+	for _, id := range w.CallIDs {
+		i := slices.IndexFunc(r.res.Output, func(it protocol.Item) bool {
+			c, ok := protocol.CallOf(it)
+			return ok && c.CallID == id
+		})
+		if i < 0 {
+			return nil
+		}
+		c, _ := protocol.CallOf(r.res.Output[i])
+		calls = append(calls, c)
+	}
+	return calls
 }
 
 // turns runs the rollout as WebSocket cached-state turns. A connection at
@@ -498,7 +557,7 @@ func (r *run) turns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) { return conn.next(ctx) })
+		end, err := r.readResponse(ctx, func() (protocol.Event, frameCost, error) { return conn.next(ctx) })
 		var pe *protocol.Error
 		if errors.As(err, &pe) && pe.Code == protocol.CodeConnectionLimitReached {
 			conn.close()
@@ -543,7 +602,7 @@ func (r *run) http(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		end, err := r.readTurn(ctx, st.next)
+		end, err := r.readResponse(ctx, st.next)
 		st.close()
 		if err != nil {
 			return err

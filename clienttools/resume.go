@@ -24,8 +24,8 @@ const DefaultOwnerWait = 15 * time.Second
 // resumingConn is the WebSocket of a suspended rollout, which outlives its
 // connections: when one drops, it dials again and sends response.resume with
 // the last sequence_number seen. Events the client has seen are not passed
-// on again; a pause whose append was lost with the connection is answered
-// again with the same outputs. The caller sees one unbroken stream.
+// on again; a pause whose append (or inject) was lost with the connection
+// is answered again with the same outputs. The caller sees one unbroken stream.
 type resumingConn struct {
 	c    *Client
 	keep eventFilter // what its connections decode
@@ -151,7 +151,14 @@ func (rc *resumingConn) resume(ctx context.Context) error {
 		var nc conn
 		if nc, err = c.dial(ctx, rc.keep); err == nil {
 			after := rc.last
-			if _, err = nc.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after}); err == nil {
+			_, err = nc.send(ctx, &protocol.ResumeEvent{ResponseID: rc.id, After: &after})
+			if err == nil && rc.answer != nil && rc.answer.Inject {
+				// A waiting multi-agent response replays no pause to
+				// answer again: an inject not seen taken is sent again
+				// now (one taken already is refused, and changes nothing).
+				_, err = nc.send(ctx, rc.answer)
+			}
+			if err == nil {
 				rc.conn, rc.at = nc, at
 				rc.reconnects++
 				return nil

@@ -393,6 +393,8 @@ func decodeEventAs(t EventType, data []byte, read reading) (Event, *Error) {
 		e = new(InjectCreatedEvent)
 	case EventInjectFailed:
 		e = new(InjectFailedEvent)
+	case EventWaiting:
+		e = new(WaitingEvent)
 	case "":
 		return nil, Invalid(CodeMissingRequired, "type", "Missing required parameter: 'type'.")
 	default:

@@ -317,6 +317,9 @@ func allEvents() []protocol.Event {
 		&protocol.FunctionArgsDoneEvent{EventHeader: h(protocol.EventFunctionArgsDone), ItemID: "fc_1", Name: "f", Arguments: "{}"},
 		protocol.Invalid(protocol.CodeInvalidValue, "", "bad").StreamError(),
 		&protocol.StepRestartedEvent{EventHeader: h(protocol.EventStepRestarted), DiscardAfter: 11, OutputIndex: 3},
+		&protocol.InjectCreatedEvent{EventHeader: h(protocol.EventInjectCreated), ResponseID: "resp_1"},
+		&protocol.WaitingEvent{EventHeader: h(protocol.EventWaiting), ResponseID: "resp_1", CallIDs: []string{"call_1", "call_2"},
+			Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}, Timings: &protocol.Timings{SampleMicros: 7}},
 	)
 	return evs
 }

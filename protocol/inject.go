@@ -24,6 +24,28 @@ const (
 	EventInjectFailed  EventType = "response.inject.failed"
 )
 
+// EventWaiting is tether's own, in the multi-agent beta's dialect, where
+// no event marks a wait: a response whose request includes IncludeWaits
+// sends response.waiting as its agent begins to wait on client calls,
+// once their output_item.done events are out. It lists the calls and
+// carries the usage so far (and the timings, with IncludeTimings), as a
+// pause's response.done does in tether's own dialect: a client learns
+// where each step ends, and what it cost, without a requires_action.
+const EventWaiting EventType = "response.waiting"
+
+// IncludeWaits is the include value that has a multi-agent response tell
+// each wait (EventWaiting).
+const IncludeWaits = "tether.waits"
+
+// WaitingEvent is response.waiting (EventWaiting).
+type WaitingEvent struct {
+	EventHeader
+	ResponseID string   `json:"response_id"`
+	CallIDs    []string `json:"call_ids"` // the calls waited on, in output order
+	Usage      Usage    `json:"usage"`    // the response's so far
+	Timings    *Timings `json:"timings,omitempty"`
+}
+
 // CodeResponseAlreadyCompleted is response.inject.failed's code for a
 // response that ended: its input goes in a response.create that continues
 // it.

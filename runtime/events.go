@@ -334,8 +334,12 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	if r.req.MultiAgentEnabled() {
 		// The multi-agent beta's waiting response: it stays in_progress,
 		// its calls told by their output_item.done events, and no event
-		// marks the pause (nor its end, resumeLocked).
+		// marks the pause (nor its end, resumeLocked) unless the request
+		// asked for response.waiting.
 		r.flushDeltaLocked()
+		if r.req.Includes(protocol.IncludeWaits) {
+			r.emitWaitingLocked(calls)
+		}
 		if w, ok := r.order.sink.(waiter); ok && r.order.err == nil {
 			w.wait(r.order.seq)
 		}
@@ -347,6 +351,22 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	// resumeLocked encodes it again).
 	r.order.merging.text, r.together, r.deltas = nil, nil, nil
 	r.resp.DropEcho()
+}
+
+// emitWaitingLocked tells the client that the response waits on calls
+// (protocol.EventWaiting), with the usage and timings so far, as stepView
+// has them. The caller holds mu.
+func (r *rollout) emitWaitingLocked(calls []protocol.PendingCall) {
+	ev := &protocol.WaitingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventWaiting}, ResponseID: r.resp.ID,
+		CallIDs: make([]string, len(calls)), Usage: r.usage}
+	for i, c := range calls {
+		ev.CallIDs[i] = c.CallID
+	}
+	if r.req.Includes(protocol.IncludeTimings) {
+		tm := r.timings()
+		ev.Timings = &tm
+	}
+	r.emitLocked(ev)
 }
 
 // stepView is the response as a pause shows it: the paused step's items

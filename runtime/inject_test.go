@@ -781,3 +781,69 @@ func (r *betaReader) read(t *testing.T, c *wsConn) (ev, []byte) {
 	}
 	return e, f
 }
+
+// TestMultiAgentWaitingEvent: a beta response whose request includes
+// tether.waits tells each wait with response.waiting, in its gapless
+// sequence, once the step's calls are out: their call_ids in output order
+// and the usage (and, with tether.timings, the timings) so far, growing
+// wait by wait, as a pause's response.done tells them. One inject of the
+// step's outputs goes on from it.
+func TestMultiAgentWaitingEvent(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		steps := [][]dcall{{{"grep", `{"pattern":"x"}`}, {"list_dir", `{}`}}, {{"run_tests", `{}`}}}
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true},
+			"include": []string{"tether.waits", "tether.timings"}, "input": script(steps)}))
+		var id string
+		var seen []callItem // the step's calls, as their output_item.done told them
+		var last protocol.Usage
+		seq, waits := -1, 0
+		for {
+			b := c.recv(t)
+			e := decodeEv(t, b)
+			if *e.Seq != seq+1 {
+				t.Fatalf("%s has sequence_number %d after %d", b, *e.Seq, seq)
+			}
+			seq = *e.Seq
+			switch e.Type {
+			case "response.created":
+				id = e.Response.ID
+			case "response.output_item.done":
+				if it, ok := functionCall(e.Item); ok {
+					seen = append(seen, it)
+				}
+			case "response.waiting":
+				var w protocol.WaitingEvent
+				if err := json.Unmarshal(b, &w); err != nil {
+					t.Fatal(err)
+				}
+				waits++
+				var want []string
+				outs := []any{}
+				for _, it := range seen {
+					want, outs = append(want, it.CallID), append(outs, it.output())
+				}
+				if w.ResponseID != id || !slices.Equal(w.CallIDs, want) {
+					t.Fatalf("wait %d: %s, want response %s waiting on %v", waits, b, id, want)
+				}
+				if w.Usage.InputTokens <= last.InputTokens || w.Usage.OutputTokens <= last.OutputTokens || w.Timings == nil || w.Timings.RenderedTokens == 0 {
+					t.Fatalf("wait %d: %s after usage %+v: want the usage and timings so far", waits, b, last)
+				}
+				last, seen = w.Usage, nil
+				c.send(t, injectEv(id, outs...))
+			case "response.completed":
+				if waits != len(steps) {
+					t.Fatalf("the response completed after %d waits told, want %d", waits, len(steps))
+				}
+				if u := e.Response.Usage; u == nil || u.InputTokens <= last.InputTokens {
+					t.Fatalf("the response's usage %+v at its end, %+v at its last wait", u, last)
+				}
+				return
+			case "response.done", "response.failed", "error", "response.inject.failed":
+				t.Fatalf("the waiting response sent %s", b)
+			}
+		}
+	})
+}

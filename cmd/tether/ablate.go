@@ -46,7 +46,7 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")
 	outputBytes := bytesFlag(fs.FlagSet, "output-bytes", 2000, "synthetic: bytes of each call's output")
-	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend; wt-turns, wt-suspend (over WebTransport); and any of the last four with +msgpack (msgpack frames), like suspend+msgpack; suspend+durable (suspend against an in-process server that checkpoints every pause, in memory or --store's Redis)")
+	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend, inject (suspend in the multi-agent beta's dialect: response.inject); wt-turns, wt-suspend, wt-inject (over WebTransport); and any of the last six with +msgpack (msgpack frames), like suspend+msgpack; suspend+durable and inject+durable (against an in-process server that checkpoints every pause, in memory or --store's Redis)")
 	speeds := fs.String("tps", "1000", "model output tokens per second, comma-separated; 0 is unpaced")
 	ttft := fs.Duration("ttft", 0, "model time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")

@@ -35,13 +35,13 @@ models.`, `tether run
 		tether run --url http://127.0.0.1:8080/v1 --mode suspend --branches 4`, -1)
 	url := fs.String("url", "", "base URL of a Responses server, as OpenAI clients take it (http://HOST:PORT/v1); empty starts a tether in-process")
 	model := fs.String("model", sampler.ReplayPrefix+"calc-fix-12", "model to run")
-	modeName := fs.String("mode", "suspend", "design: suspend, turns, chained or stateless")
+	modeName := fs.String("mode", "suspend", "design: suspend, inject (the multi-agent beta's dialect), turns, chained or stateless")
 	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository, removed when the run ends)")
 	keep := fs.Bool("keep", false, "keep the copy of the fixture repository made when --workdir is empty, and print where it is")
 	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
 	eager := fs.Bool("eager", false, "start each client tool as soon as its call is done, before the step ends")
 	encoding := fs.String("encoding", "json", "WebSocket or WebTransport frames (modes suspend and turns): json, or msgpack")
-	transport := fs.String("transport", "websocket", "what carries modes suspend and turns: websocket, or webtransport (then --url is the server's WebTransport base URL, https://HOST:PORT/v1, as tether serve --wt-addr prints it)")
+	transport := fs.String("transport", "websocket", "what carries modes suspend, inject and turns: websocket, or webtransport (then --url is the server's WebTransport base URL, https://HOST:PORT/v1, as tether serve --wt-addr prints it)")
 	certHash := fs.String("cert-hash", "", "webtransport: the SHA-256 (hex) that pins the server's certificate, as tether serve prints it")
 	apiKey := fs.String("api-key", "", "bearer token for --url (default: $OPENAI_API_KEY)")
 	tps := fs.Float64("tps", 400, "in-process server: output tokens per second (0 is unpaced)")
@@ -71,8 +71,8 @@ models.`, `tether run
 	case "websocket":
 	case "webtransport":
 		tp = clienttools.TransportWebTransport
-		if mode != clienttools.ModeSuspend && mode != clienttools.ModeTurns {
-			fmt.Fprintf(stderr, "tether: run: --transport webtransport carries modes suspend and turns, not %s\n", mode)
+		if mode != clienttools.ModeSuspend && mode != clienttools.ModeInject && mode != clienttools.ModeTurns {
+			fmt.Fprintf(stderr, "tether: run: --transport webtransport carries modes suspend, inject and turns, not %s\n", mode)
 			return 2
 		}
 		if *certHash != "" {

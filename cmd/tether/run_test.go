@@ -384,7 +384,7 @@ func TestRunErrorText(t *testing.T) {
 			"stateless": "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
 		}, 1},
 		{"no such mode", nil, map[string]string{
-			"bogus": `tether: run: unknown mode "bogus" (want suspend, turns, chained or stateless)`,
+			"bogus": `tether: run: unknown mode "bogus" (want suspend, inject, turns, chained or stateless)`,
 		}, 2},
 	} {
 		for mode, want := range tc.want {

@@ -9,12 +9,13 @@ import (
 )
 
 // Design is one of the ways of running a rollout that ablate compares: a
-// mode of the client kit and, for the connection modes (turns, suspend),
-// the transport and the frames' encoding. Its name is the mode's, with
-// "wt-" for WebTransport and "+msgpack" for msgpack frames: "suspend",
-// "wt-suspend", "suspend+msgpack", "wt-turns+msgpack". "suspend+durable"
-// is suspend against a server that checkpoints every pause (durable
-// suspended rollouts), for what the checkpoints cost.
+// mode of the client kit and, for the connection modes (turns, suspend,
+// inject), the transport and the frames' encoding. Its name is the mode's,
+// with "wt-" for WebTransport and "+msgpack" for msgpack frames:
+// "suspend", "wt-suspend", "suspend+msgpack", "wt-turns+msgpack".
+// "suspend+durable" and "inject+durable" are suspend and inject against a
+// server that checkpoints every pause (durable suspended rollouts), for
+// what the checkpoints cost.
 type Design struct {
 	Mode      clienttools.Mode
 	Transport clienttools.Transport
@@ -39,7 +40,13 @@ func (d Design) String() string {
 // connected reports whether the design's turns go over a connection (a
 // WebSocket or WebTransport), not HTTP requests.
 func (d Design) connected() bool {
-	return d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns
+	return d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeInject || d.Mode == clienttools.ModeTurns
+}
+
+// suspended reports whether the design's rollout is one response that
+// waits on its client: suspend and inject.
+func (d Design) suspended() bool {
+	return d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeInject
 }
 
 // webTransport reports whether the design runs over WebTransport.
@@ -56,8 +63,8 @@ func (d Design) On(enc protocol.Encoding) Design {
 }
 
 // ParseDesign reads a design's name: a mode (stateless, chained, turns,
-// suspend), and for turns and suspend optionally "wt-" before it
-// (WebTransport) and "+msgpack" after it. It accepts exactly the names of
+// suspend, inject), and for turns, suspend and inject optionally "wt-"
+// before it (WebTransport) and "+msgpack" after it. It accepts exactly the names of
 // AllDesigns, and its error lists them.
 func ParseDesign(s string) (Design, error) {
 	all := AllDesigns()
@@ -87,7 +94,7 @@ func AllDesigns() []Design {
 				if d.connected() || tp == clienttools.TransportWebSocket && enc == protocol.EncodingJSON {
 					ds = append(ds, d)
 				}
-				if m == clienttools.ModeSuspend && tp == clienttools.TransportWebSocket && enc == protocol.EncodingJSON {
+				if d.suspended() && tp == clienttools.TransportWebSocket && enc == protocol.EncodingJSON {
 					d.Durable = true
 					ds = append(ds, d)
 				}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +22,8 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// TestRunSynthetic runs every mode, and suspend against the server that
-// checkpoints, twice on a small synthetic workload and checks what the
+// TestRunSynthetic runs every mode, and suspend and inject against the
+// server that checkpoints, twice on a small synthetic workload and checks what the
 // harness recorded: every call made, the turns' arithmetic, no trial
 // reading another's prompts, and files that follow the schema.
 func TestRunSynthetic(t *testing.T) {
@@ -30,13 +31,13 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modes := append(Designs(clienttools.Modes...), Design{Mode: clienttools.ModeSuspend, Durable: true})
+	modes := append(Designs(clienttools.Modes...), Design{Mode: clienttools.ModeSuspend, Durable: true}, Design{Mode: clienttools.ModeInject, Durable: true})
 	res, err := Run(t.Context(), Config{Workload: w, Modes: modes, Speeds: []float64{0}, Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Trials) != 10 {
-		t.Fatalf("%d trials, want 10", len(res.Trials))
+	if len(res.Trials) != 2*len(modes) {
+		t.Fatalf("%d trials, want %d", len(res.Trials), 2*len(modes))
 	}
 	keys := map[string]bool{}
 	for _, tr := range res.Trials {
@@ -57,7 +58,7 @@ func TestRunSynthetic(t *testing.T) {
 				journal += tn.Server.JournalMicros
 			}
 		}
-		if durable := tr.Mode == "suspend+durable"; durable != (journal > 0) {
+		if durable := strings.HasSuffix(tr.Mode, "+durable"); durable != (journal > 0) {
 			t.Errorf("%s: its pauses waited %d µs for journal writes", tr.Mode, journal)
 		}
 		// A trial starts cold and its later steps find its own prompts.
@@ -91,8 +92,8 @@ func TestRunSynthetic(t *testing.T) {
 			t.Errorf("%s: elapsed %v, model %v, tools %v (turns %v), overhead %v", tr.Mode, tr.ElapsedUS, tr.ModelUS, tr.ToolsUS, tools, tr.OverheadUS)
 		}
 	}
-	if len(res.Summary) != 5 {
-		t.Fatalf("%d summary rows, want 5", len(res.Summary))
+	if len(res.Summary) != len(modes) {
+		t.Fatalf("%d summary rows, want %d", len(res.Summary), len(modes))
 	}
 	for _, s := range res.Summary {
 		if s.Trials != 2 || s.RoundTrips != 6 || s.ElapsedMedianUS <= 0 || s.FloorMedianUS <= 0 {
@@ -100,7 +101,7 @@ func TestRunSynthetic(t *testing.T) {
 		}
 		// A durable rollout's journal: a snapshot at its first pause, then
 		// a pause's write and its answer's appended at each pause.
-		if durable := s.Mode == "suspend+durable"; durable != (s.JournalBytesPerRollout > 0) ||
+		if durable := strings.HasSuffix(s.Mode, "+durable"); durable != (s.JournalBytesPerRollout > 0) ||
 			durable && (s.SnapshotBytesPerRollout <= 0 || s.JournalBytesPerPause <= 0 || s.JournalWritesPerPause < 1.5 || s.JournalWritesPerPause > 2) {
 			t.Errorf("%s: journal %v bytes a rollout, %v a pause in %v writes, %v of snapshots", s.Mode, s.JournalBytesPerRollout, s.JournalBytesPerPause, s.JournalWritesPerPause, s.SnapshotBytesPerRollout)
 		}
@@ -126,7 +127,7 @@ func TestRunSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+10*5 || len(rows[0]) != len(turnColumns) {
+	if len(rows) != 1+len(res.Trials)*5 || len(rows[0]) != len(turnColumns) {
 		t.Errorf("turns.csv: %d rows of %d columns, want %d of %d", len(rows), len(rows[0]), 1+10*5, len(turnColumns))
 	}
 }

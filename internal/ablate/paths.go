@@ -65,7 +65,7 @@ func checkPaths(d Design, turns int, got map[string]int) error {
 		want = map[string]int{"http/stateless/none": 1, "http/chained/store": turns - 1}
 	case clienttools.ModeTurns:
 		want = map[string]int{conn + "/turns/none": 1, conn + "/turns/cache": turns - 1}
-	case clienttools.ModeSuspend:
+	case clienttools.ModeSuspend, clienttools.ModeInject:
 		want = map[string]int{conn + "/suspend/none": 1, "pauses": turns - 1}
 	}
 	for k, v := range want {
