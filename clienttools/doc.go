@@ -1,5 +1,5 @@
 // Package clienttools is the client side of tether: it runs a whole agent
-// rollout against a Responses server in any of the four designs with one
+// rollout against a Responses server in any of its designs with one
 // call, executing the model's function calls with client tools, and times
 // every turn from the client's side.
 //
@@ -11,6 +11,10 @@
 //
 //   - ModeSuspend: one response.create with suspend over WebSocket; each
 //     response.done pause is answered with one response.append.
+//   - ModeInject: the same design in the dialect of OpenAI's multi-agent
+//     beta: one response.create with multi_agent, which stays in_progress;
+//     each wait (told by tether's response.waiting, which the kit asks
+//     for) is answered with one response.inject.
 //   - ModeTurns: WebSocket response.create per turn, previous_response_id,
 //     store false (the server's connection cache holds the state).
 //   - ModeChained: streaming HTTP POST per turn, store true,

@@ -260,7 +260,7 @@ func TestWebsearch(t *testing.T) {
 func TestCompare(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("-short: compare runs a 12-call rollout with real go test runs four times")
+		t.Skip("-short: compare runs a 12-call rollout with real go test runs in each of five designs")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the replayed rollout runs go test in the repository: go is not on PATH")
@@ -270,7 +270,7 @@ func TestCompare(t *testing.T) {
 	if !header.MatchString(out) {
 		t.Errorf("no header naming the columns mode, wall, model, tools, API overhead, turns, calls, sent (kB), received (kB), first event, summed:\n%s", out)
 	}
-	row := regexp.MustCompile(`(?m)^(suspend|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\S+)\s+(\S+)$`)
+	row := regexp.MustCompile(`(?m)^(suspend|inject|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\S+)\s+(\S+)$`)
 	sent := map[string]float64{}
 	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		mode := m[1]
@@ -293,13 +293,13 @@ func TestCompare(t *testing.T) {
 		}
 		sent[mode], _ = strconv.ParseFloat(m[8], 64)
 	}
-	if len(sent) != 4 {
-		t.Fatalf("%d mode rows, want 4:\n%s", len(sent), out)
+	if len(sent) != 5 {
+		t.Fatalf("%d mode rows, want 5:\n%s", len(sent), out)
 	}
 	// The baseline re-sends the whole history each turn; the suspended
 	// rollout sends only the tool outputs.
-	if !(sent["suspend"] < sent["turns"] && sent["turns"] < sent["stateless"]) {
-		t.Errorf("bytes sent %v: want suspend < turns < stateless", sent)
+	if !(sent["suspend"] < sent["turns"] && sent["inject"] < sent["turns"] && sent["turns"] < sent["stateless"]) {
+		t.Errorf("bytes sent %v: want suspend and inject < turns < stateless", sent)
 	}
 }
 

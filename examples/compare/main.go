@@ -1,4 +1,4 @@
-// Compare runs the same agent task in the four designs and prints, for
+// Compare runs the same agent task in every design of the client kit and prints, for
 // each, what the rollout cost the client: wall time, split into the
 // model's time (as the server reports it), time spent waiting on client
 // tools, and the rest, the API overhead (Result.Breakdown); turns
