@@ -72,6 +72,7 @@ func TestCostModelByDesign(t *testing.T) {
 		clienttools.ModeChained:   {1, 1, 1, 1},
 		clienttools.ModeTurns:     {1, 1, 1, 1},
 		clienttools.ModeSuspend:   {1, 0, 0, 0},
+		clienttools.ModeInject:    {1, 0, 0, 0},
 	}
 	for mode, w := range want {
 		if !slices.Equal(flags[mode], w) {
@@ -95,7 +96,7 @@ func TestCostModelByDesign(t *testing.T) {
 		{"http chained store completed", 3},
 		{"ws turns none completed", 1},
 		{"ws turns cache completed", 3},
-		{"ws suspend none completed", 1},
+		{"ws suspend none completed", 2}, // suspend's, inject's
 	} {
 		f := strings.Fields(p.labels)
 		labels := map[string]string{"transport": f[0], "design": f[1], "state": f[2], "status": f[3]}
@@ -103,8 +104,8 @@ func TestCostModelByDesign(t *testing.T) {
 			t.Errorf("tether_responses_total{%s} = %v, want %v", p.labels, got, p.want)
 		}
 	}
-	if got := counter(t, reg, "tether_pauses_total", nil); got != 3 {
-		t.Errorf("tether_pauses_total = %v, want 3", got)
+	if got := counter(t, reg, "tether_pauses_total", nil); got != 6 {
+		t.Errorf("tether_pauses_total = %v, want 6 (suspend's 3, inject's 3)", got)
 	}
 
 	res, err := http.Get(h.base[:len(h.base)-len("/v1")] + "/metrics")
