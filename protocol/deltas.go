@@ -53,11 +53,19 @@ func appendDelta(b []byte, v any) (_ []byte, ok bool) {
 func deltaSize(v any) int {
 	switch e := v.(type) {
 	case *TextDeltaEvent:
-		return 192 + len(e.Delta) + len(e.ItemID) + len(e.StreamID)
+		return 192 + len(e.Delta) + len(e.ItemID) + len(e.StreamID) + agentSize(e.Agent)
 	case *FunctionArgsDeltaEvent:
-		return 160 + len(e.Delta) + len(e.ItemID) + len(e.StreamID)
+		return 160 + len(e.Delta) + len(e.ItemID) + len(e.StreamID) + agentSize(e.Agent)
 	}
 	return 0
+}
+
+// agentSize is room enough for an event's agent member.
+func agentSize(a *AgentRef) int {
+	if a == nil {
+		return 0
+	}
+	return 32 + len(a.AgentName)
 }
 
 // appendHeader opens an event's object with its header's fields.
@@ -69,6 +77,11 @@ func appendHeader(b []byte, h *EventHeader) ([]byte, bool) {
 	if h.StreamID != "" {
 		b = append(b, `,"stream_id":`...)
 		b, ok = appendPlain(b, h.StreamID, ok)
+	}
+	if h.Agent != nil {
+		b = append(b, `,"agent":{"agent_name":`...)
+		b, ok = appendPlain(b, h.Agent.AgentName, ok)
+		b = append(b, '}')
 	}
 	return b, ok
 }
@@ -180,6 +193,15 @@ func decodeDelta(data []byte) (ev Event, ok bool) {
 			}
 		case "obfuscation": // OpenAI's padding of a delta's length
 			_, ok = s.str()
+		case "agent": // a sub-agent's delta
+			h.Agent = new(AgentRef)
+			ok = s.members(func(key []byte) bool {
+				var ok bool
+				if string(key) == "agent_name" {
+					h.Agent.AgentName, ok = s.str()
+				}
+				return ok
+			})
 		}
 		return ok
 	})
@@ -193,6 +215,15 @@ func decodeDelta(data []byte) (ev Event, ok bool) {
 // member reads, given the member's name (without escapes); it reports
 // false for a name it does not take.
 func (s *deltaScanner) object(member func(key []byte) bool) bool {
+	if !s.members(member) {
+		return false
+	}
+	s.space()
+	return s.i == len(s.b)
+}
+
+// members reads an object, which may be a member's value, as object does.
+func (s *deltaScanner) members(member func(key []byte) bool) bool {
 	if !s.byte('{') {
 		return false
 	}
@@ -205,8 +236,7 @@ func (s *deltaScanner) object(member func(key []byte) bool) bool {
 			return false
 		}
 	}
-	s.space()
-	return s.i == len(s.b)
+	return true
 }
 
 // deltaScanner reads the tokens of a flat JSON object. The strings it

@@ -38,6 +38,7 @@ func checkDeltaEncoding(t *testing.T, s, stream string) {
 		&TextDeltaEvent{EventHeader: h, ItemID: "msg_" + s, OutputIndex: 3, Delta: s, Logprobs: &[]LogProb{}},
 		&TextDeltaEvent{EventHeader: h, ItemID: "msg_1", OutputIndex: 0, ContentIndex: 1, Delta: s},
 		&FunctionArgsDeltaEvent{EventHeader: EventHeader{Type: EventFunctionArgsDelta, SequenceNumber: 7, StreamID: stream}, ItemID: "fc_1", OutputIndex: 2, Delta: s},
+		&TextDeltaEvent{EventHeader: EventHeader{Type: EventOutputTextDelta, StreamID: stream, Agent: &AgentRef{AgentName: "/root/" + s}}, ItemID: "msg_2", Delta: s},
 	} {
 		got, err := Marshal(ev)
 		if err != nil {
@@ -140,6 +141,7 @@ func plainDelta(s string) bool {
 func FuzzDeltaDecoding(f *testing.F) {
 	f.Add([]byte(`{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"x","logprobs":[]}`))
 	f.Add([]byte(`{"type":"response.function_call_arguments.delta","sequence_number":1,"stream_id":"s","item_id":"fc","output_index":0,"delta":"{\"a\\n\":1}"}`))
+	f.Add([]byte(`{"type":"response.output_text.delta","sequence_number":2,"agent":{"agent_name":"/root/a"},"item_id":"m","output_index":1,"content_index":0,"delta":"y"}`))
 	f.Fuzz(func(t *testing.T, frame []byte) { checkDeltaDecoding(t, frame) })
 }
 

@@ -68,6 +68,10 @@ type EventHeader struct {
 	Type           EventType `json:"type"`
 	SequenceNumber int       `json:"sequence_number"`
 	StreamID       string    `json:"stream_id,omitempty"`
+	// Agent is the agent of a multi-agent response that the event is
+	// about (its items' streaming, its calls); nil on the response's own
+	// events (created, completed) and outside the multi-agent beta.
+	Agent *AgentRef `json:"agent,omitempty"`
 }
 
 func (h *EventHeader) header() *EventHeader { return h }

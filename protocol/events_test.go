@@ -291,6 +291,9 @@ func TestDecodeRecordedEvents(t *testing.T) {
 // them before stamping.
 func allEvents() []protocol.Event {
 	h := func(t protocol.EventType) protocol.EventHeader { return protocol.EventHeader{Type: t} }
+	agent := func(t protocol.EventType) protocol.EventHeader {
+		return protocol.EventHeader{Type: t, Agent: &protocol.AgentRef{AgentName: "/root/a"}}
+	}
 	resp := &protocol.Response{ID: "resp_1", Object: "response", Status: protocol.ResponseInProgress, Output: protocol.Items{}, Tools: []protocol.Tool{}, Metadata: map[string]string{}}
 	msg := &protocol.Message{ID: "msg_1", Status: protocol.StatusInProgress, Role: protocol.RoleAssistant}
 	var evs []protocol.Event
@@ -318,6 +321,9 @@ func allEvents() []protocol.Event {
 		protocol.Invalid(protocol.CodeInvalidValue, "", "bad").StreamError(),
 		&protocol.StepRestartedEvent{EventHeader: h(protocol.EventStepRestarted), DiscardAfter: 11, OutputIndex: 3},
 		&protocol.InjectCreatedEvent{EventHeader: h(protocol.EventInjectCreated), ResponseID: "resp_1"},
+		// A sub-agent's, attributed to it: by the fast path and the codec's.
+		&protocol.TextDeltaEvent{EventHeader: agent(protocol.EventOutputTextDelta), ItemID: "msg_2", Delta: "y", Logprobs: &[]protocol.LogProb{}},
+		&protocol.OutputItemEvent{EventHeader: agent(protocol.EventOutputItemDone), Item: &protocol.MultiAgentCall{ID: "mac_1", CallID: "c", Action: protocol.ActionListAgents, Arguments: "{}"}},
 		&protocol.WaitingEvent{EventHeader: h(protocol.EventWaiting), ResponseID: "resp_1", CallIDs: []string{"call_1", "call_2"},
 			Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}, Timings: &protocol.Timings{SampleMicros: 7}},
 	)

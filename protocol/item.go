@@ -40,9 +40,9 @@ const (
 	StatusIncomplete ItemStatus = "incomplete"
 )
 
-// Item is one element of a conversation: a sealed union of *Message,
-// *FunctionCall, *FunctionCallOutput, *Reasoning, *Compaction and
-// *ItemReferenceItem.
+// Item is one element of a conversation: a sealed union of this file's
+// item types and those of the typed tools (typedcalls.go, customtool.go,
+// websearch.go), MCP (mcp.go) and the multi-agent beta (multiagent.go).
 type Item interface {
 	ItemType() ItemType
 	// ItemID is the item's id, "" when a client sent it without one.
@@ -265,6 +265,12 @@ func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	if it, perr, ok := decodeTyped(raw, typ, param); ok {
 		return it, perr
 	}
+	if it, perr, ok := decodeMultiAgent(raw, typ, param); ok {
+		if perr != nil {
+			return nil, perr
+		}
+		return it, nil
+	}
 	if it, perr, ok := decodeMCP(raw, typ, param); ok {
 		if perr != nil {
 			return nil, perr
@@ -324,7 +330,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	case "":
 		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
 	default:
-		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'shell_call', 'shell_call_output', 'local_shell_call', 'local_shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'computer_call', 'computer_call_output', 'tool_search_call', 'tool_search_output', 'additional_tools', 'reasoning', 'compaction', 'web_search_call', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response' and 'item_reference'.", typ)
+		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'shell_call', 'shell_call_output', 'local_shell_call', 'local_shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'computer_call', 'computer_call_output', 'tool_search_call', 'tool_search_output', 'additional_tools', 'reasoning', 'compaction', 'web_search_call', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response', 'multi_agent_call', 'multi_agent_call_output', 'agent_message' and 'item_reference'.", typ)
 	}
 }
 
@@ -438,6 +444,12 @@ func SetItemID(it Item, id string) {
 	case *AdditionalTools:
 		it.ID = id
 	case *WebSearchCall:
+		it.ID = id
+	case *MultiAgentCall:
+		it.ID = id
+	case *MultiAgentCallOutput:
+		it.ID = id
+	case *AgentMessage:
 		it.ID = id
 	}
 }

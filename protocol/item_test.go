@@ -320,7 +320,8 @@ func TestSetItemID(t *testing.T) {
 		&protocol.ItemReferenceItem{}, &protocol.CustomToolCall{}, &protocol.CustomToolCallOutput{}, &protocol.MCPListTools{}, &protocol.MCPCall{}, &protocol.MCPApprovalRequest{},
 		&protocol.MCPApprovalResponse{}, &protocol.ShellCall{}, &protocol.ShellCallOutput{}, &protocol.LocalShellCall{}, &protocol.LocalShellCallOutput{},
 		&protocol.ApplyPatchCall{}, &protocol.ApplyPatchCallOutput{}, &protocol.ComputerCall{}, &protocol.ComputerCallOutput{}, &protocol.ToolSearchCall{},
-		&protocol.ToolSearchOutput{}, &protocol.AdditionalTools{}, &protocol.WebSearchCall{}} {
+		&protocol.ToolSearchOutput{}, &protocol.AdditionalTools{}, &protocol.WebSearchCall{}, &protocol.MultiAgentCall{}, &protocol.MultiAgentCallOutput{},
+		&protocol.AgentMessage{}} {
 		protocol.SetItemID(it, "x_1")
 		if it.ItemID() != "x_1" {
 			t.Errorf("%T: SetItemID did not name it", it)

@@ -115,8 +115,8 @@ func scanAppend(data []byte) (head clientHead, input json.RawMessage, ok bool) {
 	return head, input, true
 }
 
-// scanHeader reads an event's header (type, sequence_number, stream_id)
-// and reads past its other members: their strings to the closing quote,
+// scanHeader reads an event's header (type, sequence_number, stream_id,
+// agent) and reads past its other members: their strings to the closing quote,
 // objects and arrays to their bracket, nothing in them decoded or checked
 // further (a 4 KB response object in a microsecond, where the codec's
 // reader takes five). A header member with an escape, or another spelling
@@ -134,6 +134,15 @@ func scanHeader(data []byte) (h EventHeader, ok bool) {
 			ok = s.int(&h.SequenceNumber)
 		case "stream_id":
 			h.StreamID, ok = s.plain()
+		case "agent":
+			h.Agent = new(AgentRef)
+			ok = s.members(func(key []byte) bool {
+				var ok bool
+				if string(key) == "agent_name" {
+					h.Agent.AgentName, ok = s.plain()
+				}
+				return ok
+			})
 		default:
 			ok = !headerName(string(key)) && s.skip()
 		}
@@ -143,7 +152,8 @@ func scanHeader(data []byte) (h EventHeader, ok bool) {
 }
 
 func headerName(name string) bool {
-	return strings.EqualFold(name, "type") || strings.EqualFold(name, "sequence_number") || strings.EqualFold(name, "stream_id")
+	return strings.EqualFold(name, "type") || strings.EqualFold(name, "sequence_number") || strings.EqualFold(name, "stream_id") ||
+		strings.EqualFold(name, "agent")
 }
 
 // scanItems splits an array into its elements, slices of raw.

@@ -64,6 +64,14 @@ func (r *CreateRequest) Validate() *Error {
 			return Invalid(CodeInvalidValue, "multi_agent.max_concurrent_subagents", "Invalid 'multi_agent.max_concurrent_subagents': %d. Expected a value of at least 1.", *m.MaxConcurrentSubagents)
 		}
 	}
+	if r.MultiAgentEnabled() { // what the beta does not take with it
+		switch {
+		case r.Reasoning != nil && r.Reasoning.Summary != nil:
+			return Invalid(CodeUnsupportedParameter, "reasoning.summary", "Unsupported parameter: 'reasoning.summary' is not supported with 'multi_agent'.")
+		case r.MaxToolCalls != nil:
+			return Invalid(CodeUnsupportedParameter, "max_tool_calls", "Unsupported parameter: 'max_tool_calls' is not supported with 'multi_agent'.")
+		}
+	}
 	if r.MaxToolCalls != nil && *r.MaxToolCalls < 0 {
 		return Invalid(CodeInvalidValue, "max_tool_calls", "Invalid 'max_tool_calls': %d. Expected a non-negative integer.", *r.MaxToolCalls)
 	}
@@ -269,6 +277,8 @@ func validateItem(it Item, p string) *Error {
 		if it.ID == "" {
 			return Invalid(CodeMissingRequired, p+".id", "Missing required parameter: '%s.id'.", p)
 		}
+	case *MultiAgentCall, *MultiAgentCallOutput, *AgentMessage:
+		return validateMultiAgent(it, p)
 	default:
 		return validateTyped(it, p)
 	}

@@ -373,6 +373,11 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeMissingRequired, "model", "Missing required parameter: 'model'."))
 		return
 	}
+	if req.MultiAgentEnabled() {
+		writeError(w, protocol.Invalid(protocol.CodeUnsupportedParameter, "multi_agent",
+			"Unsupported parameter: 'multi_agent' is not supported by /responses/compact: a multi-agent response compacts its context itself (context_management sets the threshold)."))
+		return
+	}
 	if _, perr := s.model(req.Model); perr != nil {
 		writeError(w, perr)
 		return

@@ -200,7 +200,8 @@ func TestInjectWakes(t *testing.T) {
 
 // TestMultiAgentMalformed: a malformed multi_agent is invalid, and one
 // that contradicts a suspended rollout ("suspend": false) is refused, over
-// HTTP and over WebSocket; one left disabled is served as any request.
+// HTTP and over WebSocket, as is /responses/compact with one; one left
+// disabled is served as any request.
 func TestMultiAgentMalformed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, runtime.Options{})
@@ -222,6 +223,11 @@ func TestMultiAgentMalformed(t *testing.T) {
 		if status != c.status || c.code != "" && (!bytes.Contains(resp, []byte(`"code":"`+c.code+`"`)) || !bytes.Contains(resp, []byte(`"param":"`+c.want+`"`))) {
 			t.Errorf("%v over HTTP: %d %.300s, want %d %s on %s", c.body, status, resp, c.status, c.code, c.want)
 		}
+	}
+	// Compaction on request is not the beta's: it compacts itself.
+	status, resp := h.post(t, "/responses/compact", map[string]any{"model": sdkModel, "input": "hi", "multi_agent": map[string]any{"enabled": true}})
+	if status != 400 || !bytes.Contains(resp, []byte(`"code":"unsupported_parameter"`)) || !bytes.Contains(resp, []byte(`"param":"multi_agent"`)) {
+		t.Errorf("/responses/compact with multi_agent: %d %.300s, want 400 unsupported_parameter on multi_agent", status, resp)
 	}
 	c := h.dial(t, nil)
 	c.send(t, create(map[string]any{"model": sdkModel, "input": "hi", "suspend": false, "multi_agent": map[string]any{"enabled": true}}))

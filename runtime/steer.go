@@ -96,6 +96,10 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 		return protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
 			"Response '%s' belongs to conversation '%s': responses bound to a conversation do not take steering.", r.ID(), c.ID)
 	}
+	if r.req.MultiAgentEnabled() {
+		return protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
+			"Response '%s' is a multi-agent response: such responses do not take steering.", r.ID())
+	}
 	if r.req.CompactThreshold() > 0 {
 		return protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
 			"Response '%s' compacts its context (context_management): such responses do not take steering.", r.ID())

@@ -263,6 +263,13 @@ func TestSteerFailures(t *testing.T) {
 		c.recv(t)
 		fail(steerEv(id, "hi"), "steering_not_supported")
 		c.untilTerminal(t)
+
+		// Nor does a multi-agent one, as OpenAI's beta has it.
+		c.send(t, create(map[string]any{"model": "tether-scripted", "input": "Write a summary.", "multi_agent": map[string]any{"enabled": true}}))
+		id = respID(t, c.recv(t))
+		c.recv(t)
+		fail(steerEv(id, "hi"), "steering_not_supported")
+		c.untilTerminal(t)
 	})
 }
 

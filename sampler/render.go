@@ -247,6 +247,10 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		if !writeMCP(b, it) {
 			return false
 		}
+	case *protocol.MultiAgentCall, *protocol.MultiAgentCallOutput, *protocol.AgentMessage:
+		if !writeMultiAgent(b, it) {
+			return false
+		}
 	default:
 		if !writeTyped(b, it) {
 			return false
@@ -312,6 +316,34 @@ func writeMCP(b *strings.Builder, it protocol.Item) bool {
 		if it.Reason != nil {
 			b.WriteString(": " + *it.Reason)
 		}
+	}
+	return true
+}
+
+// writeMultiAgent writes a multi-agent beta's item: an action an agent
+// called as the assistant addressing the tree, its output as the tree's
+// answer, and a message between agents as from its author to its
+// recipient.
+func writeMultiAgent(b *strings.Builder, it protocol.Item) bool {
+	switch it := it.(type) {
+	case *protocol.MultiAgentCall:
+		if it == nil {
+			return false
+		}
+		block(b, "assistant to=multi_agent."+it.Action)
+		b.WriteString(compactJSON([]byte(it.Arguments)))
+	case *protocol.MultiAgentCallOutput:
+		if it == nil {
+			return false
+		}
+		block(b, "tool call_id="+it.CallID)
+		writeContents(b, it.Output)
+	case *protocol.AgentMessage:
+		if it == nil {
+			return false
+		}
+		block(b, "agent "+it.Author+" to="+it.Recipient)
+		writeContents(b, it.Content)
 	}
 	return true
 }
