@@ -16,14 +16,7 @@ func TestCustomToolItems(t *testing.T) {
 		`{"type":"custom_tool_call_output","call_id":"call_1","output":"Done!"}`,
 		`{"type":"custom_tool_call_output","call_id":"call_1","output":[{"type":"input_text","text":"Done"}]}`,
 	} {
-		it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
-		if perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		wantSameJSON(t, raw, it)
+		sameItem(t, raw)
 	}
 	for _, tt := range []struct{ raw, code, param string }{
 		{`{"type":"custom_tool_call_output","call_id":"call_1"}`, protocol.CodeMissingRequired, "input[0].output"},
@@ -54,6 +47,21 @@ func TestCustomToolItems(t *testing.T) {
 
 // wantSameJSON fails t unless v encodes to the JSON raw holds (key order
 // and spacing aside).
+// sameItem decodes raw as an input item, validates it and checks that it
+// encodes back to the same JSON; it returns the item.
+func sameItem(t *testing.T, raw string) protocol.Item {
+	t.Helper()
+	it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
+	if perr != nil {
+		t.Fatalf("%s: %v", raw, perr)
+	}
+	if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
+		t.Fatalf("%s: %v", raw, perr)
+	}
+	wantSameJSON(t, raw, it)
+	return it
+}
+
 func wantSameJSON(t *testing.T, raw string, v any) {
 	t.Helper()
 	back, err := json.Marshal(v)

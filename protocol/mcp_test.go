@@ -26,14 +26,7 @@ var mcpItems = []string{
 func TestMCPItems(t *testing.T) {
 	t.Parallel()
 	for _, raw := range mcpItems {
-		it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
-		if perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		wantSameJSON(t, raw, it)
+		sameItem(t, raw)
 	}
 	for raw, param := range map[string]string{
 		`{"type":"mcp_call","name":"search","arguments":"{}"}`:                          "input[0].server_label",

@@ -25,14 +25,7 @@ var multiAgentItems = []string{
 func TestMultiAgentItems(t *testing.T) {
 	t.Parallel()
 	for _, raw := range multiAgentItems {
-		it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
-		if perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		wantSameJSON(t, raw, it)
+		sameItem(t, raw)
 	}
 	for raw, param := range map[string]string{
 		`{"type":"multi_agent_call","action":"spawn_agent","arguments":"{}"}`:                  "input[0].call_id",

@@ -30,14 +30,7 @@ var typedItems = []string{
 func TestTypedItems(t *testing.T) {
 	calls := map[string]protocol.ItemType{}
 	for _, raw := range typedItems {
-		it, perr := protocol.DecodeItem(json.RawMessage(raw), "input[0]")
-		if perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		if perr := protocol.ValidateItems(protocol.Items{it}, "input"); perr != nil {
-			t.Fatalf("%s: %v", raw, perr)
-		}
-		wantSameJSON(t, raw, it)
+		it := sameItem(t, raw)
 		if c, ok := protocol.CallOf(it); ok {
 			calls[c.CallID] = c.Type
 			if c.Input == "" || protocol.OutputFor(c.Type) == "" {

@@ -300,12 +300,14 @@ func TestUpstreamChainTimeoutAndUnreachable(t *testing.T) {
 	t.Parallel()
 	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true,
 		Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{TTFT: time.Minute})}})
-	gone := httptest.NewServer(http.NotFoundHandler())
-	gone.Close()
+	// Port 1 on loopback: nothing listens there. (A closed test server's
+	// port is free for the next parallel test's server to take: CI once
+	// reached another tether there, which answered 404.)
+	const gone = "http://127.0.0.1:1/v1"
 	extra := map[string]runtime.Sampler{}
 	for name, api := range remoteModels {
 		extra["slow-"+name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: b.base, API: api, Timeout: 200 * time.Millisecond, Model: "tether-scripted"})
-		extra["gone-"+name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: gone.URL + "/v1", API: api})
+		extra["gone-"+name] = newUpstream(t, sampler.UpstreamConfig{BaseURL: gone, API: api})
 	}
 	a := newChain(t, b, runtime.Options{EveryDelta: true}, extra)
 	for _, tc := range []struct{ prefix, code, says string }{
