@@ -131,9 +131,11 @@ func (r *rollout) compactIfDue() error {
 		return protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "Could not compact the context: %v.", err)
 	}
 	r.mu.Lock()
-	idx := len(r.resp.Output)
-	cmp := &protocol.Compaction{ID: ids.Output(r.resp.ID, "cmp", idx), EncryptedContent: content, CreatedBy: contextCompaction}
-	r.resp.Output = append(r.resp.Output, cmp)
+	var cmp *protocol.Compaction
+	idx := r.placeLocked(func(idx int) protocol.Item {
+		cmp = &protocol.Compaction{ID: ids.Output(r.resp.ID, "cmp", idx), EncryptedContent: content, CreatedBy: contextCompaction}
+		return cmp
+	})
 	r.emitLocked(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: cmp})
 	r.emitLocked(&protocol.CompactionCompactingEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCompactionCompacting}, ItemID: cmp.ID, OutputIndex: idx})
 	r.itemDoneLocked(idx, cmp)

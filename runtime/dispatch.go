@@ -334,7 +334,7 @@ func (r *rollout) resumeAnsweredLocked(parked int) {
 			unsettled++
 		}
 	}
-	if unsettled != parked || len(r.order.held) > 0 || r.order.doneNext < len(r.resp.Output) {
+	if unsettled != parked || len(r.order.held) > 0 || r.order.doneNext < len(r.own) {
 		return
 	}
 	r.resumeLocked()

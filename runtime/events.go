@@ -34,16 +34,17 @@ func (discard) behind(*outbox.Delivery) bool               { return true }
 
 // eventOrder is the ordering state of a rollout's events, guarded by
 // rollout.mu. Sequence numbers stay gapless across steps and pauses; hosted
-// calls finish in any order, but output_item.done events go out in
-// output_index order: an item's waits in held until every lower index's has
-// gone out, and a pause (response.done) waits for the held events.
+// calls finish in any order, but the loop's output_item.done events go out
+// in the order of its items (rollout.own): an item's waits in held until
+// every earlier one's has gone out, and a pause (response.done) waits for
+// the held events.
 type eventOrder struct {
 	sink     sink
 	streamID string // stamped on every event ("" on the default lane and over HTTP)
 	seq      int
 	err      error // the sink's first error: the client is gone
 
-	doneNext int                               // lowest output index whose output_item.done has not gone out
+	doneNext int                               // the first of rollout.own whose output_item.done has not gone out
 	held     map[int]*protocol.OutputItemEvent // done events waiting for a lower index's
 	pause    []protocol.PendingCall            // a response.done waiting for the held events
 
@@ -226,12 +227,12 @@ func (r *rollout) sinkErr() error {
 	return r.order.err
 }
 
-// itemDoneLocked sends the output_item.done of the item at idx once every
-// lower index's has gone out, then a pause that waited for it.
+// itemDoneLocked sends the output_item.done of the loop's item at idx
+// once every earlier one's has gone out, then a pause that waited for it.
 func (r *rollout) itemDoneLocked(idx int, item protocol.Item) {
 	o := &r.order
 	ev := &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: item}
-	if idx != o.doneNext {
+	if o.doneNext >= len(r.own) || idx != r.own[o.doneNext] {
 		if o.held == nil {
 			o.held = make(map[int]*protocol.OutputItemEvent)
 		}
@@ -240,8 +241,12 @@ func (r *rollout) itemDoneLocked(idx int, item protocol.Item) {
 	}
 	r.emitLocked(ev)
 	o.doneNext++
-	for ev, ok := o.held[o.doneNext]; ok; ev, ok = o.held[o.doneNext] {
-		delete(o.held, o.doneNext)
+	for o.doneNext < len(r.own) {
+		ev, ok := o.held[r.own[o.doneNext]]
+		if !ok {
+			break
+		}
+		delete(o.held, r.own[o.doneNext])
 		r.emitLocked(ev)
 		o.doneNext++
 	}
@@ -259,12 +264,13 @@ func (r *rollout) itemDoneLocked(idx int, item protocol.Item) {
 // pause still waiting is dropped: its step is over.
 func (r *rollout) flushDoneLocked() {
 	o := &r.order
-	for ; o.doneNext < len(r.resp.Output); o.doneNext++ {
-		ev, ok := o.held[o.doneNext]
+	for ; o.doneNext < len(r.own); o.doneNext++ {
+		idx := r.own[o.doneNext]
+		ev, ok := o.held[idx]
 		if !ok {
-			it := r.resp.Output[o.doneNext]
+			it := r.resp.Output[idx]
 			markStatus(it, protocol.StatusIncomplete)
-			ev = &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: o.doneNext, Item: it}
+			ev = &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: it}
 		}
 		r.emitLocked(ev)
 	}

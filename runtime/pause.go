@@ -233,7 +233,11 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 	resp := *ps.Response
 	resp.Status, resp.RequiredAction, resp.OutputOffset = protocol.ResponseInProgress, nil, nil
 	r.resp = &resp
-	r.order.doneNext = len(resp.Output) // every earlier item's done event went out before the pause
+	r.own = make([]int, len(resp.Output)) // every item the loop's, their done events out before the pause
+	for i := range r.own {
+		r.own[i] = i
+	}
+	r.order.doneNext = len(r.own)
 	r.order.seq = ps.Seq
 	r.inbox.add(ps.Steered...)
 	return r, nil

@@ -69,7 +69,8 @@ type rollout struct {
 	topLogprobs int                // alternatives a token, 0–20
 	openProbs   []protocol.LogProb // the open message's tokens' logprobs, when asked
 	everyDelta  bool               // never merge deltas: Options.EveryDelta, or a durable rollout, whose step run again after a takeover lines up with the first run frame by frame
-	open        protocol.Item
+	open        protocol.Item      // the item streaming, placed in the output at openIdx (place)
+	openIdx     int
 	openText    strings.Builder
 	together    []byte    // token text the model released with the next token's (sampler.Delta.More), sent with it in one event
 	openCall    *stepCall // non-nil while a call's arguments stream
@@ -83,6 +84,10 @@ type rollout struct {
 	deltas  *deltaEvents       // guarded by mu; made by the first delta of a step, let go at a pause
 	results []protocol.Item    // the current step's calls' results, guarded by mu
 	settled []bool             // which of them are in, guarded by mu
+	// own are the output indices of the loop's items, in order, guarded by
+	// mu: the items this loop placed in the response's output (place),
+	// whose output_item.done events go out in their order (eventOrder).
+	own []int
 
 	stop  stopper // ends run from any goroutine
 	inbox inbox   // steering messages for the next step

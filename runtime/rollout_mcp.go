@@ -77,8 +77,8 @@ func (r *rollout) listMCP(ctx context.Context) error {
 			srv.tools = l.Tools
 			continue
 		}
-		idx := len(r.resp.Output)
 		item := &protocol.MCPListTools{ID: ids.New("mcpl"), ServerLabel: srv.def.ServerLabel, Tools: []protocol.MCPToolInfo{}}
+		idx := r.place(func(int) protocol.Item { return item })
 		event := func(typ protocol.EventType) {
 			r.emit(&protocol.MCPEvent{EventHeader: protocol.EventHeader{Type: typ}, OutputIndex: idx, ItemID: item.ID})
 		}
@@ -98,7 +98,6 @@ func (r *rollout) listMCP(ctx context.Context) error {
 		}
 		r.mu.Lock()
 		r.itemDoneLocked(idx, item)
-		r.resp.Output = append(r.resp.Output, item)
 		r.mu.Unlock()
 		r.appendContext(protocol.Items{item})
 		if err != nil {
@@ -209,12 +208,14 @@ func (r *rollout) runApproved(ctx context.Context) error {
 	}
 	r.calls = r.calls[:0]
 	for _, c := range calls {
-		idx := len(r.resp.Output)
-		item := r.startItem(c, idx)
+		var item protocol.Item
+		idx := r.place(func(idx int) protocol.Item {
+			item = r.startItem(c, idx)
+			return item
+		})
 		c.index, c.pos, c.toolFinishes = idx, len(r.items), true
 		r.emitCallStart(idx, item)
 		r.emit(&protocol.MCPArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDone}, ItemID: c.call.ID, OutputIndex: idx, Arguments: c.call.Input})
-		r.resp.Output = append(r.resp.Output, item)
 		r.items = append(r.items, item)
 		r.calls = append(r.calls, c)
 	}

@@ -29,11 +29,15 @@ func (r *rollout) onDelta(d sampler.Delta) {
 			d.Text = r.togetherText()
 		}
 	}
-	idx := len(r.resp.Output)
+	idx := r.openIdx
 	switch d.Kind {
 	case sampler.TextStart:
-		msg := &protocol.Message{ID: ids.Output(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
-		r.open = msg
+		var msg *protocol.Message
+		idx = r.place(func(idx int) protocol.Item {
+			msg = &protocol.Message{ID: ids.Output(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
+			return msg
+		})
+		r.open, r.openIdx = msg, idx
 		r.openText.Reset()
 		r.openProbs = nil
 		r.emit(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: msg})
@@ -75,8 +79,12 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		call.call = c
 		r.openCall = call
 		r.openText.Reset()
-		item := r.startItem(call, idx)
-		r.open = item
+		var item protocol.Item
+		idx = r.place(func(idx int) protocol.Item {
+			item = r.startItem(call, idx)
+			return item
+		})
+		r.open, r.openIdx = item, idx
 		r.emitCallStart(idx, item)
 	case sampler.ArgsDelta:
 		if r.openCall == nil {
@@ -160,10 +168,26 @@ func (r *rollout) openPart(msg *protocol.Message) *protocol.OutputText {
 	return msg.Content[0].(*protocol.OutputText)
 }
 
-// endPart closes the open output item with status and appends it to the
+// place puts the item make makes for its output index at the end of the
+// response's output, as it begins (an item streams there), and counts it
+// among the loop's own: it returns the index.
+func (r *rollout) place(make func(idx int) protocol.Item) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.placeLocked(make)
+}
+
+func (r *rollout) placeLocked(make func(idx int) protocol.Item) int {
+	idx := len(r.resp.Output)
+	r.resp.Output = append(r.resp.Output, make(idx))
+	r.own = append(r.own, idx)
+	return idx
+}
+
+// endPart closes the open output item with status, in its place in the
 // output. A hosted call's item stays open: its tool finishes it.
 func (r *rollout) endPart(status protocol.ItemStatus) {
-	idx := len(r.resp.Output)
+	idx := r.openIdx
 	text := r.openText.String()
 	switch it := r.open.(type) {
 	case *protocol.Message:
@@ -209,6 +233,9 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 			}
 		}
 	}
+	r.mu.Lock()
+	r.resp.Output[idx] = r.open // a typed call's item is made anew with its payload
+	r.mu.Unlock()
 	// A client's call item is done when its input is; a hosted tool's own
 	// item (web_search_call) is done when its tool returns.
 	_, isClientCall := protocol.CallOf(r.open)
@@ -229,7 +256,6 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		r.mu.Unlock()
 	}
 	// Otherwise the item's output_item.done comes from dispatch, when its tool returns.
-	r.resp.Output = append(r.resp.Output, r.open)
 	r.items = append(r.items, r.open)
 	r.open, r.openCall = nil, nil
 }
