@@ -39,16 +39,22 @@ func (discard) behind(*outbox.Delivery) bool               { return true }
 // every earlier one's has gone out, and a pause (response.done) waits for
 // the held events.
 type eventOrder struct {
-	sink     sink
-	streamID string // stamped on every event ("" on the default lane and over HTTP)
-	seq      int
-	err      error // the sink's first error: the client is gone
+	*eventStream // the response's, which its loops share
 
 	doneNext int                               // the first of rollout.own whose output_item.done has not gone out
 	held     map[int]*protocol.OutputItemEvent // done events waiting for a lower index's
 	pause    []protocol.PendingCall            // a response.done waiting for the held events
 
 	merging mergedDelta // deltas held back while the client is behind
+}
+
+// eventStream is where a response's events go, in one sequence, whichever
+// of its loops sends them.
+type eventStream struct {
+	sink     sink
+	streamID string // stamped on every event ("" on the default lane and over HTTP)
+	seq      int
+	err      error // the sink's first error: the client is gone
 }
 
 // mergedDelta is a run of text or argument deltas of one item that the

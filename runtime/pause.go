@@ -207,6 +207,7 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 		path: ps.Path, routed: true, items: ps.Items, usage: ps.Usage, steps: ps.Steps, stepAt: ps.StepAt,
 		approvedFrom: ps.ApprovedFrom, tools: ps.Tools, paused: ps, client: openCalls{},
 		header: ps.header, prompt: ps.prompt, rendered: ps.Rendered}
+	r.shareNew()
 	if r.hosted, perr = s.hostedTools(ps.Request); perr != nil {
 		return nil, perr
 	}

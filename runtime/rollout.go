@@ -78,7 +78,9 @@ type rollout struct {
 	firstAt     time.Time // when the current step's first delta came
 	first       bool      // the current step has had its first delta
 
-	mu      lockrank.Mutex[lockrank.Rollout]
+	// mu, resp and order's stream are the response's: its loops share
+	// them (a multi-agent response's agents), and so its one lock.
+	mu      *lockrank.Mutex[lockrank.Rollout]
 	resp    *protocol.Response // shared with tool goroutines during dispatch: guarded by mu then
 	order   eventOrder         // guarded by mu
 	deltas  *deltaEvents       // guarded by mu; made by the first delta of a step, let go at a pause
@@ -105,6 +107,12 @@ type rollout struct {
 	required    []protocol.RequiredInput
 	out         outbox.Delivery // what its frames cost on the way out; atomic
 	journalWait atomic.Int64    // nanoseconds its pauses waited for their journal writes (suspension_durable.go)
+}
+
+// shareNew gives the rollout a response's lock and event stream of its
+// own: it is the response's first loop.
+func (r *rollout) shareNew() {
+	r.mu, r.order.eventStream = new(lockrank.Mutex[lockrank.Rollout]), new(eventStream)
 }
 
 // askLogprobs sets the rollout up to give its text's logprobs when its

@@ -21,6 +21,7 @@ import (
 // received is when the frame or body arrived.
 func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, parent *conversation, received time.Time, tm protocol.Timings) (*rollout, *protocol.Error) {
 	r := &rollout{srv: s, req: req, start: received, tm: tm, everyDelta: s.opts.EveryDelta}
+	r.shareNew()
 	t0 := s.now()
 	if perr := req.Validate(); perr != nil {
 		return nil, perr
