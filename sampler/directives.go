@@ -16,6 +16,11 @@ type directiveCall struct {
 	Input string
 }
 
+// multiAgentNS is the namespace a step's multi-agent actions are scripted
+// and matched in: spawn_agent is "multi_agent.spawn_agent" (no tool of
+// that name is offered; the server runs them).
+const multiAgentNS = "multi_agent"
+
 // parseDirectives returns the steps scripted in a user message: one step per
 // line of the form "call: NAME {json} | NS.NAME {json} ...", where NS.NAME
 // calls the function NAME of the namespace tool NS. Lines are matched
@@ -25,6 +30,10 @@ type directiveCall struct {
 func parseDirectives(text string) [][]directiveCall {
 	var steps [][]directiveCall
 	for line := range strings.Lines(text) {
+		if step, ok := agentDirective(line); ok {
+			steps = append(steps, step)
+			continue
+		}
 		body, ok := directiveBody(line)
 		if !ok {
 			continue
@@ -65,10 +74,79 @@ func jsonDirective(text string) (string, bool) {
 	return "", false
 }
 
+// agentDirective is the step of a multi-agent directive line, for a
+// response of the multi-agent beta:
+//
+//	spawn: NAME {"message": "…", "fork_turns": "all"} | NAME2 {…}
+//	wait: NAME[, NAME…]
+//	send: NAME "text"
+//
+// spawn starts sub-agents (spawn_agent, task_name NAME; the message's
+// lines are their directives, fork_turns is passed on as written), wait
+// makes the agent wait until they end (wait_agent), send tells one
+// something (send_message). Prefixes are case-insensitive.
+func agentDirective(line string) ([]directiveCall, bool) {
+	line = strings.TrimSpace(line)
+	verb, body, ok := strings.Cut(line, ":")
+	if !ok {
+		return nil, false
+	}
+	call := func(action string, args map[string]any) directiveCall {
+		b, _ := json.Marshal(args)
+		return directiveCall{Namespace: multiAgentNS, Name: action, Args: string(b)}
+	}
+	var step []directiveCall
+	switch strings.ToLower(verb) {
+	case "spawn":
+		for _, seg := range splitCalls(body) {
+			seg = strings.TrimSpace(seg)
+			end := strings.IndexFunc(seg, func(r rune) bool { return r == '{' || unicode.IsSpace(r) })
+			if end < 0 {
+				end = len(seg)
+			}
+			name, rest := seg[:end], seg[end:]
+			if name == "" {
+				continue
+			}
+			args := map[string]any{}
+			if rest = strings.TrimSpace(rest); isJSONObject(rest) {
+				json.Unmarshal([]byte(rest), &args)
+			}
+			args["task_name"] = name
+			step = append(step, call("spawn_agent", args))
+		}
+	case "wait":
+		var targets []string
+		for name := range strings.SplitSeq(body, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				targets = append(targets, name)
+			}
+		}
+		if len(targets) > 0 {
+			step = append(step, call("wait_agent", map[string]any{"targets": targets}))
+		}
+	case "send":
+		name, text, _ := strings.Cut(strings.TrimSpace(body), " ")
+		var msg string
+		if err := json.Unmarshal([]byte(strings.TrimSpace(text)), &msg); err != nil {
+			msg = strings.TrimSpace(text)
+		}
+		if name != "" {
+			step = append(step, call("send_message", map[string]any{"target": name, "message": msg}))
+		}
+	default:
+		return nil, false
+	}
+	return step, len(step) > 0
+}
+
 // isDirectiveLine reports whether line is a directive: a call (named or
-// not) or a json answer.
+// not), a multi-agent action, or a json answer.
 func isDirectiveLine(line string) bool {
 	if _, ok := directiveBody(line); ok {
+		return true
+	}
+	if _, ok := agentDirective(line); ok {
 		return true
 	}
 	_, ok := jsonDirective(line)

@@ -107,3 +107,28 @@ func FuzzDirectives(f *testing.F) {
 		}
 	})
 }
+
+// TestAgentDirectives: spawn, wait and send lines are steps of multi-agent
+// calls, their arguments as spawn_agent, wait_agent and send_message take
+// them; other lines are not.
+func TestAgentDirectives(t *testing.T) {
+	t.Parallel()
+	text := "Split the work.\n" +
+		`spawn: tests {"message": "Count the tests.\ncall: list_dir {}", "fork_turns": "none"} | docs{"message":"Read the docs."}` + "\n" +
+		"WAIT: tests, docs\n" +
+		`send: tests "and the benchmarks"` + "\n" +
+		"spawner: not a directive\n"
+	steps := parseDirectives(text)
+	want := [][]directiveCall{
+		{{Namespace: multiAgentNS, Name: "spawn_agent", Args: `{"fork_turns":"none","message":"Count the tests.\ncall: list_dir {}","task_name":"tests"}`},
+			{Namespace: multiAgentNS, Name: "spawn_agent", Args: `{"message":"Read the docs.","task_name":"docs"}`}},
+		{{Namespace: multiAgentNS, Name: "wait_agent", Args: `{"targets":["tests","docs"]}`}},
+		{{Namespace: multiAgentNS, Name: "send_message", Args: `{"message":"and the benchmarks","target":"tests"}`}},
+	}
+	if !reflect.DeepEqual(steps, want) {
+		t.Fatalf("steps %+v\nwant %+v", steps, want)
+	}
+	if got := stripDirectives(text); got != "Split the work.\nspawner: not a directive" {
+		t.Errorf("stripped %q", got)
+	}
+}

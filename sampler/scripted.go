@@ -95,6 +95,8 @@ func plan(req *Request) []part {
 			for i, c := range steps[k] {
 				parts[i] = part{call: true, callID: callID(len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
 				switch {
+				case c.Namespace == multiAgentNS:
+					parts[i].callType, parts[i].namespace = protocol.ItemMultiAgentCall, ""
 				case isCustom(req.Tools, c.Namespace, c.Name):
 					parts[i].callType, parts[i].text = protocol.ItemCustomToolCall, c.Input
 				case c.Namespace == "":
@@ -171,6 +173,10 @@ func stepsTaken(items protocol.Items, steps [][]directiveCall) int {
 			// An approved call is its approval request's, counted there.
 			if it != nil && it.ApprovalRequestID == nil {
 				names = append(names, qualified(it.ServerLabel, it.Name))
+			}
+		case *protocol.MultiAgentCall:
+			if it != nil {
+				names = append(names, qualified(multiAgentNS, it.Action))
 			}
 		}
 	}
