@@ -179,6 +179,8 @@ func ItemOf(c Call, status ItemStatus) Item {
 		return &ToolSearchCall{ID: c.ID, CallID: c.CallID, Execution: "client", Arguments: payload, Status: status}
 	case ItemMCPApprovalRequest:
 		return &MCPApprovalRequest{ID: c.ID, ServerLabel: c.Namespace, Name: c.Name, Arguments: c.Input}
+	case ItemMultiAgentCall:
+		return &MultiAgentCall{ID: c.ID, CallID: c.CallID, Action: c.Name, Arguments: c.Input}
 	default:
 		return &FunctionCall{ID: c.ID, CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Input, Status: status}
 	}

@@ -41,6 +41,9 @@ const (
 // else to the client (protocol.RunnerOf says which types are which; the
 // members of the request's namespaces are always the client's).
 func (r *rollout) route(c *protocol.Call) *stepCall {
+	if c.Type == protocol.ItemMultiAgentCall {
+		return &stepCall{kind: hostedCall, tool: agentTool{tree: r.tree, caller: r}}
+	}
 	if t, ok := r.hosted[c.Name]; ok && c.Namespace == "" && c.Type == protocol.ItemFunctionCall {
 		return &stepCall{kind: hostedCall, tool: t}
 	}
@@ -85,6 +88,7 @@ var idPrefixes = map[protocol.ItemType]string{
 	protocol.ItemApplyPatchCall: "apc",
 	protocol.ItemComputerCall:   "cu",
 	protocol.ItemToolSearchCall: "tsc",
+	protocol.ItemMultiAgentCall: "mac",
 }
 
 func markStatus(it protocol.Item, status protocol.ItemStatus) {
@@ -249,6 +253,9 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	}
 	r.appendContext(r.inbox.drain())
 	r.modelReady = time.Now() // the pause's in_progress goes out while the model starts
+	if r.agent != nil {
+		return false, nil // a sub-agent's wait is no pause of its response's
+	}
 	r.mu.Lock()
 	resumed := r.resumeLocked()
 	r.mu.Unlock()

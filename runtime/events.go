@@ -197,6 +197,7 @@ func (r *rollout) putLocked(ev protocol.Event) {
 	h := protocol.Header(ev)
 	h.SequenceNumber = o.seq
 	h.StreamID = o.streamID
+	h.Agent = r.agent // a sub-agent's events name it
 	o.seq++
 	t0 := r.srv.now()
 	if rec := r.srv.opts.Recorder; rec != nil {

@@ -61,6 +61,11 @@ type rollout struct {
 	approvedFrom int             // items before it have been looked at for MCP approvals
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
 	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
+	// tree is a multi-agent response's agents (the root's and its
+	// sub-agents'); agent names a sub-agent, nil for the root (see
+	// agents.go).
+	tree  *agents
+	agent *protocol.AgentRef
 	// restart, taken over in the middle of a step from a model that may
 	// not say the same twice, announces the step's run again as it begins
 	// (resumeLocked); guarded by mu.
@@ -190,12 +195,14 @@ func (r *rollout) resume() (*conversation, error) {
 // before inference. endRun undoes it as the run ends.
 func (r *rollout) startRun(ctx context.Context, sink sink) {
 	r.srv.began(r)
-	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil {
+	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil && r.agent == nil {
 		rec.Created(r.start, r.resp.ID, r.path, r.req)
 	}
 	r.ctx, r.cancel = r.stop.start(ctx)
-	r.mu.Lock() // a steer (steerIn) may emit from the read loop once the rollout runs
-	r.order.sink, r.order.streamID = sink, r.lane
+	r.mu.Lock()         // a steer (steerIn) may emit from the read loop once the rollout runs
+	if r.agent == nil { // a sub-agent's stream is its response's, running already
+		r.order.sink, r.order.streamID = sink, r.lane
+	}
 	// Its events carry the response object again and again (a suspended
 	// rollout's at every pause and resume): what echoes the request is
 	// encoded once while it runs. Should that fail, each event encodes it
@@ -218,6 +225,9 @@ func (r *rollout) endRun() {
 // reports that the response ends without sampling.
 func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 	switch {
+	case r.agent != nil: // a sub-agent: its response has begun
+		r.modelReady = time.Now()
+		return false, nil
 	case r.paused != nil:
 		// A fork's beginning shows the forked step's items alone, as a
 		// pause does: the client has the earlier ones from the original.

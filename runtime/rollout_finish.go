@@ -14,6 +14,13 @@ import (
 // leaves for the next turn.
 
 func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*conversation, error) {
+	if r.agent != nil {
+		return r.endAgent(serr)
+	}
+	var subUsage protocol.Usage
+	if r.tree != nil {
+		subUsage = r.tree.end() // before the lock: they take it as they end
+	}
 	if err := r.sinkErr(); err != nil {
 		r.srv.obs.ResponseEnded(r.path, StatusAbandoned, r.timings())
 		return nil, err
@@ -25,6 +32,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	// A copy: the response outlives the rollout (stored, cached), and a
 	// pointer into the rollout would keep all of it alive with it.
 	usage := r.usage
+	usage.Add(subUsage)
 	r.resp.Usage = &usage
 	r.resp.RequiredAction = nil
 	r.resp.DropEcho() // the response is kept (stored, cached) without it: its last event is encoded whole

@@ -216,6 +216,8 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		it.Status = status
 		r.emit(&protocol.CustomToolInputDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCustomToolInputDone},
 			ItemID: it.ID, OutputIndex: idx, Input: text})
+	case *protocol.MultiAgentCall:
+		it.Arguments = text
 	case *protocol.MCPCall:
 		it.Arguments = text
 		r.emit(&protocol.MCPArgsDoneEvent{EventHeader: protocol.EventHeader{Type: protocol.EventMCPArgsDone},

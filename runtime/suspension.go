@@ -276,6 +276,14 @@ func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep b
 	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
+	if t := sp.ro.tree; t != nil && t.accept(ev.Input) {
+		// Outputs for calls its sub-agents wait on: theirs, whatever the
+		// root is doing.
+		if ev.Inject {
+			sp.ro.injectCreatedLocked()
+		}
+		return false, nil
+	}
 	a := &clientAppend{sess: sess, ev: ev}
 	sp.mu.Lock()
 	asleep, _ = sp.acceptAppendLocked(a)

@@ -1,0 +1,243 @@
+package runtime_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// treeScript is a root that spawns two sub-agents, each calling one
+// client tool, and waits for both.
+const treeScript = "Split the work.\n" +
+	`spawn: a {"message": "Count the tests.\ncall: grep {\"pattern\":\"func Test\"}"} | b {"message": "List the files.\ncall: list_dir {}"}` + "\n" +
+	"wait: a, b\n"
+
+// agentEv is the part of an event the tree's tests read.
+type agentEv struct {
+	Type  string `json:"type"`
+	Seq   int    `json:"sequence_number"`
+	Agent *struct {
+		Name string `json:"agent_name"`
+	} `json:"agent"`
+	Item json.RawMessage `json:"item"`
+	Resp *struct {
+		ID     string            `json:"id"`
+		Status string            `json:"status"`
+		Output []json.RawMessage `json:"output"`
+	} `json:"response"`
+}
+
+// TestAgentTree: a root spawns two sub-agents over WebSocket; each one's
+// client call comes attributed to it (the events' agent), is answered by
+// an inject, the two in the reverse of the order they came, and the root,
+// waiting on both, goes on once they have ended, with their answers as
+// agent_message items. One gapless sequence throughout; the response's
+// output holds every agent's items.
+func TestAgentTree(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": treeScript}))
+		var id string
+		seq, created := -1, 0
+		calls := map[string]callItem{} // by agent
+		for {
+			b := c.recv(t)
+			var e agentEv
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Seq != seq+1 {
+				t.Fatalf("%s has sequence_number %d after %d", b, e.Seq, seq)
+			}
+			seq = e.Seq
+			switch e.Type {
+			case "response.created":
+				id = e.Resp.ID
+			case "response.output_item.done":
+				it, ok := functionCall(e.Item)
+				if !ok {
+					continue
+				}
+				if e.Agent == nil {
+					t.Fatalf("a client call without its agent: %s", b)
+				}
+				calls[e.Agent.Name] = it
+				if len(calls) == 2 { // answered in the reverse order
+					for _, name := range []string{"/root/b", "/root/a"} {
+						c.send(t, injectEv(id, calls[name].output()))
+					}
+				}
+			case "response.inject.created":
+				created++
+			case "response.completed":
+				if created != 2 || len(calls) != 2 || calls["/root/a"].Name != "grep" || calls["/root/b"].Name != "list_dir" {
+					t.Fatalf("completed after %d injects taken, calls %v", created, calls)
+				}
+				var types []string
+				for _, raw := range e.Resp.Output {
+					var it struct{ Type string }
+					json.Unmarshal(raw, &it)
+					types = append(types, it.Type)
+				}
+				for typ, n := range map[string]int{"multi_agent_call": 3, "multi_agent_call_output": 3, "agent_message": 2, "function_call": 2} {
+					if got := count(types, typ); got != n {
+						t.Errorf("the output holds %d %s items, want %d: %v", got, typ, n, types)
+					}
+				}
+				last := e.Resp.Output[len(e.Resp.Output)-1]
+				if !bytes.Contains(last, []byte(`"type":"message"`)) {
+					t.Errorf("the output ends with %s, want the root's answer", last)
+				}
+				for _, raw := range e.Resp.Output {
+					if bytes.Contains(raw, []byte(`"type":"agent_message"`)) && !bytes.Contains(raw, []byte(`ran with`)) {
+						t.Errorf("an agent's message without its answer: %s", raw)
+					}
+				}
+				return
+			case "response.failed", "error", "response.inject.failed":
+				t.Fatalf("the tree sent %s", b)
+			}
+		}
+	})
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAgentTreeBound: a spawn past max_concurrent_subagents, and a wait
+// on an agent that is not there, get error outputs the model reads; the
+// response goes on, and its end interrupts the sub-agent still waiting
+// on its client.
+func TestAgentTreeBound(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		script := "Too many.\n" + `spawn: a {"message": "call: grep {}"}` + "\n" + `spawn: b {"message": "hi"}` + "\nwait: b\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false,
+			"multi_agent": map[string]any{"enabled": true, "max_concurrent_subagents": 1}, "input": script}))
+		end := c.untilTerminal(t)
+		if last := end[len(end)-1]; eventType(t, last) != "response.completed" {
+			t.Fatalf("ended %s", last)
+		}
+		var outs []string
+		for _, f := range end {
+			var e agentEv
+			json.Unmarshal(f, &e)
+			if e.Type != "response.output_item.done" {
+				continue
+			}
+			if bytes.Contains(e.Item, []byte(`"multi_agent_call_output"`)) {
+				outs = append(outs, string(e.Item))
+			}
+		}
+		if len(outs) != 3 || !strings.Contains(outs[0], `/root/a`) || !strings.Contains(outs[1], `max_concurrent_subagents`) ||
+			!strings.Contains(outs[2], `no agent /root/b`) {
+			t.Fatalf("outputs %v: want /root/a spawned, b refused past max_concurrent_subagents, the wait on b refused", outs)
+		}
+	})
+}
+
+// TestAgentTreeSDK: two sub-agents through openai-go's beta WebSocket
+// client (Beta.Responses.Connect): each one's client call comes as an
+// event the SDK knows, attributed to its agent; two injects, in the
+// reverse order, answer them; the response completes with both agents'
+// answers, every output item a variant of the SDK's beta union.
+func TestAgentTreeSDK(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	ctx := sdkContext(t)
+	conn := betaConnect(ctx, t, h)
+	b, _ := json.Marshal(create(map[string]any{"model": sdkModel, "store": false, "multi_agent": map[string]any{"enabled": true}, "input": treeScript}))
+	if err := conn.SendRaw(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	calls := map[string]callItem{}
+	for {
+		ev, err := conn.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := ev.AsAny(); v == nil {
+			t.Fatalf("an event the SDK does not know: %s", ev.RawJSON())
+		}
+		var e agentEv
+		json.Unmarshal([]byte(ev.RawJSON()), &e)
+		switch ev.Type {
+		case "response.created":
+			id = e.Resp.ID
+		case "response.output_item.done":
+			it, ok := functionCall(e.Item)
+			if !ok {
+				continue
+			}
+			if e.Agent == nil {
+				t.Fatalf("a client call without its agent: %s", ev.RawJSON())
+			}
+			calls[e.Agent.Name] = it
+			if len(calls) < 2 {
+				continue
+			}
+			for _, name := range []string{"/root/b", "/root/a"} {
+				c := calls[name]
+				err := conn.Send(ctx, openai.BetaResponsesClientEventUnionParam{OfResponseInject: &openai.BetaResponseInjectEventParam{ResponseID: id,
+					Input: []openai.BetaResponseInputItemUnionParam{{OfFunctionCallOutput: &openai.BetaResponseInputItemFunctionCallOutputParam{
+						CallID: openai.String(c.CallID), Output: openai.BetaResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(toolOutput(c.Name, c.Arguments))}}}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		case "response.completed":
+			done := ev.AsResponseCompleted()
+			answers := map[string]string{}
+			for _, it := range done.Response.Output {
+				if it.AsAny() == nil {
+					t.Fatalf("an output item the SDK does not know: %s", it.RawJSON())
+				}
+				if it.Type == "agent_message" {
+					m := it.AsAgentMessage()
+					answers[m.Author] = m.Content[0].Text
+				}
+			}
+			for name, c := range calls {
+				if !strings.Contains(answers[name], toolOutput(c.Name, c.Arguments)) {
+					t.Errorf("%s answered %q, want its tool's output", name, answers[name])
+				}
+			}
+			if len(calls) != 2 {
+				t.Fatalf("completed after %d calls, want 2", len(calls))
+			}
+			return
+		case "response.failed", "error", "response.inject.failed":
+			t.Fatalf("the tree sent %s", ev.RawJSON())
+		}
+	}
+}
+
+// TestAgentTreeHTTP: over HTTP no tree runs: each multi_agent_call gets an
+// error output the model reads, and the response completes.
+func TestAgentTreeHTTP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	status, resp := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "multi_agent": map[string]any{"enabled": true}, "input": treeScript})
+	if status != 200 || !bytes.Contains(resp, []byte(`"status":"completed"`)) ||
+		bytes.Count(resp, []byte(`served over WebSocket only`)) != 3 {
+		t.Fatalf("%d %.2000s: want completed, each of its three actions refused", status, resp)
+	}
+}
