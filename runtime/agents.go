@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tether-run/tether/runtime/internal/ids"
 
@@ -26,10 +27,11 @@ import (
 // loop parked), and an inject routes each output by call_id to the agent
 // waiting on it (agents.accept).
 //
-// Not yet: a tree is not durable (its sub-agents are not journaled: a
-// takeover or a wake restores the root alone, at a pause before they
-// were spawned), it is not forked, and it is not served over HTTP, where
-// a multi_agent_call gets an error output; followup_task is refused.
+// Not yet: a tree is not durable (a server with Options.Checkpoints
+// refuses spawn_agent, with an error output), it is not forked, and it is
+// not served over HTTP, where a multi_agent_call gets an error output;
+// followup_task is refused. A sub-agent's client calls are bounded by
+// Suspension.Timeout, as a pause is.
 
 // defaultSubagents is max_concurrent_subagents when the request leaves it out.
 const defaultSubagents = 3
@@ -66,13 +68,13 @@ func newAgents(root *rollout) *agents {
 	return &agents{root: root, max: max, byPath: map[string]*subAgent{}, waiting: map[string]*subAgent{}}
 }
 
-// pathOf is the path an agent's name stands for: a path as it is, or a
-// task name of the root's children.
-func pathOf(name string) string {
+// pathOf is the path an agent's name stands for, named by caller: a path
+// as it is, or the task name of one of caller's children.
+func pathOf(caller *rollout, name string) string {
 	if strings.HasPrefix(name, protocol.RootAgent) {
 		return name
 	}
-	return protocol.RootAgent + "/" + name
+	return caller.agentPath() + "/" + name
 }
 
 // agentPath is the path of a rollout's agent: the root's, or a sub-agent's.
@@ -94,6 +96,8 @@ type spawnArgs struct {
 // (fork_turns "all", shared copy-on-write) or nothing, then its message.
 func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 	switch {
+	case t.root.srv.opts.Checkpoints != nil:
+		return nil, errors.New("sub-agents are not journaled yet, and this server keeps its rollouts durable")
 	case args.TaskName == "" || strings.ContainsAny(args.TaskName, "/ "):
 		return nil, fmt.Errorf("task_name %q: want a name without '/' or spaces", args.TaskName)
 	case args.ForkTurns != "" && args.ForkTurns != "all" && args.ForkTurns != "none":
@@ -194,6 +198,9 @@ func (t *agents) ended(sa *subAgent, err error) {
 			delete(t.waiting, id)
 		}
 	}
+	if sa.calls.timer != nil {
+		sa.calls.timer.Stop()
+	}
 	sa.status, sa.final = status, final
 	t.mu.Unlock()
 	close(sa.done)
@@ -213,6 +220,13 @@ func (t *agents) end() protocol.Usage {
 		usage.Add(sa.ro.usage)
 	}
 	return usage
+}
+
+// spawned reports whether the tree has had a sub-agent.
+func (t *agents) spawned() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.order) > 0
 }
 
 // errInterrupted ends a sub-agent that interrupt_agent, or its response's
@@ -262,6 +276,7 @@ type agentCalls struct {
 	asked   bool
 	pending map[string]protocol.Call
 	outputs map[string]protocol.Item
+	timer   *time.Timer // the wait's bound, Suspension.Timeout
 }
 
 func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[string]protocol.Item, error) {
@@ -275,6 +290,12 @@ func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[str
 			a.pending[c.CallID] = c
 			t.waiting[c.CallID] = a.agent
 		}
+		// Bounded as a pause is: the agent fails, and whoever waits on
+		// it learns so.
+		if wait := t.root.srv.opts.Suspension.Timeout; wait > 0 {
+			ro := a.agent.ro
+			a.timer = time.AfterFunc(wait, func() { ro.abort(errToolTimeout) })
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -283,7 +304,10 @@ func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[str
 		return nil, errParked
 	}
 	outs := a.outputs
-	a.asked, a.pending, a.outputs = false, nil, nil
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.asked, a.pending, a.outputs, a.timer = false, nil, nil, nil
 	return outs, nil
 }
 
@@ -362,7 +386,7 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 		}
 		return ok(map[string]string{"task_name": sa.path})
 	case protocol.ActionWaitAgent:
-		subs, err := t.find(args.Targets)
+		subs, err := t.find(at.caller, args.Targets)
 		if err != nil {
 			return failed("%v", err)
 		}
@@ -381,7 +405,7 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 		text, _ := ok(map[string]any{"status": status})
 		return text, messages
 	case protocol.ActionSendMessage:
-		subs, err := t.find([]string{args.Target})
+		subs, err := t.find(at.caller, []string{args.Target})
 		if err != nil {
 			return failed("%v", err)
 		}
@@ -409,7 +433,7 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 		t.mu.Unlock()
 		return ok(map[string]any{"agents": list})
 	case protocol.ActionInterruptAgent:
-		subs, err := t.find([]string{args.Target})
+		subs, err := t.find(at.caller, []string{args.Target})
 		if err != nil {
 			return failed("%v", err)
 		}
@@ -424,9 +448,9 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 	return failed("%s is not served", call.Name)
 }
 
-// find is the sub-agents names stand for, or the error naming one that
-// is not there.
-func (t *agents) find(names []string) ([]*subAgent, error) {
+// find is the sub-agents names stand for, named by caller, or the error
+// naming one that is not there.
+func (t *agents) find(caller *rollout, names []string) ([]*subAgent, error) {
 	if len(names) == 0 {
 		return nil, errors.New("no agent named")
 	}
@@ -434,8 +458,8 @@ func (t *agents) find(names []string) ([]*subAgent, error) {
 	defer t.mu.Unlock()
 	subs := make([]*subAgent, len(names))
 	for i, n := range names {
-		if subs[i] = t.byPath[pathOf(n)]; subs[i] == nil {
-			return nil, fmt.Errorf("no agent %s", pathOf(n))
+		if subs[i] = t.byPath[pathOf(caller, n)]; subs[i] == nil {
+			return nil, fmt.Errorf("no agent %s", pathOf(caller, n))
 		}
 	}
 	return subs, nil

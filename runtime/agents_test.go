@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 
@@ -240,4 +241,179 @@ func TestAgentTreeHTTP(t *testing.T) {
 		bytes.Count(resp, []byte(`served over WebSocket only`)) != 3 {
 		t.Fatalf("%d %.2000s: want completed, each of its three actions refused", status, resp)
 	}
+}
+
+// TestAgentTreeTimeout: a sub-agent whose client call waits past the
+// suspend timeout fails, as a pause does; the root waiting on it learns
+// so (its wait's output) and goes on to complete. Fake time.
+func TestAgentTreeTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{Timeout: 10 * time.Second}})
+		c := h.dial(t, "Bearer alice")
+		script := "Wait for a.\n" + `spawn: a {"message": "call: grep {}"}` + "\nwait: a\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
+		end := c.untilTerminal(t)
+		last := end[len(end)-1]
+		if eventType(t, last) != "response.completed" || !bytes.Contains(last, []byte(`{\"status\":{\"/root/a\":\"failed\"}}`)) {
+			t.Fatalf("ended %.3000s: want completed, its wait telling a failed", last)
+		}
+	})
+}
+
+// TestAgentTreeDurable: a server that keeps its rollouts durable refuses
+// spawn_agent (its sub-agents would not be journaled) with an error
+// output the model reads.
+func TestAgentTreeDurable(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints()))
+		c := h.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": treeScript}))
+		end := c.untilTerminal(t)
+		last := end[len(end)-1]
+		if eventType(t, last) != "response.completed" || bytes.Count(last, []byte(`not journaled yet`)) != 2 {
+			t.Fatalf("ended %.3000s: want completed, both spawns refused", last)
+		}
+	})
+}
+
+// TestAgentTreeNested: a sub-agent spawns a child of its own
+// (/root/a/c), waits for it by its task name, and ends; the root waiting
+// on it completes.
+func TestAgentTreeNested(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		script := "Delegate.\n" + `spawn: a {"message": "spawn: c {\"message\": \"Say hi.\"}\nwait: c"}` + "\nwait: a\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
+		end := c.untilTerminal(t)
+		last := end[len(end)-1]
+		if eventType(t, last) != "response.completed" {
+			t.Fatalf("ended %.2000s", last)
+		}
+		for _, want := range []string{`{\"task_name\":\"/root/a/c\"}`, `{\"status\":{\"/root/a/c\":\"completed\"}}`, `{\"status\":{\"/root/a\":\"completed\"}}`} {
+			if !bytes.Contains(last, []byte(want)) {
+				t.Errorf("the output lacks %s: %.4000s", want, last)
+			}
+		}
+	})
+}
+
+// TestAgentTreeActions: send_message puts a message in a waiting agent's
+// context, list_agents lists it running, interrupt_agent ends it, and a
+// wait on it then tells it interrupted.
+func TestAgentTreeActions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		script := "Act.\n" + `spawn: a {"message": "call: grep {}"}` + "\n" + `send: a "and the benchmarks"` + "\nlist:\ninterrupt: a\nwait: a\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
+		end := c.untilTerminal(t)
+		last := end[len(end)-1]
+		if eventType(t, last) != "response.completed" {
+			t.Fatalf("ended %.2000s", last)
+		}
+		for _, want := range []string{`{\"delivered\":\"/root/a\"}`, `{\"agents\":[{\"agent_name\":\"/root/a\",\"status\":\"running\"}]}`,
+			`{\"interrupted\":\"/root/a\"}`, `{\"status\":{\"/root/a\":\"interrupted\"}}`} {
+			if !bytes.Contains(last, []byte(want)) {
+				t.Errorf("the output lacks %s: %.4000s", want, last)
+			}
+		}
+	})
+}
+
+// TestAgentTreeCancel: response.cancel of a response whose sub-agent waits
+// on its client ends it cancelled, the sub-agent interrupted with it.
+func TestAgentTreeCancel(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": treeScript}))
+		var id string
+		for {
+			var e agentEv
+			json.Unmarshal(c.recv(t), &e)
+			if e.Type == "response.created" {
+				id = e.Resp.ID
+			}
+			if _, ok := functionCall(e.Item); ok && e.Type == "response.output_item.done" {
+				break // a sub-agent waits on it
+			}
+		}
+		c.send(t, map[string]any{"type": "response.cancel", "response_id": id})
+		for {
+			b := c.recv(t)
+			switch eventType(t, b) {
+			case "response.cancelled":
+				return
+			case "response.completed", "response.failed", "error":
+				t.Fatalf("ended %.2000s, want cancelled", b)
+			}
+		}
+	})
+}
+
+// TestAgentTreeResume: a client whose connection drops while its
+// sub-agents wait resumes the response on a new connection, gets what it
+// missed after its last sequence number, answers both agents' calls there,
+// and the response completes.
+func TestAgentTreeResume(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute}})
+		c1 := h.dial(t, "Bearer alice")
+		c1.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": treeScript}))
+		var id string
+		last := -1
+		calls := map[string]callItem{} // by agent
+		for len(calls) == 0 {
+			var e agentEv
+			json.Unmarshal(c1.recv(t), &e)
+			last = e.Seq
+			if e.Type == "response.created" {
+				id = e.Resp.ID
+			}
+			if it, ok := functionCall(e.Item); ok && e.Type == "response.output_item.done" {
+				calls[e.Agent.Name] = it
+			}
+		}
+		c1.drop()
+		synctest.Wait()
+		c2 := h.dial(t, "Bearer alice")
+		c2.send(t, map[string]any{"type": "response.resume", "response_id": id, "sequence_number": last})
+		created := 0
+		for {
+			b := c2.recv(t)
+			var e agentEv
+			json.Unmarshal(b, &e)
+			if e.Seq != last+1 {
+				t.Fatalf("%s after sequence number %d", b, last)
+			}
+			last = e.Seq
+			switch e.Type {
+			case "response.output_item.done":
+				if it, ok := functionCall(e.Item); ok {
+					calls[e.Agent.Name] = it
+					if len(calls) == 2 {
+						for _, it := range calls {
+							c2.send(t, injectEv(id, it.output()))
+						}
+					}
+				}
+			case "response.inject.created":
+				created++
+			case "response.completed":
+				if created != 2 {
+					t.Fatalf("completed after %d injects taken, want 2", created)
+				}
+				return
+			case "response.failed", "error", "response.inject.failed":
+				t.Fatalf("%s", b)
+			}
+		}
+	})
 }

@@ -320,6 +320,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		Session:         r.session(),
+		MultiAgent:      r.req.MultiAgentEnabled(),
 		Start:           r.modelReady,
 	}, r.onDelta)
 	if len(r.together) > 0 { // the sample ended between tokens released together

@@ -47,6 +47,13 @@ func errForkAppended(id string) *protocol.Error {
 		"Response '%s' has outputs of this pause appended already: fork it before appending any.", id)
 }
 
+// errForkTree: a fork of a multi-agent response that has had sub-agents,
+// which a fork does not copy yet.
+func errForkTree(id string) *protocol.Error {
+	return protocol.Invalid(protocol.CodeUnsupportedParameter, "response_id",
+		"Response '%s' has sub-agents: a multi-agent response is forked only before its first spawn_agent.", id)
+}
+
 // errForkHostedRunning: a fork of a pause whose step still runs a hosted
 // tool.
 func errForkHostedRunning(id, tool string) *protocol.Error {

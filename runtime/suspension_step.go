@@ -331,6 +331,9 @@ func (sp *suspension) pause(sess *session, lane string) (*pauseState, *protocol.
 	if v, perr := sp.applyLocked(lifecycle.Fork, sess, lane, ""); v != lifecycle.Allow {
 		return nil, cmp.Or(perr, errNoSuspended(sp.id))
 	}
+	if t := sp.ro.tree; t != nil && t.spawned() {
+		return nil, errForkTree(sp.id)
+	}
 	ps, perr := sp.ro.pauseStateLocked()
 	if perr != nil {
 		return nil, perr

@@ -27,10 +27,10 @@ const multiAgentNS = "multi_agent"
 // after trimming; "call:" is case-insensitive. A call whose arguments are
 // missing or are not a JSON object gets "{}"; a line with no named call is not
 // a step.
-func parseDirectives(text string) [][]directiveCall {
+func parseDirectives(text string, agents bool) [][]directiveCall {
 	var steps [][]directiveCall
 	for line := range strings.Lines(text) {
-		if step, ok := agentDirective(line); ok {
+		if step, ok := agentDirective(line); ok && agents {
 			steps = append(steps, step)
 			continue
 		}
@@ -80,11 +80,14 @@ func jsonDirective(text string) (string, bool) {
 //	spawn: NAME {"message": "…", "fork_turns": "all"} | NAME2 {…}
 //	wait: NAME[, NAME…]
 //	send: NAME "text"
+//	list:
+//	interrupt: NAME
 //
 // spawn starts sub-agents (spawn_agent, task_name NAME; the message's
 // lines are their directives, fork_turns is passed on as written), wait
 // makes the agent wait until they end (wait_agent), send tells one
-// something (send_message). Prefixes are case-insensitive.
+// something (send_message), list lists them (list_agents), interrupt
+// ends one (interrupt_agent). Prefixes are case-insensitive.
 func agentDirective(line string) ([]directiveCall, bool) {
 	line = strings.TrimSpace(line)
 	verb, body, ok := strings.Cut(line, ":")
@@ -125,6 +128,12 @@ func agentDirective(line string) ([]directiveCall, bool) {
 		if len(targets) > 0 {
 			step = append(step, call("wait_agent", map[string]any{"targets": targets}))
 		}
+	case "list":
+		step = append(step, call("list_agents", map[string]any{}))
+	case "interrupt":
+		if name := strings.TrimSpace(body); name != "" {
+			step = append(step, call("interrupt_agent", map[string]any{"target": name}))
+		}
 	case "send":
 		name, text, _ := strings.Cut(strings.TrimSpace(body), " ")
 		var msg string
@@ -141,12 +150,9 @@ func agentDirective(line string) ([]directiveCall, bool) {
 }
 
 // isDirectiveLine reports whether line is a directive: a call (named or
-// not), a multi-agent action, or a json answer.
+// not) or a json answer.
 func isDirectiveLine(line string) bool {
 	if _, ok := directiveBody(line); ok {
-		return true
-	}
-	if _, ok := agentDirective(line); ok {
 		return true
 	}
 	_, ok := jsonDirective(line)

@@ -41,7 +41,7 @@ func TestParseDirectives(t *testing.T) {
 	for _, tt := range directiveTests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := parseDirectives(tt.text)
+			got := parseDirectives(tt.text, false)
 			for _, step := range got {
 				for i := range step {
 					step[i].Input = "" // TestCustomInput checks it
@@ -63,7 +63,7 @@ func TestCustomInput(t *testing.T) {
 		`call: raw {"not":"json args"}`: `{"not":"json args"}`,
 		`call: empty`:                   "",
 	} {
-		steps := parseDirectives(text)
+		steps := parseDirectives(text, true)
 		if len(steps) != 1 || len(steps[0]) != 1 || steps[0][0].Input != want {
 			t.Errorf("%s: %+v, want input %q", text, steps, want)
 		}
@@ -75,8 +75,8 @@ func FuzzDirectives(f *testing.F) {
 		f.Add(tt.text)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		steps := parseDirectives(text)
-		if !reflect.DeepEqual(steps, parseDirectives(text)) {
+		steps := parseDirectives(text, true)
+		if !reflect.DeepEqual(steps, parseDirectives(text, true)) {
 			t.Fatalf("parseDirectives(%q) is not deterministic", text)
 		}
 		lines := 0
@@ -108,9 +108,10 @@ func FuzzDirectives(f *testing.F) {
 	})
 }
 
-// TestAgentDirectives: spawn, wait and send lines are steps of multi-agent
-// calls, their arguments as spawn_agent, wait_agent and send_message take
-// them; other lines are not.
+// TestAgentDirectives: in a multi-agent response's step, spawn, wait and
+// send lines are steps of multi-agent calls, their arguments as
+// spawn_agent, wait_agent and send_message take them; other lines are
+// not, and outside one none of them is.
 func TestAgentDirectives(t *testing.T) {
 	t.Parallel()
 	text := "Split the work.\n" +
@@ -118,7 +119,10 @@ func TestAgentDirectives(t *testing.T) {
 		"WAIT: tests, docs\n" +
 		`send: tests "and the benchmarks"` + "\n" +
 		"spawner: not a directive\n"
-	steps := parseDirectives(text)
+	if steps := parseDirectives(text, false); len(steps) != 0 {
+		t.Errorf("outside a multi-agent response: %+v, want no steps", steps)
+	}
+	steps := parseDirectives(text, true)
 	want := [][]directiveCall{
 		{{Namespace: multiAgentNS, Name: "spawn_agent", Args: `{"fork_turns":"none","message":"Count the tests.\ncall: list_dir {}","task_name":"tests"}`},
 			{Namespace: multiAgentNS, Name: "spawn_agent", Args: `{"message":"Read the docs.","task_name":"docs"}`}},
@@ -127,8 +131,5 @@ func TestAgentDirectives(t *testing.T) {
 	}
 	if !reflect.DeepEqual(steps, want) {
 		t.Fatalf("steps %+v\nwant %+v", steps, want)
-	}
-	if got := stripDirectives(text); got != "Split the work.\nspawner: not a directive" {
-		t.Errorf("stripped %q", got)
 	}
 }

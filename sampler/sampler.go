@@ -95,6 +95,11 @@ type Request struct {
 	// that pins a session's cache can key it so). The local models ignore
 	// it: their prefix cache shares by content, and by CacheKey alone.
 	Session string
+	// MultiAgent is set for a step of a multi-agent response's agent
+	// (OpenAI's multi-agent beta), which may act on its agent tree: the
+	// scripted model then reads the spawn, wait, send, list and interrupt
+	// directives.
+	MultiAgent bool
 	// Logprobs asks for the text's log probabilities (Delta.Logprobs),
 	// with TopLogprobs alternatives a token.
 	Logprobs    bool

@@ -86,7 +86,7 @@ func plan(req *Request) []part {
 	if req.ToolChoice.Mode == "none" {
 		return []part{answerPart(req)}
 	}
-	if at, steps := findScript(items); len(steps) > 0 {
+	if at, steps := findScript(items, req.MultiAgent); len(steps) > 0 {
 		if req.Serial {
 			steps = oneCallPerStep(steps)
 		}
@@ -141,10 +141,10 @@ func oneCallPerStep(steps [][]directiveCall) [][]directiveCall {
 
 // findScript returns the index and steps of the newest user message that
 // scripts calls, or -1 and nil.
-func findScript(items protocol.Items) (int, [][]directiveCall) {
+func findScript(items protocol.Items, agents bool) (int, [][]directiveCall) {
 	for i := len(items) - 1; i >= 0; i-- {
 		if m, ok := items[i].(*protocol.Message); ok && m != nil && m.Role == protocol.RoleUser {
-			if steps := parseDirectives(contentsText(m.Content)); len(steps) > 0 {
+			if steps := parseDirectives(contentsText(m.Content), agents); len(steps) > 0 {
 				return i, steps
 			}
 		}
