@@ -77,6 +77,14 @@ func pathOf(caller *rollout, name string) string {
 	return caller.agentPath() + "/" + name
 }
 
+// agentName is a sub-agent's path, "" for the root.
+func (r *rollout) agentName() string {
+	if r.agent != nil {
+		return r.agent.AgentName
+	}
+	return ""
+}
+
 // agentPath is the path of a rollout's agent: the root's, or a sub-agent's.
 func (r *rollout) agentPath() string {
 	if r.agent != nil {

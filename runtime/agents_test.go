@@ -417,3 +417,51 @@ func TestAgentTreeResume(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentTreeSameCalls: two sub-agents that make the same call at the
+// same place of the same context get call ids of their own, and each
+// output goes to its agent: each one's answer is its own.
+func TestAgentTreeSameCalls(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		script := "Twice.\n" + `spawn: a {"message": "call: grep {}"} | b {"message": "call: grep {}"}` + "\nwait: a, b\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
+		var id string
+		calls := map[string]callItem{}
+		for {
+			b := c.recv(t)
+			var e agentEv
+			json.Unmarshal(b, &e)
+			switch e.Type {
+			case "response.created":
+				id = e.Resp.ID
+			case "response.output_item.done":
+				it, ok := functionCall(e.Item)
+				if !ok {
+					continue
+				}
+				calls[e.Agent.Name] = it
+				if len(calls) < 2 {
+					continue
+				}
+				if calls["/root/a"].CallID == calls["/root/b"].CallID {
+					t.Fatalf("both agents' calls are %s", calls["/root/a"].CallID)
+				}
+				for name, it := range calls {
+					c.send(t, injectEv(id, fco(it.CallID, "answer for "+name)))
+				}
+			case "response.completed":
+				for _, name := range []string{"/root/a", "/root/b"} {
+					if !bytes.Contains(b, []byte(`"author":"`+name+`","recipient":"/root","content":[{"type":"output_text","text":"grep returned: answer for `+name)) {
+						t.Errorf("%s's answer is not its own: %.4000s", name, b)
+					}
+				}
+				return
+			case "response.failed", "error", "response.inject.failed":
+				t.Fatalf("%s", b)
+			}
+		}
+	})
+}

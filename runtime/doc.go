@@ -51,7 +51,13 @@
 // create with multi_agent over WebSocket) is a suspended rollout in
 // OpenAI's dialect: the pause is announced by nothing (the response stays
 // in_progress; suspension.wait parks it as a response.done would), and
-// its client's answers may come before it (suspension_early.go).
+// its client's answers may come before it (suspension_early.go). Its
+// agents are loops too (agents.go): each sub-agent that spawn_agent
+// starts is a rollout that is not a response, sharing its response's
+// lock, output and event stream; its client calls park it as the root's
+// do (agentCalls), an append or inject routes each output to the agent
+// waiting on its call_id, and the agents' actions are a hosted tool
+// (agentTool).
 //
 // # A suspended rollout's life
 //

@@ -321,6 +321,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		Session:         r.session(),
 		MultiAgent:      r.req.MultiAgentEnabled(),
+		Agent:           r.agentName(),
 		Start:           r.modelReady,
 	}, r.onDelta)
 	if len(r.together) > 0 { // the sample ended between tokens released together

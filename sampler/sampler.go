@@ -98,8 +98,11 @@ type Request struct {
 	// MultiAgent is set for a step of a multi-agent response's agent
 	// (OpenAI's multi-agent beta), which may act on its agent tree: the
 	// scripted model then reads the spawn, wait, send, list and interrupt
-	// directives.
+	// directives. Agent is a sub-agent's path ("" for the root): the local
+	// models draw their call ids from it too, so that two agents of one
+	// response never make the same one.
 	MultiAgent bool
+	Agent      string
 	// Logprobs asks for the text's log probabilities (Delta.Logprobs),
 	// with TopLogprobs alternatives a token.
 	Logprobs    bool

@@ -93,7 +93,7 @@ func plan(req *Request) []part {
 		if k := stepsTaken(items[at+1:], steps); k < len(steps) {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
-				parts[i] = part{call: true, callID: callID(len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
+				parts[i] = part{call: true, callID: callID(req.Agent, len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
 				switch {
 				case c.Namespace == multiAgentNS:
 					parts[i].callType, parts[i].namespace = protocol.ItemMultiAgentCall, ""
@@ -115,7 +115,7 @@ func plan(req *Request) []part {
 		}
 		if t, ns, ok := pickTool(req); ok {
 			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
-			return []part{{call: true, callID: callID(len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
+			return []part{{call: true, callID: callID(req.Agent, len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
 		}
 		if p, ok := otherClientTool(req); ok {
 			return []part{p}
@@ -234,7 +234,7 @@ func pickTool(req *Request) (t protocol.Tool, namespace string, ok bool) {
 // built-in tool with an empty payload.
 func forcedPart(req *Request) (part, bool) {
 	tc, text := req.ToolChoice, stripDirectives(newestUserText(req.Items))
-	id := func(name string) string { return callID(len(req.Items), -1, 0, name) }
+	id := func(name string) string { return callID(req.Agent, len(req.Items), -1, 0, name) }
 	switch {
 	case tc.Custom != "":
 		return part{call: true, callType: protocol.ItemCustomToolCall, callID: id(tc.Custom), name: tc.Custom, text: text}, true
@@ -334,10 +334,16 @@ func builtin(typ protocol.ItemType) bool {
 }
 
 // callID is deterministic, and unique within a conversation: the context
-// grows between the model's steps.
-func callID(items, step, index int, name string) string {
+// grows between the model's steps; and within a multi-agent response,
+// whose agents' contexts may be as long as each other's: it is drawn from
+// the agent's path too.
+func callID(agent string, items, step, index int, name string) string {
 	h := fnv.New64a()
-	b := strconv.AppendInt(nil, int64(items), 10)
+	var b []byte
+	if agent != "" { // a sub-agent's: the root's, and every other request's, as they were
+		b = append(append(b, agent...), '/')
+	}
+	b = strconv.AppendInt(b, int64(items), 10)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(step), 10)
 	b = append(b, '/')
