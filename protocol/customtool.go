@@ -31,6 +31,7 @@ type CustomToolCall struct {
 	Namespace string     `json:"namespace,omitempty"` // a namespace's custom tool
 	Input     string     `json:"input"`
 	Status    ItemStatus `json:"status,omitempty"`
+	Agent     *AgentRef  `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // CustomToolCallOutput is the client's result of a custom tool call.

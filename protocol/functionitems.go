@@ -63,7 +63,7 @@ func scanFunctionItem(raw json.RawMessage) (Item, bool) {
 func appendFunctionItem(b []byte, v any) (_ []byte, ok bool) {
 	switch it := v.(type) {
 	case *FunctionCall:
-		if it == nil {
+		if it == nil || it.Agent != nil { // a sub-agent's: the codec's way
 			return b, false
 		}
 		b = append(b, `{"type":"function_call"`...)

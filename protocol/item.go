@@ -57,6 +57,8 @@ type Message struct {
 	Content Contents   `json:"content"`
 	// Phase labels an assistant message as commentary or final_answer.
 	Phase string `json:"phase,omitempty"`
+	// Agent is the multi-agent beta's sub-agent that wrote it.
+	Agent *AgentRef `json:"agent,omitempty"`
 }
 
 // FunctionCall is the model's call of a function tool.
@@ -69,6 +71,7 @@ type FunctionCall struct {
 	Namespace string     `json:"namespace,omitempty"`
 	Arguments string     `json:"arguments"`
 	Status    ItemStatus `json:"status,omitempty"`
+	Agent     *AgentRef  `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // FunctionCallOutput is the result of a function call, sent by the client.
@@ -340,6 +343,7 @@ func decodeMessage(raw json.RawMessage, head itemHead, param string) (Item, *Err
 		Status ItemStatus `json:"status"`
 		Role   Role       `json:"role"`
 		Phase  string     `json:"phase"`
+		Agent  *AgentRef  `json:"agent"`
 	}
 	if err := unmarshal(raw, &w); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid message item: %s.", jsonReason(err))
@@ -355,7 +359,7 @@ func decodeMessage(raw json.RawMessage, head itemHead, param string) (Item, *Err
 	if perr != nil {
 		return nil, perr
 	}
-	return &Message{ID: w.ID, Status: w.Status, Role: w.Role, Content: content, Phase: w.Phase}, nil
+	return &Message{ID: w.ID, Status: w.Status, Role: w.Role, Content: content, Phase: w.Phase, Agent: w.Agent}, nil
 }
 
 // decodeReasoning decodes the parts of a reasoning item itself, so that an

@@ -77,6 +77,21 @@ func pathOf(caller *rollout, name string) string {
 	return caller.agentPath() + "/" + name
 }
 
+// attribute names the sub-agent that made an item (nil: the root, whose
+// items name none), on the item types that carry it.
+func attribute(it protocol.Item, agent *protocol.AgentRef) {
+	switch it := it.(type) {
+	case *protocol.Message:
+		it.Agent = agent
+	case *protocol.FunctionCall:
+		it.Agent = agent
+	case *protocol.CustomToolCall:
+		it.Agent = agent
+	case *protocol.MultiAgentCall:
+		it.Agent = agent
+	}
+}
+
 // agentName is a sub-agent's path, "" for the root.
 func (r *rollout) agentName() string {
 	if r.agent != nil {

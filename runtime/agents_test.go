@@ -101,6 +101,27 @@ func TestAgentTree(t *testing.T) {
 					if bytes.Contains(raw, []byte(`"type":"agent_message"`)) && !bytes.Contains(raw, []byte(`ran with`)) {
 						t.Errorf("an agent's message without its answer: %s", raw)
 					}
+					// A sub-agent's items name it; the root's name none.
+					if it, ok := functionCall(raw); ok {
+						want := map[string]string{"grep": "/root/a", "list_dir": "/root/b"}[it.Name]
+						if !bytes.Contains(raw, []byte(`"agent":{"agent_name":"`+want+`"}`)) {
+							t.Errorf("a sub-agent's call does not name it: %s", raw)
+						}
+					}
+				}
+				if root := e.Resp.Output[len(e.Resp.Output)-1]; bytes.Contains(root, []byte(`"agent"`)) {
+					t.Errorf("the root's answer names an agent: %s", root)
+				}
+				for _, name := range []string{"/root/a", "/root/b"} {
+					n := 0
+					for _, raw := range e.Resp.Output {
+						if bytes.Contains(raw, []byte(`"type":"message"`)) && bytes.Contains(raw, []byte(`"agent":{"agent_name":"`+name+`"}`)) {
+							n++
+						}
+					}
+					if n != 1 {
+						t.Errorf("%d messages of %s in the output, want its answer", n, name)
+					}
 				}
 				return
 			case "response.failed", "error", "response.inject.failed":

@@ -34,7 +34,8 @@ func (r *rollout) onDelta(d sampler.Delta) {
 	case sampler.TextStart:
 		var msg *protocol.Message
 		idx = r.place(func(idx int) protocol.Item {
-			msg = &protocol.Message{ID: ids.Output(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{}}
+			msg = &protocol.Message{ID: ids.Output(r.resp.ID, "msg", idx), Status: protocol.StatusInProgress, Role: protocol.RoleAssistant, Content: protocol.Contents{},
+				Agent: r.agent}
 			return msg
 		})
 		r.open, r.openIdx = msg, idx
@@ -82,6 +83,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		var item protocol.Item
 		idx = r.place(func(idx int) protocol.Item {
 			item = r.startItem(call, idx)
+			attribute(item, r.agent)
 			return item
 		})
 		r.open, r.openIdx = item, idx
