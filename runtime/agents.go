@@ -127,28 +127,6 @@ func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 		return nil, fmt.Errorf("fork_turns %q: want \"all\" or \"none\"", args.ForkTurns)
 	}
 	path := caller.agentPath() + "/" + args.TaskName
-	t.mu.Lock()
-	live := 0
-	for _, sa := range t.order {
-		select {
-		case <-sa.done:
-		default:
-			live++
-		}
-	}
-	switch {
-	case t.byPath[path] != nil:
-		t.mu.Unlock()
-		return nil, fmt.Errorf("an agent %s exists already", path)
-	case live >= t.max:
-		t.mu.Unlock()
-		return nil, fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
-	}
-	sa := &subAgent{path: path, done: make(chan struct{})}
-	t.byPath[path] = sa
-	t.order = append(t.order, sa)
-	t.mu.Unlock()
-
 	root := t.root
 	sub := &rollout{srv: root.srv, req: root.req, model: root.model, lane: root.lane, tenant: root.tenant, path: root.path, routed: true,
 		start: root.srv.now(), everyDelta: root.everyDelta, logprobs: root.logprobs, topLogprobs: root.topLogprobs,
@@ -164,9 +142,32 @@ func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 	}
 	sub.items = append(sub.items, message)
 	sub.renderPending()
-	sa.ro, sa.calls = sub, &agentCalls{tree: t, agent: sa}
+	sa := &subAgent{path: path, ro: sub, done: make(chan struct{})}
+	sa.calls = &agentCalls{tree: t, agent: sa}
 	sub.client = sa.calls
 	sub.driveOn = func() { go t.drive(sa, sub.resume) }
+
+	// Whole before the tree has it: another agent may name it at once.
+	t.mu.Lock()
+	live := 0
+	for _, o := range t.order {
+		select {
+		case <-o.done:
+		default:
+			live++
+		}
+	}
+	switch {
+	case t.byPath[path] != nil:
+		t.mu.Unlock()
+		return nil, fmt.Errorf("an agent %s exists already", path)
+	case live >= t.max:
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
+	}
+	t.byPath[path] = sa
+	t.order = append(t.order, sa)
+	t.mu.Unlock()
 	go t.drive(sa, func() (*conversation, error) { return sub.run(root.ctx, nil) })
 	return sa, nil
 }
