@@ -351,9 +351,10 @@ type agentTool struct {
 func (agentTool) Definition() protocol.Tool { return protocol.Tool{Type: "multi_agent"} }
 
 // Call runs the action and puts what it gives back in the caller's
-// output after the call: agent_message items from the agents it waited
-// on, then the multi_agent_call_output. Those join the caller's context
-// too (its inbox, taken after the step's results).
+// output after the call: the multi_agent_call_output, then agent_message
+// items from the agents it waited on. They join the caller's context in
+// that order too: the output as the call's result, the messages through
+// its inbox, taken after the step's results.
 func (at agentTool) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
 	text, messages := at.run(ctx, call)
 	if ctx.Err() != nil {
@@ -363,7 +364,7 @@ func (at agentTool) Call(ctx context.Context, call protocol.Call, _ func(protoco
 		Output: protocol.Contents{&protocol.OutputText{Text: text, Annotations: []protocol.Annotation{}}}, Agent: at.caller.agent}
 	r := at.caller
 	r.mu.Lock()
-	for _, it := range append(messages, protocol.Item(out)) {
+	for _, it := range append(protocol.Items{out}, messages...) {
 		idx := r.placeLocked(func(idx int) protocol.Item {
 			prefix := "maco"
 			if _, ok := it.(*protocol.AgentMessage); ok {
