@@ -137,7 +137,7 @@ func (c *Client) Branch(ctx context.Context, ro Rollout, branches []Branch) ([]*
 			// A fork's response counts the prefix's usage itself, which
 			// its pause repeats, but times only its own work: the prefix's
 			// timings, up to the pause, are the original's.
-			b.paid = root.paid
+			b.paid, b.rootPaid = root.paid, root.rootPaid
 			b.res.Server.Add(root.paidTime)
 		}
 		wg.Go(func() {

@@ -218,8 +218,12 @@ type run struct {
 	res      Result
 	turn     *Turn
 	last     time.Time        // the current turn's last event
-	paid     protocol.Usage   // the usage at the current response's last pause
+	paid     protocol.Usage   // the current response's usage counted in turns so far, every agent's
+	rootPaid protocol.Usage   // its root agent's usage at its last pause (or wait)
 	paidTime protocol.Timings // its server timings then
+	// agents are a multi-agent response's sub-agents' usage and timings
+	// at their last waits, by agent.
+	agents map[string]spent
 }
 
 // filter is what a rollout's connections decode whole: the events the
@@ -324,7 +328,11 @@ func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCo
 				return ev, nil
 			}
 		case *protocol.WaitingEvent:
-			r.turnUsage(&ev.Usage, ev.Timings, false)
+			if ev.Agent != nil {
+				r.agentUsage(ev.Agent.AgentName, ev.Usage, ev.Timings)
+			} else {
+				r.turnUsage(&ev.Usage, ev.Timings, false)
+			}
 			return ev, nil
 		case *protocol.StepRestartedEvent:
 			// A durable rollout taken over mid-step runs the step again:
@@ -356,21 +364,48 @@ func (r *run) readResponse(ctx context.Context, next func() (protocol.Event, fra
 // ends it: a pause, a wait and the end of a response carry the response's
 // so far (usage and timings, nil when not sent).
 func (r *run) turnUsage(usage *protocol.Usage, timings *protocol.Timings, ended bool) {
-	if usage != nil {
-		r.turn.Usage = usage.Minus(r.paid)
-	}
 	if timings != nil {
 		r.turn.Server = timings.Minus(r.paidTime)
 	}
-	r.paid, r.paidTime = protocol.Usage{}, protocol.Timings{}
-	if !ended {
+	if ended { // the response's usage: every agent's
 		if usage != nil {
-			r.paid = *usage
+			r.turn.Usage = usage.Minus(r.paid)
 		}
-		if timings != nil {
-			r.paidTime = *timings
-		}
+		r.paid, r.rootPaid, r.paidTime, r.agents = protocol.Usage{}, protocol.Usage{}, protocol.Timings{}, nil
+		return
 	}
+	if usage != nil { // the root's
+		r.turn.Usage = usage.Minus(r.rootPaid)
+		r.paid.Add(r.turn.Usage)
+		r.rootPaid = *usage
+	}
+	if timings != nil {
+		r.paidTime = *timings
+	}
+}
+
+// spent is what an agent's steps had read, written and taken at its
+// last wait.
+type spent struct {
+	usage   protocol.Usage
+	timings protocol.Timings
+}
+
+// agentUsage sets the turn's usage and server timings from a sub-agent's
+// wait, which carries that agent's so far.
+func (r *run) agentUsage(agent string, usage protocol.Usage, timings *protocol.Timings) {
+	last := r.agents[agent]
+	r.turn.Usage = usage.Minus(last.usage)
+	r.paid.Add(r.turn.Usage)
+	last.usage = usage
+	if timings != nil {
+		r.turn.Server = timings.Minus(last.timings)
+		last.timings = *timings
+	}
+	if r.agents == nil {
+		r.agents = map[string]spent{}
+	}
+	r.agents[agent] = last
 }
 
 // runCalls runs the turn's client calls (those Eager started are only

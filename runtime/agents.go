@@ -320,6 +320,16 @@ func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[str
 			ro := a.agent.ro
 			a.timer = time.AfterFunc(wait, func() { ro.abort(errToolTimeout) })
 		}
+		// Its wait is told once the calls' output_item.done events are
+		// out (rollout.requireAction), the calls listed as waited on
+		// first; not under the tree's lock, a leaf.
+		pending := make([]protocol.PendingCall, len(calls))
+		for i, c := range calls {
+			pending[i] = pendingCall(c)
+		}
+		t.mu.Unlock()
+		a.agent.ro.requireAction(pending)
+		t.mu.Lock()
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -333,6 +333,15 @@ func (r *rollout) restartStep(after, discardAfter, outputIndex int) {
 
 func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	defer r.srv.notify() // a draining Shutdown waits for busy rollouts only
+	if r.agent != nil {
+		// A sub-agent's wait: told (response.waiting, naming it) when
+		// asked for, and nothing else: the response is not paused.
+		r.flushDeltaLocked()
+		if r.req.Includes(protocol.IncludeWaits) {
+			r.emitWaitingLocked(calls)
+		}
+		return
+	}
 	r.requiresActionLocked(calls)
 	if r.inbox.steerCount() > 0 {
 		// Steered while the step ran: the input waits for these outputs.
