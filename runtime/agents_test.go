@@ -131,6 +131,35 @@ func TestAgentTree(t *testing.T) {
 	})
 }
 
+// completeTree runs script as a multi-agent response (multi_agent merged
+// into the request's) on a fresh server with opts, nobody answering a
+// client call, and returns its events: the last, response.completed.
+func completeTree(t *testing.T, opts runtime.Options, script string, multiAgent map[string]any) [][]byte {
+	t.Helper()
+	ma := map[string]any{"enabled": true}
+	for k, v := range multiAgent {
+		ma[k] = v
+	}
+	c := newPipeHarness(t, opts).dial(t, "Bearer alice")
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": ma, "input": script}))
+	end := c.untilTerminal(t)
+	if last := end[len(end)-1]; eventType(t, last) != "response.completed" {
+		t.Fatalf("ended %.3000s", last)
+	}
+	return end
+}
+
+// wantOutput checks that the completed response's event holds each of
+// want.
+func wantOutput(t *testing.T, completed []byte, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !bytes.Contains(completed, []byte(w)) {
+			t.Errorf("the output lacks %s: %.4000s", w, completed)
+		}
+	}
+}
+
 func count(xs []string, x string) int {
 	n := 0
 	for _, v := range xs {
@@ -148,15 +177,8 @@ func count(xs []string, x string) int {
 func TestAgentTreeBound(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newPipeHarness(t, runtime.Options{})
-		c := h.dial(t, "Bearer alice")
 		script := "Too many.\n" + `spawn: a {"message": "call: grep {}"}` + "\n" + `spawn: b {"message": "hi"}` + "\nwait: b\n"
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false,
-			"multi_agent": map[string]any{"enabled": true, "max_concurrent_subagents": 1}, "input": script}))
-		end := c.untilTerminal(t)
-		if last := end[len(end)-1]; eventType(t, last) != "response.completed" {
-			t.Fatalf("ended %s", last)
-		}
+		end := completeTree(t, runtime.Options{}, script, map[string]any{"max_concurrent_subagents": 1})
 		var outs []string
 		for _, f := range end {
 			var e agentEv
@@ -270,15 +292,9 @@ func TestAgentTreeHTTP(t *testing.T) {
 func TestAgentTreeTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{Timeout: 10 * time.Second}})
-		c := h.dial(t, "Bearer alice")
 		script := "Wait for a.\n" + `spawn: a {"message": "call: grep {}"}` + "\nwait: a\n"
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
-		end := c.untilTerminal(t)
-		last := end[len(end)-1]
-		if eventType(t, last) != "response.completed" || !bytes.Contains(last, []byte(`{\"status\":{\"/root/a\":\"failed\"}}`)) {
-			t.Fatalf("ended %.3000s: want completed, its wait telling a failed", last)
-		}
+		end := completeTree(t, runtime.Options{Suspension: runtime.SuspensionOptions{Timeout: 10 * time.Second}}, script, nil)
+		wantOutput(t, end[len(end)-1], `{\"status\":{\"/root/a\":\"failed\"}}`)
 	})
 }
 
@@ -288,13 +304,9 @@ func TestAgentTreeTimeout(t *testing.T) {
 func TestAgentTreeDurable(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newPipeHarness(t, durableOptions(runtime.NewMemoryCheckpoints()))
-		c := h.dial(t, "Bearer alice")
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": treeScript}))
-		end := c.untilTerminal(t)
-		last := end[len(end)-1]
-		if eventType(t, last) != "response.completed" || bytes.Count(last, []byte(`not journaled yet`)) != 2 {
-			t.Fatalf("ended %.3000s: want completed, both spawns refused", last)
+		end := completeTree(t, durableOptions(runtime.NewMemoryCheckpoints()), treeScript, nil)
+		if last := end[len(end)-1]; bytes.Count(last, []byte(`not journaled yet`)) != 2 {
+			t.Fatalf("ended %.3000s: want both spawns refused", last)
 		}
 	})
 }
@@ -305,20 +317,9 @@ func TestAgentTreeDurable(t *testing.T) {
 func TestAgentTreeNested(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newPipeHarness(t, runtime.Options{})
-		c := h.dial(t, "Bearer alice")
 		script := "Delegate.\n" + `spawn: a {"message": "spawn: c {\"message\": \"Say hi.\"}\nwait: c"}` + "\nwait: a\n"
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
-		end := c.untilTerminal(t)
-		last := end[len(end)-1]
-		if eventType(t, last) != "response.completed" {
-			t.Fatalf("ended %.2000s", last)
-		}
-		for _, want := range []string{`{\"task_name\":\"/root/a/c\"}`, `{\"status\":{\"/root/a/c\":\"completed\"}}`, `{\"status\":{\"/root/a\":\"completed\"}}`} {
-			if !bytes.Contains(last, []byte(want)) {
-				t.Errorf("the output lacks %s: %.4000s", want, last)
-			}
-		}
+		end := completeTree(t, runtime.Options{}, script, nil)
+		wantOutput(t, end[len(end)-1], `{\"task_name\":\"/root/a/c\"}`, `{\"status\":{\"/root/a/c\":\"completed\"}}`, `{\"status\":{\"/root/a\":\"completed\"}}`)
 	})
 }
 
@@ -328,21 +329,10 @@ func TestAgentTreeNested(t *testing.T) {
 func TestAgentTreeActions(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newPipeHarness(t, runtime.Options{})
-		c := h.dial(t, "Bearer alice")
 		script := "Act.\n" + `spawn: a {"message": "call: grep {}"}` + "\n" + `send: a "and the benchmarks"` + "\nlist:\ninterrupt: a\nwait: a\n"
-		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
-		end := c.untilTerminal(t)
-		last := end[len(end)-1]
-		if eventType(t, last) != "response.completed" {
-			t.Fatalf("ended %.2000s", last)
-		}
-		for _, want := range []string{`{\"delivered\":\"/root/a\"}`, `{\"agents\":[{\"agent_name\":\"/root/a\",\"status\":\"running\"}]}`,
-			`{\"interrupted\":\"/root/a\"}`, `{\"status\":{\"/root/a\":\"interrupted\"}}`} {
-			if !bytes.Contains(last, []byte(want)) {
-				t.Errorf("the output lacks %s: %.4000s", want, last)
-			}
-		}
+		end := completeTree(t, runtime.Options{}, script, nil)
+		wantOutput(t, end[len(end)-1], `{\"delivered\":\"/root/a\"}`, `{\"agents\":[{\"agent_name\":\"/root/a\",\"status\":\"running\"}]}`,
+			`{\"interrupted\":\"/root/a\"}`, `{\"status\":{\"/root/a\":\"interrupted\"}}`)
 	})
 }
 
