@@ -36,6 +36,7 @@ type ShellCall struct {
 	Action      json.RawMessage `json:"action"`
 	Environment json.RawMessage `json:"environment,omitempty"`
 	Status      ItemStatus      `json:"status,omitempty"`
+	Agent       *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // ShellCallOutput is what the commands of a shell call printed and how they
@@ -55,6 +56,7 @@ type LocalShellCall struct {
 	CallID string          `json:"call_id"`
 	Action json.RawMessage `json:"action"`
 	Status ItemStatus      `json:"status,omitempty"`
+	Agent  *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // LocalShellCallOutput answers a local_shell_call: its id names the call
@@ -72,6 +74,7 @@ type ApplyPatchCall struct {
 	CallID    string          `json:"call_id"`
 	Operation json.RawMessage `json:"operation"`
 	Status    ItemStatus      `json:"status,omitempty"`
+	Agent     *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // ApplyPatchCallOutput says whether a patch applied ("completed" or
@@ -92,6 +95,7 @@ type ComputerCall struct {
 	Actions             json.RawMessage `json:"actions,omitempty"`
 	PendingSafetyChecks json.RawMessage `json:"pending_safety_checks,omitempty"`
 	Status              ItemStatus      `json:"status,omitempty"`
+	Agent               *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // ComputerCallOutput is the screenshot after a computer call's actions.
@@ -110,6 +114,7 @@ type ToolSearchCall struct {
 	Execution string          `json:"execution,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Status    ItemStatus      `json:"status,omitempty"`
+	Agent     *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // ToolSearchOutput is the tools a client-executed tool search found; they

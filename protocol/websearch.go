@@ -20,6 +20,7 @@ type WebSearchCall struct {
 	ID     string           `json:"id"`
 	Status ItemStatus       `json:"status"` // in_progress, searching, completed, failed
 	Action *WebSearchAction `json:"action,omitempty"`
+	Agent  *AgentRef        `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
 }
 
 // Web search call statuses beyond the common item statuses.

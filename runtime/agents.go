@@ -78,8 +78,12 @@ func pathOf(caller *rollout, name string) string {
 }
 
 // attribute names the sub-agent that made an item (nil: the root, whose
-// items name none), on the item types that carry it.
+// items name none), on the item types that carry it: all an agent makes
+// but MCP's and reasoning.
 func attribute(it protocol.Item, agent *protocol.AgentRef) {
+	if agent == nil {
+		return
+	}
 	switch it := it.(type) {
 	case *protocol.Message:
 		it.Agent = agent
@@ -88,6 +92,18 @@ func attribute(it protocol.Item, agent *protocol.AgentRef) {
 	case *protocol.CustomToolCall:
 		it.Agent = agent
 	case *protocol.MultiAgentCall:
+		it.Agent = agent
+	case *protocol.ShellCall:
+		it.Agent = agent
+	case *protocol.LocalShellCall:
+		it.Agent = agent
+	case *protocol.ApplyPatchCall:
+		it.Agent = agent
+	case *protocol.ComputerCall:
+		it.Agent = agent
+	case *protocol.ToolSearchCall:
+		it.Agent = agent
+	case *protocol.WebSearchCall:
 		it.Agent = agent
 	}
 }

@@ -476,3 +476,33 @@ func TestAgentTreeSameCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentTreeTypedCall: a sub-agent's typed call (a shell_call) names
+// it, in the output as in its event, when its item is made again with its
+// payload.
+func TestAgentTreeTypedCall(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newPipeHarness(t, runtime.Options{Suspension: runtime.SuspensionOptions{Timeout: 10 * time.Second}}).dial(t, "Bearer alice")
+		script := "Run it.\n" + `spawn: a {"message": "call: shell {\"commands\":[\"ls\"]}"}` + "\nwait: a\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true},
+			"tools": []any{map[string]any{"type": "shell"}}, "input": script}))
+		end := c.untilTerminal(t)
+		last := end[len(end)-1]
+		if eventType(t, last) != "response.completed" {
+			t.Fatalf("ended %.3000s", last)
+		}
+		var shell json.RawMessage
+		for _, f := range end {
+			var e agentEv
+			json.Unmarshal(f, &e)
+			if e.Type == "response.output_item.done" && bytes.Contains(e.Item, []byte(`"type":"shell_call"`)) {
+				shell = e.Item
+			}
+		}
+		if !bytes.Contains(shell, []byte(`"agent":{"agent_name":"/root/a"}`)) {
+			t.Fatalf("the sub-agent's shell call %s does not name it", shell)
+		}
+		wantOutput(t, last, `"type":"shell_call"`, `{\"status\":{\"/root/a\":\"failed\"}}`)
+	})
+}

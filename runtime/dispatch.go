@@ -293,6 +293,7 @@ func (r *rollout) finishCall(c *stepCall, item protocol.Item, err error) protoco
 		// never does, whatever id it claims: it joins the context after
 		// the step (endStep), so that a fork's items, shared with its
 		// original, are never written.
+		attribute(item, r.agent)
 		r.resp.Output[c.index] = item
 		r.items[c.pos] = item
 		if c.toolFinishes {

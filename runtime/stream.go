@@ -232,6 +232,7 @@ func (r *rollout) endPart(status protocol.ItemStatus) {
 		if c, ok := protocol.CallOf(it); ok {
 			c.Input = text
 			r.open = protocol.ItemOf(c, status)
+			attribute(r.open, r.agent)
 			if sh, ok := r.open.(*protocol.ShellCall); ok {
 				r.emitCommands(sh, idx)
 			}
