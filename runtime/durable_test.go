@@ -125,6 +125,7 @@ func TestDurableTakeBack(t *testing.T) {
 		events := c1.next(t)
 		id := respID(t, last(events))
 		c1.drop()
+		synctest.Wait() // A has let the rollout go: its lease with it
 
 		c2 := b.dial(t, "Bearer alice")
 		c2.send(t, refEv("response.resume", id, ""))
@@ -132,6 +133,7 @@ func TestDurableTakeBack(t *testing.T) {
 		c2.send(t, appendEv(id, "", outputsFor(t, last(events))...))
 		events = append(events, c2.next(t)...) // B parks at the second pause
 		c2.drop()
+		synctest.Wait() // and B too (CI once resumed on A first: response_owned_elsewhere)
 
 		c3 := a.dial(t, "Bearer alice")
 		c3.send(t, refEv("response.resume", id, ""))
