@@ -276,7 +276,12 @@ func (h *harness) dial(t testing.TB, header http.Header) *wsConn {
 		t.Cleanup(c.drop)
 		return &wsConn{wt: c}
 	}
-	opts := &websocket.DialOptions{HTTPHeader: header}
+	return h.dialWith(t, &websocket.DialOptions{HTTPHeader: header})
+}
+
+// dialWith dials a WebSocket in the harness's encoding with opts.
+func (h *harness) dialWith(t testing.TB, opts *websocket.DialOptions) *wsConn {
+	t.Helper()
 	if h.wire.enc == protocol.EncodingMsgpack {
 		opts.Subprotocols = []string{h.wire.enc.String()}
 	}

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,7 +49,9 @@ func TestSlowReaderMemory(t *testing.T) {
 	models := map[string]runtime.Sampler{}
 	fast, slow := floodModel{n, piece, make(chan struct{})}, floodModel{n, piece, make(chan struct{})}
 	models["fast"], models["slow"] = fast, slow
-	h := newHarness(t, runtime.Options{Models: models})
+	// A loaded machine may take longer than the default slow-client cut
+	// to stream the flood; this test is about memory, not that cut.
+	h := newHarness(t, runtime.Options{Models: models, Timeouts: runtime.Timeouts{SlowClient: time.Hour, Write: time.Hour}})
 	want := strings.Repeat(piece, n)
 
 	read := func(c *wsConn, events [][]byte) (text string, deltas int) {
@@ -74,7 +77,12 @@ func TestSlowReaderMemory(t *testing.T) {
 	c.send(t, create(map[string]any{"model": "fast", "store": false, "input": "go"}))
 	fastText, fastDeltas := read(c, nil)
 
-	c = h.dial(t, nil)
+	// The client that stops reading has a small fixed receive buffer: with
+	// the kernel's autotuning (up to tcp_rmem's 32 MiB here) the socket
+	// takes thousands of unmerged frames before the writer ever waits, as
+	// many as the writer had time to take one by one, which is scheduling,
+	// not the server.
+	c = h.dialWith(t, &websocket.DialOptions{HTTPClient: smallWindowClient(16 << 10)})
 	var first []byte
 	peak, total := heapPeak(func() {
 		c.send(t, create(map[string]any{"model": "slow", "store": true, "input": "go"}))
@@ -108,6 +116,27 @@ func TestSlowReaderMemory(t *testing.T) {
 	if peak > uint64(bound) {
 		t.Errorf("peak live heap %.1f MiB, bound %d (16× the text, more in msgpack)", float64(peak)/mib, bound/mib)
 	}
+}
+
+// smallWindowClient is an HTTP client whose TCP connections have a receive
+// buffer of size bytes, fixed (setting it turns the kernel's autotuning off).
+func smallWindowClient(size int) *http.Client {
+	dialer := &net.Dialer{}
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if tcp, ok := conn.(*net.TCPConn); ok {
+				if err := tcp.SetReadBuffer(size); err != nil {
+					conn.Close()
+					return nil, err
+				}
+			}
+			return conn, nil
+		},
+	}}
 }
 
 // stallModel streams a delta, waits stall (fake time in a bubble), then
