@@ -14,22 +14,26 @@ import (
 )
 
 // This file is a multi-agent response's agent tree (OpenAI's Responses
-// multi-agent beta), served over WebSocket. The root agent is the
-// response's own loop. Each sub-agent that spawn_agent starts is a loop
-// of its own: a rollout that is not a response, sharing the root's lock,
-// response object and event stream, so that its items take their places
-// in the one output and its events their numbers in the one sequence,
-// each naming its agent. An agent acts on the tree with multi_agent_call
-// items, which the tree runs as a hosted tool (agentTool); a sub-agent's
-// client calls wait for their outputs as the root's do, as a value (its
-// loop parked), and an inject routes each output by call_id to the agent
-// waiting on it (agents.accept).
+// multi-agent beta). The root agent is the response's own loop. Each
+// sub-agent that spawn_agent starts is a loop of its own: a rollout that
+// is not a response, sharing the root's lock, response object and event
+// stream, so that its items take their places in the one output and its
+// events their numbers in the one sequence, each naming its agent. An
+// agent acts on the tree with multi_agent_call items, which the tree runs
+// as a hosted tool (agents_tool.go).
+//
+// A tree has two forms. Over WebSocket the response waits: a sub-agent's
+// client calls wait for their outputs as the root's do, its loop parked,
+// and an inject routes each output by call_id to the agent waiting on it
+// (agents.accept). Over HTTP (open) every agent leaves its client calls
+// open, and the response completes once every agent has ended or waits on
+// them; a continuation, chained or replayed, builds the tree again from
+// its items (agents_http.go).
 //
 // Not yet: a tree is not durable (a server with Options.Checkpoints
-// refuses spawn_agent, with an error output), it is not forked, and it is
-// not served over HTTP, where a multi_agent_call gets an error output;
-// followup_task is refused. A sub-agent's client calls are bounded by
-// Suspension.Timeout, as a pause is.
+// refuses spawn_agent over WebSocket, with an error output), and it is not
+// forked; followup_task is refused. A sub-agent's client calls are bounded
+// by Suspension.Timeout over WebSocket, as a pause is.
 
 // defaultSubagents is max_concurrent_subagents when the request leaves it out.
 const defaultSubagents = 3
@@ -39,31 +43,76 @@ const defaultSubagents = 3
 type agents struct {
 	root *rollout
 	max  int
+	// open: served over HTTP, the agents leave their client calls open
+	// (openCalls) and wait for them in the next request. Set before the
+	// root runs.
+	open bool
 
 	mu      sync.Mutex
 	byPath  map[string]*subAgent
 	order   []*subAgent          // in spawn order
 	waiting map[string]*subAgent // call_id -> the sub-agent whose step waits for its output
+	pending []pendingAgent       // what rebuild found runnable, until the root starts them
 }
 
 // subAgent is one sub-agent: its loop, its client calls, how it ended.
 type subAgent struct {
 	path  string
-	ro    *rollout
-	calls *agentCalls
+	ro    *rollout      // nil for one a continuation found ended or waiting (agents_http.go): it does not run
+	calls *agentCalls   // nil in an open tree
 	done  chan struct{} // closed when its loop has ended
 
 	// Set when done closes.
-	status string // completed, failed, interrupted
+	status string // completed, failed, interrupted; waiting (open trees: it left client calls open)
 	final  string // its last message's text
 }
 
+// Statuses of a sub-agent, besides a response's completed and failed.
+const (
+	agentInterrupted = "interrupted"
+	agentWaiting     = "waiting" // its loop ended on client calls left open (an open tree)
+	agentRunning     = "running"
+)
+
+// live reports whether the sub-agent counts against
+// max_concurrent_subagents: it runs, or waits on its client. The caller
+// holds t.mu or knows done closed.
+func (sa *subAgent) live() bool {
+	select {
+	case <-sa.done:
+		return sa.status == agentWaiting
+	default:
+		return true
+	}
+}
+
+// statusOf is how sa ended; sa has ended.
+func (t *agents) statusOf(sa *subAgent) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return sa.status
+}
+
+// interrupt ends the sub-agent's loop, if it runs, and waits for its end
+// or ctx's.
+func (sa *subAgent) interrupt(ctx context.Context) {
+	if sa.ro != nil {
+		sa.ro.abort(errInterrupted) // a parked loop is driven on, to its end
+	}
+	select {
+	case <-sa.done:
+	case <-ctx.Done():
+	}
+}
+
+// newAgents is root's tree, open (served over HTTP) until a suspension
+// makes it wait.
 func newAgents(root *rollout) *agents {
 	max := defaultSubagents
 	if m := root.req.MultiAgent; m != nil && m.MaxConcurrentSubagents != nil {
 		max = *m.MaxConcurrentSubagents
 	}
-	return &agents{root: root, max: max, byPath: map[string]*subAgent{}, waiting: map[string]*subAgent{}}
+	return &agents{root: root, max: max, open: true, byPath: map[string]*subAgent{}, waiting: map[string]*subAgent{}}
 }
 
 // pathOf is the path an agent's name stands for, named by caller: a path
@@ -106,6 +155,38 @@ func attribute(it protocol.Item, agent *protocol.AgentRef) {
 	}
 }
 
+// agentOf is the agent an item names, nil when none (the root's, or an
+// item sent back without it).
+func agentOf(it protocol.Item) *protocol.AgentRef {
+	switch it := it.(type) {
+	case *protocol.Message:
+		return it.Agent
+	case *protocol.FunctionCall:
+		return it.Agent
+	case *protocol.CustomToolCall:
+		return it.Agent
+	case *protocol.MultiAgentCall:
+		return it.Agent
+	case *protocol.MultiAgentCallOutput:
+		return it.Agent
+	case *protocol.AgentMessage:
+		return it.Agent
+	case *protocol.ShellCall:
+		return it.Agent
+	case *protocol.LocalShellCall:
+		return it.Agent
+	case *protocol.ApplyPatchCall:
+		return it.Agent
+	case *protocol.ComputerCall:
+		return it.Agent
+	case *protocol.ToolSearchCall:
+		return it.Agent
+	case *protocol.WebSearchCall:
+		return it.Agent
+	}
+	return nil
+}
+
 // agentName is a sub-agent's path, "" for the root.
 func (r *rollout) agentName() string {
 	if r.agent != nil {
@@ -133,57 +214,82 @@ type spawnArgs struct {
 // (fork_turns "all", shared copy-on-write) or nothing, then its message.
 func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 	switch {
-	case t.root.srv.opts.Checkpoints != nil:
+	case !t.open && t.root.srv.opts.Checkpoints != nil:
 		return nil, errors.New("sub-agents are not journaled yet, and this server keeps its rollouts durable")
 	case args.TaskName == "" || strings.ContainsAny(args.TaskName, "/ "):
 		return nil, fmt.Errorf("task_name %q: want a name without '/' or spaces", args.TaskName)
 	case args.ForkTurns != "" && args.ForkTurns != "all" && args.ForkTurns != "none":
 		return nil, fmt.Errorf("fork_turns %q: want \"all\" or \"none\"", args.ForkTurns)
 	}
-	path := caller.agentPath() + "/" + args.TaskName
+	var items protocol.Items
+	if args.ForkTurns == "all" {
+		t.root.mu.Lock() // the caller's tool goroutines may write its context's slots
+		items = slices.Clip(caller.items)
+		t.root.mu.Unlock()
+	}
+	sa := &subAgent{path: caller.agentPath() + "/" + args.TaskName, done: make(chan struct{})}
+	t.newLoop(sa, append(items, spawnMessage(args.Message)))
+
+	// Whole before the tree has it: another agent may name it at once.
+	t.mu.Lock()
+	if err := t.addLocked(sa); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	t.mu.Unlock()
+	t.start(sa)
+	return sa, nil
+}
+
+// spawnMessage is the user message a sub-agent starts from.
+func spawnMessage(text string) protocol.Item {
+	m := &protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}
+	ids.NameInputs(protocol.Items{m})
+	return m
+}
+
+// newLoop makes sa's loop, whose context is items, not started.
+func (t *agents) newLoop(sa *subAgent, items protocol.Items) {
 	root := t.root
 	sub := &rollout{srv: root.srv, req: root.req, model: root.model, lane: root.lane, tenant: root.tenant, path: root.path, routed: true,
 		start: root.srv.now(), everyDelta: root.everyDelta, logprobs: root.logprobs, topLogprobs: root.topLogprobs,
 		header: root.header, hosted: root.hosted, tools: root.tools,
 		mu: root.mu, resp: root.resp, order: eventOrder{eventStream: root.order.eventStream},
-		tree: t, agent: &protocol.AgentRef{AgentName: path}}
-	message := &protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: args.Message}}}
-	ids.NameInputs(protocol.Items{message})
-	if args.ForkTurns == "all" {
-		root.mu.Lock() // the caller's tool goroutines may write its context's slots
-		sub.items, sub.prompt, sub.rendered, sub.win = slices.Clip(caller.items), caller.prompt, caller.rendered, caller.win
-		root.mu.Unlock()
-	}
-	sub.items = append(sub.items, message)
+		tree: t, agent: &protocol.AgentRef{AgentName: sa.path}, items: items}
 	sub.renderPending()
-	sa := &subAgent{path: path, ro: sub, done: make(chan struct{})}
+	sa.ro = sub
+	if t.open {
+		sub.client = openCalls{}
+		return
+	}
 	sa.calls = &agentCalls{tree: t, agent: sa}
 	sub.client = sa.calls
 	sub.driveOn = func() { go t.drive(sa, sub.resume) }
+}
 
-	// Whole before the tree has it: another agent may name it at once.
-	t.mu.Lock()
+// addLocked adds sa to the tree, unless its path is taken or the tree has
+// max_concurrent_subagents live already.
+func (t *agents) addLocked(sa *subAgent) error {
 	live := 0
 	for _, o := range t.order {
-		select {
-		case <-o.done:
-		default:
+		if o.live() {
 			live++
 		}
 	}
 	switch {
-	case t.byPath[path] != nil:
-		t.mu.Unlock()
-		return nil, fmt.Errorf("an agent %s exists already", path)
+	case t.byPath[sa.path] != nil:
+		return fmt.Errorf("an agent %s exists already", sa.path)
 	case live >= t.max:
-		t.mu.Unlock()
-		return nil, fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
+		return fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
 	}
-	t.byPath[path] = sa
+	t.byPath[sa.path] = sa
 	t.order = append(t.order, sa)
-	t.mu.Unlock()
-	go t.drive(sa, func() (*conversation, error) { return sub.run(root.ctx, nil) })
-	return sa, nil
+	return nil
+}
+
+// start runs a sub-agent's loop, on a goroutine of its own.
+func (t *agents) start(sa *subAgent) {
+	go t.drive(sa, func() (*conversation, error) { return sa.ro.run(t.root.ctx, nil) })
 }
 
 // endAgent is a sub-agent's end: its items' done events go out, and
@@ -218,9 +324,11 @@ func (t *agents) ended(sa *subAgent, err error) {
 	status := string(protocol.ResponseCompleted)
 	switch cause := context.Cause(r.ctx); {
 	case cause == errInterrupted:
-		status = "interrupted"
+		status = agentInterrupted
 	case err != nil:
 		status = string(protocol.ResponseFailed)
+	case r.leftOpen:
+		status = agentWaiting
 	}
 	final := ""
 	for _, idx := range slices.Backward(r.own) {
@@ -236,7 +344,7 @@ func (t *agents) ended(sa *subAgent, err error) {
 			delete(t.waiting, id)
 		}
 	}
-	if sa.calls.timer != nil {
+	if sa.calls != nil && sa.calls.timer != nil {
 		sa.calls.timer.Stop()
 	}
 	sa.status, sa.final = status, final
@@ -244,18 +352,24 @@ func (t *agents) ended(sa *subAgent, err error) {
 	close(sa.done)
 }
 
-// end ends the tree with its response: every sub-agent still running is
-// interrupted, and end returns once they have all ended, with the usage
-// of their steps.
-func (t *agents) end() protocol.Usage {
+// end ends the tree with its response, and returns the usage of its
+// sub-agents' steps. When the root's loop ended on calls left open (open
+// trees), the response ends once every sub-agent has ended or waits on
+// its client too; otherwise every sub-agent still running is interrupted.
+func (t *agents) end(rootOpen bool) protocol.Usage {
 	t.mu.Lock()
 	subs := slices.Clone(t.order)
 	t.mu.Unlock()
 	var usage protocol.Usage
 	for _, sa := range subs {
-		sa.ro.abort(errInterrupted)
-		<-sa.done
-		usage.Add(sa.ro.usage)
+		if rootOpen && t.open {
+			<-sa.done
+		} else {
+			sa.interrupt(context.Background())
+		}
+		if sa.ro != nil {
+			usage.Add(sa.ro.usage)
+		}
 	}
 	return usage
 }

@@ -274,18 +274,6 @@ func TestAgentTreeSDK(t *testing.T) {
 	}
 }
 
-// TestAgentTreeHTTP: over HTTP no tree runs: each multi_agent_call gets an
-// error output the model reads, and the response completes.
-func TestAgentTreeHTTP(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, runtime.Options{})
-	status, resp := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "multi_agent": map[string]any{"enabled": true}, "input": treeScript})
-	if status != 200 || !bytes.Contains(resp, []byte(`"status":"completed"`)) ||
-		bytes.Count(resp, []byte(`served over WebSocket only`)) != 3 {
-		t.Fatalf("%d %.2000s: want completed, each of its three actions refused", status, resp)
-	}
-}
-
 // TestAgentTreeTimeout: a sub-agent whose client call waits past the
 // suspend timeout fails, as a pause does; the root waiting on it learns
 // so (its wait's output) and goes on to complete. Fake time.

@@ -90,42 +90,59 @@ func (agentTool) Definition() protocol.Tool { return protocol.Tool{Type: "multi_
 // output after the call: the multi_agent_call_output, then agent_message
 // items from the agents it waited on. They join the caller's context in
 // that order too: the output as the call's result, the messages through
-// its inbox, taken after the step's results.
+// its inbox, taken after the step's results. A wait in an open tree on an
+// agent that waits on its client stays open: no output (nil), and the
+// caller's loop ends on it, to run it again in the next request.
 func (at agentTool) Call(ctx context.Context, call protocol.Call, _ func(protocol.Event)) (protocol.Item, error) {
-	text, messages := at.run(ctx, call)
+	text, messages, open := at.run(ctx, call)
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
+	}
+	if open {
+		return nil, nil
 	}
 	out := &protocol.MultiAgentCallOutput{CallID: call.CallID, Action: call.Name,
 		Output: protocol.Contents{&protocol.OutputText{Text: text, Annotations: []protocol.Annotation{}}}, Agent: at.caller.agent}
 	r := at.caller
 	r.mu.Lock()
-	for _, it := range append(protocol.Items{out}, messages...) {
-		idx := r.placeLocked(func(idx int) protocol.Item {
-			prefix := "maco"
-			if _, ok := it.(*protocol.AgentMessage); ok {
-				prefix = "amsg"
-			}
-			protocol.SetItemID(it, ids.Output(r.resp.ID, prefix, idx))
-			return it
-		})
-		r.emitLocked(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: it})
-		r.itemDoneLocked(idx, it)
+	r.showLocked(out)
+	for _, m := range messages {
+		r.showLocked(m)
 	}
 	r.mu.Unlock()
 	r.inbox.add(messages...)
 	return out, nil
 }
 
-// run runs the action: its output's text, and the messages it brings.
-func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protocol.Items) {
-	failed := func(format string, args ...any) (string, protocol.Items) {
+// showLocked places an item a multi_agent_call gave in the output, done
+// at once.
+func (r *rollout) showLocked(it protocol.Item) {
+	idx := r.placeLocked(func(idx int) protocol.Item {
+		prefix := "maco"
+		if _, ok := it.(*protocol.AgentMessage); ok {
+			prefix = "amsg"
+		}
+		protocol.SetItemID(it, ids.Output(r.resp.ID, prefix, idx))
+		return it
+	})
+	r.emitLocked(&protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemAdded}, OutputIndex: idx, Item: it})
+	r.itemDoneLocked(idx, it)
+}
+
+// run runs the action: its output's text and the messages it brings, or
+// open: a wait that stays open (see Call).
+func (at agentTool) run(ctx context.Context, call protocol.Call) (text string, messages protocol.Items, open bool) {
+	failed := func(format string, args ...any) (string, protocol.Items, bool) {
 		b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(format, args...)})
-		return string(b), nil
+		return string(b), nil, false
+	}
+	ok := func(v any) (string, protocol.Items, bool) {
+		b, _ := json.Marshal(v)
+		return string(b), nil, false
 	}
 	t := at.tree
 	if t == nil {
-		return failed("sub-agents are served over WebSocket only")
+		return failed("this response has no agent tree: it was restored from a journal, which does not keep one")
 	}
 	var args struct {
 		spawnArgs
@@ -134,10 +151,6 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 	}
 	if call.Input != "" && json.Unmarshal([]byte(call.Input), &args) != nil {
 		return failed("the arguments are not a JSON object")
-	}
-	ok := func(v any) (string, protocol.Items) {
-		b, _ := json.Marshal(v)
-		return string(b), nil
 	}
 	switch call.Name {
 	case protocol.ActionSpawnAgent:
@@ -152,32 +165,44 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 			return failed("%v", err)
 		}
 		status := map[string]string{}
-		var messages protocol.Items
 		for _, sa := range subs {
 			select {
 			case <-sa.done:
 			case <-ctx.Done():
-				return "", nil
+				return "", nil, false
 			}
-			status[sa.path] = sa.status
+			st := t.statusOf(sa)
+			if st == agentWaiting {
+				open = true
+			}
+			status[sa.path] = st
 			messages = append(messages, &protocol.AgentMessage{Author: sa.path, Recipient: at.caller.agentPath(),
 				Content: protocol.Contents{&protocol.OutputText{Text: sa.final, Annotations: []protocol.Annotation{}}}, Agent: at.caller.agent})
 		}
-		text, _ := ok(map[string]any{"status": status})
-		return text, messages
+		if open {
+			return "", nil, true
+		}
+		text, _, _ := ok(map[string]any{"status": status})
+		return text, messages, false
 	case protocol.ActionSendMessage:
 		subs, err := t.find(at.caller, []string{args.Target})
 		if err != nil {
 			return failed("%v", err)
 		}
 		sa := subs[0]
-		select {
-		case <-sa.done:
+		if !sa.live() {
 			return failed("%s has ended", sa.path)
-		default:
 		}
-		sa.ro.inbox.add(&protocol.AgentMessage{ID: ids.New("amsg"), Author: at.caller.agentPath(), Recipient: sa.path,
-			Content: protocol.Contents{&protocol.OutputText{Text: args.Message, Annotations: []protocol.Annotation{}}}})
+		// In the output, and so in the items an open tree is built again
+		// from, as the recipient's; into its context after its step.
+		m := &protocol.AgentMessage{Author: at.caller.agentPath(), Recipient: sa.path,
+			Content: protocol.Contents{&protocol.OutputText{Text: args.Message, Annotations: []protocol.Annotation{}}}, Agent: &protocol.AgentRef{AgentName: sa.path}}
+		at.caller.mu.Lock()
+		at.caller.showLocked(m)
+		at.caller.mu.Unlock()
+		if sa.ro != nil {
+			sa.ro.inbox.add(m)
+		}
 		return ok(map[string]string{"delivered": sa.path})
 	case protocol.ActionListAgents:
 		t.mu.Lock()
@@ -187,7 +212,7 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 			select {
 			case <-sa.done:
 			default:
-				st = "running"
+				st = agentRunning
 			}
 			list = append(list, map[string]string{"agent_name": sa.path, "status": st})
 		}
@@ -198,12 +223,14 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (string, protoc
 		if err != nil {
 			return failed("%v", err)
 		}
-		subs[0].ro.abort(errInterrupted) // a parked loop is driven on, to its end
-		select {
-		case <-subs[0].done:
-		case <-ctx.Done():
-			return "", nil
+		if subs[0].interrupt(ctx); ctx.Err() != nil {
+			return "", nil, false
 		}
+		t.mu.Lock()
+		if subs[0].status == agentWaiting { // an open tree's: its calls are let go
+			subs[0].status = agentInterrupted
+		}
+		t.mu.Unlock()
 		return ok(map[string]string{"interrupted": subs[0].path})
 	}
 	return failed("%s is not served", call.Name)

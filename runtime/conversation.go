@@ -49,8 +49,10 @@ func sameTools(a, b []protocol.Tool) bool {
 // hydrate rebuilds a conversation from the store: the cold path of an HTTP
 // chained request, or of a WebSocket continuation whose id is not cached. It
 // decodes nothing (records hold decoded items) but renders the whole
-// context, unless the record kept its tokens (Options.StoreTokens).
-func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protocol.Error) {
+// context, unless the record kept its tokens (Options.StoreTokens) or
+// render is false: a multi-agent request renders its agents' contexts
+// itself (agents_http.go).
+func (s *Server) hydrate(ctx context.Context, id string, render bool) (*conversation, *protocol.Error) {
 	head, items, chain, err := loadChain(ctx, s.store, id)
 	if err != nil {
 		if errors.Is(err, ErrNotStored) {
@@ -72,7 +74,7 @@ func (s *Server) hydrate(ctx context.Context, id string) (*conversation, *protoc
 	if s.opts.StoreTokens {
 		conv.prompt = head.Prompt
 	}
-	if conv.prompt == nil {
+	if conv.prompt == nil && render {
 		conv.prompt = s.renderFrom(items, conv.win)
 		conv.rendered = conv.prompt.Len()
 	}

@@ -203,7 +203,7 @@ func (s *Server) parentOf(ctx context.Context, req *protocol.CreateRequest) (*co
 	}
 	switch {
 	case req.PreviousResponseID != "":
-		return s.hydrate(ctx, req.PreviousResponseID)
+		return s.hydrate(ctx, req.PreviousResponseID, !req.MultiAgentEnabled())
 	case req.Conversation != nil:
 		return s.conversationContext(ctx, req.Conversation.ID)
 	}
@@ -217,7 +217,7 @@ func (r *rollout) addToConversation(ctx context.Context) *protocol.Error {
 	id := r.req.Conversation.ID
 	sctx, cancel := context.WithTimeout(WithTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
 	defer cancel()
-	if err := r.srv.convs.AddConversationItems(sctx, id, r.resp.ID, r.items[r.base:]); err != nil {
+	if err := r.srv.convs.AddConversationItems(sctx, id, r.resp.ID, r.transcript()[r.base:]); err != nil {
 		return convError(err, id, "conversation")
 	}
 	return nil

@@ -239,10 +239,11 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		}
 	}
 	if open {
+		r.leftOpen = true
 		r.renderPending()
 		var required []protocol.RequiredInput
 		for i, res := range results {
-			if res == nil {
+			if res == nil && calls[i].kind == clientCall {
 				required = append(required, requiredInput(calls[i].call.Type, calls[i].call.CallID, calls[i].call.Name))
 			}
 		}
@@ -282,6 +283,10 @@ func (r *rollout) finishCall(c *stepCall, item protocol.Item, err error) protoco
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
+	case c.index < 0: // a call an earlier response made (rollout.rerun): its item is there
+		if err != nil {
+			return nil
+		}
 	case err != nil:
 		item = r.resp.Output[c.index]
 		if c.toolFinishes {
@@ -301,6 +306,10 @@ func (r *rollout) finishCall(c *stepCall, item protocol.Item, err error) protoco
 		}
 	case item != nil && c.toolFinishes:
 		markStatus(r.resp.Output[c.index], protocol.StatusCompleted)
+		r.itemDoneLocked(c.index, r.resp.Output[c.index])
+	case c.toolFinishes:
+		// Left open by its tool (a wait on agents that wait on their
+		// client, in an open tree): done as it stands.
 		r.itemDoneLocked(c.index, r.resp.Output[c.index])
 	}
 	return item

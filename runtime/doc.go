@@ -57,7 +57,10 @@
 // lock, output and event stream; its client calls park it as the root's
 // do (agentCalls), an append or inject routes each output to the agent
 // waiting on its call_id, and the agents' actions are a hosted tool
-// (agentTool).
+// (agentTool). Over HTTP the tree is open: every agent leaves its client
+// calls open, the response completes when they all have ended or wait,
+// and the next request builds the tree again from its items
+// (agents_http.go).
 //
 // # A suspended rollout's life
 //

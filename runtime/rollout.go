@@ -60,12 +60,19 @@ type rollout struct {
 	tools        []protocol.Tool // what the model is offered: the request's tools, MCP servers as namespaces; nil until listed
 	approvedFrom int             // items before it have been looked at for MCP approvals
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
+	leftOpen     bool            // a step left calls open: the response (a sub-agent: its loop) ended on them
 	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
 	// tree is a multi-agent response's agents (the root's and its
 	// sub-agents'); agent names a sub-agent, nil for the root (see
 	// agents.go).
 	tree  *agents
 	agent *protocol.AgentRef
+	// rerun are the multi_agent_calls an open tree's agent left open in an
+	// earlier response (a wait on agents that waited on their client),
+	// which its loop runs again before it samples; flat is an open tree's
+	// items before this response's output, all its agents' (agents_http.go).
+	rerun []protocol.Call
+	flat  protocol.Items
 	// restart, taken over in the middle of a step from a model that may
 	// not say the same twice, announces the step's run again as it begins
 	// (resumeLocked); guarded by mu.
@@ -227,6 +234,9 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 	switch {
 	case r.agent != nil: // a sub-agent: its response has begun
 		r.modelReady = time.Now()
+		if len(r.rerun) > 0 {
+			return r.rerunCalls(ctx)
+		}
 		return false, nil
 	case r.paused != nil:
 		// A fork's beginning shows the forked step's items alone, as a
@@ -245,6 +255,12 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 	r.modelReady = time.Now() // created and in_progress go out while it starts
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
+	if r.tree != nil { // a continued tree's sub-agents go on with it
+		r.tree.startPending()
+	}
+	if len(r.rerun) > 0 {
+		return r.rerunCalls(ctx)
+	}
 	return false, nil
 }
 

@@ -19,7 +19,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	var subUsage protocol.Usage
 	if r.tree != nil {
-		subUsage = r.tree.end() // before the lock: they take it as they end
+		subUsage = r.tree.end(r.leftOpen) // before the lock: they take it as they end
 	}
 	if err := r.sinkErr(); err != nil {
 		r.srv.obs.ResponseEnded(r.path, StatusAbandoned, r.timings())
@@ -93,7 +93,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	if r.resp.Store {
 		t0 := r.srv.now()
-		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.items[r.base:]), Chain: r.chain}
+		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.transcript()[r.base:]), Chain: r.chain}
 		if conv != nil && r.srv.opts.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
@@ -160,15 +160,22 @@ func (r *rollout) timings() protocol.Timings {
 }
 
 // publish renders the output onto the prompt and returns the state the next
-// turn continues from.
+// turn continues from. An open tree's is every agent's items, unrendered:
+// the next turn builds the tree again from them (agents_http.go).
 func (r *rollout) publish() *conversation {
-	r.renderPending()
+	items, prompt := r.items, r.prompt
+	if r.openTree() {
+		items, prompt = r.transcript(), nil
+	} else {
+		r.renderPending()
+		prompt = r.prompt
+	}
 	chain := r.chain
 	if r.resp.Store {
 		chain = append(slices.Clip(chain), r.resp.ID)
 	}
 	return &conversation{
-		response: r.resp, items: r.items, prompt: r.prompt, chain: chain, win: r.win,
+		response: r.resp, items: items, prompt: prompt, chain: chain, win: r.win,
 		instructions: derefString(r.req.Instructions), tools: r.req.Tools, header: r.header,
 	}
 }

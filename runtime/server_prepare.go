@@ -100,6 +100,17 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 		r.items = slices.Clip(input)
 	}
 	r.rendered = len(r.items) - len(input)
+	if req.MultiAgentEnabled() {
+		r.tree, r.flat = newAgents(r), slices.Clip(r.items)
+		switch {
+		case r.tree.rebuild(r.flat):
+			// Each agent's context is rendered whole: the parent's items
+			// are every agent's.
+			r.prompt, r.rendered, r.win = nil, 0, window{}
+		case parent != nil && parent.prompt == nil: // hydrated unrendered, and no tree in it
+			r.prompt = s.renderFrom(parent.items, parent.win)
+		}
+	}
 	// A context compaction the client sent back (a stateless client
 	// chaining its output): the context reads from it.
 	if w, perr := s.windowOf(input, 0, "input"); perr != nil {

@@ -21,8 +21,8 @@ func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle
 		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1, st: st}
 	ro.client = sp
 	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
-	if ro.req.MultiAgentEnabled() && ro.paused == nil {
-		ro.tree = newAgents(ro) // a restored one's sub-agents are not journaled
+	if ro.tree != nil { // a restored one has none: its sub-agents are not journaled
+		ro.tree.open = false // its agents wait on their client's calls in the response
 	}
 	if ro.paused != nil { // restored: the calls answered before the pause stay answered, counted by the steps before it
 		sp.answered, sp.steps = maps.Clone(ro.paused.Answered), max(ro.paused.ClientSteps-1, 0)

@@ -246,7 +246,7 @@ func (sess *session) resolve(id string) (conv *conversation, from string, perr *
 	case evicted:
 		return nil, "", previousNotFound(id)
 	}
-	conv, perr = sess.srv.hydrate(sess.ctx, id)
+	conv, perr = sess.srv.hydrate(sess.ctx, id, true)
 	return conv, stateStore, perr
 }
 

@@ -354,9 +354,10 @@ func callID(agent string, items, step, index int, name string) string {
 	return "call_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
 }
 
-// answer is the text reply: the newest tool results (function outputs and
-// web searches, whose source titles it cites), else the newest user text,
-// quoted; else a greeting.
+// answer is the text reply: the newest tool results (function outputs,
+// web searches, whose source titles it cites, and the messages of the
+// sub-agents a wait_agent waited on), else the newest user text, quoted;
+// else a greeting.
 func answer(items protocol.Items) (string, []protocol.Annotation) {
 	j := len(items)
 	for j > 0 && isResult(items[j-1]) {
@@ -373,6 +374,9 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 	for _, it := range items[j:] {
 		if ok, isOK := it.(*protocol.MCPApprovalResponse); isOK && ok.Approve {
 			continue // the approved call's mcp_call says what it did
+		}
+		if _, isOut := it.(*protocol.MultiAgentCallOutput); isOut {
+			continue // a wait's: the agent_messages after it say what the agents did
 		}
 		if w.b.Len() > 0 {
 			w.text("; ")
@@ -391,6 +395,8 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 			continue
 		}
 		switch it := it.(type) {
+		case *protocol.AgentMessage:
+			w.text(it.Author + " said: " + quote(it.Content.Text()))
 		case *protocol.MCPCall:
 			w.text(qualified(it.ServerLabel, it.Name))
 			switch {
@@ -492,6 +498,10 @@ func isResult(it protocol.Item) bool {
 	case *protocol.WebSearchCall:
 		return it != nil
 	case *protocol.MCPCall:
+		return it != nil
+	case *protocol.MultiAgentCallOutput:
+		return it != nil
+	case *protocol.AgentMessage:
 		return it != nil
 	}
 	return false

@@ -1,0 +1,221 @@
+package runtime_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"testing/synctest"
+
+	"github.com/tether-run/tether/runtime"
+)
+
+// deepTree is a root that spawns two sub-agents and waits for them: a
+// makes two client calls one after the other; b makes one, then spawns a
+// child of its own (/root/b/c, forked from b's context) that makes one,
+// and waits for it.
+const deepTree = "Split the work.\n" +
+	`spawn: a {"message": "Count the tests.\ncall: grep {\"pattern\":\"func Test\"}\ncall: list_dir {}"} | ` +
+	`b {"message": "List the files.\ncall: list_dir {}\nspawn: c {\"message\": \"call: grep {}\", \"fork_turns\": \"all\"}\nwait: c"}` + "\n" +
+	"wait: a, b\n"
+
+// treeRun is what a tree gave in one form: every client call, as
+// "agent call_id name arguments", sorted, and the root's answer.
+type treeRun struct {
+	calls  []string
+	answer string
+	rounds int // requests (HTTP) or injects (WebSocket)
+}
+
+// TestAgentTreeForms: one tree, served in its three forms (over
+// WebSocket, answered by injects; over HTTP, chained by
+// previous_response_id; over HTTP, every item replayed), makes the same
+// client calls, attributed to the same agents, and the root gives the
+// same answer. Over HTTP each response completes when every agent has
+// ended or waits on its client, and the next request resumes each agent
+// where it stopped.
+func TestAgentTreeForms(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		script   string
+		requests int // over HTTP: one, then one for each round of client calls
+	}{{treeScript, 2}, {deepTree, 3}} {
+		script := tc.script
+		synctest.Test(t, func(t *testing.T) {
+			h := newPipeHarness(t, runtime.Options{})
+			ws := treeOverWS(t, h, script)
+			if len(ws.calls) == 0 || ws.answer == "" {
+				t.Fatalf("over WebSocket: %+v", ws)
+			}
+			for _, chained := range []bool{true, false} {
+				got := treeOverHTTP(t, h, script, chained)
+				if got.rounds != tc.requests {
+					t.Errorf("over HTTP (chained %v): %d requests, want %d", chained, got.rounds, tc.requests)
+				}
+				if !slices.Equal(got.calls, ws.calls) || got.answer != ws.answer {
+					t.Errorf("over HTTP (chained %v, %d requests):\n calls %q\nanswer %q\nover WebSocket (%d injects):\n calls %q\nanswer %q",
+						chained, got.rounds, got.calls, got.answer, ws.rounds, ws.calls, ws.answer)
+				}
+			}
+		})
+	}
+}
+
+// treeOverWS runs script as one multi-agent response over WebSocket,
+// injecting each client call's output as it comes.
+func treeOverWS(t *testing.T, h *pipeHarness, script string) treeRun {
+	t.Helper()
+	c := h.dial(t, "Bearer alice")
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": script}))
+	var run treeRun
+	var id string
+	for {
+		b := c.recv(t)
+		var e agentEv
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Type {
+		case "response.created":
+			id = e.Resp.ID
+		case "response.output_item.done":
+			if it, ok := functionCall(e.Item); ok {
+				run.calls = append(run.calls, callLine(e.Agent, it))
+				c.send(t, injectEv(id, it.output()))
+				run.rounds++
+			}
+		case "response.completed":
+			run.answer = rootAnswer(t, e.Resp.Output)
+			slices.Sort(run.calls)
+			return run
+		case "response.failed", "error", "response.inject.failed":
+			t.Fatalf("%s", b)
+		}
+	}
+}
+
+// treeOverHTTP runs script over HTTP: each response completes on the
+// client calls of its agents, and the next request brings their outputs,
+// chained to it or with every item sent again.
+func treeOverHTTP(t *testing.T, h *pipeHarness, script string, chained bool) treeRun {
+	t.Helper()
+	var run treeRun
+	input := []any{map[string]any{"type": "message", "role": "user", "content": script}}
+	prev := ""
+	for range 20 {
+		body := map[string]any{"model": "tether-scripted", "store": chained, "multi_agent": map[string]any{"enabled": true}, "input": input}
+		if prev != "" {
+			body["previous_response_id"] = prev
+		}
+		b, _ := json.Marshal(body)
+		resp, err := h.client.Post("http://tether.test/v1/responses", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		run.rounds++
+		var r struct {
+			ID     string            `json:"id"`
+			Status string            `json:"status"`
+			Output []json.RawMessage `json:"output"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &r) != nil || r.Status != "completed" {
+			t.Fatalf("request %d: %d %.3000s", run.rounds, resp.StatusCode, out)
+		}
+		var outputs []any
+		for _, raw := range r.Output {
+			if it, ok := functionCall(raw); ok {
+				var named struct {
+					Agent *struct {
+						Name string `json:"agent_name"`
+					} `json:"agent"`
+				}
+				json.Unmarshal(raw, &named)
+				run.calls = append(run.calls, callLine(named.Agent, it))
+				outputs = append(outputs, it.output())
+			}
+		}
+		if len(outputs) == 0 {
+			run.answer = rootAnswer(t, r.Output)
+			slices.Sort(run.calls)
+			return run
+		}
+		if chained {
+			prev, input = r.ID, outputs
+			continue
+		}
+		for _, raw := range r.Output {
+			input = append(input, raw)
+		}
+		input = append(input, outputs...)
+	}
+	t.Fatalf("no answer after %d requests: %q", run.rounds, run.calls)
+	return run
+}
+
+// callLine is a client call as treeRun lists it.
+func callLine(agent *struct {
+	Name string `json:"agent_name"`
+}, it callItem) string {
+	name := "/root"
+	if agent != nil {
+		name = agent.Name
+	}
+	return fmt.Sprintf("%s %s %s %s", name, it.CallID, it.Name, it.Arguments)
+}
+
+// rootAnswer is the text of the root's last message in output.
+func rootAnswer(t *testing.T, output []json.RawMessage) string {
+	t.Helper()
+	for _, raw := range slices.Backward(output) {
+		var m struct {
+			Type    string          `json:"type"`
+			Agent   json.RawMessage `json:"agent"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		json.Unmarshal(raw, &m)
+		if m.Type == "message" && m.Agent == nil && len(m.Content) > 0 {
+			return m.Content[0].Text
+		}
+	}
+	t.Fatalf("no answer of the root's in %d items", len(output))
+	return ""
+}
+
+// TestAgentTreeHTTPNextTurn: a chained request after a tree's answer finds
+// its sub-agents there, ended: list_agents names them with how they ended,
+// and a spawn may not take a name they hold.
+func TestAgentTreeHTTPNextTurn(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		post := func(body map[string]any) []byte {
+			t.Helper()
+			body["model"], body["multi_agent"] = "tether-scripted", map[string]any{"enabled": true}
+			b, _ := json.Marshal(body)
+			resp, err := h.client.Post("http://tether.test/v1/responses", "application/json", bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			out, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"status":"completed"`)) {
+				t.Fatalf("%d %.3000s", resp.StatusCode, out)
+			}
+			return out
+		}
+		first := post(map[string]any{"input": "Delegate.\n" + `spawn: a {"message": "Say hi."}` + "\nwait: a\n"})
+		var r struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(first, &r)
+		next := post(map[string]any{"previous_response_id": r.ID, "input": "Again.\nlist:\n" + `spawn: a {"message": "Say hi."}` + "\n"})
+		wantOutput(t, next, `{\"agents\":[{\"agent_name\":\"/root/a\",\"status\":\"completed\"}]}`, `an agent /root/a exists already`)
+	})
+}
