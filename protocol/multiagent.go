@@ -45,6 +45,38 @@ type AgentRef struct {
 	AgentName string `json:"agent_name"`
 }
 
+// AgentOf is the agent an item names, nil when none (the root's, or an
+// item sent back without it).
+func AgentOf(it Item) *AgentRef {
+	switch it := it.(type) {
+	case *Message:
+		return it.Agent
+	case *FunctionCall:
+		return it.Agent
+	case *CustomToolCall:
+		return it.Agent
+	case *MultiAgentCall:
+		return it.Agent
+	case *MultiAgentCallOutput:
+		return it.Agent
+	case *AgentMessage:
+		return it.Agent
+	case *ShellCall:
+		return it.Agent
+	case *LocalShellCall:
+		return it.Agent
+	case *ApplyPatchCall:
+		return it.Agent
+	case *ComputerCall:
+		return it.Agent
+	case *ToolSearchCall:
+		return it.Agent
+	case *WebSearchCall:
+		return it.Agent
+	}
+	return nil
+}
+
 // MultiAgentCall is an agent's call of a multi-agent action, which the
 // server runs.
 type MultiAgentCall struct {

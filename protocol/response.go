@@ -1,5 +1,7 @@
 package protocol
 
+import "reflect"
+
 // ResponseStatus is the lifecycle state of a response.
 type ResponseStatus string
 
@@ -243,6 +245,19 @@ type Timings struct {
 	// how many of its patterns it found there.
 	SafetyBytes int `json:"safety_bytes"`
 	SafetyFlags int `json:"safety_flags"`
+	// AgentSampleMicros is a multi-agent response's sampling time of each
+	// sub-agent that ran in it, by path (the root's is SampleMicros): with
+	// each agent's tool time, a client finds the tree's critical path.
+	AgentSampleMicros map[string]int64 `json:"agent_sample_us,omitempty"`
+}
+
+// IsZero reports whether t holds nothing.
+func (t Timings) IsZero() bool {
+	if len(t.AgentSampleMicros) > 0 {
+		return false
+	}
+	t.AgentSampleMicros = nil
+	return reflect.ValueOf(t).IsZero()
 }
 
 // Add accumulates u into t.
@@ -255,29 +270,47 @@ func (t Timings) Minus(earlier Timings) Timings { return t.combine(earlier, -1) 
 func (t Timings) combine(u Timings, sign int64) Timings {
 	n := int(sign)
 	return Timings{
-		DecodeMicros:     t.DecodeMicros + sign*u.DecodeMicros,
-		QueueMicros:      t.QueueMicros + sign*u.QueueMicros,
-		LoadMicros:       t.LoadMicros + sign*u.LoadMicros,
-		ValidateMicros:   t.ValidateMicros + sign*u.ValidateMicros,
-		SafetyMicros:     t.SafetyMicros + sign*u.SafetyMicros,
-		RenderMicros:     t.RenderMicros + sign*u.RenderMicros,
-		FirstTokenMicros: t.FirstTokenMicros + sign*u.FirstTokenMicros,
-		SampleMicros:     t.SampleMicros + sign*u.SampleMicros,
-		PacerLateMicros:  t.PacerLateMicros + sign*u.PacerLateMicros,
-		ToolsMicros:      t.ToolsMicros + sign*u.ToolsMicros,
-		StoreMicros:      t.StoreMicros + sign*u.StoreMicros,
-		HopMicros:        t.HopMicros + sign*u.HopMicros,
-		JournalMicros:    t.JournalMicros + sign*u.JournalMicros,
-		EncodeMicros:     t.EncodeMicros + sign*u.EncodeMicros,
-		OutboxMicros:     t.OutboxMicros + sign*u.OutboxMicros,
-		WriteMicros:      t.WriteMicros + sign*u.WriteMicros,
-		TotalMicros:      t.TotalMicros + sign*u.TotalMicros,
-		Frames:           t.Frames + n*u.Frames,
-		RenderedTokens:   t.RenderedTokens + n*u.RenderedTokens,
-		CachedTokens:     t.CachedTokens + n*u.CachedTokens,
-		SafetyBytes:      t.SafetyBytes + n*u.SafetyBytes,
-		SafetyFlags:      t.SafetyFlags + n*u.SafetyFlags,
+		DecodeMicros:      t.DecodeMicros + sign*u.DecodeMicros,
+		QueueMicros:       t.QueueMicros + sign*u.QueueMicros,
+		LoadMicros:        t.LoadMicros + sign*u.LoadMicros,
+		ValidateMicros:    t.ValidateMicros + sign*u.ValidateMicros,
+		SafetyMicros:      t.SafetyMicros + sign*u.SafetyMicros,
+		RenderMicros:      t.RenderMicros + sign*u.RenderMicros,
+		FirstTokenMicros:  t.FirstTokenMicros + sign*u.FirstTokenMicros,
+		SampleMicros:      t.SampleMicros + sign*u.SampleMicros,
+		PacerLateMicros:   t.PacerLateMicros + sign*u.PacerLateMicros,
+		ToolsMicros:       t.ToolsMicros + sign*u.ToolsMicros,
+		StoreMicros:       t.StoreMicros + sign*u.StoreMicros,
+		HopMicros:         t.HopMicros + sign*u.HopMicros,
+		JournalMicros:     t.JournalMicros + sign*u.JournalMicros,
+		EncodeMicros:      t.EncodeMicros + sign*u.EncodeMicros,
+		OutboxMicros:      t.OutboxMicros + sign*u.OutboxMicros,
+		WriteMicros:       t.WriteMicros + sign*u.WriteMicros,
+		TotalMicros:       t.TotalMicros + sign*u.TotalMicros,
+		Frames:            t.Frames + n*u.Frames,
+		RenderedTokens:    t.RenderedTokens + n*u.RenderedTokens,
+		CachedTokens:      t.CachedTokens + n*u.CachedTokens,
+		SafetyBytes:       t.SafetyBytes + n*u.SafetyBytes,
+		SafetyFlags:       t.SafetyFlags + n*u.SafetyFlags,
+		AgentSampleMicros: combineAgents(t.AgentSampleMicros, u.AgentSampleMicros, sign),
 	}
+}
+
+// combineAgents is a + sign*b, agent by agent; nil when it holds nothing.
+func combineAgents(a, b map[string]int64, sign int64) map[string]int64 {
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if out[k] += sign * v; out[k] == 0 {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 // CompactResponse is the body returned by POST /v1/responses/compact.

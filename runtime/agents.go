@@ -155,38 +155,6 @@ func attribute(it protocol.Item, agent *protocol.AgentRef) {
 	}
 }
 
-// agentOf is the agent an item names, nil when none (the root's, or an
-// item sent back without it).
-func agentOf(it protocol.Item) *protocol.AgentRef {
-	switch it := it.(type) {
-	case *protocol.Message:
-		return it.Agent
-	case *protocol.FunctionCall:
-		return it.Agent
-	case *protocol.CustomToolCall:
-		return it.Agent
-	case *protocol.MultiAgentCall:
-		return it.Agent
-	case *protocol.MultiAgentCallOutput:
-		return it.Agent
-	case *protocol.AgentMessage:
-		return it.Agent
-	case *protocol.ShellCall:
-		return it.Agent
-	case *protocol.LocalShellCall:
-		return it.Agent
-	case *protocol.ApplyPatchCall:
-		return it.Agent
-	case *protocol.ComputerCall:
-		return it.Agent
-	case *protocol.ToolSearchCall:
-		return it.Agent
-	case *protocol.WebSearchCall:
-		return it.Agent
-	}
-	return nil
-}
-
 // agentName is a sub-agent's path, "" for the root.
 func (r *rollout) agentName() string {
 	if r.agent != nil {
@@ -353,25 +321,32 @@ func (t *agents) ended(sa *subAgent, err error) {
 }
 
 // end ends the tree with its response, and returns the usage of its
-// sub-agents' steps. When the root's loop ended on calls left open (open
+// sub-agents' steps and each one's sampling time (of those that ran in
+// this response). When the root's loop ended on calls left open (open
 // trees), the response ends once every sub-agent has ended or waits on
 // its client too; otherwise every sub-agent still running is interrupted.
-func (t *agents) end(rootOpen bool) protocol.Usage {
+func (t *agents) end(rootOpen bool) (usage protocol.Usage, sample map[string]int64) {
 	t.mu.Lock()
 	subs := slices.Clone(t.order)
 	t.mu.Unlock()
-	var usage protocol.Usage
 	for _, sa := range subs {
 		if rootOpen && t.open {
 			<-sa.done
 		} else {
 			sa.interrupt(context.Background())
 		}
-		if sa.ro != nil {
-			usage.Add(sa.ro.usage)
+		if sa.ro == nil {
+			continue
+		}
+		usage.Add(sa.ro.usage)
+		if us := sa.ro.tm.SampleMicros; us > 0 {
+			if sample == nil {
+				sample = map[string]int64{}
+			}
+			sample[sa.path] = us
 		}
 	}
-	return usage
+	return usage, sample
 }
 
 // spawned reports whether the tree has had a sub-agent.

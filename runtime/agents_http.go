@@ -134,7 +134,7 @@ func splitTree(flat protocol.Items) (root *agentState, subs []*agentState) {
 	caller := map[string]*agentState{} // call_id -> the agent that made the call
 	for _, it := range flat {
 		a := root
-		if ref := agentOf(it); ref != nil {
+		if ref := protocol.AgentOf(it); ref != nil {
 			if s := byPath[ref.AgentName]; s != nil {
 				a = s
 			}

@@ -19,7 +19,8 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	}
 	var subUsage protocol.Usage
 	if r.tree != nil {
-		subUsage = r.tree.end(r.leftOpen) // before the lock: they take it as they end
+		// Before the lock: they take it as they end.
+		subUsage, r.tm.AgentSampleMicros = r.tree.end(r.leftOpen)
 	}
 	if err := r.sinkErr(); err != nil {
 		r.srv.obs.ResponseEnded(r.path, StatusAbandoned, r.timings())

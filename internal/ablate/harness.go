@@ -482,7 +482,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 
 // sent is the server's timings of a turn, nil when it sent none.
 func sent(t protocol.Timings) *protocol.Timings {
-	if t == (protocol.Timings{}) {
+	if t.IsZero() {
 		return nil
 	}
 	return &t
