@@ -177,8 +177,10 @@ func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
 	defer cancel()
 	var err error
 	switch ro.Mode {
-	case ModeSuspend, ModeInject:
+	case ModeSuspend:
 		err = r.suspended(ctx)
+	case ModeInject:
+		err = r.injected(ctx)
 	case ModeTurns:
 		err = r.turns(ctx)
 	case ModeChained, ModeStateless:
@@ -288,61 +290,71 @@ func (r *run) beginTurn(start time.Time, sent frameCost) {
 
 // readTurn reads the current turn's events from next up to a pause or the
 // end of a response, which it returns: a *protocol.ResponseEvent, or a
-// multi-agent response's *protocol.WaitingEvent. It passes every event to
-// OnEvent, keeps the output items, and with Eager starts client calls as
-// their items are done.
+// multi-agent response's *protocol.WaitingEvent.
 func (r *run) readTurn(ctx context.Context, next func() (protocol.Event, frameCost, error)) (protocol.Event, error) {
-	first := true
 	for {
 		ev, cost, err := next()
-		r.turn.BytesReceived += cost.bytes
-		r.turn.Decode += cost.codec
 		if err != nil {
+			r.turn.BytesReceived += cost.bytes
+			r.turn.Decode += cost.codec
 			return nil, err
 		}
-		r.turn.Events++
-		now := time.Now()
-		if first {
-			r.turn.FirstEvent, first = now.Sub(r.turn.Start), false
-		}
-		r.last = now
-		r.turn.Stream = now.Sub(r.turn.Start) - r.turn.FirstEvent
-		if r.ro.shows(ev) {
-			r.ro.OnEvent(ev)
-		}
-		switch ev := ev.(type) {
-		case *protocol.OutputItemEvent:
-			if ev.Type != protocol.EventOutputItemDone {
-				continue
-			}
-			r.res.Output = append(r.res.Output, ev.Item)
-			if c, ok := protocol.CallOf(ev.Item); ok && r.c.Eager && c.Status != protocol.StatusIncomplete {
-				r.exec.start(ctx, len(r.res.Turns)-1, c, true)
-			}
-		case *protocol.ResponseEvent:
-			switch ev.Type {
-			case protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
-				r.res.Response = ev.Response
-				r.turnUsage(ev.Response.Usage, ev.Response.Timings, ended(ev))
-				return ev, nil
-			}
-		case *protocol.WaitingEvent:
-			if ev.Agent != nil {
-				r.agentUsage(ev.Agent.AgentName, ev.Usage, ev.Timings)
-			} else {
-				r.turnUsage(&ev.Usage, ev.Timings, false)
-			}
-			return ev, nil
-		case *protocol.StepRestartedEvent:
-			// A durable rollout taken over mid-step runs the step again:
-			// what its first run made is void.
-			if ev.OutputIndex < len(r.res.Output) {
-				r.res.Output = r.res.Output[:ev.OutputIndex]
-			}
-		case *protocol.ErrorEvent:
-			return nil, errorOf(ev)
+		if end, err := r.see(ctx, ev, cost); end != nil || err != nil {
+			return end, err
 		}
 	}
+}
+
+// see takes one event of the current turn: it passes it to OnEvent, keeps
+// the output items, with Eager starts client calls as their items are
+// done, and returns it if it ends the turn (a pause, a wait, the end of
+// the response), or the error an error event is.
+func (r *run) see(ctx context.Context, ev protocol.Event, cost frameCost) (protocol.Event, error) {
+	r.turn.BytesReceived += cost.bytes
+	r.turn.Decode += cost.codec
+	r.turn.Events++
+	now := time.Now()
+	if r.turn.Events == 1 {
+		r.turn.FirstEvent = now.Sub(r.turn.Start)
+	}
+	r.last = now
+	r.turn.Stream = now.Sub(r.turn.Start) - r.turn.FirstEvent
+	if r.ro.shows(ev) {
+		r.ro.OnEvent(ev)
+	}
+	switch ev := ev.(type) {
+	case *protocol.OutputItemEvent:
+		if ev.Type != protocol.EventOutputItemDone {
+			return nil, nil
+		}
+		r.res.Output = append(r.res.Output, ev.Item)
+		if c, ok := protocol.CallOf(ev.Item); ok && r.c.Eager && c.Status != protocol.StatusIncomplete {
+			r.exec.start(ctx, len(r.res.Turns)-1, c, true)
+		}
+	case *protocol.ResponseEvent:
+		switch ev.Type {
+		case protocol.EventDone, protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
+			r.res.Response = ev.Response
+			r.turnUsage(ev.Response.Usage, ev.Response.Timings, ended(ev))
+			return ev, nil
+		}
+	case *protocol.WaitingEvent:
+		if ev.Agent != nil {
+			r.agentUsage(ev.Agent.AgentName, ev.Usage, ev.Timings)
+		} else {
+			r.turnUsage(&ev.Usage, ev.Timings, false)
+		}
+		return ev, nil
+	case *protocol.StepRestartedEvent:
+		// A durable rollout taken over mid-step runs the step again:
+		// what its first run made is void.
+		if ev.OutputIndex < len(r.res.Output) {
+			r.res.Output = r.res.Output[:ev.OutputIndex]
+		}
+	case *protocol.ErrorEvent:
+		return nil, errorOf(ev)
+	}
+	return nil, nil
 }
 
 // readResponse is readTurn for a response that is not multi-agent, which
@@ -414,6 +426,12 @@ func (r *run) runCalls(ctx context.Context, calls []protocol.Call) (protocol.Ite
 	if err != nil {
 		return nil, err
 	}
+	return r.finished(done), nil
+}
+
+// finished counts the current turn's calls, done, and returns their
+// outputs, in the calls' order.
+func (r *run) finished(done []Call) protocol.Items {
 	r.turn.Tools = time.Since(r.last)
 	r.turn.Calls = len(done)
 	outs := make(protocol.Items, len(done))
@@ -426,7 +444,7 @@ func (r *run) runCalls(ctx context.Context, calls []protocol.Call) (protocol.Ite
 			r.ro.OnCall(c)
 		}
 	}
-	return outs, nil
+	return outs
 }
 
 // openCalls lists the calls a finished response left for the client (of

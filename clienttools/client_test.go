@@ -625,36 +625,69 @@ func (c *releaseCounter) ResponseEnded(_ runtime.ServePath, status protocol.Resp
 	}
 }
 
-// TestRunInjectTree: the kit's inject mode runs a multi-agent response
-// whose root spawns two sub-agents: it answers each agent's wait
-// (response.waiting, naming the agent) with one inject, and its turns'
-// usage adds up to the response's, every agent's steps counted once.
-func TestRunInjectTree(t *testing.T) {
+// TestRunTree: the kit runs a multi-agent response whose root spawns two
+// sub-agents in each of its three forms. In inject mode it answers each
+// agent's wait (response.waiting, naming the agent) with one inject; its
+// turns are the create's, each sub-agent's first run (to its wait) and
+// each inject's. Over HTTP (chained, stateless) each response completes
+// on both agents' calls, and the next brings their outputs. In each, the
+// turns' usage adds up to the rollout's, the calls are the same and so is
+// the answer, and the two sub-agents' calls run at once: each tool waits
+// for the other to start, which a client running one agent's calls after
+// the other's would never see.
+func TestRunTree(t *testing.T) {
 	t.Parallel()
 	base := server(t, runtime.Options{})
-	tool := func(name string) clienttools.Func {
-		return clienttools.Func{Name: name, Parameters: []byte(`{"type":"object"}`),
-			Run: func(context.Context, string) (string, error) { return name + " done", nil }}
-	}
 	script := "Split the work.\n" +
 		`spawn: a {"message": "call: grep {}"} | b {"message": "call: list_dir {}"}` + "\nwait: a, b\n"
-	res, err := (&clienttools.Client{BaseURL: base}).Run(t.Context(), clienttools.Rollout{Mode: clienttools.ModeInject,
-		Request: &protocol.CreateRequest{Model: "tether-scripted", Input: userInput(script)},
-		Funcs:   []clienttools.Func{tool("grep"), tool("list_dir")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Response.Status != protocol.ResponseCompleted || len(res.Calls) != 2 || len(res.Turns) != 3 {
-		t.Fatalf("%s after %d calls in %d turns; want completed, 2 calls, 3 turns", res.Response.Status, len(res.Calls), len(res.Turns))
-	}
-	var sum protocol.Usage
-	for _, tn := range res.Turns {
-		sum.Add(tn.Usage)
-	}
-	if sum != res.Usage {
-		t.Errorf("the turns' usage adds up to %+v, the response's is %+v", sum, res.Usage)
-	}
-	if res.Text() == "" {
-		t.Errorf("no answer: %+v", res.Response.Output)
+	var answer string
+	var calls []string
+	for _, mode := range []clienttools.Mode{clienttools.ModeInject, clienttools.ModeChained, clienttools.ModeStateless} {
+		var started sync.WaitGroup
+		started.Add(2)
+		both := make(chan struct{})
+		go func() { started.Wait(); close(both) }()
+		tool := func(name string) clienttools.Func {
+			return clienttools.Func{Name: name, Parameters: []byte(`{"type":"object"}`),
+				Run: func(ctx context.Context, _ string) (string, error) {
+					started.Done()
+					select {
+					case <-both:
+						return name + " done", nil
+					case <-time.After(time.Minute):
+						return "", errors.New("the other agent's call never started while this one ran")
+					}
+				}}
+		}
+		res, err := (&clienttools.Client{BaseURL: base}).Run(t.Context(), clienttools.Rollout{Mode: mode,
+			Request: &protocol.CreateRequest{Model: "tether-scripted", Input: userInput(script), MultiAgent: &protocol.MultiAgent{Enabled: new(true)}},
+			Funcs:   []clienttools.Func{tool("grep"), tool("list_dir")}})
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		turns := map[clienttools.Mode]int{clienttools.ModeInject: 5, clienttools.ModeChained: 2, clienttools.ModeStateless: 2}[mode]
+		if res.Response.Status != protocol.ResponseCompleted || len(res.Calls) != 2 || len(res.Turns) != turns {
+			t.Fatalf("%s: %s after %d calls in %d turns; want completed, 2 calls, %d turns", mode, res.Response.Status, len(res.Calls), len(res.Turns), turns)
+		}
+		var sum protocol.Usage
+		for _, tn := range res.Turns {
+			sum.Add(tn.Usage)
+		}
+		if sum != res.Usage {
+			t.Errorf("%s: the turns' usage adds up to %+v, the rollout's is %+v", mode, sum, res.Usage)
+		}
+		var ids []string
+		for _, c := range res.Calls {
+			ids = append(ids, c.CallID+" "+c.Name)
+		}
+		slices.Sort(ids)
+		if strings.Contains(res.Text(), "never started") || !strings.HasPrefix(res.Text(), "/root/a said: ") {
+			t.Errorf("%s: answer %q", mode, res.Text())
+		}
+		if answer == "" {
+			answer, calls = res.Text(), ids
+		} else if res.Text() != answer || !slices.Equal(ids, calls) {
+			t.Errorf("%s: calls %q, answer %q; inject's %q, %q", mode, ids, res.Text(), calls, answer)
+		}
 	}
 }

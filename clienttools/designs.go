@@ -1,9 +1,12 @@
 package clienttools
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -14,10 +17,9 @@ import (
 // turns. What they share (reading a turn, running its calls, its usage)
 // is client.go's.
 
-// suspended runs the rollout as one suspended response, which survives a
-// dropped connection (see resumingConn): in tether's dialect, each pause's
-// response.done answered with response.append; in the multi-agent beta's,
-// each response.waiting with response.inject.
+// suspended runs the rollout as one suspended response in tether's
+// dialect, which survives a dropped connection (see resumingConn): each
+// pause's response.done answered with response.append.
 func (r *run) suspended(ctx context.Context) error {
 	conn, err := r.c.dialResuming(ctx, r.ro.filter())
 	if err != nil {
@@ -26,16 +28,7 @@ func (r *run) suspended(ctx context.Context) error {
 	defer func() { r.res.Reconnects = conn.reconnects }()
 	defer conn.close()
 	req := r.request(r.ro.Request.Input)
-	inject := r.ro.Mode == ModeInject
-	if inject {
-		req.MultiAgent = &protocol.MultiAgent{Enabled: ptr(true)}
-		if !req.Includes(protocol.IncludeWaits) {
-			req.Include = append(slices.Clip(req.Include), protocol.IncludeWaits)
-		}
-	} else {
-		req.Suspend = ptr(true)
-	}
-	req.Store = ptr(false)
+	req.Suspend, req.Store = ptr(true), ptr(false)
 	var ev any = &protocol.CreateEvent{Request: req}
 	for {
 		start := time.Now()
@@ -44,26 +37,18 @@ func (r *run) suspended(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		end, err := r.readTurn(ctx, func() (protocol.Event, frameCost, error) { return conn.next(ctx) })
+		end, err := r.readResponse(ctx, func() (protocol.Event, frameCost, error) { return conn.next(ctx) })
 		if err != nil {
 			return err
 		}
-		var id string
-		var calls []protocol.Call
-		switch end := end.(type) {
-		case *protocol.ResponseEvent:
-			if ended(end) {
-				r.addUsage(end.Response)
-				// Read: the server may let go of the rollout's tail, kept
-				// for a resume in case this connection was dying (as
-				// Codex does).
-				conn.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
-				return nil
-			}
-			id, calls = end.Response.ID, pausedCalls(ModeSuspend, end)
-		case *protocol.WaitingEvent:
-			id, calls = end.ResponseID, r.waitedCalls(end)
+		if ended(end) {
+			r.addUsage(end.Response)
+			// Read: the server may let go of the rollout's tail, kept for
+			// a resume in case this connection was dying (as Codex does).
+			conn.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
+			return nil
 		}
+		calls := pausedCalls(ModeSuspend, end)
 		if len(calls) == 0 {
 			return errors.New("the server paused the response with no pending call")
 		}
@@ -71,7 +56,132 @@ func (r *run) suspended(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ev = &protocol.AppendEvent{ResponseID: id, Input: outs, Inject: inject}
+		ev = &protocol.AppendEvent{ResponseID: end.Response.ID, Input: outs}
+	}
+}
+
+// injected runs the rollout as one response in the multi-agent beta's
+// dialect, which survives a dropped connection (see resumingConn): each
+// agent's wait (response.waiting) answered with an inject of its calls'
+// outputs. The agents of a tree wait apart: a wait's calls start at once,
+// the loop reads on while they run, and their inject goes out as soon as
+// they are all in, so that each agent's calls run beside the others'.
+// Each agent's round trips are turns of their own: from the request (or
+// inject) that set it going, or its first event, to its next wait.
+func (r *run) injected(ctx context.Context) error {
+	conn, err := r.c.dialResuming(ctx, r.ro.filter())
+	if err != nil {
+		return err
+	}
+	defer func() { r.res.Reconnects = conn.reconnects }()
+	defer conn.close()
+	req := r.request(r.ro.Request.Input)
+	req.MultiAgent = cmp.Or(req.MultiAgent, &protocol.MultiAgent{Enabled: ptr(true)})
+	if !req.Includes(protocol.IncludeWaits) {
+		req.Include = append(slices.Clip(req.Include), protocol.IncludeWaits)
+	}
+	req.Store = ptr(false)
+
+	type read struct {
+		ev   protocol.Event
+		cost frameCost
+		err  error
+	}
+	events := make(chan read)
+	readCtx, stopReading := context.WithCancel(ctx)
+	var reader sync.WaitGroup
+	defer func() { stopReading(); reader.Wait() }()
+	reader.Go(func() {
+		for {
+			ev, cost, err := conn.next(readCtx)
+			select {
+			case events <- read{ev, cost, err}:
+			case <-readCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	// A wait's calls, done: run on the loop's goroutine from here.
+	type answered struct {
+		agent, response string
+		calls           []Call
+		err             error
+	}
+	answers := make(chan answered)
+	turns := map[string]int{}      // agent -> its current turn
+	last := map[string]time.Time{} // agent -> its current turn's last event
+	use := func(agent string) {
+		i, ok := turns[agent]
+		if !ok { // a sub-agent's first turn: from its first event
+			r.res.Turns = append(r.res.Turns, Turn{Start: time.Now()})
+			i = len(r.res.Turns) - 1
+			turns[agent] = i
+		}
+		r.turn, r.last = &r.res.Turns[i], last[agent]
+	}
+
+	start := time.Now()
+	n, err := conn.send(ctx, &protocol.CreateEvent{Request: req})
+	r.beginTurn(start, n)
+	if err != nil {
+		return err
+	}
+	turns[""] = len(r.res.Turns) - 1
+	for {
+		select {
+		case rd := <-events:
+			if rd.err != nil {
+				return rd.err
+			}
+			agent := ""
+			if a := protocol.Header(rd.ev).Agent; a != nil {
+				agent = a.AgentName
+			}
+			use(agent)
+			end, err := r.see(ctx, rd.ev, rd.cost)
+			last[agent] = r.last
+			if err != nil {
+				return err
+			}
+			switch end := end.(type) {
+			case *protocol.ResponseEvent:
+				r.addUsage(end.Response)
+				conn.send(ctx, &protocol.ProcessedEvent{ResponseID: end.Response.ID})
+				return nil
+			case *protocol.WaitingEvent:
+				calls := r.waitedCalls(end)
+				if len(calls) == 0 {
+					return fmt.Errorf("the server sent a wait naming calls it never sent: %v", end.CallIDs)
+				}
+				turn := turns[agent]
+				for _, c := range calls {
+					r.exec.start(ctx, turn, c, false)
+				}
+				go func() {
+					done, err := r.exec.finish(ctx, turn, calls)
+					select {
+					case answers <- answered{agent, end.ResponseID, done, err}:
+					case <-ctx.Done():
+					}
+				}()
+			}
+		case a := <-answers:
+			if a.err != nil {
+				return a.err
+			}
+			use(a.agent)
+			outs := r.finished(a.calls)
+			start := time.Now()
+			n, err := conn.inject(ctx, a.agent, &protocol.AppendEvent{ResponseID: a.response, Input: outs, Inject: true})
+			r.beginTurn(start, n)
+			turns[a.agent], last[a.agent] = len(r.res.Turns)-1, time.Time{}
+			if err != nil {
+				return err
+			}
+		}
 	}
 }
 

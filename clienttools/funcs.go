@@ -174,18 +174,23 @@ func (e *executor) run(ctx context.Context, k callKey, args string) (out string,
 }
 
 // finish waits for the calls, in the order given, starting those not yet
-// started, and returns them; the next turn starts afresh.
+// started, and returns them; they may run again afterwards (a call_id of
+// a later turn). Other calls started go on: another agent's, in a tree.
 func (e *executor) finish(ctx context.Context, turn int, calls []protocol.Call) ([]Call, error) {
 	for _, c := range calls {
 		e.start(ctx, turn, c, false)
 	}
 	e.mu.Lock()
-	started := e.started
-	e.started = map[string]*running{}
+	runs := make([]*running, len(calls))
+	for i, c := range calls {
+		runs[i] = e.started[c.CallID]
+	}
+	for _, c := range calls {
+		delete(e.started, c.CallID)
+	}
 	e.mu.Unlock()
 	out := make([]Call, 0, len(calls))
-	for _, c := range calls {
-		r := started[c.CallID]
+	for _, r := range runs {
 		select {
 		case <-r.done:
 		case <-ctx.Done():

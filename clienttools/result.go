@@ -36,10 +36,11 @@ type Result struct {
 	Reconnects int
 }
 
-// Text is the text of the rollout's last message: the model's answer.
+// Text is the text of the rollout's last message (its root agent's): the
+// model's answer.
 func (r *Result) Text() string {
 	for i := len(r.Output) - 1; i >= 0; i-- {
-		if m, ok := r.Output[i].(*protocol.Message); ok {
+		if m, ok := r.Output[i].(*protocol.Message); ok && m.Agent == nil { // not a sub-agent's
 			var b strings.Builder
 			for _, c := range m.Content {
 				if t, ok := c.(*protocol.OutputText); ok {
