@@ -223,8 +223,10 @@ type run struct {
 	rootPaid protocol.Usage   // its root agent's usage at its last pause (or wait)
 	paidTime protocol.Timings // its server timings then
 	// agents are a multi-agent response's sub-agents' usage and timings
-	// at their last waits, by agent.
-	agents map[string]spent
+	// at their last waits, by agent; callAgents the sub-agent that made
+	// each call, by call_id.
+	agents     map[string]spent
+	callAgents map[string]string
 }
 
 // filter is what a rollout's connections decode whole: the events the
@@ -328,7 +330,14 @@ func (r *run) see(ctx context.Context, ev protocol.Event, cost frameCost) (proto
 			return nil, nil
 		}
 		r.res.Output = append(r.res.Output, ev.Item)
-		if c, ok := protocol.CallOf(ev.Item); ok && r.c.Eager && c.Status != protocol.StatusIncomplete {
+		c, ok := protocol.CallOf(ev.Item)
+		if a := protocol.AgentOf(ev.Item); ok && a != nil {
+			if r.callAgents == nil {
+				r.callAgents = map[string]string{}
+			}
+			r.callAgents[c.CallID] = a.AgentName
+		}
+		if ok && r.c.Eager && c.Status != protocol.StatusIncomplete {
 			r.exec.start(ctx, len(r.res.Turns)-1, c, true)
 		}
 	case *protocol.ResponseEvent:
@@ -432,6 +441,9 @@ func (r *run) runCalls(ctx context.Context, calls []protocol.Call) (protocol.Ite
 // finished counts the current turn's calls, done, and returns their
 // outputs, in the calls' order.
 func (r *run) finished(done []Call) protocol.Items {
+	for i := range done {
+		done[i].Agent = r.callAgents[done[i].CallID]
+	}
 	r.turn.Tools = time.Since(r.last)
 	r.turn.Calls = len(done)
 	outs := make(protocol.Items, len(done))

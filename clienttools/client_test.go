@@ -629,8 +629,9 @@ func (c *releaseCounter) ResponseEnded(_ runtime.ServePath, status protocol.Resp
 // sub-agents in each of its three forms. In inject mode it answers each
 // agent's wait (response.waiting, naming the agent) with one inject; its
 // turns are the create's, each sub-agent's first run (to its wait) and
-// each inject's. Over HTTP (chained, stateless) each response completes
-// on both agents' calls, and the next brings their outputs. In each, the
+// each inject's. Over HTTP (chained, stateless) the first response
+// completes on both agents' calls, and the next requests bring their
+// outputs. In each, the
 // turns' usage adds up to the rollout's, the calls are the same and so is
 // the answer, and the two sub-agents' calls run at once: each tool waits
 // for the other to start, which a client running one agent's calls after
@@ -665,9 +666,11 @@ func TestRunTree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
-		turns := map[clienttools.Mode]int{clienttools.ModeInject: 5, clienttools.ModeChained: 2, clienttools.ModeStateless: 2}[mode]
-		if res.Response.Status != protocol.ResponseCompleted || len(res.Calls) != 2 || len(res.Turns) != turns {
-			t.Fatalf("%s: %s after %d calls in %d turns; want completed, 2 calls, %d turns", mode, res.Response.Status, len(res.Calls), len(res.Turns), turns)
+		// Over HTTP both outputs go in the second request, or (one agent's
+		// calls in before the other's) one each in the second and third.
+		turns := map[clienttools.Mode][]int{clienttools.ModeInject: {5}, clienttools.ModeChained: {2, 3}, clienttools.ModeStateless: {2, 3}}[mode]
+		if res.Response.Status != protocol.ResponseCompleted || len(res.Calls) != 2 || !slices.Contains(turns, len(res.Turns)) {
+			t.Fatalf("%s: %s after %d calls in %d turns; want completed, 2 calls, %v turns", mode, res.Response.Status, len(res.Calls), len(res.Turns), turns)
 		}
 		var sum protocol.Usage
 		for _, tn := range res.Turns {

@@ -116,7 +116,7 @@ func (r *run) injected(ctx context.Context) error {
 	use := func(agent string) {
 		i, ok := turns[agent]
 		if !ok { // a sub-agent's first turn: from its first event
-			r.res.Turns = append(r.res.Turns, Turn{Start: time.Now()})
+			r.res.Turns = append(r.res.Turns, Turn{Agent: agent, Spawned: true, Start: time.Now()})
 			i = len(r.res.Turns) - 1
 			turns[agent] = i
 		}
@@ -177,6 +177,7 @@ func (r *run) injected(ctx context.Context) error {
 			start := time.Now()
 			n, err := conn.inject(ctx, a.agent, &protocol.AppendEvent{ResponseID: a.response, Input: outs, Inject: true})
 			r.beginTurn(start, n)
+			r.turn.Agent = a.agent
 			turns[a.agent], last[a.agent] = len(r.res.Turns)-1, time.Time{}
 			if err != nil {
 				return err
@@ -256,11 +257,21 @@ func (r *run) turns(ctx context.Context) error {
 }
 
 // http runs the rollout as HTTP turns, streamed: chained through the store,
-// or stateless with the whole history.
+// or stateless with the whole history. A multi-agent response's agents
+// wait apart: each agent's calls run at once, and the next request goes as
+// soon as one agent's calls are all in, with every agent's that are; the
+// others' go in a later request, their agents waiting meanwhile, as the
+// server lets an agent whose calls lack outputs wait on.
 func (r *run) http(ctx context.Context) error {
 	history := slices.Clone(r.ro.Request.Input)
 	req := r.request(history)
 	keep := r.ro.filter()
+	type group struct {
+		calls []Call
+		err   error
+	}
+	ready := make(chan group)
+	running := 0 // agents whose calls run
 	for {
 		req.Stream = ptr(true)
 		req.Store = ptr(r.ro.Mode == ModeChained)
@@ -276,14 +287,51 @@ func (r *run) http(ctx context.Context) error {
 			return err
 		}
 		r.addUsage(end.Response)
-		calls := openCalls(end.Response)
-		if end.Response.Status != protocol.ResponseCompleted || len(calls) == 0 {
+		if end.Response.Status != protocol.ResponseCompleted {
 			return nil
 		}
-		outs, err := r.runCalls(ctx, calls)
-		if err != nil {
-			return err
+		turn := len(r.res.Turns) - 1
+		for _, calls := range r.byAgent(openCalls(end.Response)) {
+			for _, c := range calls {
+				r.exec.start(ctx, turn, c, false)
+			}
+			running++
+			go func() {
+				done, err := r.exec.finish(ctx, turn, calls)
+				select {
+				case ready <- group{done, err}:
+				case <-ctx.Done():
+				}
+			}()
 		}
+		if running == 0 {
+			return nil
+		}
+		var done []Call
+		for wait := true; running > 0; wait = false {
+			var g group
+			if wait {
+				select {
+				case g = <-ready:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			} else {
+				select {
+				case g = <-ready:
+				default:
+				}
+				if g.calls == nil && g.err == nil {
+					break
+				}
+			}
+			running--
+			if g.err != nil {
+				return g.err
+			}
+			done = append(done, g.calls...)
+		}
+		outs := r.finished(done)
 		if r.ro.Mode == ModeChained {
 			req = r.request(outs)
 			req.PreviousResponseID = end.Response.ID
@@ -292,4 +340,22 @@ func (r *run) http(ctx context.Context) error {
 		history = append(append(history, end.Response.Output...), outs...)
 		req = r.request(history)
 	}
+}
+
+// byAgent groups calls by the agent that made them, in the order of each
+// agent's first call.
+func (r *run) byAgent(calls []protocol.Call) [][]protocol.Call {
+	var groups [][]protocol.Call
+	at := map[string]int{}
+	for _, c := range calls {
+		agent := r.callAgents[c.CallID]
+		i, ok := at[agent]
+		if !ok {
+			i = len(groups)
+			at[agent] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
 }

@@ -87,6 +87,7 @@ func derefString(s *string) string {
 // Call is one client tool call the client ran.
 type Call struct {
 	Turn      int               // the turn whose calls it was part of
+	Agent     string            // the sub-agent that called it (a multi-agent response's); "" for the root
 	Type      protocol.ItemType // the call item's type: function_call, custom_tool_call, shell_call…
 	CallID    string
 	Name      string

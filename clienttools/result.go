@@ -1,6 +1,7 @@
 package clienttools
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -55,8 +56,12 @@ func (r *Result) Text() string {
 
 // Turn is one request of a rollout and its answer, timed on the client: a
 // create or an append, up to the next pause or the response's end, then the
-// client tools it called for.
+// client tools it called for. In a multi-agent rollout in inject mode each
+// agent's round trips are turns of their own, and a sub-agent's first
+// (Spawned) is its first run, from its first event to its first wait.
 type Turn struct {
+	Agent         string // the sub-agent whose round trip it is; "" for the root's
+	Spawned       bool   // a sub-agent's first run: no request of the client's began it
 	Start         time.Time
 	FirstEvent    time.Duration // from sending the request to the first event
 	Stream        time.Duration // from the first event to the pause or the end
@@ -95,13 +100,65 @@ type Breakdown struct {
 
 // Breakdown splits Elapsed into the model's time, the tools' and the API
 // overhead. The model's is the server's report: ask for it with
-// protocol.IncludeTimings in the request's Include.
+// protocol.IncludeTimings in the request's Include. A multi-agent
+// rollout's agents sample and wait on their tools side by side: its model
+// and tool time are those of its critical path, the chain of agents (the
+// root, a sub-agent it waited on, one that waited on…) whose own sampling
+// (while none of their sub-agents ran: Timings.AgentSampleMicros) and
+// tool time add up to the most, as they would in a rollout with no
+// overhead at all.
 func (r *Result) Breakdown() Breakdown {
 	var b Breakdown
-	for _, t := range r.Turns {
-		b.Tools += t.Tools
+	if len(r.Server.AgentSampleMicros) > 0 {
+		b.Model, b.Tools = r.criticalPath(protocol.RootAgent)
+	} else {
+		for _, t := range r.Turns {
+			b.Tools += t.Tools
+		}
+		b.Model = time.Duration(r.Server.SampleMicros) * time.Microsecond
 	}
-	b.Model = time.Duration(r.Server.SampleMicros) * time.Microsecond
 	b.Overhead = r.Elapsed - b.Tools - b.Model
 	return b
+}
+
+// criticalPath is the model and tool time of the longest chain of agents
+// from the agent at path down its tree: its own sampling, its own tools
+// (each turn's calls run at once: the longest of them), then the longest
+// of its children's chains.
+func (r *Result) criticalPath(path string) (model, tools time.Duration) {
+	model = time.Duration(r.Server.AgentSampleMicros[path]) * time.Microsecond
+	longest := map[int]time.Duration{} // by turn
+	for _, c := range r.Calls {
+		if cmp.Or(c.Agent, protocol.RootAgent) == path {
+			longest[c.Turn] = max(longest[c.Turn], c.Duration)
+		}
+	}
+	for _, d := range longest {
+		tools += d
+	}
+	var best, bestModel, bestTools time.Duration
+	for child := range r.agents() {
+		if name, ok := strings.CutPrefix(child, path+"/"); !ok || name == "" || strings.Contains(name, "/") {
+			continue // not a child of path's
+		}
+		if m, t := r.criticalPath(child); m+t > best {
+			best, bestModel, bestTools = m+t, m, t
+		}
+	}
+	return model + bestModel, tools + bestTools
+}
+
+// agents are the paths of the rollout's sub-agents: those that sampled or
+// called a tool.
+func (r *Result) agents() map[string]bool {
+	paths := map[string]bool{}
+	for p := range r.Server.AgentSampleMicros {
+		paths[p] = true
+	}
+	for _, c := range r.Calls {
+		if c.Agent != "" {
+			paths[c.Agent] = true
+		}
+	}
+	return paths
 }

@@ -24,6 +24,20 @@ func TestResultBreakdown(t *testing.T) {
 		{"no server timings", clienttools.Result{Elapsed: time.Second, Turns: turns},
 			clienttools.Breakdown{Tools: 50 * time.Millisecond, Overhead: 950 * time.Millisecond}},
 		{"no turn", clienttools.Result{}, clienttools.Breakdown{}},
+		// A tree: the root sampled 100 ms on its own (130 in all); /root/a 300 ms with tools of
+		// 50 + 40 ms (two turns; two calls at once in the second, the
+		// longer counted); /root/b 200 ms with 20 ms and a child /root/b/c
+		// of 150 ms and 100 ms: b's chain (470 ms) beats a's (390 ms).
+		{"a tree's critical path", clienttools.Result{Elapsed: time.Second,
+			Server: protocol.Timings{SampleMicros: 130_000, AgentSampleMicros: map[string]int64{"/root": 100_000, "/root/a": 300_000, "/root/b": 200_000, "/root/b/c": 150_000}},
+			Calls: []clienttools.Call{
+				{Agent: "/root/a", Turn: 1, Duration: 50 * time.Millisecond},
+				{Agent: "/root/a", Turn: 2, Duration: 40 * time.Millisecond},
+				{Agent: "/root/a", Turn: 2, Duration: 10 * time.Millisecond},
+				{Agent: "/root/b", Turn: 1, Duration: 20 * time.Millisecond},
+				{Agent: "/root/b/c", Turn: 3, Duration: 100 * time.Millisecond},
+			}},
+			clienttools.Breakdown{Model: 450 * time.Millisecond, Tools: 120 * time.Millisecond, Overhead: 430 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

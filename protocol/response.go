@@ -246,8 +246,10 @@ type Timings struct {
 	SafetyBytes int `json:"safety_bytes"`
 	SafetyFlags int `json:"safety_flags"`
 	// AgentSampleMicros is a multi-agent response's sampling time of each
-	// sub-agent that ran in it, by path (the root's is SampleMicros): with
-	// each agent's tool time, a client finds the tree's critical path.
+	// agent that sampled in it while none of its own sub-agents ran, by
+	// path, the root's (/root) too: with each agent's tool time, a client
+	// finds the tree's critical path, which an agent's sampling beside its
+	// sub-agents is off.
 	AgentSampleMicros map[string]int64 `json:"agent_sample_us,omitempty"`
 }
 

@@ -320,9 +320,24 @@ func (t *agents) ended(sa *subAgent, err error) {
 	close(sa.done)
 }
 
+// childrenLive reports whether a sub-agent that the agent at path spawned
+// runs or waits on its client.
+func (t *agents) childrenLive(path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, sa := range t.order {
+		if parent := sa.path[:strings.LastIndexByte(sa.path, '/')]; parent == path && sa.live() {
+			return true
+		}
+	}
+	return false
+}
+
 // end ends the tree with its response, and returns the usage of its
-// sub-agents' steps and each one's sampling time (of those that ran in
-// this response). When the root's loop ended on calls left open (open
+// sub-agents' steps and each agent's sampling time while none of its own
+// sub-agents ran (of those that sampled in this response, the root's
+// too): with each agent's tool time, a client finds the tree's critical
+// path, which the rest of its sampling is off. When the root's loop ended on calls left open (open
 // trees), the response ends once every sub-agent has ended or waits on
 // its client too; otherwise every sub-agent still running is interrupted.
 func (t *agents) end(rootOpen bool) (usage protocol.Usage, sample map[string]int64) {
@@ -339,12 +354,15 @@ func (t *agents) end(rootOpen bool) (usage protocol.Usage, sample map[string]int
 			continue
 		}
 		usage.Add(sa.ro.usage)
-		if us := sa.ro.tm.SampleMicros; us > 0 {
+		if us := sa.ro.soloSample.Microseconds(); us > 0 {
 			if sample == nil {
 				sample = map[string]int64{}
 			}
 			sample[sa.path] = us
 		}
+	}
+	if us := t.root.soloSample.Microseconds(); sample != nil && us > 0 {
+		sample[protocol.RootAgent] = us
 	}
 	return usage, sample
 }

@@ -36,7 +36,8 @@ type treeRun struct {
 // client calls, attributed to the same agents, and the root gives the
 // same answer. Over HTTP each response completes when every agent has
 // ended or waits on its client, and the next request resumes each agent
-// where it stopped.
+// whose outputs it brings where it stopped: all of them, or one agent's a
+// request (apart), the others waiting on.
 func TestAgentTreeForms(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -50,9 +51,10 @@ func TestAgentTreeForms(t *testing.T) {
 			if len(ws.calls) == 0 || ws.answer == "" {
 				t.Fatalf("over WebSocket: %+v", ws)
 			}
-			for _, chained := range []bool{true, false} {
-				got := treeOverHTTP(t, h, script, chained)
-				if got.rounds != tc.requests {
+			for _, form := range []struct{ chained, apart bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+				chained := form.chained
+				got := treeOverHTTP(t, h, script, chained, form.apart)
+				if got.rounds != tc.requests && !form.apart {
 					t.Errorf("over HTTP (chained %v): %d requests, want %d", chained, got.rounds, tc.requests)
 				}
 				if !slices.Equal(got.calls, ws.calls) || got.answer != ws.answer {
@@ -99,12 +101,14 @@ func treeOverWS(t *testing.T, h *pipeHarness, script string) treeRun {
 
 // treeOverHTTP runs script over HTTP: each response completes on the
 // client calls of its agents, and the next request brings their outputs,
-// chained to it or with every item sent again.
-func treeOverHTTP(t *testing.T, h *pipeHarness, script string, chained bool) treeRun {
+// chained to it or with every item sent again; apart, one agent's outputs
+// a request, the other agents waiting on theirs meanwhile.
+func treeOverHTTP(t *testing.T, h *pipeHarness, script string, chained, apart bool) treeRun {
 	t.Helper()
 	var run treeRun
 	input := []any{map[string]any{"type": "message", "role": "user", "content": script}}
 	prev := ""
+	var owed []any // outputs not yet sent
 	for range 20 {
 		body := map[string]any{"model": "tether-scripted", "store": chained, "multi_agent": map[string]any{"enabled": true}, "input": input}
 		if prev != "" {
@@ -126,7 +130,6 @@ func treeOverHTTP(t *testing.T, h *pipeHarness, script string, chained bool) tre
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &r) != nil || r.Status != "completed" {
 			t.Fatalf("request %d: %d %.3000s", run.rounds, resp.StatusCode, out)
 		}
-		var outputs []any
 		for _, raw := range r.Output {
 			if it, ok := functionCall(raw); ok {
 				var named struct {
@@ -136,14 +139,19 @@ func treeOverHTTP(t *testing.T, h *pipeHarness, script string, chained bool) tre
 				}
 				json.Unmarshal(raw, &named)
 				run.calls = append(run.calls, callLine(named.Agent, it))
-				outputs = append(outputs, it.output())
+				owed = append(owed, it.output())
 			}
 		}
-		if len(outputs) == 0 {
+		if len(owed) == 0 {
 			run.answer = rootAnswer(t, r.Output)
 			slices.Sort(run.calls)
 			return run
 		}
+		outputs := owed
+		if apart { // the trees' agents make one call a step: one output is one agent's
+			outputs = owed[:1]
+		}
+		owed = owed[len(outputs):]
 		if chained {
 			prev, input = r.ID, outputs
 			continue

@@ -73,6 +73,9 @@ type rollout struct {
 	// items before this response's output, all its agents' (agents_http.go).
 	rerun []protocol.Call
 	flat  protocol.Items
+	// soloSample is a multi-agent response's agent's sampling time while
+	// none of its sub-agents ran; owned by the loop.
+	soloSample time.Duration
 	// restart, taken over in the middle of a step from a model that may
 	// not say the same twice, announces the step's run again as it begins
 	// (resumeLocked); guarded by mu.
@@ -350,6 +353,9 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	r.modelReady = time.Time{}
 	sample := r.srv.now().Sub(t0)
 	r.tm.SampleMicros += sample.Microseconds()
+	if r.tree != nil && !r.tree.childrenLive(r.agentPath()) {
+		r.soloSample += sample // on the tree's critical path (agents.end)
+	}
 	first := r.firstAt.Sub(t0)
 	if !r.first {
 		first = sample

@@ -39,10 +39,11 @@ the modes round by round, and prints where the time went: end to end, model,
 client tools and API overhead, and each round trip's overhead against the
 echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
-	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), or synthetic")
+	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), synthetic, or agents:NAME (a multi-agent rollout: a root spawns --agents sub-agents, each making --calls calls that take trace NAME's recorded calls' durations and outputs, and waits for them; designs inject, chained and stateless)")
+	agents := fs.Int("agents", 4, "agents:NAME: the sub-agents the root spawns")
 	traceDir := fs.String("traces", "", "directory of more trace files (*.jsonl: tether trace record's, tether trace import's) for --workload trace:NAME; the servers ablate starts serve them too")
 	tools := fs.String("tools", ablate.ToolsReplay, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
-	calls := fs.Int("calls", 20, "synthetic: client tool calls")
+	calls := fs.Int("calls", 20, "synthetic: client tool calls; agents:NAME: each sub-agent's (6 unless given)")
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")
 	outputBytes := bytesFlag(fs.FlagSet, "output-bytes", 2000, "synthetic: bytes of each call's output")
@@ -93,7 +94,15 @@ echo floor of the same bytes on the same loopback.`, `tether ablate --quick
 			*reps = 1
 		}
 	}
-	cfg, err := ablateConfig(*workload, *traceDir, *tools, *calls, *parallel, *toolLatency, *outputBytes, *modes, *speeds)
+	if strings.HasPrefix(*workload, "agents:") {
+		if !set["calls"] {
+			*calls = 6
+		}
+		if !set["modes"] {
+			*modes = "stateless,chained,inject"
+		}
+	}
+	cfg, err := ablateConfig(*workload, *traceDir, *tools, *agents, *calls, *parallel, *toolLatency, *outputBytes, *modes, *speeds)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate:", err)
 		return 2
@@ -197,7 +206,7 @@ func showRun(w io.Writer, res *ablate.Results, wide bool, out string) error {
 }
 
 // ablateConfig builds the run's workload, modes and speeds from the flags.
-func ablateConfig(workload, traceDir, tools string, calls, parallel int, latency time.Duration, outputBytes int, modes, speeds string) (ablate.Config, error) {
+func ablateConfig(workload, traceDir, tools string, agents, calls, parallel int, latency time.Duration, outputBytes int, modes, speeds string) (ablate.Config, error) {
 	var cfg ablate.Config
 	var err error
 	switch name, ok := strings.CutPrefix(workload, "trace:"); {
@@ -237,8 +246,20 @@ func ablateConfig(workload, traceDir, tools string, calls, parallel int, latency
 		}
 	case workload == "synthetic":
 		cfg.Workload, err = ablate.SyntheticWorkload(calls, parallel, latency, outputBytes)
+	case strings.HasPrefix(workload, "agents:"):
+		name := strings.TrimPrefix(workload, "agents:")
+		traces, lerr := loadTraces(traceDir)
+		if lerr != nil {
+			return cfg, lerr
+		}
+		cfg.Traces, cfg.TraceDir = traces, traceDir
+		i := slices.IndexFunc(traces, func(tr *sampler.Trace) bool { return tr.Name == name })
+		if i < 0 {
+			return cfg, fmt.Errorf("--workload %s: no such trace (see tether trace list)", workload)
+		}
+		cfg.Workload, err = ablate.AgentsWorkload(traces[i], agents, calls, tools)
 	default:
-		err = fmt.Errorf("--workload %q: want trace:NAME or synthetic", workload)
+		err = fmt.Errorf("--workload %q: want trace:NAME, synthetic or agents:NAME", workload)
 	}
 	if err != nil {
 		return cfg, err
@@ -286,14 +307,17 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 			if s.TPS != tps {
 				continue
 			}
-			slope := "needs " + strconv.Itoa(ablate.MinSlopeRoundTrips) + " round trips"
+			floor, slope := "-", "-" // a tree's turns overlap: no round trip of its own to set against the floor
+			if s.RoundTrips > 0 {
+				floor, slope = ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), "needs "+strconv.Itoa(ablate.MinSlopeRoundTrips)+" round trips"
+			}
 			if s.SlopeCarried {
 				slope = ablate.WithInterval(s.SlopeUSPer1kTokens, s.SlopeCI, 0)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Mode,
 				ablate.WithInterval(s.EndToEndUS/1e3, [2]float64{s.EndToEndCI[0] / 1e3, s.EndToEndCI[1] / 1e3}, 1), vsStateless(s.EndToEndVsStateless, s.EndToEndVsStatelessCI, 3),
 				ablate.WithInterval(s.APIOverheadUS/1e3, [2]float64{s.APIOverheadCI[0] / 1e3, s.APIOverheadCI[1] / 1e3}, 1), vsStateless(s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI, 2),
-				ablate.WithInterval(s.FloorRatioMedian, s.FloorRatioMedianCI, 1), slope)
+				floor, slope)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)

@@ -405,17 +405,17 @@ func TestAblateTraceFile(t *testing.T) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ablateConfig("trace:"+file, "", "replay", 0, 0, 0, 0, "suspend", "1000")
+	cfg, err := ablateConfig("trace:"+file, "", "replay", 0, 0, 0, 0, 0, "suspend", "1000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Workload.Model != "replay:imported-ls" || cfg.TraceDir != dir || cfg.Workload.Calls != 1 || len(cfg.Traces) < 2 {
 		t.Errorf("workload %s (%d calls), trace dir %q, %d traces", cfg.Workload.Model, cfg.Workload.Calls, cfg.TraceDir, len(cfg.Traces))
 	}
-	if _, err := ablateConfig("trace:"+file, dir, "replay", 0, 0, 0, 0, "suspend", "1000"); err == nil {
+	if _, err := ablateConfig("trace:"+file, dir, "replay", 0, 0, 0, 0, 0, "suspend", "1000"); err == nil {
 		t.Error("a file beside --traces was taken")
 	}
-	if _, err := ablateConfig("trace:"+file, "", "real", 0, 0, 0, 0, "suspend", "1000"); err == nil || !strings.Contains(err.Error(), "no repository") {
+	if _, err := ablateConfig("trace:"+file, "", "real", 0, 0, 0, 0, 0, "suspend", "1000"); err == nil || !strings.Contains(err.Error(), "no repository") {
 		t.Errorf("real tools for an imported trace: %v", err)
 	}
 }

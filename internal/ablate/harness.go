@@ -96,7 +96,25 @@ type Trial struct {
 	Paths map[string]int `json:"paths,omitempty"`
 	// Journal is what a durable trial wrote to its journal. In-process only.
 	Journal *JournalUse `json:"journal,omitempty"`
-	Turns   []Turn      `json:"turns"`
+	// Agents is how many sub-agents the trial's rollout spawned (a
+	// multi-agent workload's): its model and tool time are then those of
+	// its critical path, and its turns' overheads are not its own.
+	Agents int    `json:"agents,omitempty"`
+	Turns  []Turn `json:"turns"`
+}
+
+// rootRequests are the turns of the root agent's a client's request began:
+// the create, and the appends (or injects) that answered the root's
+// pauses, which the server counts as its paths and pauses. A sub-agent's
+// waits are no pauses of the response's.
+func rootRequests(turns []clienttools.Turn) int {
+	n := 0
+	for _, t := range turns {
+		if t.Agent == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // Turn is one request of a trial and what answered it, up to the pause or
@@ -157,6 +175,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if cfg.URL != "" && len(cfg.Speeds) > 1 {
 		return nil, errors.New("ablate: a server at --url streams at one speed, its own: give --tps one value, the server's")
+	}
+	if err := cfg.Workload.runsIn(cfg.Modes); err != nil {
+		return nil, err
 	}
 	floor, closeFloor, err := openFloor(ctx, cfg.Modes)
 	if err != nil {
@@ -428,6 +449,9 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 	c := tg.client(cfg, mode)
 	ro := clienttools.Rollout{Mode: mode.Mode, Funcs: cfg.Workload.Tools(dir), Request: &protocol.CreateRequest{
 		Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key, Include: []string{protocol.IncludeTimings}}}
+	if n := cfg.Workload.Agents; n > 0 {
+		ro.Request.MultiAgent = &protocol.MultiAgent{Enabled: new(true), MaxConcurrentSubagents: &n}
+	}
 	paths0, err := tg.paths()
 	if err != nil {
 		return nil, err
@@ -468,12 +492,19 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 		t.BytesReceived += rt.BytesReceived
 	}
 	t.OverheadUS = t.ElapsedUS - t.ModelUS - t.ToolsUS
+	if t.Agents = cfg.Workload.Agents; t.Agents > 0 {
+		// Its agents sample and call side by side: the model and tool
+		// time are its critical path's (clienttools.Result.Breakdown),
+		// the server's sampling time as it measured it.
+		b := res.Breakdown()
+		t.ModelUS, t.ToolsUS, t.OverheadUS = us(b.Model), us(b.Tools), us(b.Overhead)
+	}
 	if mode.Durable && tg.journal != nil {
 		t.Journal = tg.journal.since(journal0) // a rollout's end waits for its last write
 	}
 	if tg.srv != nil {
 		t.Paths = pathsDelta(paths0, paths1)
-		if err := checkPaths(mode, len(t.Turns), t.Paths); err != nil {
+		if err := checkPaths(mode, rootRequests(res.Turns), t.Paths); err != nil {
 			return nil, err
 		}
 	}

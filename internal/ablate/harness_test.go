@@ -350,3 +350,40 @@ func TestToolScale(t *testing.T) {
 		t.Error("real tools scaled")
 	}
 }
+
+// TestRunAgents runs the multi-agent workload (a root spawning two
+// sub-agents of two calls each, the calls answered with a trace's
+// recorded outputs) in its three forms: each trial makes every call, its
+// model and tool time are its critical path's, which its wall time holds,
+// and its summary counts it as one turn. Designs a tree does not run in
+// are refused.
+func TestRunAgents(t *testing.T) {
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := AgentsWorkload(traces[0], 2, 2, ToolsInstant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := Designs(clienttools.ModeInject, clienttools.ModeChained, clienttools.ModeStateless)
+	res, err := Run(t.Context(), Config{Workload: w, Modes: modes, Speeds: []float64{0}, Reps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range res.Trials {
+		if tr.Agents != 2 || tr.Calls != 4 || tr.ModelUS <= 0 || tr.OverheadUS < 0 || tr.ModelUS+tr.ToolsUS > tr.ElapsedUS {
+			t.Errorf("%s: %d agents, %d calls; model %.0f µs and tools %.0f µs of %.0f: overhead %.0f", tr.Mode, tr.Agents, tr.Calls, tr.ModelUS, tr.ToolsUS, tr.ElapsedUS, tr.OverheadUS)
+		}
+	}
+	for _, s := range res.Summary {
+		if s.TurnsPerTrial != 1 || s.APIOverheadUS < 0 {
+			t.Errorf("%s: %v turns a trial, API overhead %.0f µs", s.Mode, s.TurnsPerTrial, s.APIOverheadUS)
+		}
+	}
+	for _, d := range []Design{{Mode: clienttools.ModeSuspend}, {Mode: clienttools.ModeTurns}, {Mode: clienttools.ModeInject, Durable: true}} {
+		if _, err := Run(t.Context(), Config{Workload: w, Modes: []Design{d}, Speeds: []float64{0}, Reps: 1}); err == nil {
+			t.Errorf("%s: ran the multi-agent workload", d)
+		}
+	}
+}

@@ -185,6 +185,16 @@ func summarizeGroup(ts []Trial, modelTools float64) Summary {
 	var elapsed, model, tools, overhead, sent, received, cpu, first, last, firstCtx, lastCtx []float64
 	var rt, floor, warm, render, late, ctx, exRender, between, nturns []float64
 	for _, t := range ts {
+		if t.Agents > 0 {
+			// A tree's turns overlap, and so do their model and tool
+			// times: the rollout's overhead is over its critical path
+			// (Trial.Agents), and counts as one turn's.
+			s.turns = append(s.turns, t.OverheadUS)
+			between, nturns = append(between, 0), append(nturns, 1)
+			elapsed, model, tools, overhead = append(elapsed, t.ElapsedUS), append(model, t.ModelUS), append(tools, t.ToolsUS), append(overhead, t.OverheadUS)
+			sent, received = append(sent, float64(t.BytesSent)), append(received, float64(t.BytesReceived))
+			continue
+		}
 		var sum float64
 		for _, tn := range t.Turns {
 			s.turns = append(s.turns, tn.OverheadUS)

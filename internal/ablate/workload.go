@@ -37,6 +37,9 @@ type Workload struct {
 	Repo  bool
 	// Calls is how many client calls the rollout makes.
 	Calls int
+	// Agents is how many sub-agents the rollout's root spawns (a
+	// multi-agent response, AgentsWorkload's); 0 for none.
+	Agents int
 }
 
 // TraceWorkload replays a recorded coding-agent rollout (model replay:NAME);
@@ -158,6 +161,99 @@ func SyntheticWorkload(calls, parallel int, latency time.Duration, outputBytes i
 		Tools: func(string) []clienttools.Func { return []clienttools.Func{probe} },
 		Calls: calls,
 	}, nil
+}
+
+// AgentsWorkload is a multi-agent rollout of the scripted model: its root
+// spawns agents sub-agents, each making calls client calls one after the
+// other, and waits for them all; their answers make its own. The calls
+// take the recorded calls of trace tr, in order (agent k's i-th is the
+// trace's (k·calls+i)-th, round the trace when it has fewer): each
+// answers with the recorded output after the recorded duration (a
+// simulated tool, ToolsReplay), or at once (ToolsInstant). It runs in the
+// designs a multi-agent response has: inject (over WebSocket, each
+// agent's calls answered as they come), chained and stateless (over HTTP,
+// each response completing on the calls of all its agents).
+func AgentsWorkload(tr *sampler.Trace, agents, calls int, tools string) (Workload, error) {
+	var recordedCalls []sampler.TraceCall
+	for _, s := range tr.Steps {
+		recordedCalls = append(recordedCalls, s.Calls...)
+	}
+	switch {
+	case agents < 1 || calls < 1:
+		return Workload{}, fmt.Errorf("agents workload: want agents and calls >= 1")
+	case len(recordedCalls) == 0:
+		return Workload{}, fmt.Errorf("agents workload: trace %s records no call", tr.Name)
+	case tools != ToolsReplay && tools != ToolsInstant:
+		return Workload{}, fmt.Errorf("agents workload: tools %q: want %s or %s (the calls are the trace's, recorded)", tools, ToolsReplay, ToolsInstant)
+	}
+	var task strings.Builder
+	task.WriteString("Split the audit between sub-agents, then report what they found.\n")
+	names := make([]string, agents)
+	for k := range agents {
+		names[k] = fmt.Sprintf("auditor_%d", k+1)
+		var msg strings.Builder
+		fmt.Fprintf(&msg, "Audit part %d of the code base, one step a line.\n", k+1)
+		for i := range calls {
+			fmt.Fprintf(&msg, "call: audit_step {\"part\":%d,\"step\":%d}\n", k+1, i+1)
+		}
+		spec, err := json.Marshal(map[string]string{"message": msg.String()})
+		if err != nil {
+			return Workload{}, err
+		}
+		if k == 0 {
+			task.WriteString("spawn: ")
+		} else {
+			task.WriteString(" | ")
+		}
+		fmt.Fprintf(&task, "%s %s", names[k], spec)
+	}
+	task.WriteString("\nwait: " + strings.Join(names, ", ") + "\n")
+	wait := tools == ToolsReplay
+	step := clienttools.Func{
+		Name:        "audit_step",
+		Description: "Run one step of an audit of one part of the code base; returns what the step found.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"part":{"type":"integer"},"step":{"type":"integer"}},"required":["part","step"]}`),
+		Run: func(ctx context.Context, args string) (string, error) {
+			var a struct{ Part, Step int }
+			if err := json.Unmarshal([]byte(args), &a); err != nil || a.Part < 1 || a.Part > agents || a.Step < 1 || a.Step > calls {
+				return "", fmt.Errorf("audit_step %s: no such step", args)
+			}
+			c := recordedCalls[((a.Part-1)*calls+a.Step-1)%len(recordedCalls)]
+			if wait {
+				if err := sleep(ctx, time.Duration(c.DurationMS)*time.Millisecond); err != nil {
+					return "", err
+				}
+			}
+			return c.Output, nil
+		},
+	}
+	return Workload{
+		Name:   fmt.Sprintf("agents:%s agents:%d calls:%d tools:%s", tr.Name, agents, calls, tools),
+		Model:  sampler.ScriptedModel,
+		Task:   task.String(),
+		Tools:  func(string) []clienttools.Func { return []clienttools.Func{step} },
+		Calls:  agents * calls,
+		Agents: agents,
+	}, nil
+}
+
+// runsIn refuses designs the workload cannot run in: a multi-agent
+// rollout runs in inject (over WebSocket or WebTransport, JSON or msgpack),
+// chained and stateless, not durable (a durable server does not journal
+// sub-agents).
+func (w Workload) runsIn(designs []Design) error {
+	if w.Agents == 0 {
+		return nil
+	}
+	for _, d := range designs {
+		switch {
+		case d.Durable:
+			return fmt.Errorf("ablate: %s: a durable server does not journal sub-agents; run the multi-agent workload in inject, chained and stateless", d)
+		case d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns:
+			return fmt.Errorf("ablate: %s: a multi-agent response waits in the beta's dialect over a connection (inject), or completes over HTTP (chained, stateless); run the multi-agent workload in those", d)
+		}
+	}
+	return nil
 }
 
 // timingProbe is the rollout whose server timings checkTiming reads: two
