@@ -357,6 +357,13 @@ overhead grows with the context the step read (Theil-Sen). In brackets: 95%
 intervals (bootstrap over the turns; for medians, between order statistics):
 the noise within this run, not between runs. --wide prints the tables behind.
 `)
+	if res.Config.Agents > 0 {
+		fmt.Fprint(w, `A multi-agent rollout's agents sample and call side by side: its model and
+tool time are those of its critical path (the chain of agents whose own sampling
+and tools add up to most), and its API overhead is the rest of its wall time,
+one figure a rollout (bootstrap over the rollouts).
+`)
+	}
 	if wide {
 		printWide(w, res)
 	}

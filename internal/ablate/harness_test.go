@@ -355,8 +355,8 @@ func TestToolScale(t *testing.T) {
 // sub-agents of two calls each, the calls answered with a trace's
 // recorded outputs) in its three forms: each trial makes every call, its
 // model and tool time are its critical path's, which its wall time holds,
-// and its summary counts it as one turn. Designs a tree does not run in
-// are refused.
+// its summary counts it as one turn, and its results follow the schema.
+// Designs a tree does not run in are refused.
 func TestRunAgents(t *testing.T) {
 	traces, err := sampler.LoadTraces()
 	if err != nil {
@@ -381,6 +381,11 @@ func TestRunAgents(t *testing.T) {
 			t.Errorf("%s: %v turns a trial, API overhead %.0f µs", s.Mode, s.TurnsPerTrial, s.APIOverheadUS)
 		}
 	}
+	dir := t.TempDir()
+	if err := res.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, filepath.Join(dir, "results.json"))
 	for _, d := range []Design{{Mode: clienttools.ModeSuspend}, {Mode: clienttools.ModeTurns}, {Mode: clienttools.ModeInject, Durable: true}} {
 		if _, err := Run(t.Context(), Config{Workload: w, Modes: []Design{d}, Speeds: []float64{0}, Reps: 1}); err == nil {
 			t.Errorf("%s: ran the multi-agent workload", d)

@@ -62,6 +62,7 @@ type RunConfig struct {
 	Workload string     `json:"workload"`
 	Model    string     `json:"model"`
 	Calls    int        `json:"calls"`
+	Agents   int        `json:"agents,omitempty"` // a multi-agent workload's sub-agents
 	Modes    []string   `json:"modes"`
 	Speeds   []float64  `json:"speeds_tps"`
 	TTFTUS   float64    `json:"ttft_us"`
@@ -84,7 +85,7 @@ type CostConfig struct {
 }
 
 func configOf(cfg Config) RunConfig {
-	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls,
+	rc := RunConfig{Workload: cfg.Workload.Name, Model: cfg.Workload.Model, Calls: cfg.Workload.Calls, Agents: cfg.Workload.Agents,
 		Speeds: cfg.Speeds, TTFTUS: us(cfg.TTFT), Prefill: cfg.PrefillRate, Reps: cfg.Reps, URL: cfg.URL, Store: redacted(cfg.Store),
 		Cost: CostConfig{Safety: cfg.Cost.Safety, HopLatencyUS: us(cfg.Cost.HopLatency),
 			PostInference: cfg.Cost.PostInference.String(), StoreTokens: cfg.StoreTokens}, ToolScale: cfg.ToolScale}
