@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +51,7 @@ models.`, `tether run
 	prefillRate := fs.Float64("prefill-rate", 0, "in-process server: uncached prompt tokens read per second (0 is free)")
 	mcpServers := fs.String("mcp", "", "offer hosted MCP servers as tools: LABEL=URL, comma-separated (the model calls LABEL.TOOL); each call asks the client's approval, which tether run gives")
 	mcpDeny := fs.Bool("mcp-deny", false, "deny every MCP call the server asks to approve instead")
+	agents := fs.Int("agents", 0, "run a multi-agent rollout (the Responses multi-agent beta): with the default model, a root that splits the replay trace's tool calls between this many sub-agents, whose calls run side by side, and waits for them (tether-scripted); with another, the task as given, up to this many sub-agents at once. Modes inject (the default with it), chained and stateless")
 	branches := fs.Int("branches", 0, "modes suspend and turns: at the first pause, branch the rollout into this many (response.fork, or previous_response_id on other lanes), each running the paused calls and the rest in a copy of the workdir of its own (up to 64)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
@@ -61,9 +64,18 @@ models.`, `tether run
 		fmt.Fprintln(stderr, "tether: run: --encoding:", err)
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *agents > 0 && !set["mode"] {
+		*modeName = "inject"
+	}
 	mode, err := clienttools.ParseMode(*modeName)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: run:", err)
+		return 2
+	}
+	if *agents < 0 || *agents > 0 && (mode == clienttools.ModeSuspend || mode == clienttools.ModeTurns || *branches > 0) {
+		fmt.Fprintf(stderr, "tether: run: --agents %d: want at least 1, with --mode inject, chained or stateless, and no --branches\n", *agents)
 		return 2
 	}
 	var tp clienttools.Transport
@@ -95,6 +107,11 @@ models.`, `tether run
 		return 2
 	}
 	task := strings.Join(fs.Args(), " ")
+	if task == "" && *agents > 0 {
+		if task = treeTask(*model, *agents); task != "" {
+			*model = sampler.ScriptedModel
+		}
+	}
 	if task == "" {
 		if task = traceTask(*model); task == "" {
 			fmt.Fprintf(stderr, "tether: run: give a task for model %s\n", *model)
@@ -144,6 +161,9 @@ models.`, `tether run
 		OnEvent: v.event,
 		OnCall:  v.call,
 		Approve: func(context.Context, clienttools.Call) bool { return !*mcpDeny },
+	}
+	if n := *agents; n > 0 {
+		ro.Request.MultiAgent = &protocol.MultiAgent{Enabled: new(true), MaxConcurrentSubagents: &n}
 	}
 	if *branches > 0 {
 		return runBranches(ctx, c, ro, *branches, *model, *workdir, v, stderr)
@@ -257,6 +277,46 @@ func traceTask(model string) string {
 		}
 	}
 	return ""
+}
+
+// treeTask is a task for the scripted model that splits the tool calls
+// of replay model's trace between n sub-agents, each making its share one
+// after the other, and waits for them; "" when model is not a replay.
+func treeTask(model string, n int) string {
+	name, ok := strings.CutPrefix(model, sampler.ReplayPrefix)
+	if !ok {
+		return ""
+	}
+	traces, err := sampler.LoadTraces()
+	if err != nil {
+		return ""
+	}
+	i := slices.IndexFunc(traces, func(t *sampler.Trace) bool { return t.Name == name })
+	if i < 0 {
+		return ""
+	}
+	shares := make([]strings.Builder, n)
+	k := 0
+	for _, step := range traces[i].Steps {
+		for _, c := range step.Calls {
+			fmt.Fprintf(&shares[k%n], "call: %s %s\n", c.Name, c.Arguments)
+			k++
+		}
+	}
+	var task strings.Builder
+	fmt.Fprintf(&task, "%s\nSplit the work between %d sub-agents, then report what they found.\nspawn: ", traces[i].Task, n)
+	var names []string
+	for j := range shares {
+		name := fmt.Sprintf("helper_%d", j+1)
+		spec, _ := json.Marshal(map[string]string{"message": shares[j].String()})
+		if j > 0 {
+			task.WriteString(" | ")
+		}
+		fmt.Fprintf(&task, "%s %s", name, spec)
+		names = append(names, name)
+	}
+	task.WriteString("\nwait: " + strings.Join(names, ", ") + "\n")
+	return task.String()
 }
 
 // startLocal serves tether on a loopback port, every model paced by flags,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,6 +48,34 @@ func TestRunPlain(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "hello.txt")); err != nil || string(data) != "hello\n" {
 		t.Errorf("the shell call did not run in the workdir: %q, %v", data, err)
+	}
+}
+
+// TestRunAgents: --agents splits the default replay trace's calls between
+// sub-agents of a scripted root, in inject mode unless another is given;
+// each call's line names its agent, the root answers from what they said,
+// and a design a tree does not run in is refused.
+func TestRunAgents(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"", "stateless"} {
+		args := []string{"run", "--agents", "2", "--ttft", "0", "--tps", "0"}
+		if mode != "" {
+			args = append(args, "--mode", mode)
+		}
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s%s", args, code, out.String(), errOut.String())
+		}
+		s := out.String()
+		for _, want := range []string{"/root/helper_1 call ", "/root/helper_2 call ", "assistant: /root/helper_1 said: ", "completed in", "(" + cmp.Or(mode, "inject") + ", tether-scripted)"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, s)
+			}
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--agents", "2", "--mode", "suspend"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--mode inject, chained or stateless") {
+		t.Errorf("--mode suspend: exit %d: %s", code, errOut.String())
 	}
 }
 

@@ -160,7 +160,11 @@ func (v *view) event(ev protocol.Event) {
 		switch it := ev.Item.(type) {
 		case *protocol.Message:
 			if !v.tty || v.label != "" {
-				v.printf("assistant: %s", messageText(it))
+				who := "assistant"
+				if it.Agent != nil { // a sub-agent's
+					who = it.Agent.AgentName
+				}
+				v.printf("%s: %s", who, messageText(it))
 			} else {
 				v.printf("")
 			}
@@ -249,11 +253,15 @@ func (v *view) call(c clienttools.Call) {
 	if c.Err != nil {
 		result = "error: " + oneLine(c.Err.Error(), 60)
 	}
+	by := ""
+	if c.Agent != "" { // a sub-agent's
+		by = c.Agent + " "
+	}
 	if v.tty {
-		v.printf("  \x1b[36m▸ %s\x1b[0m %s \x1b[2m(%s)\x1b[0m", c.Name, args, result)
+		v.printf("  %s\x1b[36m▸ %s\x1b[0m %s \x1b[2m(%s)\x1b[0m", by, c.Name, args, result)
 		return
 	}
-	v.printf("call %s %s (%s)", c.Name, args, result)
+	v.printf("%scall %s %s (%s)", by, c.Name, args, result)
 }
 
 // oneLine cuts s to one line of at most n runes.
