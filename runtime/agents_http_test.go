@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // deepTree is a root that spawns two sub-agents and waits for them: a
@@ -226,4 +227,27 @@ func TestAgentTreeHTTPNextTurn(t *testing.T) {
 		next := post(map[string]any{"previous_response_id": r.ID, "input": "Again.\nlist:\n" + `spawn: a {"message": "Say hi."}` + "\n"})
 		wantOutput(t, next, `{\"agents\":[{\"agent_name\":\"/root/a\",\"status\":\"completed\"}]}`, `an agent /root/a exists already`)
 	})
+}
+
+// TestAgentTreeModel: a multi-agent request to a model that cannot act on
+// an agent tree (as an upstream one) is refused, over HTTP and WebSocket,
+// naming multi_agent; a simulated model takes it.
+func TestAgentTreeModel(t *testing.T) {
+	t.Parallel()
+	scripted := sampler.NewScripted(nil, sampler.Timing{})
+	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"plain": plainModel{scripted}, "tether-scripted": scripted}})
+	body := map[string]any{"model": "plain", "multi_agent": map[string]any{"enabled": true}, "input": "Hello"}
+	status, resp := h.post(t, "/responses", body)
+	if status != http.StatusBadRequest || !bytes.Contains(resp, []byte(`"code":"unsupported_parameter"`)) || !bytes.Contains(resp, []byte(`"param":"multi_agent"`)) {
+		t.Errorf("over HTTP: %d %s", status, resp)
+	}
+	c := h.dial(t, nil)
+	c.send(t, create(body))
+	if b := c.recv(t); !bytes.Contains(b, []byte(`"type":"error"`)) || !bytes.Contains(b, []byte(`"param":"multi_agent"`)) {
+		t.Errorf("over WebSocket: %s", b)
+	}
+	body["model"] = "tether-scripted"
+	if status, resp := h.post(t, "/responses", body); status != http.StatusOK {
+		t.Errorf("tether-scripted: %d %.300s", status, resp)
+	}
 }

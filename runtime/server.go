@@ -31,6 +31,15 @@ type LogprobSampler interface {
 	Logprobs() bool
 }
 
+// AgentSampler is a Sampler that runs in a multi-agent response (OpenAI's
+// Responses multi-agent beta): the simulated models, whose directives act
+// on the agent tree. A multi-agent request to any other is refused: an
+// upstream model is offered no agent tools, and tether does not drive each
+// agent's steps upstream.
+type AgentSampler interface {
+	Agents() bool
+}
+
 // FixedToolSampler is a Sampler whose calls do not follow the tools a
 // request offers: it calls the functions RequiredTools names, whatever it
 // is offered (sampler.Replay replays a recorded rollout's calls). The

@@ -40,6 +40,10 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	if perr := r.askLogprobs(); perr != nil {
 		return nil, perr
 	}
+	if am, ok := model.(AgentSampler); req.MultiAgentEnabled() && (!ok || !am.Agents()) {
+		return nil, protocol.Invalid(protocol.CodeUnsupportedParameter, "multi_agent",
+			"Unsupported parameter: 'multi_agent' with the model '%s': it cannot act on an agent tree (an upstream model is offered no agent tools). The simulated models can: tether-scripted, replay:NAME.", req.Model)
+	}
 	if req.Generating() {
 		choice := protocol.ToolChoice{}
 		if req.ToolChoice != nil {
