@@ -91,10 +91,11 @@ type ToolOutput struct {
 
 // Reasoning is a reasoning item.
 type Reasoning struct {
-	ID               string   `json:"id,omitempty"`
-	Summary          Contents `json:"summary"`
-	Content          Contents `json:"content,omitempty"`
-	EncryptedContent *string  `json:"encrypted_content,omitempty"`
+	ID               string    `json:"id,omitempty"`
+	Summary          Contents  `json:"summary"`
+	Content          Contents  `json:"content,omitempty"`
+	EncryptedContent *string   `json:"encrypted_content,omitempty"`
+	Agent            *AgentRef `json:"agent,omitempty"` // a multi-agent response's sub-agent that reasoned
 }
 
 // Compaction is an opaque window produced by /v1/responses/compact. The

@@ -48,14 +48,16 @@ type MCPCall struct {
 	Error             json.RawMessage `json:"error,omitempty"`
 	ApprovalRequestID *string         `json:"approval_request_id,omitempty"`
 	Status            ItemStatus      `json:"status,omitempty"`
+	Agent             *AgentRef       `json:"agent,omitempty"` // a multi-agent response's sub-agent that called it
 }
 
 // MCPApprovalRequest asks the client whether a call may run.
 type MCPApprovalRequest struct {
-	ID          string `json:"id,omitempty"`
-	ServerLabel string `json:"server_label"`
-	Name        string `json:"name"`
-	Arguments   string `json:"arguments"`
+	ID          string    `json:"id,omitempty"`
+	ServerLabel string    `json:"server_label"`
+	Name        string    `json:"name"`
+	Arguments   string    `json:"arguments"`
+	Agent       *AgentRef `json:"agent,omitempty"` // a multi-agent response's sub-agent that called it
 }
 
 // MCPApprovalResponse is the client's answer to an approval request.

@@ -73,6 +73,12 @@ func AgentOf(it Item) *AgentRef {
 		return it.Agent
 	case *WebSearchCall:
 		return it.Agent
+	case *MCPCall:
+		return it.Agent
+	case *MCPApprovalRequest:
+		return it.Agent
+	case *Reasoning:
+		return it.Agent
 	}
 	return nil
 }

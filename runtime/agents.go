@@ -125,8 +125,7 @@ func pathOf(caller *rollout, name string) string {
 }
 
 // attribute names the sub-agent that made an item (nil: the root, whose
-// items name none), on the item types that carry it: all an agent makes
-// but MCP's and reasoning.
+// items name none), on the item types that carry it (protocol.AgentOf).
 func attribute(it protocol.Item, agent *protocol.AgentRef) {
 	if agent == nil {
 		return
@@ -151,6 +150,12 @@ func attribute(it protocol.Item, agent *protocol.AgentRef) {
 	case *protocol.ToolSearchCall:
 		it.Agent = agent
 	case *protocol.WebSearchCall:
+		it.Agent = agent
+	case *protocol.MCPCall:
+		it.Agent = agent
+	case *protocol.MCPApprovalRequest:
+		it.Agent = agent
+	case *protocol.Reasoning:
 		it.Agent = agent
 	}
 }
@@ -221,7 +226,7 @@ func (t *agents) newLoop(sa *subAgent, items protocol.Items) {
 	root := t.root
 	sub := &rollout{srv: root.srv, req: root.req, model: root.model, lane: root.lane, tenant: root.tenant, path: root.path, routed: true,
 		start: root.srv.now(), everyDelta: root.everyDelta, logprobs: root.logprobs, topLogprobs: root.topLogprobs,
-		header: root.header, hosted: root.hosted, tools: root.tools,
+		header: root.header, hosted: root.hosted, mcp: root.mcp, tools: root.tools,
 		mu: root.mu, resp: root.resp, order: eventOrder{eventStream: root.order.eventStream},
 		tree: t, agent: &protocol.AgentRef{AgentName: sa.path}, items: items}
 	sub.renderPending()

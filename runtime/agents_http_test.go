@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/tether-run/tether/hostedtools/mcp"
+	"github.com/tether-run/tether/internal/mcptest"
 	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
@@ -249,5 +251,55 @@ func TestAgentTreeModel(t *testing.T) {
 	body["model"] = "tether-scripted"
 	if status, resp := h.post(t, "/responses", body); status != http.StatusOK {
 		t.Errorf("tether-scripted: %d %.300s", status, resp)
+	}
+}
+
+// TestAgentTreeMCP: a sub-agent's call of a hosted MCP server's tool names
+// it, and over HTTP the next request puts it back in that agent's
+// context: the agent goes on to its client call's answer without calling
+// the MCP tool again, and the root answers from what it said.
+func TestAgentTreeMCP(t *testing.T) {
+	t.Parallel()
+	url, _ := mcptest.HTTP(t)
+	h := newHarness(t, runtime.Options{MCP: mcp.NewClient(mcp.Options{})})
+	tools := []any{map[string]any{"type": "mcp", "server_label": "calc", "server_url": url, "require_approval": "never"}}
+	script := "Delegate.\n" + `spawn: a {"message": "call: calc.add {\"a\":2,\"b\":3}\ncall: grep {}"}` + "\nwait: a\n"
+	var r struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Output []struct {
+			Type   string          `json:"type"`
+			CallID string          `json:"call_id"`
+			Output json.RawMessage `json:"output"`
+			Agent  *struct {
+				Name string `json:"agent_name"`
+			} `json:"agent"`
+		} `json:"output"`
+	}
+	status, resp := h.post(t, "/responses", map[string]any{"model": "tether-scripted", "multi_agent": map[string]any{"enabled": true},
+		"tools": tools, "input": []any{userMsg(script)}})
+	if err := json.Unmarshal(resp, &r); status != http.StatusOK || err != nil || r.Status != "completed" {
+		t.Fatalf("%d %.3000s", status, resp)
+	}
+	grep := ""
+	mcpCalls := 0
+	for _, it := range r.Output {
+		switch {
+		case it.Type == "mcp_call" && (it.Agent == nil || it.Agent.Name != "/root/a" || string(it.Output) != `"5"`):
+			t.Errorf("the sub-agent's mcp_call: %.3000s", resp)
+		case it.Type == "mcp_call":
+			mcpCalls++
+		case it.Type == "function_call":
+			grep = it.CallID
+		}
+	}
+	if mcpCalls != 1 || grep == "" {
+		t.Fatalf("%d mcp_calls, grep call %q: %.3000s", mcpCalls, grep, resp)
+	}
+	status, resp = h.post(t, "/responses", map[string]any{"model": "tether-scripted", "multi_agent": map[string]any{"enabled": true},
+		"tools": tools, "previous_response_id": r.ID, "input": []any{fco(grep, "found 3")}})
+	if status != http.StatusOK || bytes.Contains(resp, []byte(`"type":"mcp_call"`)) ||
+		!bytes.Contains(resp, []byte(`/root/a said: grep returned: found 3`)) {
+		t.Errorf("the next request: %d %.3000s", status, resp)
 	}
 }

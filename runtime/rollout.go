@@ -225,7 +225,9 @@ func (r *rollout) startRun(ctx context.Context, sink sink) {
 
 // endRun ends the run startRun began, once the response has ended.
 func (r *rollout) endRun() {
-	r.closeMCP()
+	if r.agent == nil { // a sub-agent's MCP servers are its root's
+		r.closeMCP()
+	}
 	r.cancel(nil)
 	r.srv.ended(r)
 }
@@ -258,7 +260,12 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 	r.modelReady = time.Now() // created and in_progress go out while it starts
 	r.emitResponse(protocol.EventCreated)
 	r.emitResponse(protocol.EventInProgress)
-	if r.tree != nil { // a continued tree's sub-agents go on with it
+	if r.tree != nil && len(r.tree.pending) > 0 {
+		// A continued tree's sub-agents go on with it, offered the tools
+		// it offers (its MCP servers' listed first, as a spawn finds them).
+		if err := r.beforeStep(ctx); err != nil {
+			return false, err
+		}
 		r.tree.startPending()
 	}
 	if len(r.rerun) > 0 {
