@@ -58,6 +58,7 @@ type agents struct {
 // subAgent is one sub-agent: its loop, its client calls, how it ended.
 type subAgent struct {
 	path  string
+	cost  int64         // what its spawn took from the server's memory budget, given back at its end
 	ro    *rollout      // nil for one a continuation found ended or waiting (agents_http.go): it does not run
 	calls *agentCalls   // nil in an open tree
 	done  chan struct{} // closed when its loop has ended
@@ -200,13 +201,20 @@ func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 		items = slices.Clip(caller.items)
 		t.root.mu.Unlock()
 	}
-	sa := &subAgent{path: caller.agentPath() + "/" + args.TaskName, done: make(chan struct{})}
+	// Its own state, as a request's: the message it starts from, its
+	// context's growth (a forked context is shared, not copied).
+	sa := &subAgent{path: caller.agentPath() + "/" + args.TaskName, cost: requestCost(len(args.Message)), done: make(chan struct{})}
+	mem := t.root.srv.mem
+	if perr := mem.Charge(sa.cost); perr != nil {
+		return nil, fmt.Errorf("no room for another agent: %s", perr.Message)
+	}
 	t.newLoop(sa, append(items, spawnMessage(args.Message)))
 
 	// Whole before the tree has it: another agent may name it at once.
 	t.mu.Lock()
 	if err := t.addLocked(sa); err != nil {
 		t.mu.Unlock()
+		mem.Refund(sa.cost)
 		return nil, err
 	}
 	t.mu.Unlock()
@@ -322,6 +330,7 @@ func (t *agents) ended(sa *subAgent, err error) {
 	}
 	sa.status, sa.final = status, final
 	t.mu.Unlock()
+	t.root.srv.mem.Refund(sa.cost)
 	close(sa.done)
 }
 

@@ -303,3 +303,25 @@ func TestAgentTreeMCP(t *testing.T) {
 		t.Errorf("the next request: %d %.3000s", status, resp)
 	}
 }
+
+// TestAgentTreeMemory: a spawn takes its share of the server's memory
+// budget (Limits.MaxMemory) and gives it back when its agent ends: a
+// budget with room for the request and one agent serves three trees one
+// after the other, and one without room for the agent refuses the spawn
+// with an error output the model reads, the response going on.
+func TestAgentTreeMemory(t *testing.T) {
+	t.Parallel()
+	body := map[string]any{"model": "tether-scripted", "multi_agent": map[string]any{"enabled": true},
+		"input": "Delegate.\n" + `spawn: a {"message": "Say hi."}` + "\nwait: a\n"}
+	h := newHarness(t, runtime.Options{Limits: runtime.Limits{MaxMemory: 200 << 10}})
+	for i := range 3 {
+		if status, resp := h.post(t, "/responses", body); status != http.StatusOK || !bytes.Contains(resp, []byte(`{\"status\":{\"/root/a\":\"completed\"}}`)) {
+			t.Fatalf("tree %d: %d %.2000s", i, status, resp)
+		}
+	}
+	h = newHarness(t, runtime.Options{Limits: runtime.Limits{MaxMemory: 100 << 10}})
+	if status, resp := h.post(t, "/responses", body); status != http.StatusOK || !bytes.Contains(resp, []byte(`no room for another agent`)) ||
+		!bytes.Contains(resp, []byte(`"status":"completed"`)) {
+		t.Errorf("%d %.2000s", status, resp)
+	}
+}
