@@ -32,8 +32,8 @@ import (
 //
 // Not yet: a tree is not durable (a server with Options.Checkpoints
 // refuses spawn_agent over WebSocket, with an error output), and it is not
-// forked; followup_task is refused. A sub-agent's client calls are bounded
-// by Suspension.Timeout over WebSocket, as a pause is.
+// forked. A sub-agent's client calls are bounded by Suspension.Timeout
+// over WebSocket, as a pause is.
 
 // defaultSubagents is max_concurrent_subagents when the request leaves it out.
 const defaultSubagents = 3
@@ -58,10 +58,12 @@ type agents struct {
 // subAgent is one sub-agent: its loop, its client calls, how it ended.
 type subAgent struct {
 	path  string
-	cost  int64         // what its spawn took from the server's memory budget, given back at its end
-	ro    *rollout      // nil for one a continuation found ended or waiting (agents_http.go): it does not run
-	calls *agentCalls   // nil in an open tree
-	done  chan struct{} // closed when its loop has ended
+	cost  int64          // what its spawn took from the server's memory budget, given back at its end
+	ro    *rollout       // nil for one a continuation found ended or waiting (agents_http.go): it does not run
+	ctx   protocol.Items // such a one's context, for a followup_task
+	prior *subAgent      // the agent's earlier run, a followup_task's: its usage counts too
+	calls *agentCalls    // nil in an open tree
+	done  chan struct{}  // closed when its loop has ended
 
 	// Set when done closes.
 	status string // completed, failed, interrupted; waiting (open trees: it left client calls open)
@@ -268,6 +270,41 @@ func (t *agents) addLocked(sa *subAgent) error {
 	return nil
 }
 
+// followup gives sa, which has ended, a new task: a run of its own again,
+// from its context and then m, in sa's place in the tree, which start
+// starts. It counts against max_concurrent_subagents, as a spawn does.
+func (t *agents) followup(sa *subAgent, m protocol.Item, text string) (*subAgent, error) {
+	ctx := sa.ctx
+	if sa.ro != nil {
+		ctx = sa.ro.items // its loop has ended: the items are still
+	}
+	next := &subAgent{path: sa.path, cost: requestCost(len(text)), done: make(chan struct{}), prior: sa}
+	mem := t.root.srv.mem
+	if perr := mem.Charge(next.cost); perr != nil {
+		return nil, fmt.Errorf("no room for another run of %s: %s", sa.path, perr.Message)
+	}
+	t.newLoop(next, append(slices.Clip(ctx), m))
+	t.mu.Lock()
+	live := 0
+	for _, o := range t.order {
+		if o.live() {
+			live++
+		}
+	}
+	i := slices.Index(t.order, sa)
+	if live >= t.max || i < 0 {
+		t.mu.Unlock()
+		mem.Refund(next.cost)
+		if i < 0 {
+			return nil, fmt.Errorf("%s was given a task meanwhile", sa.path)
+		}
+		return nil, fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
+	}
+	t.order[i], t.byPath[sa.path] = next, next
+	t.mu.Unlock()
+	return next, nil
+}
+
 // start runs a sub-agent's loop, on a goroutine of its own.
 func (t *agents) start(sa *subAgent) {
 	go t.drive(sa, func() (*conversation, error) { return sa.ro.run(t.root.ctx, nil) })
@@ -364,15 +401,17 @@ func (t *agents) end(rootOpen bool) (usage protocol.Usage, sample map[string]int
 		} else {
 			sa.interrupt(context.Background())
 		}
-		if sa.ro == nil {
-			continue
-		}
-		usage.Add(sa.ro.usage)
-		if us := sa.ro.soloSample.Microseconds(); us > 0 {
-			if sample == nil {
-				sample = map[string]int64{}
+		for run := sa; run != nil; run = run.prior {
+			if run.ro == nil {
+				continue
 			}
-			sample[sa.path] = us
+			usage.Add(run.ro.usage)
+			if us := run.ro.soloSample.Microseconds(); us > 0 {
+				if sample == nil {
+					sample = map[string]int64{}
+				}
+				sample[sa.path] += us
+			}
 		}
 	}
 	if us := t.root.soloSample.Microseconds(); sample != nil && us > 0 {

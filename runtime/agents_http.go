@@ -59,7 +59,7 @@ func (t *agents) rebuild(flat protocol.Items) bool {
 	r.rerun = rootPlace.rerun
 	for _, s := range subs {
 		p := placeOf(s.own)
-		sa := &subAgent{path: s.path, done: make(chan struct{})}
+		sa := &subAgent{path: s.path, ctx: agentContext(s, byPath), done: make(chan struct{})}
 		switch {
 		case s.interrupted || (rootPlace.answered && !p.ended):
 			sa.status, sa.final = agentInterrupted, p.final
@@ -68,7 +68,8 @@ func (t *agents) rebuild(flat protocol.Items) bool {
 		case p.waits:
 			sa.status = agentWaiting
 		default:
-			t.pending = append(t.pending, pendingAgent{sa: sa, ctx: agentContext(s, byPath), rerun: p.rerun})
+			t.pending = append(t.pending, pendingAgent{sa: sa, ctx: sa.ctx, rerun: p.rerun})
+			sa.ctx = nil // its loop's from here
 			t.byPath[sa.path], t.order = sa, append(t.order, sa)
 			continue
 		}

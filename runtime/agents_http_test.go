@@ -25,6 +25,12 @@ const deepTree = "Split the work.\n" +
 	`b {"message": "List the files.\ncall: list_dir {}\nspawn: c {\"message\": \"call: grep {}\", \"fork_turns\": \"all\"}\nwait: c"}` + "\n" +
 	"wait: a, b\n"
 
+// followupTree is a root that spawns a sub-agent making one client call,
+// waits for it, gives it a new task once it has ended (followup_task: it
+// runs again, from its context and the task), and waits for it again.
+const followupTree = "Delegate.\n" + `spawn: a {"message": "call: grep {}"}` + "\nwait: a\n" +
+	`followup: a "and the benchmarks"` + "\nwait: a\n"
+
 // treeRun is what a tree gave in one form: every client call, as
 // "agent call_id name arguments", sorted, and the root's answer.
 type treeRun struct {
@@ -46,7 +52,7 @@ func TestAgentTreeForms(t *testing.T) {
 	for _, tc := range []struct {
 		script   string
 		requests int // over HTTP: one, then one for each round of client calls
-	}{{treeScript, 2}, {deepTree, 3}} {
+	}{{treeScript, 2}, {deepTree, 3}, {followupTree, 2}} {
 		script := tc.script
 		synctest.Test(t, func(t *testing.T) {
 			h := newPipeHarness(t, runtime.Options{})

@@ -184,19 +184,30 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (text string, m
 		}
 		text, _, _ := ok(map[string]any{"status": status})
 		return text, messages, false
-	case protocol.ActionSendMessage:
+	case protocol.ActionSendMessage, protocol.ActionFollowupTask:
 		subs, err := t.find(at.caller, []string{args.Target})
 		if err != nil {
 			return failed("%v", err)
 		}
 		sa := subs[0]
-		if !sa.live() {
+		if !sa.live() && call.Name == protocol.ActionSendMessage {
 			return failed("%s has ended", sa.path)
 		}
 		// In the output, and so in the items an open tree is built again
 		// from, as the recipient's; into its context after its step.
 		m := &protocol.AgentMessage{Author: at.caller.agentPath(), Recipient: sa.path,
 			Content: protocol.Contents{&protocol.OutputText{Text: args.Message, Annotations: []protocol.Annotation{}}}, Agent: &protocol.AgentRef{AgentName: sa.path}}
+		if !sa.live() { // followup_task: the agent runs again, from its context and the message
+			next, err := t.followup(sa, m, args.Message)
+			if err != nil {
+				return failed("%v", err)
+			}
+			at.caller.mu.Lock()
+			at.caller.showLocked(m) // before its run's items, as its context has it
+			at.caller.mu.Unlock()
+			t.start(next)
+			return ok(map[string]string{"restarted": sa.path})
+		}
 		at.caller.mu.Lock()
 		at.caller.showLocked(m)
 		at.caller.mu.Unlock()

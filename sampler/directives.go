@@ -80,14 +80,16 @@ func jsonDirective(text string) (string, bool) {
 //	spawn: NAME {"message": "…", "fork_turns": "all"} | NAME2 {…}
 //	wait: NAME[, NAME…]
 //	send: NAME "text"
+//	followup: NAME "text"
 //	list:
 //	interrupt: NAME
 //
 // spawn starts sub-agents (spawn_agent, task_name NAME; the message's
 // lines are their directives, fork_turns is passed on as written), wait
 // makes the agent wait until they end (wait_agent), send tells one
-// something (send_message), list lists them (list_agents), interrupt
-// ends one (interrupt_agent). Prefixes are case-insensitive.
+// something (send_message), followup gives one a new task (followup_task:
+// an agent that ended runs again), list lists them (list_agents),
+// interrupt ends one (interrupt_agent). Prefixes are case-insensitive.
 func agentDirective(line string) ([]directiveCall, bool) {
 	line = strings.TrimSpace(line)
 	verb, body, ok := strings.Cut(line, ":")
@@ -134,14 +136,18 @@ func agentDirective(line string) ([]directiveCall, bool) {
 		if name := strings.TrimSpace(body); name != "" {
 			step = append(step, call("interrupt_agent", map[string]any{"target": name}))
 		}
-	case "send":
+	case "send", "followup":
 		name, text, _ := strings.Cut(strings.TrimSpace(body), " ")
 		var msg string
 		if err := json.Unmarshal([]byte(strings.TrimSpace(text)), &msg); err != nil {
 			msg = strings.TrimSpace(text)
 		}
+		action := "send_message"
+		if strings.EqualFold(verb, "followup") {
+			action = "followup_task"
+		}
 		if name != "" {
-			step = append(step, call("send_message", map[string]any{"target": name, "message": msg}))
+			step = append(step, call(action, map[string]any{"target": name, "message": msg}))
 		}
 	default:
 		return nil, false

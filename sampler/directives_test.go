@@ -108,9 +108,10 @@ func FuzzDirectives(f *testing.F) {
 	})
 }
 
-// TestAgentDirectives: in a multi-agent response's step, spawn, wait and
-// send lines are steps of multi-agent calls, their arguments as
-// spawn_agent, wait_agent and send_message take them; other lines are
+// TestAgentDirectives: in a multi-agent response's step, spawn, wait,
+// send and followup lines are steps of multi-agent calls, their arguments
+// as spawn_agent, wait_agent, send_message and followup_task take them;
+// other lines are
 // not, and outside one none of them is.
 func TestAgentDirectives(t *testing.T) {
 	t.Parallel()
@@ -118,6 +119,7 @@ func TestAgentDirectives(t *testing.T) {
 		`spawn: tests {"message": "Count the tests.\ncall: list_dir {}", "fork_turns": "none"} | docs{"message":"Read the docs."}` + "\n" +
 		"WAIT: tests, docs\n" +
 		`send: tests "and the benchmarks"` + "\n" +
+		"Followup: docs Again.\n" +
 		"spawner: not a directive\n"
 	if steps := parseDirectives(text, false); len(steps) != 0 {
 		t.Errorf("outside a multi-agent response: %+v, want no steps", steps)
@@ -128,6 +130,7 @@ func TestAgentDirectives(t *testing.T) {
 			{Namespace: multiAgentNS, Name: "spawn_agent", Args: `{"message":"Read the docs.","task_name":"docs"}`}},
 		{{Namespace: multiAgentNS, Name: "wait_agent", Args: `{"targets":["tests","docs"]}`}},
 		{{Namespace: multiAgentNS, Name: "send_message", Args: `{"message":"and the benchmarks","target":"tests"}`}},
+		{{Namespace: multiAgentNS, Name: "followup_task", Args: `{"message":"Again.","target":"docs"}`}},
 	}
 	if !reflect.DeepEqual(steps, want) {
 		t.Fatalf("steps %+v\nwant %+v", steps, want)
