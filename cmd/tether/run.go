@@ -263,48 +263,47 @@ func mcpToolFlag(s string) ([]protocol.Tool, error) {
 
 // traceTask is the recorded task of a replay model, or "".
 func traceTask(model string) string {
+	if tr := traceOf(model); tr != nil {
+		return tr.Task
+	}
+	return ""
+}
+
+// traceOf is the trace a replay model replays, nil for another model.
+func traceOf(model string) *sampler.Trace {
 	name, ok := strings.CutPrefix(model, sampler.ReplayPrefix)
 	if !ok {
-		return ""
+		return nil
 	}
 	traces, err := sampler.LoadTraces()
 	if err != nil {
-		return ""
+		return nil
 	}
-	for _, t := range traces {
-		if t.Name == name {
-			return t.Task
-		}
+	i := slices.IndexFunc(traces, func(t *sampler.Trace) bool { return t.Name == name })
+	if i < 0 {
+		return nil
 	}
-	return ""
+	return traces[i]
 }
 
 // treeTask is a task for the scripted model that splits the tool calls
 // of replay model's trace between n sub-agents, each making its share one
 // after the other, and waits for them; "" when model is not a replay.
 func treeTask(model string, n int) string {
-	name, ok := strings.CutPrefix(model, sampler.ReplayPrefix)
-	if !ok {
-		return ""
-	}
-	traces, err := sampler.LoadTraces()
-	if err != nil {
-		return ""
-	}
-	i := slices.IndexFunc(traces, func(t *sampler.Trace) bool { return t.Name == name })
-	if i < 0 {
+	tr := traceOf(model)
+	if tr == nil {
 		return ""
 	}
 	shares := make([]strings.Builder, n)
 	k := 0
-	for _, step := range traces[i].Steps {
+	for _, step := range tr.Steps {
 		for _, c := range step.Calls {
 			fmt.Fprintf(&shares[k%n], "call: %s %s\n", c.Name, c.Arguments)
 			k++
 		}
 	}
 	var task strings.Builder
-	fmt.Fprintf(&task, "%s\nSplit the work between %d sub-agents, then report what they found.\nspawn: ", traces[i].Task, n)
+	fmt.Fprintf(&task, "%s\nSplit the work between %d sub-agents, then report what they found.\nspawn: ", tr.Task, n)
 	var names []string
 	for j := range shares {
 		name := fmt.Sprintf("helper_%d", j+1)
