@@ -30,10 +30,12 @@ import (
 // them; a continuation, chained or replayed, builds the tree again from
 // its items (agents_http.go).
 //
-// Not yet: a tree is not durable (a server with Options.Checkpoints
-// refuses spawn_agent over WebSocket, with an error output), and it is not
-// forked. A sub-agent's client calls are bounded by Suspension.Timeout
-// over WebSocket, as a pause is.
+// A waiting tree's items, every agent's, join its log as they are done
+// (agents.log); a fork builds the tree again from them, as a continuation
+// does from its request's (fork.go's treeFork). Not yet: a tree is not
+// durable (a server with Options.Checkpoints refuses spawn_agent over
+// WebSocket, with an error output). A sub-agent's client calls are
+// bounded by Suspension.Timeout over WebSocket, as a pause is.
 
 // defaultSubagents is max_concurrent_subagents when the request leaves it out.
 const defaultSubagents = 3
@@ -52,18 +54,29 @@ type agents struct {
 	byPath  map[string]*subAgent
 	order   []*subAgent          // in spawn order
 	waiting map[string]*subAgent // call_id -> the sub-agent whose step waits for its output
-	pending []pendingAgent       // what rebuild found runnable, until the root starts them
+	pending []pendingAgent       // what rebuild found to go on, until the root starts them
+	// rootOwed are the client calls of the root's last step that rebuild
+	// found with no output: a fork of a tree whose root waits on its
+	// client is refused.
+	rootOwed []protocol.Call
+	// log is every agent's items, in the order they were done, and the
+	// outputs and messages the client sent, in the order they were taken:
+	// with the root's items before its output (rollout.flat), what
+	// rebuild builds the tree again from (a fork's). Guarded by root.mu.
+	log protocol.Items
 }
 
 // subAgent is one sub-agent: its loop, its client calls, how it ended.
 type subAgent struct {
 	path  string
-	cost  int64          // what its spawn took from the server's memory budget, given back at its end
-	ro    *rollout       // nil for one a continuation found ended or waiting (agents_http.go): it does not run
-	ctx   protocol.Items // such a one's context, for a followup_task
-	prior *subAgent      // the agent's earlier run, a followup_task's: its usage counts too
-	calls *agentCalls    // nil in an open tree
-	done  chan struct{}  // closed when its loop has ended
+	cost  int64           // what its spawn took from the server's memory budget, given back at its end
+	ro    *rollout        // nil for one a continuation found ended or waiting (agents_http.go): it does not run
+	ctx   protocol.Items  // such a one's context, for a followup_task, or to go on from once its outputs come
+	owed  []protocol.Call // the client calls such a one waits on, in order (a waiting tree rebuilt: agents_http.go)
+	later protocol.Items  // what was sent it meanwhile, for its context after the outputs
+	prior *subAgent       // the agent's earlier run, a followup_task's: its usage counts too
+	calls *agentCalls     // nil in an open tree
+	done  chan struct{}   // closed when its loop has ended
 
 	// Set when done closes.
 	status string // completed, failed, interrupted; waiting (open trees: it left client calls open)
@@ -96,11 +109,25 @@ func (t *agents) statusOf(sa *subAgent) string {
 	return sa.status
 }
 
-// interrupt ends the sub-agent's loop, if it runs, and waits for its end
-// or ctx's.
-func (sa *subAgent) interrupt(ctx context.Context) {
-	if sa.ro != nil {
-		sa.ro.abort(errInterrupted) // a parked loop is driven on, to its end
+// interrupt ends sa's loop, if it runs, or its wait, if it waits with no
+// loop yet (a waiting tree rebuilt), and waits for its end or ctx's.
+func (t *agents) interrupt(sa *subAgent, ctx context.Context) {
+	t.mu.Lock()
+	ro, waiting := sa.ro, sa.ro == nil && sa.owed != nil
+	if waiting {
+		for id, w := range t.waiting {
+			if w == sa {
+				delete(t.waiting, id)
+			}
+		}
+		sa.owed, sa.status = nil, agentInterrupted
+	}
+	t.mu.Unlock()
+	switch {
+	case ro != nil:
+		ro.abort(errInterrupted) // a parked loop is driven on, to its end
+	case waiting:
+		close(sa.done)
 	}
 	select {
 	case <-sa.done:
@@ -399,7 +426,7 @@ func (t *agents) end(rootOpen bool) (usage protocol.Usage, sample map[string]int
 		if rootOpen && t.open {
 			<-sa.done
 		} else {
-			sa.interrupt(context.Background())
+			t.interrupt(sa, context.Background())
 		}
 		for run := sa; run != nil; run = run.prior {
 			if run.ro == nil {
@@ -456,9 +483,20 @@ func (t *agents) accept(items protocol.Items) bool {
 			ready = append(ready, to[i])
 		}
 	}
+	var starts []*subAgent
+	for _, sa := range ready {
+		if sa.ro == nil { // rebuilt waiting: its loop starts now
+			t.resumeWaitingLocked(sa, sa.calls.outputs)
+			starts = append(starts, sa)
+		}
+	}
 	t.mu.Unlock()
 	for _, sa := range ready {
-		sa.ro.kick()
+		if slices.Contains(starts, sa) {
+			t.start(sa)
+		} else {
+			sa.ro.kick()
+		}
 	}
 	return true
 }

@@ -56,7 +56,7 @@ func (t *agents) rebuild(flat protocol.Items) bool {
 	r := t.root
 	r.items = agentContext(root, byPath)
 	rootPlace := placeOf(root.own)
-	r.rerun = rootPlace.rerun
+	r.rerun, t.rootOwed = rootPlace.rerun, rootPlace.owed
 	for _, s := range subs {
 		p := placeOf(s.own)
 		sa := &subAgent{path: s.path, ctx: agentContext(s, byPath), done: make(chan struct{})}
@@ -65,8 +65,10 @@ func (t *agents) rebuild(flat protocol.Items) bool {
 			sa.status, sa.final = agentInterrupted, p.final
 		case p.ended:
 			sa.status, sa.final = string(protocol.ResponseCompleted), p.final
-		case p.waits:
-			sa.status = agentWaiting
+		case p.waits: // startPending, or waitPending, says how it waits
+			t.pending = append(t.pending, pendingAgent{sa: sa, ctx: sa.ctx, owed: p.owed})
+			t.byPath[sa.path], t.order = sa, append(t.order, sa)
+			continue
 		default:
 			t.pending = append(t.pending, pendingAgent{sa: sa, ctx: sa.ctx, rerun: p.rerun})
 			sa.ctx = nil // its loop's from here
@@ -79,26 +81,73 @@ func (t *agents) rebuild(flat protocol.Items) bool {
 	return true
 }
 
-// pendingAgent is a sub-agent rebuild found runnable: its loop starts
-// with the root's (startPending).
+// pendingAgent is a sub-agent rebuild found to go on with the root
+// (startPending): runnable, from ctx, or waiting on the client calls it
+// owes outputs for (its context in sa.ctx).
 type pendingAgent struct {
 	sa    *subAgent
 	ctx   protocol.Items
 	rerun []protocol.Call
+	owed  []protocol.Call
+}
+
+// waitPending makes the sub-agents rebuild found waiting on their client
+// wait on it in this response, before it begins (a suspension's): the
+// outputs for their calls start their loops (accept).
+func (t *agents) waitPending() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pending := t.pending[:0]
+	for _, p := range t.pending {
+		if p.owed == nil {
+			pending = append(pending, p)
+			continue
+		}
+		p.sa.ctx, p.sa.owed = p.ctx, p.owed
+		p.sa.calls = &agentCalls{tree: t, agent: p.sa, asked: true, pending: map[string]protocol.Call{}, outputs: map[string]protocol.Item{}}
+		for _, c := range p.owed {
+			p.sa.calls.pending[c.CallID] = c
+			t.waiting[c.CallID] = p.sa
+		}
+	}
+	t.pending = pending
 }
 
 // startPending starts the loops of the sub-agents rebuild found runnable,
 // once the root's response has begun: they share its response object.
 // Every loop is made before any starts: one may act on another at once.
+// One that waits on its client in an open tree ends on its calls.
 func (t *agents) startPending() {
+	var runs []*subAgent
 	for _, p := range t.pending {
-		t.newLoop(p.sa, p.ctx)
-		p.sa.ro.rerun = p.rerun
+		switch {
+		case p.owed != nil: // an open tree's (waitPending took a waiting one's)
+			p.sa.status = agentWaiting
+			close(p.sa.done)
+		default:
+			t.newLoop(p.sa, p.ctx)
+			p.sa.ro.rerun = p.rerun
+			runs = append(runs, p.sa)
+		}
 	}
-	for _, p := range t.pending {
-		t.start(p.sa)
+	for _, sa := range runs {
+		t.start(sa)
 	}
 	t.pending = nil
+}
+
+// resumeWaitingLocked makes the loop of a sub-agent rebuild found waiting
+// on its client, once every output it owed has come (the caller starts
+// it): from its context, the outputs after it in the order of its calls.
+// The caller holds t.mu: an interrupt finds the loop, or the wait.
+func (t *agents) resumeWaitingLocked(sa *subAgent, outputs map[string]protocol.Item) {
+	ctx := slices.Clip(sa.ctx)
+	for _, c := range sa.owed {
+		ctx = append(ctx, outputs[c.CallID])
+	}
+	ctx = append(ctx, sa.later...)
+	sa.ctx, sa.owed, sa.later = nil, nil, nil
+	t.newLoop(sa, ctx)
 }
 
 // splitTree splits flat items into their agents': the root's, and each
@@ -239,6 +288,7 @@ type place struct {
 	ended    bool            // answered, and nothing came after it
 	final    string          // the answer's text
 	waits    bool            // a call of its last step waits on the client
+	owed     []protocol.Call // those calls, in order
 	rerun    []protocol.Call // the multi_agent_calls of its last step left open
 }
 
@@ -274,6 +324,8 @@ func placeOf(own protocol.Items) place {
 			p.rerun = append(p.rerun, protocol.Call{Type: protocol.ItemMultiAgentCall, ID: c.ID, CallID: c.CallID, Name: c.Action, Input: c.Arguments})
 		default:
 			p.waits = true
+			c, _ := protocol.CallOf(it)
+			p.owed = append(p.owed, c)
 		}
 	}
 	p.answered = calls == 0

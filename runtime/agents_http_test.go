@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -330,4 +331,85 @@ func TestAgentTreeMemory(t *testing.T) {
 		!bytes.Contains(resp, []byte(`"status":"completed"`)) {
 		t.Errorf("%d %.2000s", status, resp)
 	}
+}
+
+// TestAgentTreeFork: response.fork of a multi-agent response whose two
+// sub-agents wait on their client calls (its root waiting on them) makes
+// a new response on another lane, forked from it, whose tree is built
+// again from the original's items: its sub-agents wait there on the same
+// calls. Each response's injects reach its own agents, and each completes
+// with an answer made of its own outputs.
+func TestAgentTreeFork(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newPipeHarness(t, runtime.Options{})
+		c := h.dial(t, "Bearer alice")
+		l := newLanes(c)
+		req := create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true},
+			"include": []string{"tether.waits"}, "input": treeScript})
+		req["stream_id"] = "orig"
+		c.send(t, req)
+		var id string
+		var calls []callItem
+		waits := 0
+		for _, b := range l.take(t, "orig", func(e ev) bool {
+			waits += count([]string{e.Type}, "response.waiting")
+			return waits == 2 || e.Type == "error" || isEnd(e.Type)
+		}) {
+			var e agentEv
+			json.Unmarshal(b, &e)
+			switch it, ok := functionCall(e.Item); {
+			case e.Type == "response.created":
+				id = e.Resp.ID
+			case e.Type == "response.output_item.done" && ok:
+				calls = append(calls, it)
+			case isEnd(e.Type) || e.Type == "error":
+				t.Fatalf("before both waits: %s", b)
+			}
+		}
+		if len(calls) != 2 {
+			t.Fatalf("%d client calls before both waits", len(calls))
+		}
+
+		c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"f"}})
+		var forkID string
+		for _, b := range l.take(t, "f", func(e ev) bool { return e.Type == "response.in_progress" || e.Type == "error" || isEnd(e.Type) }) {
+			var e struct {
+				Type     string `json:"type"`
+				Response struct {
+					ID         string `json:"id"`
+					ForkedFrom string `json:"forked_from"`
+				} `json:"response"`
+			}
+			json.Unmarshal(b, &e)
+			if e.Type == "response.created" {
+				forkID = e.Response.ID
+				if e.Response.ForkedFrom != id || forkID == id {
+					t.Fatalf("the fork: %s", b)
+				}
+			}
+		}
+		answers := map[string]string{}
+		for _, r := range []struct{ lane, id, variant string }{{"f", forkID, "fork"}, {"orig", id, "original"}} {
+			for _, it := range calls {
+				m := injectEv(r.id, fco(it.CallID, r.variant+" "+it.Name))
+				m["stream_id"] = r.lane
+				c.send(t, m)
+			}
+			end := l.take(t, r.lane, func(e ev) bool { return e.Type == "error" || isEnd(e.Type) || e.Type == "response.inject.failed" })
+			var e agentEv
+			json.Unmarshal(last(end), &e)
+			if e.Type != "response.completed" {
+				t.Fatalf("lane %s ended %s", r.lane, last(end))
+			}
+			answers[r.lane] = rootAnswer(t, e.Resp.Output)
+		}
+		for lane, variant := range map[string]string{"f": "fork", "orig": "original"} {
+			for _, it := range calls {
+				if !strings.Contains(answers[lane], it.Name+" returned: "+variant+" "+it.Name) {
+					t.Errorf("lane %s answered %q, want %s's output", lane, answers[lane], variant)
+				}
+			}
+		}
+	})
 }

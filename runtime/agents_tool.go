@@ -211,8 +211,14 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (text string, m
 		at.caller.mu.Lock()
 		at.caller.showLocked(m)
 		at.caller.mu.Unlock()
-		if sa.ro != nil {
-			sa.ro.inbox.add(m)
+		t.mu.Lock()
+		ro := sa.ro
+		if ro == nil && sa.owed != nil { // a waiting tree rebuilt: after its outputs, when its loop starts
+			sa.later = append(sa.later, m)
+		}
+		t.mu.Unlock()
+		if ro != nil {
+			ro.inbox.add(m)
 		}
 		return ok(map[string]string{"delivered": sa.path})
 	case protocol.ActionListAgents:
@@ -234,7 +240,7 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (text string, m
 		if err != nil {
 			return failed("%v", err)
 		}
-		if subs[0].interrupt(ctx); ctx.Err() != nil {
+		if t.interrupt(subs[0], ctx); ctx.Err() != nil {
 			return "", nil, false
 		}
 		t.mu.Lock()

@@ -246,7 +246,7 @@ func (r *rollout) itemDoneLocked(idx int, item protocol.Item) {
 		o.held[idx] = ev
 		return
 	}
-	r.emitLocked(ev)
+	r.emitDoneLocked(ev)
 	o.doneNext++
 	for o.doneNext < len(r.own) {
 		ev, ok := o.held[r.own[o.doneNext]]
@@ -254,13 +254,22 @@ func (r *rollout) itemDoneLocked(idx int, item protocol.Item) {
 			break
 		}
 		delete(o.held, r.own[o.doneNext])
-		r.emitLocked(ev)
+		r.emitDoneLocked(ev)
 		o.doneNext++
 	}
 	if len(o.held) == 0 && o.pause != nil {
 		calls := o.pause
 		o.pause = nil
 		r.pauseLocked(calls)
+	}
+}
+
+// emitDoneLocked sends an item's output_item.done; a multi-agent
+// response's items join its tree's log as they are done (agents.log).
+func (r *rollout) emitDoneLocked(ev *protocol.OutputItemEvent) {
+	r.emitLocked(ev)
+	if t := r.tree; t != nil {
+		t.log = append(t.log, ev.Item)
 	}
 }
 
@@ -279,7 +288,7 @@ func (r *rollout) flushDoneLocked() {
 			markStatus(it, protocol.StatusIncomplete)
 			ev = &protocol.OutputItemEvent{EventHeader: protocol.EventHeader{Type: protocol.EventOutputItemDone}, OutputIndex: idx, Item: it}
 		}
-		r.emitLocked(ev)
+		r.emitDoneLocked(ev)
 	}
 	clear(o.held)
 	o.pause = nil

@@ -1,9 +1,13 @@
 package runtime
 
 import (
+	"cmp"
+	"context"
+	"slices"
 	"time"
 
 	"github.com/tether-run/tether/runtime/internal/ids"
+	"github.com/tether-run/tether/runtime/internal/lifecycle"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -35,6 +39,56 @@ func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollo
 		r.req, r.resp.Conversation = &req, nil
 	}
 	r.order.seq = 0 // a new response's events
+	r.path.State = stateFork
+	return r, nil
+}
+
+// treeFork is a multi-agent response whose sub-agents ran, as it stands
+// when it is forked: its request, and its items (agents.log), every
+// agent's, from which a fork builds the tree again.
+type treeFork struct {
+	req    *protocol.CreateRequest
+	items  protocol.Items
+	id     string // the response forked
+	tenant string
+	path   ServePath
+}
+
+// treeFork takes the tree's items now for response.fork from sess on
+// lane. Its root need not be parked: a tree forks from where its agents
+// stand (those running run their step again in the fork, those waiting
+// on their client wait there too); the lane and the sender are checked
+// as for any fork. The rollout's lock is taken first, as the lock order
+// says.
+func (sp *suspension) treeFork(sess *session, lane string) (*treeFork, *protocol.Error) {
+	sp.ro.mu.Lock()
+	defer sp.ro.mu.Unlock()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	switch v, perr := sp.decideLocked(lifecycle.Fork, sess, lane, ""); v {
+	case lifecycle.Allow, lifecycle.RefuseNotParked, lifecycle.RefuseAppended:
+	default:
+		return nil, cmp.Or(perr, errNoSuspended(sp.id))
+	}
+	r := sp.ro
+	return &treeFork{req: r.req, items: append(slices.Clip(r.flat), r.tree.log...), id: r.resp.ID, tenant: r.tenant, path: r.path}, nil
+}
+
+// forkTree is a fork of tf: a new suspended response on lane, created at
+// created (Unix seconds), whose tree is built again from tf's items
+// (agents.rebuild) and waits on its own client.
+func (s *Server) forkTree(tf *treeFork, lane string, created int64) (*rollout, *protocol.Error) {
+	req := *tf.req
+	req.Input, req.PreviousResponseID, req.Conversation = tf.items, "", nil
+	r, perr := s.prepare(context.Background(), &req, nil, s.now(), protocol.Timings{})
+	if perr != nil {
+		return nil, perr
+	}
+	if len(r.tree.rootOwed) > 0 {
+		return nil, errForkTree(tf.id)
+	}
+	r.resp.CreatedAt, r.resp.ForkedFrom = created, &tf.id
+	r.tenant, r.lane, r.path, r.routed = tf.tenant, lane, tf.path, true
 	r.path.State = stateFork
 	return r, nil
 }
@@ -73,6 +127,16 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 	case occ.sp == nil:
 		return errNoSuspended(ev.ResponseID)
 	}
+	if t := occ.sp.ro.tree; t != nil && t.spawned() {
+		tf, perr := occ.sp.treeFork(owner, from)
+		if perr != nil {
+			return perr
+		}
+		for _, id := range lanes {
+			sess.admit(id, &forkJob{tree: tf, received: received}, func(ln *lane) *protocol.Error { return ln.queueRefusal(sess, true) })
+		}
+		return nil
+	}
 	ps, perr := occ.sp.pause(owner, from)
 	if perr != nil {
 		return perr
@@ -85,7 +149,13 @@ func (sess *session) fork(ev *protocol.ForkEvent, received time.Time) *protocol.
 
 // forkOn runs a fork job: a new suspended rollout on ln, from the point.
 func (sess *session) forkOn(ln *lane, j *forkJob) (last []byte) {
-	ro, perr := sess.srv.forkRollout(j.pause, ln.id, sess.srv.now().Unix())
+	var ro *rollout
+	var perr *protocol.Error
+	if j.tree != nil {
+		ro, perr = sess.srv.forkTree(j.tree, ln.id, sess.srv.now().Unix())
+	} else {
+		ro, perr = sess.srv.forkRollout(j.pause, ln.id, sess.srv.now().Unix())
+	}
 	if perr != nil {
 		return errorFrame(perr, ln.id)
 	}

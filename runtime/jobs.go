@@ -64,6 +64,7 @@ func (j *refusedJob) run(sess *session, ln *lane) []byte {
 // forkJob is a fork of a parked rollout onto the lane (response.fork).
 type forkJob struct {
 	pause    *pauseState
+	tree     *treeFork // a multi-agent response's, instead of pause
 	received time.Time
 }
 

@@ -23,6 +23,7 @@ func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle
 	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
 	if ro.tree != nil { // a restored one has none: its sub-agents are not journaled
 		ro.tree.open = false // its agents wait on their client's calls in the response
+		ro.tree.waitPending()
 	}
 	if ro.paused != nil { // restored: the calls answered before the pause stay answered, counted by the steps before it
 		sp.answered, sp.steps = maps.Clone(ro.paused.Answered), max(ro.paused.ClientSteps-1, 0)

@@ -276,9 +276,11 @@ func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep b
 	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
+	ids.NameInputs(ev.Input) // before they join the tree's log: a fork shares its items
 	if t := sp.ro.tree; t != nil && t.accept(ev.Input) {
 		// Outputs for calls its sub-agents wait on: theirs, whatever the
 		// root is doing.
+		t.log = append(t.log, ev.Input...)
 		if ev.Inject {
 			sp.ro.injectCreatedLocked()
 		}
@@ -288,6 +290,9 @@ func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep b
 	sp.mu.Lock()
 	asleep, _ = sp.acceptAppendLocked(a)
 	sp.mu.Unlock()
+	if t := sp.ro.tree; t != nil && a.taken {
+		t.log = append(t.log, ev.Input...)
+	}
 	if ev.Inject && a.taken {
 		sp.ro.injectCreatedLocked() // before the step it resumes
 	}

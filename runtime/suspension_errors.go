@@ -47,11 +47,11 @@ func errForkAppended(id string) *protocol.Error {
 		"Response '%s' has outputs of this pause appended already: fork it before appending any.", id)
 }
 
-// errForkTree: a fork of a multi-agent response that has had sub-agents,
-// which a fork does not copy yet.
+// errForkTree: a fork of a multi-agent response whose root agent waits on
+// its client's calls while sub-agents ran, which a fork does not take.
 func errForkTree(id string) *protocol.Error {
 	return protocol.Invalid(protocol.CodeUnsupportedParameter, "response_id",
-		"Response '%s' has sub-agents: a multi-agent response is forked only before its first spawn_agent.", id)
+		"Response '%s' has sub-agents and its root agent waits on your calls: a multi-agent response with sub-agents is forked while its root runs or waits on them. Answer the root's calls, then fork.", id)
 }
 
 // errForkHostedRunning: a fork of a pause whose step still runs a hosted
