@@ -280,21 +280,27 @@ func (t *agents) newLoop(sa *subAgent, items protocol.Items) {
 // addLocked adds sa to the tree, unless its path is taken or the tree has
 // max_concurrent_subagents live already.
 func (t *agents) addLocked(sa *subAgent) error {
+	switch {
+	case t.byPath[sa.path] != nil:
+		return fmt.Errorf("an agent %s exists already", sa.path)
+	case t.liveLocked() >= t.max:
+		return fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
+	}
+	t.byPath[sa.path] = sa
+	t.order = append(t.order, sa)
+	return nil
+}
+
+// liveLocked is how many sub-agents count against
+// max_concurrent_subagents. The caller holds t.mu.
+func (t *agents) liveLocked() int {
 	live := 0
 	for _, o := range t.order {
 		if o.live() {
 			live++
 		}
 	}
-	switch {
-	case t.byPath[sa.path] != nil:
-		return fmt.Errorf("an agent %s exists already", sa.path)
-	case live >= t.max:
-		return fmt.Errorf("%d sub-agents run already, max_concurrent_subagents", t.max)
-	}
-	t.byPath[sa.path] = sa
-	t.order = append(t.order, sa)
-	return nil
+	return live
 }
 
 // followup gives sa, which has ended, a new task: a run of its own again,
@@ -312,13 +318,7 @@ func (t *agents) followup(sa *subAgent, m protocol.Item, text string) (*subAgent
 	}
 	t.newLoop(next, append(slices.Clip(ctx), m))
 	t.mu.Lock()
-	live := 0
-	for _, o := range t.order {
-		if o.live() {
-			live++
-		}
-	}
-	i := slices.Index(t.order, sa)
+	live, i := t.liveLocked(), slices.Index(t.order, sa)
 	if live >= t.max || i < 0 {
 		t.mu.Unlock()
 		mem.Refund(next.cost)
