@@ -383,13 +383,19 @@ func agentPathOf(ref *protocol.AgentRef) string {
 func (r *rollout) openTree() bool { return r.tree != nil && r.tree.open && r.agent == nil }
 
 // transcript is what the response leaves as context for the next: its
-// items, or an open tree's flat items and then its whole output, every
-// agent's.
+// items, or a tree's, every agent's, as rebuild reads them: an open tree's
+// flat items and then its whole output; a waiting tree's (one that
+// spawned) its flat items and then its log.
 func (r *rollout) transcript() protocol.Items {
-	if !r.openTree() {
-		return r.items
+	switch {
+	case r.openTree():
+		return append(slices.Clip(r.flat), r.resp.Output...)
+	case r.tree != nil && r.agent == nil && r.tree.spawned():
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return append(slices.Clip(r.flat), r.tree.log...)
 	}
-	return append(slices.Clip(r.flat), r.resp.Output...)
+	return r.items
 }
 
 // rerunCalls runs again the multi_agent_calls the agent left open in an

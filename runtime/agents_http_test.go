@@ -413,3 +413,24 @@ func TestAgentTreeFork(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentTreeNextTurnWS: a new turn on a WebSocket after a tree's
+// answer (previous_response_id, from the connection's cache) finds its
+// sub-agents there, ended as they ended: list_agents names them completed.
+func TestAgentTreeNextTurnWS(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newPipeHarness(t, runtime.Options{}).dial(t, "Bearer alice")
+		body := map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true},
+			"input": "Delegate.\n" + `spawn: a {"message": "Say hi."}` + "\nwait: a\n"}
+		c.send(t, create(body))
+		first := last(c.untilTerminal(t))
+		if eventType(t, first) != "response.completed" {
+			t.Fatalf("ended %.2000s", first)
+		}
+		body["previous_response_id"], body["input"] = respID(t, first), "Again.\nlist:\n"
+		c.send(t, create(body))
+		next := last(c.untilTerminal(t))
+		wantOutput(t, next, `{\"agents\":[{\"agent_name\":\"/root/a\",\"status\":\"completed\"}]}`)
+	})
+}

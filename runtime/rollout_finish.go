@@ -161,13 +161,20 @@ func (r *rollout) timings() protocol.Timings {
 }
 
 // publish renders the output onto the prompt and returns the state the next
-// turn continues from. An open tree's is every agent's items, unrendered:
-// the next turn builds the tree again from them (agents_http.go).
+// turn continues from. A tree's is every agent's items (transcript), from
+// which the next turn builds the tree again (agents_http.go): an open
+// tree's unrendered (its next request is served by another response's
+// hydrate, which renders), a waiting one's rendered whole, for a
+// continuation on its connection.
 func (r *rollout) publish() *conversation {
 	items, prompt := r.items, r.prompt
-	if r.openTree() {
+	switch {
+	case r.openTree():
 		items, prompt = r.transcript(), nil
-	} else {
+	case r.tree != nil && r.tree.spawned():
+		items = r.transcript()
+		prompt = r.srv.renderFrom(items, window{})
+	default:
 		r.renderPending()
 		prompt = r.prompt
 	}
