@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -71,6 +72,9 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 	}
 	srv.Handle("GET /metrics", metrics.Handler())
 	hs := httptest.NewUnstartedServer(srv)
+	if w.sendBuffer > 0 {
+		hs.Listener = sendBufferListener{hs.Listener, w.sendBuffer}
+	}
 	if w.tls {
 		hs.StartTLS()
 	} else {
@@ -92,6 +96,24 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 		hs.Close()
 	})
 	return h
+}
+
+// sendBufferListener gives each connection it accepts a fixed TCP send
+// buffer of size bytes.
+type sendBufferListener struct {
+	net.Listener
+	size int
+}
+
+func (l sendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(l.size); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
 }
 
 // post sends a JSON body to path and returns the status and body.

@@ -50,8 +50,15 @@ func TestSlowReaderMemory(t *testing.T) {
 	fast, slow := floodModel{n, piece, make(chan struct{})}, floodModel{n, piece, make(chan struct{})}
 	models["fast"], models["slow"] = fast, slow
 	// A loaded machine may take longer than the default slow-client cut
-	// to stream the flood; this test is about memory, not that cut.
-	h := newHarness(t, runtime.Options{Models: models, Timeouts: runtime.Timeouts{SlowClient: time.Hour, Write: time.Hour}})
+	// to stream the flood; this test is about memory, not that cut. The
+	// server's sockets have a small fixed send buffer, as the client that
+	// stops reading has a small receive buffer (below): with the kernel's
+	// autotuning (tcp_wmem to 4 MiB, tcp_rmem to 32 MiB here) the sockets
+	// take thousands of unmerged frames before the writer ever waits, as
+	// many as the writer had time to take one by one, which is scheduling,
+	// not the server (5,923 and 5,454 in two CI runs).
+	h := newHarnessOn(t, runtime.Options{Models: models, Timeouts: runtime.Timeouts{SlowClient: time.Hour, Write: time.Hour}},
+		wire{enc: testEncoding, sendBuffer: 16 << 10})
 	want := strings.Repeat(piece, n)
 
 	read := func(c *wsConn, events [][]byte) (text string, deltas int) {
@@ -77,11 +84,6 @@ func TestSlowReaderMemory(t *testing.T) {
 	c.send(t, create(map[string]any{"model": "fast", "store": false, "input": "go"}))
 	fastText, fastDeltas := read(c, nil)
 
-	// The client that stops reading has a small fixed receive buffer: with
-	// the kernel's autotuning (up to tcp_rmem's 32 MiB here) the socket
-	// takes thousands of unmerged frames before the writer ever waits, as
-	// many as the writer had time to take one by one, which is scheduling,
-	// not the server.
 	c = h.dialWith(t, &websocket.DialOptions{HTTPClient: smallWindowClient(16 << 10)})
 	var first []byte
 	peak, total := heapPeak(func() {
