@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,9 +71,6 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 	}
 	srv.Handle("GET /metrics", metrics.Handler())
 	hs := httptest.NewUnstartedServer(srv)
-	if w.sendBuffer > 0 {
-		hs.Listener = sendBufferListener{hs.Listener, w.sendBuffer}
-	}
 	if w.tls {
 		hs.StartTLS()
 	} else {
@@ -96,24 +92,6 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 		hs.Close()
 	})
 	return h
-}
-
-// sendBufferListener gives each connection it accepts a fixed TCP send
-// buffer of size bytes.
-type sendBufferListener struct {
-	net.Listener
-	size int
-}
-
-func (l sendBufferListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		if err := tc.SetWriteBuffer(l.size); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	return c, err
 }
 
 // post sends a JSON body to path and returns the status and body.
@@ -298,12 +276,7 @@ func (h *harness) dial(t testing.TB, header http.Header) *wsConn {
 		t.Cleanup(c.drop)
 		return &wsConn{wt: c}
 	}
-	return h.dialWith(t, &websocket.DialOptions{HTTPHeader: header})
-}
-
-// dialWith dials a WebSocket in the harness's encoding with opts.
-func (h *harness) dialWith(t testing.TB, opts *websocket.DialOptions) *wsConn {
-	t.Helper()
+	opts := &websocket.DialOptions{HTTPHeader: header}
 	if h.wire.enc == protocol.EncodingMsgpack {
 		opts.Subprotocols = []string{h.wire.enc.String()}
 	}

@@ -24,7 +24,6 @@ type wire struct {
 	webTransport bool
 	enc          protocol.Encoding
 	tls          bool // HTTP and WebSocket over TLS (https://, wss://)
-	sendBuffer   int  // the server's TCP send buffer, fixed (0: the kernel's autotuning)
 }
 
 func (w wire) String() string {
