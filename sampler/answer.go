@@ -219,12 +219,18 @@ func newestUserText(items protocol.Items) string {
 	return ""
 }
 
+// contentsText is the text of a message's or an output's parts, each
+// part its own lines: a client that attaches files sends a user message
+// in several parts, and a directive line in any of them stays one.
 func contentsText(cs protocol.Contents) string {
 	if len(cs) == 1 {
 		return partText(cs[0])
 	}
 	var b strings.Builder
-	for _, c := range cs {
+	for i, c := range cs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
 		b.WriteString(partText(c))
 	}
 	return b.String()

@@ -455,3 +455,25 @@ func TestDeltaKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiPartDirectives: a user message in several content parts, as a
+// client sends one with attachments (text and an image), is read part by
+// part, each its own lines: a directive in a later part is one, and one in
+// the first part keeps its arguments when another part follows.
+func TestMultiPartDirectives(t *testing.T) {
+	t.Parallel()
+	call := &protocol.InputText{Text: `call: read_file {"path":"a.go"}`}
+	file := &protocol.InputText{Text: "<content>\npackage main\n</content>"}
+	for _, tc := range []struct {
+		name  string
+		parts protocol.Contents
+	}{
+		{"in a later part", protocol.Contents{file, &protocol.InputImage{ImageURL: new("data:image/png;base64,AA==")}, call}},
+		{"in the first part, another after it", protocol.Contents{call, file}},
+	} {
+		parts := plan(&Request{Items: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: tc.parts}}})
+		if len(parts) != 1 || !parts[0].call || parts[0].name != "read_file" || parts[0].text != `{"path":"a.go"}` {
+			t.Errorf("%s: planned %+v, want read_file {\"path\":\"a.go\"}", tc.name, parts)
+		}
+	}
+}
