@@ -207,6 +207,16 @@ func TestStoredItemReference(t *testing.T) {
 					t.Fatalf("%s: %d %v, want it read (more than %v input tokens)", ref, code, got, inputTokens(plain))
 				}
 			}
+			// A stored response's input_items lists the item a reference
+			// named, as the API's item union has it, not the reference.
+			_, withRef := create("sk-alice", `{"model":"tether-scripted","input":[{"type":"item_reference","id":"`+msg+`"},{"role":"user","content":"What was it?"}]}`)
+			if code, b := do("GET", "/v1/responses/"+withRef["id"].(string)+"/input_items?order=asc", "sk-alice", ""); code != 200 ||
+				strings.Contains(b, "item_reference") || !strings.Contains(b, `"id":"`+msg+`","type":"message"`) && !strings.Contains(b, `"type":"message","id":"`+msg+`"`) {
+				t.Errorf("input_items of a response whose input referenced %s: %d %s", msg, code, b)
+			}
+			if code, b := do("DELETE", "/v1/responses/"+withRef["id"].(string), "sk-alice", ""); code != 200 { // it holds the item too
+				t.Fatalf("delete: %d %s", code, b)
+			}
 			// A stored call named by reference, then its output: the output
 			// answers the call the reference stands for (the AI SDK sends a
 			// shell call so within one turn's steps).

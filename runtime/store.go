@@ -39,10 +39,24 @@ type Record struct {
 // outputs and steering messages), in the order it joined the context:
 // the items after the input that are not the response's output (known by
 // type and id: a client's output may carry its call's id). Derived, not
-// stored twice: a long rollout's appended outputs are most of it.
+// stored twice: a long rollout's appended outputs are most of it. An
+// item_reference in the input is listed as the item it named (the API's
+// item union has no reference), which the record's context holds.
 func (rec *Record) inputs() protocol.Items {
+	items := slices.Clip(rec.Input)
+	isRef := func(it protocol.Item) bool { _, ok := it.(*protocol.ItemReferenceItem); return ok }
+	if slices.ContainsFunc(items, isRef) {
+		items = slices.Clone(items) // rec is immutable
+		for i, it := range items {
+			if ref, ok := it.(*protocol.ItemReferenceItem); ok {
+				if found := findItem(rec.Items, ref.ID); found != nil {
+					items[i] = found
+				}
+			}
+		}
+	}
 	if len(rec.Items) <= len(rec.Input) {
-		return rec.Input
+		return items
 	}
 	type key struct {
 		typ protocol.ItemType
@@ -52,7 +66,6 @@ func (rec *Record) inputs() protocol.Items {
 	for _, it := range rec.Response.Output {
 		out[key{it.ItemType(), it.ItemID()}] = true
 	}
-	items := slices.Clip(rec.Input)
 	for _, it := range rec.Items[len(rec.Input):] {
 		if id := it.ItemID(); id == "" || !out[key{it.ItemType(), id}] {
 			items = append(items, it)
