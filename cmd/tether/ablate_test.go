@@ -236,6 +236,22 @@ func TestAblateCompareAndPrecision(t *testing.T) {
 			}
 		}
 	}
+	// A run of other rounds measured another thing: refused, named, unless --force.
+	other := filepath.Join(t.TempDir(), "results.json")
+	var res map[string]any
+	json.Unmarshal(b, &res)
+	res["config"].(map[string]any)["reps"] = 5
+	otherJSON, _ := json.Marshal(res)
+	os.WriteFile(other, otherJSON, 0o644)
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(t.Context(), []string{"ablate", "compare", a, other}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "measured different things (rounds: 2 → 5)") {
+		t.Errorf("compare of runs of 2 and 5 rounds: exit %d: %s", code, stderr.String())
+	}
+	stdout.Reset()
+	if code := run(t.Context(), []string{"ablate", "compare", "--force", a, other}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "B differs from A in rounds: 2 → 5") {
+		t.Errorf("compare --force: exit %d: %s", code, stdout.String())
+	}
 	for _, args := range [][]string{{"ablate", "compare", a}, {"ablate", "compare", a, filepath.Join(dirs[0], "turns.csv")}} {
 		var stdout, stderr strings.Builder
 		if code := run(t.Context(), args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "tether ablate compare: ") {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/tether-run/tether/internal/ablate"
@@ -23,8 +24,12 @@ interval, and the change B/A its interval (the two runs' turns resampled
 apart) and its p-value, Holm-adjusted over every figure compared: "~"
 where the change is not significant at 5%. Two runs one after the other
 also differ by the machine's drift between them; for two configurations,
-run them interleaved with --sweep and compare the results it writes.`, `tether ablate --sweep hop-latency=0ms,1ms --out sweep
+run them interleaved with --sweep and compare the results it writes.
+Runs of different workloads, models or rounds are refused, each
+difference named, unless --force; the settings that differ (speed,
+timing, cost model) are listed above the table.`, `tether ablate --sweep hop-latency=0ms,1ms --out sweep
 tether ablate compare sweep/hop-latency=0ms/results.json sweep/hop-latency=1ms/results.json`, 2)
+	force := fs.Bool("force", false, "compare runs of different workloads, models or rounds all the same")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -40,6 +45,11 @@ tether ablate compare sweep/hop-latency=0ms/results.json sweep/hop-latency=1ms/r
 			return 1
 		}
 	}
+	measured, knobs := ablate.ConfigDiff(runs[0], runs[1])
+	if len(measured) > 0 && !*force {
+		fs.fail(stderr, "the runs measured different things (%s): their figures are not one rollout's in two builds or settings; give --force to compare them all the same", strings.Join(measured, "; "))
+		return 1
+	}
 	changes, err := ablate.Compare(runs[0], runs[1])
 	if err != nil {
 		fs.fail(stderr, "%v", err)
@@ -47,6 +57,9 @@ tether ablate compare sweep/hop-latency=0ms/results.json sweep/hop-latency=1ms/r
 	}
 	for i, r := range runs {
 		fmt.Fprintf(stdout, "%c: %s, %s, %s; %s\n", 'A'+i, fs.Arg(i), r.Config.Workload, count(r.Config.Reps, "round"), r.Started.Format("2006-01-02 15:04 UTC"))
+	}
+	if len(measured)+len(knobs) > 0 {
+		fmt.Fprintf(stdout, "B differs from A in %s\n", strings.Join(append(measured, knobs...), "; "))
 	}
 	fmt.Fprintln(stdout)
 	printChanges(stdout, changes)

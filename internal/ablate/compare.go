@@ -31,6 +31,35 @@ const Alpha = 0.05
 // well under Alpha for the 36 figures of four designs at three speeds.
 const pResamples = 20000
 
+// ConfigDiff is how run b's configuration differs from run a's: measured,
+// in what the runs measured (the workload, its trace, tools and calls, the
+// model, the sub-agents, the rounds), which makes their figures another
+// rollout's, not the same one's in two builds or two configurations; and
+// knobs, in what a comparison of two configurations compares (the speeds,
+// the model's timing, the cost model, the tools' scale, the store, the
+// server), each "name: A → B".
+func ConfigDiff(a, b *Results) (measured, knobs []string) {
+	x, y := a.Config, b.Config
+	diff := func(into *[]string, name string, va, vb any) {
+		if fmt.Sprint(va) != fmt.Sprint(vb) {
+			*into = append(*into, fmt.Sprintf("%s: %v → %v", name, va, vb))
+		}
+	}
+	diff(&measured, "workload", x.Workload, y.Workload)
+	diff(&measured, "model", x.Model, y.Model)
+	diff(&measured, "calls", x.Calls, y.Calls)
+	diff(&measured, "agents", x.Agents, y.Agents)
+	diff(&measured, "rounds", x.Reps, y.Reps)
+	diff(&knobs, "tok/s", x.Speeds, y.Speeds)
+	diff(&knobs, "ttft_us", x.TTFTUS, y.TTFTUS)
+	diff(&knobs, "prefill_rate", x.Prefill, y.Prefill)
+	diff(&knobs, "cost", fmt.Sprintf("%+v", x.Cost), fmt.Sprintf("%+v", y.Cost))
+	diff(&knobs, "tool_scale", x.ToolScale, y.ToolScale)
+	diff(&knobs, "store", x.Store, y.Store)
+	diff(&knobs, "url", x.URL, y.URL)
+	return measured, knobs
+}
+
 // Compare sets run b against run a, figure by figure, for every mode and
 // speed both ran: the headline's end to end and API overhead (per
 // rollout, from the turns), and the round trips' median overhead. The

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +64,25 @@ func TestCompare(t *testing.T) {
 	}
 	if _, err := Compare(a, &Results{Schema: "tether.ablate/v1"}); err == nil {
 		t.Error("two schemas compared")
+	}
+}
+
+// TestConfigDiff: what two runs measured (workload, model, calls, agents,
+// rounds) and the settings they were measured at (speeds, timing, cost
+// model, tools' scale, store, server) differ apart, each named with both
+// values; a run against itself differs in nothing.
+func TestConfigDiff(t *testing.T) {
+	t.Parallel()
+	a := &Results{Config: RunConfig{Workload: "trace:calc-fix-24 tools:replay", Model: "replay:calc-fix-24", Calls: 24, Reps: 3, Speeds: []float64{1000}}}
+	b := &Results{Config: a.Config}
+	if m, k := ConfigDiff(a, b); len(m)+len(k) != 0 {
+		t.Errorf("a run against itself: %q, %q", m, k)
+	}
+	b.Config.Workload, b.Config.Reps, b.Config.Cost.HopLatencyUS = "trace:calc-fix-12 tools:instant", 1, 1000
+	m, k := ConfigDiff(a, b)
+	if len(m) != 2 || m[0] != "workload: trace:calc-fix-24 tools:replay → trace:calc-fix-12 tools:instant" || m[1] != "rounds: 3 → 1" ||
+		len(k) != 1 || !strings.HasPrefix(k[0], "cost: ") || !strings.Contains(k[0], "HopLatencyUS:1000") {
+		t.Errorf("measured %q, knobs %q", m, k)
 	}
 }
 
