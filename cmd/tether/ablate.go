@@ -37,7 +37,11 @@ Runs one agent workload through every design of the Responses API
 against a tether it starts in-process on loopback (or --url), interleaving
 the modes round by round, and prints where the time went: end to end, model,
 client tools and API overhead, and each round trip's overhead against the
-echo floor of the same bytes on the same loopback.`, `tether ablate --quick
+echo floor of the same bytes on the same loopback.
+
+Commands:
+  compare     set two runs' results.json side by side, figure by figure
+  report      draw a run's headline, charts and report.html again`, `tether ablate --quick
 		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
 	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), synthetic, or agents:NAME (a multi-agent rollout: a root spawns --agents sub-agents, each making --calls calls that take trace NAME's recorded calls' durations and outputs, and waits for them; designs inject, chained and stateless)")
 	agents := fs.Int("agents", 4, "agents:NAME: the sub-agents the root spawns")

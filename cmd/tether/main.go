@@ -95,7 +95,7 @@ Commands:
   serve   serve the Responses API over HTTP, SSE and WebSocket on /v1/responses
   run     run one agent rollout with the local tools in one design, shown live
   trace   list the embedded replay traces, show one's steps and token sizes,
-          or record a rollout of an upstream model into a trace
+          record a rollout of a model into a trace, or import agent sessions
   version print tether's version, VCS revision and Go version
 
 Run "tether <command> -h" for a command's flags.
