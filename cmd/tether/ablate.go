@@ -119,6 +119,12 @@ Commands:
 		fmt.Fprintln(stderr, "tether: ablate: --url more than once is for --load, against a set of servers")
 		return 2
 	}
+	for _, u := range urls {
+		if err := baseURL("url", u); err != nil {
+			fmt.Fprintln(stderr, "tether: ablate:", err)
+			return 2
+		}
+	}
 	if len(urls) > 0 {
 		cfg.URL, cfg.Fallbacks = urls[0], urls[1:]
 	}

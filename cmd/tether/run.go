@@ -134,6 +134,10 @@ models.`, `tether run
 			defer os.RemoveAll(dir)
 		}
 	}
+	if err := baseURL("url", *url); err != nil {
+		fmt.Fprintln(stderr, "tether: run:", err)
+		return 2
+	}
 	base, hash := *url, *certHash
 	if base == "" {
 		local, err := startLocal(timingFlags{timing: sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}}, tp == clienttools.TransportWebTransport)
@@ -221,6 +225,16 @@ func runBranches(ctx context.Context, c *clienttools.Client, ro clienttools.Roll
 // hint is err, saying which flag fixes it when one does.
 func hint(err error, c *clienttools.Client) error {
 	return certHashHint(apiKeyHint(err), c)
+}
+
+// baseURL checks that a --url is a base URL, as OpenAI clients take it
+// (http://HOST:PORT/v1), not the responses endpoint under it, which a
+// client would make …/v1/responses/responses of.
+func baseURL(flag, url string) error {
+	if trimmed := strings.TrimRight(url, "/"); strings.HasSuffix(trimmed, "/responses") {
+		return fmt.Errorf("--%s %s: give the base URL, %s, not the responses endpoint under it", flag, url, strings.TrimSuffix(trimmed, "/responses"))
+	}
+	return nil
 }
 
 // certHashHint is err, saying how to pin the server's certificate when a

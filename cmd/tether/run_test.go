@@ -482,3 +482,19 @@ func TestRunCertHashHint(t *testing.T) {
 		t.Errorf("--cert-hash abc: exit %d, want 2 and an error naming the flag:\n%s", code, s)
 	}
 }
+
+// TestBaseURL: run and ablate take --url as OpenAI clients take their base
+// URL (…/v1); the responses endpoint under it is refused before anything
+// is dialed, with the base URL to give instead.
+func TestBaseURL(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"run", "--url", "http://127.0.0.1:1/v1/responses"},
+		{"ablate", "--url", "http://127.0.0.1:1/v1/responses/"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "give the base URL, http://127.0.0.1:1/v1, not the responses endpoint") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut.String())
+		}
+	}
+}
