@@ -118,6 +118,7 @@ models.`, `tether run
 			return 2
 		}
 	}
+	shown := *workdir // the workdir the summary names: not a copy removed as the run ends
 	if *workdir == "" {
 		dir, err := os.MkdirTemp("", "tether-run-")
 		if err == nil {
@@ -129,6 +130,7 @@ models.`, `tether run
 		}
 		*workdir = dir
 		if *keep {
+			shown = dir
 			defer fmt.Fprintln(stderr, "tether: run: kept the workdir", dir)
 		} else {
 			defer os.RemoveAll(dir)
@@ -174,7 +176,7 @@ models.`, `tether run
 	}
 	res, err := c.Run(ctx, ro)
 	err = hint(err, c)
-	v.summary(mode, *model, *workdir, res, err)
+	v.summary(mode, *model, shown, res, err)
 	if err != nil {
 		return 1
 	}

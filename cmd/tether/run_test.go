@@ -174,7 +174,8 @@ func TestRunReplayDefaults(t *testing.T) {
 
 // TestRunRemovesFixtureCopy: the copy of the fixture repository a run
 // makes when --workdir is empty is gone when the run ends, whether it
-// completed or failed; --keep keeps it and says where.
+// completed or failed, and its summary does not name it; --keep keeps it
+// and says where. A run that failed before anything ran sums up nothing.
 func TestRunRemovesFixtureCopy(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -196,6 +197,11 @@ func TestRunRemovesFixtureCopy(t *testing.T) {
 		left, err := os.ReadDir(tmp)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The summary names no workdir it removed, and after a failure
+		// before anything ran, no figures.
+		if s := out.String(); strings.Contains(s, "workdir: ") != tc.keep || tc.wantCode != 0 && strings.Contains(s, "tokens: ") {
+			t.Errorf("%s: summary:\n%s", tc.name, s)
 		}
 		if !tc.keep {
 			if len(left) != 0 {

@@ -289,7 +289,9 @@ func size(n int) string {
 	return fmt.Sprintf("%.1f kB", float64(n)/1000)
 }
 
-// summary ends the view: turns, calls, tokens, and where the time went.
+// summary ends the view: turns, calls, tokens, where the time went, and
+// the workdir unless it is "" (a copy removed as the run ends); after an
+// error before any turn, the error alone.
 func (v *view) summary(mode clienttools.Mode, model, workdir string, res *clienttools.Result, err error) {
 	v.setStatus("")
 	b := res.Breakdown()
@@ -313,6 +315,12 @@ func (v *view) summary(mode clienttools.Mode, model, workdir string, res *client
 	}
 	if err != nil {
 		v.printf("error: %v", err)
+		if len(res.Turns) == 0 { // nothing ran: no figures to sum up
+			if workdir != "" {
+				v.printf("workdir: %s", workdir)
+			}
+			return
+		}
 	}
 	if v.label != "" {
 		v.printf("answer: %s", oneLine(res.Text(), 100))
@@ -324,7 +332,9 @@ func (v *view) summary(mode clienttools.Mode, model, workdir string, res *client
 	} else {
 		v.printf("time: tools %s, model and API %s (the server reports no timings)", b.Tools.Round(time.Millisecond), b.Overhead.Round(time.Millisecond))
 	}
-	v.printf("workdir: %s", workdir)
+	if workdir != "" { // not a copy removed as the run ends
+		v.printf("workdir: %s", workdir)
+	}
 }
 
 func errString(err error) string {
