@@ -191,7 +191,7 @@ Commands:
 	res, err := ablate.Run(ctx, cfg)
 	bar.end()
 	if err != nil {
-		fmt.Fprintln(stderr, "tether:", err)
+		fmt.Fprintln(stderr, "tether:", apiKeyHint(err))
 		return 1
 	}
 	if err := showRun(stdout, res, *wide, *out); err != nil {

@@ -114,7 +114,13 @@ var badValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:fla
 func (c *command) explain(err error) string {
 	m := badValue.FindStringSubmatch(err.Error())
 	if m == nil {
-		return strings.Replace(err.Error(), "flag provided but not defined", "no such flag", 1)
+		msg := strings.Replace(err.Error(), "flag provided but not defined", "no such flag", 1)
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			if near := c.nearest(name); near != "" {
+				msg += "; did you mean --" + near + "?"
+			}
+		}
+		return msg
 	}
 	value, name := m[1], m[2]
 	want := "see its usage"
@@ -136,6 +142,38 @@ func (c *command) explain(err error) string {
 		}
 	}
 	return fmt.Sprintf("--%s %q: %s", name, value, want)
+}
+
+// nearest is the command's flag whose name is closest to name, within two
+// edits (a letter left out, added, changed), or "".
+func (c *command) nearest(name string) string {
+	best, bestDist := "", 3
+	c.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(strings.TrimPrefix(name, "-"), f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, by bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // sizeUnits are the units a byte size may carry (sizeHelp says the same):

@@ -58,3 +58,22 @@ func TestServeByteSizeFlags(t *testing.T) {
 	client.CloseIdleConnections()
 	stop()
 }
+
+// TestUnknownFlagNearest: a flag no command has is refused, naming the
+// command's flag within two edits of it, when there is one.
+func TestUnknownFlagNearest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ablate", "--quik"}, "no such flag: -quik; did you mean --quick?"},
+		{[]string{"run", "--agent", "2"}, "no such flag: -agent; did you mean --agents?"},
+		{[]string{"serve", "--zzzzzzz"}, "no such flag: -zzzzzzz\n"},
+	} {
+		var out, errOut strings.Builder
+		if code := run(t.Context(), tc.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d: %s", tc.args, code, errOut.String())
+		}
+	}
+}

@@ -348,8 +348,8 @@ func TestRunBranches(t *testing.T) {
 }
 
 // TestRunAPIKeyHint: against a server that wants an API key, a run without
-// one fails with an error that says how to give it, in every mode; with the
-// key it completes.
+// one fails with an error that says how to give it, in every mode, and so
+// does ablate --url; with the key it completes.
 func TestRunAPIKeyHint(t *testing.T) {
 	t.Parallel()
 	r, err := sampler.NewRenderer()
@@ -382,6 +382,12 @@ func TestRunAPIKeyHint(t *testing.T) {
 		if code := run(t.Context(), append(args, "--api-key", "sk-test", scriptedTask), &out, &errOut); code != 0 {
 			t.Errorf("%s with the key: exit %d: %s%s", mode, code, out.String(), errOut.String())
 		}
+	}
+	// ablate --url says the same.
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"ablate", "--url", hs.URL + "/v1", "--api-key", "", "--workload", "synthetic", "--calls", "1", "--reps", "1", "--tps", "0", "--modes", "stateless"}, &out, &errOut)
+	if s := errOut.String(); code != 1 || !strings.Contains(s, "--api-key") || !strings.Contains(s, "OPENAI_API_KEY") {
+		t.Errorf("ablate --url without a key: exit %d:\n%s", code, s)
 	}
 }
 
