@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -67,7 +68,7 @@ Commands:
 	store := fs.String("store", "memory", "the in-process server's store: memory, or redis://HOST:PORT/DB (chained mode then keeps its chain in Redis); with --park --hibernate-after, the served tether's Redis")
 	wtURL := fs.String("wt-url", "", "with --url: that server's WebTransport base URL (https://HOST:PORT/v1, as tether serve --wt-addr prints it), for the wt- designs")
 	certHash := fs.String("cert-hash", "", "with --wt-url: the SHA-256 (hex) that pins its certificate, as tether serve prints it")
-	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into")
+	out := fs.String("out", "", "directory to write results.json, turns.csv, the SVG charts and report.html into (default: a new ablate-DATE-TIME in the working directory)")
 	encoding := fs.String("encoding", "json", "the WebSocket modes' frames: json, or msgpack (binary frames of the same objects); --modes suspend+msgpack,turns+msgpack runs them beside the JSON ones")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	cost := costFlags(fs.FlagSet, "on")
@@ -78,6 +79,9 @@ Commands:
 	}
 	if *apiKey == "" { // read here, not as the flag's default, which -h prints
 		*apiKey = os.Getenv("OPENAI_API_KEY")
+	}
+	if *out == "" {
+		*out = reportDir(".", time.Now())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -201,13 +205,24 @@ Commands:
 	return 0
 }
 
-// showRun prints a run's headline (and with wide its tables) and, when
-// out is set, writes its files there.
+// reportDir is the directory in dir a run writes its report to when --out
+// does not name one: ablate-DATE-TIME, dated by when the run began, with a
+// count after it when a run of the same second has one.
+func reportDir(dir string, now time.Time) string {
+	base := filepath.Join(dir, "ablate-"+now.Format("20060102-150405"))
+	name := base
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d", base, n)
+	}
+}
+
+// showRun prints a run's headline (and with wide its tables) and writes
+// its files to out.
 func showRun(w io.Writer, res *ablate.Results, wide bool, out string) error {
 	printAblation(w, res, wide)
-	if out == "" {
-		return nil
-	}
 	if err := res.WriteFiles(out); err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,32 +133,40 @@ func TestAblateModesError(t *testing.T) {
 }
 
 // TestParkChildLog: ablate --park keeps its child server's log out of its
-// own output: under --out it goes to server.log, beside park.json with the
-// figures; without --out nowhere. Guards the child's access lines, one a
+// own output: it goes to server.log, beside park.json with the figures, in
+// --out or the run's own directory. Guards the child's access lines, one a
 // request, interleaving with ablate's table.
 func TestParkChildLog(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	for _, out := range []string{"", dir} {
+	for _, given := range []bool{true, false} {
+		wd, out := t.TempDir(), t.TempDir()
 		args := []string{"ablate", "--park", "3", "--park-context", "200", "--load-server", tetherBinary(t)}
-		if out != "" {
+		if given {
 			args = append(args, "--out", out)
 		}
-		code, stdout, stderr := tether(t, args...)
+		code, stdout, stderr := tetherIn(t, wd, args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)
 		}
 		if strings.Contains(stdout+stderr, "msg=access") || !strings.Contains(stdout, "3 suspended rollouts parked") {
-			t.Errorf("--out %q: the child's log in ablate's output, or no result:\n%s\n%s", out, stdout, stderr)
+			t.Errorf("--out given %v: the child's log in ablate's output, or no result:\n%s\n%s", given, stdout, stderr)
 		}
-	}
-	log, err := os.ReadFile(filepath.Join(dir, "server.log"))
-	if err != nil || !strings.Contains(string(log), "msg=access") {
-		t.Errorf("server.log: %v, %d bytes, no access line", err, len(log))
-	}
-	var res struct{ Rollouts int }
-	if b, err := os.ReadFile(filepath.Join(dir, "park.json")); err != nil || json.Unmarshal(b, &res) != nil || res.Rollouts != 3 {
-		t.Errorf("park.json: %v, %+v", err, res)
+		named := out
+		if !given {
+			named = onlyReportDir(t, wd)
+			out = filepath.Join(wd, named)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(stdout), "wrote park.json and server.log to "+named) {
+			t.Errorf("--out given %v: the output does not end naming %s:\n%s", given, named, stdout)
+		}
+		log, err := os.ReadFile(filepath.Join(out, "server.log"))
+		if err != nil || !strings.Contains(string(log), "msg=access") {
+			t.Errorf("server.log: %v, %d bytes, no access line", err, len(log))
+		}
+		var res struct{ Rollouts int }
+		if b, err := os.ReadFile(filepath.Join(out, "park.json")); err != nil || json.Unmarshal(b, &res) != nil || res.Rollouts != 3 {
+			t.Errorf("park.json: %v, %+v", err, res)
+		}
 	}
 }
 
@@ -188,7 +198,7 @@ func TestAblateURLTiming(t *testing.T) {
 		{[]string{"--tps", "200", "--modes", "stateless,suspend"}, ""},
 	} {
 		args := append([]string{"ablate", "--url", base, "--workload", "synthetic", "--calls", "2", "--tool-latency", "0",
-			"--output-bytes", "64", "--reps", "1"}, tc.args...)
+			"--output-bytes", "64", "--reps", "1", "--out", t.TempDir()}, tc.args...)
 		var stdout, stderr strings.Builder
 		code := run(t.Context(), args, &stdout, &stderr)
 		switch {
@@ -300,4 +310,64 @@ func TestAblateSweep(t *testing.T) {
 			t.Errorf("--sweep %s: exit %d, %s", sweep, code, stderr.String())
 		}
 	}
+}
+
+// TestAblateDefaultReport: without --out a run writes its report to a new
+// directory in the working directory, named on its last line, and a second
+// run there writes a second one beside it, never into the first.
+func TestAblateDefaultReport(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	args := []string{"ablate", "--workload", "synthetic", "--calls", "2", "--tool-latency", "0", "--output-bytes", "64",
+		"--reps", "1", "--tps", "0", "--modes", "stateless,suspend"}
+	var names []string
+	for run := range 2 {
+		code, stdout, stderr := tetherIn(t, wd, args...)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d: %s", run, code, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		last := lines[len(lines)-1]
+		name, ok := strings.CutPrefix(last[strings.LastIndex(last, " to ")+1:], "to ")
+		if !ok || !strings.HasPrefix(last, "wrote results.json") || !strings.HasPrefix(name, "ablate-") {
+			t.Fatalf("run %d: the last line names no report directory: %q", run, last)
+		}
+		for _, f := range []string{"results.json", "turns.csv", "report.html"} {
+			if _, err := os.Stat(filepath.Join(wd, name, f)); err != nil {
+				t.Errorf("run %d: %v", run, err)
+			}
+		}
+		names = append(names, name)
+	}
+	entries, _ := os.ReadDir(wd)
+	if names[0] == names[1] || len(entries) != 2 {
+		t.Errorf("two runs wrote to %v; the directory holds %d entries, want 2", names, len(entries))
+	}
+}
+
+// onlyReportDir is the one directory a run made in wd, which must hold
+// nothing else.
+func onlyReportDir(t *testing.T, wd string) string {
+	t.Helper()
+	entries, err := os.ReadDir(wd)
+	if err != nil || len(entries) != 1 || !entries[0].IsDir() || !strings.HasPrefix(entries[0].Name(), "ablate-") {
+		t.Fatalf("%s: want one ablate-… directory, have %v (%v)", wd, entries, err)
+	}
+	return entries[0].Name()
+}
+
+// TestMain fails the package's tests when one of them left a report
+// directory in the package's own: a run that should have had --out.
+func TestMain(m *testing.M) {
+	before, _ := filepath.Glob("ablate-*")
+	code := m.Run()
+	after, _ := filepath.Glob("ablate-*")
+	if left := slices.DeleteFunc(after, func(d string) bool { return slices.Contains(before, d) }); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "a test left %v in cmd/tether: give its ablate run --out\n", left)
+		for _, d := range left {
+			os.RemoveAll(d)
+		}
+		code = 1
+	}
+	os.Exit(code)
 }

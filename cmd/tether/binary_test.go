@@ -47,6 +47,12 @@ func tetherBinary(t *testing.T) string {
 // output.
 func tether(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return tetherIn(t, "", args...)
+}
+
+// tetherIn is tether run in the working directory dir ("": the test's).
+func tetherIn(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	// Built first: on a cold machine the race-enabled build alone takes
 	// minutes, which a timeout started before it spent (TestServeTraces
 	// failed so from a fresh clone). The run then gets what the test
@@ -58,6 +64,7 @@ func tether(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	}
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -83,9 +83,6 @@ func runEngine(ctx context.Context, ef engineFlags, cfg ablate.Config, out strin
 			c.TTFTP50, c.TTFTP99, 100*c.HitRate, c.RecomputedPerJob, 100*c.RecomputeShare, c.HeldTokens, c.TokensPerSec)
 	}
 	tw.Flush()
-	if out == "" {
-		return 0
-	}
 	chart, err := run.Chart()
 	if err == nil {
 		err = os.MkdirAll(out, 0o755)

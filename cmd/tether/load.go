@@ -78,14 +78,10 @@ func (lf loadFlags) binary() (string, error) {
 	return os.Executable()
 }
 
-// serverLog is where a child server's log goes: DIR/server.log under
-// --out, so that it neither mixes with ablate's own output nor is lost;
-// nowhere without --out (a server that fails to start still has its last
-// lines in the error).
+// serverLog is where a child server's log goes: server.log in the run's
+// directory out, so that it neither mixes with ablate's own output nor is
+// lost.
 func serverLog(out string) (io.Writer, func(), error) {
-	if out == "" {
-		return nil, func() {}, nil
-	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -130,12 +126,10 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, store, out s
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	if out != "" {
-		b, _ := json.MarshalIndent(res, "", "  ")
-		if err := os.WriteFile(filepath.Join(out, "park.json"), append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintln(stderr, "tether: ablate:", err)
-			return 1
-		}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "park.json"), append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
 	}
 	fmt.Fprintf(stdout, "%d suspended rollouts parked in %.1f s, each on its own WebSocket with %d tokens of context\n\n",
 		res.Rollouts, res.ParkSeconds, res.ContextTokens)
@@ -158,6 +152,7 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, store, out s
 		fmt.Fprintf(stdout, "An append's time to its first event (median, p99): hot %.2f ms, %.2f ms (%d); hibernated, from a new connection, %.2f ms, %.2f ms (%d).\n",
 			res.HotAppendMs.P50, res.HotAppendMs.P99, res.HotAppendMs.N, res.WakeAppendMs.P50, res.WakeAppendMs.P99, res.WakeAppendMs.N)
 	}
+	fmt.Fprintf(stdout, "\nwrote park.json and server.log to %s\n", out)
 	return 0
 }
 
@@ -220,13 +215,11 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		run.Results = append(run.Results, res)
 	}
 	printLoad(stdout, run)
-	if out != "" {
-		if err := run.WriteFiles(out); err != nil {
-			fmt.Fprintln(stderr, "tether: ablate:", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote load.json, load-lag.svg, load-rss.svg and load-goroutines.svg to %s\n", out)
+	if err := run.WriteFiles(out); err != nil {
+		fmt.Fprintln(stderr, "tether: ablate:", err)
+		return 1
 	}
+	fmt.Fprintf(stdout, "\nwrote load.json, load-lag.svg, load-rss.svg, load-goroutines.svg and server.log to %s\n", out)
 	return 0
 }
 
@@ -301,13 +294,11 @@ func runHOL(ctx context.Context, lf loadFlags, out string, stdout, stderr io.Wri
 	}
 	tw.Flush()
 	fmt.Fprint(stdout, "\nLag: how late each token reached its lane's client against the schedule the model kept (see docs/measuring.md, Under load).\n")
-	if out != "" {
-		if err := ablate.WriteHOL(out, cfg, res); err != nil {
-			fmt.Fprintln(stderr, "tether:", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "wrote hol.json to %s\n", out)
+	if err := ablate.WriteHOL(out, cfg, res); err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 1
 	}
+	fmt.Fprintf(stdout, "wrote hol.json to %s\n", out)
 	return 0
 }
 

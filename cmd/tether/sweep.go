@@ -51,13 +51,9 @@ func runSweep(ctx context.Context, cfg ablate.Config, sweep, out string, stdout,
 	return 0
 }
 
-// showSweep prints a sweep's tables and, when out is set, writes its
-// files there.
+// showSweep prints a sweep's tables and writes its files to out.
 func showSweep(w io.Writer, sw *ablate.SweepResults, out string) error {
 	printSweep(w, sw)
-	if out == "" {
-		return nil
-	}
 	names, err := sw.WriteFiles(out)
 	if err != nil {
 		return err
