@@ -327,7 +327,7 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 			fmt.Fprintf(w, "at %s tok/s:\n", rate(tps))
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tend to end, ms\tvs stateless\tAPI overhead, ms\tvs stateless\t× echo floor\tµs per 1k ctx tokens\t")
+		fmt.Fprintln(tw, "mode\tend to end (computed), ms\tvs stateless\tAPI overhead, ms\tvs stateless\t× echo floor\tµs per 1k ctx tokens\t")
 		for _, s := range res.Summary {
 			if s.TPS != tps {
 				continue
@@ -428,7 +428,7 @@ func speedsOf(sums []ablate.Summary) []float64 {
 func printWide(w io.Writer, res *ablate.Results) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tok/s\tmode\ttrials\tend to end p50, ms\tmax, ms\tmodel p50, ms\ttools p50, ms\tAPI overhead p50, ms\tof e2e\tsent\treceived\tCPU/turn, µs\t")
+	fmt.Fprintln(tw, "tok/s\tmode\ttrials\tend to end p50 (measured), ms\tmax, ms\tmodel p50, ms\ttools p50, ms\tAPI overhead p50, ms\tof e2e\tsent\treceived\tCPU/turn, µs\t")
 	for _, s := range res.Summary {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f%%\t%s\t%s\t%.0f\t\n", rate(s.TPS), s.Mode, s.Trials, s.ElapsedMedianUS/1e3, s.ElapsedMaxUS/1e3,
 			s.ModelMedianUS/1e3, s.ToolsMedianUS/1e3, s.OverheadMedianUS/1e3, 100*ratio(s.OverheadMedianUS, s.ElapsedMedianUS),

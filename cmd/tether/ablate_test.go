@@ -30,7 +30,7 @@ func TestAblate(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"at unpaced tok/s:", "at 4000 tok/s:", "API overhead, ms", "round trips", "× floor p50", "report.html to " + dir} {
+	for _, want := range []string{"at unpaced tok/s:", "at 4000 tok/s:", "end to end (computed), ms", "API overhead, ms", "round trips", "× floor p50", "report.html to " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
@@ -45,7 +45,7 @@ func TestAblate(t *testing.T) {
 		if len(headline) != 2 || len(wide) != 4 { // two speeds; two wide tables
 			t.Errorf("%s: %d headline rows (want 2), %d wide rows (want 4):\n%s", mode, len(headline), len(wide), out)
 		}
-		if mode != "stateless" && len(regexp.MustCompile(`(?m)^`+mode+`: .*API overhead.*; end to end .*; model and tools are [\d.]+% of the time\.$`).FindAllString(out, -1)) != 2 {
+		if mode != "stateless" && len(regexp.MustCompile(`(?m)^`+mode+`: .*API overhead.*; end to end \(computed\) .*; model and tools are [\d.]+% of the time\.$`).FindAllString(out, -1)) != 2 {
 			t.Errorf("%s: no conclusion per speed:\n%s", mode, out)
 		}
 	}
@@ -239,7 +239,7 @@ func TestAblateCompareAndPrecision(t *testing.T) {
 		t.Fatalf("compare: exit %d: %s", code, stderr.String())
 	}
 	for _, mode := range []string{"stateless", "suspend"} {
-		for _, figure := range []string{"end to end, ms", "API overhead, ms", "round trip p50, µs"} {
+		for _, figure := range []string{"end to end (computed), ms", "API overhead, ms", "round trip p50, µs"} {
 			row := regexp.MustCompile(`(?m)^\s+unpaced\s+` + mode + `\s+` + regexp.QuoteMeta(figure) + `\s+[\d.]+ \(.+\)\s+[\d.]+ \(.+\)\s+[+-][\d.]+% \[.+\]\s+(~ \()?p=[\d.]+\)?$`)
 			if !row.MatchString(stdout.String()) {
 				t.Errorf("no %s %s row:\n%s", mode, figure, stdout.String())

@@ -13,7 +13,7 @@ import (
 type Change struct {
 	Mode        string     `json:"mode"`
 	TPS         float64    `json:"tps"`
-	Figure      string     `json:"figure"` // "end to end", "API overhead", "round trip p50"
+	Figure      string     `json:"figure"` // "end to end (computed)", "API overhead", "round trip p50"
 	Unit        string     `json:"unit"`   // of A and B: "ms" or "µs"
 	A, B        float64    `json:"-"`
 	ACI, BCI    [2]float64 `json:"-"`
@@ -83,7 +83,7 @@ func Compare(a, b *Results) ([]Change, error) {
 				ax, bx     []float64
 				fa, fb     func([]float64) float64
 			}{
-				{"end to end", "ms", 1e-3, x.turns, y.turns, x.endToEnd, y.endToEnd},
+				{"end to end (computed)", "ms", 1e-3, x.turns, y.turns, x.endToEnd, y.endToEnd},
 				{"API overhead", "ms", 1e-3, x.turns, y.turns, x.apiOverhead, y.apiOverhead},
 				{"round trip p50", "µs", 1, x.trips, y.trips, median, median},
 			} {

@@ -55,7 +55,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "suspend", "stateless", "End to end", SchemaVersion} {
+	for _, want := range []string{"<svg", "suspend", "stateless", "End to end", "end to end, computed", "(computed)", SchemaVersion} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("report.html lacks %q", want)
 		}

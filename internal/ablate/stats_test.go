@@ -2,6 +2,7 @@ package ablate
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -98,5 +99,26 @@ func TestFloorRatioOfQuantiles(t *testing.T) {
 	}
 	if s.FloorRatioP99 != 0 || s.RoundTripMaxUS != 3000 || s.SlopeCarried {
 		t.Errorf("3 round trips: × floor p99 %v, max %v, slope carried %v; want no p99, a max of 3000 and no slope", s.FloorRatioP99, s.RoundTripMaxUS, s.SlopeCarried)
+	}
+}
+
+// TestConclusionComputed: the sentence labels its end to end as computed,
+// and sets the trials' measured median beside it when the two put the
+// design on different sides of stateless, and only then.
+func TestConclusionComputed(t *testing.T) {
+	s := Summary{Mode: "suspend", APIOverheadVsStateless: 0.25, APIOverheadVsStatelessCI: [2]float64{0.22, 0.3},
+		EndToEndVsStateless: 0.995, EndToEndVsStatelessCI: [2]float64{0.993, 0.997}, ModelToolsShare: 0.998}
+	for _, tc := range []struct {
+		measured float64
+		want     string
+	}{
+		{0, "end to end (computed) 0.5% faster [0.3–0.7]; model"},
+		{0.99, "end to end (computed) 0.5% faster [0.3–0.7]; model"},
+		{1.005, "end to end (computed) 0.5% faster [0.3–0.7], though as measured its median trial was 0.5% slower; model"},
+	} {
+		s.ElapsedVsStateless = tc.measured
+		if got := Conclusion(s); !strings.Contains(got, tc.want) {
+			t.Errorf("measured %v: %q, want it to hold %q", tc.measured, got, tc.want)
+		}
 	}
 }
