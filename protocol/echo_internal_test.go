@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/tether-run/tether/internal/schematest"
 )
 
 // TestEchoSameBytes: a response with a kept echo, and every shallow copy of
@@ -124,23 +126,21 @@ func TestEchoCoversResponse(t *testing.T) {
 func echoResponses(t *testing.T) map[string]*Response {
 	t.Helper()
 	out := map[string]*Response{}
-	// The step is the repository's; the recorded stream is in ../shared,
-	// which a clone of the repository alone does not have.
-	for _, path := range []string{"../clienttools/testdata/suspend-step.jsonl", "../../shared/fixtures/openai-recorded-function-call-stream.jsonl"} {
-		data, err := os.ReadFile(path)
-		if os.IsNotExist(err) && path != "../clienttools/testdata/suspend-step.jsonl" {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	step, err := os.ReadFile("../clienttools/testdata/suspend-step.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"suspend-step.jsonl":                         step,
+		"openai-recorded-function-call-stream.jsonl": schematest.Recording(t, "openai-recorded-function-call-stream.jsonl"),
+	} {
 		for line := range bytes.Lines(data) {
 			ev, perr := DecodeEvent(bytes.TrimSpace(line))
 			if perr != nil {
 				continue // not a server event line
 			}
 			if re, ok := ev.(*ResponseEvent); ok {
-				out[path+" "+string(re.Type)] = re.Response
+				out[name+" "+string(re.Type)] = re.Response
 			}
 		}
 	}

@@ -4,11 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/internal/schematest"
 	"github.com/tether-run/tether/protocol"
 )
 
@@ -117,16 +116,11 @@ func mustMarshal(t testing.TB, v any) []byte {
 
 // fixtureLines returns the event lines (and, separately, the recorded
 // request bodies from "# request:" comments) of the real OpenAI recordings
-// in shared/fixtures. Both are nil when the shared checkout is absent.
+// (schematest.Recordings).
 func fixtureLines(tb testing.TB) (events, requests []string) {
 	tb.Helper()
-	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "fixtures", "*.jsonl"))
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			tb.Fatalf("open fixture: %v", err)
-		}
-		sc := bufio.NewScanner(f)
+	for _, name := range schematest.Recordings() {
+		sc := bufio.NewScanner(bytes.NewReader(schematest.Recording(tb, name)))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			line := strings.TrimSpace(sc.Text())
@@ -139,7 +133,6 @@ func fixtureLines(tb testing.TB) (events, requests []string) {
 				events = append(events, line)
 			}
 		}
-		f.Close()
 		if err := sc.Err(); err != nil {
 			tb.Fatalf("read %s: %v", name, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"github.com/tether-run/tether/runtime"
 )
 
-// fixture is a real OpenAI event stream from ../shared/fixtures: the request
+// fixture is a real OpenAI event stream (schematest.Recordings): the request
 // that produced it (its "# request:" line) and its events.
 type fixture struct {
 	request map[string]any
@@ -23,12 +22,8 @@ type fixture struct {
 
 func loadFixture(t *testing.T, name string) fixture {
 	t.Helper()
-	raw, err := os.ReadFile(schematest.Fixture(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f fixture
-	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc := bufio.NewScanner(bytes.NewReader(schematest.Recording(t, name)))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -203,7 +198,7 @@ func keysByKind(t *testing.T, events [][]byte) map[string][]string {
 	return out
 }
 
-// TestGoldenStreams reproduces the real OpenAI streams of ../shared/fixtures:
+// TestGoldenStreams reproduces the real OpenAI streams schematest records:
 // the same request gives the same event order (reasoning aside) and every
 // field OpenAI sent, over SSE and over every connection wire (WebSocket and
 // WebTransport, JSON and msgpack).

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +17,7 @@ import (
 )
 
 // These tests feed the upstream stream decoders byte streams: real OpenAI
-// Responses streams recorded in ../shared/fixtures, and chat streams in the
+// Responses streams (schematest.Recordings), and chat streams in the
 // shapes the servers tether targets send, including the odd ones (llama.cpp's
 // "error:" field, vLLM's flat errors, calls without an index, interleaved
 // parallel calls) that a tether upstream never produces. The runtime's
@@ -247,12 +246,8 @@ func TestDecodeChatStreamErrors(t *testing.T) {
 // loadOpenAIStream returns a recorded OpenAI Responses stream as SSE.
 func loadOpenAIStream(t *testing.T, name string) (stream string, events []map[string]any) {
 	t.Helper()
-	raw, err := os.ReadFile(schematest.Fixture(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
-	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc := bufio.NewScanner(bytes.NewReader(schematest.Recording(t, name)))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
 		line := sc.Text()

@@ -1,10 +1,10 @@
 // Package schematest is a test-only helper that validates JSON documents
-// against the Open Responses OpenAPI component schemas shipped in
-// shared/spec/openresponses-openapi-2026-04-24.json.
+// against the Open Responses OpenAPI component schemas, and hands tests the
+// real OpenAI streams recorded for this project. Both are in testdata (its
+// README.md names their sources and licences) and embedded, so every clone of
+// the repository runs the tests that use them.
 //
-// It is meant to be imported from _test.go files only. The spec lives
-// outside this module (in the sibling shared/ checkout), so [Load] skips the
-// calling test when the spec cannot be found instead of failing it.
+// It is meant to be imported from _test.go files only.
 //
 // Validation is delegated to github.com/santhosh-tekuri/jsonschema/v6; the
 // OpenAPI document is registered as a single JSON Schema 2020-12 resource and
@@ -14,11 +14,11 @@ package schematest
 
 import (
 	"bytes"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -27,16 +27,14 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// specEnv is the environment variable that, when set, names the path of the
-// Open Responses OpenAPI JSON document to validate against. When it is unset
-// the spec is searched for in shared/spec relative to the working directory
-// and its ancestors.
+// specEnv is the environment variable that, when set, names the path of an
+// Open Responses OpenAPI JSON document to validate against instead of the
+// embedded one.
 const specEnv = "TETHER_SPEC"
 
 const (
-	// specRelPath is the spec location relative to the directory that
-	// holds the shared/ checkout.
-	specRelPath = "shared/spec/openresponses-openapi-2026-04-24.json"
+	// specFile is the embedded spec, in testdata.
+	specFile = "testdata/openresponses-openapi-2026-04-24.json"
 
 	// docURL is the fake URL under which the OpenAPI document is registered
 	// with the compiler. It is never read from disk.
@@ -53,11 +51,18 @@ const (
 	streamIDField = "stream_id"
 )
 
+// testdata holds the spec and the recorded streams (testdata/README.md).
+//
+//go:embed testdata/*.json testdata/*.jsonl
+var testdata embed.FS
+
 // Validator validates JSON documents against the compiled Open Responses
 // component schemas. It is immutable after [Load] and safe for concurrent use.
 type Validator struct {
-	// path is the spec file the validator was compiled from.
+	// path names the spec the validator was compiled from, in messages.
 	path string
+	// spec is that document.
+	spec []byte
 
 	schemas map[string]*jsonschema.Schema
 	// eventSchemas maps a streaming event "type" value to the name of its
@@ -69,67 +74,35 @@ type Validator struct {
 	closed map[string]bool
 }
 
-var (
-	loadOnce   sync.Once
-	loaded     *Validator
-	loadErr    error
-	errMissing = errors.New("spec not found")
-)
+// loadSpec compiles the spec once per test binary.
+var loadSpec = sync.OnceValues(load)
 
-// Load returns the process-wide Validator, loading and compiling the spec on
-// first use. It is safe to call from parallel tests.
-//
-// When the spec cannot be located, Load calls tb.Skipf; when the spec is found
-// but cannot be read or compiled (or TETHER_SPEC names a missing file), Load
-// calls tb.Fatalf.
+// Load returns the process-wide Validator, compiling the spec on first use.
+// It is safe to call from parallel tests. When the spec cannot be read or
+// compiled (TETHER_SPEC names a missing file, say), Load calls tb.Fatalf.
 func Load(tb testing.TB) *Validator {
 	tb.Helper()
-	loadOnce.Do(func() {
-		path, err := locateSpec()
-		if err != nil {
-			loadErr = err
-			return
-		}
-		loaded, loadErr = compile(path)
-	})
-	switch {
-	case errors.Is(loadErr, errMissing):
-		tb.Skipf("schematest: ../shared/spec is absent (%v); skipping Open Responses schema conformance. Set %s to the spec path to enable it.", loadErr, specEnv)
-	case loadErr != nil:
-		tb.Fatalf("schematest: %v", loadErr)
+	v, err := loadSpec()
+	if err != nil {
+		tb.Fatalf("schematest: %v", err)
 	}
-	return loaded
+	return v
 }
 
-// locateSpec resolves the spec path from TETHER_SPEC or by walking up from
-// the working directory.
-func locateSpec() (string, error) {
+// load compiles the spec TETHER_SPEC names, or the embedded one.
+func load() (*Validator, error) {
 	if p := os.Getenv(specEnv); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%q: %w", specEnv, p, err)
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", specEnv, err)
 		}
-		return p, nil
+		return compile(p, raw)
 	}
-	wd, err := os.Getwd()
+	raw, err := testdata.ReadFile(specFile)
 	if err != nil {
-		return "", fmt.Errorf("%w: getwd: %v", errMissing, err)
+		return nil, err
 	}
-	for dir := wd; ; {
-		for _, cand := range []string{
-			filepath.Join(dir, specRelPath),
-			filepath.Join(dir, "..", specRelPath),
-		} {
-			if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
-				return filepath.Clean(cand), nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	return "", fmt.Errorf("%w: no %s in %s or any ancestor (or their parents)", errMissing, specRelPath, wd)
+	return compile("internal/schematest/"+specFile, raw)
 }
 
 // noLoader refuses every external load so that validation only ever uses the
@@ -140,11 +113,8 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schematest: external schema %q not allowed", url)
 }
 
-func compile(path string) (*Validator, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
-	}
+// compile compiles the spec raw, read from path.
+func compile(path string, raw []byte) (*Validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("parse spec %s: %w", path, err)
@@ -179,6 +149,7 @@ func compile(path string) (*Validator, error) {
 
 	v := &Validator{
 		path:         path,
+		spec:         raw,
 		schemas:      make(map[string]*jsonschema.Schema, len(defs)),
 		eventSchemas: map[string]string{},
 		closed:       map[string]bool{},
@@ -387,17 +358,31 @@ func jsonKind(x any) string {
 	return fmt.Sprintf("%T", x)
 }
 
-// Fixture returns the path of a recorded stream in the shared fixtures
-// (shared/fixtures/name, next to the spec), or skips tb when it is absent.
-func Fixture(tb testing.TB, name string) string {
-	tb.Helper()
-	spec, err := locateSpec()
-	if err == nil {
-		p := filepath.Join(filepath.Dir(spec), "..", "fixtures", name)
-		if _, err = os.Stat(p); err == nil {
-			return filepath.Clean(p)
+// Recordings returns the names of the recorded OpenAI streams, sorted. Each is
+// a .jsonl file whose first line is "# request: " and the JSON body of the
+// request that produced it, and whose every other line is one event OpenAI
+// sent, as received.
+func Recordings() []string {
+	entries, err := testdata.ReadDir("testdata")
+	if err != nil {
+		panic(err) // embedded when the test binary was built: always there
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".jsonl") {
+			names = append(names, e.Name())
 		}
 	}
-	tb.Skipf("schematest: ../shared/fixtures/%s is absent (%v); skipping the comparison with OpenAI's recording", name, err)
-	return ""
+	return names
+}
+
+// Recording returns the recorded stream name, one of [Recordings]; for any
+// other name it calls tb.Fatalf.
+func Recording(tb testing.TB, name string) []byte {
+	tb.Helper()
+	raw, err := testdata.ReadFile("testdata/" + name)
+	if err != nil {
+		tb.Fatalf("schematest: no recorded stream %q (have %s)", name, strings.Join(Recordings(), ", "))
+	}
+	return raw
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,45 +18,26 @@ type event struct {
 	raw  []byte
 }
 
-// fixtureDir returns shared/fixtures next to the spec's shared/spec.
-func fixtureDir(v *Validator) string {
-	return filepath.Join(filepath.Dir(filepath.Dir(v.path)), "fixtures")
-}
-
-// recordings returns every event line of every recorded fixture, grouped by
-// file name. It fails the test if there are none.
-func recordings(t *testing.T, v *Validator) map[string][]event {
+// recordings returns every event line of every recorded stream, grouped by
+// file name. It fails the test if a recording has none.
+func recordings(t *testing.T) map[string][]event {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(fixtureDir(v), "*.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no *.jsonl fixtures in %s", fixtureDir(v))
-	}
 	out := map[string][]event{}
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(fh)
+	for _, name := range Recordings() {
+		sc := bufio.NewScanner(bytes.NewReader(Recording(t, name)))
 		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 		for n := 1; sc.Scan(); n++ {
 			line := bytes.TrimSpace(sc.Bytes())
 			if len(line) == 0 || line[0] == '#' {
 				continue
 			}
-			name := filepath.Base(f)
 			out[name] = append(out[name], event{file: name, line: n, raw: bytes.Clone(line)})
 		}
-		err = sc.Err()
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+		if err := sc.Err(); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		if len(out[filepath.Base(f)]) == 0 {
-			t.Fatalf("%s: no events", f)
+		if len(out[name]) == 0 {
+			t.Fatalf("%s: no events", name)
 		}
 	}
 	return out
@@ -84,9 +64,9 @@ func isTerminal(typ string) bool {
 
 // firstOfType returns the first recorded event with the given type from a
 // recording without known deviations, in file-name order.
-func firstOfType(t *testing.T, v *Validator, typ string) []byte {
+func firstOfType(t *testing.T, typ string) []byte {
 	t.Helper()
-	recs := recordings(t, v)
+	recs := recordings(t)
 	names := make([]string, 0, len(recs))
 	for name := range recs {
 		if knownDeviations[name] == nil { // bases must conform unpatched
@@ -190,7 +170,7 @@ func patchMissing(t *testing.T, raw []byte, fields []string, inResponse bool, ch
 func TestRecordingsConform(t *testing.T) {
 	t.Parallel()
 	v := Load(t)
-	recs := recordings(t, v)
+	recs := recordings(t)
 	for name := range knownDeviations {
 		if _, ok := recs[name]; !ok {
 			t.Errorf("knownDeviations lists %s, which is not a recording", name)
@@ -245,9 +225,9 @@ func TestRecordingsConform(t *testing.T) {
 func TestMutationsFail(t *testing.T) {
 	t.Parallel()
 	v := Load(t)
-	delta := firstOfType(t, v, "response.output_text.delta")
-	added := firstOfType(t, v, "response.output_item.added")
-	completed := firstOfType(t, v, "response.completed")
+	delta := firstOfType(t, "response.output_text.delta")
+	added := firstOfType(t, "response.output_item.added")
+	completed := firstOfType(t, "response.completed")
 	resp := responseOf(t, completed)
 
 	// Sanity: the unmutated bases pass, so failures below are caused by the
@@ -430,10 +410,7 @@ var knownBadExamples = map[string]string{
 func TestSpecExamples(t *testing.T) {
 	t.Parallel()
 	v := Load(t)
-	raw, err := os.ReadFile(v.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := v.spec
 	var doc struct {
 		Components struct {
 			Schemas map[string]struct {
@@ -540,55 +517,51 @@ func TestRestrictsExtraProps(t *testing.T) {
 	}
 }
 
-// TestLocateSpec exercises the lookup directly (not via the cached Load). It
-// cannot be parallel because it changes the environment and working
-// directory.
-func TestLocateSpec(t *testing.T) {
-	tmp := t.TempDir()
-	spec := filepath.Join(tmp, filepath.FromSlash(specRelPath))
-	runtime := filepath.Join(tmp, "main", "runtime")
-	for _, d := range []string{filepath.Dir(spec), runtime} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(spec, []byte(`{}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
+// TestSpecOverride checks that TETHER_SPEC replaces the embedded spec, and
+// that one it names but cannot be read fails rather than falls back. It calls
+// load, not the cached Load, and cannot be parallel: it sets the environment.
+func TestSpecOverride(t *testing.T) {
 	t.Setenv(specEnv, "")
-	t.Chdir(runtime)
-	got, err := locateSpec()
+	embedded, err := load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := filepath.EvalSymlinks(spec); mustEval(t, got) != want {
-		t.Errorf("walk-up found %q, want %q", got, spec)
+	if embedded.path != "internal/schematest/"+specFile {
+		t.Errorf("unset: compiled %s, want the embedded spec", embedded.path)
 	}
 
-	t.Setenv(specEnv, spec)
-	if got, err := locateSpec(); err != nil || got != spec {
-		t.Errorf("env: got %q, %v; want %q", got, err, spec)
+	other := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(other, embedded.spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(specEnv, other)
+	if v, err := load(); err != nil {
+		t.Errorf("%s=%s: %v", specEnv, other, err)
+	} else if v.path != other {
+		t.Errorf("%s=%s: compiled %s, want that file", specEnv, other, v.path)
 	}
 
-	t.Setenv(specEnv, filepath.Join(tmp, "nope.json"))
-	if _, err := locateSpec(); err == nil || errors.Is(err, errMissing) {
-		t.Errorf("env to missing file: err = %v, want a hard (non-skip) error", err)
-	}
-
-	empty := t.TempDir()
-	t.Setenv(specEnv, "")
-	t.Chdir(empty)
-	if _, err := locateSpec(); !errors.Is(err, errMissing) {
-		t.Errorf("no spec: err = %v, want errMissing", err)
+	t.Setenv(specEnv, filepath.Join(t.TempDir(), "nope.json"))
+	if _, err := load(); err == nil || !strings.Contains(err.Error(), specEnv) {
+		t.Errorf("%s naming a missing file: err = %v, want an error naming %s", specEnv, err, specEnv)
 	}
 }
 
-func mustEval(t *testing.T, p string) string {
-	t.Helper()
-	r, err := filepath.EvalSymlinks(p)
+// TestTestdataSources checks that testdata/README.md names every file beside
+// it, so that none is in the repository without its source and licence.
+func TestTestdataSources(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("testdata", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "README.md" && !bytes.Contains(readme, []byte("`"+e.Name()+"`")) {
+			t.Errorf("testdata/README.md does not name %s", e.Name())
+		}
+	}
 }
