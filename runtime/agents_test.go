@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // treeScript is a root that spawns two sub-agents, each calling one
@@ -492,5 +493,48 @@ func TestAgentTreeTypedCall(t *testing.T) {
 			t.Fatalf("the sub-agent's shell call %s does not name it", shell)
 		}
 		wantOutput(t, last, `"type":"shell_call"`, `{\"status\":{\"/root/a\":\"failed\"}}`)
+	})
+}
+
+// TestAgentTreeEarly: a sub-agent's client calls answered as soon as each
+// one's output_item.done comes, as the beta's clients do, while the step
+// still streams its next call: each inject is taken, and the response
+// completes. Fake time: the model is paced.
+func TestAgentTreeEarly(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		o := runtime.Options{Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(renderer(t), sampler.Timing{TPS: 50})}}
+		c := newPipeHarness(t, o).dial(t, "Bearer alice")
+		sub := "Look around.\ncall: grep {\"pattern\":\"x\"}\ncall: list_dir {}"
+		subJSON, _ := json.Marshal(map[string]string{"message": sub})
+		input := "Split the work.\nspawn: a " + string(subJSON) + "\nwait: a\n"
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "multi_agent": map[string]any{"enabled": true}, "input": input}))
+		var id string
+		calls, created := 0, 0
+		for {
+			b := c.recv(t)
+			e := decodeEv(t, b)
+			if e.Response != nil {
+				id = e.Response.ID
+			}
+			switch e.Type {
+			case "response.output_item.done":
+				it, ok := functionCall(e.Item)
+				if !ok {
+					continue
+				}
+				calls++
+				c.send(t, injectEv(id, it.output()))
+			case "response.inject.created":
+				created++
+			case "response.completed":
+				if calls != 2 || created != 2 {
+					t.Fatalf("the response completed after %d calls and %d injects taken; want 2 and 2", calls, created)
+				}
+				return
+			case "response.failed", "error", "response.inject.failed":
+				t.Fatalf("the tree sent %s", b)
+			}
+		}
 	})
 }
