@@ -642,6 +642,7 @@ func TestMultiAgentTakeover(t *testing.T) {
 		}
 		synctest.Wait() // the wait is in the store
 		c1.drop()
+		synctest.Wait() // and A has let it go, its lease with it: before, B may find it leased (response_owned_elsewhere)
 
 		c2 := b.dial(t, "Bearer alice")
 		resume := refEv("response.resume", r.id, "")
@@ -775,6 +776,9 @@ func (r *betaReader) read(t *testing.T, c *wsConn) (ev, []byte) {
 	t.Helper()
 	f := c.recv(t)
 	e := decodeEv(t, f)
+	if e.Seq == nil {
+		t.Fatalf("a frame without a sequence_number: %s", f)
+	}
 	if *e.Seq != r.seq+1 {
 		t.Fatalf("%s has sequence_number %d after %d", f, *e.Seq, r.seq)
 	}
