@@ -632,8 +632,8 @@ func (c *releaseCounter) ResponseEnded(_ runtime.ServePath, status protocol.Resp
 // each inject's. Over HTTP (chained, stateless) the first response
 // completes on both agents' calls, and the next requests bring their
 // outputs. In each, the
-// turns' usage adds up to the rollout's, the calls are the same and so is
-// the answer, and the two sub-agents' calls run at once: each tool waits
+// turns' usage adds up to the rollout's, the calls are the same (each
+// agent's, by name, with ids of their own) and so is the answer, and the two sub-agents' calls run at once: each tool waits
 // for the other to start, which a client running one agent's calls after
 // the other's would never see.
 func TestRunTree(t *testing.T) {
@@ -679,9 +679,16 @@ func TestRunTree(t *testing.T) {
 		if sum != res.Usage {
 			t.Errorf("%s: the turns' usage adds up to %+v, the rollout's is %+v", mode, sum, res.Usage)
 		}
+		// The calls, by agent and name: their ids differ from one form to
+		// the next (each response draws its own), and must be distinct.
 		var ids []string
+		seen := map[string]bool{}
 		for _, c := range res.Calls {
-			ids = append(ids, c.CallID+" "+c.Name)
+			ids = append(ids, c.Agent+" "+c.Name)
+			if c.CallID == "" || seen[c.CallID] {
+				t.Errorf("%s: call id %q twice or empty", mode, c.CallID)
+			}
+			seen[c.CallID] = true
 		}
 		slices.Sort(ids)
 		if strings.Contains(res.Text(), "never started") || !strings.HasPrefix(res.Text(), "/root/a said: ") {

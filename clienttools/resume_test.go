@@ -60,14 +60,21 @@ func (c *cutConn) Read(b []byte) (int, error) {
 }
 
 // rolloutKey is what two runs of the same rollout must agree on: every
-// output item, without its ids.
+// output item, without its ids, a call's call_id as the order it came in
+// ("#3"). The runs are responses of their own, which draw their own call
+// ids; a call id given twice fails t.
 func rolloutKey(t *testing.T, res *clienttools.Result) []string {
 	t.Helper()
 	var out []string
+	order := map[string]int{}
 	for _, it := range res.Output {
 		switch it := it.(type) {
 		case *protocol.FunctionCall:
-			out = append(out, fmt.Sprintf("call %s %s %s %s", it.CallID, it.Name, it.Arguments, it.Status))
+			if _, dup := order[it.CallID]; dup || it.CallID == "" {
+				t.Errorf("call id %q twice or empty", it.CallID)
+			}
+			order[it.CallID] = len(order) + 1
+			out = append(out, fmt.Sprintf("call #%d %s %s %s", order[it.CallID], it.Name, it.Arguments, it.Status))
 		case *protocol.Message:
 			out = append(out, fmt.Sprintf("message %s %q", it.Status, (&clienttools.Result{Output: protocol.Items{it}}).Text()))
 		default:

@@ -33,9 +33,14 @@ const followupTree = "Delegate.\n" + `spawn: a {"message": "call: grep {}"}` + "
 	`followup: a "and the benchmarks"` + "\nwait: a\n"
 
 // treeRun is what a tree gave in one form: every client call, as
-// "agent call_id name arguments", sorted, and the root's answer.
+// "agent name arguments", sorted, their call ids, and the root's answer.
+// The ids are not compared across forms: each response draws its own
+// (the HTTP forms make several responses, the WebSocket one one), so they
+// differ; each must be its own, and the outputs they pair must give the
+// same answer.
 type treeRun struct {
 	calls  []string
+	ids    []string
 	answer string
 	rounds int // requests (HTTP) or injects (WebSocket)
 }
@@ -61,9 +66,11 @@ func TestAgentTreeForms(t *testing.T) {
 			if len(ws.calls) == 0 || ws.answer == "" {
 				t.Fatalf("over WebSocket: %+v", ws)
 			}
+			distinctIDs(t, "over WebSocket", ws.ids)
 			for _, form := range []struct{ chained, apart bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
 				chained := form.chained
 				got := treeOverHTTP(t, h, script, chained, form.apart)
+				distinctIDs(t, fmt.Sprintf("over HTTP (chained %v, apart %v)", chained, form.apart), got.ids)
 				if got.rounds != tc.requests && !form.apart {
 					t.Errorf("over HTTP (chained %v): %d requests, want %d", chained, got.rounds, tc.requests)
 				}
@@ -96,6 +103,7 @@ func treeOverWS(t *testing.T, h *pipeHarness, script string) treeRun {
 		case "response.output_item.done":
 			if it, ok := functionCall(e.Item); ok {
 				run.calls = append(run.calls, callLine(e.Agent, it))
+				run.ids = append(run.ids, it.CallID)
 				c.send(t, injectEv(id, it.output()))
 				run.rounds++
 			}
@@ -149,6 +157,7 @@ func treeOverHTTP(t *testing.T, h *pipeHarness, script string, chained, apart bo
 				}
 				json.Unmarshal(raw, &named)
 				run.calls = append(run.calls, callLine(named.Agent, it))
+				run.ids = append(run.ids, it.CallID)
 				owed = append(owed, it.output())
 			}
 		}
@@ -183,7 +192,19 @@ func callLine(agent *struct {
 	if agent != nil {
 		name = agent.Name
 	}
-	return fmt.Sprintf("%s %s %s %s", name, it.CallID, it.Name, it.Arguments)
+	return fmt.Sprintf("%s %s %s", name, it.Name, it.Arguments)
+}
+
+// distinctIDs fails t when a call id of ids is there twice or empty.
+func distinctIDs(t *testing.T, form string, ids []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if id == "" || seen[id] {
+			t.Errorf("%s: call id %q twice or empty among %q", form, id, ids)
+		}
+		seen[id] = true
+	}
 }
 
 // rootAnswer is the text of the root's last message in output.

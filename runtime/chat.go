@@ -78,6 +78,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		promptTokens: len(s.renderer.Header(cc.Instructions, cc.Tools)) + prompt.Len(),
 		logprobs:     logprobs,
 	}
+	sreq.Response = c.head.ID
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	c.cancel = cancel

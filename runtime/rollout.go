@@ -346,6 +346,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		Session:         r.session(),
+		Response:        r.resp.ID,
 		MultiAgent:      r.req.MultiAgentEnabled(),
 		Agent:           r.agentName(),
 		Start:           r.modelReady,

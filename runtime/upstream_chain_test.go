@@ -167,8 +167,10 @@ func streamedText(t *testing.T, evs [][]byte) string {
 
 // TestUpstreamChainMatchesLocal runs a suspended rollout of single and
 // parallel calls over A's WebSocket with the local scripted model and with
-// each chained one: the events, the output (call ids included) and the usage
-// must be the same, since B's model sees the same context.
+// each chained one: the events, the output and the usage must be the same,
+// since B's model sees the same context. The call ids differ (B's are drawn
+// from its own responses' ids); the calls they name must be the same ones,
+// in the same order, each id its own.
 func TestUpstreamChainMatchesLocal(t *testing.T) {
 	t.Parallel()
 	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
@@ -192,7 +194,7 @@ func TestUpstreamChainMatchesLocal(t *testing.T) {
 		return types, decodeEv(t, events[len(events)-1])
 	}
 	wantTypes, want := run("tether-scripted")
-	wantKeys := itemKeys(t, want.Response.Output)
+	wantKeys := inCallOrder(t, itemKeys(t, want.Response.Output))
 	if n := len(wantKeys); n != 7 || !strings.HasPrefix(wantKeys[n-1].Text, "run_tests returned: ") {
 		t.Fatalf("local rollout output %+v", wantKeys)
 	}
@@ -201,7 +203,7 @@ func TestUpstreamChainMatchesLocal(t *testing.T) {
 		if !slices.Equal(types, wantTypes) {
 			t.Errorf("%s: %d events, local %d; first difference at %d", model, len(types), len(wantTypes), firstDiff(types, wantTypes))
 		}
-		if keys := itemKeys(t, got.Response.Output); !slices.Equal(keys, wantKeys) {
+		if keys := inCallOrder(t, itemKeys(t, got.Response.Output)); !slices.Equal(keys, wantKeys) {
 			t.Errorf("%s output\n%+v\nlocal\n%+v", model, keys, wantKeys)
 		}
 		if *got.Response.Usage != *want.Response.Usage {
@@ -401,7 +403,10 @@ func TestUpstreamChainCancel(t *testing.T) {
 
 // TestUpstreamDeltasMatchScripted calls the upstream backend directly: for
 // the same request it streams exactly the deltas B's scripted model streams
-// locally, and returns the same result, over both APIs.
+// locally, and returns the same result, over both APIs. Only the call ids
+// differ: B's model draws them from B's response (or completion), the
+// local one from a request that names none; every delta of a call must
+// carry its call's id, and each call an id of its own.
 func TestUpstreamDeltasMatchScripted(t *testing.T) {
 	t.Parallel()
 	b := newHarness(t, runtime.Options{Renderer: renderer(t), EveryDelta: true})
@@ -435,7 +440,7 @@ func TestUpstreamDeltasMatchScripted(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got, want) {
+				if got, want := deltasInCallOrder(t, got), deltasInCallOrder(t, want); !reflect.DeepEqual(got, want) {
 					t.Errorf("deltas\n%+v\nlocal\n%+v", got, want)
 				}
 				if gotRes.OutputTokens != wantRes.OutputTokens || gotRes.Incomplete != wantRes.Incomplete {
@@ -447,4 +452,19 @@ func TestUpstreamDeltasMatchScripted(t *testing.T) {
 			})
 		}
 	}
+}
+
+// deltasInCallOrder is ds with each call id replaced by "#n", n its call's
+// place among the sample's calls, failing t when two calls share an id.
+func deltasInCallOrder(t *testing.T, ds []sampler.Delta) []sampler.Delta {
+	t.Helper()
+	out, seen := slices.Clone(ds), map[string]string{}
+	for i, d := range out {
+		if d.Kind == sampler.CallStart {
+			out[i].CallID = callOrdinal(t, seen, d.CallID)
+		} else if o, ok := seen[d.CallID]; ok {
+			out[i].CallID = o // an id no CallStart gave stays as it is: it differs
+		}
+	}
+	return out
 }

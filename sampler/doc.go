@@ -86,9 +86,20 @@
 // function is called only after a user message, as in rule 2, so a forced
 // tool_choice cannot make the loop call tools forever.
 //
-// Call ids are "call_" and 16 hex digits hashed from the number of items in
-// the context, the step, the call's index in the step and its name: unique
-// within a conversation, whose context grows between steps.
+// Call ids are "call_" and 18 decimal digits hashed from the response id
+// (Request.Response) and the call's place in the response: the agent's
+// path, the number of items in the context, the step, the call's index in
+// the step and its name. They are unique across responses, as a real
+// server's are, even for a client whose context does not grow (a memory
+// window of its last messages, the same length every turn), and within a
+// response, whose context grows between steps; the same request gives the
+// same ids, so a step run again after a takeover lines up with its first
+// run. A request that names no response gets ids hashed from its place
+// alone, unique within a conversation whose context grows. Replay draws
+// its call ids in a response the same way (see Replay). Every id is the
+// same six tokens (o200k_base splits digit runs three at a time), so the
+// prompts of one rollout run in two designs, whose ids differ, have the
+// same length.
 //
 // Output is streamed one o200k_base token per TextDelta or ArgsDelta (see
 // Renderer.Tokens). MaxOutputTokens > 0 stops the sample after that many

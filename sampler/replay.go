@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
@@ -313,7 +312,11 @@ func parseTraceFiles(fsys fs.FS, dir string) ([]*Trace, error) {
 // Scripted counts a script's steps). A step's text, when it has one, is
 // streamed as a message before its calls. After the last step with calls,
 // every sample answers with the final step's text. Call ids are "call_" and
-// 16 hex digits hashed from the trace name, the step and the call's index.
+// 18 digits hashed from the response id (Request.Response) and the
+// call's place in it (the agent, the context's length, the step and the
+// call's index): unique across responses, however alike their contexts,
+// and the same for a step run again. A request that names no response
+// gets Trace.CallID's, from the trace name, the step and the index.
 // The task (the first user message) is whatever the client sends, and the
 // recorded tool outputs are never sent. Output is paced like Scripted's, by
 // a Timing and a PrefixCache; a step's reasoning tokens are paced as output
@@ -379,7 +382,7 @@ func (p *Replay) next(req *Request) ([]part, int) {
 		parts = append(parts, part{text: step.Text, toks: p.tokens(step.Text)})
 	}
 	for i, c := range step.Calls {
-		pt := part{call: true, callID: p.trace.CallID(k, i), name: c.Name, text: c.Arguments, toks: p.tokens(c.Arguments)}
+		pt := part{call: true, callID: p.trace.callID(req, k, i), name: c.Name, text: c.Arguments, toks: p.tokens(c.Arguments)}
 		if c.Type == CustomCall {
 			pt.callType = protocol.ItemCustomToolCall
 		}
@@ -439,21 +442,32 @@ func (p *Replay) stepsDone(items protocol.Items) int {
 	return k
 }
 
-// CallID is the call id Replay gives call index of step: "call_" and 16
-// hex digits hashed from the trace name, the step and the index.
+// CallID is the call id Replay gives call index of step when its request
+// names no response (Request.Response, as a server's always does): "call_"
+// and 18 digits hashed from the trace name, the step and the index.
+// Every conversation that replays the trace gets the same ones; in a
+// response the ids are drawn from its id too, unique across responses.
 func (t *Trace) CallID(step, index int) string {
-	h := fnv.New64a()
 	b := append([]byte(t.Name), '/')
 	b = strconv.AppendInt(b, int64(step), 10)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(index), 10)
-	h.Write(b)
-	return "call_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
+	return hashedCallID(b)
+}
+
+// callID is the id Replay gives call index of step, sampled for req:
+// placeID's in a response, else CallID's.
+func (t *Trace) callID(req *Request, step, index int) string {
+	if req.Response != "" {
+		return placeID(req, step, index, t.Steps[step].Calls[index].Name)
+	}
+	return t.CallID(step, index)
 }
 
 // StepItems are the items step k adds to the conversation when it is
 // replayed: its message (when it has text) and its function calls, as Replay
-// samples them, then, when outputs is true, the calls' recorded outputs as
+// samples them for a request that names no response (their ids CallID's),
+// then, when outputs is true, the calls' recorded outputs as
 // function_call_output items, as a client that replays the tools sends them.
 func (t *Trace) StepItems(k int, outputs bool) protocol.Items {
 	s := t.Steps[k]

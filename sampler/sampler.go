@@ -95,6 +95,14 @@ type Request struct {
 	// that pins a session's cache can key it so). The local models ignore
 	// it: their prefix cache shares by content, and by CacheKey alone.
 	Session string
+	// Response is the id of the response the request is a step of (a
+	// Chat Completions request's: its completion's id), "" for none. The
+	// local models draw their call ids from it and the call's place in
+	// the response: unique across responses even when a client keeps its
+	// context the same length every turn (a memory window of its last
+	// messages), and the same for a step run again (a durable rollout
+	// taken over), which then lines up with its first run.
+	Response string
 	// MultiAgent is set for a step of a multi-agent response's agent
 	// (OpenAI's multi-agent beta), which may act on its agent tree: the
 	// scripted model then reads the spawn, wait, send, list and interrupt

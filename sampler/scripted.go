@@ -3,8 +3,6 @@ package sampler
 import (
 	"context"
 	"encoding/json"
-	"hash/fnv"
-	"strconv"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -91,7 +89,7 @@ func plan(req *Request) []part {
 		if k := stepsTaken(items[at+1:], steps); k < len(steps) {
 			parts := make([]part, len(steps[k]))
 			for i, c := range steps[k] {
-				parts[i] = part{call: true, callID: callID(req.Agent, len(items), k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
+				parts[i] = part{call: true, callID: placeID(req, k, i, qualified(c.Namespace, c.Name)), name: c.Name, namespace: c.Namespace, text: c.Args}
 				switch {
 				case c.Namespace == multiAgentNS:
 					parts[i].callType, parts[i].namespace = protocol.ItemMultiAgentCall, ""
@@ -113,7 +111,7 @@ func plan(req *Request) []part {
 		}
 		if t, ns, ok := pickTool(req); ok {
 			args := schemaArgs(t.Parameters, stripDirectives(newestUserText(items)))
-			return []part{{call: true, callID: callID(req.Agent, len(items), -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
+			return []part{{call: true, callID: placeID(req, -1, 0, qualified(ns, t.Name)), name: t.Name, namespace: ns, text: args}}
 		}
 		if p, ok := otherClientTool(req); ok {
 			return []part{p}
@@ -232,7 +230,7 @@ func pickTool(req *Request) (t protocol.Tool, namespace string, ok bool) {
 // built-in tool with an empty payload.
 func forcedPart(req *Request) (part, bool) {
 	tc, text := req.ToolChoice, stripDirectives(newestUserText(req.Items))
-	id := func(name string) string { return callID(req.Agent, len(req.Items), -1, 0, name) }
+	id := func(name string) string { return placeID(req, -1, 0, name) }
 	switch {
 	case tc.Custom != "":
 		return part{call: true, callType: protocol.ItemCustomToolCall, callID: id(tc.Custom), name: tc.Custom, text: text}, true
@@ -329,27 +327,6 @@ func typedCall(tools []protocol.Tool, name string) protocol.ItemType {
 // apply_patch, computer…), which a directive names by the tool's type.
 func builtin(typ protocol.ItemType) bool {
 	return typ != "" && typ != protocol.ItemFunctionCall && typ != protocol.ItemCustomToolCall
-}
-
-// callID is deterministic, and unique within a conversation: the context
-// grows between the model's steps; and within a multi-agent response,
-// whose agents' contexts may be as long as each other's: it is drawn from
-// the agent's path too.
-func callID(agent string, items, step, index int, name string) string {
-	h := fnv.New64a()
-	var b []byte
-	if agent != "" { // a sub-agent's: the root's, and every other request's, as they were
-		b = append(append(b, agent...), '/')
-	}
-	b = strconv.AppendInt(b, int64(items), 10)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(step), 10)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(index), 10)
-	b = append(b, '/')
-	b = append(b, name...)
-	h.Write(b)
-	return "call_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
 }
 
 // Deterministic reports that the model says the same whenever it is asked

@@ -72,7 +72,8 @@ type outItem struct {
 }
 
 // keys summarizes output items: type, name, arguments, text. Call ids are
-// left out: they are checked against the trace separately.
+// left out: each response draws its own, so they differ from one design
+// to the next; outputsFor checks that no two calls of a walk share one.
 func keys(t *testing.T, out []json.RawMessage) ([]string, []outItem) {
 	t.Helper()
 	var ks []string
@@ -92,8 +93,9 @@ func keys(t *testing.T, out []json.RawMessage) ([]string, []outItem) {
 	return ks, items
 }
 
-// outputsFor are the trace's recorded outputs for the calls of a response.
-func outputsFor(t *testing.T, tr *sampler.Trace, k int, items []outItem) []map[string]any {
+// outputsFor are the trace's recorded outputs for the calls of a response,
+// step k's, which must have ids no call of the walk had before (seen).
+func outputsFor(t *testing.T, tr *sampler.Trace, k int, items []outItem, seen map[string]bool) []map[string]any {
 	t.Helper()
 	var calls []outItem
 	for _, it := range items {
@@ -106,9 +108,10 @@ func outputsFor(t *testing.T, tr *sampler.Trace, k int, items []outItem) []map[s
 	}
 	var out []map[string]any
 	for i, c := range calls {
-		if c.CallID != tr.CallID(k, i) || c.Name != tr.Steps[k].Calls[i].Name || c.Arguments != tr.Steps[k].Calls[i].Arguments {
-			t.Fatalf("step %d call %d: %+v, want %s %s", k, i, c, tr.Steps[k].Calls[i].Name, tr.CallID(k, i))
+		if c.CallID == "" || seen[c.CallID] || c.Name != tr.Steps[k].Calls[i].Name || c.Arguments != tr.Steps[k].Calls[i].Arguments {
+			t.Fatalf("step %d call %d: %+v, want %s %s under an id of its own", k, i, c, tr.Steps[k].Calls[i].Name, tr.Steps[k].Calls[i].Arguments)
 		}
+		seen[c.CallID] = true
 		out = append(out, map[string]any{"type": "function_call_output", "call_id": c.CallID, "output": tr.Steps[k].Calls[i].Output})
 	}
 	return out
@@ -117,6 +120,7 @@ func outputsFor(t *testing.T, tr *sampler.Trace, k int, items []outItem) []map[s
 // replayHTTP walks a trace over stateless HTTP: the full history each turn.
 func replayHTTP(t *testing.T, base string, tr *sampler.Trace) [][]string {
 	var turns [][]string
+	seen := map[string]bool{}
 	input := []any{map[string]any{"role": "user", "content": "Fix the failing tests in the calc repository."}}
 	for k := range tr.Steps {
 		body, _ := json.Marshal(map[string]any{"model": sampler.ReplayPrefix + tr.Name, "input": input, "tools": agentTools, "store": false})
@@ -136,7 +140,7 @@ func replayHTTP(t *testing.T, base string, tr *sampler.Trace) [][]string {
 			input = append(input, raw)
 		}
 		if k < len(tr.Steps)-1 {
-			for _, o := range outputsFor(t, tr, k, items) {
+			for _, o := range outputsFor(t, tr, k, items, seen) {
 				input = append(input, o)
 			}
 		}
@@ -156,6 +160,7 @@ func replayWS(t *testing.T, url string, tr *sampler.Trace) [][]string {
 	defer c.Close(websocket.StatusNormalClosure, "")
 	c.SetReadLimit(64 << 20)
 	var turns [][]string
+	seen := map[string]bool{}
 	var input []any = []any{map[string]any{"role": "user", "content": "Fix the failing tests in the calc repository."}}
 	prev := ""
 	for k := range tr.Steps {
@@ -193,7 +198,7 @@ func replayWS(t *testing.T, url string, tr *sampler.Trace) [][]string {
 		prev = r.ID
 		input = nil
 		if k < len(tr.Steps)-1 {
-			for _, o := range outputsFor(t, tr, k, items) {
+			for _, o := range outputsFor(t, tr, k, items, seen) {
 				input = append(input, o)
 			}
 		}
@@ -219,6 +224,7 @@ func replaySuspended(t *testing.T, url string, tr *sampler.Trace) [][]string {
 		t.Fatal(err)
 	}
 	var steps [][]string
+	seen := map[string]bool{}
 	var step []json.RawMessage
 	for {
 		_, data, err := c.Read(ctx)
@@ -243,7 +249,7 @@ func replaySuspended(t *testing.T, url string, tr *sampler.Trace) [][]string {
 				return steps
 			}
 			b, _ := json.Marshal(map[string]any{"type": "response.append", "response_id": ev.Response.ID,
-				"input": outputsFor(t, tr, len(steps)-1, items)})
+				"input": outputsFor(t, tr, len(steps)-1, items, seen)})
 			if err := c.Write(ctx, websocket.MessageText, b); err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +262,9 @@ func replaySuspended(t *testing.T, url string, tr *sampler.Trace) [][]string {
 
 // TestReplayOverHTTPAndWebSocket replays every embedded trace end to end,
 // over stateless HTTP, over WebSocket turns and as one suspended rollout:
-// all three walk every step of the trace, with identical output items.
+// all three walk every step of the trace, with identical output items but
+// for their call ids, which each response draws for itself (no two calls
+// of a walk share one).
 func TestReplayOverHTTPAndWebSocket(t *testing.T) {
 	hs := replayServer(t)
 	traces, err := sampler.LoadTraces()
