@@ -32,10 +32,10 @@ import (
 //
 // A waiting tree's items, every agent's, join its log as they are done
 // (agents.log); a fork builds the tree again from them, as a continuation
-// does from its request's (fork.go's treeFork). Not yet: a tree is not
-// durable (a server with Options.Checkpoints refuses spawn_agent over
-// WebSocket, with an error output). A sub-agent's client calls are
-// bounded by Suspension.Timeout over WebSocket, as a pause is.
+// does from its request's (fork.go's treeFork), and a durable server's
+// journal whenever the tree is at rest (agents_durable.go). A sub-agent's
+// client calls are bounded by Suspension.Timeout over WebSocket, as a
+// pause is.
 
 // defaultSubagents is max_concurrent_subagents when the request leaves it out.
 const defaultSubagents = 3
@@ -54,7 +54,12 @@ type agents struct {
 	byPath  map[string]*subAgent
 	order   []*subAgent          // in spawn order
 	waiting map[string]*subAgent // call_id -> the sub-agent whose step waits for its output
-	pending []pendingAgent       // what rebuild found to go on, until the root starts them
+	// early holds the outputs of sub-agents' client calls that came
+	// before their step waited on them (a beta client answers a call once
+	// its output_item.done is out, which may be before its step's end):
+	// the step's wait takes them. At most maxEarly.
+	early   map[string]protocol.Item
+	pending []pendingAgent // what rebuild found to go on, until the root starts them
 	// rootOwed are the client calls of the root's last step that rebuild
 	// found with no output: a fork of a tree whose root waits on its
 	// client is refused.
@@ -62,8 +67,19 @@ type agents struct {
 	// log is every agent's items, in the order they were done, and the
 	// outputs and messages the client sent, in the order they were taken:
 	// with the root's items before its output (rollout.flat), what
-	// rebuild builds the tree again from (a fork's). Guarded by root.mu.
+	// rebuild builds the tree again from (a fork's, a takeover's). Guarded
+	// by root.mu.
 	log protocol.Items
+	// blocked counts each agent's wait_agent calls waiting now, and
+	// waitCalls names them (call_id); taken is how much of log the tree's
+	// last journaled state held, -1 when a state could not be written and
+	// the next rest is to be (see agents_durable.go). Guarded by mu.
+	blocked   map[*rollout]int
+	waitCalls map[string]bool
+	taken     int
+	// rootWaits, when set, is closed as the root first waits on its
+	// sub-agents: a tree taken over from its journal is running again.
+	rootWaits chan struct{}
 }
 
 // subAgent is one sub-agent: its loop, its client calls, how it ended.
@@ -217,8 +233,6 @@ type spawnArgs struct {
 // (fork_turns "all", shared copy-on-write) or nothing, then its message.
 func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 	switch {
-	case !t.open && t.root.srv.opts.Checkpoints != nil:
-		return nil, errors.New("sub-agents are not journaled yet, and this server keeps its rollouts durable")
 	case args.TaskName == "" || strings.ContainsAny(args.TaskName, "/ "):
 		return nil, fmt.Errorf("task_name %q: want a name without '/' or spaces", args.TaskName)
 	case args.ForkTurns != "" && args.ForkTurns != "all" && args.ForkTurns != "none":
@@ -460,22 +474,35 @@ var errInterrupted = errors.New("runtime: the agent was interrupted")
 
 // accept takes items (an inject's, an append's) when every one of them is
 // the output of a call a sub-agent waits on: each goes to its agent, and
-// an agent that has all its outputs runs on. It reports whether they were
-// the tree's; nothing is taken when they were not all.
-func (t *agents) accept(items protocol.Items) bool {
+// goOn runs on each agent that has all its outputs. It reports whether
+// they were the tree's; nothing is taken when they were not all.
+func (t *agents) accept(items protocol.Items) (goOn func(), ok bool) {
 	t.mu.Lock()
 	var to []*subAgent
 	for _, it := range items {
 		callID, _, ok := protocol.AnswerOf(it)
-		if !ok || t.waiting[callID] == nil {
-			t.mu.Unlock()
-			return false
+		switch {
+		case !ok:
+		case t.waiting[callID] != nil:
+			to = append(to, t.waiting[callID])
+			continue
+		case t.early[callID] == nil && len(t.early) < maxEarly && t.subAgentCallLocked(callID):
+			to = append(to, nil) // its step is not waiting on it yet
+			continue
 		}
-		to = append(to, t.waiting[callID])
+		t.mu.Unlock()
+		return nil, false
 	}
 	var ready []*subAgent
 	for i, it := range items {
 		callID, _, _ := protocol.AnswerOf(it)
+		if to[i] == nil {
+			if t.early == nil {
+				t.early = map[string]protocol.Item{}
+			}
+			t.early[callID] = it
+			continue
+		}
 		delete(t.waiting, callID)
 		a := to[i].calls
 		a.outputs[callID] = it
@@ -483,22 +510,41 @@ func (t *agents) accept(items protocol.Items) bool {
 			ready = append(ready, to[i])
 		}
 	}
-	var starts []*subAgent
-	for _, sa := range ready {
-		if sa.ro == nil { // rebuilt waiting: its loop starts now
-			t.resumeWaitingLocked(sa, sa.calls.outputs)
-			starts = append(starts, sa)
-		}
-	}
 	t.mu.Unlock()
-	for _, sa := range ready {
-		if slices.Contains(starts, sa) {
-			t.start(sa)
-		} else {
-			sa.ro.kick()
+	return func() {
+		// A rebuilt waiting agent's loop is made now: until then the tree
+		// may be journaled at rest with the outputs in its log.
+		var starts []*subAgent
+		t.mu.Lock()
+		for _, sa := range ready {
+			if sa.ro == nil && sa.owed != nil { // rebuilt waiting, not interrupted meanwhile
+				t.resumeWaitingLocked(sa, sa.calls.outputs)
+				starts = append(starts, sa)
+			}
+		}
+		t.mu.Unlock()
+		for _, sa := range ready {
+			switch {
+			case slices.Contains(starts, sa):
+				t.start(sa)
+			case sa.ro != nil:
+				sa.ro.kick()
+			}
+		}
+	}, true
+}
+
+// subAgentCallLocked reports whether a sub-agent made the client call
+// callID, its item in the output. The caller holds the root's lock and
+// t.mu.
+func (t *agents) subAgentCallLocked(callID string) bool {
+	for _, it := range t.root.resp.Output {
+		if c, ok := protocol.CallOf(it); ok && c.CallID == callID {
+			_, multi := it.(*protocol.MultiAgentCall)
+			return !multi && protocol.AgentOf(it) != nil
 		}
 	}
-	return true
+	return false
 }
 
 // find is the sub-agents names stand for, named by caller, or the error

@@ -287,19 +287,6 @@ func TestAgentTreeTimeout(t *testing.T) {
 	})
 }
 
-// TestAgentTreeDurable: a server that keeps its rollouts durable refuses
-// spawn_agent (its sub-agents would not be journaled) with an error
-// output the model reads.
-func TestAgentTreeDurable(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		end := completeTree(t, durableOptions(runtime.NewMemoryCheckpoints()), treeScript, nil)
-		if last := end[len(end)-1]; bytes.Count(last, []byte(`not journaled yet`)) != 2 {
-			t.Fatalf("ended %.3000s: want both spawns refused", last)
-		}
-	})
-}
-
 // TestAgentTreeNested: a sub-agent spawns a child of its own
 // (/root/a/c), waits for it by its task name, and ends; the root waiting
 // on it completes.

@@ -38,6 +38,11 @@ func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[str
 		a.pending, a.outputs = make(map[string]protocol.Call, len(calls)), make(map[string]protocol.Item, len(calls))
 		for _, c := range calls {
 			a.pending[c.CallID] = c
+			if it, ok := t.early[c.CallID]; ok { // answered as its output_item.done came
+				a.outputs[c.CallID] = it
+				delete(t.early, c.CallID)
+				continue
+			}
 			t.waiting[c.CallID] = a.agent
 		}
 		// Bounded as a pause is: the agent fails, and whoever waits on
@@ -55,6 +60,7 @@ func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[str
 		}
 		t.mu.Unlock()
 		a.agent.ro.requireAction(pending)
+		t.checkpoint() // the tree may be at rest now: its wait journaled before its client sees more
 		t.mu.Lock()
 	}
 	switch {
@@ -165,6 +171,8 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (text string, m
 			return failed("%v", err)
 		}
 		status := map[string]string{}
+		t.enterWait(at.caller, call.CallID)
+		defer t.leaveWait(at.caller, call.CallID)
 		for _, sa := range subs {
 			select {
 			case <-sa.done:

@@ -60,7 +60,8 @@
 // (agentTool). Over HTTP the tree is open: every agent leaves its client
 // calls open, the response completes when they all have ended or wait,
 // and the next request builds the tree again from its items
-// (agents_http.go).
+// (agents_http.go); a durable server journals a waiting tree's items at
+// each rest, and a takeover builds it again from them (agents_durable.go).
 //
 // # A suspended rollout's life
 //

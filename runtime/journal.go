@@ -227,9 +227,11 @@ func (j *journal) pauseWrite(ps *pauseState, frames []frame, parked time.Time) (
 // compactNext reports whether the next pause's write begins the journal
 // anew: it has none, its tail has outgrown its snapshot (a journal stays
 // within twice the rollout's state, and a pause's write is its new items
-// on average), or the tools offered changed (a snapshot's alone).
+// on average), or the tools offered changed (a snapshot's alone), or the
+// state is a tree at rest where it was a pause, or the other way round
+// (their items are not the same list).
 func (j *journal) compactNext(ps *pauseState) bool {
-	return j.n == 0 || j.tail >= max(j.base, minCompaction) || !offersSame(j.state, ps)
+	return j.n == 0 || j.tail >= max(j.base, minCompaction) || !offersSame(j.state, ps) || j.state.Tree != ps.Tree
 }
 
 // minCompaction is the tail below which a journal is not compacted,

@@ -116,7 +116,7 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 		if snapshot && r.err == nil && len(r.b) > 0 {
 			packed = r.prompt(kind == entrySnapshot)
 		}
-		if r.err != nil || !r.done() || len(frames) == 0 {
+		if r.err != nil || !r.done() {
 			return nil, errJournal
 		}
 		var ps *pauseState
@@ -132,6 +132,9 @@ func readJournal(head []byte, entries [][]byte) (*loadedCheckpoint, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(frames) == 0 && !ps.Tree { // a pause's end with its response.done, or the beta's last call; a tree keeps none
+			return nil, errJournal
 		}
 		for k, f := range frames {
 			if k > 0 && f.seq <= frames[k-1].seq || f.seq >= ps.Seq {

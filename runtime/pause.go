@@ -81,6 +81,12 @@ type pauseLoop struct {
 	// Rendered is how many of Items the loop had rendered at the pause
 	// (the step's own are rendered before the next step samples).
 	Rendered int `json:"rendered"`
+	// Tree marks a multi-agent response's tree at rest (agents_durable.go):
+	// every live agent waits, on its client's calls or on its own
+	// sub-agents. Items are then every agent's, flat, as a continuation
+	// brings them (agents.rebuild builds the tree again from them), Calls
+	// the client calls its sub-agents wait on, and nothing was rendered.
+	Tree bool `json:"tree,omitempty"`
 }
 
 // pausedCall is one call of the paused step: the client's, which the pause

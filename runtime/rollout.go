@@ -257,9 +257,13 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 		r.addUsage(sampler.Result{})
 		return true, nil
 	}
-	r.modelReady = time.Now() // created and in_progress go out while it starts
-	r.emitResponse(protocol.EventCreated)
-	r.emitResponse(protocol.EventInProgress)
+	// created and in_progress go out while it starts; a tree taken over
+	// from its journal goes on, its response begun where it was.
+	r.modelReady = time.Now()
+	if !r.moved {
+		r.emitResponse(protocol.EventCreated)
+		r.emitResponse(protocol.EventInProgress)
+	}
 	if r.tree != nil && len(r.tree.pending) > 0 {
 		// A continued tree's sub-agents go on with it, offered the tools
 		// it offers (its MCP servers' listed first, as a spawn finds them).

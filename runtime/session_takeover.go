@@ -75,6 +75,9 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		return sess.wakeFailed(ln, j, errOtherLane(j.id, ps.Lane, ln.id))
 	case ps.Lane != ln.id:
 		return errorFrame(errResumeLane(j.id, ps.Lane), ln.id)
+	case ps.Tree:
+		last, settled = sess.takeoverTree(ln, j, jn, lc)
+		return last
 	}
 	ro, perr := sess.srv.restore(ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
 	if perr != nil {

@@ -88,6 +88,9 @@ type suspension struct {
 	early       []*clientAppend // appends before the pause they answer, in the multi-agent beta's dialect (suspension_early.go)
 	timeoutAt   time.Time       // when the current pause's Suspension.Timeout ends
 	parkedCh    chan struct{}   // closed when it parks, for a takeover waiting to replay its pause
+	writingTree bool            // a write of its agent tree's state is in flight (agents_durable.go)
+	treeNext    *pauseState     // the tree's state taken while it was: written next
+	treeWritten chan struct{}   // closed once the tree's writes are done (or failed), and what they held has gone out
 
 	// What run left, once it has returned; guarded by mu.
 	terminal []byte // the terminal frame, held for the connection that settles the rollout
@@ -210,10 +213,13 @@ func (sp *suspension) drive(loop func() (*conversation, error)) {
 // ended records what run left.
 func (sp *suspension) ended(conv *conversation, err error) {
 	sp.mu.Lock()
-	answering := sp.answering
+	answering, treeWritten := sp.answering, sp.treeWritten
 	sp.mu.Unlock()
 	if answering != nil {
 		<-answering // the step's frames wait for its answer's write: they go out before the end
+	}
+	if treeWritten != nil {
+		<-treeWritten // as an answer's, a tree's write holds its frames
 	}
 	sp.mu.Lock()
 	defer close(sp.done)
@@ -277,14 +283,19 @@ func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep b
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
 	ids.NameInputs(ev.Input) // before they join the tree's log: a fork shares its items
-	if t := sp.ro.tree; t != nil && t.accept(ev.Input) {
-		// Outputs for calls its sub-agents wait on: theirs, whatever the
-		// root is doing.
-		t.log = append(t.log, ev.Input...)
-		if ev.Inject {
-			sp.ro.injectCreatedLocked()
+	if t := sp.ro.tree; t != nil {
+		if goOn, ok := t.accept(ev.Input); ok {
+			// Outputs for calls its sub-agents wait on: theirs, whatever
+			// the root is doing; journaled, the tree at rest, before they
+			// are acknowledged and the agents they answer go on.
+			t.log = append(t.log, ev.Input...)
+			t.checkpointLocked(sp)
+			if ev.Inject {
+				sp.ro.injectCreatedLocked()
+			}
+			goOn()
+			return false, nil
 		}
-		return false, nil
 	}
 	a := &clientAppend{sess: sess, ev: ev}
 	sp.mu.Lock()

@@ -38,6 +38,12 @@ func (sp *suspension) checkpointLocked(frames []frame, heldFrom int) bool {
 	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow || len(frames) == 0 {
 		return false
 	}
+	if t := sp.ro.tree; t != nil && t.spawned() {
+		// The root's own pause in a tree: its state is the tree's, which
+		// is journaled at rest (agents_durable.go); the last rest stays
+		// the checkpoint.
+		return false
+	}
 	ps, perr := sp.ro.pauseStateLocked()
 	if perr != nil { // a hosted call of the step still runs: the pause before stays the checkpoint
 		sp.srv.log.Debug("pause not checkpointed: a hosted call of its step still runs", "response_id", sp.id)
@@ -63,8 +69,8 @@ func (sp *suspension) checkpointLocked(frames []frame, heldFrom int) bool {
 // written.
 func (sp *suspension) checkpointAnswerLocked() {
 	cps := sp.srv.opts.Checkpoints
-	if cps == nil || sp.st.Phase().Released() || sp.journal.n == 0 {
-		return
+	if cps == nil || sp.st.Phase().Released() || sp.journal.n == 0 || sp.journal.state.Tree {
+		return // no pause of its in the journal: a tree's state, which takes its outputs as they come
 	}
 	if v, _ := sp.applyLocked(lifecycle.Hold, nil, "", ""); v != lifecycle.Allow {
 		return
