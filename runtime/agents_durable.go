@@ -3,7 +3,6 @@ package runtime
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/tether-run/tether/protocol"
@@ -220,17 +219,8 @@ func (sp *suspension) writeTree(cps Checkpoints, jr journal, ps *pauseState, epo
 			sp.treeWritten = nil
 		}
 	}()
-	switch {
-	case errors.Is(err, ErrFenced):
-		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
-		sp.fenceLocked()
+	if sp.landedLocked(jr, err, "agent tree") {
 		return
-	case err != nil:
-		sp.srv.log.Warn("agent tree not checkpointed", "response_id", sp.id, "err", err)
-		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
-	default:
-		sp.applyLocked(lifecycle.Written, nil, "", "")
-		sp.journal = jr
 	}
 	if next := sp.treeNext; next != nil {
 		sp.treeNext = nil
@@ -339,7 +329,9 @@ func (sess *session) takeoverTree(ln *lane, j *takeoverJob, jn *Journal, lc *loa
 		return nil, false
 	}
 	if j.wake {
-		sess.finishTreeWake(ln, sp, wakes)
+		take := func(wakes []*wakeEvent) { sp.takeWakes(sess, ln.id, wakes) }
+		take(wakes)
+		sess.finishWake(ln, sp, wakes, take)
 		return sess.follow(ln, sp, gone, nil), true
 	}
 	from := ps.Seq - 1
@@ -351,38 +343,21 @@ func (sess *session) takeoverTree(ln *lane, j *takeoverJob, jn *Journal, lc *loa
 	return sess.follow(ln, sp, gone, nil), false
 }
 
-// finishTreeWake gives the tree sp, woken on ln, the events that woke it
-// and those queued since, in order, each refusal told to its sender, and
-// makes ln follow sp, as finishWake does for a rollout woken at a pause.
-func (sess *session) finishTreeWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
-	for {
-		for _, w := range wakes {
-			if w.cancel || w.deadline {
-				sp.mu.Lock()
-				sp.acceptWakeLocked(w)
-				sp.mu.Unlock()
-				continue
-			}
-			ev := w.inject
-			if ev == nil {
-				ev = &protocol.AppendEvent{ResponseID: sp.id, StreamID: ln.id, Input: w.items}
-			}
-			if _, perr := sp.deliver(sess, ev); perr != nil {
-				if w.inject != nil {
-					sess.injectFailed(w.inject, perr)
-				} else {
-					sess.sendError(perr, ln.id)
-				}
-			}
+// takeWakes gives the tree sp, woken on ln, the events of its wake, in
+// order, each one's refusal written on it: their outputs go to the
+// agents waiting on them.
+func (sp *suspension) takeWakes(sess *session, lane string, wakes []*wakeEvent) {
+	for _, w := range wakes {
+		if w.cancel || w.deadline {
+			sp.mu.Lock()
+			sp.acceptWakeLocked(w)
+			sp.mu.Unlock()
+			continue
 		}
-		sess.mu.Lock()
-		if wakes = ln.wakeEventsLocked(); len(wakes) == 0 {
-			ln.waking = ""
-			ln.occupy(occupant{sp: sp})
-			sess.mu.Unlock()
-			break
+		ev := w.inject
+		if ev == nil {
+			ev = &protocol.AppendEvent{ResponseID: sp.id, StreamID: lane, Input: w.items}
 		}
-		sess.mu.Unlock()
+		_, w.refused = sp.deliver(sess, ev)
 	}
-	sp.wakeDone()
 }

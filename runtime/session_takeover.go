@@ -132,7 +132,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		return nil // the connection ended: the rollout, detached, waits for a resume
 	}
 	if j.wake {
-		sess.finishWake(ln, sp, wakes)
+		sess.finishWake(ln, sp, wakes, sp.acceptWakes)
 		settled = true
 	} else {
 		sp.replay(sess.ctx, sess, from)

@@ -137,11 +137,12 @@ func (sess *session) endWake(ln *lane, id string) {
 	}
 }
 
-// finishWake, once the rollout sp woken on ln has parked, tells the
-// client what its first park refused of the events in wakes, takes the
-// events that waited for it since, in order, and makes ln follow sp: from
-// then on the session finds sp on ln, as any rollout running there.
-func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
+// finishWake, once the rollout sp woken on ln has taken the events in
+// wakes (its first park, or a tree's deliveries), tells the client what
+// it refused of them, has take take the events that waited for it since,
+// in order, and makes ln follow sp: from then on the session finds sp on
+// ln, as any rollout running there.
+func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent, take func([]*wakeEvent)) {
 	for {
 		for _, w := range wakes {
 			switch {
@@ -159,7 +160,7 @@ func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent) {
 			break
 		}
 		sess.mu.Unlock()
-		sp.acceptWakes(wakes)
+		take(wakes)
 	}
 	sp.wakeDone()
 }

@@ -100,17 +100,8 @@ func (sp *suspension) checkpointAnswerLocked() {
 			sp.mu.Unlock()
 			sp.answerEarly(early)
 		}()
-		switch {
-		case errors.Is(err, ErrFenced):
-			sp.applyLocked(lifecycle.Unwritten, nil, "", "")
-			sp.fenceLocked() // the loop, aborted, stops parking
-			return
-		case err != nil:
-			sp.srv.log.Warn("answer not checkpointed", "response_id", sp.id, "err", err)
-			sp.applyLocked(lifecycle.Unwritten, nil, "", "")
-		default:
-			sp.applyLocked(lifecycle.Written, nil, "", "")
-			sp.journal = jr
+		if sp.landedLocked(jr, err, "answer") {
+			return // fenced: the loop, aborted, stops parking
 		}
 		// The loop came to its next pause while the answer was written:
 		// that pause's write follows the answer's, or it goes out now.
@@ -169,27 +160,39 @@ func (sp *suspension) writeCheckpoint(cps Checkpoints, jr journal, ps *pauseStat
 		sp.mu.Unlock()
 		sp.answerEarly(early)
 	}()
-	switch {
-	case errors.Is(err, ErrFenced):
-		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
-		sp.fenceLocked()
+	if sp.landedLocked(jr, err, "pause") {
 		return
-	case err != nil:
-		sp.srv.log.Warn("pause not checkpointed", "response_id", sp.id, "err", err)
-		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
-	default:
-		sp.applyLocked(lifecycle.Written, nil, "", "")
-		sp.journal = jr
-		// The server is draining: handed over here, its pause not sent,
-		// for its client to resume (and be shown the pause) on another
-		// server, rather than answered here.
-		if sp.srv.closing() && sp.releaseLocked(lifecycle.HandOver) {
-			return
-		}
+	}
+	// The server is draining: handed over here, its pause not sent, for
+	// its client to resume (and be shown the pause) on another server,
+	// rather than answered here.
+	if err == nil && sp.srv.closing() && sp.releaseLocked(lifecycle.HandOver) {
+		return
 	}
 	sp.parkLocked() // the client may see it now (unless the rollout ended meanwhile: the state machine says)
 	early = sp.takeEarlyLocked()
 	sp.sendHeldLocked()
+}
+
+// landedLocked applies what came of a write of the journal that held the
+// frames back, jr the journal it leaves: a write the store took is the
+// journal's, one it failed lets the frames go all the same (what says
+// what was not written), and one fenced out stops the rollout here, which
+// it reports. The caller holds mu.
+func (sp *suspension) landedLocked(jr journal, err error, what string) (fenced bool) {
+	switch {
+	case errors.Is(err, ErrFenced):
+		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
+		sp.fenceLocked()
+		return true
+	case err != nil:
+		sp.srv.log.Warn(what+" not checkpointed", "response_id", sp.id, "err", err)
+		sp.applyLocked(lifecycle.Unwritten, nil, "", "")
+	default:
+		sp.applyLocked(lifecycle.Written, nil, "", "")
+		sp.journal = jr
+	}
+	return false
 }
 
 // writeJournal writes jr's next entries and records them in jr: a pause's
