@@ -108,8 +108,13 @@ func TestRunSynthetic(t *testing.T) {
 		if s.Mode == "stateless" && (s.EndToEndVsStateless != 1 || s.APIOverheadVsStateless != 1) {
 			t.Errorf("stateless against itself: %v, %v", s.EndToEndVsStateless, s.APIOverheadVsStateless)
 		}
-		if s.EndToEndCI[0] > s.EndToEndUS || s.EndToEndCI[1] < s.EndToEndUS || s.EndToEndUS < s.ModelMedianUS+s.ToolsMedianUS {
-			t.Errorf("%s: end to end %v (%v), model %v, tools %v", s.Mode, s.EndToEndUS, s.EndToEndCI, s.ModelMedianUS, s.ToolsMedianUS)
+		// End to end is the designs' shared model and tool time plus this
+		// design's API overhead, which is not negative: at least the
+		// shared time. Not at least this design's own medians, which a
+		// loaded machine moves off the shared ones (chained's tools median
+		// once came to 15.4 ms against a computed end to end of 14.9).
+		if s.EndToEndCI[0] > s.EndToEndUS || s.EndToEndCI[1] < s.EndToEndUS || s.ModelToolsShare <= 0 || s.ModelToolsShare > 1 {
+			t.Errorf("%s: end to end %v (%v), of which the shared model and tool time is %.1f%%", s.Mode, s.EndToEndUS, s.EndToEndCI, 100*s.ModelToolsShare)
 		}
 	}
 
