@@ -20,9 +20,10 @@ import (
 // then step entries of the items and output it adds). So a tree is at rest
 // in its journal when its client has seen its calls: an agent's wait is
 // written before anything after it goes out (the frames are held, as an
-// answer's write holds its step's), and an inject that answers a wait is
-// written, with the items it brings, before its response.inject.created
-// goes out. A server that takes the response over builds the tree again
+// answer's write holds its step's), and an inject that answers a wait of
+// a tree at rest is written, with the items it brings, before its
+// response.inject.created goes out (one taken while an agent runs joins
+// the state of the next rest). A server that takes the response over builds the tree again
 // from the state (takeoverTree): its agents wait where they waited, its
 // root in wait_agent again, and the outputs its client sends go on from
 // there.
