@@ -23,10 +23,10 @@ import (
 // answer's write holds its step's), and an inject that answers a wait of
 // a tree at rest is written, with the items it brings, before its
 // response.inject.created goes out (one taken while an agent runs joins
-// the state of the next rest). A server that takes the response over builds the tree again
-// from the state (takeoverTree): its agents wait where they waited, its
-// root in wait_agent again, and the outputs its client sends go on from
-// there.
+// the state of the next rest). A server that takes the response over
+// builds the tree again from the state (takeoverTree): its agents wait
+// where they waited, its root in wait_agent again, and the outputs its
+// client sends go on from there.
 //
 // Not journaled: a frame of the tree that went out before its state (a
 // client resuming with an earlier sequence_number is not sent them
