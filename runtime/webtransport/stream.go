@@ -35,6 +35,8 @@ type stream struct {
 	conn   *runtime.Connection // whose server's memory budget a large frame takes (HoldFrame); nil: none (a stream refused at once)
 	binary bool                // the stream's frames are msgpack
 
+	release func() // gives back the stream's place among the connection's lanes; nil for one refused at once
+
 	held    []byte // the batch being written, owned by the writer
 	aborted atomic.Bool
 	closed  atomic.Bool // Close has been called: a flush must not wait
@@ -161,6 +163,9 @@ func (c *stream) Abort() {
 // Done ends the server's side of the stream after the frames written: the
 // client reads them, then the end of the stream.
 func (c *stream) Done() {
+	if c.release != nil {
+		c.release() // before the stream ends: its client may open another at once
+	}
 	if !c.aborted.Load() {
 		c.str.CancelRead(0)
 		c.str.Close()

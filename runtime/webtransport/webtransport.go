@@ -167,22 +167,27 @@ func (e *Endpoint) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			break
 		}
 		wg.Go(func() {
+			// A lane is let go before its stream ends, so that a client
+			// that sees one end may open another at once.
+			release := sync.OnceFunc(func() { lanes.Add(-1) })
+			defer release()
 			if lanes.Add(1) > int64(maxLanes) {
 				refuseStream(str, protocol.Invalid(protocol.CodeStreamLimitReached, "",
 					"This WebTransport connection already has %d streams open, its limit. Close one, or open another connection.", maxLanes))
-			} else {
-				e.serveStream(c, str)
+				return
 			}
-			lanes.Add(-1)
+			e.serveStream(c, str, release)
 		})
 	}
 	wg.Wait()
 	conn.CloseWithError(0, "")
 }
 
-// serveStream reads the stream's header, then serves it as a lane of c.
-func (e *Endpoint) serveStream(c *runtime.Connection, str *wtgo.Stream) {
-	s := &stream{str: str, max: e.opts.Limits.MaxFrame, conn: c}
+// serveStream reads the stream's header, then serves it as a lane of c;
+// release gives back its place among the connection's lanes as the
+// session ends.
+func (e *Endpoint) serveStream(c *runtime.Connection, str *wtgo.Stream, release func()) {
+	s := &stream{str: str, max: e.opts.Limits.MaxFrame, conn: c, release: release}
 	str.SetReadDeadline(time.Now().Add(e.opts.Timeouts.Body))
 	enc, perr := s.header()
 	str.SetReadDeadline(time.Time{})
