@@ -297,7 +297,7 @@ func (sess *session) takeoverTree(ln *lane, j *takeoverJob, jn *Journal, lc *loa
 	ro.path.Transport = sess.transport
 	ro.onConnection(&sess.scope.mcp)
 	ro.start = j.received
-	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(false, j.wake, true))
+	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(false, j.wake, true), 0)
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr), false
 	}

@@ -212,7 +212,9 @@ func (l *leases) flush(ctx context.Context) {
 func (sp *suspension) leaseRef() (LeaseRef, bool) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return LeaseRef{Tenant: sp.ro.tenant, ID: sp.id, Epoch: sp.epoch}, sp.st.Leased()
+	// A takeover not yet taken (epoch 0) holds no lease: a renewal at any
+	// epoch would find the store elsewhere and fence it out before it runs.
+	return LeaseRef{Tenant: sp.ro.tenant, ID: sp.id, Epoch: sp.epoch}, sp.st.Leased() && sp.epoch > 0
 }
 
 // leaseLost fences the rollout out: the store no longer has it at epoch,

@@ -11,14 +11,15 @@ import (
 // refuses when the server already holds Suspension.Max of them: each may
 // outlive its connection, so they are bounded server-wide. start runs it.
 func (s *Server) suspend(ro *rollout, sess *session, lane string) (*suspension, <-chan struct{}, *protocol.Error) {
-	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil, ro.req.MultiAgentEnabled()))
+	return s.suspendAt(ro, sess, lane, lifecycle.New(s.opts.Checkpoints != nil, ro.req.MultiAgentEnabled()), 1)
 }
 
-// suspendAt is suspend for a rollout whose state begins at st: one taken
-// over from its checkpoint (lifecycle.Restored).
-func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle.State) (*suspension, <-chan struct{}, *protocol.Error) {
+// suspendAt is suspend for a rollout whose state begins at st, at epoch:
+// one taken over from its checkpoint (lifecycle.Restored) begins at 0, and
+// is given the epoch it takes once the store has let it take it.
+func (s *Server) suspendAt(ro *rollout, sess *session, lane string, st lifecycle.State, epoch uint64) (*suspension, <-chan struct{}, *protocol.Error) {
 	sp := &suspension{srv: s, ro: ro, id: ro.ID(), creds: sess.creds, lane: lane, done: make(chan struct{}),
-		sess: sess, gone: make(chan struct{}), sent: -1, epoch: 1, st: st}
+		sess: sess, gone: make(chan struct{}), sent: -1, epoch: epoch, st: st}
 	ro.client = sp
 	ro.everyDelta = ro.everyDelta || s.opts.Checkpoints != nil
 	if ro.tree != nil { // a restored one has none: its sub-agents are not journaled

@@ -89,7 +89,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	ro.start = j.received
 	// Registered before the takeover too: a server at its bound of
 	// suspended rollouts leaves the rollout to its owner, or another.
-	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(answer == nil, j.wake, ps.Request.MultiAgentEnabled()))
+	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(answer == nil, j.wake, ps.Request.MultiAgentEnabled()), 0)
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr)
 	}

@@ -78,7 +78,7 @@ type suspension struct {
 	paused    bool            // it has paused once (a fork's beginning is over)
 
 	// Durability (suspension_durable.go), guarded by mu.
-	epoch       uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from
+	epoch       uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from (0 until the takeover has taken it)
 	sleep       *time.Timer     // Suspension.HibernateAfter of the current pause
 	deadline    time.Time       // taken over: when its pause's Suspension.Timeout ends, counted from the pause's checkpoint
 	journal     journal         // where its journal stands, as it last wrote it or took it over
