@@ -318,7 +318,7 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 	if c.Prefill > 0 {
 		prefill = strconv.FormatFloat(c.Prefill, 'f', -1, 64) + " tok/s"
 	}
-	fmt.Fprintf(w, "%s (%s, %s), %s, ttft %v, prefill %s; %d CPUs, %s\n", c.Workload, c.Model, count(c.Calls, "call"), count(c.Reps, "round"),
+	fmt.Fprintf(w, "%s (%s, %s), %s, ttft %v, prefill %s; %d CPUs, %s\n", c.Workload, c.Model, ablate.Count(c.Calls, "call"), ablate.Count(c.Reps, "round"),
 		time.Duration(c.TTFTUS*1e3), prefill, res.Machine.CPUs, res.Machine.GoVersion)
 	speeds := speedsOf(res.Summary)
 	for _, tps := range speeds {
@@ -367,9 +367,9 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 			at = " at " + rate(p.TPS) + " tok/s"
 		}
 		if p.Reached {
-			fmt.Fprintf(w, "Precision ±%s reached%s after %s: every headline figure's interval is within it.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, count(p.Rounds, "round"))
+			fmt.Fprintf(w, "Precision ±%s reached%s after %s: every headline figure's interval is within it.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, ablate.Count(p.Rounds, "round"))
 		} else {
-			fmt.Fprintf(w, "Precision ±%s not reached%s in --max-time (%s): still wider: %s.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, count(p.Rounds, "round"), strings.Join(p.Left, ", "))
+			fmt.Fprintf(w, "Precision ±%s not reached%s in --max-time (%s): still wider: %s.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, ablate.Count(p.Rounds, "round"), strings.Join(p.Left, ", "))
 		}
 	}
 	fmt.Fprint(w, `
@@ -477,13 +477,6 @@ func ratio(a, b float64) float64 {
 }
 
 // count is n and noun, the noun plural (with an s) unless n is 1.
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
 func rate(r float64) string {
 	if r == 0 {
 		return "unpaced"

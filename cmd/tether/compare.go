@@ -56,7 +56,7 @@ tether ablate compare sweep/hop-latency=0ms/results.json sweep/hop-latency=1ms/r
 		return 1
 	}
 	for i, r := range runs {
-		fmt.Fprintf(stdout, "%c: %s, %s, %s; %s\n", 'A'+i, fs.Arg(i), r.Config.Workload, count(r.Config.Reps, "round"), r.Started.Format("2006-01-02 15:04 UTC"))
+		fmt.Fprintf(stdout, "%c: %s, %s, %s; %s\n", 'A'+i, fs.Arg(i), r.Config.Workload, ablate.Count(r.Config.Reps, "round"), r.Started.Format("2006-01-02 15:04 UTC"))
 	}
 	if len(measured)+len(knobs) > 0 {
 		fmt.Fprintf(stdout, "B differs from A in %s\n", strings.Join(append(measured, knobs...), "; "))

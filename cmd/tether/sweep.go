@@ -67,7 +67,7 @@ func showSweep(w io.Writer, sw *ablate.SweepResults, out string) error {
 // at which each design reaches each published gain.
 func printSweep(w io.Writer, sw *ablate.SweepResults) {
 	c := sw.Runs[0].Config
-	fmt.Fprintf(w, "%s (%s, %s), %s per value; sweep of %s (%s)\n", c.Workload, c.Model, count(c.Calls, "call"), count(c.Reps, "round"), sw.Knob, sw.Unit)
+	fmt.Fprintf(w, "%s (%s, %s), %s per value; sweep of %s (%s)\n", c.Workload, c.Model, ablate.Count(c.Calls, "call"), ablate.Count(c.Reps, "round"), sw.Knob, sw.Unit)
 	for _, baseline := range []string{"stateless", "chained"} {
 		gains := sw.Speedups(baseline)
 		if len(gains) == 0 {

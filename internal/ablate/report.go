@@ -30,6 +30,7 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"scale":      scaled,
 	"conclusion": Conclusion,
 	"minSlope":   func() int { return MinSlopeRoundTrips },
+	"count":      Count,
 	"svg":        func(b []byte) template.HTML { return template.HTML(b) }, // our own gonum/plot output
 }).Parse(reportHTML))
 
@@ -42,4 +43,12 @@ func (r *Results) WriteReport(w io.Writer, charts []Chart) error {
 		return fmt.Errorf("ablate: report: %w", err)
 	}
 	return nil
+}
+
+// Count is n and its noun, plural but for one: "1 round", "3 rounds".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

@@ -55,7 +55,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "suspend", "stateless", "End to end", "end to end, computed", "(computed)", SchemaVersion} {
+	for _, want := range []string{"<svg", "suspend", "stateless", "End to end", "end to end, computed", "(computed)", "4 client calls), 2 rounds per mode", SchemaVersion} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("report.html lacks %q", want)
 		}
