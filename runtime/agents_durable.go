@@ -359,6 +359,6 @@ func (sp *suspension) takeWakes(sess *session, lane string, wakes []*wakeEvent) 
 		if ev == nil {
 			ev = &protocol.AppendEvent{ResponseID: sp.id, StreamID: lane, Input: w.items}
 		}
-		_, w.refused = sp.deliver(sess, ev)
+		_, w.refused = sp.deliver(sess, ev, w.size)
 	}
 }

@@ -85,7 +85,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	served(r)
 	if req.Stream {
 		c.head.Object = protocol.ObjectChatCompletionChunk
-		c.stream = &chatStream{out: outbox.New(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
+		c.stream = &chatStream{out: s.newOutbox(),
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 		s.streamChat(ctx, w, c, func() (sampler.Result, error) { return model.Sample(ctx, sreq, c.onDelta) })
 		return
@@ -108,6 +108,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 // by Timeouts.Write, or when its queue passes the outbox's bounds.
 func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, c *chatAnswer, sample func() (sampler.Result, error)) {
 	st := c.stream
+	defer st.out.Close() // last: what its writer did not write is let go
 	ran := make(chan struct{})
 	var early *protocol.Error // an error before the first chunk: an HTTP error
 	go func() {

@@ -227,6 +227,7 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 	if err != nil {
 		return false, err
 	}
+	r.stepOut = 0     // rendered now: the prompt counts it
 	r.renderPending() // the step's output, complete now
 	for i, res := range results {
 		switch {

@@ -146,12 +146,12 @@ func (o occupant) id() string {
 }
 
 // append handles response.append naming the response that holds ln, from
-// sess: its answer, or wake when the rollout is in its checkpoint and the
-// session must wake it on the event's lane.
-func (o occupant) append(sess *session, ln *lane, ev *protocol.AppendEvent) (wake bool, _ *protocol.Error) {
+// sess, its frame size bytes: its answer, or wake when the rollout is in
+// its checkpoint and the session must wake it on the event's lane.
+func (o occupant) append(sess *session, ln *lane, ev *protocol.AppendEvent, size int) (wake bool, _ *protocol.Error) {
 	switch {
 	case o.sp != nil:
-		return o.sp.deliver(sess, ev)
+		return o.sp.deliver(sess, ev, size)
 	case o.ro != nil:
 		return false, errNotSuspendedRollout(ev.ResponseID, false)
 	case ln.id != ev.StreamID:

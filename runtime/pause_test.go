@@ -79,7 +79,7 @@ func finishRollout(t *testing.T, sp *suspension, sess *session, answer func(prot
 		for _, c := range calls {
 			outs = append(outs, &protocol.FunctionCallOutput{CallID: c.CallID, Output: protocol.ToolOutput{Text: answer(c)}})
 		}
-		if _, perr := sp.deliver(sess, &protocol.AppendEvent{Input: outs}); perr != nil {
+		if _, perr := sp.deliver(sess, &protocol.AppendEvent{Input: outs}, 0); perr != nil {
 			t.Fatal(perr)
 		}
 		synctest.Wait()
@@ -143,7 +143,7 @@ func TestPauseRoundTrip(t *testing.T) {
 		// Past the first pause: the state then has a step behind it.
 		first := slices.Clone(sp.step)
 		outs := protocol.Items{&protocol.FunctionCallOutput{CallID: first[0].CallID, Output: protocol.ToolOutput{Text: answer(first[0])}}}
-		if _, perr := sp.deliver(sess, &protocol.AppendEvent{Input: outs}); perr != nil {
+		if _, perr := sp.deliver(sess, &protocol.AppendEvent{Input: outs}, 0); perr != nil {
 			t.Fatal(perr)
 		}
 		synctest.Wait()

@@ -122,6 +122,12 @@ type rollout struct {
 	required    []protocol.RequiredInput
 	out         outbox.Delivery // what its frames cost on the way out; atomic
 	journalWait atomic.Int64    // nanoseconds its pauses waited for their journal writes (suspension_durable.go)
+	// held is what it holds of the server's memory budget (memory.go);
+	// contextHeld, the part its context's growth took, and stepOut, the
+	// bytes of the step's output text not rendered yet, are the loop's.
+	held        heldMemory
+	contextHeld int64
+	stepOut     int
 }
 
 // shareNew gives the rollout a response's lock and event stream of its
@@ -229,6 +235,7 @@ func (r *rollout) endRun() {
 		r.closeMCP()
 	}
 	r.cancel(nil)
+	r.held.letGo(r.srv.mem)
 	r.srv.ended(r)
 }
 
@@ -296,6 +303,9 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 		return r.finish(ctx, sampler.Result{}, err)
 	}
 	for {
+		if perr := r.holdContext(); perr != nil {
+			return r.finish(ctx, sampler.Result{}, perr)
+		}
 		if err := r.compactIfDue(); err != nil {
 			return r.finish(ctx, sampler.Result{}, err)
 		}
@@ -306,6 +316,13 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 			return r.finish(ctx, sampler.Result{}, err)
 		}
 		res, err := r.sampleStep(ctx)
+		if err == nil {
+			// The step's output is the response's now: one that would
+			// pass the budget fails it.
+			if perr := r.holdContext(); perr != nil {
+				return r.finish(ctx, res, perr)
+			}
+		}
 		if err == nil && !res.Incomplete && len(r.calls) == 0 && r.steps < maxSteps {
 			// A final answer, but steering came meanwhile (response.steer):
 			// it joins the context and the model goes on.

@@ -84,7 +84,7 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 		srv: s, conn: conn, scope: scope, transport: transportWS, started: s.now(), tenant: Tenant(r.Context()),
 		creds: credentials(r), suspend: suspendByDefault(r), encoding: enc,
 		ctx: ctx, cancel: cancel, quit: make(chan struct{}),
-		out:   outbox.New(outQueueFrames, s.opts.Timeouts.SlowClient, s.now),
+		out:   s.newOutbox(),
 		lanes: make(map[string]*lane),
 	}
 	// The writer runs while there are frames to write (writeBatch).

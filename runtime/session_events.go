@@ -48,7 +48,7 @@ func (sess *session) handle(e laneEvent, waited bool) {
 			ev = &resolved
 			fallthrough
 		default:
-			perr = sess.appendOutputs(ev)
+			perr = sess.appendOutputs(ev, e.size)
 		}
 		if ev.Inject && perr != nil {
 			sess.injectFailed(ev, perr)
@@ -67,7 +67,7 @@ func (sess *session) handle(e laneEvent, waited bool) {
 	case *protocol.ResumeEvent:
 		sess.resume(ev, e.received)
 	case *protocol.SteerEvent:
-		sess.steer(ev) // out of band: it names a response running now
+		sess.steer(ev, e.size) // out of band: it names a response running now
 	case *protocol.ProcessedEvent:
 		// Codex acknowledges every response it has read: a suspended
 		// rollout's tail is no longer needed.
@@ -96,8 +96,9 @@ func (sess *session) running(id string) (*lane, occupant) {
 }
 
 // appendOutputs handles response.append: tool outputs (and steering
-// messages) for a suspended response of this connection.
-func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
+// messages) for a suspended response of this connection; size is its
+// frame's bytes, which the rollout holds once it takes the items.
+func (sess *session) appendOutputs(ev *protocol.AppendEvent, size int) *protocol.Error {
 	if sess.srv.handingOver() {
 		// Its rollout is handed over, or failed: the connection closes
 		// with 1012 and the client, resuming elsewhere, gets the pause
@@ -106,7 +107,7 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	}
 	switch ln, occ := sess.running(ev.ResponseID); {
 	case ln != nil:
-		if wake, perr := occ.append(sess, ln, ev); !wake {
+		if wake, perr := occ.append(sess, ln, ev, size); !wake {
 			return perr
 		}
 	case sess.scope.elsewhere(sess, ev.ResponseID):
@@ -114,7 +115,7 @@ func (sess *session) appendOutputs(ev *protocol.AppendEvent) *protocol.Error {
 	case sess.srv.suspended.heldAwake(ev.ResponseID):
 		return errNoSuspended(ev.ResponseID) // another connection's: a resume moves it here
 	}
-	w := &wakeEvent{items: ev.Input}
+	w := &wakeEvent{items: ev.Input, size: size}
 	if ev.Inject {
 		w.inject = ev
 	}

@@ -83,6 +83,11 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr)
 	}
+	// Its state is in memory again: charged before the takeover, so that a
+	// server with no room for it leaves it in the store for one that has.
+	if perr := ro.holdContext(); perr != nil {
+		return sess.wakeFailed(ln, j, perr)
+	}
 	ro.moved = true
 	ro.path.Transport = sess.transport
 	ro.onConnection(&sess.scope.mcp)
@@ -91,9 +96,11 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	// suspended rollouts leaves the rollout to its owner, or another.
 	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(answer == nil, j.wake, ps.Request.MultiAgentEnabled()), 0)
 	if perr != nil {
+		ro.held.letGo(sess.srv.mem)
 		return sess.wakeFailed(ln, j, perr)
 	}
 	if err := cps.Take(ctx, sess.tenant, j.id, jn.Epoch, sess.srv.leases.lease); err != nil {
+		ro.held.letGo(sess.srv.mem)
 		sess.srv.unregister(sp)
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err))
 	}

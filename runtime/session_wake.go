@@ -25,6 +25,7 @@ import (
 // (the rollout's parking, or that lock, orders the two).
 type wakeEvent struct {
 	items    protocol.Items
+	size     int // the append's frame's bytes
 	cancel   bool
 	deadline bool
 	inject   *protocol.AppendEvent // a response.inject's items: answered inject.created or inject.failed
@@ -197,8 +198,9 @@ func (sess *session) wakeAtDeadline(ln *lane, id string, gen int, epoch uint64) 
 
 // wakeFailed is what a wake that took nothing over answers: the error,
 // to the client that sent the event. A wake at a pause's timeout sent
-// nothing: it tells nothing, and when the store did not answer it tries
-// again in a while, the lane keeping its place.
+// nothing: it tells nothing, and when the store did not answer (or the
+// memory budget had no room for the rollout) it tries again in a while,
+// the lane keeping its place.
 func (sess *session) wakeFailed(ln *lane, j *takeoverJob, perr *protocol.Error) []byte {
 	switch {
 	case j.inject != nil:
@@ -206,7 +208,7 @@ func (sess *session) wakeFailed(ln *lane, j *takeoverJob, perr *protocol.Error) 
 	case !j.deadline:
 		return errorFrame(perr, ln.id)
 	}
-	if perr != nil && perr.Code == protocol.CodeStoreUnavailable {
+	if perr != nil && (perr.Code == protocol.CodeStoreUnavailable || perr.Code == protocol.CodeServerMemory) {
 		sess.mu.Lock()
 		if ln.waking == j.id {
 			ln.endWakeLocked()

@@ -30,7 +30,8 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := outbox.New(outQueueFrames, ro.srv.opts.Timeouts.SlowClient, ro.srv.now)
+	out := ro.srv.newOutbox()
+	defer out.Close() // last, once the rollout has ended: what the writer did not write is let go
 	ran := make(chan struct{})
 	var runErr error
 	go func() {

@@ -44,9 +44,10 @@ func errSteerCompleted(id string) *protocol.Error {
 		"Response '%s' has already completed and takes no more steering; continue it with response.create.", id)
 }
 
-// steer handles response.steer: it is answered on the lane of the response
-// it steers (accepted, then pending), or failed at once.
-func (sess *session) steer(ev *protocol.SteerEvent) {
+// steer handles response.steer, whose frame is size bytes: it is answered
+// on the lane of the response it steers (accepted, then pending), or
+// failed at once.
+func (sess *session) steer(ev *protocol.SteerEvent, size int) {
 	if ev.Err != nil {
 		sess.steerFailed(ev, ev.Err, "")
 		return
@@ -60,7 +61,7 @@ func (sess *session) steer(ev *protocol.SteerEvent) {
 	var perr *protocol.Error
 	switch {
 	case ro != nil:
-		perr = ro.steerIn(ev, sp, sess)
+		perr = ro.steerIn(ev, size, sp, sess)
 	case ln != nil: // asleep or waking: not running here now
 		perr = errSteerNotActive(id)
 	default:
@@ -89,9 +90,10 @@ func (sess *session) steerFailed(ev *protocol.SteerEvent, perr *protocol.Error, 
 	}
 }
 
-// steerIn takes a steer into r (sp: its suspension, for a suspended
-// rollout; sess, the connection it came on), or says why not.
-func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session) *protocol.Error {
+// steerIn takes a steer into r (size: its frame's bytes; sp: its
+// suspension, for a suspended rollout; sess, the connection it came on), or
+// says why not.
+func (r *rollout) steerIn(ev *protocol.SteerEvent, size int, sp *suspension, sess *session) *protocol.Error {
 	if c := r.req.Conversation; c != nil {
 		return protocol.Invalid(protocol.CodeSteeringNotSupported, "previous_response_id",
 			"Response '%s' belongs to conversation '%s': responses bound to a conversation do not take steering.", r.ID(), c.ID)
@@ -124,6 +126,11 @@ func (r *rollout) steerIn(ev *protocol.SteerEvent, sp *suspension, sess *session
 	if r.inbox.steerCount() >= maxPendingSteers {
 		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTooManyPendingSteers, "previous_response_id",
 			"Response '%s' holds %d steering submissions not yet in its context, the most it takes.", r.resp.ID, maxPendingSteers)
+	}
+	// Held twice while it waits (decoded, and as sent for a
+	// response.steer.failed), then in the context until the rollout ends.
+	if perr := r.holdInput(2 * size); perr != nil {
+		return perr
 	}
 	ids.NameInputs(ev.Input)
 	if rec := r.srv.opts.Recorder; rec != nil {

@@ -18,6 +18,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 		r.first, r.firstAt = true, r.srv.now()
 	}
 	if d.Kind == sampler.TextDelta || d.Kind == sampler.ArgsDelta {
+		r.stepOut += len(d.Text)
 		// Tokens released together go out together: one event, not one
 		// a token (unless every delta is to be its own event).
 		if d.More && !r.everyDelta {

@@ -272,10 +272,22 @@ func (sp *suspension) readyLocked() {
 // context after the step). It checks every item before delivering any, so a
 // refused append changes nothing. The moment the last parked call has its
 // output, the rollout is running again.
-func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep bool, perr *protocol.Error) {
+func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent, size int) (asleep bool, perr *protocol.Error) {
 	if perr := protocol.ValidateItems(ev.Input, "input"); perr != nil {
 		return false, perr
 	}
+	// What the rollout takes it holds until it ends: charged first, and
+	// given back unless it kept the items (taken, or waiting for the
+	// pause they answer).
+	if perr := sp.ro.holdInput(size); perr != nil {
+		return false, perr
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			sp.ro.held.giveBack(sp.srv.mem, int64(size))
+		}
+	}()
 	// The rollout's lock first, as the lock order says: the append that
 	// answers the pause resumes the response under it (resumeAnsweredLocked)
 	// before the rollout, free to go on, can take it. The suspension's lock
@@ -294,13 +306,15 @@ func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent) (asleep b
 				sp.ro.injectCreatedLocked()
 			}
 			goOn()
+			kept = true
 			return false, nil
 		}
 	}
 	a := &clientAppend{sess: sess, ev: ev}
 	sp.mu.Lock()
-	asleep, _ = sp.acceptAppendLocked(a)
+	asleep, early := sp.acceptAppendLocked(a)
 	sp.mu.Unlock()
+	kept = a.taken || early
 	if t := sp.ro.tree; t != nil && a.taken {
 		t.log = append(t.log, ev.Input...)
 	}

@@ -90,8 +90,13 @@ func (sp *suspension) acceptWakeLocked(w *wakeEvent) *protocol.Error {
 	if v, perr := sp.submitLocked(lifecycle.Append, wakeSender, sp.lane); v != lifecycle.Allow {
 		return perr
 	}
+	if perr := sp.ro.holdInput(w.size); perr != nil {
+		return perr
+	}
 	_, perr := sp.acceptLocked(w.items)
-	w.taken = perr == nil
+	if w.taken = perr == nil; !w.taken {
+		sp.ro.held.giveBack(sp.srv.mem, int64(w.size))
+	}
 	return perr
 }
 

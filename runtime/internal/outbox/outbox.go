@@ -44,9 +44,12 @@ type Outbox struct {
 
 	now func() time.Time
 
+	meter Meter // counts the bytes of the frames queued and in the writer's hands; nil: none
+
 	mu     lockrank.Mutex[lockrank.Outbox]
 	q      []Frame       // guarded by mu
 	bytes  int           // of the frames in q, guarded by mu
+	inHand int           // of the writer's batch, counted until it asks for the next; guarded by mu
 	spare  []Frame       // the writer's last batch, reused; guarded by mu
 	buf    *[]byte       // the bytes of the frames PutCopy queued in q, from frameBufs; guarded by mu
 	spareB *[]byte       // those of the writer's last batch; guarded by mu
@@ -62,6 +65,24 @@ type Outbox struct {
 	broken  bool          // a write failed: no writer starts again
 	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
 	over    bool          // it has ended or closed and no writer runs
+}
+
+// Meter counts what outboxes hold (the server's memory budget): Add(n)
+// as frames are queued, Add(-n) once they are written or dropped. It
+// never refuses: a producer never waits, and a client that does not read
+// is bounded by the outbox's own bounds and the slow-client rule, while
+// the bytes it holds make the server's next requests wait.
+type Meter interface{ Add(n int64) }
+
+// CountIn has m count the bytes o holds. Set before the first put.
+func (o *Outbox) CountIn(m Meter) { o.meter = m }
+
+// countLocked tells the meter that the outbox holds n bytes more (less,
+// when negative). The caller holds mu.
+func (o *Outbox) countLocked(n int) {
+	if o.meter != nil && n != 0 {
+		o.meter.Add(int64(n))
+	}
 }
 
 // BatchWriter writes an outbox's batches for its writer on demand:
@@ -193,6 +214,7 @@ func (o *Outbox) queue(b []byte, copied bool, acct *Delivery) error {
 	}
 	o.q = append(o.q, Frame{Bytes: b, At: now, Acct: acct})
 	o.bytes += len(b)
+	o.countLocked(len(b))
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
 	}
@@ -309,9 +331,12 @@ func (o *Outbox) nextBatch(ctx context.Context) []Frame {
 	for {
 		o.mu.Lock()
 		o.taking = time.Time{} // the last batch is written
+		o.countLocked(-o.inHand)
+		o.inHand = 0
 		if !o.closed && len(o.q) > 0 {
 			batch := o.q
 			clear(o.spare) // the frames the writer has written
+			o.inHand = o.bytes
 			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].At
 			// The writer is done with its last batch's bytes: they take
 			// the next frames, and this batch's wait for the next call of Next.
@@ -363,7 +388,8 @@ func (o *Outbox) Close() {
 	defer o.mu.Unlock()
 	o.closed = true
 	untake(o.q)
-	o.q, o.bytes = nil, 0
+	o.countLocked(-o.bytes - o.inHand) // dropped, and the batch in hand let go with them
+	o.q, o.bytes, o.inHand = nil, 0, 0
 	o.drainedLocked()
 	if o.write == nil {
 		o.wakeLocked()
@@ -380,6 +406,7 @@ func (o *Outbox) Finish(last []byte) {
 		return
 	}
 	untake(o.q)
+	o.countLocked(len(last) - o.bytes)
 	o.q, o.bytes, o.ended = append(o.q[:0], Frame{Bytes: last, At: o.now()}), len(last), true
 	o.drainedLocked()
 	o.wakeLocked()

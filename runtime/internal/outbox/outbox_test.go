@@ -36,3 +36,40 @@ func TestOutboxBounds(t *testing.T) {
 		t.Fatalf("after the take: %v", err)
 	}
 }
+
+// meter is a Meter that sums what it is told.
+type meter struct{ n int64 }
+
+func (m *meter) Add(n int64) { m.n += n }
+
+// TestOutboxCounts: an outbox's meter counts the bytes of the frames it
+// queues, and of the batch in its writer's hands, until the writer asks
+// for the next one; a close counts out what it drops, a finish what it
+// replaces.
+func TestOutboxCounts(t *testing.T) {
+	var m meter
+	o := New(64, 0, time.Now)
+	o.CountIn(&m)
+	check := func(when string, want int64) {
+		t.Helper()
+		if m.n != want {
+			t.Fatalf("%s: the meter counts %d bytes, want %d", when, m.n, want)
+		}
+	}
+	o.Put(make([]byte, 100), nil)
+	o.PutCopy(make([]byte, 20), nil)
+	check("queued", 120)
+	o.Next(t.Context())
+	o.Put(make([]byte, 5), nil)
+	check("a batch in hand, a frame queued", 125)
+	o.Next(t.Context())
+	check("the first batch written", 5)
+	o.Put(make([]byte, 7), nil)
+	o.Finish(make([]byte, 3))
+	check("finished: the queued frame replaced by the last", 8)
+	o.Close()
+	check("closed", 0)
+	if o.Next(t.Context()); m.n != 0 {
+		t.Fatalf("the writer's next call after a close counted %d", m.n)
+	}
+}
