@@ -290,6 +290,9 @@ func (s *Server) restoreTree(ps *pauseState, lane string) (*rollout, *protocol.E
 func (sess *session) takeoverTree(ln *lane, j *takeoverJob, jn *Journal, lc *loadedCheckpoint) (last []byte, settled bool) {
 	ps := lc.pause
 	ro, perr := sess.srv.restoreTree(ps, ln.id)
+	if perr == nil {
+		perr = ro.holdContext() // the root's; each sub-agent's loop charges its own as it steps
+	}
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr), false
 	}
@@ -299,11 +302,13 @@ func (sess *session) takeoverTree(ln *lane, j *takeoverJob, jn *Journal, lc *loa
 	ro.start = j.received
 	sp, gone, perr := sess.srv.suspendAt(ro, sess, ln.id, lifecycle.Restored(false, j.wake, true), 0)
 	if perr != nil {
+		ro.held.letGo(sess.srv.mem)
 		return sess.wakeFailed(ln, j, perr), false
 	}
 	ctx, cancel := context.WithTimeout(sess.ctx, checkpointTimeout)
 	defer cancel()
 	if err := sess.srv.opts.Checkpoints.Take(ctx, sess.tenant, j.id, jn.Epoch, sess.srv.leases.lease); err != nil {
+		ro.held.letGo(sess.srv.mem)
 		sess.srv.unregister(sp)
 		return sess.wakeFailed(ln, j, sess.takeoverError(j, err)), false
 	}
