@@ -47,6 +47,7 @@ const (
 	CodeConnectionBytes           = "websocket_bytes_in_flight" // a connection's requests in flight past ConnBytes
 	CodeBinaryFrame               = "unsupported_frame_type"
 	CodeRequestTooLarge           = "request_too_large"
+	CodeTooManyReferences         = "too_many_item_references" // a request holding more item_reference items than a request may
 	CodeRequestTimeout            = "request_timeout"
 	CodeInvalidAPIKey             = "invalid_api_key"
 	CodeInvalidEncrypted          = "invalid_encrypted_content"

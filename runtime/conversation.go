@@ -132,6 +132,7 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 	}
 	out := make(protocol.Items, 0, len(input))
 	from = make([]int, 0, len(input))
+	var refs *references // made at the first reference
 	for i, it := range input {
 		n := len(out)
 		switch it := it.(type) {
@@ -146,10 +147,12 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 			}
 			out = append(out, sealed...)
 		case *protocol.ItemReferenceItem:
-			ref := findItem(out, it.ID)
-			if ref == nil {
-				ref = findItem(ctxItems, it.ID)
+			if refs == nil {
+				refs = newReferences(param, s.opts.Limits.MaxFrame)
+				refs.index(ctxItems)
+				refs.index(out)
 			}
+			ref := refs.earlier[it.ID]
 			if ref == nil && find != nil {
 				var perr *protocol.Error
 				if ref, perr = find(it.ID); perr != nil {
@@ -159,9 +162,15 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 			if ref == nil {
 				return nil, nil, errItemNotFound(it.ID, param)
 			}
+			if perr := refs.count(i, ref); perr != nil {
+				return nil, nil, perr
+			}
 			out = append(out, ref)
 		default:
 			out = append(out, it)
+		}
+		if refs != nil {
+			refs.index(out[n:])
 		}
 		for range len(out) - n {
 			from = append(from, i)

@@ -253,13 +253,15 @@ func (sess *session) resolver(ln *lane) {
 func (sess *session) resolveAppend(ev *protocol.AppendEvent) (protocol.AppendEvent, *protocol.Error) {
 	find := sess.srv.storedItems(sess.ctx)
 	out := make(protocol.Items, 0, len(ev.Input))
-	for _, it := range ev.Input {
+	refs := newReferences("input", sess.srv.opts.Limits.MaxFrame)
+	for i, it := range ev.Input {
 		ref, isRef := it.(*protocol.ItemReferenceItem)
 		if !isRef {
 			out = append(out, it)
+			refs.index(out[len(out)-1:])
 			continue
 		}
-		found := findItem(out, ref.ID)
+		found := refs.earlier[ref.ID]
 		if found == nil && find != nil {
 			var perr *protocol.Error
 			if found, perr = find(ref.ID); perr != nil {
@@ -269,7 +271,11 @@ func (sess *session) resolveAppend(ev *protocol.AppendEvent) (protocol.AppendEve
 		if found == nil {
 			return protocol.AppendEvent{}, errItemNotFound(ref.ID, "input")
 		}
+		if perr := refs.count(i, found); perr != nil {
+			return protocol.AppendEvent{}, perr
+		}
 		out = append(out, found)
+		refs.index(out[len(out)-1:])
 	}
 	resolved := *ev
 	resolved.Input = out
