@@ -34,7 +34,8 @@ type soakCounts struct {
 // without a gap or a repeat across connections, a completed one holds
 // every step, and nothing is lost, including rollouts that ended while
 // their connection was dying. Afterwards no server goroutine remains and
-// the live heap has not grown. TETHER_SOAK=60s runs it longer (2s by
+// the live heap has not grown, and the memory budget, which counted what
+// the rollouts and connections held, holds nothing. TETHER_SOAK=60s runs it longer (2s by
 // default); TETHER_SOAK_HEAP=FILE writes the heap profile at its end.
 func TestFaultSoak(t *testing.T) {
 	for _, w := range []wire{{enc: testEncoding}, {enc: testEncoding, tls: true}} {
@@ -63,6 +64,8 @@ func faultSoak(t *testing.T, w wire) {
 		Models:     map[string]runtime.Sampler{"tether-scripted": scripted},
 		Timeouts:   runtime.Timeouts{Write: time.Second},
 		Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute},
+		// A budget the soak never fills: what it counts must all come back.
+		Limits: runtime.Limits{MaxMemory: 1 << 30},
 	}, w)
 	baseGoroutines := runtimeGoroutines()
 	baseHeap := liveHeap()
@@ -96,6 +99,9 @@ func faultSoak(t *testing.T, w wire) {
 			t.Fatalf("%d server goroutines left, %d before the soak", runtimeGoroutines(), baseGoroutines)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if held := h.srv.MemoryHeld(); held != 0 {
+		t.Errorf("the memory budget holds %d bytes once every connection and rollout is gone", held)
 	}
 	if f := os.Getenv("TETHER_SOAK_HEAP"); f != "" {
 		w, _ := os.Create(f)
