@@ -125,6 +125,10 @@ func (r *rollout) compactIfDue() error {
 	if r.win.n > 0 && r.prompt.Len()-len(r.srv.renderer.Item(r.items[r.win.n-1])) < threshold/2 {
 		return nil
 	}
+	if r.compactions >= r.srv.opts.Limits.MaxCompactions {
+		r.capped = "max_compactions" // the response ends before its next step
+		return nil
+	}
 	sealed := r.modelItems()
 	content, err := r.srv.sealer.Seal(sealed)
 	if err != nil {
@@ -142,6 +146,8 @@ func (r *rollout) compactIfDue() error {
 	r.mu.Unlock()
 	r.items = append(r.items, cmp)
 	r.win = window{n: len(r.items), items: sealed}
+	r.compactions++
+	r.outBytes += int64(len(content))
 	t0 := r.srv.now()
 	r.prompt = r.srv.renderFrom(r.items, r.win)
 	r.rendered = len(r.items)

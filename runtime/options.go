@@ -26,6 +26,9 @@ const (
 	DefaultTenantInFlight  = 512
 	DefaultBodyTimeout     = 30 * time.Second
 	DefaultMaxCallsPerStep = 256
+	DefaultMaxOutputItems  = 4096
+	DefaultMaxOutputBytes  = 64 << 20
+	DefaultMaxCompactions  = 32
 	DefaultSuspendTimeout  = 10 * time.Minute
 	DefaultResumeWindow    = 60 * time.Second
 	DefaultLeaseTTL        = 10 * time.Second
@@ -150,6 +153,17 @@ type Limits struct {
 	// MaxCallsPerStep bounds the tool calls of one sampling step: a step
 	// that makes more fails the response (too_many_tool_calls).
 	MaxCallsPerStep int
+	// MaxOutputItems, MaxOutputBytes and MaxCompactions bound what one
+	// response makes: its output items, the text and arguments its model
+	// streams with the compactions' content, and its context compactions
+	// (context_management). A response that reaches one ends incomplete
+	// before its next step, incomplete_details.reason max_output_items,
+	// max_output_bytes or max_compactions: a small request cannot have one
+	// response grow without bound (hosted calls looping, a compaction
+	// threshold below what one step adds).
+	MaxOutputItems int
+	MaxOutputBytes int64
+	MaxCompactions int
 	// MaxMemory is the server's memory budget, in bytes, for all its
 	// requests together: each create (HTTP, WebSocket, WebTransport) is
 	// admitted with what it will hold while it is served (requestCost of
@@ -281,7 +295,10 @@ func (l *Limits) validate() error {
 		atLeast0("Limits.ConnBytes", l.ConnBytes),
 		atLeast0("Limits.CacheBytes", l.CacheBytes),
 		atLeast0("Limits.CacheResponses", l.CacheResponses),
-		atLeast0("Limits.MaxCallsPerStep", l.MaxCallsPerStep))
+		atLeast0("Limits.MaxCallsPerStep", l.MaxCallsPerStep),
+		atLeast0("Limits.MaxOutputItems", l.MaxOutputItems),
+		atLeast0("Limits.MaxOutputBytes", l.MaxOutputBytes),
+		atLeast0("Limits.MaxCompactions", l.MaxCompactions))
 }
 
 func (l *Limits) setDefaults() {
@@ -294,6 +311,9 @@ func (l *Limits) setDefaults() {
 	orDefault(&l.CacheBytes, DefaultCacheBytes)
 	orDefault(&l.CacheResponses, DefaultCacheResponses)
 	orDefault(&l.MaxCallsPerStep, DefaultMaxCallsPerStep)
+	orDefault(&l.MaxOutputItems, DefaultMaxOutputItems)
+	orDefault(&l.MaxOutputBytes, DefaultMaxOutputBytes)
+	orDefault(&l.MaxCompactions, DefaultMaxCompactions)
 }
 
 func (t *Timeouts) validate() error {

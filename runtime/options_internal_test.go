@@ -77,7 +77,8 @@ func TestOptionsDefaults(t *testing.T) {
 	want := Options{
 		Limits: Limits{MaxFrame: DefaultMaxFrame, MaxConnections: DefaultMaxConnections, MaxInFlight: DefaultMaxInFlight,
 			MaxLanes: DefaultMaxLanes, MaxQueued: DefaultMaxQueued, ConnBytes: DefaultConnBytes, CacheBytes: DefaultCacheBytes,
-			CacheResponses: DefaultCacheResponses, MaxCallsPerStep: DefaultMaxCallsPerStep},
+			CacheResponses: DefaultCacheResponses, MaxCallsPerStep: DefaultMaxCallsPerStep,
+			MaxOutputItems: DefaultMaxOutputItems, MaxOutputBytes: DefaultMaxOutputBytes, MaxCompactions: DefaultMaxCompactions},
 		Timeouts: Timeouts{WSMaxAge: DefaultWSMaxAge, Write: DefaultWriteTimeout, SlowClient: DefaultSlowClient,
 			Body: DefaultBodyTimeout, Drain: DefaultDrainTimeout},
 		Suspension:  SuspensionOptions{Timeout: DefaultSuspendTimeout, ResumeWindow: DefaultResumeWindow, Max: DefaultMaxSuspended, LeaseTTL: DefaultLeaseTTL},

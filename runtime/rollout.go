@@ -128,6 +128,13 @@ type rollout struct {
 	held        heldMemory
 	contextHeld int64
 	stepOut     int
+	// outBytes are the text and arguments its model streamed and its
+	// compactions' content, compactions their count, and capped the
+	// incomplete_details.reason of a bound on them (or on its output
+	// items) it reached (Limits.MaxOutputBytes…): the loop's.
+	outBytes    int64
+	compactions int
+	capped      string
 }
 
 // shareNew gives the rollout a response's lock and event stream of its
@@ -173,6 +180,19 @@ func (r *rollout) steer(items ...protocol.Item) { r.inbox.add(items...) }
 
 // ID is the response id.
 func (r *rollout) ID() string { return r.resp.ID }
+
+// outputBound is the incomplete_details.reason of the bound on its output
+// items or bytes (Limits) the response has reached, with n output items,
+// or "".
+func (r *rollout) outputBound(n int) string {
+	switch l := &r.srv.opts.Limits; {
+	case n >= l.MaxOutputItems:
+		return "max_output_items"
+	case r.outBytes >= l.MaxOutputBytes:
+		return "max_output_bytes"
+	}
+	return ""
+}
 
 // storeTimeout bounds a store write, so that a hung store cannot hold a
 // connection's teardown or the server's shutdown.
@@ -312,6 +332,12 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 		r.mu.Lock()
 		r.stepAt = len(r.resp.Output)
 		r.mu.Unlock()
+		if r.capped == "" {
+			r.capped = r.outputBound(r.stepAt)
+		}
+		if r.capped != "" {
+			return r.finish(ctx, sampler.Result{Incomplete: true}, nil)
+		}
 		if err := r.beforeStep(ctx); err != nil {
 			return r.finish(ctx, sampler.Result{}, err)
 		}

@@ -78,7 +78,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	case res.Incomplete:
 		r.resp.Status = protocol.ResponseIncomplete
 		reason := "max_output_tokens"
-		if r.steps >= maxSteps {
+		switch {
+		case r.capped != "":
+			reason = r.capped
+		case r.steps >= maxSteps:
 			reason = "max_steps"
 		}
 		r.resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: reason}

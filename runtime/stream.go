@@ -19,6 +19,7 @@ func (r *rollout) onDelta(d sampler.Delta) {
 	}
 	if d.Kind == sampler.TextDelta || d.Kind == sampler.ArgsDelta {
 		r.stepOut += len(d.Text)
+		r.outBytes += int64(len(d.Text))
 		// Tokens released together go out together: one event, not one
 		// a token (unless every delta is to be its own event).
 		if d.More && !r.everyDelta {
