@@ -29,8 +29,10 @@ func convError(err error, id, param string) *protocol.Error {
 	case errors.Is(err, ErrNotStored):
 		return conversationNotFound(id, param)
 	case errors.Is(err, ErrTooLarge):
+		// Only a conversation larger than the bound on its own: a full
+		// store makes room by evicting others.
 		return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeRequestTooLarge, param,
-			"Conversation '%s' would grow past this server's bound on what it keeps.", id)
+			"Conversation '%s' would be larger on its own than this server keeps of a tenant's conversations.", id)
 	}
 	return protocol.AsError(err) // a store's errors are StoreUnavailable
 }

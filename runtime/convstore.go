@@ -41,54 +41,113 @@ type ConversationStore interface {
 }
 
 // MemoryConversations is the default ConversationStore: conversations in
-// memory, bounded by bytes (an item's encoded size and its overhead), in
-// all and per tenant. Past the bound in all the conversation written least
-// recently goes first; a tenant past its own bound is refused (ErrTooLarge)
-// rather than let evict the others'.
+// memory, bounded by bytes, in all and per tenant. A conversation's bytes
+// are what it holds in memory: its items' encoded size, its metadata's
+// keys and values, the once names of its additions, and the overhead of
+// its structs and of its entries in the store's map and lists. Past a
+// tenant's bound that tenant's own least recently written conversations go
+// first; past the bound in all, the least recently written of all, as
+// MemoryStore evicts records. A conversation larger than a bound on its own
+// is not kept (ErrTooLarge): created, updated or added to, it stays as it
+// was.
 type MemoryConversations struct {
 	maxBytes, maxTenant int
 
 	mu      lockrank.Mutex[lockrank.Conversations]
-	convs   map[itemKey]*memConversation // by tenant and id; guarded by mu
-	lru     list.List                    // of *memConversation, least recently written first; guarded by mu
-	bytes   int                          // guarded by mu
-	tenants map[string]int               // each tenant's bytes; guarded by mu
+	convs   map[itemKey]*memConversation    // by tenant and id; guarded by mu
+	lru     list.List                       // of *memConversation, least recently written first; guarded by mu
+	bytes   int                             // guarded by mu
+	tenants map[string]*tenantConversations // guarded by mu
+}
+
+// tenantConversations are one tenant's conversations, least recently
+// written first, and their bytes.
+type tenantConversations struct {
+	lru   list.List // of *memConversation
+	bytes int
 }
 
 type memConversation struct {
-	key   itemKey
-	conv  protocol.Conversation
-	items protocol.Items
-	bytes int
-	elem  *list.Element
-	added map[string]bool // the once names of the additions made
+	key       itemKey
+	conv      protocol.Conversation
+	items     protocol.Items
+	bytes     int
+	all, mine *list.Element   // in MemoryConversations.lru and its tenant's
+	added     map[string]bool // the once names of the additions made
+}
+
+// What a conversation holds in memory besides its items (itemsBytes) and
+// its strings' bytes, from the heap measured with go1.26's maps: for
+// conversations, metadata and additions of many sizes, the heap came
+// within a few percent of what these count, or under it
+// (TestConversationMetadataMemory checks thousands of them).
+const (
+	// The conversation's struct and id, its empty metadata map, its
+	// entry in the store's map, its elements in the two lists, and the
+	// map of its additions' once names with its first slots.
+	conversationOverhead = 576
+	// A non-empty metadata map's header and first group of slots, which
+	// holds up to 8 pairs.
+	metadataOverhead = 256
+	// A metadata pair's slot in its map, with the room a map keeps to
+	// grow into, and its strings rounded up to an allocation's size.
+	metadataPairOverhead = 64
+	// A once name's slot in the added map, and its string's rounding.
+	onceOverhead = 48
+)
+
+// metadataBytes is what a conversation's metadata holds in memory.
+func metadataBytes(md map[string]string) int {
+	if len(md) == 0 {
+		return 0
+	}
+	n := metadataOverhead
+	for k, v := range md {
+		n += metadataPairOverhead + len(k) + len(v)
+	}
+	return n
+}
+
+// conversationBytes is what a conversation holds in memory before any
+// addition: itself and its first items.
+func conversationBytes(c *protocol.Conversation, items protocol.Items) int {
+	return conversationOverhead + len(c.ID) + metadataBytes(c.Metadata) + itemsBytes(items)
 }
 
 // NewMemoryConversations returns an empty store of at most maxBytes
-// (DefaultStoreBytes when 0), maxTenant of them a tenant's
-// (DefaultTenantStoreBytes when 0).
+// (DefaultStoreBytes when 0), maxTenant of them a tenant's (a quarter of
+// maxBytes when 0).
 func NewMemoryConversations(maxBytes, maxTenant int) *MemoryConversations {
-	if maxBytes <= 0 {
-		maxBytes = DefaultStoreBytes
-	}
-	if maxTenant <= 0 {
-		maxTenant = DefaultTenantStoreBytes
-	}
-	return &MemoryConversations{maxBytes: maxBytes, maxTenant: maxTenant, convs: make(map[itemKey]*memConversation), tenants: make(map[string]int)}
+	bounds := MemoryStoreOptions{MaxBytes: maxBytes, MaxTenantBytes: maxTenant}
+	bounds.setDefaults()
+	return &MemoryConversations{maxBytes: bounds.MaxBytes, maxTenant: bounds.MaxTenantBytes,
+		convs: make(map[itemKey]*memConversation), tenants: make(map[string]*tenantConversations)}
 }
 
-// fitsLocked reports whether tenant may hold n bytes more.
-func (m *MemoryConversations) fitsLocked(tenant string, n int) bool {
-	return n <= m.maxBytes && m.tenants[tenant]+n <= m.maxTenant
-}
+// fits reports whether a conversation of n bytes fits the bounds on its
+// own.
+func (m *MemoryConversations) fits(n int) bool { return n <= m.maxBytes && n <= m.maxTenant }
 
 // growLocked counts n bytes more (or fewer) of mc's.
 func (m *MemoryConversations) growLocked(mc *memConversation, n int) {
 	mc.bytes += n
 	m.bytes += n
-	m.tenants[mc.key.tenant] += n
-	if m.tenants[mc.key.tenant] == 0 {
-		delete(m.tenants, mc.key.tenant)
+	m.tenants[mc.key.tenant].bytes += n
+}
+
+// writtenLocked makes mc the most recently written conversation, and
+// makes room for it: its tenant's least recently written go while the
+// tenant is past its bound, then the least recently written of all while
+// the store is. mc itself fits (fits), so neither reaches it.
+func (m *MemoryConversations) writtenLocked(mc *memConversation) {
+	t := m.tenants[mc.key.tenant]
+	m.lru.MoveToBack(mc.all)
+	t.lru.MoveToBack(mc.mine)
+	for t.bytes > m.maxTenant && t.lru.Front() != mc.mine {
+		m.removeLocked(t.lru.Front().Value.(*memConversation))
+	}
+	for m.bytes > m.maxBytes && m.lru.Front() != mc.all {
+		m.removeLocked(m.lru.Front().Value.(*memConversation))
 	}
 }
 
@@ -106,19 +165,24 @@ func itemsBytes(items protocol.Items) int {
 
 func (m *MemoryConversations) CreateConversation(ctx context.Context, c *protocol.Conversation, items protocol.Items) error {
 	mc := &memConversation{key: itemKey{Tenant(ctx), c.ID}, conv: *c, items: slices.Clip(items)}
-	n := recordOverhead + itemsBytes(items)
+	n := conversationBytes(c, items)
+	if !m.fits(n) {
+		return ErrTooLarge
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old := m.convs[mc.key]; old != nil {
 		m.removeLocked(old)
 	}
-	if !m.fitsLocked(mc.key.tenant, n) {
-		return ErrTooLarge
+	t := m.tenants[mc.key.tenant]
+	if t == nil {
+		t = new(tenantConversations)
+		m.tenants[mc.key.tenant] = t
 	}
 	m.convs[mc.key] = mc
-	mc.elem = m.lru.PushBack(mc)
+	mc.all, mc.mine = m.lru.PushBack(mc), t.lru.PushBack(mc)
 	m.growLocked(mc, n)
-	m.evictLocked(mc)
+	m.writtenLocked(mc)
 	return nil
 }
 
@@ -148,8 +212,13 @@ func (m *MemoryConversations) UpdateConversation(ctx context.Context, id string,
 	if err != nil {
 		return nil, err
 	}
+	n := metadataBytes(metadata) - metadataBytes(mc.conv.Metadata)
+	if !m.fits(mc.bytes + n) {
+		return nil, ErrTooLarge
+	}
 	mc.conv.Metadata = metadata
-	m.lru.MoveToBack(mc.elem)
+	m.growLocked(mc, n)
+	m.writtenLocked(mc)
 	c := mc.conv
 	return &c, nil
 }
@@ -167,6 +236,9 @@ func (m *MemoryConversations) DeleteConversation(ctx context.Context, id string)
 
 func (m *MemoryConversations) AddConversationItems(ctx context.Context, id, once string, items protocol.Items) error {
 	n := itemsBytes(items)
+	if once != "" {
+		n += onceOverhead + len(once)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mc, err := m.getLocked(ctx, id)
@@ -176,7 +248,7 @@ func (m *MemoryConversations) AddConversationItems(ctx context.Context, id, once
 	if once != "" && mc.added[once] {
 		return nil
 	}
-	if mc.bytes+n > m.maxBytes || !m.fitsLocked(mc.key.tenant, n) {
+	if !m.fits(mc.bytes + n) {
 		return ErrTooLarge
 	}
 	if once != "" {
@@ -188,8 +260,7 @@ func (m *MemoryConversations) AddConversationItems(ctx context.Context, id, once
 	// A new slice: readers hold the old one.
 	mc.items = append(slices.Clip(mc.items), items...)
 	m.growLocked(mc, n)
-	m.lru.MoveToBack(mc.elem)
-	m.evictLocked(mc)
+	m.writtenLocked(mc)
 	return nil
 }
 
@@ -222,19 +293,13 @@ func (m *MemoryConversations) DeleteConversationItem(ctx context.Context, id, it
 
 func (m *MemoryConversations) removeLocked(mc *memConversation) {
 	delete(m.convs, mc.key)
-	m.lru.Remove(mc.elem)
-	m.growLocked(mc, -mc.bytes)
-}
-
-// evictLocked drops the conversations written least recently until the
-// store is within its bound, never keep.
-func (m *MemoryConversations) evictLocked(keep *memConversation) {
-	for m.bytes > m.maxBytes {
-		oldest := m.lru.Front().Value.(*memConversation)
-		if oldest == keep {
-			return
-		}
-		m.removeLocked(oldest)
+	t := m.tenants[mc.key.tenant]
+	m.lru.Remove(mc.all)
+	t.lru.Remove(mc.mine)
+	m.bytes -= mc.bytes
+	t.bytes -= mc.bytes
+	if t.lru.Len() == 0 {
+		delete(m.tenants, mc.key.tenant)
 	}
 }
 
