@@ -18,7 +18,7 @@ import (
 // A Store that is also a ConversationStore keeps a server's conversations
 // (package redisstore's does); otherwise the server keeps them in memory
 // (MemoryConversations, bounded as Options.MemoryStore bounds the response
-// store, with a budget of its own).
+// store, within bounds of its own: a share of Limits.MaxMemory by default).
 type ConversationStore interface {
 	// CreateConversation keeps a new conversation with its first items.
 	CreateConversation(ctx context.Context, c *protocol.Conversation, items protocol.Items) error

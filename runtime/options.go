@@ -117,7 +117,10 @@ type Options struct {
 	Suspension SuspensionOptions
 	// Tenant bounds each tenant's share of the server, when it has Keys.
 	Tenant TenantLimits
-	// MemoryStore bounds the default store, when Store is nil.
+	// MemoryStore bounds the default store, when Store is nil, and the
+	// conversations kept in memory, when Store keeps none (each store
+	// within these bounds of its own). Its zero bounds are a share of
+	// Limits.MaxMemory when that is set (MemoryStoreOptions).
 	MemoryStore MemoryStoreOptions
 }
 
@@ -282,7 +285,7 @@ func (o *Options) setDefaults() {
 	o.Timeouts.setDefaults()
 	o.Suspension.setDefaults()
 	o.Tenant.setDefaults()
-	o.MemoryStore.setDefaults()
+	o.MemoryStore.setServerDefaults(o.Limits.MaxMemory, o.Keys != nil)
 }
 
 func (l *Limits) validate() error {
@@ -377,10 +380,41 @@ func (m *MemoryStoreOptions) validate() error {
 		atLeast0("MemoryStore.MaxTenantBytes", m.MaxTenantBytes))
 }
 
+// The memory stores' share of the server's memory budget, and a tenant's
+// of a store. The budget (Limits.MaxMemory; serve's default, half the
+// process's memory limit) bounds what requests in flight hold; the stores
+// are held besides it. A quarter of the budget each, for the response
+// store and for the conversation store, keeps requests and stores
+// together within three quarters of serve's memory limit, the last
+// quarter left to connections, suspended rollouts and the garbage the
+// collector has yet to take. A tenant's quarter of a store: no one tenant
+// holds more, and three quarters stay the others'.
+const (
+	storeShareOfBudget = 4
+	tenantShareOfStore = 4
+)
+
+// setServerDefaults fills the zero bounds of a server's stores: MaxBytes
+// a share of a memory budget of budget bytes (DefaultStoreBytes when 0);
+// MaxTenantBytes all of MaxBytes on a server without keys, whose requests
+// are all one tenant's; then setDefaults.
+func (m *MemoryStoreOptions) setServerDefaults(budget int64, keys bool) {
+	if m.MaxBytes <= 0 && budget > 0 {
+		m.MaxBytes = int(max(budget/storeShareOfBudget, 1))
+	}
+	orDefault(&m.MaxBytes, DefaultStoreBytes)
+	if !keys {
+		orDefault(&m.MaxTenantBytes, m.MaxBytes)
+	}
+	m.setDefaults()
+}
+
+// setDefaults fills the zero bounds of a store on its own:
+// MaxTenantBytes a quarter of MaxBytes.
 func (m *MemoryStoreOptions) setDefaults() {
 	orDefault(&m.MaxRecords, DefaultStoreMax)
 	orDefault(&m.MaxBytes, DefaultStoreBytes)
-	orDefault(&m.MaxTenantBytes, DefaultTenantStoreBytes)
+	orDefault(&m.MaxTenantBytes, max(m.MaxBytes/tenantShareOfStore, 1))
 }
 
 // atLeast0 refuses a negative bound, naming its option.

@@ -69,7 +69,8 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // TestOptionsDefaults: setDefaults gives every zero bound its default,
-// leaves the ones set alone, and leaves Tenant.RPM 0 (no bound).
+// leaves the ones set alone, and leaves Tenant.RPM 0 (no bound); without
+// keys, a tenant may hold all of the store.
 func TestOptionsDefaults(t *testing.T) {
 	t.Parallel()
 	var o Options
@@ -83,7 +84,7 @@ func TestOptionsDefaults(t *testing.T) {
 			Body: DefaultBodyTimeout, Drain: DefaultDrainTimeout},
 		Suspension:  SuspensionOptions{Timeout: DefaultSuspendTimeout, ResumeWindow: DefaultResumeWindow, Max: DefaultMaxSuspended, LeaseTTL: DefaultLeaseTTL},
 		Tenant:      TenantLimits{InFlight: DefaultTenantInFlight, Suspended: DefaultTenantSuspended, Conns: DefaultTenantConns},
-		MemoryStore: MemoryStoreOptions{MaxRecords: DefaultStoreMax, MaxBytes: DefaultStoreBytes, MaxTenantBytes: DefaultTenantStoreBytes},
+		MemoryStore: MemoryStoreOptions{MaxRecords: DefaultStoreMax, MaxBytes: DefaultStoreBytes, MaxTenantBytes: DefaultStoreBytes},
 	}
 	groups := func(o Options) []any { return []any{o.Limits, o.Timeouts, o.Suspension, o.Tenant, o.MemoryStore} }
 	if got := groups(o); !reflect.DeepEqual(got, groups(want)) {
@@ -101,5 +102,42 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if set.Limits.MaxFrame != DefaultMaxFrame || set.Suspension.ResumeWindow != DefaultResumeWindow {
 		t.Errorf("setDefaults left a zero bound beside one set: %+v", set)
+	}
+}
+
+// TestStoreDefaultsFromBudget: a server's memory stores take a quarter of
+// its memory budget each unless their bounds are given, a tenant a
+// quarter of that with keys and all of it without; with no budget, the
+// fixed defaults.
+func TestStoreDefaultsFromBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		keys   bool
+		given  MemoryStoreOptions
+		want   MemoryStoreOptions // MaxRecords aside
+	}{
+		{name: "no budget, keys", keys: true, want: MemoryStoreOptions{MaxBytes: DefaultStoreBytes, MaxTenantBytes: DefaultTenantStoreBytes}},
+		{name: "no budget, no keys", want: MemoryStoreOptions{MaxBytes: DefaultStoreBytes, MaxTenantBytes: DefaultStoreBytes}},
+		{name: "budget, keys", budget: 8 << 30, keys: true, want: MemoryStoreOptions{MaxBytes: 2 << 30, MaxTenantBytes: 512 << 20}},
+		{name: "budget, no keys", budget: 8 << 30, want: MemoryStoreOptions{MaxBytes: 2 << 30, MaxTenantBytes: 2 << 30}},
+		{name: "bytes given", budget: 8 << 30, keys: true, given: MemoryStoreOptions{MaxBytes: 64 << 20},
+			want: MemoryStoreOptions{MaxBytes: 64 << 20, MaxTenantBytes: 16 << 20}},
+		{name: "tenant given", budget: 8 << 30, given: MemoryStoreOptions{MaxTenantBytes: 1 << 20},
+			want: MemoryStoreOptions{MaxBytes: 2 << 30, MaxTenantBytes: 1 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := Options{Limits: Limits{MaxMemory: tc.budget}, MemoryStore: tc.given}
+			if tc.keys {
+				o.Keys = new(Keys)
+			}
+			o.setDefaults()
+			tc.want.MaxRecords = DefaultStoreMax
+			if o.MemoryStore != tc.want {
+				t.Errorf("got %+v, want %+v", o.MemoryStore, tc.want)
+			}
+		})
 	}
 }

@@ -186,11 +186,14 @@ type MemoryStore struct {
 	bytes   int // guarded by mu
 }
 
-// MemoryStoreOptions bound a MemoryStore; zero fields take the defaults.
+// MemoryStoreOptions bound a MemoryStore (and a server's
+// MemoryConversations); zero fields take the defaults. In a server's
+// Options, MaxBytes defaults to a quarter of Limits.MaxMemory when that is
+// set, and MaxTenantBytes to all of MaxBytes without Keys.
 type MemoryStoreOptions struct {
 	MaxRecords     int // DefaultStoreMax
 	MaxBytes       int // DefaultStoreBytes
-	MaxTenantBytes int // DefaultTenantStoreBytes
+	MaxTenantBytes int // a quarter of MaxBytes
 }
 
 // itemKey is an item id under a tenant: one tenant's item ids never hide
@@ -209,11 +212,12 @@ type tenantRecords struct {
 	bytes int
 }
 
-// The default bounds of a MemoryStore.
+// The default bounds of a MemoryStore on its own, and of a server's
+// without a memory budget.
 const (
 	DefaultStoreMax         = 100_000
 	DefaultStoreBytes       = 1 << 30
-	DefaultTenantStoreBytes = 256 << 20
+	DefaultTenantStoreBytes = DefaultStoreBytes / tenantShareOfStore
 )
 
 // ErrTooLarge is a record larger than a store's bound on its own.
