@@ -78,6 +78,20 @@ func (lf loadFlags) binary() (string, error) {
 	return os.Executable()
 }
 
+// serverEnv is the served tether's environment besides this one's: no
+// memory limit (GOMEMLIMIT=off, which any Go program takes, an older
+// --load-server's too), unless this environment sets one. A run measures
+// the server's memory, CPU and collector: a limit drawn from this machine's
+// memory would make them depend on the machine, and its budget (half of
+// it) would refuse the rollouts a large --park holds (10,000 hold about
+// 920 MiB of heap) on a smaller one.
+func serverEnv() []string {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return nil
+	}
+	return []string{"GOMEMLIMIT=off"}
+}
+
 // serverLog is where a child server's log goes: server.log in the run's
 // directory out, so that it neither mixes with ablate's own output nor is
 // lost.
@@ -118,7 +132,7 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, store, out s
 	}
 	defer closeLog()
 	bar := newProgress(stderr)
-	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server, ServerLog: log,
+	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server, ServerEnv: serverEnv(), ServerLog: log,
 		Hibernate: hibernate, Redis: store, Wakes: *lf.wakes,
 		Progress: func(done, total int) { bar.update(done, total, "parked") }})
 	bar.end()
@@ -203,7 +217,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		}
 		bar := newProgress(stderr)
 		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,
+			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,
 			Progress: func(elapsed, total time.Duration) {
 				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
 			}})

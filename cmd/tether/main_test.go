@@ -171,19 +171,6 @@ func TestServeIdleTimeout(t *testing.T) {
 	<-done
 }
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"2GiB": 2 << 30, "1500MiB": 1500 << 20, "4096": 4096, "64KiB": 64 << 10, "1TiB": 1 << 40, "10B": 10, "2GB": 2e9} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "2Gb", "-1MiB", "0", "lots", "99999999999TiB"} {
-		if _, err := parseBytes(in); err == nil || !strings.Contains(err.Error(), "2GiB") {
-			t.Errorf("parseBytes(%q): %v, want an error with an example", in, err)
-		}
-	}
-}
-
 // TestServeWebTransport: "tether serve --wt-addr" prints the WebTransport
 // line after the listening line, with the certificate's hash, and a client
 // that pins that hash runs a suspended rollout over it; HTTP/3 serves the

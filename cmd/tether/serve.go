@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -84,11 +86,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS; unix:///PATH?db=DB for a Redis on this machine's socket), shared by every tether on that database")
 	storeTTL := fs.Duration("store-ttl", redisstore.DefaultTTL, "with --store redis://: how long a stored response is kept")
 	storeRecord := bytesFlag(fs.FlagSet, "store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
-	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxBytes, "store-bytes", runtime.DefaultStoreBytes, "memory store: bytes of store: true responses kept in all (what they hold in memory: their encoded size and their structs' and indexes' overhead), besides 100,000 records at most; past it the oldest go first")
-	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxTenantBytes, "tenant-store-bytes", runtime.DefaultTenantStoreBytes, "memory store: bytes of store: true responses one tenant keeps; past it that tenant's own oldest go first. A response larger than a bound on its own is served, not stored")
+	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxBytes, "store-bytes", 0, "with --store memory: bytes of store: true responses kept in all (what they hold in memory: their encoded size and their structs' and indexes' overhead), besides 100,000 records at most, and as many of the Conversations API's conversations (their items and metadata); past it the least recently written go first; 0: a quarter of --max-memory, or 1GiB without a budget")
+	bytesVar(fs.FlagSet, &opts.MemoryStore.MaxTenantBytes, "tenant-store-bytes", 0, "with --store memory: bytes of responses one tenant keeps, and as many of its conversations; past it that tenant's own least recently written go first. A response or conversation larger than a bound on its own is not kept (the response is served all the same; the conversation's request gets 413); 0: a quarter of --store-bytes with --api-keys, all of it without")
 	bytesVar(fs.FlagSet, &opts.Limits.CacheBytes, "cache-bytes", runtime.DefaultCacheBytes, "bytes one WebSocket connection caches (the latest response of each lane, estimated at 8 bytes a rendered token); past it the least recently cached lanes' go")
 	fs.IntVar(&opts.Limits.CacheResponses, "ws-cache-responses", runtime.DefaultCacheResponses, "how many of each lane's latest responses a WebSocket connection caches: previous_response_id may name any of them (1, as OpenAI; more lets cached-state turns branch from an earlier turn)")
-	bytesVar(fs.FlagSet, &opts.Limits.MaxMemory, "max-memory", 0, "the server's memory budget for all its requests together: each create is admitted with what it will hold while served (a few times its size), the connections' caches count too, and one that does not fit gets 503 server_memory_full with Retry-After; 0: half of --memory-limit when given, else none")
+	bytesVar(fs.FlagSet, &opts.Limits.MaxMemory, "max-memory", 0, "the server's memory budget for all its requests together: each create is admitted with what it will hold while served (a few times its size), the connections' caches count too, and one that does not fit gets 503 server_memory_full with Retry-After; 0: half the memory limit (--memory-limit's, or the one serve chose), none without one")
 	bytesVar(fs.FlagSet, &opts.Limits.ConnBytes, "conn-bytes", runtime.DefaultConnBytes, "bytes of requests one WebSocket connection may have in flight (by frame size); past it a create is refused with 429 websocket_bytes_in_flight (one alone is always taken)")
 	fs.DurationVar(&opts.Timeouts.Drain, "drain-timeout", runtime.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long running responses may finish before they fail with server_shutting_down")
 	searchCorpus := fs.String("search-corpus", "", "directory of documents for web_search (default: the embedded Go standard library docs)")
@@ -101,7 +103,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	logFormat := fs.String("log-format", "text", "logs on stderr: text (key=value) or json (one object a line)")
 	logLevel := fs.String("log-level", "info", "least severe log written: debug, info (with an access line per HTTP request and per WebSocket session), warn or error")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof's profiles on /debug/pprof/")
-	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, such as 2GiB or 1500MiB (as GOMEMLIMIT takes it; KB, MB, GB are powers of 1000): the collector works harder near it instead of letting garbage grow the heap to twice what is live; empty: $GOMEMLIMIT, or none")
+	memoryLimit := fs.String("memory-limit", "", "soft limit on the process's memory, such as 2GiB or 1500MiB (as GOMEMLIMIT takes it; KB, MB, GB are powers of 1000), or off for none: the collector works harder near it instead of letting garbage grow the heap to twice what is live. Not given: $GOMEMLIMIT, else 9/10 of the cgroup's memory limit or 3/4 of the machine's memory, whichever is less")
 	cost := costFlags(fs.FlagSet, "off")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
@@ -161,19 +163,15 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		keys = new(runtime.Keys)
 		keys.Store(keyMap)
 	}
-	if *memoryLimit != "" {
-		n, err := parseBytes(*memoryLimit)
-		if err != nil {
-			fmt.Fprintln(stderr, "tether: --memory-limit:", err)
-			return 2
-		}
-		debug.SetMemoryLimit(n)
-		if opts.Limits.MaxMemory == 0 {
-			// The other half: the server's own state, and garbage the
-			// collector has yet to take.
-			opts.Limits.MaxMemory = n / 2
-		}
+	mem, err := chooseMemory(*memoryLimit, opts.Limits.MaxMemory, systemMemory())
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: --memory-limit:", err)
+		return 2
 	}
+	if mem.setLimit {
+		debug.SetMemoryLimit(cmp.Or(mem.limit, math.MaxInt64))
+	}
+	opts.Limits.MaxMemory = mem.budget
 	var cfg *Config
 	if *configPath != "" {
 		if cfg, err = LoadConfig(*configPath); err != nil {
@@ -327,6 +325,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			reloadKeys(ctx, *apiKeys, keys, log)
 		}
 	}
+	log.Info("memory limit and budget", "limit", formatSize(mem.limit), "limit_from", mem.limitFrom, "budget", formatSize(mem.budget), "budget_from", mem.budgetFrom)
+	if store == nil { // responses and conversations in this process
+		bounds := srv.Options().MemoryStore
+		log.Info("memory stores", "store_bytes", formatSize(int64(bounds.MaxBytes)), "tenant_store_bytes", formatSize(int64(bounds.MaxTenantBytes)))
+	}
 
 	errc := make(chan error, 1)
 	go func() {
@@ -365,16 +368,6 @@ func configureCaches(models map[string]runtime.Sampler, opts sampler.PrefixCache
 			c.Cache().Configure(opts)
 		}
 	}
-}
-
-// parseBytes reads --memory-limit: a positive size, as parseSize reads
-// it (GOMEMLIMIT's spellings, 2GiB or 1500MiB, among them).
-func parseBytes(s string) (int64, error) {
-	n, err := parseSize(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a size: give bytes with a unit, such as 2GiB or 1500MiB", s)
-	}
-	return n, nil
 }
 
 // selfSigned is the WebTransport endpoint's certificate without

@@ -35,6 +35,9 @@ type LoadConfig struct {
 	// Server is the command that starts the server; it must print
 	// "listening on URL" on its first line of output. Ignored with URL.
 	Server []string
+	// ServerEnv is added to this process's environment for Server
+	// ("NAME=VALUE" each).
+	ServerEnv []string
 	// ServerLog receives what the server writes on its stderr (its log,
 	// an access line a request); nil keeps only its last lines, for the
 	// error when it fails to start.
@@ -261,6 +264,9 @@ func startServer(ctx context.Context, cfg LoadConfig) (*server, error) {
 		return nil, errors.New("ablate: a load run needs a server command or a URL")
 	}
 	cmd := exec.Command(cfg.Server[0], cfg.Server[1:]...)
+	if len(cfg.ServerEnv) > 0 {
+		cmd.Env = append(os.Environ(), cfg.ServerEnv...)
+	}
 	tail := &lastBytes{max: 4 << 10}
 	cmd.Stderr = tail
 	if cfg.ServerLog != nil {

@@ -28,6 +28,7 @@ type ParkConfig struct {
 	Rollouts      int
 	ContextTokens int
 	Server        []string  // as LoadConfig.Server; it must serve /debug/pprof (--pprof)
+	ServerEnv     []string  // as LoadConfig.ServerEnv
 	ServerLog     io.Writer // as LoadConfig.ServerLog
 	URL           string    // a server's base URL instead, with /debug/pprof (its RSS is not read)
 	Progress      func(done, total int)
@@ -88,7 +89,7 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	if cfg.Rollouts < 1 || cfg.ContextTokens < 0 {
 		return nil, errors.New("ablate: a parking run needs rollouts and a context size")
 	}
-	srv, err := startServer(ctx, LoadConfig{Server: cfg.Server, ServerLog: cfg.ServerLog, URL: cfg.URL})
+	srv, err := startServer(ctx, LoadConfig{Server: cfg.Server, ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog, URL: cfg.URL})
 	if err != nil {
 		return nil, err
 	}
