@@ -6,7 +6,9 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
+	"strings"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -56,14 +58,65 @@ type memoryChoice struct {
 	setLimit   bool  // serve sets limit (none: math.MaxInt64); else $GOMEMLIMIT has
 	budget     int64 // bytes, Limits.MaxMemory; 0: none
 	budgetFrom string
+	// budgetOfLimit: the budget is the limit's share, not given
+	// (budgetBeside settles it).
+	budgetOfLimit bool
+}
+
+// settle fits the limit and the budget to the server as it stands once
+// its tokenizer and models are loaded: own bytes held by the Go runtime
+// (what its limit counts), outside bytes resident beside them (the
+// binary's pages: its code, the tokenizer's embedded tables; about 34 MiB,
+// which no Go limit counts).
+//
+// The memory limit bounds the process's resident memory: the Go runtime's
+// limit (goLimit) is what it leaves beside the outside bytes. A budget
+// taken from the limit is half of what the Go limit leaves beside the
+// server's own state, the other half for the garbage the collector has yet
+// to take (1/16 of the limit at least). Half the whole limit let a small
+// one be passed: in TestHostileMemory, 192 MiB with a 96 MiB budget
+// peaked at 225-226 MiB of RSS.
+func (c *memoryChoice) settle(own, outside int64) (goLimit int64) {
+	if c.limit <= 0 {
+		return 0
+	}
+	goLimit = max(c.limit-outside, c.limit/2)
+	if c.budgetOfLimit {
+		c.budget = max((goLimit-own)/2, c.limit/16)
+		c.budgetFrom = fmt.Sprintf("half of what the memory limit leaves beside the server's own %s and its binary's %s", formatSize(own), formatSize(outside))
+	}
+	return goLimit
+}
+
+// ownMemory is what the Go runtime holds now, as its memory limit counts
+// it (every class of memory it has mapped, less what it has given back),
+// and what else is resident in the process (its VmRSS less that; 0 where
+// there is no /proc).
+func ownMemory() (own, outside int64) {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	own = int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return own, 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil {
+				return own, max(kb<<10-own, 0)
+			}
+		}
+	}
+	return own, 0
 }
 
 // chooseMemory decides serve's memory limit: --memory-limit (flag; "" when
 // not given, "off" for none), else $GOMEMLIMIT (which the Go runtime has
 // applied), else a share of the cgroup's limit or of the machine's memory
 // (see cgroupShareNum). Then its budget: --max-memory (maxMemory; 0 when
-// not given), else half the limit, the other half for the server's own
-// state and the garbage the collector has yet to take.
+// not given), else half the limit (settled by budgetBeside once the
+// server's own state is loaded).
 func chooseMemory(flag string, maxMemory int64, p memoryProbe) (memoryChoice, error) {
 	c := memoryChoice{setLimit: true}
 	switch {
@@ -90,6 +143,7 @@ func chooseMemory(flag string, maxMemory int64, p memoryProbe) (memoryChoice, er
 		c.budget, c.budgetFrom = maxMemory, "--max-memory"
 	case c.limit > 0:
 		c.budget, c.budgetFrom = c.limit/2, "half the memory limit"
+		c.budgetOfLimit = true
 	default:
 		c.budgetFrom = "no memory limit"
 	}

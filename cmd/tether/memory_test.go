@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"runtime/debug"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,28 +55,28 @@ func TestChooseMemory(t *testing.T) {
 		want      memoryChoice
 	}{
 		{name: "flag", flag: "2GiB", probe: fakeMemory("4GiB", 4*gib, 8*gib, 16*gib, nil),
-			want: memoryChoice{limit: 2 * gib, limitFrom: "--memory-limit", setLimit: true, budget: gib, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 2 * gib, limitFrom: "--memory-limit", setLimit: true, budget: gib, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "flag off", flag: "off", probe: fakeMemory("4GiB", 4*gib, 8*gib, 16*gib, nil),
 			want: memoryChoice{limitFrom: "--memory-limit off", setLimit: true, budgetFrom: "no memory limit"}},
 		{name: "flag off, budget given", flag: "off", maxMemory: 256 << 20, probe: fakeMemory("", math.MaxInt64, 0, 16*gib, nil),
 			want: memoryChoice{limitFrom: "--memory-limit off", setLimit: true, budget: 256 << 20, budgetFrom: "--max-memory"}},
 		{name: "GOMEMLIMIT", probe: fakeMemory("3GiB", 3*gib, 8*gib, 16*gib, nil),
-			want: memoryChoice{limit: 3 * gib, limitFrom: "GOMEMLIMIT=3GiB", budget: 3 * gib / 2, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 3 * gib, limitFrom: "GOMEMLIMIT=3GiB", budget: 3 * gib / 2, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "GOMEMLIMIT off", probe: fakeMemory("off", math.MaxInt64, 8*gib, 16*gib, nil),
 			want: memoryChoice{limitFrom: "GOMEMLIMIT=off", budgetFrom: "no memory limit"}},
 		{name: "cgroup", probe: fakeMemory("", math.MaxInt64, 4*gib, 24*gib, nil),
-			want: memoryChoice{limit: 4 * gib / 10 * 9, limitFrom: "9/10 of the cgroup's 4GiB", setLimit: true, budget: 4 * gib / 10 * 9 / 2, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 4 * gib / 10 * 9, limitFrom: "9/10 of the cgroup's 4GiB", setLimit: true, budget: 4 * gib / 10 * 9 / 2, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "no cgroup limit", probe: fakeMemory("", math.MaxInt64, 0, 24*gib, nil),
-			want: memoryChoice{limit: 18 * gib, limitFrom: "3/4 of the machine's 24GiB", setLimit: true, budget: 9 * gib, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 18 * gib, limitFrom: "3/4 of the machine's 24GiB", setLimit: true, budget: 9 * gib, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "cgroup past the machine", probe: fakeMemory("", math.MaxInt64, 1<<40, 16*gib, nil),
-			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB", setLimit: true, budget: 6 * gib, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB", setLimit: true, budget: 6 * gib, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "cgroup v1's no-limit value", probe: fakeMemory("", math.MaxInt64, math.MaxInt64/4096*4096, 16*gib, nil),
-			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB", setLimit: true, budget: 6 * gib, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB", setLimit: true, budget: 6 * gib, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "cgroup unread", probe: fakeMemory("", math.MaxInt64, 0, 16*gib, errors.New("permission denied")),
 			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB (the cgroup's limit unread: permission denied)", setLimit: true,
-				budget: 6 * gib, budgetFrom: "half the memory limit"}},
+				budget: 6 * gib, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "no cgroup", probe: fakeMemory("", math.MaxInt64, 0, 16*gib, memlimit.ErrNoCgroup),
-			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB", setLimit: true, budget: 6 * gib, budgetFrom: "half the memory limit"}},
+			want: memoryChoice{limit: 12 * gib, limitFrom: "3/4 of the machine's 16GiB", setLimit: true, budget: 6 * gib, budgetFrom: "half the memory limit", budgetOfLimit: true}},
 		{name: "nothing known", probe: fakeMemory("", math.MaxInt64, 0, 0, nil),
 			want: memoryChoice{limitFrom: "no cgroup limit, and the machine's memory unknown", setLimit: true, budgetFrom: "no memory limit"}},
 		{name: "budget given", maxMemory: gib, probe: fakeMemory("", math.MaxInt64, 4*gib, 24*gib, nil),
@@ -139,19 +141,59 @@ func TestServeMemoryLines(t *testing.T) {
 		t.Fatalf("serve printed %q, %v", line, err)
 	}
 	go io.Copy(io.Discard, pr)
-	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
-		t.Errorf("serve --memory-limit 1GiB set the limit to %d", got)
+	goLimit := debug.SetMemoryLimit(-1)
+	if goLimit > 1<<30 || goLimit < 1<<29 {
+		t.Errorf("serve --memory-limit 1GiB set the Go runtime's limit to %d", goLimit)
 	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{
-		`msg="memory limit and budget" limit=1GiB limit_from=--memory-limit budget=512MiB budget_from="half the memory limit"`,
-		`msg="memory stores" store_bytes=128MiB tenant_store_bytes=128MiB`,
+	m := regexp.MustCompile(`msg="memory limit and budget" limit=1GiB limit_from=--memory-limit budget=(\S+) budget_from="half of what the memory limit leaves beside the server's own (\S+) and its binary's (\S+)"\n.*msg="memory stores" store_bytes=(\S+) tenant_store_bytes=(\S+)`).
+		FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("serve's log has no memory lines as expected:\n%s", stderr.String())
+	}
+	var size [5]int64
+	for i, s := range m[1:] { // formatSize's: a number to one decimal, and a binary unit
+		num := strings.TrimRight(s, "KMGTiB")
+		f, err := strconv.ParseFloat(num, 64)
+		unit := map[string]float64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[s[len(num):]]
+		if err != nil || unit == 0 {
+			t.Fatalf("%q is not a size as formatSize writes it", s)
+		}
+		size[i] = int64(f * unit)
+	}
+	budget, own, outside, store, tenant := size[0], size[1], size[2], size[3], size[4]
+	// The sizes are logged to one decimal of their unit.
+	near := func(got, want int64) bool { return got >= want-want/50 && got <= want+want/50 }
+	if !near(goLimit, 1<<30-outside) || !near(budget, (goLimit-own)/2) || !near(store, budget/4) || tenant != store {
+		t.Errorf("a Go limit of %d and a budget of %d beside %d of its own and %d outside under 1 GiB, stores of %d and %d: want the limit less what is outside, half of what that leaves, and a quarter of that each",
+			goLimit, budget, own, outside, store, tenant)
+	}
+}
+
+// TestMemorySettle: the Go runtime's limit is what the memory limit
+// leaves beside the process's other resident pages, and a budget taken
+// from the limit half of what that leaves beside the server's own memory
+// (1/16 of the limit at least); a budget given stays as given.
+func TestMemorySettle(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		choice                memoryChoice
+		own, outside          int64
+		wantGoLimit, wantBudg int64
+	}{
+		{memoryChoice{limit: 192 * mib, budget: 96 * mib, budgetOfLimit: true}, 32 * mib, 34 * mib, 158 * mib, 63 * mib},
+		{memoryChoice{limit: 64 * mib, budget: 32 * mib, budgetOfLimit: true}, 40 * mib, 34 * mib, 32 * mib, 4 * mib},
+		{memoryChoice{limit: 192 * mib, budget: 100 * mib}, 32 * mib, 34 * mib, 158 * mib, 100 * mib},
+		{memoryChoice{}, 32 * mib, 34 * mib, 0, 0},
 	} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("serve's log has no %q:\n%s", want, stderr.String())
+		c := tc.choice
+		if goLimit := c.settle(tc.own, tc.outside); goLimit != tc.wantGoLimit || c.budget != tc.wantBudg {
+			t.Errorf("%+v beside %d MiB and %d MiB: a Go limit of %d MiB and a budget of %d, want %d and %d",
+				tc.choice, tc.own/mib, tc.outside/mib, goLimit/mib, c.budget/mib, tc.wantGoLimit/mib, tc.wantBudg/mib)
 		}
 	}
 }

@@ -171,7 +171,6 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	if mem.setLimit {
 		debug.SetMemoryLimit(cmp.Or(mem.limit, math.MaxInt64))
 	}
-	opts.Limits.MaxMemory = mem.budget
 	var cfg *Config
 	if *configPath != "" {
 		if cfg, err = LoadConfig(*configPath); err != nil {
@@ -266,6 +265,10 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		log.Info("recording traffic", "file", rec.Name())
 		opts.Recorder = rec
 	}
+	if goLimit := mem.settle(ownMemory()); mem.setLimit && goLimit > 0 { // its tokenizer and models loaded
+		debug.SetMemoryLimit(goLimit)
+	}
+	opts.Limits.MaxMemory = mem.budget
 	srv, err := runtime.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
