@@ -128,7 +128,7 @@ func (r *rollout) holdContext() *protocol.Error {
 	}
 	if err := r.held.take(r.srv.mem, grown); err != nil {
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerMemory, "",
-			"This response's context has grown to about %d MiB, and this server's memory budget (Limits.MaxMemory) has no room for more of it.", (r.contextFootprint()+1<<20-1)>>20)
+			"This response's context has grown to about %d MiB, and this server's memory budget (--max-memory) has no room for more of it.", (r.contextFootprint()+1<<20-1)>>20)
 	}
 	r.contextHeld += grown
 	return nil

@@ -36,10 +36,10 @@ func (b *Budget) Charge(n int64) *protocol.Error {
 		if held+n > b.max {
 			if n > b.max {
 				return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerMemory, "",
-					"This request would hold about %d MiB while it is served, more than this server's whole memory budget of %d MiB (Limits.MaxMemory). Send a smaller one.", n>>20, b.max>>20)
+					"This would hold about %d MiB, more than this server's whole memory budget of %d MiB (--max-memory). Send a smaller one.", n>>20, b.max>>20)
 			}
 			return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeServerMemory, "",
-				"This server's requests in progress hold %d MiB of its memory budget of %d MiB (Limits.MaxMemory), and this one would need about %d MiB more. Retry shortly.", held>>20, b.max>>20, (n+1<<20-1)>>20)
+				"What this server's clients have it hold (requests in progress, rollouts' contexts, frames not yet read) takes %d MiB of its memory budget of %d MiB (--max-memory), and this would need about %d MiB more. Retry shortly.", held>>20, b.max>>20, (n+1<<20-1)>>20)
 		}
 		if b.held.CompareAndSwap(held, held+n) {
 			return nil
