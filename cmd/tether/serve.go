@@ -54,7 +54,11 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	tps := fs.Float64("tps", 0, "output tokens per second; 0 is unpaced. Given, it overrides every model's")
 	ttft := fs.Duration("ttft", 0, "fixed time to first token. Given, it overrides every model's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second before the first token; 0 is free. Given, it overrides every model's")
-	recordDir := fs.String("record", "", "keep a traffic log in this directory: every response's request, events and appends, one JSON object a line, in a new file tether-record-TIME-PID.jsonl (docs/models.md); tether trace import makes replay traces of it")
+	recordDir := fs.String("record", "", "keep a traffic log in this directory: every response's request, events and appends, one JSON object a line, in a new file tether-record-TIME-PID.jsonl, rotated and bounded by --record-file-bytes, --record-files and --record-bytes (docs/models.md); tether trace import makes replay traces of it")
+	var recordOpts record.Options
+	bytesVar(fs.FlagSet, &recordOpts.FileBytes, "record-file-bytes", record.DefaultFileBytes, "with --record: the size at which the log's file is rotated, at the end of a line: renamed tether-record-TIME-PID.N.jsonl (N from 1) and a new one begun; a record larger has a file of its own")
+	fs.IntVar(&recordOpts.Files, "record-files", record.DefaultFiles, "with --record: the most files the log keeps, the one being written included; a rotation past it removes the oldest")
+	bytesVar(fs.FlagSet, &recordOpts.Bytes, "record-bytes", record.DefaultBytes, "with --record: the most bytes the log's files hold together; past it the oldest are removed, and a record larger on its own is left out (and logged)")
 	engineStep := fs.Duration("engine-step", 0, "least time between two steps of the simulated models' engine: tokens that fall due meanwhile go out together at the next step; 0 releases each as it falls due")
 	var opts runtime.Options // the flags below set its bounds; the pluggable parts are set once the flags are read
 	bytesVar(fs.FlagSet, &opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted: a bigger frame closes the socket with 1009, a bigger body gets 413")
@@ -250,7 +254,15 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	opts.Observer, opts.Logger, opts.AccessLog, opts.Hooks = metrics, log, true, hooks
 	opts.StoreTokens, opts.Keys, opts.OriginPatterns = costs.StoreTokens, keys, splitList(*origins)
 	if *recordDir != "" {
-		rec, err := record.Create(*recordDir)
+		// 0 is the default, as in record.Options.
+		if fb, b := cmp.Or(recordOpts.FileBytes, record.DefaultFileBytes), cmp.Or(recordOpts.Bytes, record.DefaultBytes); fb > b {
+			fmt.Fprintf(stderr, "tether: --record-file-bytes %d is more than --record-bytes %d: a file would not fit in the log\n", fb, b)
+			return 2
+		}
+		// A failed write is logged as it happens (once for a run of them),
+		// not only at the end.
+		recordOpts.Logger = log
+		rec, err := record.Create(*recordDir, &recordOpts)
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: --record:", err)
 			return 1
@@ -262,7 +274,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 				log.Error("the traffic log is incomplete", "file", rec.Name(), "err", err)
 			}
 		}()
-		log.Info("recording traffic", "file", rec.Name())
+		log.Info("recording traffic", "file", rec.Name(), "file_bytes", recordOpts.FileBytes, "files", recordOpts.Files, "bytes", recordOpts.Bytes)
 		opts.Recorder = rec
 	}
 	if goLimit := mem.settle(ownMemory()); mem.setLimit && goLimit > 0 { // its tokenizer and models loaded

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/traceimport"
+	"github.com/tether-run/tether/runtime/record"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -24,15 +25,21 @@ func traceImport(args []string, stdout, stderr io.Writer) int {
 Imports agent sessions as replay traces: Codex CLI rollout files (the JSON
 Lines each session writes under $CODEX_HOME/sessions) and traffic logs (as
 tether serve --record writes them; docs/models.md); a directory is searched
-for rollout-*.jsonl and tether-record-*.jsonl. Each user turn that ends in a
-final answer becomes a trace: the model's steps with their reasoning tokens,
-each tool call with its arguments (a custom tool's input), output and
-duration from the session's timestamps. What a replay cannot make (hosted web searches, local_shell
+for rollout-*.jsonl and tether-record-*.jsonl. A traffic log is read whole
+from any of its files: the files rotated out of it (NAME.N.jsonl), oldest
+first, then NAME.jsonl; each log once, however many of its files are
+named. Each user turn that ends in a final answer becomes a trace: the
+model's steps with their reasoning tokens, each tool call with its
+arguments (a custom tool's input), output and duration from the session's
+timestamps. What a replay cannot make (hosted web searches, local_shell
 calls, images, compactions) is listed by type; turns that end without an
 answer are listed with why. The traces are written to --out as NAME.jsonl
 (serve --traces DIR serves them as replay:NAME; ablate --workload
 trace:NAME --traces DIR replays them); nothing is written when any input
-fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/03\ntether trace import --redact --name fix rollout-2026-12-03T10-00-00-019c….jsonl", -1)
+fails to import. A traffic log's file that ends inside a line (its server
+stopped, or a write failed, mid-line) is imported up to its last whole
+line, and the next file read on; stderr says where it was cut, and the
+exit status is 0 all the same.`, "tether trace import --out traces ~/.codex/sessions/2026/12/03\ntether trace import --out traces /var/log/tether/tether-record-20261203T100000Z-1234.jsonl\ntether trace import --redact --name fix rollout-2026-12-03T10-00-00-019c….jsonl", -1)
 	out := fs.String("out", ".", "directory the traces are written to")
 	name := fs.String("name", "", "the trace's name, with one file (default: codex- and the session id's last 8 digits; record- and a traffic log's time and process); a session of several turns gives NAME-1, NAME-2, …, a log of several sessions NAME-K or NAME-K-N")
 	redact := fs.Bool("redact", false, "replace every text (task, messages, arguments, outputs) with filler words of the same size and tool names with hashes, keeping timings and token counts: a session to share without its code")
@@ -48,38 +55,50 @@ fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/0
 		fmt.Fprintln(stderr, "tether: trace import:", err)
 		return 1
 	}
-	if *name != "" && len(files) > 1 {
-		fs.fail(stderr, "--name names one file's traces; %d files given", len(files))
+	ins, err := importInputs(files)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: trace import:", err)
+		return 1
+	}
+	if *name != "" && len(ins) > 1 {
+		fs.fail(stderr, "--name names one file's traces (or one traffic log's); %d given", len(ins))
 		return 2
 	}
 	type imported struct {
-		file   string
+		in     importInput
 		traces []*sampler.Trace
 		rep    *traceimport.Report
 	}
 	var all []imported
 	seen := map[string]string{}
-	for _, f := range files {
+	for _, in := range ins {
 		n := *name
 		if n == "" {
-			n = defaultName(f)
+			n = defaultName(in.name)
 		}
-		traces, rep, err := importFile(f, n)
+		traces, rep, err := in.read(n)
 		if err != nil {
-			fmt.Fprintf(stderr, "tether: trace import: %s: %v\n", f, err)
+			if in.log != nil { // the error names the file
+				fmt.Fprintln(stderr, "tether: trace import:", err)
+			} else {
+				fmt.Fprintf(stderr, "tether: trace import: %s: %v\n", in.name, err)
+			}
 			return 1
+		}
+		for _, c := range rep.Cuts {
+			fmt.Fprintf(stderr, "tether: trace import: %s ends inside line %d, which its writer did not finish: read up to line %d\n", c.File, c.Line, c.Line-1)
 		}
 		for _, t := range traces {
 			if other, ok := seen[t.Name]; ok {
-				fmt.Fprintf(stderr, "tether: trace import: %s and %s both make a trace named %q: import them apart, with --name\n", other, f, t.Name)
+				fmt.Fprintf(stderr, "tether: trace import: %s and %s both make a trace named %q: import them apart, with --name\n", other, in.name, t.Name)
 				return 1
 			}
-			seen[t.Name] = f
+			seen[t.Name] = in.name
 			if *redact {
 				traceimport.Redact(t)
 			}
 		}
-		all = append(all, imported{f, traces, rep})
+		all = append(all, imported{in, traces, rep})
 	}
 	// Everything imported: encode it all, then write it.
 	encoded := map[string][]byte{}
@@ -87,7 +106,7 @@ fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/0
 		for _, t := range im.traces {
 			b, err := t.Encode()
 			if err != nil {
-				fmt.Fprintf(stderr, "tether: trace import: %s: trace %s: %v\n", im.file, t.Name, err)
+				fmt.Fprintf(stderr, "tether: trace import: %s: trace %s: %v\n", im.in.name, t.Name, err)
 				return 1
 			}
 			encoded[t.Name] = b
@@ -98,7 +117,7 @@ fails to import.`, "tether trace import --out traces ~/.codex/sessions/2026/12/0
 		return 1
 	}
 	for _, im := range all {
-		printImport(stdout, im.file, im.traces, im.rep, *out)
+		printImport(stdout, im.in, im.traces, im.rep, *out)
 	}
 	return 0
 }
@@ -154,22 +173,72 @@ func defaultName(file string) string {
 	return "codex-" + base
 }
 
-func importFile(file, name string) ([]*sampler.Trace, *traceimport.Report, error) {
+// importInput is what one import reads: a Codex rollout file, or a
+// traffic log's files.
+type importInput struct {
+	name string   // the rollout file, or the traffic log's current file (record.Current)
+	log  []string // the traffic log's files, in order (record.Files); nil for a rollout
+}
+
+// importInputs sorts files into inputs: each traffic log once, with all
+// its files, however many of them files names; each rollout file.
+func importInputs(files []string) ([]importInput, error) {
+	var ins []importInput
+	seen := map[string]bool{}
+	for _, f := range files {
+		isLog, err := trafficLog(f)
+		if err != nil {
+			return nil, err
+		}
+		if !isLog {
+			ins = append(ins, importInput{name: f})
+			continue
+		}
+		cur := record.Current(f)
+		if seen[cur] {
+			continue
+		}
+		seen[cur] = true
+		set, err := record.Files(f)
+		if err != nil {
+			return nil, err
+		}
+		ins = append(ins, importInput{name: cur, log: set})
+	}
+	return ins, nil
+}
+
+// trafficLog says whether file is a traffic log: its first line is a
+// tether_record header (a rollout's is session_meta).
+func trafficLog(file string) (bool, error) {
 	f, err := os.Open(file)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	head, _ := bufio.NewReaderSize(f, 4<<10).Peek(4 << 10)
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	return bytes.Contains(head, []byte(`"tether_record"`)), nil
+}
+
+// read imports the input, its traces named by name.
+func (in importInput) read(name string) ([]*sampler.Trace, *traceimport.Report, error) {
+	if in.log != nil {
+		rd, err := record.OpenFiles(in.log...)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer rd.Close()
+		return traceimport.RecordLog(rd, name)
+	}
+	f, err := os.Open(in.name)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	// A traffic log's header is its first line; a rollout's is session_meta.
-	br := bufio.NewReaderSize(f, 64<<10)
-	head, _ := br.Peek(4 << 10)
-	if i := bytes.IndexByte(head, '\n'); i >= 0 {
-		head = head[:i]
-	}
-	if bytes.Contains(head, []byte(`"tether_record"`)) {
-		return traceimport.Record(br, name)
-	}
-	return traceimport.Codex(br, name)
+	return traceimport.Codex(bufio.NewReaderSize(f, 64<<10), name)
 }
 
 // writeTraces writes each trace as dir/NAME.jsonl: all to temporary files
@@ -211,13 +280,20 @@ func writeTraces(dir string, traces map[string][]byte) error {
 	return nil
 }
 
-// printImport says what a file gave.
-func printImport(w io.Writer, file string, traces []*sampler.Trace, rep *traceimport.Report, out string) {
+// printImport says what an input gave.
+func printImport(w io.Writer, in importInput, traces []*sampler.Trace, rep *traceimport.Report, out string) {
 	sessions := ""
 	if rep.Sessions != 1 {
 		sessions = fmt.Sprintf("%d sessions, ", rep.Sessions)
 	}
-	fmt.Fprintf(w, "%s: %d lines, %s%d user turns: %d traces\n", file, rep.Lines, sessions, rep.Turns, len(traces))
+	files := ""
+	if len(in.log) > 1 {
+		files = fmt.Sprintf(" (%d files)", len(in.log))
+	}
+	fmt.Fprintf(w, "%s%s: %d lines, %s%d user turns: %d traces\n", in.name, files, rep.Lines, sessions, rep.Turns, len(traces))
+	if rep.FirstPart > 1 {
+		fmt.Fprintf(w, "  its first %d files were rotated out and removed: what began in them is left out\n", rep.FirstPart-1)
+	}
 	for _, t := range traces {
 		var tools, model time.Duration
 		byName := map[string]int{}

@@ -1,5 +1,6 @@
 // Package traceimport makes replay traces (sampler.Trace) of agent
-// sessions recorded elsewhere: Codex CLI rollout files. Each user turn of a
+// sessions recorded elsewhere: Codex CLI rollout files (Codex), and
+// tether's traffic logs (Record, RecordLog). Each user turn of a
 // session that ends in a final answer becomes a trace: the model's steps,
 // with the reasoning tokens the session's token counts give them, and each
 // tool call with its arguments (or a custom tool's input), its output and
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/record"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -33,6 +35,12 @@ type Report struct {
 	// Dropped are the turns that made no trace, and why ("turn 3: ended
 	// without a final answer").
 	Dropped []string
+	// Cuts are where a traffic log's files end inside a line: what
+	// follows in the file was lost when it was written.
+	Cuts []record.Cut
+	// FirstPart is the part of a rotated traffic log its first file is: a
+	// part past 1 means the files before it were removed.
+	FirstPart int
 }
 
 func (r *Report) skip(kind string) {

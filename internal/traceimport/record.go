@@ -31,12 +31,23 @@ import (
 //
 // The traces are named name when the log makes one, else name-K for the
 // Kth session's only turn and name-K-N for its Nth turn of several.
+//
+// A log cut inside a line (its writer stopped, or a write failed, mid-line)
+// is read up to its last whole line; Report.Cuts says where.
 func Record(r io.Reader, name string) ([]*sampler.Trace, *Report, error) {
 	rd, err := record.NewReader(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	im := &recordImport{rep: &Report{Lines: 1}, responses: map[string]*recResponse{}, owner: map[string][]*recSession{}}
+	return RecordLog(rd, name)
+}
+
+// RecordLog is Record reading rd: one stream, or the files of a rotated
+// log (record.OpenFiles) as one. A session the log's first file joins in
+// the middle, its beginning rotated out and removed, makes no trace of the
+// turn it is in; Report.FirstPart says how many files went.
+func RecordLog(rd *record.Reader, name string) ([]*sampler.Trace, *Report, error) {
+	im := &recordImport{rep: &Report{FirstPart: rd.Header.Part}, responses: map[string]*recResponse{}, owner: map[string][]*recSession{}}
 	for {
 		l, err := rd.Next()
 		if err == io.EOF {
@@ -45,11 +56,11 @@ func Record(r io.Reader, name string) ([]*sampler.Trace, *Report, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		im.rep.Lines = l.N
 		if err := im.line(l); err != nil {
 			return nil, nil, err
 		}
 	}
+	im.rep.Lines, im.rep.Cuts = rd.Lines(), rd.Cuts()
 	var traces []*sampler.Trace
 	for k, s := range im.sessions {
 		s.endTurn(im.rep)
@@ -101,7 +112,7 @@ func (im *recordImport) line(l *record.Line) error {
 			return err
 		}
 		if _, ok := im.responses[l.ResponseID]; ok {
-			return fmt.Errorf("line %d: a second request for %s", l.N, l.ResponseID)
+			return fmt.Errorf("%s: a second request for %s", l.Where(), l.ResponseID)
 		}
 		s, input := im.sessionOf(req)
 		if s == nil {
@@ -145,7 +156,7 @@ func (im *recordImport) line(l *record.Line) error {
 			}
 			re, ok := ev.(*protocol.ResponseEvent)
 			if !ok || re.Response == nil {
-				return fmt.Errorf("line %d: %s without its response", l.N, typ)
+				return fmt.Errorf("%s: %s without its response", l.Where(), typ)
 			}
 			if u := re.Response.Usage; u != nil && u.OutputTokensDetails.ReasoningTokens > r.reasoning {
 				r.sess.reasoningTokens(u.OutputTokensDetails.ReasoningTokens - r.reasoning)

@@ -3,9 +3,12 @@ package traceimport
 import (
 	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/runtime/record"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -101,7 +104,7 @@ func TestRecord(t *testing.T) {
 	}
 }
 
-// TestRecordBadInput: a log cut short, a line of garbage, a log of another
+// TestRecordBadInput: a line of garbage, a log of another
 // version, a file of another format, a line of no kind or of two: each an
 // error naming the line.
 func TestRecordBadInput(t *testing.T) {
@@ -111,7 +114,6 @@ func TestRecordBadInput(t *testing.T) {
 	}
 	lines := strings.SplitAfter(string(good), "\n")
 	for _, tc := range []struct{ name, log, want string }{
-		{"truncated", strings.Join(lines[:5], "") + lines[5][:40], "line 6: truncated"},
 		{"garbage", strings.Join(lines[:3], "") + "<html>oops</html>\n" + strings.Join(lines[3:], ""), "line 4: not JSON"},
 		{"version", `{"tether_record": 2, "started": "2027-01-01T00:00:00Z"}` + "\n" + strings.Join(lines[1:], ""), "line 1: a traffic log of version 2: this tether reads version 1"},
 		{"codex", `{"timestamp":"2026-02-23T12:40:23.000Z","type":"session_meta","payload":{"id":"x"}}` + "\n", "line 1: not a tether traffic log"},
@@ -126,5 +128,86 @@ func TestRecordBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestRecordSet: the hand-made log rotated into three files, each with its
+// header, reads as the one file: the same traces, from sessions that span
+// the files. A file that ends inside a line, which its writer did not
+// finish, is read up to its last whole line, the cut is reported, and the
+// next file is read on: here the first file ends inside a line the writer
+// lost (a copy of one the log holds later), and the last inside the log's
+// last line, whose event, of a response without its request, is the
+// one thing missing from the report.
+func TestRecordSet(t *testing.T) {
+	good, err := os.ReadFile("testdata/record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(good), "\n")
+	header := func(part string) string {
+		return `{"tether_record": 1, "started": "2026-12-03T10:00:00Z", "part": ` + part + "}\n"
+	}
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"rec.2.jsonl": header("2") + strings.Join(lines[1:9], "") + lines[23][:60],
+		"rec.3.jsonl": header("3") + strings.Join(lines[9:18], ""),
+		"rec.jsonl":   header("4") + strings.Join(lines[18:23], "") + lines[23][:100],
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := record.Files(filepath.Join(dir, "rec.3.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := record.OpenFiles(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	traces, rep, err := RecordLog(rd, "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, wholeRep, err := Record(strings.NewReader(string(good)), "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(traces) != len(whole) {
+		t.Fatalf("%d traces from the set, %d from the file", len(traces), len(whole))
+	}
+	for i := range traces {
+		got, _ := traces[i].Encode()
+		want, _ := whole[i].Encode()
+		if string(got) != string(want) {
+			t.Errorf("trace %d from the set:\n%s\nfrom the file:\n%s", i, got, want)
+		}
+	}
+	want := []record.Cut{{File: files[0], Line: 10}, {File: files[2], Line: 7}}
+	if !slices.Equal(rep.Cuts, want) {
+		t.Errorf("cuts %v, want %v", rep.Cuts, want)
+	}
+	delete(wholeRep.Skipped, "event (of a response without its request in the log)")
+	if !maps.Equal(rep.Skipped, wholeRep.Skipped) || rep.Lines != 25 || rep.FirstPart != 2 || rep.Turns != wholeRep.Turns {
+		t.Errorf("report %+v\nwant as the file's, %d lines, first part 2 (the file's: %+v)", rep, 25, wholeRep)
+	}
+}
+
+// TestRecordCut: a log that ends inside a line imports what came before
+// it (here a turn without its end: no trace), and says where it ends.
+func TestRecordCut(t *testing.T) {
+	good, err := os.ReadFile("testdata/record.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(good), "\n")
+	traces, rep, err := Record(strings.NewReader(strings.Join(lines[:5], "")+lines[5][:40]), "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(traces) != 0 || len(rep.Cuts) != 1 || rep.Cuts[0].String() != "line 6" || rep.Lines != 5 || rep.Turns != 1 {
+		t.Errorf("%d traces, report %+v: want none, 5 lines, 1 turn, cut in line 6", len(traces), rep)
 	}
 }

@@ -1,50 +1,14 @@
-// Package record keeps a tether server's traffic log: every response's
-// request, its events and the appends that resumed it, one JSON object a
-// line, as `tether serve --record DIR` writes it and `tether trace import`
-// reads it back into replay traces. It is an optional layer: a
-// runtime.Recorder (Writer) and the reader of what it wrote (Reader).
-//
-// # Format (version 1)
-//
-// A traffic log is JSON Lines (UTF-8, one object a line). Its first line is
-// the header:
-//
-//	{"tether_record": 1, "started": "2026-12-03T10:00:00.123456789Z"}
-//
-// tether_record is the format's version. Every following line is one of
-// three, each with the time it was taken ("at", RFC 3339 with nanoseconds,
-// UTC) and the id of the response it belongs to:
-//
-//	{"at": "…", "response_id": "resp_…", "request": {…}, "path": {"transport": "ws", "design": "suspend", "state": "none"}}
-//	{"at": "…", "response_id": "resp_…", "event": {…}}
-//	{"at": "…", "response_id": "resp_…", "append": [{…}, …]}
-//
-// A request line is the body of the response.create or POST /v1/responses
-// that began the response (its input always an array of items), with at
-// the time it arrived; path, which a proxy may leave out, is how tether
-// served it (runtime.ServePath). An event line is one server event as the
-// client gets it in JSON (whatever the connection's encoding), sequence
-// number included, with at the time it was queued; the events of a
-// response that was not streamed (HTTP without stream) are there too. An
-// append line is the input of a response.append that resumed a suspended
-// rollout (tool outputs, steering messages), with at the time the server
-// took it. A response's lines are in the order they happened; lines of
-// different responses interleave. Every item is as the Responses API
-// writes it, so that a proxy in front of any Responses API server can
-// write the same log from what it forwards.
-//
-// What a log holds is what the clients sent and got: prompts, code, tool
-// outputs. `tether trace import --redact` makes traces of it without
-// them.
 package record
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -61,64 +25,184 @@ const Version = 1
 type Header struct {
 	Record  int       `json:"tether_record"`
 	Started time.Time `json:"started"`
+	// Part is the file's place in a log Create wrote, from 1; 0 in a log
+	// written as one stream.
+	Part int `json:"part,omitempty"`
+}
+
+// Bounds of a log Create writes, by default: 512 MiB of disk at most, in
+// files small enough to open in an editor, copy or import one by one.
+const (
+	DefaultFileBytes = 64 << 20
+	DefaultFiles     = 8
+	DefaultBytes     = 512 << 20
+)
+
+// Options bound the log Create writes and say where its failures are
+// told. The zero value works: the defaults above, nothing logged.
+type Options struct {
+	// FileBytes is the size at which the file being written is rotated:
+	// before a line that would take it past FileBytes, it is renamed
+	// NAME.N.jsonl (N its part) and a new NAME.jsonl is begun. A line
+	// longer than FileBytes gets a file of its own. 0: DefaultFileBytes.
+	FileBytes int64
+	// Files is the most files the log keeps, the one being written
+	// included: a rotation past it removes the oldest. 0: DefaultFiles.
+	Files int
+	// Bytes is the most the log's files hold together: the oldest are
+	// removed to keep a new line under it, and a line that would not fit
+	// under it alone is left out. At least FileBytes. 0: DefaultBytes.
+	Bytes int64
+	// Logger is told when a write fails (Error, once for a run of failed
+	// writes, with the error and the records it lost), when writing works
+	// again (Warn, with every record the run lost), when recording stops
+	// for good (Error), and when a record is left out for its size (Warn).
+	// nil: nothing is logged; Err, Lost and Close say it all the same.
+	Logger *slog.Logger
+}
+
+// withDefaults is o with its zero bounds set to the defaults, or the error
+// that makes it unusable.
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.FileBytes < 0 || c.Files < 0 || c.Bytes < 0 {
+		return c, fmt.Errorf("record: negative bounds (FileBytes %d, Files %d, Bytes %d)", c.FileBytes, c.Files, c.Bytes)
+	}
+	if c.FileBytes == 0 {
+		c.FileBytes = DefaultFileBytes
+	}
+	if c.Files == 0 {
+		c.Files = DefaultFiles
+	}
+	if c.Bytes == 0 {
+		c.Bytes = DefaultBytes
+	}
+	if c.FileBytes > c.Bytes {
+		return c, fmt.Errorf("record: a file of %d bytes would not fit in a log of %d: raise Bytes or lower FileBytes", c.FileBytes, c.Bytes)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
 }
 
 // Writer writes a traffic log: it is the runtime.Recorder of a server
-// whose traffic is recorded. Each line is encoded as it is given and
-// written whole; the log is flushed at every pause and end of a response,
-// so that what a client has seen end is on disk. A Writer that fails to
-// write drops what follows and reports the error from Err and Close:
-// recording never stops the server.
+// whose traffic is recorded. Each record is encoded as it is given and
+// buffered as a whole line; the buffer is written when it fills and at
+// every pause and end of a response, so that what a client has seen end
+// is on disk.
+//
+// Its methods may be called from any goroutine. A record is taken under
+// one mutex, with whatever writing, rotating and removing of files it
+// sets off: recording costs the serving goroutine those system calls and
+// never waits on anything else. Recording never stops the server: a
+// record that cannot be written is dropped and counted (Lost), and the
+// next write tries again. A write that fails inside a line leaves the
+// file cut; a file of Create's is cut back to its last whole line, or,
+// failing that, rotated out as it is (a Reader reads it up to the cut); a
+// stream of New's, whose next line would join the cut one, ends there:
+// recording stops.
 type Writer struct {
-	mu    lockrank.Mutex[lockrank.Recorder]
-	w     *bufio.Writer
-	f     *os.File // the file Create opened, closed by Close
-	line  []byte
-	err   error
-	lines int
+	mu lockrank.Mutex[lockrank.Recorder]
+
+	// Set when made, read-only after.
+	log     *slog.Logger
+	opts    Options   // Create's bounds
+	started time.Time // the header's
+	base    string    // Create's current file ("" for New's stream)
+	open    openFunc  // opens a file of Create's; nil for New's stream
+
+	// Guarded by mu.
+	out      io.Writer     // the stream, or the current file; nil when Create's has none open (just rotated, or its open failed)
+	closer   io.Closer     // out, when it is Create's file
+	part     int           // the current file's part, from 1
+	header   []byte        // the current file's first line
+	written  int64         // the current file's bytes on disk, up to a line's end; its header's before it is opened
+	size     int64         // written, and the bytes buffered for it
+	buf      []byte        // whole lines to write to out
+	bufAt    []time.Time   // when each record in buf was taken: what a failed write lost
+	line     []byte        // the line being encoded, kept for the next
+	rotated  []rotatedFile // the files rotated out and kept, oldest first
+	rotBytes int64         // the bytes of rotated
+	lines    int           // Lines'
+	lost     int           // records dropped, in all
+	failing  error         // the first error of the run of failed writes going on; nil while writes work
+	runLost  int           // records the run of failures has dropped
+	err      error         // the first error, Err's
+	stopped  bool          // recording has ended: nothing more is written
+	closed   bool
 }
 
+// rotatedFile is a file rotated out of a log, still kept.
+type rotatedFile struct {
+	name string
+	size int64
+}
+
+// openFunc opens a file of a log with os.OpenFile's flags; a test's fails
+// where it chooses.
+type openFunc func(name string, flag int) (io.WriteCloser, error)
+
+func openFile(name string, flag int) (io.WriteCloser, error) { return os.OpenFile(name, flag, 0o644) }
+
 // Create starts a traffic log in dir (made if missing), in a new file named
-// by the time and the process: tether-record-20261203T100000Z-1234.jsonl.
-func Create(dir string) (*Writer, error) {
+// by the time and the process, tether-record-20261203T100000Z-1234.jsonl,
+// rotated and bounded as opts says (nil: the defaults).
+func Create(dir string, opts *Options) (*Writer, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return create(dir, o, openFile)
+}
+
+func create(dir string, o Options, open openFunc) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
-	name := filepath.Join(dir, fmt.Sprintf("tether-record-%s-%d.jsonl", now.Format("20060102T150405Z"), os.Getpid()))
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	w := newWriter(f, now)
-	w.f = f
-	if err := w.Flush(); err != nil {
-		f.Close()
-		os.Remove(name)
+	w := &Writer{log: o.Logger, opts: o, started: now, open: open, part: 1,
+		base: filepath.Join(dir, fmt.Sprintf("tether-record-%s-%d.jsonl", now.Format("20060102T150405Z"), os.Getpid()))}
+	w.header = appendHeader(nil, now, w.part)
+	w.written, w.size = int64(len(w.header)), int64(len(w.header))
+	// O_EXCL: another log's file is never taken over. O_APPEND: a file cut
+	// back to its last whole line (failed) goes on from there.
+	if err := w.openLocked(os.O_WRONLY | os.O_CREATE | os.O_EXCL | os.O_APPEND); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// New writes a traffic log to w, from its header on.
-func New(w io.Writer) *Writer { return newWriter(w, time.Now().UTC()) }
-
-func newWriter(w io.Writer, started time.Time) *Writer {
-	rw := &Writer{w: bufio.NewWriterSize(w, 64<<10)}
-	b := append([]byte(`{"tether_record":`), fmt.Sprint(Version)...)
-	b = append(b, `,"started":`...)
-	b = appendTime(b, started)
-	rw.w.Write(append(b, "}\n"...))
+// New writes a traffic log to w, from its header on, as one stream: no
+// rotation, no bounds, nothing logged (Err, Lost and Close say what
+// failed).
+func New(w io.Writer) *Writer {
+	rw := &Writer{log: slog.New(slog.DiscardHandler), started: time.Now().UTC(), out: w}
+	rw.header = appendHeader(nil, rw.started, 0)
+	rw.buf = append(rw.buf, rw.header...)
+	rw.size = int64(len(rw.header))
 	return rw
 }
 
-// Name is the file Create opened ("" for New's).
-func (w *Writer) Name() string {
-	if w.f == nil {
-		return ""
+// appendHeader appends a log's first line; part 0 is left out.
+func appendHeader(b []byte, started time.Time, part int) []byte {
+	b = append(b, `{"tether_record":`...)
+	b = strconv.AppendInt(b, Version, 10)
+	b = append(b, `,"started":`...)
+	b = appendTime(b, started)
+	if part > 0 {
+		b = append(b, `,"part":`...)
+		b = strconv.AppendInt(b, int64(part), 10)
 	}
-	return w.f.Name()
+	return append(b, "}\n"...)
 }
+
+// Name is the file being written: Create's NAME.jsonl, whatever has been
+// rotated out of it ("" for New's).
+func (w *Writer) Name() string { return w.base }
 
 // Created records the request that began response id.
 func (w *Writer) Created(at time.Time, id string, path runtime.ServePath, req *protocol.CreateRequest) {
@@ -149,12 +233,20 @@ func (w *Writer) Appended(at time.Time, id string, input protocol.Items) {
 	w.write(at, id, "append", input, nil, false)
 }
 
+// flushAt is how much is buffered before it is written without a pause
+// or an end to wait for.
+const flushAt = 64 << 10
+
 // write encodes one line: at, id, the member named key holding v, what
-// more adds, then flushes when flush is set.
+// more adds; then takes it, flushing when flush is set.
 func (w *Writer) write(at time.Time, id, key string, v any, more func([]byte) []byte, flush bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
+	if w.closed {
+		return
+	}
+	if w.stopped {
+		w.lost++
 		return
 	}
 	b := append(w.line[:0], `{"at":`...)
@@ -173,36 +265,244 @@ func (w *Writer) write(at time.Time, id, key string, v any, more func([]byte) []
 		b = more(b)
 	}
 	b = append(b, '}', '\n')
-	if _, err := w.w.Write(b); err != nil {
-		w.err = err
-	}
-	w.lines++
 	if cap(b) <= 1<<20 { // one huge line's buffer is not kept
 		w.line = b
 	}
-	if flush && w.err == nil {
-		w.err = w.w.Flush()
+	if w.fitLocked(at, id, int64(len(b))) {
+		w.buf = append(w.buf, b...)
+		w.bufAt = append(w.bufAt, at)
+		w.size += int64(len(b))
+		w.lines++
+		if flush || len(w.buf) >= flushAt {
+			w.flushLocked()
+		}
 	}
 }
 
-// Flush writes what is buffered.
+// fitLocked makes room for a line of n bytes in Create's log (rotating
+// the current file, removing the oldest), and says whether it is to be
+// written: a line larger than the log's bound is left out.
+func (w *Writer) fitLocked(at time.Time, id string, n int64) bool {
+	if w.open == nil {
+		return true // New's stream
+	}
+	if int64(len(w.header))+n <= w.opts.Bytes {
+		if w.size > int64(len(w.header)) && w.size+n > w.opts.FileBytes {
+			w.rotateLocked()
+			if w.stopped {
+				w.lost++
+				return false
+			}
+		}
+		for len(w.rotated) > 0 && w.rotBytes+w.size+n > w.opts.Bytes {
+			w.removeOldestLocked()
+		}
+		if w.size+n <= w.opts.Bytes {
+			return true
+		}
+	}
+	w.lost++
+	w.log.Warn("traffic log: a record larger than the log's bound is left out", "file", w.base,
+		"response_id", id, "at", at, "bytes", n, "bound", w.opts.Bytes)
+	return false
+}
+
+// flushLocked writes what is buffered. On a failure, the lines that did
+// not reach the file are dropped (and the run of failures told once), and
+// a line cut in the middle is mended: see repairLocked. It returns the
+// write's error.
+func (w *Writer) flushLocked() error {
+	if len(w.buf) == 0 || w.stopped {
+		return nil
+	}
+	if w.out == nil {
+		// Create's, after a rotation or a failed open: the next file
+		// begins. It was renamed away, so no other log's is truncated.
+		if err := w.openLocked(os.O_WRONLY | os.O_CREATE | os.O_TRUNC | os.O_APPEND); err != nil {
+			w.dropLocked(len(w.bufAt), err)
+			return err
+		}
+	}
+	n, err := w.out.Write(w.buf)
+	if err == nil && n < len(w.buf) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		w.written += int64(n)
+		w.resetBufLocked()
+		if w.failing != nil {
+			w.log.Warn("traffic log: writing again", "file", w.base, "lost", w.runLost, "err", w.failing)
+			w.failing, w.runLost = nil, 0
+		}
+		return nil
+	}
+	// Every line ends with its newline: those after the last one written
+	// did not reach the file whole (the first of them perhaps in part).
+	whole := bytes.LastIndexByte(w.buf[:n], '\n') + 1
+	lost := bytes.Count(w.buf[whole:], []byte{'\n'})
+	headerLost := w.open == nil && w.written+int64(whole) == 0 // New's header went first, and not whole
+	if headerLost {
+		lost--
+	}
+	w.written += int64(whole)
+	w.dropLocked(lost, err)
+	if cut := int64(n - whole); cut > 0 {
+		w.repairLocked(cut)
+	} else if headerLost {
+		w.buf = append(w.buf, w.header...) // it goes first next time
+		w.size += int64(len(w.header))
+	}
+	return err
+}
+
+// dropLocked drops what is buffered, the last lost records of it unwritten
+// (a write failing with err), and tells a run of failures once, when it
+// begins.
+func (w *Writer) dropLocked(lost int, err error) {
+	var since time.Time
+	if lost > 0 {
+		since = w.bufAt[len(w.bufAt)-lost]
+	}
+	w.lost += lost
+	w.lines -= lost
+	w.runLost += lost
+	if w.err == nil {
+		w.err = err
+	}
+	if w.failing == nil {
+		w.failing = err
+		w.log.Error("traffic log: a write failed: records are left out until one succeeds", "file", w.base,
+			"err", err, "lost", lost, "since", since)
+	}
+	w.resetBufLocked()
+	w.size = w.written
+}
+
+// repairLocked mends a file that ends cut bytes into a line a write did
+// not finish, so that the next line does not join it: Create's file is cut
+// back to its last whole line (it is written with O_APPEND, so the next
+// write goes on from there), or, if it cannot be, rotated out as it is.
+// New's stream cannot be mended: recording stops.
+func (w *Writer) repairLocked(cut int64) {
+	if w.open == nil {
+		w.stopLocked(errors.New("record: the log ends inside a line a write did not finish"))
+		return
+	}
+	t, ok := w.out.(interface{ Truncate(int64) error })
+	if ok && t.Truncate(w.written) == nil {
+		return
+	}
+	w.size = w.written + cut
+	w.rotateLocked()
+}
+
+// rotateLocked renames the current file NAME.N.jsonl, leaving NAME.jsonl
+// to be begun by the next write, and removes the oldest files past the
+// bound on their number.
+func (w *Writer) rotateLocked() {
+	w.flushLocked() // what is buffered is this file's
+	if w.stopped || w.out == nil {
+		return // no file to rotate: the next write begins one
+	}
+	if err := w.closer.Close(); err != nil && w.err == nil {
+		w.err = err
+	}
+	w.out, w.closer = nil, nil
+	name := partName(w.base, w.part)
+	if err := os.Rename(w.base, name); err != nil {
+		// Writing on would take the log past its bounds; beginning a new
+		// file would truncate this one.
+		w.stopLocked(fmt.Errorf("record: rotating: %w", err))
+		return
+	}
+	w.rotated = append(w.rotated, rotatedFile{name, w.size})
+	w.rotBytes += w.size
+	w.part++
+	w.header = appendHeader(w.header[:0], w.started, w.part)
+	w.written, w.size = int64(len(w.header)), int64(len(w.header))
+	for len(w.rotated)+1 > w.opts.Files {
+		w.removeOldestLocked()
+	}
+	w.log.Debug("traffic log: rotated", "file", name)
+}
+
+// removeOldestLocked removes the oldest rotated file.
+func (w *Writer) removeOldestLocked() {
+	old := w.rotated[0]
+	w.rotated = w.rotated[1:]
+	w.rotBytes -= old.size
+	if err := os.Remove(old.name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Out of the count all the same: what can't be removed is not
+		// retried at every line.
+		w.log.Warn("traffic log: an old file could not be removed", "file", old.name, "err", err)
+	}
+}
+
+// openLocked opens Create's current file and writes its header. A file
+// whose header could not be written is removed: every file of a log
+// begins with one.
+func (w *Writer) openLocked(flag int) error {
+	f, err := w.open(w.base, flag)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(w.header); err != nil {
+		f.Close()
+		os.Remove(w.base)
+		return err
+	}
+	w.out, w.closer = f, f
+	w.written = int64(len(w.header))
+	return nil
+}
+
+// stopLocked ends recording for good, telling why.
+func (w *Writer) stopLocked(err error) {
+	w.stopped = true
+	if w.err == nil {
+		w.err = err
+	}
+	w.lost += len(w.bufAt)
+	w.lines -= len(w.bufAt)
+	w.resetBufLocked()
+	w.log.Error("traffic log: recording stops", "file", w.base, "err", err, "lost", w.lost)
+}
+
+// resetBufLocked empties the buffer, keeping it unless a huge line grew it.
+func (w *Writer) resetBufLocked() {
+	if cap(w.buf) > 4*flushAt {
+		w.buf = nil
+	}
+	w.buf, w.bufAt = w.buf[:0], w.bufAt[:0]
+}
+
+// Flush writes what is buffered, and returns the write's error.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = w.w.Flush()
+	if w.closed {
+		return errClosed
 	}
-	return w.err
+	return w.flushLocked()
 }
 
-// Lines is how many lines have been recorded after the header.
+// Lines is how many records the log holds: written, or buffered to be;
+// those removed with an old file are counted all the same.
 func (w *Writer) Lines() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lines
 }
 
-// Err is the first error writing met; what was recorded after it is lost.
+// Lost is how many records were dropped: writes that failed, a line too
+// large for the log's bound, or recording stopped.
+func (w *Writer) Lost() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost
+}
+
+// Err is the first error writing met.
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -210,18 +510,27 @@ func (w *Writer) Err() error {
 }
 
 // Close flushes the log and closes the file Create opened. Call it after
-// the server has shut down: what is recorded afterwards is dropped.
+// the server has shut down: what is recorded afterwards is dropped. Its
+// error says how many records were lost and why, if any were.
 func (w *Writer) Close() error {
-	err := w.Flush()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = errClosed
+	if w.closed {
+		return errClosed
 	}
-	if w.f != nil {
-		if cerr := w.f.Close(); err == nil {
-			err = cerr
+	w.flushLocked()
+	w.closed = true
+	var err error
+	if w.closer != nil {
+		err = w.closer.Close()
+		w.out, w.closer = nil, nil
+	}
+	if w.lost > 0 {
+		why := w.err
+		if why == nil {
+			why = errors.New("records larger than the log's bound")
 		}
+		return fmt.Errorf("record: %d records lost: %w", w.lost, why)
 	}
 	return err
 }

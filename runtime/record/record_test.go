@@ -165,8 +165,8 @@ func (f *failing) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestWriteFails: a log that cannot be written stops recording, says why,
-// and the server serves on.
+// TestWriteFails: a log that cannot be written drops what it is given,
+// says why, and the server serves on.
 func TestWriteFails(t *testing.T) {
 	w := record.New(&failing{})
 	base := serve(t, w)
