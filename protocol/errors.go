@@ -73,6 +73,7 @@ const (
 	CodeTenantConnections      = "tenant_connection_limit"
 	CodeRateLimited            = "rate_limit_exceeded"
 	CodeTenantInFlight         = "tenant_inflight_limit"
+	CodeTenantStore            = "tenant_store_limit" // a tenant's conversations hold all a store keeps of a tenant's: delete some, or wait for them to expire
 	CodeShuttingDown           = "server_shutting_down"
 
 	// Upstream models (a sampler that forwards to another server).

@@ -32,7 +32,10 @@ func convError(err error, id, param string) *protocol.Error {
 		// Only a conversation larger than the bound on its own: a full
 		// store makes room by evicting others.
 		return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeRequestTooLarge, param,
-			"Conversation '%s' would be larger on its own than this server keeps of a tenant's conversations.", id)
+			"Conversation '%s' would be larger on its own than this server keeps of a conversation.", id)
+	case errors.Is(err, ErrTenantFull):
+		return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeTenantStore, param,
+			"Conversation '%s' cannot grow: your conversations hold all this server keeps of a tenant's. Delete some, or wait for them to expire.", id)
 	}
 	return protocol.AsError(err) // a store's errors are StoreUnavailable
 }
@@ -110,15 +113,38 @@ func (s *Server) handleConversationDelete(w http.ResponseWriter, r *http.Request
 	writeJSON(w, http.StatusOK, protocol.Deleted{ID: id, Object: "conversation.deleted", Deleted: true})
 }
 
-// handleConversationItems lists a conversation's items (writeItemPage).
+// handleConversationItems lists a conversation's items as writeItemPage
+// does: the page alone read from a store that pages (ConversationPager),
+// else all of them.
 func (s *Server) handleConversationItems(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	items, err := s.convs.ConversationItems(r.Context(), id)
+	q, perr := itemPageOf(r)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	pager, ok := s.convs.(ConversationPager)
+	if !ok {
+		all, err := s.convs.ConversationItems(r.Context(), id)
+		if err != nil {
+			writeError(w, convError(err, id, "conversation_id"))
+			return
+		}
+		writeJSON(w, http.StatusOK, pageList(pageOf(all, q)))
+		return
+	}
+	items, more, err := pager.ConversationPage(r.Context(), id, q)
+	if errors.Is(err, ErrItemNotStored) {
+		// An after that names none of its items begins at the first, as
+		// pageOf does.
+		q.After = ""
+		items, more, err = pager.ConversationPage(r.Context(), id, q)
+	}
 	if err != nil {
 		writeError(w, convError(err, id, "conversation_id"))
 		return
 	}
-	writeItemPage(w, r, items)
+	writeJSON(w, http.StatusOK, pageList(items, more))
 }
 
 // handleConversationAdd serves POST /v1/conversations/{id}/items: the items
@@ -133,22 +159,34 @@ func (s *Server) handleConversationAdd(w http.ResponseWriter, r *http.Request) {
 		writeError(w, convError(err, id, "conversation_id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, itemList(body.Items, len(body.Items)))
+	writeJSON(w, http.StatusOK, pageList(body.Items, false))
 }
 
+// handleConversationItem serves GET /v1/conversations/{id}/items/{item}:
+// the newest item of that id, read alone from a store that pages
+// (ConversationPager).
 func (s *Server) handleConversationItem(w http.ResponseWriter, r *http.Request) {
 	id, itemID := r.PathValue("id"), r.PathValue("item")
-	items, err := s.convs.ConversationItems(r.Context(), id)
-	if err != nil {
-		writeError(w, convError(err, id, "conversation_id"))
-		return
+	var it protocol.Item
+	var err error
+	if pager, ok := s.convs.(ConversationPager); ok {
+		it, err = pager.ConversationItem(r.Context(), id, itemID)
+	} else {
+		var all protocol.Items
+		if all, err = s.convs.ConversationItems(r.Context(), id); err == nil {
+			if it = findItem(all, itemID); it == nil {
+				err = ErrItemNotStored
+			}
+		}
 	}
-	it := findItem(items, itemID)
-	if it == nil {
+	switch {
+	case errors.Is(err, ErrItemNotStored):
 		writeError(w, itemNotFound(id, itemID))
-		return
+	case err != nil:
+		writeError(w, convError(err, id, "conversation_id"))
+	default:
+		writeJSON(w, http.StatusOK, it)
 	}
-	writeJSON(w, http.StatusOK, it)
 }
 
 // handleConversationItemDelete deletes an item and answers with the

@@ -31,7 +31,10 @@ type ConversationStore interface {
 	// non-empty once names the addition: a second with the same once adds
 	// nothing and succeeds (a response's items, added by the server that
 	// ends it, and again by a server that took the rollout over and ran its
-	// last step too).
+	// last step too). A store that bounds what it keeps refuses an
+	// addition past its bound on a conversation with ErrTooLarge, and
+	// one past its bound on a tenant's with ErrTenantFull unless it makes
+	// room.
 	AddConversationItems(ctx context.Context, id, once string, items protocol.Items) error
 	// ConversationItems is every item of the conversation, oldest first.
 	ConversationItems(ctx context.Context, id string) (protocol.Items, error)

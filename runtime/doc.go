@@ -229,12 +229,13 @@
 // embedder that uses the defaults needs none of them:
 //
 //   - Stores: [Store] (with [ChainStore], [ItemStore] and [OnceStore] when
-//     the store can do more), [Record], [ConversationStore], [Checkpoints]
-//     and [Checkpoint]; their errors [ErrNotStored], [ErrTooLarge],
-//     [ErrFenced] and [StoreUnavailable]; the tenant a call is for,
-//     [Tenant] and [WithTenant]. runtime/redisstore is Redis, shared by
-//     many servers; [MemoryStore], [MemoryConversations] and
-//     [MemoryCheckpoints] are the defaults.
+//     the store can do more), [Record], [ConversationStore] (with
+//     [ConversationPager] when it reads an [ItemPage] alone), [Checkpoints]
+//     and [Checkpoint]; their errors [ErrNotStored], [ErrItemNotStored],
+//     [ErrTooLarge], [ErrTenantFull], [ErrFenced] and [StoreUnavailable];
+//     the tenant a call is for, [Tenant] and [WithTenant].
+//     runtime/redisstore is Redis, shared by many servers; [MemoryStore],
+//     [MemoryConversations] and [MemoryCheckpoints] are the defaults.
 //   - Hosted tools: [Tool], [MCPClient] and [MCPSession] ([ErrMCPNotAllowed]):
 //     hostedtools/websearch, hostedtools/mcp.
 //   - [Hooks]: runtime/cost, the work a production API does around

@@ -12,6 +12,17 @@ import (
 // ErrNotStored is returned by a Store for an id it does not hold.
 var ErrNotStored = errors.New("runtime: response not stored")
 
+// ErrItemNotStored is returned by a ConversationPager for an item id the
+// conversation does not hold.
+var ErrItemNotStored = errors.New("runtime: item not in the conversation")
+
+// ErrTenantFull is returned by a ConversationStore that refuses an
+// addition because the tenant's conversations already hold all it keeps
+// of a tenant's (package redisstore's, past
+// Options.MaxTenantConversationBytes): it keeps what it accepted until
+// its TTL rather than evict another of them.
+var ErrTenantFull = errors.New("runtime: the tenant's conversations are at the store's bound")
+
 // ErrMCPNotAllowed is wrapped by an MCPClient's Check for a server a
 // request may not reach (outside the allow-list, or a label the operator
 // did not configure).

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -228,49 +226,15 @@ func (s *Server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 	writeItemPage(w, r, rec.inputs())
 }
 
-// writeItemPage writes a page of items as the API lists them: ?order=asc|desc
-// (default desc, as OpenAI), ?limit=1..100 (default 20), ?after=ITEM_ID.
+// writeItemPage writes a page of items as the API lists them
+// (itemPageOf, pageOf).
 func writeItemPage(w http.ResponseWriter, r *http.Request, all protocol.Items) {
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "limit", "Invalid 'limit': expected an integer between 1 and 100."))
-			return
-		}
-		limit = n
-	}
-	items := slices.Clone(all)
-	switch q.Get("order") {
-	case "", "desc":
-		slices.Reverse(items)
-	case "asc":
-	default:
-		writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "order", "Invalid 'order': expected 'asc' or 'desc'."))
+	q, perr := itemPageOf(r)
+	if perr != nil {
+		writeError(w, perr)
 		return
 	}
-	if after := q.Get("after"); after != "" {
-		for i, it := range items {
-			if it.ItemID() == after {
-				items = items[i+1:]
-				break
-			}
-		}
-	}
-	writeJSON(w, http.StatusOK, itemList(items, limit))
-}
-
-// itemList is the API's list of items, the first limit of them.
-func itemList(items protocol.Items, limit int) protocol.List[protocol.Item] {
-	list := protocol.List[protocol.Item]{Object: "list", Data: items}
-	if len(items) > limit {
-		list.Data, list.HasMore = items[:limit], true
-	}
-	if n := len(list.Data); n > 0 {
-		list.FirstID, list.LastID = list.Data[0].ItemID(), list.Data[n-1].ItemID()
-	}
-	return list
+	writeJSON(w, http.StatusOK, pageList(pageOf(all, q)))
 }
 
 // handleInputTokens serves POST /v1/responses/input_tokens: how many

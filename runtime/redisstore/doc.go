@@ -1,9 +1,12 @@
 // Package redisstore keeps a tether server's stored responses in Redis, so
 // that every server sharing the database continues any of them, and
 // suspended rollouts' checkpoints, so that any of them can take a rollout
-// over. It is an optional layer: its Store implements runtime.Store (and
-// runtime.ChainStore) and runtime.Checkpoints, and brings go-redis, which
-// package runtime does not import.
+// over, and the Conversations API's conversations, bounded per
+// conversation and per tenant and read a page at a time
+// (conversations.go). It is an optional layer: its Store implements
+// runtime.Store (and runtime.ChainStore), runtime.Checkpoints and
+// runtime.ConversationPager, and brings go-redis, which package runtime
+// does not import.
 //
 // A stored response is one string key, tether:{tTENANT}:r:ID (see Store).
 // A suspended rollout's journal is two keys: its head, the hash

@@ -21,7 +21,9 @@ import (
 // continues on another, over HTTP or after a WebSocket's cache miss, and a
 // response deleted on one is gone on all. Connection caches stay in the
 // process that holds them. A Store is also a runtime.Checkpoints, which
-// keeps suspended rollouts' state at their pauses (checkpoints.go).
+// keeps suspended rollouts' state at their pauses (checkpoints.go), and a
+// runtime.ConversationPager, which keeps the Conversations API's
+// conversations (conversations.go).
 //
 // Each response is one key, written whole in one SET (so it is visible
 // only once whole), with a TTL: tether:{tTENANT}:r:ID, its tenant hex-coded
@@ -34,16 +36,29 @@ import (
 // When Redis is down or slow, every operation fails within Timeout with
 // store_unavailable (503); the client reconnects by itself.
 type Store struct {
-	c       *redis.Client
-	opts    Options
-	scripts checkpointScripts
+	c           *redis.Client
+	opts        Options
+	scripts     checkpointScripts
+	convScripts conversationScripts
 }
 
 // Options tune a RedisStore; zero fields take the defaults.
 type Options struct {
-	TTL            time.Duration // how long a response is kept: DefaultTTL
+	TTL            time.Duration // how long a response is kept, and a conversation after its last addition: DefaultTTL
 	MaxRecordBytes int           // the largest record kept: DefaultMaxRecordBytes
 	Timeout        time.Duration // bounds each operation: DefaultTimeout
+
+	// MaxConversationBytes bounds one conversation of the Conversations
+	// API: what its keys hold (its object, metadata included, and its
+	// items, encoded, each with its entry in the index of their ids). An
+	// addition past it, or past MaxTenantConversationBytes, is refused
+	// (runtime.ErrTooLarge): DefaultMaxConversationBytes.
+	MaxConversationBytes int
+	// MaxTenantConversationBytes bounds one tenant's conversations
+	// together, counted alike: an addition past it is refused
+	// (runtime.ErrTenantFull): runtime.DefaultTenantStoreBytes, as the
+	// memory store bounds a tenant's.
+	MaxTenantConversationBytes int
 }
 
 // The defaults of a Store.
@@ -51,7 +66,29 @@ const (
 	DefaultTTL            = 30 * 24 * time.Hour // as OpenAI keeps responses
 	DefaultMaxRecordBytes = 64 << 20
 	DefaultTimeout        = 2 * time.Second
+	// As large as the largest record: a response on a conversation reads
+	// all of it as its context, as a continuation reads its record.
+	DefaultMaxConversationBytes = DefaultMaxRecordBytes
 )
+
+// setDefaults fills o's zero fields.
+func (o *Options) setDefaults() {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.MaxRecordBytes <= 0 {
+		o.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxConversationBytes <= 0 {
+		o.MaxConversationBytes = DefaultMaxConversationBytes
+	}
+	if o.MaxTenantConversationBytes <= 0 {
+		o.MaxTenantConversationBytes = runtime.DefaultTenantStoreBytes
+	}
+}
 
 // New connects to the Redis at url (redis://[:PASSWORD@]HOST:PORT/DB,
 // or rediss:// for TLS). The connection is made lazily; Ping checks it.
@@ -60,21 +97,13 @@ func New(url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %q: %w", url, err)
 	}
-	if opts.TTL <= 0 {
-		opts.TTL = DefaultTTL
-	}
-	if opts.MaxRecordBytes <= 0 {
-		opts.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
+	opts.setDefaults()
 	quietRedis.Do(func() { redis.SetLogger(redisLog{}) })
 	// Fail fast when Redis is down: one retry, each step bounded well
 	// inside the operation's Timeout.
 	ro.MaxRetries = 1
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout/2, opts.Timeout/2, opts.Timeout/2, opts.Timeout/2
-	return &Store{c: redis.NewClient(ro), opts: opts, scripts: newCheckpointScripts()}, nil
+	return &Store{c: redis.NewClient(ro), opts: opts, scripts: newCheckpointScripts(), convScripts: newConversationScripts()}, nil
 }
 
 // quietRedis makes go-redis's own log (process-wide: a dial that failed,
