@@ -206,7 +206,7 @@ func (set *suspendedSet) retireLocked(sp *suspension, t *tail) {
 	for set.tailBytes > maxTailBytes {
 		set.dropTailLocked(set.tailOrder.Front().Value.(*tail))
 	}
-	t.expiry = time.AfterFunc(set.opts.Suspension.ResumeWindow, func() { set.dropTail(t) })
+	t.expiry = afterFunc(set.opts.Suspension.ResumeWindow, t, set.dropTail) // set.tails holds t meanwhile
 }
 
 // lookupTail is the tail of response id, for a resume with creds; nil when

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"time"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lifecycle"
@@ -129,7 +128,7 @@ func (sp *suspension) detach(sess *session) {
 	if !sp.st.Phase().Held() || sp.srv.ctx.Err() != nil {
 		return // settled, expired or released already; or shutting down: it ends with the server
 	}
-	sp.expiry = time.AfterFunc(sp.srv.opts.Suspension.ResumeWindow, sp.expire)
+	sp.expiry = afterFunc(sp.srv.opts.Suspension.ResumeWindow, sp, (*suspension).expire) // the suspended set holds sp meanwhile
 }
 
 // expire ends a rollout nobody resumed in time.

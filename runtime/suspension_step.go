@@ -269,7 +269,7 @@ func (sp *suspension) parkLocked() {
 		return
 	}
 	sp.timeoutAt = sp.srv.now().Add(wait)
-	sp.timer = time.AfterFunc(wait, func() { sp.timeout(pause) })
+	sp.timer = afterFunc(wait, sp, func(sp *suspension) { sp.timeout(pause) }) // the suspended set holds sp meanwhile
 	sp.sleepLocked()
 }
 

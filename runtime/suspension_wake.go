@@ -116,5 +116,5 @@ func (sp *suspension) sleepLocked() {
 		sp.sleep.Stop()
 	}
 	pause := sp.pauses
-	sp.sleep = time.AfterFunc(d, func() { sp.hibernate(pause) })
+	sp.sleep = afterFunc(d, sp, func(sp *suspension) { sp.hibernate(pause) }) // the suspended set holds sp meanwhile
 }
