@@ -385,13 +385,20 @@ func appendEntry(kind byte, state, items []byte, frames []frame, prompt []byte, 
 	e = binary.AppendUvarint(e, uint64(len(state)))
 	e = append(e, state...)
 	e = append(e, items...)
+	e = appendFrames(e, frames)
+	return sealEntry(kind, append(e, prompt...))
+}
+
+// appendFrames lays out frames as entryReader.frames reads them: their
+// count, then each one's sequence number and bytes.
+func appendFrames(e []byte, frames []frame) []byte {
 	e = binary.AppendUvarint(e, uint64(len(frames)))
 	for _, f := range frames {
 		e = binary.AppendUvarint(e, uint64(f.seq))
 		e = binary.AppendUvarint(e, uint64(len(f.b)))
 		e = append(e, f.b...)
 	}
-	return sealEntry(kind, append(e, prompt...))
+	return e
 }
 
 // sealEntry is an entry of kind whose parts are body: its version and kind,

@@ -147,7 +147,11 @@ func (sess *session) resumed(ln *lane) {
 // replayTail runs a resume of a rollout that has ended: its client gets the
 // frames it missed, then the terminal frame, returned as the job's last.
 func (sess *session) replayTail(t *tail, after *int) (last []byte) {
-	frames := t.since(after)
+	frames, err := t.since(after)
+	if err != nil {
+		sess.srv.log.Error("resume", "response", t.id, "err", err)
+		return errorFrame(errResumeGone(t.id), t.lane)
+	}
 	for _, b := range frames[:len(frames)-1] {
 		if sess.send(b, nil) != nil || sess.flow(sess.ctx) != nil {
 			return nil

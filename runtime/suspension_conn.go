@@ -160,6 +160,16 @@ func (sp *suspension) follow(ctx context.Context, gone <-chan struct{}) bool {
 // settle hands the ended rollout's result to sess, if sess is where it
 // reports; the rollout then leaves the server, all but its tail.
 func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte, ok bool) {
+	// Its tail is packed before the suspended set's lock, which every
+	// settle and resume on the server takes, is taken: its loop has
+	// returned (sp.done), so its frames are final.
+	var t *tail
+	sp.mu.Lock()
+	frames, terminal := sp.log, sp.terminal
+	sp.mu.Unlock()
+	if terminal != nil {
+		t = newTail(sp.id, sp.creds, sp.lane, frames, terminal)
+	}
 	// Under the suspended set's lock too: a resume that finds the rollout
 	// settled finds its tail kept.
 	sp.srv.suspended.mu.Lock()
@@ -169,11 +179,7 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 		sp.mu.Unlock()
 		return nil, nil, false
 	}
-	conv, terminal = sp.conv, sp.terminal
-	var t *tail
-	if terminal != nil {
-		t = &tail{id: sp.id, creds: sp.creds, lane: sp.lane, frames: sp.log, terminal: terminal, bytes: sp.logBytes + len(terminal)}
-	}
+	conv = sp.conv
 	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
 	sp.pack.Reset()
 	sp.mu.Unlock()
