@@ -29,7 +29,9 @@ var lookupTools = []any{map[string]any{"type": "function", "name": "lookup", "pa
 // server's memory budget while it is held and given back once it is
 // dropped, path by path: steering input waiting in a rollout, an appended
 // output in a parked rollout's context, the model's output, a woken
-// rollout's state. Each subtest fails when its path's charge is taken out.
+// rollout's state (and a settled rollout's tail, kept for a resume until
+// its client says it has read it). Each subtest fails when its path's
+// charge is taken out.
 func TestBudgetHolds(t *testing.T) {
 	const size = 2 << 20
 	big := prose(size)
@@ -53,6 +55,12 @@ func TestBudgetHolds(t *testing.T) {
 			if typ := eventType(t, last(c.next(t))); typ != "response.cancelled" {
 				t.Fatalf("cancelled: %s", typ)
 			}
+			synctest.Wait()
+			if held := p.srv.MemoryHeld(); held <= 0 {
+				t.Errorf("the budget holds %d bytes with the ended rollout's tail kept for a resume", held)
+			}
+			// Read: its tail, which the budget counts too, is let go.
+			c.send(t, map[string]any{"type": "response.processed", "response_id": id})
 			c.drop()
 			synctest.Wait()
 			if held := p.srv.MemoryHeld(); held != 0 {
@@ -113,6 +121,8 @@ func TestBudgetHolds(t *testing.T) {
 			if typ := eventType(t, last(c.next(t))); typ != "response.cancelled" {
 				t.Fatalf("cancelled: %s", typ)
 			}
+			// Read: its tail, which the budget counts too, is let go.
+			c.send(t, map[string]any{"type": "response.processed", "response_id": id})
 			c.drop()
 			synctest.Wait()
 			if held := p.srv.MemoryHeld(); held != 0 {

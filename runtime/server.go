@@ -134,8 +134,8 @@ type Server struct {
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
-	s.suspended = newSuspendedSet(&s.opts, func() time.Time { return s.now() })
 	s.mem = budget.New(s.opts.Limits.MaxMemory)
+	s.suspended = newSuspendedSet(&s.opts, func() time.Time { return s.now() }, s.mem)
 	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {

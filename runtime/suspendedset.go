@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/budget"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
@@ -24,12 +25,13 @@ type suspendedSet struct {
 	asleep    map[string]asleepEntry // hibernated rollouts, by response id; guarded by mu
 	tails     map[string]*tail       // guarded by mu
 	tailOrder *list.List             // of *tail, oldest first; guarded by mu
-	tailBytes int                    // guarded by mu
+	tailBytes int                    // guarded by mu; counted in mem too
+	mem       *budget.Budget         // the server's memory budget, which the tails count in
 	closed    bool                   // the server is shutting down: no rollout is added, no tail kept; guarded by mu
 }
 
-func newSuspendedSet(opts *Options, now func() time.Time) *suspendedSet {
-	return &suspendedSet{opts: opts, now: now, byID: make(map[string]*suspension), asleep: make(map[string]asleepEntry),
+func newSuspendedSet(opts *Options, now func() time.Time, mem *budget.Budget) *suspendedSet {
+	return &suspendedSet{opts: opts, now: now, mem: mem, byID: make(map[string]*suspension), asleep: make(map[string]asleepEntry),
 		tails: make(map[string]*tail), tailOrder: list.New()}
 }
 
@@ -203,6 +205,7 @@ func (set *suspendedSet) retireLocked(sp *suspension, t *tail) {
 	t.elem = set.tailOrder.PushBack(t)
 	set.tails[t.id] = t
 	set.tailBytes += t.bytes
+	set.mem.Add(int64(t.bytes)) // kept whatever the room: the oldest go past maxTailBytes
 	for set.tailBytes > maxTailBytes {
 		set.dropTailLocked(set.tailOrder.Front().Value.(*tail))
 	}
@@ -243,6 +246,7 @@ func (set *suspendedSet) dropTailLocked(t *tail) {
 	delete(set.tails, t.id)
 	set.tailOrder.Remove(t.elem)
 	set.tailBytes -= t.bytes
+	set.mem.Refund(int64(t.bytes))
 	if t.expiry != nil {
 		t.expiry.Stop()
 	}
