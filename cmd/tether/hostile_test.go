@@ -138,6 +138,8 @@ func TestHostileMemory(t *testing.T) {
 		{"append", nil, hostileAppend},
 		{"slow readers", nil, hostileSlowReaders},
 		{"conversation metadata", []string{"--tenant-store-bytes", "4MiB"}, hostileMetadata},
+		{"item references", nil, hostileReferences},
+		{"compaction", nil, hostileCompaction},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,7 +148,7 @@ func TestHostileMemory(t *testing.T) {
 			defer cancel()
 			refused, taken := tc.run(ctx, t, p.base)
 			peak := peakRSS(t, p.cmd.Process.Pid)
-			t.Logf("%s: %d taken, %d refused server_memory_full (or evicted); peak RSS %d MiB under --memory-limit %d MiB", tc.name, taken, refused, peak>>20, hostileLimit>>20)
+			t.Logf("%s: %d taken, %d refused, evicted or cut short; peak RSS %d MiB under --memory-limit %d MiB", tc.name, taken, refused, peak>>20, hostileLimit>>20)
 			if refused == 0 {
 				t.Errorf("nothing refused")
 			}
@@ -320,4 +322,77 @@ func hostileMetadata(ctx context.Context, t *testing.T, base string) (evicted, k
 		}
 	}
 	return evicted, kept
+}
+
+// postResponse posts a create over HTTP and returns its status and body.
+func postResponse(ctx context.Context, t *testing.T, base string, body any) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/responses", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer durable")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%d: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode, out
+}
+
+// hostileReferences: two creates at once, each of 2,000 item_references
+// to one stored 108 KB message (216 MB once expanded, from 172 KB sent):
+// each is refused request_too_large before anything renders.
+func hostileReferences(ctx context.Context, t *testing.T, base string) (refused, taken int) {
+	postResponse(ctx, t, base, map[string]any{"model": "tether-scripted",
+		"input": []any{map[string]any{"type": "message", "role": "user", "id": "msg_big", "content": hostileText(108_000)}}})
+	refs := make([]any, 2000)
+	for i := range refs {
+		refs[i] = map[string]any{"type": "item_reference", "id": "msg_big"}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			status, out := postResponse(ctx, t, base, map[string]any{"model": "tether-scripted", "store": false, "input": refs})
+			mu.Lock()
+			defer mu.Unlock()
+			if code := errorCode(out); status == 413 && code == "request_too_large" {
+				refused++
+			} else {
+				t.Errorf("2,000 references: %d %s", status, code)
+				taken++
+			}
+		})
+	}
+	wg.Wait()
+	stillServes(ctx, t, base)
+	return refused, taken
+}
+
+// hostileCompaction: a create of 300 hosted search steps with
+// compact_threshold 64, a threshold below what one step adds: it ends
+// incomplete at the response's bound on compactions (max_compactions)
+// rather than compacting at every step.
+func hostileCompaction(ctx context.Context, t *testing.T, base string) (refused, taken int) {
+	var script strings.Builder
+	script.WriteString("Search it all.\n")
+	for i := range 300 {
+		fmt.Fprintf(&script, "call: web_search {\"query\":\"step %d of the parser's history\"}\n", i)
+	}
+	status, out := postResponse(ctx, t, base, map[string]any{"model": "tether-scripted", "store": false,
+		"tools": []any{map[string]any{"type": "web_search"}}, "input": script.String(),
+		"context_management": []any{map[string]any{"type": "compaction", "compact_threshold": 64}}})
+	details, _ := out["incomplete_details"].(map[string]any)
+	if status != 200 || out["status"] != "incomplete" || details["reason"] != "max_compactions" {
+		t.Errorf("300 hosted steps compacting at 64 tokens: %d %v %v", status, out["status"], details)
+		return 0, 1
+	}
+	b, _ := json.Marshal(out)
+	t.Logf("compaction: ended incomplete (max_compactions) with %d output items, %d KB", len(out["output"].([]any)), len(b)>>10)
+	stillServes(ctx, t, base)
+	return 1, 0
 }
