@@ -69,7 +69,8 @@ const (
 	CodeTooManySuspended       = "too_many_suspended"
 	CodeTenantSuspended        = "tenant_suspended_limit"
 	CodeTooManyConnections     = "too_many_connections"
-	CodeServerMemory           = "server_memory_full" // the server's memory budget (Limits.MaxMemory) has no room for a request: retry shortly
+	CodeTooManyClientSecrets   = "too_many_client_secrets" // a server's set of used client secrets is full: retry once some expire
+	CodeServerMemory           = "server_memory_full"      // the server's memory budget (Limits.MaxMemory) has no room for a request: retry shortly
 	CodeTenantConnections      = "tenant_connection_limit"
 	CodeRateLimited            = "rate_limit_exceeded"
 	CodeTenantInFlight         = "tenant_inflight_limit"

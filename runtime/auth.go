@@ -16,7 +16,8 @@ import (
 
 // Keys are the API keys a server accepts, each with its tenant's name. A
 // server with Keys refuses every request but GET /healthz without a valid
-// "Authorization: Bearer KEY" (the WebSocket upgrade included) with 401
+// "Authorization: Bearer KEY" (the WebSocket upgrade included; a session's
+// handshake may present a client secret instead, secrets.go) with 401
 // invalid_api_key. Keys compare in constant time (their SHA-256 sums, so
 // that neither a key's length nor its prefix leaks), and are never logged.
 // Store swaps the whole set at once (a reload): requests in flight keep the
@@ -111,7 +112,8 @@ func WithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey{}, tenant)
 }
 
-// authenticate admits r or answers 401.
+// authenticate admits r or answers 401. A client secret r presents is
+// checked here and spent by the handshake it opens (spendSecret).
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	k := s.opts.Keys
 	if k == nil || r.URL.Path == "/healthz" {
@@ -119,15 +121,22 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 	}
 	tenant, ok := k.tenant(r)
 	if secret := presentedSecret(r); !ok && secret != "" {
-		if tenant, ok = s.secrets.redeem(r.Context(), secret, r.Header.Get("Origin"), s.now()); !ok {
-			writeError(w, protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s",
-				"The client secret is not valid: expired, used already, for another origin, or not this server's. Ask POST /v1/client_secrets for another."))
+		p, valid := s.secrets.check(secret, r.Header.Get("Origin"), s.now())
+		if !valid {
+			writeError(w, errSecretNotValid())
 			return r, false
 		}
+		// Spent as the handshake is accepted, not here: one refused on
+		// its way (its origin, a limit) leaves the secret for another try.
+		tenant, ok = p.tenant, true
+		r = r.WithContext(withPresented(r.Context(), p))
 	}
 	if !ok {
 		msg := `Incorrect API key provided. Send "Authorization: Bearer KEY" with a key this server was given.`
-		if r.Header.Get("Authorization") == "" {
+		switch {
+		case secretMisplaced(r):
+			msg = `A client secret opens only the session it was minted for: a WebSocket (as the subprotocol "openai-insecure-api-key.SECRET") or a WebTransport connection (as ?client_secret=SECRET) to /v1/responses. Send "Authorization: Bearer KEY" for anything else.`
+		case r.Header.Get("Authorization") == "":
 			msg = `You didn't provide an API key. Send "Authorization: Bearer KEY" with a key this server was given.`
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)

@@ -3,10 +3,12 @@ package runtime
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/runtime/internal/outbox"
 )
@@ -145,12 +147,56 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 
 // corkingWriter hands websocket.Accept a corkedConn when it hijacks the
 // connection.
+//
+// onAccept, when set, is called as the library accepts the handshake: as it
+// writes the 101, once every check that could refuse the handshake has
+// passed. An error it returns is written instead of the 101, and the
+// library, whose hijack then fails, gives up; what it writes after is
+// dropped. A client secret is spent there (spendSecret). All of it runs on
+// the handler's goroutine, inside Accept.
 type corkingWriter struct {
 	http.ResponseWriter
-	conn *corkedConn // set by Hijack
+	conn     *corkedConn            // set by Hijack
+	onAccept func() *protocol.Error // nil: nothing to do as the handshake is accepted
+	refused  bool                   // onAccept refused the handshake
+}
+
+// errHandshakeRefused fails the library's hijack of a handshake that
+// corkingWriter.onAccept refused.
+var errHandshakeRefused = errors.New("runtime: the handshake was refused as it was accepted")
+
+// upgradeHeaders are those the library sets for its 101: a refusal's
+// answer goes without them. Read only.
+var upgradeHeaders = []string{"Upgrade", "Connection", "Sec-WebSocket-Accept", "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions"}
+
+func (w *corkingWriter) WriteHeader(status int) {
+	if w.refused {
+		return // the library's own error, after the refusal's
+	}
+	if status == http.StatusSwitchingProtocols && w.onAccept != nil {
+		if perr := w.onAccept(); perr != nil {
+			w.refused = true
+			for _, h := range upgradeHeaders {
+				w.Header().Del(h)
+			}
+			writeError(w.ResponseWriter, perr)
+			return
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *corkingWriter) Write(p []byte) (int, error) {
+	if w.refused {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.refused {
+		return nil, nil, errHandshakeRefused
+	}
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err

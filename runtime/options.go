@@ -12,30 +12,31 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxFrame        = 16 << 20
-	DefaultWSMaxAge        = 60 * time.Minute
-	DefaultMaxInFlight     = 16
-	DefaultMaxLanes        = 32
-	DefaultMaxQueued       = 256
-	DefaultCacheResponses  = 1
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultSlowClient      = 10 * time.Second
-	DefaultDrainTimeout    = 10 * time.Second
-	DefaultConnBytes       = 16 << 20
-	DefaultCacheBytes      = 32 << 20
-	DefaultTenantInFlight  = 512
-	DefaultBodyTimeout     = 30 * time.Second
-	DefaultMaxCallsPerStep = 256
-	DefaultMaxOutputItems  = 4096
-	DefaultMaxOutputBytes  = 64 << 20
-	DefaultMaxCompactions  = 32
-	DefaultSuspendTimeout  = 10 * time.Minute
-	DefaultResumeWindow    = 60 * time.Second
-	DefaultLeaseTTL        = 10 * time.Second
-	DefaultMaxSuspended    = 1024
-	DefaultTenantSuspended = 256
-	DefaultMaxConnections  = 4096
-	DefaultTenantConns     = 256
+	DefaultMaxFrame         = 16 << 20
+	DefaultWSMaxAge         = 60 * time.Minute
+	DefaultMaxInFlight      = 16
+	DefaultMaxLanes         = 32
+	DefaultMaxQueued        = 256
+	DefaultCacheResponses   = 1
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultSlowClient       = 10 * time.Second
+	DefaultDrainTimeout     = 10 * time.Second
+	DefaultConnBytes        = 16 << 20
+	DefaultCacheBytes       = 32 << 20
+	DefaultTenantInFlight   = 512
+	DefaultBodyTimeout      = 30 * time.Second
+	DefaultMaxCallsPerStep  = 256
+	DefaultMaxOutputItems   = 4096
+	DefaultMaxOutputBytes   = 64 << 20
+	DefaultMaxCompactions   = 32
+	DefaultSuspendTimeout   = 10 * time.Minute
+	DefaultResumeWindow     = 60 * time.Second
+	DefaultLeaseTTL         = 10 * time.Second
+	DefaultMaxSuspended     = 1024
+	DefaultTenantSuspended  = 256
+	DefaultMaxConnections   = 4096
+	DefaultTenantConns      = 256
+	DefaultMaxClientSecrets = 1 << 18
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -175,6 +176,13 @@ type Limits struct {
 	// read. A request that does not fit is refused with 503
 	// server_memory_full (and Retry-After over HTTP). 0 is none.
 	MaxMemory int64
+	// MaxClientSecrets bounds the client secrets a server without a
+	// OnceStore remembers as used, each until it expires (10 minutes at
+	// most; about 60 bytes each). Past it a handshake with a secret is
+	// refused (503 too_many_client_secrets) until some expire, rather
+	// than a used secret forgotten early, which would let it be used
+	// again.
+	MaxClientSecrets int
 }
 
 // Timeouts bound how long the server waits on its clients and on itself.
@@ -301,7 +309,8 @@ func (l *Limits) validate() error {
 		atLeast0("Limits.MaxCallsPerStep", l.MaxCallsPerStep),
 		atLeast0("Limits.MaxOutputItems", l.MaxOutputItems),
 		atLeast0("Limits.MaxOutputBytes", l.MaxOutputBytes),
-		atLeast0("Limits.MaxCompactions", l.MaxCompactions))
+		atLeast0("Limits.MaxCompactions", l.MaxCompactions),
+		atLeast0("Limits.MaxClientSecrets", l.MaxClientSecrets))
 }
 
 func (l *Limits) setDefaults() {

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -28,9 +29,14 @@ import (
 // or "msgpack"; a browser fails a handshake whose offered subprotocols got
 // no answer), as OpenAI's own browser clients do with ephemeral keys; or
 // as the query parameter "client_secret" of the WebTransport URL. Either
-// way the session is authenticated as it opens, before any frame. A
-// secret's use is recorded (in the store when it is a OnceStore, so that
-// no server of those sharing it takes it twice); it is never logged nor
+// way the session is authenticated as it opens, before any frame; a
+// secret authenticates nothing else (a plain HTTP request that bears one
+// is refused). The secret is checked as the request is authenticated, and
+// spent only once the handshake is accepted (spendSecret): a handshake
+// refused before that (its origin, a connection limit, shutdown) leaves it
+// for another try. Its use is recorded (in the store when it is a
+// OnceStore, so that no server of those sharing it takes it twice; else in
+// usedSecrets, bounded by Limits.MaxClientSecrets); it is never logged nor
 // echoed (the subprotocol is not selected back).
 
 // secretPrefix begins every client secret.
@@ -61,21 +67,23 @@ type secretClaims struct {
 	Nonce   string `json:"n"`
 }
 
-// clientSecrets mints and redeems client secrets.
+// clientSecrets mints, checks and spends client secrets.
 type clientSecrets struct {
 	key  []byte
 	once OnceStore // nil: the uses are recorded here, for this server
 
 	mu   lockrank.Mutex[lockrank.Secrets]
-	used map[string]time.Time // nonce -> expiry, without a OnceStore
+	used *usedSecrets // guarded by mu; without a OnceStore
 }
 
-func newClientSecrets(key []byte, store Store) *clientSecrets {
+// newClientSecrets signs with key (nil: a random one) and records uses in
+// store when it is a OnceStore, else in a set of at most maxUsed.
+func newClientSecrets(key []byte, store Store, maxUsed int) *clientSecrets {
 	if len(key) == 0 {
 		key = make([]byte, 32)
 		rand.Read(key)
 	}
-	cs := &clientSecrets{key: key, used: map[string]time.Time{}}
+	cs := &clientSecrets{key: key, used: newUsedSecrets(maxUsed)}
 	if o, ok := store.(OnceStore); ok {
 		cs.once = o
 	}
@@ -97,55 +105,119 @@ func (cs *clientSecrets) sign(payload string) []byte {
 	return m.Sum(nil)
 }
 
-// redeem is the tenant of secret, presented from origin at now, taking
-// its one use; false when it is not one this server signed, has expired,
-// is bound to another origin, or was used.
-func (cs *clientSecrets) redeem(ctx context.Context, secret, origin string, now time.Time) (string, bool) {
+// presented is a client secret that has been checked and not yet spent.
+type presented struct {
+	tenant   string
+	nonce    secretNonce
+	nonceHex string // as minted: the OnceStore's key
+	exp      int64  // Unix seconds
+}
+
+// check is what secret, presented from origin at now, says; false when it
+// is not one this server signed, has expired, or is bound to another
+// origin. Whether it was used is for spend to find out.
+func (cs *clientSecrets) check(secret, origin string, now time.Time) (presented, bool) {
 	payload, sig, ok := strings.Cut(strings.TrimPrefix(secret, secretPrefix), ".")
 	if !ok || !strings.HasPrefix(secret, secretPrefix) {
-		return "", false
+		return presented{}, false
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil || subtle.ConstantTimeCompare(got, cs.sign(payload)) != 1 {
-		return "", false
+		return presented{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
 	var c secretClaims
-	if err != nil || json.Unmarshal(raw, &c) != nil || c.Nonce == "" {
-		return "", false
+	if err != nil || json.Unmarshal(raw, &c) != nil {
+		return presented{}, false
 	}
-	exp := time.Unix(c.Expires, 0)
-	if !now.Before(exp) || c.Origin != "" && c.Origin != origin {
-		return "", false
+	p := presented{tenant: c.Tenant, nonceHex: c.Nonce, exp: c.Expires}
+	n, err := hex.DecodeString(c.Nonce)
+	if err != nil || len(n) != len(p.nonce) {
+		return presented{}, false
 	}
-	if cs.once != nil {
-		first, err := cs.once.UseOnce(ctx, "client_secret:"+c.Nonce, exp)
-		return c.Tenant, err == nil && first
+	copy(p.nonce[:], n)
+	if !now.Before(time.Unix(c.Expires, 0)) || c.Origin != "" && c.Origin != origin {
+		return presented{}, false
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	for n, until := range cs.used { // those past their expiry cannot be used anyway
-		if !now.Before(until) {
-			delete(cs.used, n)
-		}
-	}
-	if _, used := cs.used[c.Nonce]; used {
-		return "", false
-	}
-	cs.used[c.Nonce] = exp
-	return c.Tenant, true
+	return p, true
 }
 
-// presentedSecret is the client secret r presents, if any: as a WebSocket
-// subprotocol, or the client_secret query parameter of a WebTransport
-// CONNECT. Only the endpoint of sessions takes one.
+// spend takes p's one use at now, or says why it cannot: it was used (401
+// invalid_api_key, as any secret not valid), or this server's set of used
+// secrets is full (503 too_many_client_secrets).
+func (cs *clientSecrets) spend(ctx context.Context, p presented, now time.Time) *protocol.Error {
+	var err error
+	if cs.once != nil {
+		first, serr := cs.once.UseOnce(ctx, "client_secret:"+p.nonceHex, time.Unix(p.exp, 0))
+		if serr != nil || !first {
+			err = errSecretUsed
+		}
+	} else {
+		cs.mu.Lock()
+		err = cs.used.use(p.nonce, p.exp, now.Unix())
+		cs.mu.Unlock()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errUsedSecretsFull):
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeTooManyClientSecrets, "",
+			"This server remembers as many used client secrets as it may (--max-client-secrets) until some expire, within 10 minutes: retry then, with this secret if it is still unexpired.")
+	}
+	return errSecretNotValid()
+}
+
+// errSecretNotValid refuses a client secret: any reason, told the same.
+func errSecretNotValid() *protocol.Error {
+	return protocol.Errorf(http.StatusUnauthorized, protocol.CodeInvalidAPIKey, "", "%s",
+		"The client secret is not valid: expired, used already, for another origin, or not this server's. Ask POST /v1/client_secrets for another.")
+}
+
+type presentedKey struct{}
+
+// withPresented is ctx carrying p, the secret its request was admitted
+// with, to be spent as its handshake is accepted.
+func withPresented(ctx context.Context, p presented) context.Context {
+	return context.WithValue(ctx, presentedKey{}, p)
+}
+
+// spendSecret takes the one use of the client secret r was admitted with,
+// if any (nil when it was admitted with a key, or without keys): the
+// session's handshake calls it once nothing else can refuse it. The
+// error is the handshake's answer.
+func (s *Server) spendSecret(r *http.Request) *protocol.Error {
+	p, ok := r.Context().Value(presentedKey{}).(presented)
+	if !ok {
+		return nil
+	}
+	return s.secrets.spend(r.Context(), p, s.now())
+}
+
+// presentedSecret is the client secret r presents, if any, when r opens a
+// session: a WebSocket upgrade of /v1/responses that offers the secret as
+// a subprotocol, or a WebTransport CONNECT to /v1/responses with the
+// client_secret query parameter. Such requests reach the session's
+// handshake alone, which spends the secret; any other request is not
+// authenticated by one (secretMisplaced).
 func presentedSecret(r *http.Request) string {
 	if r.URL.Path != "/v1/responses" {
 		return ""
 	}
-	if r.Method == http.MethodConnect {
+	switch {
+	case r.Method == http.MethodConnect && (r.Proto == "webtransport-h3" || r.Proto == "webtransport"):
+		// The extended CONNECT's :protocol, as http3 sets it: the
+		// draft's name, and the one before it (which webtransport-go
+		// still takes).
 		return r.URL.Query().Get("client_secret")
+	case r.Method == http.MethodGet && isWebSocketUpgrade(r):
+		return secretSubprotocolValue(r)
 	}
+	return ""
+}
+
+// secretSubprotocolValue is the client secret offered as a WebSocket
+// subprotocol in r, if any.
+func secretSubprotocolValue(r *http.Request) string {
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
 		for p := range strings.SplitSeq(h, ",") {
 			if s, ok := strings.CutPrefix(strings.TrimSpace(p), secretSubprotocol); ok {
@@ -154,6 +226,15 @@ func presentedSecret(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// secretMisplaced reports whether r, which opens no session, bears a
+// client secret anyway: as a subprotocol, a client_secret parameter, or a
+// bearer token. Its 401 then says where a secret goes.
+func secretMisplaced(r *http.Request) bool {
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return secretSubprotocolValue(r) != "" || r.URL.Query().Has("client_secret") ||
+		strings.HasPrefix(strings.TrimSpace(bearer), secretPrefix)
 }
 
 // handleClientSecret serves POST /v1/client_secrets: a client secret for

@@ -136,13 +136,13 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
 	s.mem = budget.New(s.opts.Limits.MaxMemory)
 	s.suspended = newSuspendedSet(&s.opts, func() time.Time { return s.now() }, s.mem)
-	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.opts.validate(); err != nil {
 		s.cancel()
 		return nil, err
 	}
 	s.opts.setDefaults()
+	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store, s.opts.Limits.MaxClientSecrets)
 	s.leases = newLeases(s)
 	s.admission = admission.New(admission.Limits{Conns: s.opts.Limits.MaxConnections, TenantConns: s.opts.Tenant.Conns,
 		TenantInFlight: s.opts.Tenant.InFlight, TenantRPM: s.opts.Tenant.RPM})

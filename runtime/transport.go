@@ -95,13 +95,17 @@ type Connection struct {
 // OpenConnection admits a client connection whose upgrade request r has
 // been through Authenticate: it takes a connection slot for r's tenant and
 // checks r's Origin (none, the server's own host, or one that matches
-// Options.OriginPatterns). It returns the error to answer r with, as an
-// HTTP error (WriteError), when the server is shutting down, at a
-// connection limit, or the origin is not allowed.
+// Options.OriginPatterns); last, it spends the client secret r was
+// authenticated with, if any (Authenticate checks a secret, and leaves it
+// unspent: a connection refused before this point can try again with it;
+// an upgrade that fails after it has spent it). It returns the error to
+// answer r with, as an HTTP error (WriteError), when the server is
+// shutting down, at a connection limit, the origin is not allowed, or the
+// secret cannot be spent (used already; too_many_client_secrets).
 //
 // transport labels the responses served on the connection's lanes in
-// metrics ("wt" for WebTransport). OpenConnection does not block; any
-// goroutine may call it.
+// metrics ("wt" for WebTransport). OpenConnection blocks only to spend a
+// secret in a shared store (OnceStore); any goroutine may call it.
 func (s *Server) OpenConnection(r *http.Request, transport string) (*Connection, *protocol.Error) {
 	tenant := Tenant(r.Context())
 	if perr := s.admitConn(tenant); perr != nil {
@@ -111,6 +115,10 @@ func (s *Server) OpenConnection(r *http.Request, transport string) (*Connection,
 		s.releaseConn(tenant)
 		return nil, protocol.Errorf(http.StatusForbidden, protocol.CodeInvalidValue, "",
 			"Origin %q is not allowed to connect: it is not among this server's OriginPatterns.", r.Header.Get("Origin"))
+	}
+	if perr := s.spendSecret(r); perr != nil {
+		s.releaseConn(tenant)
+		return nil, perr
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &Connection{srv: s, r: r, transport: transport, scope: newConnScope(&s.opts, s.mem), ctx: ctx, cancel: cancel}, nil
@@ -158,7 +166,8 @@ func (c *Connection) Close() {
 // Authenticate admits r, returning it with its tenant on its context, or
 // answers it on w (401 without a valid key, 429 past the tenant's rate)
 // and returns false. A transport calls it on an upgrade request before
-// OpenConnection; requests ServeHTTP serves are authenticated there.
+// OpenConnection, which spends the client secret it admitted r with, if
+// any; requests ServeHTTP serves are authenticated there.
 func (s *Server) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	return s.authenticate(w, r)
 }

@@ -19,7 +19,7 @@ import (
 // client goes away or the server shuts down. A plain GET (no Upgrade) is a
 // 400 that says what the endpoint expects.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
-	if !headerContains(r.Header, "Connection", "upgrade") || !headerContains(r.Header, "Upgrade", "websocket") {
+	if !isWebSocketUpgrade(r) {
 		writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "", "GET /v1/responses is the WebSocket endpoint: connect with a WebSocket client, or POST to create a response over HTTP."))
 		return
 	}
@@ -27,7 +27,10 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	cw := &corkingWriter{ResponseWriter: w}
+	// The client secret r was admitted with, if any, is spent as the
+	// library accepts the handshake: one it refuses (the origin, a bad
+	// handshake) leaves the secret for another try.
+	cw := &corkingWriter{ResponseWriter: w, onAccept: func() *protocol.Error { return s.spendSecret(r) }}
 	conn, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		// Codex offers permessage-deflate (with context takeover); openai-go does not.
 		CompressionMode: websocket.CompressionContextTakeover,
@@ -182,6 +185,11 @@ func isNormalClose(err error) bool {
 		return true
 	}
 	return errors.Is(err, context.Canceled)
+}
+
+// isWebSocketUpgrade reports whether r asks for a WebSocket.
+func isWebSocketUpgrade(r *http.Request) bool {
+	return headerContains(r.Header, "Connection", "upgrade") && headerContains(r.Header, "Upgrade", "websocket")
 }
 
 func headerContains(h http.Header, key, token string) bool {
