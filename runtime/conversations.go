@@ -130,15 +130,18 @@ func (s *Server) handleConversationItems(w http.ResponseWriter, r *http.Request)
 			writeError(w, convError(err, id, "conversation_id"))
 			return
 		}
-		writeJSON(w, http.StatusOK, pageList(pageOf(all, q)))
+		items, more, perr := pageOf(all, q)
+		if perr != nil {
+			writeError(w, perr)
+			return
+		}
+		writeJSON(w, http.StatusOK, pageList(items, more))
 		return
 	}
 	items, more, err := pager.ConversationPage(r.Context(), id, q)
 	if errors.Is(err, ErrItemNotStored) {
-		// An after that names none of its items begins at the first, as
-		// pageOf does.
-		q.After = ""
-		items, more, err = pager.ConversationPage(r.Context(), id, q)
+		writeError(w, errUnknownAfter(q.After))
+		return
 	}
 	if err != nil {
 		writeError(w, convError(err, id, "conversation_id"))

@@ -236,6 +236,49 @@ func testConversations(t *testing.T, h *harness) {
 	}
 }
 
+// TestItemPagesUnknownAfter: a page of a conversation's items, or of a
+// response's input items, after an item the list does not hold (deleted
+// since the page before, or never in it) is refused with 400 invalid_value,
+// param "after". (It once answered the first page again, so that a client
+// paging on until has_more is false, whose cursor was deleted, looped.)
+func TestItemPagesUnknownAfter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{})
+	wantAfterError := func(path string) {
+		t.Helper()
+		code, b := h.get(t, path)
+		var e struct {
+			Error struct{ Type, Code, Param string } `json:"error"`
+		}
+		json.Unmarshal(b, &e)
+		if code != 400 || e.Error.Type != "invalid_request_error" || e.Error.Code != "invalid_value" || e.Error.Param != "after" {
+			t.Errorf("GET %s: %d %s, want 400 invalid_value (param after)", path, code, b)
+		}
+	}
+
+	conv := ok[map[string]any](t)(h.post(t, "/conversations", map[string]any{"items": []any{userMsg("a"), userMsg("b"), userMsg("c"), userMsg("d")}}))
+	items := "/conversations/" + conv["id"].(string) + "/items"
+	first := ok[convItems](t)(h.get(t, items+"?order=asc&limit=2"))
+	if !first.HasMore {
+		t.Fatalf("the first page of 4 items, 2 a page: %+v", first)
+	}
+	second := ok[convItems](t)(h.get(t, items+"?order=asc&limit=2&after="+first.LastID))
+	if len(second.Data) != 2 || second.Data[0]["id"] == first.Data[0]["id"] || second.HasMore {
+		t.Errorf("the page after %s: %+v", first.LastID, second)
+	}
+	ok[map[string]any](t)(h.do(t, "DELETE", items+"/"+first.LastID, nil))
+	wantAfterError(items + "?order=asc&limit=2&after=" + first.LastID)
+	wantAfterError(items + "?after=msg_never")
+
+	resp := ok[map[string]any](t)(h.post(t, "/responses", map[string]any{"model": "tether-scripted", "input": []any{userMsg("a"), userMsg("b")}}))
+	inputs := "/responses/" + resp["id"].(string) + "/input_items"
+	page := ok[convItems](t)(h.get(t, inputs+"?limit=1"))
+	if got := ok[convItems](t)(h.get(t, inputs+"?limit=1&after="+page.LastID)); len(got.Data) != 1 || got.HasMore {
+		t.Errorf("the input items after %s: %+v", page.LastID, got)
+	}
+	wantAfterError(inputs + "?after=msg_never")
+}
+
 // storedUsage is what these tests read of a response object.
 type storedUsage struct {
 	ID           string               `json:"id"`

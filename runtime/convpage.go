@@ -63,22 +63,32 @@ func itemPageOf(r *http.Request) (ItemPage, *protocol.Error) {
 	return page, nil
 }
 
-// pageOf is q's window of all (oldest first) and whether more follow it.
-// An After none of them has begins it at the first.
-func pageOf(all protocol.Items, q ItemPage) (protocol.Items, bool) {
+// pageOf is q's window of all (oldest first) and whether more follow it,
+// or errUnknownAfter.
+func pageOf(all protocol.Items, q ItemPage) (protocol.Items, bool, *protocol.Error) {
 	items := slices.Clone(all)
 	if q.Desc {
 		slices.Reverse(items)
 	}
 	if q.After != "" {
-		if i := slices.IndexFunc(items, func(it protocol.Item) bool { return it.ItemID() == q.After }); i >= 0 {
-			items = items[i+1:]
+		i := slices.IndexFunc(items, func(it protocol.Item) bool { return it.ItemID() == q.After })
+		if i < 0 {
+			return nil, false, errUnknownAfter(q.After)
 		}
+		items = items[i+1:]
 	}
 	if len(items) > q.Limit {
-		return items[:q.Limit], true
+		return items[:q.Limit], true, nil
 	}
-	return items, false
+	return items, false, nil
+}
+
+// errUnknownAfter refuses an after that names no item of the list (one
+// deleted since the page before, or never there): a page from the start
+// would send a client that pages on until has_more is false round again.
+func errUnknownAfter(after string) *protocol.Error {
+	return protocol.Invalid(protocol.CodeInvalidValue, "after",
+		"Invalid 'after': no item '%s' in this list (deleted since, or never in it). List from the start, without 'after'.", after)
 }
 
 // pageList is the API's list of a page of items.

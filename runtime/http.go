@@ -234,7 +234,12 @@ func writeItemPage(w http.ResponseWriter, r *http.Request, all protocol.Items) {
 		writeError(w, perr)
 		return
 	}
-	writeJSON(w, http.StatusOK, pageList(pageOf(all, q)))
+	items, more, perr := pageOf(all, q)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	writeJSON(w, http.StatusOK, pageList(items, more))
 }
 
 // handleInputTokens serves POST /v1/responses/input_tokens: how many
