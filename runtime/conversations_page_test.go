@@ -14,11 +14,11 @@ import (
 )
 
 // TestConversationItemPages: a conversation's items listed through the
-// API, in each order, by several limits, after each of them and after an
-// id it does not hold (which lists from the first), once some were
-// deleted, are the same windows in memory (paged by the server from all
+// API, in each order, by several limits, after each of them, once some
+// were deleted, are the same windows in memory (paged by the server from all
 // of them) and in Redis (read a page alone, ConversationPager); so is
-// each item read alone.
+// each item read alone, and so is the refusal of an after naming an item
+// it does not hold (400 invalid_value, param after).
 func TestConversationItemPages(t *testing.T) {
 	t.Parallel()
 	rd := redistest.Start(t)
@@ -57,7 +57,11 @@ func TestConversationItemPages(t *testing.T) {
 				if order != "asc" {
 					slices.Reverse(list)
 				}
-				for _, after := range append([]string{"", "msg_00"}, model...) {
+				q := fmt.Sprintf("?order=%s&after=msg_00", order)
+				if code, b := h.get(t, "/conversations/"+id+"/items"+q); code != 400 || errCode(t, b) != "invalid_value" || !strings.Contains(string(b), `"param":"after"`) {
+					t.Errorf("%s (deleted): %d %s", q, code, b)
+				}
+				for _, after := range append([]string{""}, model...) {
 					from := list
 					if i := slices.Index(list, after); i >= 0 {
 						from = list[i+1:]
