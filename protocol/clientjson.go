@@ -159,14 +159,23 @@ func pointerParam(prefix string, p jsontext.Pointer) string {
 	var b strings.Builder
 	b.WriteString(prefix)
 	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
+		appendParamToken(&b, tok)
 	}
 	return b.String()
+}
+
+// appendParamToken appends one step of a path to the param in b, as
+// OpenAI writes params and IndexParam makes them: an array's index in
+// brackets (input[0]), an object's member after a dot (input[0].content).
+// A member whose name is all digits reads as an index: a path does not
+// tell them apart.
+func appendParamToken(b *strings.Builder, tok string) {
+	if b.Len() > 0 && tok != "" && strings.Trim(tok, "0123456789") == "" {
+		b.WriteString("[" + tok + "]")
+		return
+	}
+	if b.Len() > 0 {
+		b.WriteByte('.')
+	}
+	b.WriteString(tok)
 }

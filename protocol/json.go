@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -25,13 +26,51 @@ func jsonReason(err error) string {
 	return err.Error()
 }
 
-// wireField drops the Go names of embedded structs that encoding/json puts in
-// UnmarshalTypeError.Field ("CreateRequest.model"), leaving the wire path.
+// wireField is the param of the path encoding/json puts in
+// UnmarshalTypeError.Field: the Go names of embedded structs dropped
+// ("CreateRequest.model" is model), and an array's index in brackets, as
+// every other param has it ("context_management.0.compact_threshold" is
+// context_management[0].compact_threshold).
 func wireField(f string) string {
 	for _, embedded := range []string{"CreateRequest.", "EventHeader."} {
 		f = strings.TrimPrefix(f, embedded)
 	}
-	return f
+	var b strings.Builder
+	for tok := range strings.SplitSeq(f, ".") {
+		appendParamToken(&b, tok)
+	}
+	return b.String()
+}
+
+// unmarshalPlaced reads the next value of dec with unmarshal, a type's
+// UnmarshalJSON, and puts the value's place in dec before the path of a
+// type error unmarshal returns. UnmarshalJSON reads its value apart, where
+// the path starts again at the value: a tool's name of the wrong type
+// would read as name, where it is tools[2].name. A type whose
+// UnmarshalJSON reads values of such types in turn has their paths placed
+// below its own as well (tools[4].tools[2].name).
+func unmarshalPlaced(dec *jsontext.Decoder, unmarshal func([]byte) error) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	err = unmarshal(v)
+	var te *jsonv1.UnmarshalTypeError
+	if err == nil || !errors.As(err, &te) {
+		return err
+	}
+	// The path as encoding/json writes it (tools.2.name): wireField
+	// turns it into a param.
+	var path []string
+	for tok := range dec.StackPointer().Tokens() {
+		path = append(path, tok)
+	}
+	if te.Field != "" {
+		path = append(path, te.Field)
+	}
+	placed := *te
+	placed.Field = strings.Join(path, ".")
+	return &placed
 }
 
 func article(kind string) string {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MCPServer is a hosted mcp tool's definition, as OpenAI's Responses API
@@ -99,6 +101,12 @@ func (s *MCPServer) AllHeaders() map[string]string {
 	return h
 }
 
+// UnmarshalJSONFrom is UnmarshalJSON, the path of a type error placed
+// below the filter's own (unmarshalPlaced).
+func (f *MCPToolFilter) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return unmarshalPlaced(dec, f.UnmarshalJSON)
+}
+
 // UnmarshalJSON reads allowed_tools as a list of names or a filter.
 func (f *MCPToolFilter) UnmarshalJSON(b []byte) error {
 	var names []string
@@ -126,6 +134,12 @@ func (a MCPApproval) MarshalJSON() ([]byte, error) {
 		Always *MCPToolFilter `json:"always,omitempty"`
 		Never  *MCPToolFilter `json:"never,omitempty"`
 	}{a.Always, a.Never})
+}
+
+// UnmarshalJSONFrom is UnmarshalJSON, the path of a type error placed
+// below require_approval (unmarshalPlaced).
+func (a *MCPApproval) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return unmarshalPlaced(dec, a.UnmarshalJSON)
 }
 
 // UnmarshalJSON reads require_approval as a mode or as filters.

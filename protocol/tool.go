@@ -116,6 +116,13 @@ func (t *Tool) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// UnmarshalJSONFrom is UnmarshalJSON, the path of a type error in the tool
+// placed below the tool's own (tools[2].name, not name): see
+// unmarshalPlaced.
+func (t *Tool) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return unmarshalPlaced(dec, t.UnmarshalJSON)
+}
+
 // ToolChoice says which tool the model must, may or may not call. The zero
 // value is "auto". At most one of Function, Custom and Builtin is set: the
 // one tool the model must call.
@@ -188,6 +195,12 @@ func (c ToolChoice) MarshalJSONTo(enc *jsontext.Encoder) error {
 
 // MarshalJSON is MarshalJSONTo, for encoding/json.
 func (c ToolChoice) MarshalJSON() ([]byte, error) { return Marshal(c) }
+
+// UnmarshalJSONFrom is UnmarshalJSON, the path of a type error placed
+// below tool_choice (unmarshalPlaced).
+func (c *ToolChoice) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return unmarshalPlaced(dec, c.UnmarshalJSON)
+}
 
 // UnmarshalJSON accepts "none" | "auto" | "required", {"type":"function",
 // "name"}, {"type":"custom","name"}, {"type": a built-in type},
