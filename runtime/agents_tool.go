@@ -48,8 +48,10 @@ func (a *agentCalls) answer(ctx context.Context, calls []protocol.Call) (map[str
 		// Bounded as a pause is: the agent fails, and whoever waits on
 		// it learns so.
 		if wait := t.root.srv.opts.Suspension.Timeout; wait > 0 {
-			ro := a.agent.ro
-			a.timer = time.AfterFunc(wait, func() { ro.abort(errToolTimeout) })
+			// Held weakly: a timer stopped as the agent's calls are answered
+			// must not keep its rollout alive (afterFunc); the tree holds
+			// it while it waits.
+			a.timer = afterFunc(wait, a.agent.ro, func(ro *rollout) { ro.abort(errToolTimeout) })
 		}
 		// Its wait is told once the calls' output_item.done events are
 		// out (rollout.requireAction), the calls listed as waited on

@@ -402,7 +402,7 @@ func appendFrames(e []byte, frames []frame) []byte {
 }
 
 // sealEntry is an entry of kind whose parts are body: its version and kind,
-// then body compressed (DEFLATE, at its fastest). A step's frames are
+// then body compressed (s2). A step's frames are
 // mostly deltas that repeat each other's shape, and the context's items
 // are text: both shrink several times over.
 func sealEntry(kind byte, body []byte) []byte {

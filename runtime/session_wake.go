@@ -173,7 +173,10 @@ func (sess *session) finishWake(ln *lane, sp *suspension, wakes []*wakeEvent, ta
 func (sess *session) sleepLaneLocked(ln *lane, id string, at time.Time, epoch uint64) {
 	ln.placesGen++
 	gen := ln.placesGen
-	ln.occupy(occupant{asleep: id, timer: time.AfterFunc(max(at.Sub(sess.srv.now()), 0), func() { sess.wakeAtDeadline(ln, id, gen, epoch) })})
+	// The session held weakly: a timer stopped by the wake that comes
+	// first must not keep a closed connection's session alive (afterFunc);
+	// the server holds it while it is open.
+	ln.occupy(occupant{asleep: id, timer: afterFunc(max(at.Sub(sess.srv.now()), 0), sess, func(sess *session) { sess.wakeAtDeadline(ln, id, gen, epoch) })})
 }
 
 // wakeAtDeadline wakes rollout id, asleep on ln since generation gen, at
