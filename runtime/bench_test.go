@@ -66,8 +66,14 @@ func BenchmarkContinuationTurn(b *testing.B) {
 	}
 }
 
+// benchLimits are serve's as it runs by default: with a memory budget
+// (8.8 GiB on a machine of 23.5 GiB), so that what the budget counts on
+// the request path (a create's charge, the context's, every frame queued)
+// is in the figures.
+var benchLimits = runtime.Limits{MaxMemory: 8 << 30}
+
 func benchWS(b *testing.B, r *sampler.Renderer, hist []any) {
-	h := newHarness(b, runtime.Options{Renderer: r})
+	h := newHarness(b, runtime.Options{Renderer: r, Limits: benchLimits})
 	c := h.dial(b, nil)
 	// The base response stays cached on lane "base"; every measured turn
 	// forks from it on lane "work", so the history does not grow.
@@ -102,7 +108,7 @@ func benchWS(b *testing.B, r *sampler.Renderer, hist []any) {
 }
 
 func benchHTTP(b *testing.B, r *sampler.Renderer, hist []any) {
-	h := newHarness(b, runtime.Options{Renderer: r})
+	h := newHarness(b, runtime.Options{Renderer: r, Limits: benchLimits})
 	input := append(append([]any{}, hist...), userMsg("Run the tests again."))
 	body, _ := json.Marshal(map[string]any{"model": "tether-scripted", "store": false, "input": input,
 		"include": []string{protocol.IncludeTimings}})
@@ -187,7 +193,7 @@ func BenchmarkStreamFrames(b *testing.B) {
 
 func benchStreamFrames(b *testing.B, every, recorded bool) {
 	const tokens = 2000
-	opts := runtime.Options{Renderer: renderer(b), EveryDelta: every,
+	opts := runtime.Options{Renderer: renderer(b), EveryDelta: every, Limits: benchLimits,
 		Models: map[string]runtime.Sampler{"deltas": deltaSampler(tokens)}}
 	if recorded {
 		opts.Recorder = record.New(io.Discard)
