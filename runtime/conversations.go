@@ -130,12 +130,7 @@ func (s *Server) handleConversationItems(w http.ResponseWriter, r *http.Request)
 			writeError(w, convError(err, id, "conversation_id"))
 			return
 		}
-		items, more, perr := pageOf(all, q)
-		if perr != nil {
-			writeError(w, perr)
-			return
-		}
-		writeJSON(w, http.StatusOK, pageList(items, more))
+		writePage(w, all, q)
 		return
 	}
 	items, more, err := pager.ConversationPage(r.Context(), id, q)

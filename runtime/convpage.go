@@ -91,6 +91,16 @@ func errUnknownAfter(after string) *protocol.Error {
 		"Invalid 'after': no item '%s' in this list (deleted since, or never in it). List from the start, without 'after'.", after)
 }
 
+// writePage writes q's window of all (oldest first) as the API lists it.
+func writePage(w http.ResponseWriter, all protocol.Items, q ItemPage) {
+	items, more, perr := pageOf(all, q)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	writeJSON(w, http.StatusOK, pageList(items, more))
+}
+
 // pageList is the API's list of a page of items.
 func pageList(items protocol.Items, more bool) protocol.List[protocol.Item] {
 	list := protocol.List[protocol.Item]{Object: "list", Data: items, HasMore: more}

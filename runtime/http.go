@@ -234,12 +234,7 @@ func writeItemPage(w http.ResponseWriter, r *http.Request, all protocol.Items) {
 		writeError(w, perr)
 		return
 	}
-	items, more, perr := pageOf(all, q)
-	if perr != nil {
-		writeError(w, perr)
-		return
-	}
-	writeJSON(w, http.StatusOK, pageList(items, more))
+	writePage(w, all, q)
 }
 
 // handleInputTokens serves POST /v1/responses/input_tokens: how many
