@@ -103,10 +103,18 @@ func TestBrowser(t *testing.T) {
 	if err := chrome.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		chrome.Process.Kill()
-		chrome.Wait()
-	}()
+	// chromeLog stops Chromium, and then reads what it wrote: its stderr
+	// is written by exec's goroutine until it has exited.
+	stopped := false
+	chromeLog := func() string {
+		if !stopped {
+			stopped = true
+			chrome.Process.Kill()
+			chrome.Wait()
+		}
+		return chromeErr.String()
+	}
+	defer chromeLog()
 
 	var report strings.Builder
 	for lines.Scan() {
@@ -115,7 +123,7 @@ func TestBrowser(t *testing.T) {
 	err = example.Wait()
 	t.Logf("the example: %s", report.String())
 	if err != nil {
-		t.Fatalf("the page did not complete its rollout (%v): %s\nchromium's log:\n%s", err, report.String(), tail(chromeErr.String(), 4000))
+		t.Fatalf("the page did not complete its rollout (%v): %s\nchromium's log:\n%s", err, report.String(), tail(chromeLog(), 4000))
 	}
 	if !strings.Contains(report.String(), "status completed") || !strings.Contains(report.String(), "page_info returned") {
 		t.Errorf("the page reported %q", report.String())

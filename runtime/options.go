@@ -326,6 +326,7 @@ func (l *Limits) setDefaults() {
 	orDefault(&l.MaxOutputItems, DefaultMaxOutputItems)
 	orDefault(&l.MaxOutputBytes, DefaultMaxOutputBytes)
 	orDefault(&l.MaxCompactions, DefaultMaxCompactions)
+	orDefault(&l.MaxClientSecrets, DefaultMaxClientSecrets)
 }
 
 func (t *Timeouts) validate() error {
