@@ -95,9 +95,14 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	if r.resp.Status == protocol.ResponseCompleted || r.resp.Status == protocol.ResponseIncomplete {
 		conv = r.publish()
 	}
+	var rec *Record // what the store took, if it did
 	if r.resp.Store {
 		t0 := r.srv.now()
-		rec := &Record{Response: r.resp, Input: r.req.Input, Items: slices.Clip(r.transcript()[r.base:]), Chain: r.chain}
+		// A copy: what the response gets after this (its timings, a
+		// failure below) is not written into what a reader of the store
+		// may be encoding meanwhile.
+		stored := *r.resp
+		rec = &Record{Response: &stored, Input: r.req.Input, Items: slices.Clip(r.transcript()[r.base:]), Chain: r.chain}
 		if conv != nil && r.srv.opts.StoreTokens {
 			rec.Prompt = conv.prompt
 		}
@@ -112,9 +117,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 			r.mu.Lock()
 			r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
 			r.mu.Unlock()
-			terminal, conv = protocol.EventFailed, nil
+			terminal, conv, rec = protocol.EventFailed, nil, nil
 		case err != nil:
 			r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
+			rec = nil
 		}
 		r.tm.StoreMicros = r.srv.now().Sub(t0).Microseconds()
 	}
@@ -128,6 +134,15 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 			r.resp.Status, r.resp.Error, r.resp.CompletedAt = protocol.ResponseFailed, perr.ResponseError(), nil
 			r.mu.Unlock()
 			terminal, conv = protocol.EventFailed, nil
+			if rec != nil { // the store has it as it ended before: it has it failed now
+				failed, again := *r.resp, *rec
+				again.Response = &failed
+				sctx, cancel := context.WithTimeout(WithTenant(context.WithoutCancel(ctx), r.tenant), storeTimeout)
+				if err := r.srv.store.Put(sctx, &again); err != nil {
+					r.srv.log.Warn("store write failed", "response", r.resp.ID, "err", err)
+				}
+				cancel()
+			}
 		}
 	}
 	later := r.srv.hooks.PostInference(r.srv.ctx, r.path, &r.tm)
