@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/tether-run/tether/runtime/internal/ids"
+	"github.com/tether-run/tether/runtime/internal/seal"
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
@@ -53,7 +54,7 @@ func (s *Server) windowOf(items protocol.Items, from int, param string) (window,
 			if perr != nil {
 				return window{}, perr
 			}
-			return window{n: i + 1, items: sealed}, nil
+			return window{n: i + 1, items: sealed.Items}, nil
 		}
 	}
 	return window{}, nil
@@ -130,7 +131,7 @@ func (r *rollout) compactIfDue() error {
 		return nil
 	}
 	sealed := r.modelItems()
-	content, err := r.srv.sealer.Seal(sealed)
+	content, err := r.srv.sealer.Seal(seal.Payload{Items: sealed})
 	if err != nil {
 		return protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "Could not compact the context: %v.", err)
 	}

@@ -145,7 +145,7 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 			if perr != nil {
 				return nil, nil, perr
 			}
-			out = append(out, sealed...)
+			out = append(out, sealed.Items...)
 		case *protocol.ItemReferenceItem:
 			if refs == nil {
 				refs = newReferences(param, s.opts.Limits.MaxFrame)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/runtime/internal/ids"
+	"github.com/tether-run/tether/runtime/internal/seal"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -369,7 +370,7 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Invalid(protocol.CodeMissingRequired, "input", "Missing required parameter: 'input': there is nothing to compact."))
 		return
 	}
-	sealed, err := s.sealer.Seal(items)
+	sealed, err := s.sealer.Seal(seal.Payload{Items: items})
 	if err != nil {
 		writeError(w, protocol.AsError(err))
 		return
