@@ -168,20 +168,24 @@ func (st scopedStore) Delete(ctx context.Context, id string) error {
 }
 
 // MemoryStore is the default Store: records in memory, bounded by count
-// and by bytes, in all and per tenant. A record's bytes are what it holds
-// in memory: its encoded size (the response, its input and items, and its
-// tokens when kept) and its structs' and indexes' overhead. Past
-// a bound the oldest records go first: the tenant's own oldest for its
-// bound, the oldest of all for the others. A record larger than a bound on
-// its own is not kept (Put returns ErrTooLarge; the response is served all
-// the same, and reads as not stored).
+// and by bytes, in all and per tenant. It keeps the segments context
+// compactions refer to too (CompactionSegments, store_segments.go),
+// counted in its bytes and dropped as records are. A record's bytes are
+// what it holds in memory: its encoded size (the response, its input and
+// items, and its tokens when kept) and its structs' and indexes'
+// overhead. Past a bound the oldest records and segments go first: the
+// tenant's own oldest for its bound, the oldest of all for the others. A
+// record larger than a bound on its own is not kept (Put returns
+// ErrTooLarge; the response is served all the same, and reads as not
+// stored).
 type MemoryStore struct {
 	opts MemoryStoreOptions
 
 	mu      lockrank.RWMutex[lockrank.Store]
-	recs    map[string]*stored  // guarded by mu
-	items   map[itemKey]*stored // the latest record of each tenant holding each item id; guarded by mu
-	all     list.List           // of *stored, oldest first; guarded by mu
+	recs    map[string]*stored     // guarded by mu
+	items   map[itemKey]*stored    // the latest record of each tenant holding each item id; guarded by mu
+	segs    map[segmentKey]*stored // compaction segments (store_segments.go); guarded by mu
+	all     list.List              // of *stored, records and segments, oldest first; guarded by mu
 	tenants map[string]*tenantRecords
 	bytes   int // guarded by mu
 }
@@ -200,13 +204,25 @@ type MemoryStoreOptions struct {
 // another's.
 type itemKey struct{ tenant, id string }
 
+// stored is a record, or a compaction segment (seg, when rec is nil),
+// in the store's lists.
 type stored struct {
 	rec       *Record
+	seg       *segment
 	bytes     int
 	all, mine *list.Element
 }
 
-// tenantRecords are one tenant's records, oldest first, and their bytes.
+// tenant is whose it is.
+func (e *stored) tenant() string {
+	if e.rec == nil {
+		return e.seg.key.tenant
+	}
+	return e.rec.Tenant
+}
+
+// tenantRecords are one tenant's records and segments, oldest first, and
+// their bytes.
 type tenantRecords struct {
 	list  list.List
 	bytes int
@@ -226,7 +242,8 @@ var ErrTooLarge = errors.New("runtime: record larger than the store's bound")
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	opts.setDefaults()
-	return &MemoryStore{opts: opts, recs: make(map[string]*stored), items: make(map[itemKey]*stored), tenants: make(map[string]*tenantRecords)}
+	return &MemoryStore{opts: opts, recs: make(map[string]*stored), items: make(map[itemKey]*stored), segs: make(map[segmentKey]*stored),
+		tenants: make(map[string]*tenantRecords)}
 }
 
 // A record in memory holds more than its encoding: the structs behind its
@@ -265,44 +282,55 @@ func (m *MemoryStore) Put(_ context.Context, rec *Record) error {
 	if old := m.recs[rec.Response.ID]; old != nil {
 		m.removeLocked(old)
 	}
-	t := m.tenants[rec.Tenant]
-	if t == nil {
-		t = new(tenantRecords)
-		m.tenants[rec.Tenant] = t
-	}
 	e := &stored{rec: rec, bytes: size}
-	e.all, e.mine = m.all.PushBack(e), t.list.PushBack(e)
 	m.recs[rec.Response.ID] = e
 	for _, it := range rec.added() {
 		if id := it.ItemID(); id != "" {
 			m.items[itemKey{rec.Tenant, id}] = e
 		}
 	}
-	m.bytes += size
-	t.bytes += size
+	m.addLocked(e)
+	return nil
+}
+
+// addLocked puts e, indexed already, last in the lists, and makes room
+// as the bounds say: the tenant's oldest first for its bound, the oldest
+// of all for the others.
+func (m *MemoryStore) addLocked(e *stored) {
+	t := m.tenants[e.tenant()]
+	if t == nil {
+		t = new(tenantRecords)
+		m.tenants[e.tenant()] = t
+	}
+	e.all, e.mine = m.all.PushBack(e), t.list.PushBack(e)
+	m.bytes += e.bytes
+	t.bytes += e.bytes
 	for t.bytes > m.opts.MaxTenantBytes {
 		m.removeLocked(t.list.Front().Value.(*stored))
 	}
 	for len(m.recs) > m.opts.MaxRecords || m.bytes > m.opts.MaxBytes {
 		m.removeLocked(m.all.Front().Value.(*stored))
 	}
-	return nil
 }
 
 func (m *MemoryStore) removeLocked(e *stored) {
-	delete(m.recs, e.rec.Response.ID)
-	for _, it := range e.rec.added() {
-		if k := (itemKey{e.rec.Tenant, it.ItemID()}); k.id != "" && m.items[k] == e {
-			delete(m.items, k)
+	if e.rec == nil {
+		delete(m.segs, e.seg.key)
+	} else {
+		delete(m.recs, e.rec.Response.ID)
+		for _, it := range e.rec.added() {
+			if k := (itemKey{e.rec.Tenant, it.ItemID()}); k.id != "" && m.items[k] == e {
+				delete(m.items, k)
+			}
 		}
 	}
 	m.all.Remove(e.all)
-	t := m.tenants[e.rec.Tenant]
+	t := m.tenants[e.tenant()]
 	t.list.Remove(e.mine)
 	t.bytes -= e.bytes
 	m.bytes -= e.bytes
 	if t.list.Len() == 0 {
-		delete(m.tenants, e.rec.Tenant)
+		delete(m.tenants, e.tenant())
 	}
 }
 
