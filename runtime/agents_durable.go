@@ -257,7 +257,7 @@ func (sp *suspension) sendUpToLocked(seq int) {
 func (s *Server) restoreTree(ps *pauseState, lane string) (*rollout, *protocol.Error) {
 	req := *ps.Request
 	req.Input, req.PreviousResponseID, req.Conversation = ps.Items, "", nil
-	r, perr := s.prepare(context.Background(), &req, nil, s.now(), protocol.Timings{})
+	r, perr := s.prepare(WithTenant(context.Background(), ps.Tenant), &req, nil, s.now(), protocol.Timings{})
 	if perr != nil {
 		return nil, perr
 	}

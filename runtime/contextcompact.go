@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
@@ -25,6 +26,9 @@ import (
 // latency is. A continuation reads from the latest such item too
 // (connection cache, store, a stateless client that sends it back, a
 // suspended rollout restored), and never opens it into its items again.
+// The item stands for the whole context before it; how it holds that
+// (the items since the previous compaction and a reference to a segment
+// the server keeps), and how it is opened, is contextsegments.go's.
 
 // contextCompaction is the created_by of a compaction item made by
 // context_management.
@@ -39,22 +43,31 @@ func isContextCompaction(it protocol.Item) bool {
 
 // window is where a context reads from: the latest context compaction
 // item, items[n-1] of the context (n is 0 when there is none: the zero
-// window reads every item), and the items it stands for.
+// window reads every item), and the items it stands for. It is immutable:
+// contexts, and the server's window cache, share it.
 type window struct {
 	n     int
 	items protocol.Items
+	// chain is the segments the item refers to, newest first: the
+	// reference it holds, then the one each segment holds
+	// (contextsegments.go); nil when the item holds its window whole.
+	chain []seal.Ref
+	// bytes are the sealed bytes the window was opened from, or sealed
+	// into: what the window cache counts it as.
+	bytes int
 }
 
 // windowOf finds the latest context compaction of items at or after from,
-// and opens it; the zero window when there is none.
-func (s *Server) windowOf(items protocol.Items, from int, param string) (window, *protocol.Error) {
+// and opens it under tenant; the zero window when there is none.
+func (s *Server) windowOf(ctx context.Context, tenant string, items protocol.Items, from int, param string) (window, *protocol.Error) {
 	for i := len(items) - 1; i >= from; i-- {
 		if isContextCompaction(items[i]) {
-			sealed, perr := s.sealer.Open(items[i].(*protocol.Compaction).EncryptedContent, protocol.IndexParam(param, i)+".encrypted_content")
+			w, perr := s.openWindow(ctx, tenant, items[i].(*protocol.Compaction), protocol.IndexParam(param, i)+".encrypted_content")
 			if perr != nil {
 				return window{}, perr
 			}
-			return window{n: i + 1, items: sealed.Items}, nil
+			w.n = i + 1
+			return w, nil
 		}
 	}
 	return window{}, nil
@@ -117,7 +130,7 @@ func (r *rollout) modelItems() protocol.Items {
 // request's compact_threshold and at least half the threshold has come
 // since its latest compaction (a large system block alone does not make
 // every step compact again).
-func (r *rollout) compactIfDue() error {
+func (r *rollout) compactIfDue(ctx context.Context) error {
 	threshold := r.req.CompactThreshold()
 	if threshold == 0 || len(r.header)+r.prompt.Len() <= threshold || len(r.items) == r.win.n {
 		return nil
@@ -130,8 +143,7 @@ func (r *rollout) compactIfDue() error {
 		r.capped = "max_compactions" // the response ends before its next step
 		return nil
 	}
-	sealed := r.modelItems()
-	content, err := r.srv.sealer.Seal(seal.Payload{Items: sealed})
+	content, next, err := r.sealContext(ctx, r.modelItems())
 	if err != nil {
 		return protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "Could not compact the context: %v.", err)
 	}
@@ -146,7 +158,9 @@ func (r *rollout) compactIfDue() error {
 	r.itemDoneLocked(idx, cmp)
 	r.mu.Unlock()
 	r.items = append(r.items, cmp)
-	r.win = window{n: len(r.items), items: sealed}
+	next.n = len(r.items)
+	r.win = next
+	r.srv.windows.put(r.tenant, sealedKey(content), next) // a stateless client's next turn sends the item back
 	r.compactions++
 	r.outBytes += int64(len(content))
 	t0 := r.srv.now()

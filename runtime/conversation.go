@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime/internal/seal"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -68,7 +69,7 @@ func (s *Server) hydrate(ctx context.Context, id string, render bool) (*conversa
 		return nil, perr
 	}
 	conv := &conversation{response: head.Response, items: items, chain: chain}
-	if conv.win, perr = s.windowOf(items, 0, "previous_response_id"); perr != nil {
+	if conv.win, perr = s.windowOf(ctx, Tenant(ctx), items, 0, "previous_response_id"); perr != nil {
 		return nil, perr
 	}
 	if s.opts.StoreTokens {
@@ -141,7 +142,13 @@ func (s *Server) expand(input, ctxItems protocol.Items, param string, find findI
 				out = append(out, it)
 				break
 			}
-			sealed, perr := s.sealer.Open(it.EncryptedContent, protocol.IndexParam(param, i)+".encrypted_content")
+			at := protocol.IndexParam(param, i) + ".encrypted_content"
+			sealed, perr := s.sealer.Open(it.EncryptedContent, at)
+			if perr == nil && sealed.Prev != nil {
+				// Only a context compaction refers to a segment: this
+				// one's created_by was changed.
+				perr = seal.Unverified(at)
+			}
 			if perr != nil {
 				return nil, nil, perr
 			}

@@ -224,7 +224,7 @@ func (s *Server) conversationContext(ctx context.Context, id string) (*conversat
 		return nil, perr
 	}
 	conv := &conversation{items: items}
-	if conv.win, perr = s.windowOf(items, 0, "conversation"); perr != nil {
+	if conv.win, perr = s.windowOf(ctx, Tenant(ctx), items, 0, "conversation"); perr != nil {
 		return nil, perr
 	}
 	conv.prompt = s.renderFrom(items, conv.win)

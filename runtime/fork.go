@@ -24,8 +24,8 @@ import (
 // forkRollout is a fork of the pause ps, a new response on lane created at
 // created (Unix seconds): ps restored under a new id, its own suspension
 // answering the paused calls.
-func (s *Server) forkRollout(ps *pauseState, lane string, created int64) (*rollout, *protocol.Error) {
-	r, perr := s.restore(ps, lane)
+func (s *Server) forkRollout(ctx context.Context, ps *pauseState, lane string, created int64) (*rollout, *protocol.Error) {
+	r, perr := s.restore(ctx, ps, lane)
 	if perr != nil {
 		return nil, perr
 	}
@@ -80,7 +80,7 @@ func (sp *suspension) treeFork(sess *session, lane string) (*treeFork, *protocol
 func (s *Server) forkTree(tf *treeFork, lane string, created int64) (*rollout, *protocol.Error) {
 	req := *tf.req
 	req.Input, req.PreviousResponseID, req.Conversation = tf.items, "", nil
-	r, perr := s.prepare(context.Background(), &req, nil, s.now(), protocol.Timings{})
+	r, perr := s.prepare(WithTenant(context.Background(), tf.tenant), &req, nil, s.now(), protocol.Timings{})
 	if perr != nil {
 		return nil, perr
 	}
@@ -154,7 +154,7 @@ func (sess *session) forkOn(ln *lane, j *forkJob) (last []byte) {
 	if j.tree != nil {
 		ro, perr = sess.srv.forkTree(j.tree, ln.id, sess.srv.now().Unix())
 	} else {
-		ro, perr = sess.srv.forkRollout(j.pause, ln.id, sess.srv.now().Unix())
+		ro, perr = sess.srv.forkRollout(sess.ctx, j.pause, ln.id, sess.srv.now().Unix())
 	}
 	if perr != nil {
 		return errorFrame(perr, ln.id)

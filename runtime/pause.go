@@ -49,6 +49,7 @@ type pauseState struct {
 	header     []sampler.Token // rendered instructions and tools
 	prompt     *sampler.Prompt // rendered Items[promptFrom:Rendered]
 	promptFrom int             // the first item the prompt renders: the latest compaction's, or 0
+	win        window          // the latest context compaction, opened
 
 	// Read back from a journal whose snapshot kept its prompt's tokens:
 	// what a restore rebuilds the prompt from, rather than render it.
@@ -128,7 +129,7 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Tools: r.tools,
 		pauseLoop: pauseLoop{Path: r.path, Usage: r.usage, Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom,
 			Steered: r.inbox.peek(), Seq: r.order.seq, Rendered: r.rendered},
-		kept: true, header: r.header, prompt: r.prompt, promptFrom: r.win.start()}
+		kept: true, header: r.header, prompt: r.prompt, promptFrom: r.win.start(), win: r.win}
 	for label, s := range r.mcp {
 		if s.tools != nil {
 			if ps.MCPTools == nil {
@@ -198,8 +199,9 @@ func (ps *pauseState) valid() bool {
 // starts it inside the paused step, parked on the step's client calls,
 // which its own client Tool (a suspension) answers. The response keeps its
 // id; a fork gives it another. The context is rendered again unless ps was
-// taken in this process.
-func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error) {
+// taken in this process; a state read back from a journal opens its latest
+// context compaction again, which may read the store (ctx).
+func (s *Server) restore(ctx context.Context, ps *pauseState, lane string) (*rollout, *protocol.Error) {
 	model, perr := s.model(ps.Request.Model)
 	if perr != nil {
 		return nil, perr
@@ -228,10 +230,11 @@ func (s *Server) restore(ps *pauseState, lane string) (*rollout, *protocol.Error
 			m.tools = tools
 		}
 	}
-	if r.win, perr = s.windowOf(ps.Items[:ps.Rendered], 0, "items"); perr != nil {
-		return nil, perr
-	}
+	r.win = ps.win
 	if !ps.kept {
+		if r.win, perr = s.windowOf(ctx, ps.Tenant, ps.Items[:ps.Rendered], 0, "items"); perr != nil {
+			return nil, perr
+		}
 		// Read back from its written form: render what the loop had, but
 		// for the items whose tokens the journal kept.
 		r.header = s.renderer.Header(derefString(ps.Request.Instructions), ps.Request.Tools)

@@ -187,7 +187,7 @@ func TestPauseRoundTrip(t *testing.T) {
 		}
 
 		// The bytes alone rebuild the loop on another server.
-		restored, perr := other.restore(back, "")
+		restored, perr := other.restore(context.Background(), back, "")
 		if perr != nil {
 			t.Fatal(perr)
 		}
@@ -258,7 +258,7 @@ func FuzzDecodePause(f *testing.F) {
 				t.Fatal(err)
 			}
 			defer srv.Shutdown(context.Background())
-			ro, perr := srv.restore(ps, "")
+			ro, perr := srv.restore(context.Background(), ps, "")
 			if perr != nil {
 				return
 			}

@@ -326,7 +326,7 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 		if perr := r.holdContext(); perr != nil {
 			return r.finish(ctx, sampler.Result{}, perr)
 		}
-		if err := r.compactIfDue(); err != nil {
+		if err := r.compactIfDue(ctx); err != nil {
 			return r.finish(ctx, sampler.Result{}, err)
 		}
 		r.mu.Lock()

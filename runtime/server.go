@@ -106,6 +106,8 @@ type Server struct {
 	store    Store
 	convs    ConversationStore // the Conversations API's: the Store's when it is one
 	sealer   *seal.Sealer
+	segments CompactionSegments // the Store's, when it keeps them (contextsegments.go)
+	windows  *windowCache       // compaction windows opened or sealed lately
 	log      *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
@@ -177,6 +179,8 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sealer = sl
+	s.segments, _ = inner.(CompactionSegments)
+	s.windows = newWindowCache(s.opts.Limits.MaxMemory)
 	s.routes()
 	return s, nil
 }

@@ -117,7 +117,7 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	}
 	// A context compaction the client sent back (a stateless client
 	// chaining its output): the context reads from it.
-	if w, perr := s.windowOf(input, 0, "input"); perr != nil {
+	if w, perr := s.windowOf(ctx, Tenant(ctx), input, 0, "input"); perr != nil {
 		return nil, perr
 	} else if w.n > 0 {
 		w.n += r.rendered // an index in input: in the context, after the parent's items

@@ -79,7 +79,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 		last, settled = sess.takeoverTree(ln, j, jn, lc)
 		return last
 	}
-	ro, perr := sess.srv.restore(ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
+	ro, perr := sess.srv.restore(ctx, ps, ln.id) // before the takeover: a rollout this server cannot run stays where it is
 	if perr != nil {
 		return sess.wakeFailed(ln, j, perr)
 	}

@@ -49,6 +49,7 @@ var order = [...]struct {
 	rankInbox:     {name: "inbox.mu", leaf: true},
 	rankRecorder:  {name: "record.Writer.mu", leaf: true},
 	rankLeases:    {name: "leases.mu", leaf: true},
+	rankWindows:   {name: "windowCache.mu", leaf: true},
 }
 
 // rankID is a rank's index in order.
@@ -79,6 +80,7 @@ const (
 	rankInbox
 	rankRecorder
 	rankLeases
+	rankWindows
 )
 
 // Rank is the type parameter of a Mutex or RWMutex: one of the types below,
@@ -107,6 +109,7 @@ type (
 	Inbox         struct{} // inbox.mu: the messages steered into a rollout
 	Recorder      struct{} // record.Writer.mu: a traffic log
 	Leases        struct{} // leases.mu: a server's lease releases waiting to be sent
+	Windows       struct{} // windowCache.mu: the compaction windows a server opened lately
 )
 
 func (SuspendedSet) id() rankID  { return rankSuspendedSet }
@@ -128,6 +131,7 @@ func (Stopper) id() rankID       { return rankStopper }
 func (Inbox) id() rankID         { return rankInbox }
 func (Recorder) id() rankID      { return rankRecorder }
 func (Leases) id() rankID        { return rankLeases }
+func (Windows) id() rankID       { return rankWindows }
 
 // mayTake reports whether a lock of rank r may be taken while one of rank
 // h is held.

@@ -10,7 +10,7 @@ import (
 var allRanks = []Rank{
 	SuspendedSet{}, ConnScope{}, Session{}, Rollout{}, Suspension{}, Server{},
 	MCPServer{}, MCPConns{}, Store{}, Conversations{}, Checkpoints{}, Secrets{}, Cork{},
-	Outbox{}, Admission{}, Stopper{}, Inbox{}, Recorder{}, Leases{},
+	Outbox{}, Admission{}, Stopper{}, Inbox{}, Recorder{}, Leases{}, Windows{},
 }
 
 // TestRanksHaveEntries: every Rank type has a rankID of its own, and every

@@ -105,14 +105,14 @@ func (s *Sealer) Seal(p Payload) (string, error) {
 func (s *Sealer) Open(content, param string) (Payload, *protocol.Error) {
 	seg, ok := Segment(content)
 	if !ok {
-		return Payload{}, errUnverified(param)
+		return Payload{}, Unverified(param)
 	}
 	return s.OpenSegment(seg, param)
 }
 
 // OpenSegment opens a content as a segment store keeps it (Segment).
 func (s *Sealer) OpenSegment(seg []byte, param string) (Payload, *protocol.Error) {
-	bad := errUnverified(param)
+	bad := Unverified(param)
 	if len(seg) < s.aead.NonceSize() {
 		return Payload{}, bad
 	}
@@ -162,7 +162,9 @@ func Key(seg []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func errUnverified(param string) *protocol.Error {
+// Unverified is the error of a content that does not open, or was
+// changed since it was sealed, at param.
+func Unverified(param string) *protocol.Error {
 	return protocol.Invalid(protocol.CodeInvalidEncrypted, param,
 		"The encrypted content could not be verified: send compaction items back exactly as /v1/responses/compact returned them, to the server that made them.")
 }
