@@ -8,12 +8,18 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/tether-run/tether/hostedtools/websearch"
+	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/runtime/redisstore"
 )
 
 // searchScript is a user message scripting n hosted web_search steps.
@@ -266,6 +272,219 @@ func TestCompactionFormatOne(t *testing.T) {
 	code, b := h.post(t, "/responses", body)
 	if qs := readCompacted(t, b).queries(); code != 200 || len(qs) == 0 || qs[0] != "step 1 of the parser's history" {
 		t.Fatalf("continuing from a format 1 item: %d, queries %q; want step 1 first (%.300s)", code, qs, b)
+	}
+}
+
+// readScript is a user message scripting n steps of one read_file call
+// each, on f0.go, f1.go, …; readFileTool the function it calls.
+func readScript(n int) string {
+	var b strings.Builder
+	b.WriteString("Read them all.\n")
+	for i := range n {
+		fmt.Fprintf(&b, "call: read_file {\"path\":\"f%d.go\"}\n", i)
+	}
+	return b.String()
+}
+
+var readFileTool = map[string]any{"type": "function", "name": "read_file", "parameters": map[string]any{"type": "object"}}
+
+// suspendedCompacting is a suspended rollout of readScript(n) that
+// compacts before each step, its outputs being past the threshold.
+func suspendedCompacting(n int, lane string) map[string]any {
+	b := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "tools": []any{readFileTool}, "input": readScript(n),
+		"context_management": []any{map[string]any{"type": "compaction", "compact_threshold": 64}}}
+	if lane != "" {
+		b["stream_id"] = lane
+	}
+	return b
+}
+
+// answers answers each call a pause waits on with a long output.
+func answers(t *testing.T, pause []byte) []any {
+	t.Helper()
+	var outs []any
+	for _, o := range outputsFor(t, pause) {
+		m := o.(map[string]any)
+		m["output"] = longOutput(100)
+		outs = append(outs, m)
+	}
+	return outs
+}
+
+// readsAndCompactions are the paths of the read_file calls the frames'
+// output_item.done events carry, in order, and their compaction items'
+// content sizes.
+func readsAndCompactions(t *testing.T, frames [][]byte) (paths []string, sizes []int) {
+	t.Helper()
+	for _, f := range frames {
+		e := decodeEv(t, f)
+		if e.Type != "response.output_item.done" {
+			continue
+		}
+		var it struct {
+			Type             string `json:"type"`
+			Arguments        string `json:"arguments"`
+			EncryptedContent string `json:"encrypted_content"`
+		}
+		json.Unmarshal(e.Item, &it)
+		switch it.Type {
+		case "function_call":
+			var args struct{ Path string }
+			json.Unmarshal([]byte(it.Arguments), &args)
+			paths = append(paths, args.Path)
+		case "compaction":
+			sizes = append(sizes, len(it.EncryptedContent))
+		}
+	}
+	return paths, sizes
+}
+
+// wantReads checks that paths are f0.go … f(n-1).go, each once, in order.
+func wantReads(t *testing.T, name string, paths []string, n int) {
+	t.Helper()
+	if len(paths) != n {
+		t.Fatalf("%s: read %q, want %d files in order", name, paths, n)
+	}
+	for i, p := range paths {
+		if p != fmt.Sprintf("f%d.go", i) {
+			t.Fatalf("%s: read %q, want f0.go … f%d.go in order", name, paths, n-1)
+		}
+	}
+}
+
+// TestCompactionTakeover: a durable suspended rollout that compacts
+// before each step, parked on server A after its fifth compaction, is
+// handed over as A shuts down and resumed on server B, which shares A's
+// Redis (store, checkpoints and key) and nothing else: B rebuilds the
+// rollout from its journal, opening its latest compaction from the
+// segments in Redis, and the model goes on reading the whole context (it
+// reads every file of the script, once and in order, and answers). A's
+// items refer to segments (the 5th the size of the 2nd) rather than hold
+// every step, and so do B's.
+func TestCompactionTakeover(t *testing.T) {
+	t.Parallel()
+	rd := redistest.Start(t)
+	server := func() *harness {
+		st, err := redisstore.New(rd.URL(), redisstore.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return newHarness(t, runtime.Options{Renderer: renderer(t), Store: st, Checkpoints: st, CompactionKey: compactionKey,
+			Suspension: runtime.SuspensionOptions{ResumeWindow: time.Minute}})
+	}
+	a, b := server(), server()
+	const steps = 8
+
+	c1 := a.dial(t, nil)
+	c1.send(t, create(suspendedCompacting(steps, "")))
+	frames := c1.next(t)
+	id := respID(t, last(frames))
+	for range 4 {
+		c1.send(t, appendEv(id, "", answers(t, last(frames))...))
+		frames = append(frames, c1.next(t)...)
+	}
+	pause := last(frames)
+	if eventType(t, pause) != "response.done" {
+		t.Fatalf("A: %s, want a pause", pause)
+	}
+	_, onA := readsAndCompactions(t, frames)
+	if len(onA) != 5 || float64(onA[4]) > 1.5*float64(onA[1]) {
+		t.Fatalf("A's compactions: sizes %v; want 5 (one before each step: the script is past the threshold), the 5th about the size of the 2nd", onA)
+	}
+	handOverFrom(t, a, c1)
+
+	c2 := b.dial(t, nil)
+	resume := refEv("response.resume", id, "")
+	resume["sequence_number"] = *decodeEv(t, pause).Seq
+	c2.send(t, resume)
+	if again := c2.recv(t); !bytes.Equal(again, pause) {
+		t.Fatalf("B's resume sent %s, want the pending pause", again)
+	}
+	for p := pause; eventType(t, p) == "response.done"; {
+		c2.send(t, appendEv(id, "", answers(t, p)...))
+		more := c2.next(t)
+		frames = append(frames, more...)
+		p = last(more)
+	}
+	end := decodeEv(t, last(frames))
+	if end.Type != "response.completed" || !strings.Contains(string(end.Response.Output[len(end.Response.Output)-1]), "read_file returned") {
+		t.Fatalf("the rollout taken over ended with %s", last(frames))
+	}
+	paths, sizes := readsAndCompactions(t, frames)
+	wantReads(t, "A then B", paths, steps)
+	if len(sizes) <= 5 || float64(sizes[len(sizes)-1]) > 1.5*float64(sizes[1]) {
+		t.Errorf("compaction sizes %v: want B's too, the last about the size of the 2nd", sizes)
+	}
+}
+
+// handOverFrom shuts server a down and reads c, its client, until a
+// closes it with 1012 (service restart): its parked rollouts are handed
+// over to their checkpoints, for another server to resume.
+func handOverFrom(t *testing.T, a *harness, c *wsConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- a.srv.Shutdown(ctx) }()
+	for {
+		if _, err := c.read(t, ctx); err != nil {
+			if status := websocket.CloseStatus(err); status != websocket.StatusServiceRestart {
+				t.Fatalf("A closed the connection with %v (%v), want 1012", status, err)
+			}
+			break
+		}
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompactionFork: a suspended rollout forked at a pause after it has
+// compacted goes on, in the fork as in the original, reading the whole
+// context the compactions stand for (each reads the rest of the script's
+// files in order, and answers) from the window its pause kept: its next
+// compactions refer to it, as the original's do, rather than seal the
+// whole context again.
+func TestCompactionFork(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{Renderer: renderer(t)})
+	c := h.dial(t, nil)
+	l := newLanes(c)
+	const steps = 6
+	c.send(t, create(suspendedCompacting(steps, "orig")))
+	frames := l.next(t, "orig")
+	id := respID(t, last(frames))
+	for range 3 {
+		c.send(t, appendEv(id, "orig", answers(t, last(frames))...))
+		frames = append(frames, l.next(t, "orig")...)
+	}
+	shared, sizes := readsAndCompactions(t, frames)
+	if len(sizes) != 4 {
+		t.Fatalf("%d compactions before the fork, want 4 (one before each step)", len(sizes))
+	}
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"f"}})
+	fork := l.next(t, "f")
+	forkID := respID(t, last(fork))
+	for _, run := range []struct {
+		lane, id string
+		frames   [][]byte
+	}{{"f", forkID, fork}, {"orig", id, frames[len(frames)-1:]}} {
+		var own [][]byte
+		for p := last(run.frames); eventType(t, p) == "response.done"; {
+			c.send(t, appendEv(run.id, run.lane, answers(t, p)...))
+			more := l.next(t, run.lane)
+			own = append(own, more...)
+			p = last(more)
+		}
+		if eventType(t, last(own)) != "response.completed" {
+			t.Fatalf("%s ended with %s", run.lane, last(own))
+		}
+		paths, more := readsAndCompactions(t, own)
+		wantReads(t, run.lane, append(slices.Clip(shared), paths...), steps)
+		if len(more) == 0 || float64(slices.Max(more)) > 1.5*float64(sizes[1]) {
+			t.Errorf("%s's compactions: sizes %v after %v; want them about the size of the 2nd", run.lane, more, sizes)
+		}
 	}
 }
 
