@@ -13,9 +13,9 @@ import (
 )
 
 // A context compaction item stands for the whole context before it, but
-// need not hold it all: sealing the whole window at every compaction made
-// the nth item as large as the n-1 before it together, O(n²) bytes over a
-// response or a conversation. When the server's Store keeps segments
+// need not hold it all: sealed whole, the nth item would hold what the n-1
+// before it hold together, O(n²) bytes over a response or a conversation.
+// When the server's Store keeps segments
 // (CompactionSegments), an item holds the items since the previous
 // compaction and a reference (seal.Ref: key, item count, span) to a
 // segment, kept server-side under the tenant, that stands for the window
@@ -32,7 +32,7 @@ import (
 // item (span 1) would sit on a segment of span 1 merges the two into a
 // segment of span 2, which merges with one of span 2, and so on. A chain
 // under the nth compaction then has at most log₂ n + 1 segments, and each
-// compaction's items are sealed again about log₂ n times in all: O(n log n)
+// compaction's items are sealed again at most log₂ n times: O(n log n)
 // bytes in the store, and an item of the size of what one compaction adds.
 //
 // Opening an item (openWindow) reads its chain, following references down
@@ -80,7 +80,6 @@ func (s *Server) keepWindow(ctx context.Context, tenant string, w window, conten
 		span += w.chain[carried].Span
 		carried++
 	}
-	seg, ok := seal.Segment(content)
 	if carried > 0 {
 		var prev *seal.Ref
 		from := 0
@@ -93,11 +92,9 @@ func (s *Server) keepWindow(ctx context.Context, tenant string, w window, conten
 			s.log.Warn("compaction sealed whole: could not seal a merged segment", "err", err)
 			return seal.Ref{}, nil, false
 		}
-		seg, ok = seal.Segment(merged)
+		content = merged
 	}
-	if !ok { // contents this server made or opened are base64url
-		return seal.Ref{}, nil, false
-	}
+	seg, _ := seal.Segment(content) // the item's was opened, the merged one sealed here: both base64url
 	key := seal.Key(seg)
 	if err := s.segments.PutSegment(ctx, tenant, key, seg); err != nil {
 		s.log.Warn("compaction sealed whole: the store did not keep its segment", "bytes", len(seg), "err", err)
@@ -129,7 +126,7 @@ func (s *Server) openWindow(ctx context.Context, tenant string, it *protocol.Com
 	for ref := p.Prev; ref != nil; {
 		if len(w.chain) == maxSegmentHops {
 			return window{}, protocol.Invalid(protocol.CodeInvalidEncrypted, param,
-				"The compaction item %s refers through more than %d segments; this server makes none such.", it.ID, maxSegmentHops)
+				"The compaction item %s refers through more than %d segments: this server did not make it.", it.ID, maxSegmentHops)
 		}
 		w.chain = append(w.chain, *ref)
 		if cached, ok := s.windows.get(tenant, ref.Key); ok {
@@ -156,7 +153,7 @@ func (s *Server) openWindow(ctx context.Context, tenant string, it *protocol.Com
 	for j := len(tails) - 1; j >= 0; j-- {
 		if j < len(w.chain) && w.chain[j].Items != len(items) {
 			return window{}, protocol.Invalid(protocol.CodeInvalidEncrypted, param,
-				"The compaction item %s refers to a window of %d items that opened into %d; this server makes none such.", it.ID, w.chain[j].Items, len(items))
+				"The compaction item %s refers to a window of %d items that opened into %d: this server did not make it.", it.ID, w.chain[j].Items, len(items))
 		}
 		items = append(items, tails[j]...)
 	}
