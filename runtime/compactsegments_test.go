@@ -34,6 +34,7 @@ func searchScript(n int) string {
 
 // compacted is what these tests read of a response object.
 type compacted struct {
+	ID                string                   `json:"id"`
 	Status            string                   `json:"status"`
 	IncompleteDetails *struct{ Reason string } `json:"incomplete_details"`
 	Output            []json.RawMessage        `json:"output"`
@@ -193,7 +194,9 @@ func TestCompactionItemSize(t *testing.T) {
 // next turn from it. The maker reads none: it keeps the windows it sealed
 // lately. A server that shares the key but not the store refuses the item
 // invalid_encrypted_content, naming it, over HTTP and WebSocket; it opens
-// the first, which refers to nothing.
+// the first, which refers to nothing. A stored response continued by
+// previous_response_id on the server that did not make it reads its
+// compactions' segments from the store too.
 func TestCompactionSegmentReads(t *testing.T) {
 	t.Parallel()
 	store := &countingSegments{MemoryStore: runtime.NewMemoryStore(runtime.MemoryStoreOptions{})}
@@ -242,6 +245,20 @@ func TestCompactionSegmentReads(t *testing.T) {
 	c := other.dial(t, nil)
 	c.send(t, create(compactingBody(since)))
 	c.wantError(t, "invalid_encrypted_content")
+
+	// A stored response of A's continued on B by previous_response_id:
+	// B loads it from the store they share and opens its last compaction
+	// the same way.
+	stored := compactingBody(searchScript(40))
+	stored["store"] = true
+	code, body = a.post(t, "/responses", stored)
+	chained := readCompacted(t, body)
+	next := compactingBody("Go on.")
+	next["previous_response_id"] = chained.ID
+	code, body = b.post(t, "/responses", next)
+	if qs := readCompacted(t, body).queries(); code != 200 || len(qs) == 0 || qs[0] != fmt.Sprintf("step %d of the parser's history", len(chained.queries())) {
+		t.Fatalf("B continuing A's stored response: %d, queries %q; want step %d first", code, qs, len(chained.queries()))
+	}
 	for i, it := range first.Output {
 		if strings.Contains(string(it), `"type":"compaction"`) {
 			code, body := other.post(t, "/responses", compactingBody(first.Output[i:i+1]))
