@@ -111,7 +111,7 @@ func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 	}
 	var held int64
 	defer func() { c.mem.Refund(held) }()
-	b := make([]byte, 0, 4<<10)
+	b := make([]byte, 0, 512) // as io.ReadAll begins, which the unbounded path reads with
 	for {
 		if len(b) == cap(b) {
 			if held == 0 && 2*cap(b) > peekFrame {
