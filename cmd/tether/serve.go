@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"flag"
@@ -216,28 +214,13 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	switch {
 	case *storeURL == "memory":
 	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"), strings.HasPrefix(*storeURL, "unix://"):
-		rs, err := redisstore.New(*storeURL, redisstore.Options{TTL: *storeTTL, MaxRecordBytes: *storeRecord,
-			MaxConversationBytes: *storeConversation, MaxTenantConversationBytes: opts.MemoryStore.MaxTenantBytes})
+		rs, err := openRedis(ctx, *storeURL, redisstore.Options{TTL: *storeTTL, MaxRecordBytes: *storeRecord,
+			MaxConversationBytes: *storeConversation, MaxTenantConversationBytes: opts.MemoryStore.MaxTenantBytes}, &opts, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "tether: --store:", err)
 			return 2
 		}
 		defer rs.Close()
-		if err := rs.Ping(ctx); err != nil {
-			// Served all the same: the store may come up later, and
-			// store: false traffic needs none.
-			log.Warn("the store does not answer yet", "store", redactURL(*storeURL), "err", err)
-		}
-		// One compaction key for every server on this Redis, so that a
-		// compaction item (in a request, or in a checkpoint taken over)
-		// opens on any of them.
-		if key, err := sharedCompactionKey(ctx, rs); err != nil {
-			log.Warn("no shared compaction key: compaction items (and checkpoints holding them) open only on this server", "err", err)
-		} else {
-			opts.CompactionKey = key
-			// Client secrets one server mints, the others take.
-			opts.SecretKey = derivedKey(key, "tether client secrets")
-		}
 		store, checkpoints = rs, rs
 	default:
 		fmt.Fprintf(stderr, "tether: --store %q: want memory, or redis://HOST:PORT/DB\n", *storeURL)
@@ -446,14 +429,6 @@ func splitList(s string) []string {
 	return out
 }
 
-// redactURL is u without its password, for logs.
-func redactURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return "(unparsable)"
-}
-
 // negativeFlag is the first flag set to a negative number or duration: every
 // bound serve takes is 0 (its default) or more.
 func negativeFlag(fs *flag.FlagSet) (name, value string, ok bool) {
@@ -486,31 +461,4 @@ func negativeFlag(fs *flag.FlagSet) (name, value string, ok bool) {
 // its URL, and the SHA-256 of its certificate, which clients pin.
 func webTransportLine(url, hash string) string {
 	return fmt.Sprintf("webtransport on %s sha256=%s", url, hash)
-}
-
-// sharedCompactionKey reads the compaction key every server on rs shares,
-// trying for a second and a half: a server that starts while Redis is down and
-// seals with a key of its own makes items no other server opens.
-func sharedCompactionKey(ctx context.Context, rs *redisstore.Store) ([]byte, error) {
-	var err error
-	for wait := 100 * time.Millisecond; wait <= time.Second; wait *= 2 { // 1.5 s in all
-		var key []byte
-		if key, err = rs.CompactionKey(ctx); err == nil {
-			return key, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-	return nil, err
-}
-
-// derivedKey is a key for purpose drawn from a shared one (HMAC-SHA256):
-// the servers that share key share it, and it says nothing of key.
-func derivedKey(key []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(purpose))
-	return m.Sum(nil)
 }
