@@ -51,21 +51,7 @@ func TestBudgetHolds(t *testing.T) {
 			if grew := p.srv.MemoryHeld() - before; grew < 2*size {
 				t.Errorf("a waiting steer of %d bytes took %d of the budget: want twice its size (decoded, and as sent)", size, grew)
 			}
-			c.send(t, refEv("response.cancel", id, ""))
-			if typ := eventType(t, last(c.next(t))); typ != "response.cancelled" {
-				t.Fatalf("cancelled: %s", typ)
-			}
-			synctest.Wait()
-			if held := p.srv.MemoryHeld(); held <= 0 {
-				t.Errorf("the budget holds %d bytes with the ended rollout's tail kept for a resume", held)
-			}
-			// Read: its tail, which the budget counts too, is let go.
-			c.send(t, map[string]any{"type": "response.processed", "response_id": id})
-			c.drop()
-			synctest.Wait()
-			if held := p.srv.MemoryHeld(); held != 0 {
-				t.Errorf("the budget holds %d bytes once the rollout and its connection are gone", held)
-			}
+			cancelAndRelease(t, p, c, id)
 		})
 	})
 
@@ -117,17 +103,7 @@ func TestBudgetHolds(t *testing.T) {
 			if grew := p.srv.MemoryHeld() - before; grew < size {
 				t.Errorf("an appended output of %d bytes took %d of the budget", size, grew)
 			}
-			c.send(t, refEv("response.cancel", id, ""))
-			if typ := eventType(t, last(c.next(t))); typ != "response.cancelled" {
-				t.Fatalf("cancelled: %s", typ)
-			}
-			// Read: its tail, which the budget counts too, is let go.
-			c.send(t, map[string]any{"type": "response.processed", "response_id": id})
-			c.drop()
-			synctest.Wait()
-			if held := p.srv.MemoryHeld(); held != 0 {
-				t.Errorf("the budget holds %d bytes once the rollout and its connection are gone", held)
-			}
+			cancelAndRelease(t, p, c, id)
 		})
 	})
 
@@ -175,4 +151,25 @@ func TestBudgetHolds(t *testing.T) {
 			}
 		})
 	})
+}
+
+// cancelAndRelease cancels rollout id, parked on c, and checks that the
+// budget then holds its tail, kept for a resume, and nothing once c has
+// read it (response.processed) and gone. Inside a synctest bubble.
+func cancelAndRelease(t *testing.T, p *pipeHarness, c *wsConn, id string) {
+	t.Helper()
+	c.send(t, refEv("response.cancel", id, ""))
+	if typ := eventType(t, last(c.next(t))); typ != "response.cancelled" {
+		t.Fatalf("cancelled: %s", typ)
+	}
+	synctest.Wait()
+	if held := p.srv.MemoryHeld(); held <= 0 {
+		t.Errorf("the budget holds %d bytes with the ended rollout's tail kept for a resume", held)
+	}
+	c.send(t, map[string]any{"type": "response.processed", "response_id": id})
+	c.drop()
+	synctest.Wait()
+	if held := p.srv.MemoryHeld(); held != 0 {
+		t.Errorf("the budget holds %d bytes once the rollout and its connection are gone", held)
+	}
 }
