@@ -77,6 +77,10 @@ const (
 	CodeTenantStore            = "tenant_store_limit" // a tenant's conversations hold all a store keeps of a tenant's: delete some, or wait for them to expire
 	CodeShuttingDown           = "server_shutting_down"
 
+	// Background responses (background: true).
+	CodeBackgroundQueueFull = "background_queue_full"   // a tenant's background responses queued or running are at the server's bound (Background.Queue)
+	CodeNotBackground       = "response_not_background" // a cancel of a response that did not run in the background, or a stream resume of one whose events were not kept
+
 	// Upstream models (a sampler that forwards to another server).
 	CodeUpstreamError   = "upstream_error"
 	CodeUpstreamTimeout = "upstream_timeout"

@@ -76,6 +76,17 @@ type EventHeader struct {
 
 func (h *EventHeader) header() *EventHeader { return h }
 
+// Terminal reports whether ev ends its response: completed, failed,
+// incomplete or cancelled (response.done, a suspended rollout's pause,
+// does not).
+func Terminal(ev Event) bool {
+	switch Type(ev) {
+	case EventCompleted, EventFailed, EventIncomplete, EventCancelled:
+		return true
+	}
+	return false
+}
+
 // Header returns the event's shared header, for stamping.
 func Header(e Event) *EventHeader { return e.header() }
 

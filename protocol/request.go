@@ -30,12 +30,16 @@ type CreateRequest struct {
 	ParallelToolCalls  *bool             `json:"parallel_tool_calls,omitempty"`
 	Stream             *bool             `json:"stream,omitempty"`
 	Background         *bool             `json:"background,omitempty"`
-	MaxOutputTokens    *int              `json:"max_output_tokens,omitempty"`
-	MaxToolCalls       *int              `json:"max_tool_calls,omitempty"`
-	Reasoning          *ReasoningConfig  `json:"reasoning,omitempty"`
-	SafetyIdentifier   *string           `json:"safety_identifier,omitempty"`
-	PromptCacheKey     *string           `json:"prompt_cache_key,omitempty"`
-	Truncation         string            `json:"truncation,omitempty"`
+	// BackgroundOptions place a background response in the queue: a
+	// completion window (OpenAI's discounted "2h" and "8h") and a
+	// continuation id that groups related requests.
+	BackgroundOptions *BackgroundOptions `json:"background_options,omitempty"`
+	MaxOutputTokens   *int               `json:"max_output_tokens,omitempty"`
+	MaxToolCalls      *int               `json:"max_tool_calls,omitempty"`
+	Reasoning         *ReasoningConfig   `json:"reasoning,omitempty"`
+	SafetyIdentifier  *string            `json:"safety_identifier,omitempty"`
+	PromptCacheKey    *string            `json:"prompt_cache_key,omitempty"`
+	Truncation        string             `json:"truncation,omitempty"`
 	// ContextManagement asks for server-side compaction: when the context
 	// passes compact_threshold tokens, the server compacts it.
 	ContextManagement []ContextManagement `json:"context_management,omitempty"`
@@ -51,6 +55,25 @@ type CreateRequest struct {
 	// OpenAI-Beta: responses_multi_agent=v1).
 	MultiAgent *MultiAgent `json:"multi_agent,omitempty"`
 }
+
+// BackgroundOptions are a request's background_options: CompletionWindow
+// is "soonest" (the default), "2h" or "8h"; ContinuationID is the client's
+// opaque name for a line of related requests.
+type BackgroundOptions struct {
+	CompletionWindow string `json:"completion_window,omitempty"`
+	ContinuationID   string `json:"continuation_id,omitempty"`
+}
+
+// The completion windows of background_options, fastest first.
+const (
+	WindowSoonest = "soonest"
+	Window2h      = "2h"
+	Window8h      = "8h"
+)
+
+// InBackground reports whether the request asked for a background
+// response.
+func (r *CreateRequest) InBackground() bool { return r.Background != nil && *r.Background }
 
 // MultiAgent is a request's multi_agent: Enabled is required; the
 // sub-agents live at once, the root not counted, are at least 1 (3 when

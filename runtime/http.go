@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/responses/input_tokens", s.handleInputTokens)
 	m.HandleFunc("GET /v1/responses/{id}", s.handleGet)
 	m.HandleFunc("DELETE /v1/responses/{id}", s.handleDelete)
+	m.HandleFunc("POST /v1/responses/{id}/cancel", s.handleCancel)
 	m.HandleFunc("GET /v1/responses/{id}/input_items", s.handleInputItems)
 	m.HandleFunc("POST /v1/conversations", s.handleConversationCreate)
 	m.HandleFunc("GET /v1/conversations/{id}", s.handleConversationGet)
@@ -114,8 +115,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	if req.Background != nil && *req.Background {
-		writeError(w, protocol.Invalid(protocol.CodeUnsupportedParameter, "background", "Background responses are not supported by tether."))
+	if perr := checkBackground(req); perr != nil {
+		writeError(w, perr)
 		return
 	}
 	if req.Suspend != nil && *req.Suspend {
@@ -149,6 +150,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	ro.tenant, ro.inFlightHeld = tenant, true
 	ro.path = path
 	served(r)
+	if req.InBackground() {
+		s.createInBackground(w, r, ro, len(body))
+		return
+	}
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	if !req.Streaming() {
@@ -200,9 +205,25 @@ func (s *Server) storedOr404(w http.ResponseWriter, r *http.Request) *Record {
 	return rec
 }
 
+// handleGet serves GET /v1/responses/{id}: the response as it stands (a
+// background one's, while it is kept, or the stored one's), or with
+// stream=true a background response's events again (resumeStream).
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	if rec := s.storedOr404(w, r); rec != nil {
-		writeJSON(w, http.StatusOK, rec.Response)
+	q, perr := getQueryOf(r)
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	e := s.bg.find(Tenant(r.Context()), r.PathValue("id"))
+	switch {
+	case q.stream:
+		s.resumeStream(w, r, e, q.after)
+	case e != nil:
+		writeBackground(w, e)
+	default:
+		if rec := s.storedOr404(w, r); rec != nil {
+			writeJSON(w, http.StatusOK, rec.Response)
+		}
 	}
 }
 

@@ -112,8 +112,7 @@ func (s *jobSink) put(ev protocol.Event, acct *outbox.Delivery) error {
 	if err != nil {
 		return err
 	}
-	switch protocol.Type(ev) {
-	case protocol.EventCompleted, protocol.EventFailed, protocol.EventIncomplete, protocol.EventCancelled:
+	if protocol.Terminal(ev) {
 		s.last = bytes.Clone(b)
 		return nil
 	}

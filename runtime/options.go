@@ -12,31 +12,34 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxFrame         = 16 << 20
-	DefaultWSMaxAge         = 60 * time.Minute
-	DefaultMaxInFlight      = 16
-	DefaultMaxLanes         = 32
-	DefaultMaxQueued        = 256
-	DefaultCacheResponses   = 1
-	DefaultWriteTimeout     = 10 * time.Second
-	DefaultSlowClient       = 10 * time.Second
-	DefaultDrainTimeout     = 10 * time.Second
-	DefaultConnBytes        = 16 << 20
-	DefaultCacheBytes       = 32 << 20
-	DefaultTenantInFlight   = 512
-	DefaultBodyTimeout      = 30 * time.Second
-	DefaultMaxCallsPerStep  = 256
-	DefaultMaxOutputItems   = 4096
-	DefaultMaxOutputBytes   = 64 << 20
-	DefaultMaxCompactions   = 32
-	DefaultSuspendTimeout   = 10 * time.Minute
-	DefaultResumeWindow     = 60 * time.Second
-	DefaultLeaseTTL         = 10 * time.Second
-	DefaultMaxSuspended     = 1024
-	DefaultTenantSuspended  = 256
-	DefaultMaxConnections   = 4096
-	DefaultTenantConns      = 256
-	DefaultMaxClientSecrets = 1 << 18
+	DefaultMaxFrame          = 16 << 20
+	DefaultWSMaxAge          = 60 * time.Minute
+	DefaultMaxInFlight       = 16
+	DefaultMaxLanes          = 32
+	DefaultMaxQueued         = 256
+	DefaultCacheResponses    = 1
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultSlowClient        = 10 * time.Second
+	DefaultDrainTimeout      = 10 * time.Second
+	DefaultConnBytes         = 16 << 20
+	DefaultCacheBytes        = 32 << 20
+	DefaultTenantInFlight    = 512
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultMaxCallsPerStep   = 256
+	DefaultMaxOutputItems    = 4096
+	DefaultMaxOutputBytes    = 64 << 20
+	DefaultMaxCompactions    = 32
+	DefaultSuspendTimeout    = 10 * time.Minute
+	DefaultResumeWindow      = 60 * time.Second
+	DefaultLeaseTTL          = 10 * time.Second
+	DefaultMaxSuspended      = 1024
+	DefaultTenantSuspended   = 256
+	DefaultMaxConnections    = 4096
+	DefaultTenantConns       = 256
+	DefaultMaxClientSecrets  = 1 << 18
+	DefaultBackgroundWorkers = 64
+	DefaultBackgroundQueue   = 256
+	DefaultBackgroundRetain  = 10 * time.Minute
 )
 
 // Options configure a Server. The zero value serves tether-scripted, unpaced,
@@ -118,6 +121,8 @@ type Options struct {
 	Suspension SuspensionOptions
 	// Tenant bounds each tenant's share of the server, when it has Keys.
 	Tenant TenantLimits
+	// Background bounds background responses (background: true).
+	Background BackgroundOptions
 	// MemoryStore bounds the default store, when Store is nil, and the
 	// conversations kept in memory, when Store keeps none (each store
 	// within these bounds of its own). Its zero bounds are a share of
@@ -240,6 +245,23 @@ type SuspensionOptions struct {
 // TenantLimits bound what one tenant (the tenant of a request's key) takes
 // of a server that has Keys, so that one key cannot take it all; without
 // Keys they bound nothing. Zero fields take the defaults.
+// BackgroundOptions bound background responses (background: true over
+// HTTP). Zero fields take the defaults.
+type BackgroundOptions struct {
+	// Workers bounds the background responses running at once; the rest
+	// wait, queued, the most urgent first.
+	Workers int
+	// Queue bounds one tenant's background responses queued or running
+	// (the keyless server's, without Keys): past it a create is refused,
+	// background_queue_full.
+	Queue int
+	// Retention is how long an ended background response is kept to be
+	// polled, its stream resumed, or cancelled again: 10 minutes, as
+	// OpenAI keeps them. Past it only the store has it, when it was
+	// stored (store: true).
+	Retention time.Duration
+}
+
 type TenantLimits struct {
 	// InFlight bounds the responses one tenant has in progress at
 	// once, over every connection and HTTP (suspended rollouts, parked or
@@ -272,7 +294,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("runtime: CompactionKey of %d bytes: want 32, or nil for a random one", len(o.CompactionKey))
 	}
 	return errors.Join(o.Limits.validate(), o.Timeouts.validate(), o.Suspension.validate(),
-		o.Tenant.validate(), o.MemoryStore.validate())
+		o.Tenant.validate(), o.Background.validate(), o.MemoryStore.validate())
 }
 
 // setDefaults fills in every zero field that has a default.
@@ -293,6 +315,7 @@ func (o *Options) setDefaults() {
 	o.Timeouts.setDefaults()
 	o.Suspension.setDefaults()
 	o.Tenant.setDefaults()
+	o.Background.setDefaults()
 	o.MemoryStore.setServerDefaults(o.Limits.MaxMemory, o.Keys != nil)
 }
 
@@ -383,6 +406,19 @@ func (t *TenantLimits) setDefaults() {
 
 // validate is Options.validate's: NewMemoryStore, which returns no error,
 // takes a negative bound as zero.
+func (b *BackgroundOptions) validate() error {
+	return errors.Join(
+		atLeast0("Background.Workers", b.Workers),
+		atLeast0("Background.Queue", b.Queue),
+		atLeast0("Background.Retention", b.Retention))
+}
+
+func (b *BackgroundOptions) setDefaults() {
+	orDefault(&b.Workers, DefaultBackgroundWorkers)
+	orDefault(&b.Queue, DefaultBackgroundQueue)
+	orDefault(&b.Retention, DefaultBackgroundRetain)
+}
+
 func (m *MemoryStoreOptions) validate() error {
 	return errors.Join(
 		atLeast0("MemoryStore.MaxRecords", m.MaxRecords),

@@ -62,6 +62,7 @@ type rollout struct {
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
 	leftOpen     bool            // a step left calls open: the response (a sub-agent: its loop) ended on them
 	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
+	queued       bool            // a background response: its response.created (queued) went out at its create (announceQueued)
 	// tree is a multi-agent response's agents (the root's and its
 	// sub-agents'); agent names a sub-agent, nil for the root (see
 	// agents.go).
@@ -231,7 +232,7 @@ func (r *rollout) resume() (*conversation, error) {
 // before inference. endRun undoes it as the run ends.
 func (r *rollout) startRun(ctx context.Context, sink sink) {
 	r.srv.began(r)
-	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil && r.agent == nil {
+	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil && r.agent == nil && !r.queued {
 		rec.Created(r.start, r.resp.ID, r.path, r.req)
 	}
 	r.ctx, r.cancel = r.stop.start(ctx)
@@ -285,9 +286,19 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 		return true, nil
 	}
 	// created and in_progress go out while it starts; a tree taken over
-	// from its journal goes on, its response begun where it was.
+	// from its journal goes on, its response begun where it was. A
+	// background response's created went out as it was queued; one
+	// cancelled there ends as it would have begun.
 	r.modelReady = time.Now()
-	if !r.moved {
+	switch {
+	case r.queued && ctx.Err() != nil:
+		return true, context.Cause(ctx)
+	case r.queued:
+		r.mu.Lock()
+		r.resp.Status = protocol.ResponseInProgress
+		r.mu.Unlock()
+		r.emitResponse(protocol.EventInProgress)
+	case !r.moved:
 		r.emitResponse(protocol.EventCreated)
 		r.emitResponse(protocol.EventInProgress)
 	}

@@ -122,6 +122,7 @@ type Server struct {
 	secrets   *clientSecrets       // POST /v1/client_secrets, redeemed by browsers' sessions
 	suspended *suspendedSet        // suspended rollouts by id, and their tails
 	leases    *leases              // on the durable rollouts it runs (lease.go)
+	bg        *backgrounds         // background responses, queued, running and kept (background.go)
 
 	// What Shutdown drains (shutdown.go).
 	mu       lockrank.Mutex[lockrank.Server]
@@ -146,6 +147,7 @@ func NewServer(opts Options) (*Server, error) {
 	s.opts.setDefaults()
 	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store, s.opts.Limits.MaxClientSecrets)
 	s.leases = newLeases(s)
+	s.bg = newBackgrounds(s)
 	s.admission = admission.New(admission.Limits{Conns: s.opts.Limits.MaxConnections, TenantConns: s.opts.Tenant.Conns,
 		TenantInFlight: s.opts.Tenant.InFlight, TenantRPM: s.opts.Tenant.RPM})
 	s.hosted = make(map[protocol.ToolType]Tool, len(s.opts.HostedTools))

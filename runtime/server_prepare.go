@@ -167,6 +167,7 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 		MaxOutputTokens:   req.MaxOutputTokens,
 		MaxToolCalls:      req.MaxToolCalls,
 		Store:             req.Storing(),
+		Background:        req.InBackground(),
 		ServiceTier:       "default",
 		Metadata:          req.Metadata,
 		SafetyIdentifier:  req.SafetyIdentifier,

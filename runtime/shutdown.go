@@ -37,6 +37,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.bg.close()
 
 	handed := s.handOver()
 	s.drain(ctx)

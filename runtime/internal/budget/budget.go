@@ -58,6 +58,10 @@ func (b *Budget) Add(n int64) {
 // Refund gives back n bytes Charge or Add counted.
 func (b *Budget) Refund(n int64) { b.Add(-n) }
 
+// Over reports whether what is held has passed the budget (what Add
+// counts may take it there): a cache then lets go of what it can.
+func (b *Budget) Over() bool { return b.Bounded() && b.held.Load() > b.max }
+
 // Held is the bytes charged and added, not yet refunded.
 func (b *Budget) Held() int64 {
 	if b == nil {

@@ -42,6 +42,8 @@ var order = [...]struct {
 	rankCheckpoints:   {name: "MemoryCheckpoints.mu"},
 	rankSecrets:       {name: "clientSecrets.mu"},
 	rankCork:          {name: "corkedConn.mu"},
+	// A server's background responses: their queue and who runs what.
+	rankBackgrounds: {name: "backgrounds.mu"},
 
 	rankOutbox:    {name: "outbox.mu", leaf: true},
 	rankAdmission: {name: "admission.mu", leaf: true},
@@ -50,6 +52,9 @@ var order = [...]struct {
 	rankRecorder:  {name: "record.Writer.mu", leaf: true},
 	rankLeases:    {name: "leases.mu", leaf: true},
 	rankWindows:   {name: "windowCache.mu", leaf: true},
+	// A background response's event log, its rollout's sink: put under
+	// the rollout's lock, read by the streams that follow it.
+	rankBackgroundLog: {name: "backgroundLog.mu", leaf: true},
 }
 
 // rankID is a rank's index in order.
@@ -73,6 +78,7 @@ const (
 	rankCheckpoints
 	rankSecrets
 	rankCork
+	rankBackgrounds
 
 	rankOutbox
 	rankAdmission
@@ -81,6 +87,7 @@ const (
 	rankRecorder
 	rankLeases
 	rankWindows
+	rankBackgroundLog
 )
 
 // Rank is the type parameter of a Mutex or RWMutex: one of the types below,
@@ -110,6 +117,8 @@ type (
 	Recorder      struct{} // record.Writer.mu: a traffic log
 	Leases        struct{} // leases.mu: a server's lease releases waiting to be sent
 	Windows       struct{} // windowCache.mu: the compaction windows a server opened lately
+	Backgrounds   struct{} // backgrounds.mu: a server's background responses, queued and running
+	BackgroundLog struct{} // backgroundLog.mu: a background response's events, as streamed
 )
 
 func (SuspendedSet) id() rankID  { return rankSuspendedSet }
@@ -132,6 +141,8 @@ func (Inbox) id() rankID         { return rankInbox }
 func (Recorder) id() rankID      { return rankRecorder }
 func (Leases) id() rankID        { return rankLeases }
 func (Windows) id() rankID       { return rankWindows }
+func (Backgrounds) id() rankID   { return rankBackgrounds }
+func (BackgroundLog) id() rankID { return rankBackgroundLog }
 
 // mayTake reports whether a lock of rank r may be taken while one of rank
 // h is held.

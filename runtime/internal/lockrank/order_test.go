@@ -10,7 +10,8 @@ import (
 var allRanks = []Rank{
 	SuspendedSet{}, ConnScope{}, Session{}, Rollout{}, Suspension{}, Server{},
 	MCPServer{}, MCPConns{}, Store{}, Conversations{}, Checkpoints{}, Secrets{}, Cork{},
-	Outbox{}, Admission{}, Stopper{}, Inbox{}, Recorder{}, Leases{}, Windows{},
+	Backgrounds{},
+	Outbox{}, Admission{}, Stopper{}, Inbox{}, Recorder{}, Leases{}, Windows{}, BackgroundLog{},
 }
 
 // TestRanksHaveEntries: every Rank type has a rankID of its own, and every
