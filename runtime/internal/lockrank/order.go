@@ -43,7 +43,8 @@ var order = [...]struct {
 	rankSecrets:       {name: "clientSecrets.mu"},
 	rankCork:          {name: "corkedConn.mu"},
 	// A server's background responses: their queue and who runs what.
-	rankBackgrounds: {name: "backgrounds.mu"},
+	rankBackgrounds:     {name: "backgrounds.mu"},
+	rankBackgroundStore: {name: "MemoryBackgrounds.mu"},
 
 	rankOutbox:    {name: "outbox.mu", leaf: true},
 	rankAdmission: {name: "admission.mu", leaf: true},
@@ -79,6 +80,7 @@ const (
 	rankSecrets
 	rankCork
 	rankBackgrounds
+	rankBackgroundStore
 
 	rankOutbox
 	rankAdmission
@@ -97,52 +99,54 @@ const (
 type Rank interface{ id() rankID }
 
 type (
-	SuspendedSet  struct{} // suspendedSet.mu: a server's suspended rollouts and their tails
-	ConnScope     struct{} // connScope.mu: what the lanes of one connection share
-	Session       struct{} // session.mu: a connection's (or stream's) lanes
-	Rollout       struct{} // rollout.mu: a response being sampled, shared with its tools
-	Suspension    struct{} // suspension.mu: a suspended rollout's state
-	Server        struct{} // Server.mu: what Shutdown drains
-	MCPServer     struct{} // mcpServer.mu: a rollout's session with an MCP server
-	MCPConns      struct{} // mcpConns.mu: a connection's MCP sessions and tool lists
-	Store         struct{} // MemoryStore.mu (an RWMutex)
-	Conversations struct{} // MemoryConversations.mu
-	Checkpoints   struct{} // MemoryCheckpoints.mu
-	Secrets       struct{} // clientSecrets.mu: the client secrets redeemed
-	Cork          struct{} // corkedConn.mu: a WebSocket's batched writes
-	Outbox        struct{} // outbox.mu: a connection's frames for its writer
-	Admission     struct{} // admission.mu: connections, responses in progress, rates
-	Stopper       struct{} // stopper.mu: a rollout's cancel
-	Inbox         struct{} // inbox.mu: the messages steered into a rollout
-	Recorder      struct{} // record.Writer.mu: a traffic log
-	Leases        struct{} // leases.mu: a server's lease releases waiting to be sent
-	Windows       struct{} // windowCache.mu: the compaction windows a server opened lately
-	Backgrounds   struct{} // backgrounds.mu: a server's background responses, queued and running
-	BackgroundLog struct{} // backgroundLog.mu: a background response's events, as streamed
+	SuspendedSet    struct{} // suspendedSet.mu: a server's suspended rollouts and their tails
+	ConnScope       struct{} // connScope.mu: what the lanes of one connection share
+	Session         struct{} // session.mu: a connection's (or stream's) lanes
+	Rollout         struct{} // rollout.mu: a response being sampled, shared with its tools
+	Suspension      struct{} // suspension.mu: a suspended rollout's state
+	Server          struct{} // Server.mu: what Shutdown drains
+	MCPServer       struct{} // mcpServer.mu: a rollout's session with an MCP server
+	MCPConns        struct{} // mcpConns.mu: a connection's MCP sessions and tool lists
+	Store           struct{} // MemoryStore.mu (an RWMutex)
+	Conversations   struct{} // MemoryConversations.mu
+	Checkpoints     struct{} // MemoryCheckpoints.mu
+	Secrets         struct{} // clientSecrets.mu: the client secrets redeemed
+	Cork            struct{} // corkedConn.mu: a WebSocket's batched writes
+	Outbox          struct{} // outbox.mu: a connection's frames for its writer
+	Admission       struct{} // admission.mu: connections, responses in progress, rates
+	Stopper         struct{} // stopper.mu: a rollout's cancel
+	Inbox           struct{} // inbox.mu: the messages steered into a rollout
+	Recorder        struct{} // record.Writer.mu: a traffic log
+	Leases          struct{} // leases.mu: a server's lease releases waiting to be sent
+	Windows         struct{} // windowCache.mu: the compaction windows a server opened lately
+	Backgrounds     struct{} // backgrounds.mu: a server's background responses, queued and running
+	BackgroundStore struct{} // MemoryBackgrounds.mu: background responses shared by servers in one process
+	BackgroundLog   struct{} // backgroundLog.mu: a background response's events, as streamed
 )
 
-func (SuspendedSet) id() rankID  { return rankSuspendedSet }
-func (ConnScope) id() rankID     { return rankConnScope }
-func (Session) id() rankID       { return rankSession }
-func (Rollout) id() rankID       { return rankRollout }
-func (Suspension) id() rankID    { return rankSuspension }
-func (Server) id() rankID        { return rankServer }
-func (MCPServer) id() rankID     { return rankMCPServer }
-func (MCPConns) id() rankID      { return rankMCPConns }
-func (Store) id() rankID         { return rankStore }
-func (Conversations) id() rankID { return rankConversations }
-func (Checkpoints) id() rankID   { return rankCheckpoints }
-func (Secrets) id() rankID       { return rankSecrets }
-func (Cork) id() rankID          { return rankCork }
-func (Outbox) id() rankID        { return rankOutbox }
-func (Admission) id() rankID     { return rankAdmission }
-func (Stopper) id() rankID       { return rankStopper }
-func (Inbox) id() rankID         { return rankInbox }
-func (Recorder) id() rankID      { return rankRecorder }
-func (Leases) id() rankID        { return rankLeases }
-func (Windows) id() rankID       { return rankWindows }
-func (Backgrounds) id() rankID   { return rankBackgrounds }
-func (BackgroundLog) id() rankID { return rankBackgroundLog }
+func (SuspendedSet) id() rankID    { return rankSuspendedSet }
+func (ConnScope) id() rankID       { return rankConnScope }
+func (Session) id() rankID         { return rankSession }
+func (Rollout) id() rankID         { return rankRollout }
+func (Suspension) id() rankID      { return rankSuspension }
+func (Server) id() rankID          { return rankServer }
+func (MCPServer) id() rankID       { return rankMCPServer }
+func (MCPConns) id() rankID        { return rankMCPConns }
+func (Store) id() rankID           { return rankStore }
+func (Conversations) id() rankID   { return rankConversations }
+func (Checkpoints) id() rankID     { return rankCheckpoints }
+func (Secrets) id() rankID         { return rankSecrets }
+func (Cork) id() rankID            { return rankCork }
+func (Outbox) id() rankID          { return rankOutbox }
+func (Admission) id() rankID       { return rankAdmission }
+func (Stopper) id() rankID         { return rankStopper }
+func (Inbox) id() rankID           { return rankInbox }
+func (Recorder) id() rankID        { return rankRecorder }
+func (Leases) id() rankID          { return rankLeases }
+func (Windows) id() rankID         { return rankWindows }
+func (Backgrounds) id() rankID     { return rankBackgrounds }
+func (BackgroundStore) id() rankID { return rankBackgroundStore }
+func (BackgroundLog) id() rankID   { return rankBackgroundLog }
 
 // mayTake reports whether a lock of rank r may be taken while one of rank
 // h is held.

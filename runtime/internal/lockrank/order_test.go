@@ -10,7 +10,7 @@ import (
 var allRanks = []Rank{
 	SuspendedSet{}, ConnScope{}, Session{}, Rollout{}, Suspension{}, Server{},
 	MCPServer{}, MCPConns{}, Store{}, Conversations{}, Checkpoints{}, Secrets{}, Cork{},
-	Backgrounds{},
+	Backgrounds{}, BackgroundStore{},
 	Outbox{}, Admission{}, Stopper{}, Inbox{}, Recorder{}, Leases{}, Windows{}, BackgroundLog{},
 }
 
