@@ -80,6 +80,7 @@ const (
 	// Background responses (background: true).
 	CodeBackgroundQueueFull = "background_queue_full"   // a tenant's background responses queued or running are at the server's bound (Background.Queue)
 	CodeNotBackground       = "response_not_background" // a cancel of a response that did not run in the background, or a stream resume of one whose events were not kept
+	CodeBackgroundLost      = "background_server_lost"  // the server running a background response died, and its model cannot run it again to the same events
 
 	// Upstream models (a sampler that forwards to another server).
 	CodeUpstreamError   = "upstream_error"

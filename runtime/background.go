@@ -48,6 +48,7 @@ type bgResponse struct {
 	rank       bgRank
 	index      int           // in the queue, -1 once out of it; guarded by backgrounds.mu
 	done       chan struct{} // closed when its run has ended
+	epoch      uint64        // its epoch in Options.Backgrounds, when shared; set before its mirror starts
 	endedAt    time.Time     // guarded by backgrounds.mu
 }
 
@@ -86,7 +87,9 @@ func newBackgrounds(s *Server) *backgrounds {
 // enqueue queues the prepared rollout ro, announced already on log
 // (queued), holding held bytes of the memory budget for its request; it
 // runs when a worker is free. It refuses when the server is shutting down,
-// or ro's tenant has Background.Queue responses queued or running.
+// or ro's tenant has Background.Queue responses queued or running. With
+// Options.Backgrounds it counts it only: share queues it once the store
+// has it.
 func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protocol.BackgroundOptions) (*bgResponse, *protocol.Error) {
 	now := b.srv.now()
 	b.mu.Lock()
@@ -113,9 +116,26 @@ func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protoco
 	}
 	b.tenants[ro.tenant]++
 	b.byID[e.id] = e
+	if b.srv.opts.Backgrounds == nil {
+		b.queueUpLocked(e)
+	}
+	return e, nil
+}
+
+// queueUpLocked puts e, counted by enqueue, in the queue.
+func (b *backgrounds) queueUpLocked(e *bgResponse) {
 	heap.Push(&b.queue, e)
 	b.startLocked()
-	return e, nil
+}
+
+// forget undoes enqueue's count of e, which never ran.
+func (b *backgrounds) forget(e *bgResponse) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.byID, e.id)
+	if b.tenants[e.tenant]--; b.tenants[e.tenant] <= 0 {
+		delete(b.tenants, e.tenant)
+	}
 }
 
 // announceQueued begins a background response at its create, before it
@@ -161,6 +181,11 @@ func (b *backgrounds) run(e *bgResponse) {
 	}
 	e.ro.run(WithTenant(b.srv.ctx, e.tenant), e.log)
 	e.log.end()
+	if e.log.hasDiverged() {
+		// Taken over and run again, its model did not make the events
+		// its client had: they disagree from there on.
+		b.srv.log.Warn("background response diverged from its first run", "response", e.id)
+	}
 	b.srv.mem.Refund(e.held)
 	now := b.srv.now()
 	b.mu.Lock()
@@ -195,19 +220,24 @@ func (b *backgrounds) find(tenant, id string) *bgResponse {
 // queue and run at once, to end as cancelled (its run begins with its
 // cause).
 func (b *backgrounds) cancel(ctx context.Context, e *bgResponse) {
+	b.abort(e, errCancelled)
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+	}
+}
+
+// abort ends e with cause, queued or running: a queued one is taken out of
+// the queue and run at once, to end as its cause says.
+func (b *backgrounds) abort(e *bgResponse, cause error) {
 	b.mu.Lock()
-	ro := e.ro
-	if ro != nil {
-		ro.abort(errCancelled)
+	defer b.mu.Unlock()
+	if ro := e.ro; ro != nil {
+		ro.abort(cause)
 		if e.index >= 0 && !b.closed {
 			heap.Remove(&b.queue, e.index)
 			b.goRunLocked(e)
 		}
-	}
-	b.mu.Unlock()
-	select {
-	case <-e.done:
-	case <-ctx.Done():
 	}
 }
 

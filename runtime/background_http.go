@@ -63,6 +63,11 @@ func (s *Server) createInBackground(w http.ResponseWriter, r *http.Request, ro *
 	log := newBGLog(s.mem, ro.req.Streaming())
 	ro.announceQueued(log)
 	e, perr := s.bg.enqueue(ro, log, held, ro.req.BackgroundOptions)
+	if perr == nil && s.opts.Backgrounds != nil {
+		if perr = s.bg.share(e); perr != nil {
+			s.bg.forget(e)
+		}
+	}
 	if perr != nil {
 		log.drop()
 		s.mem.Refund(held)
@@ -131,6 +136,27 @@ const maxGetBody = 4 << 10
 // its events, and only while it is kept (Background.Retention).
 func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request, e *bgResponse, after int) {
 	id := r.PathValue("id")
+	if e == nil {
+		rec, perr := s.remote(r.Context(), Tenant(r.Context()), id)
+		switch {
+		case perr != nil:
+			writeError(w, perr)
+			return
+		case rec != nil && !rec.Stream:
+			writeError(w, protocol.Invalid(protocol.CodeNotBackground, "stream",
+				"Response '%s' was not created with stream: true: its events were not kept. Poll it without stream.", id))
+			return
+		case rec != nil && rec.Ended && after > rec.Events-1:
+			// Until it has ended, its server may have sent the client
+			// events the store does not have yet: they are waited for.
+			writeError(w, protocol.Invalid(protocol.CodeInvalidValue, "starting_after",
+				"starting_after %d is past the last event of response '%s' so far (sequence number %d).", after, id, rec.Events-1))
+			return
+		case rec != nil:
+			s.followRemote(w, r, rec, after)
+			return
+		}
+	}
 	switch {
 	case e == nil && s.storedOr404(w, r) != nil:
 		writeError(w, protocol.Invalid(protocol.CodeNotBackground, "stream",
@@ -155,11 +181,7 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request, e *bgRespo
 // events, and then its events as they come, until its end or its client's.
 // A stream Shutdown ends gets what the log holds by then.
 func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, log *bgLog, after int) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	startSSE(w)
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve the next request
 	ctx, cancel := s.requestContext(r)
@@ -185,6 +207,15 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, log *bgLog, a
 	}
 }
 
+// startSSE begins an answer of server-sent events.
+func startSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
 // writeBackground answers with background response e as it stands.
 func writeBackground(w http.ResponseWriter, e *bgResponse) {
 	resp, err := e.log.response()
@@ -203,6 +234,18 @@ func writeBackground(w http.ResponseWriter, e *bgResponse) {
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	e := s.bg.find(Tenant(r.Context()), r.PathValue("id"))
 	if e == nil {
+		rec, perr := s.remote(r.Context(), Tenant(r.Context()), r.PathValue("id"))
+		if rec != nil {
+			rec, perr = s.cancelRemote(r.Context(), rec)
+		}
+		switch {
+		case perr != nil:
+			writeError(w, perr)
+			return
+		case rec != nil:
+			writeRecord(w, rec)
+			return
+		}
 		if s.storedOr404(w, r) != nil {
 			writeError(w, protocol.Invalid(protocol.CodeNotBackground, "response_id",
 				"Cannot cancel a synchronous response: only a background response (background: true) can be cancelled."))

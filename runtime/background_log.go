@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"slices"
 
@@ -31,10 +32,16 @@ type bgLog struct {
 	// mu.
 	resp    []byte
 	done    []doneItem
-	final   bool          // its terminal event is in; guarded by mu
-	dropped bool          // let go of: retention passed; guarded by mu
-	changed chan struct{} // closed, and made anew, by each put; guarded by mu
-	bytes   int64         // counted in mem; guarded by mu
+	final   bool // its terminal event is in; guarded by mu
+	version int  // counts the changes to resp and done; guarded by mu
+	// seeded are the frames a takeover found logged in the store: the run
+	// again, of a model that says the same, is to make them the same
+	// (diverged, when it does not), and its log goes on after them.
+	seeded   int
+	diverged bool
+	dropped  bool          // let go of: retention passed; guarded by mu
+	changed  chan struct{} // closed, and made anew, by each put; guarded by mu
+	bytes    int64         // counted in mem; guarded by mu
 }
 
 // doneItem is an output item a response.output_item.done carried.
@@ -75,7 +82,16 @@ func (l *bgLog) put(ev protocol.Event, _ *outbox.Delivery) error {
 	if l.dropped {
 		return nil
 	}
+	if seq := protocol.Header(ev).SequenceNumber; seq < l.seeded {
+		if frame != nil && !bytes.Equal(frame, l.frames[seq]) {
+			l.diverged = true
+		}
+		return nil
+	}
 	grown := int64(len(frame) + len(resp) - len(l.resp) + len(item))
+	if resp != nil || item != nil {
+		l.version++
+	}
 	switch {
 	case resp != nil:
 		for _, d := range l.done { // the response carries them now
@@ -96,6 +112,44 @@ func (l *bgLog) put(ev protocol.Event, _ *outbox.Delivery) error {
 	close(l.changed)
 	l.changed = make(chan struct{})
 	return nil
+}
+
+// seed starts a log taken over from a store with the frames and the
+// response logged there (BackgroundStore): the run again makes the same
+// frames first, which are checked, not kept again.
+func (l *bgLog) seed(frames [][]byte, resp []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.frames, l.seeded, l.resp = frames, len(frames), resp
+	for _, f := range frames {
+		l.bytes += int64(len(f))
+	}
+	l.bytes += int64(len(resp))
+	l.mem.Add(l.bytes)
+}
+
+// hasDiverged reports whether the run again of a seeded log made other
+// frames than the ones seeded.
+func (l *bgLog) hasDiverged() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.diverged
+}
+
+// unsent is what a log's mirror (background_shared.go) may not have
+// written to the store yet: the frames from at, the version of the
+// response as it stands, and whether the run has ended with them.
+func (l *bgLog) unsent(at int) (frames [][]byte, version int, final bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.frames[min(at, len(l.frames)):], l.version, l.final
+}
+
+// wait returns a channel closed at the log's next change.
+func (l *bgLog) wait() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
 }
 
 // behind is false: the log takes every frame as it comes, a delta never
@@ -164,6 +218,22 @@ func (l *bgLog) end() {
 		close(l.changed)
 		l.changed = make(chan struct{})
 	}
+}
+
+// responseJSON is response, encoded: as its last response event carried
+// it when no item has completed since.
+func (l *bgLog) responseJSON() ([]byte, error) {
+	l.mu.Lock()
+	resp, plain := l.resp, len(l.done) == 0
+	l.mu.Unlock()
+	if plain {
+		return resp, nil
+	}
+	r, err := l.response()
+	if err != nil {
+		return nil, err
+	}
+	return protocol.Marshal(r)
 }
 
 // drop lets go of what the log keeps: its response is no longer there to

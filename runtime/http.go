@@ -221,6 +221,14 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	case e != nil:
 		writeBackground(w, e)
 	default:
+		rec, perr := s.remote(r.Context(), Tenant(r.Context()), r.PathValue("id"))
+		if perr != nil {
+			writeError(w, perr)
+			return
+		} else if rec != nil {
+			writeRecord(w, rec)
+			return
+		}
 		if rec := s.storedOr404(w, r); rec != nil {
 			writeJSON(w, http.StatusOK, rec.Response)
 		}

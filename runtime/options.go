@@ -68,6 +68,12 @@ type Options struct {
 	// Servers that share it resume each other's rollouts (see
 	// [Checkpoints]). Nil keeps a suspended rollout in its process only.
 	Checkpoints Checkpoints
+	// Backgrounds, when set, keeps background responses where the servers
+	// that share it read them (see [BackgroundStore]): any of them polls,
+	// cancels or streams again a background response another runs, and
+	// takes it over when that server dies. Nil keeps each in the process
+	// that runs it.
+	Backgrounds BackgroundStore
 	// Keys, when set, are the API keys every request must bear (see Keys).
 	// Nil admits every request: run such a server on loopback only.
 	Keys *Keys
