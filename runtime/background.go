@@ -148,10 +148,20 @@ func (r *rollout) announceQueued(log *bgLog) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.order.sink, r.order.streamID = log, r.lane
-	r.queued = true
+	r.bg = log
 	r.resp.Status = protocol.ResponseQueued
 	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventCreated}, Response: r.resp})
 	r.emitLocked(&protocol.ResponseEvent{EventHeader: protocol.EventHeader{Type: protocol.EventQueued}, Response: r.resp})
+}
+
+// abortBackground ends background response r with cause. Left to another
+// server (fenced, handed over), its log takes no event more first: what
+// the run makes as it stops (a part closed early) is not the response's.
+func (r *rollout) abortBackground(cause error) {
+	if cause == errFenced || cause == errHandedOver {
+		r.bg.release()
+	}
+	r.abort(cause)
 }
 
 // startLocked starts the most urgent queued responses while workers are
@@ -180,7 +190,9 @@ func (b *backgrounds) run(e *bgResponse) {
 		b.started(e.id)
 	}
 	e.ro.run(WithTenant(b.srv.ctx, e.tenant), e.log)
-	e.log.end()
+	cause := context.Cause(e.ro.ctx)
+	released := cause == errFenced || cause == errHandedOver
+	e.log.end(released)
 	if e.log.hasDiverged() {
 		// Taken over and run again, its model did not make the events
 		// its client had: they disagree from there on.
@@ -196,7 +208,13 @@ func (b *backgrounds) run(e *bgResponse) {
 	}
 	e.endedAt = now
 	e.ro = nil // what a poll or resume reads is in the log
-	b.retained = append(b.retained, e)
+	if released {
+		// Another server runs it, or will: the store has it, not this
+		// server's log.
+		delete(b.byID, e.id)
+	} else {
+		b.retained = append(b.retained, e)
+	}
 	close(e.done)
 	b.startLocked()
 	b.sweepLocked(now)
@@ -233,7 +251,7 @@ func (b *backgrounds) abort(e *bgResponse, cause error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ro := e.ro; ro != nil {
-		ro.abort(cause)
+		ro.abortBackground(cause)
 		if e.index >= 0 && !b.closed {
 			heap.Remove(&b.queue, e.index)
 			b.goRunLocked(e)
@@ -242,14 +260,19 @@ func (b *backgrounds) abort(e *bgResponse, cause error) {
 }
 
 // close ends the queue as Shutdown begins: the responses queued fail
-// (server_shutting_down) at once; those running get the drain, as every
+// (server_shutting_down) at once, or, shared with other servers, are left
+// for one of them to take over; those running get the drain, as every
 // rollout does.
 func (b *backgrounds) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	cause := errShuttingDown
+	if b.srv.opts.Backgrounds != nil {
+		cause = errHandedOver
+	}
 	for len(b.queue) > 0 {
 		e := heap.Pop(&b.queue).(*bgResponse)
-		e.ro.abort(errShuttingDown)
+		e.ro.abortBackground(cause)
 		b.goRunLocked(e)
 	}
 	b.closed = true

@@ -32,7 +32,8 @@ type bgLog struct {
 	// mu.
 	resp    []byte
 	done    []doneItem
-	final   bool // its terminal event is in; guarded by mu
+	final   bool // its terminal event is in, or its run has ended; guarded by mu
+	let     bool // left to another server (release, end): it takes no event more; guarded by mu
 	version int  // counts the changes to resp and done; guarded by mu
 	// seeded are the frames a takeover found logged in the store: the run
 	// again, of a model that says the same, is to make them the same
@@ -79,7 +80,7 @@ func (l *bgLog) put(ev protocol.Event, _ *outbox.Delivery) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.dropped {
+	if l.dropped || l.let {
 		return nil
 	}
 	if seq := protocol.Header(ev).SequenceNumber; seq < l.seeded {
@@ -138,11 +139,12 @@ func (l *bgLog) hasDiverged() bool {
 
 // unsent is what a log's mirror (background_shared.go) may not have
 // written to the store yet: the frames from at, the version of the
-// response as it stands, and whether the run has ended with them.
-func (l *bgLog) unsent(at int) (frames [][]byte, version int, final bool) {
+// response as it stands, and whether the run has ended with them (let: and
+// left the response to another server).
+func (l *bgLog) unsent(at int) (frames [][]byte, version int, final, let bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.frames[min(at, len(l.frames)):], l.version, l.final
+	return l.frames[min(at, len(l.frames)):], l.version, l.final, l.let
 }
 
 // wait returns a channel closed at the log's next change.
@@ -207,12 +209,22 @@ func (l *bgLog) response() (*protocol.Response, error) {
 	return &r, nil
 }
 
-// end marks the log ended once its run has: a run that ended without a
-// terminal event (its server shutting down as it began) leaves its
-// readers nothing more to wait for.
-func (l *bgLog) end() {
+// release has the log take no event more: its response is left to
+// another server.
+func (l *bgLog) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.let = l.let || !l.final
+}
+
+// end marks the log ended once its run has: a run that ended without a
+// terminal event leaves its readers nothing more to wait for. released
+// says it ended so because another server runs the response now (fenced,
+// handed over): its mirror writes no end.
+func (l *bgLog) end(released bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.let = l.let || released && !l.final
 	if !l.final {
 		l.final = true
 		close(l.changed)

@@ -29,7 +29,7 @@ func (b *backgrounds) share(e *bgResponse) *protocol.Error {
 	if err != nil {
 		return protocol.AsError(err)
 	}
-	frames, version, _ := e.log.unsent(0)
+	frames, version, _, _ := e.log.unsent(0)
 	resp, err := e.log.responseJSON()
 	if err != nil {
 		return protocol.AsError(err)
@@ -70,10 +70,16 @@ func (b *backgrounds) mirror(e *bgResponse, at, version int) {
 	wrote := b.srv.now()
 	for {
 		changed := e.log.wait()
-		frames, v, final := e.log.unsent(at)
+		frames, v, final, let := e.log.unsent(at)
 		if len(frames) > 0 || v != version || final || b.srv.now().Sub(wrote) >= lease.TTL/3 {
 			w := &BackgroundWrite{Tenant: e.tenant, ID: e.id, Epoch: e.epoch, Lease: lease, At: at,
-				Events: frames, Ended: final, Keep: b.opts.Retention}
+				Events: frames, Ended: final && !let, Keep: b.opts.Retention}
+			if let {
+				// Left for another server (handed over at shutdown): what
+				// it made goes, and the lease ends with it, so that the
+				// next to ask for it takes it over at once.
+				w.Lease.TTL = time.Nanosecond
+			}
 			if v != version {
 				w.Response, _ = e.log.responseJSON() // nil, as it was, should it not encode
 			}
@@ -81,12 +87,17 @@ func (b *backgrounds) mirror(e *bgResponse, at, version int) {
 			cancelAsked, err := st.WriteBackground(ctx, w)
 			cancel()
 			switch {
+			case let:
+				if err != nil {
+					b.srv.log.Warn("background response left: the store did not take its last events", "response", e.id, "err", err)
+				}
+				return
 			case err == nil:
 				at, version, wrote = at+len(frames), v, b.srv.now()
 				if cancelAsked {
 					b.abort(e, errCancelled)
 				}
-				if final {
+				if final && !let {
 					return
 				}
 			case errors.Is(err, ErrFenced) || errors.Is(err, ErrNotStored) || errors.Is(err, ErrJournalGap):

@@ -59,7 +59,7 @@ func pair(t *testing.T, model func() runtime.Sampler, ttl time.Duration) (a, b *
 	cut = &partitioned{BackgroundStore: shared}
 	opts := func(st runtime.BackgroundStore) runtime.Options {
 		return runtime.Options{Models: map[string]runtime.Sampler{sdkModel: model()}, Store: store, Backgrounds: st, Logger: logger,
-			Suspension: runtime.SuspensionOptions{LeaseTTL: ttl}}
+			Suspension: runtime.SuspensionOptions{LeaseTTL: ttl}, Timeouts: runtime.Timeouts{Drain: 50 * time.Millisecond}}
 	}
 	return newHarness(t, opts(cut)), newHarness(t, opts(shared)), cut
 }
@@ -208,4 +208,24 @@ func TestBackgroundTakenOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBackgroundHandedOver: a server that shuts down leaves its shared
+// background responses to the others, queued and running alike: a stream
+// that follows one on another server goes on to its end there at once, the
+// lease ended by the last write.
+func TestBackgroundHandedOver(t *testing.T) {
+	t.Parallel()
+	scripted := func() runtime.Sampler { return sampler.NewScripted(renderer(t), sampler.Timing{TPS: 100}) }
+	a, b, _ := pair(t, scripted, time.Minute) // a lease that would outlast the test: the hand-over ends it
+	resp := open(t, a, "POST", "/v1/responses", `{"model":"tether-scripted","background":true,"stream":true,"input":"`+longInput+`"}`)
+	id, _, _ := sse(t, resp.Body, func(typ string, _ int) bool { return typ == "response.output_text.delta" })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown A: %v", err)
+	}
+	resumed := open(t, b, "GET", "/v1/responses/"+id+"?stream=true&starting_after=0", "")
+	_, types, seqs := sse(t, resumed.Body, nil)
+	wantSequence(t, "followed on B", types, seqs, 1, "response.completed")
 }

@@ -62,7 +62,7 @@ type rollout struct {
 	paused       *pauseState     // set on a restore (a fork): run starts inside the paused step
 	leftOpen     bool            // a step left calls open: the response (a sub-agent: its loop) ended on them
 	moved        bool            // restored under its own id, taken over from a checkpoint: its beginning went out where it began
-	queued       bool            // a background response: its response.created (queued) went out at its create (announceQueued)
+	bg           *bgLog          // a background response's log: its response.created (queued) went out there at its create (announceQueued)
 	// tree is a multi-agent response's agents (the root's and its
 	// sub-agents'); agent names a sub-agent, nil for the root (see
 	// agents.go).
@@ -232,7 +232,7 @@ func (r *rollout) resume() (*conversation, error) {
 // before inference. endRun undoes it as the run ends.
 func (r *rollout) startRun(ctx context.Context, sink sink) {
 	r.srv.began(r)
-	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil && r.agent == nil && !r.queued {
+	if rec := r.srv.opts.Recorder; rec != nil && r.paused == nil && r.agent == nil && r.bg == nil {
 		rec.Created(r.start, r.resp.ID, r.path, r.req)
 	}
 	r.ctx, r.cancel = r.stop.start(ctx)
@@ -291,9 +291,9 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 	// cancelled there ends as it would have begun.
 	r.modelReady = time.Now()
 	switch {
-	case r.queued && ctx.Err() != nil:
+	case r.bg != nil && ctx.Err() != nil:
 		return true, context.Cause(ctx)
-	case r.queued:
+	case r.bg != nil:
 		r.mu.Lock()
 		r.resp.Status = protocol.ResponseInProgress
 		r.mu.Unlock()

@@ -26,6 +26,9 @@ var errShuttingDown = errors.New("runtime: the server is shutting down")
 //  2. What else still runs or waits, parked or detached, fails with
 //     server_shutting_down: a response.failed (an error event on SSE
 //     streams cut later than that) for every client that is connected.
+//     Background responses shared by servers (Options.Backgrounds) are
+//     left instead, queued ones at once, for another server to take over
+//     once this one's lease runs out (background_shared.go).
 //  3. Every WebSocket session writes what it has queued, then its close
 //     frame (1001; 1012, service restart, with Options.Checkpoints: resume
 //     elsewhere), and waits for the client's.
@@ -45,7 +48,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.aborting = true
 	for r := range s.rollouts {
-		if !handed[r] {
+		switch {
+		case handed[r]:
+		case r.bg != nil && s.opts.Backgrounds != nil:
+			r.abortBackground(errHandedOver) // a shared background response: another server takes it over
+		default:
 			r.abort(errShuttingDown)
 		}
 	}
