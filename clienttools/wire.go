@@ -278,7 +278,8 @@ func (w *wsConn) next(ctx context.Context) (protocol.Event, frameCost, error) {
 func (w *wsConn) close() { w.c.Close(websocket.StatusNormalClosure, "") }
 func (w *wsConn) abort() { w.c.CloseNow() }
 
-// sseStream is the body of one streaming POST /v1/responses.
+// sseStream is the body of one stream of a response's events: a streaming
+// POST /v1/responses, or a background response's resume.
 type sseStream struct {
 	body io.ReadCloser
 	r    *bufio.Reader
@@ -296,30 +297,44 @@ func (c *Client) post(ctx context.Context, req *protocol.CreateRequest, keep eve
 	if err != nil {
 		return nil, cost, err
 	}
-	u := base + "/responses"
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	st, err := c.openStream(ctx, http.MethodPost, base+"/responses", body, keep)
+	return st, cost, err
+}
+
+// openStream sends a request for an event stream, with body as its JSON
+// body when there is one, and returns the stream, whose events are decoded
+// as keep says. A status other than 200 is an error that wraps the
+// server's *protocol.Error when it sent one.
+func (c *Client) openStream(ctx context.Context, method, u string, body []byte, keep eventFilter) (*sseStream, error) {
+	var rb io.Reader
+	if body != nil {
+		rb = bytes.NewReader(body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, u, rb)
 	if err != nil {
-		return nil, cost, err
+		return nil, err
 	}
 	for k, v := range c.header() {
 		hr.Header[k] = v
 	}
-	hr.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
 	hr.Header.Set("Accept", "text/event-stream")
 	res, err := c.httpClient().Do(hr)
 	if err != nil {
-		return nil, cost, err
+		return nil, err
 	}
 	if res.StatusCode != http.StatusOK {
 		defer res.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		var e struct{ Error *protocol.ErrorPayload }
 		if json.Unmarshal(msg, &e) != nil || e.Error == nil {
-			return nil, cost, fmt.Errorf("POST %s: %s: %s", u, res.Status, bytes.TrimSpace(msg))
+			return nil, fmt.Errorf("%s %s: %s: %s", method, u, res.Status, bytes.TrimSpace(msg))
 		}
-		return nil, cost, fmt.Errorf("POST %s: %s: %w", u, res.Status, payloadError(*e.Error, res.StatusCode))
+		return nil, fmt.Errorf("%s %s: %s: %w", method, u, res.Status, payloadError(*e.Error, res.StatusCode))
 	}
-	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10), rd: eventReader{keep: keep}}, cost, nil
+	return &sseStream{body: res.Body, r: bufio.NewReaderSize(res.Body, 64<<10), rd: eventReader{keep: keep}}, nil
 }
 
 // next reads one event ("event: T\ndata: JSON\n\n"). io.EOF means the
