@@ -33,15 +33,25 @@ const (
 	// ModeChained runs each turn as an HTTP POST with store true and
 	// previous_response_id: the server's store holds the state.
 	ModeChained
+	// ModeBackground runs each turn as ModeChained does, as a background
+	// response (background true), which the server runs whether or not
+	// its client reads: on every turn the client cuts the stream once the
+	// response is in progress and resumes it with GET
+	// /v1/responses/{id}?stream=true&starting_after=N, N the last
+	// sequence_number it read, checking that the events go on without a
+	// gap or a repeat (Result.Resumes counts the resumes). What it costs
+	// beside chained is the server's handling of a background response
+	// and one resume a turn.
+	ModeBackground
 	// ModeStateless runs each turn as an HTTP POST with the whole history
 	// and store false: the baseline.
 	ModeStateless
 )
 
 // Modes lists every mode.
-var Modes = []Mode{ModeSuspend, ModeInject, ModeTurns, ModeChained, ModeStateless}
+var Modes = []Mode{ModeSuspend, ModeInject, ModeTurns, ModeChained, ModeBackground, ModeStateless}
 
-var modeNames = [...]string{"suspend", "inject", "turns", "chained", "stateless"}
+var modeNames = [...]string{"suspend", "inject", "turns", "chained", "background", "stateless"}
 
 func (m Mode) String() string {
 	if m < 0 || int(m) >= len(modeNames) {
@@ -51,14 +61,14 @@ func (m Mode) String() string {
 }
 
 // ParseMode returns the mode named s (suspend, inject, turns, chained,
-// stateless).
+// background, stateless).
 func ParseMode(s string) (Mode, error) {
 	for i, n := range modeNames {
 		if n == s {
 			return Mode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown mode %q (want suspend, inject, turns, chained or stateless)", s)
+	return 0, fmt.Errorf("unknown mode %q (want suspend, inject, turns, chained, background or stateless)", s)
 }
 
 // DefaultMaxParallel is how many client tool calls of one step run at once
@@ -120,8 +130,8 @@ type Rollout struct {
 	Mode Mode
 	// Request is the first request: model, instructions, input, tools and
 	// sampling options. The client sets what the mode decides (suspend,
-	// store, stream, previous_response_id) and declares Funcs in tools
-	// unless the request already does.
+	// store, stream, background, previous_response_id) and declares Funcs
+	// in tools unless the request already does.
 	Request *protocol.CreateRequest
 	// Funcs are the client tools the model may call.
 	Funcs []Func
@@ -183,7 +193,7 @@ func (c *Client) Run(ctx context.Context, ro Rollout) (*Result, error) {
 		err = r.injected(ctx)
 	case ModeTurns:
 		err = r.turns(ctx)
-	case ModeChained, ModeStateless:
+	case ModeChained, ModeBackground, ModeStateless:
 		err = r.http(ctx)
 	default:
 		err = fmt.Errorf("clienttools: unknown mode %d", int(ro.Mode))

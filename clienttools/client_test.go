@@ -629,13 +629,13 @@ func (c *releaseCounter) ResponseEnded(_ runtime.ServePath, status protocol.Resp
 // sub-agents in each of its three forms. In inject mode it answers each
 // agent's wait (response.waiting, naming the agent) with one inject; its
 // turns are the create's, each sub-agent's first run (to its wait) and
-// each inject's. Over HTTP (chained, stateless) the first response
-// completes on both agents' calls, and the next requests bring their
-// outputs. In each, the
-// turns' usage adds up to the rollout's, the calls are the same (each
-// agent's, by name, with ids of their own) and so is the answer, and the two sub-agents' calls run at once: each tool waits
-// for the other to start, which a client running one agent's calls after
-// the other's would never see.
+// each inject's. Over HTTP (chained, background, stateless) the first
+// response completes on both agents' calls, and the next requests bring
+// their outputs. In each, the turns' usage adds up to the rollout's, the
+// calls are the same (each agent's, by name, with ids of their own) and so
+// is the answer, and the two sub-agents' calls run at once: each tool
+// waits for the other to start, which a client running one agent's calls
+// after the other's would never see.
 func TestRunTree(t *testing.T) {
 	t.Parallel()
 	base := server(t, runtime.Options{})
@@ -643,7 +643,7 @@ func TestRunTree(t *testing.T) {
 		`spawn: a {"message": "call: grep {}"} | b {"message": "call: list_dir {}"}` + "\nwait: a, b\n"
 	var answer string
 	var calls []string
-	for _, mode := range []clienttools.Mode{clienttools.ModeInject, clienttools.ModeChained, clienttools.ModeStateless} {
+	for _, mode := range []clienttools.Mode{clienttools.ModeInject, clienttools.ModeChained, clienttools.ModeBackground, clienttools.ModeStateless} {
 		var started sync.WaitGroup
 		started.Add(2)
 		both := make(chan struct{})
@@ -668,7 +668,7 @@ func TestRunTree(t *testing.T) {
 		}
 		// Over HTTP both outputs go in the second request, or (one agent's
 		// calls in before the other's) one each in the second and third.
-		turns := map[clienttools.Mode][]int{clienttools.ModeInject: {5}, clienttools.ModeChained: {2, 3}, clienttools.ModeStateless: {2, 3}}[mode]
+		turns := map[clienttools.Mode][]int{clienttools.ModeInject: {5}, clienttools.ModeChained: {2, 3}, clienttools.ModeBackground: {2, 3}, clienttools.ModeStateless: {2, 3}}[mode]
 		if res.Response.Status != protocol.ResponseCompleted || len(res.Calls) != 2 || !slices.Contains(turns, len(res.Turns)) {
 			t.Fatalf("%s: %s after %d calls in %d turns; want completed, 2 calls, %v turns", mode, res.Response.Status, len(res.Calls), len(res.Turns), turns)
 		}

@@ -256,12 +256,13 @@ func (r *run) turns(ctx context.Context) error {
 	}
 }
 
-// http runs the rollout as HTTP turns, streamed: chained through the store,
-// or stateless with the whole history. A multi-agent response's agents
-// wait apart: each agent's calls run at once, and the next request goes as
-// soon as one agent's calls are all in, with every agent's that are; the
-// others' go in a later request, their agents waiting meanwhile, as the
-// server lets an agent whose calls lack outputs wait on.
+// http runs the rollout as HTTP turns, streamed: chained through the store
+// (in the background or not), or stateless with the whole history. A
+// multi-agent response's agents wait apart: each agent's calls run at
+// once, and the next request goes as soon as one agent's calls are all in,
+// with every agent's that are; the others' go in a later request, their
+// agents waiting meanwhile, as the server lets an agent whose calls lack
+// outputs wait on.
 func (r *run) http(ctx context.Context) error {
 	history := slices.Clone(r.ro.Request.Input)
 	req := r.request(history)
@@ -272,17 +273,20 @@ func (r *run) http(ctx context.Context) error {
 	}
 	ready := make(chan group)
 	running := 0 // agents whose calls run
+	chained := r.ro.Mode != ModeStateless
 	for {
 		req.Stream = ptr(true)
-		req.Store = ptr(r.ro.Mode == ModeChained)
+		req.Store = ptr(chained)
+		if r.ro.Mode == ModeBackground {
+			req.Background = ptr(true)
+		}
 		start := time.Now()
 		st, n, err := r.c.post(ctx, req, keep)
 		r.beginTurn(start, n)
 		if err != nil {
 			return err
 		}
-		end, err := r.readResponse(ctx, st.next)
-		st.close()
+		end, err := r.readHTTP(ctx, st, keep)
 		if err != nil {
 			return err
 		}
@@ -332,7 +336,7 @@ func (r *run) http(ctx context.Context) error {
 			done = append(done, g.calls...)
 		}
 		outs := r.finished(done)
-		if r.ro.Mode == ModeChained {
+		if chained {
 			req = r.request(outs)
 			req.PreviousResponseID = end.Response.ID
 			continue
@@ -340,6 +344,21 @@ func (r *run) http(ctx context.Context) error {
 		history = append(append(history, end.Response.Output...), outs...)
 		req = r.request(history)
 	}
+}
+
+// readHTTP reads an HTTP turn's response from st, its create's stream,
+// which it closes: to the response's end, or in ModeBackground cut and
+// resumed (backgroundStream).
+func (r *run) readHTTP(ctx context.Context, st *sseStream, keep eventFilter) (*protocol.ResponseEvent, error) {
+	if r.ro.Mode != ModeBackground {
+		defer st.close()
+		return r.readResponse(ctx, st.next)
+	}
+	bg := &backgroundStream{c: r.c, keep: keep, st: st}
+	defer bg.close()
+	end, err := r.readResponse(ctx, func() (protocol.Event, frameCost, error) { return bg.next(ctx) })
+	r.res.Resumes += bg.resumes
+	return end, err
 }
 
 // byAgent groups calls by the agent that made them, in the order of each

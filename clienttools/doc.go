@@ -19,6 +19,10 @@
 //     store false (the server's connection cache holds the state).
 //   - ModeChained: streaming HTTP POST per turn, store true,
 //     previous_response_id (the server's store holds the state).
+//   - ModeBackground: ModeChained with background true; each turn's stream
+//     is cut after response.in_progress and resumed with GET
+//     /v1/responses/{id}?stream=true&starting_after=N, its sequence numbers
+//     checked for a gap or a repeat.
 //   - ModeStateless: streaming HTTP POST per turn with the whole history.
 //
 // A step's calls run concurrently (Client.MaxParallel at once); a tool's

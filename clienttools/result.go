@@ -35,6 +35,9 @@ type Result struct {
 	// suspended rollout resumed after a drop, turns continued past the
 	// connection age limit.
 	Reconnects int
+	// Resumes counts the streams of background responses resumed after
+	// the client cut them (ModeBackground: one a turn).
+	Resumes int
 }
 
 // Text is the text of the rollout's last message (its root agent's): the

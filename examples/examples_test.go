@@ -260,7 +260,7 @@ func TestWebsearch(t *testing.T) {
 func TestCompare(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("-short: compare runs a 12-call rollout with real go test runs in each of five designs")
+		t.Skip("-short: compare runs a 12-call rollout with real go test runs in each of six designs")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the replayed rollout runs go test in the repository: go is not on PATH")
@@ -270,7 +270,7 @@ func TestCompare(t *testing.T) {
 	if !header.MatchString(out) {
 		t.Errorf("no header naming the columns mode, wall, model, tools, API overhead, turns, calls, sent (kB), received (kB), first event, summed:\n%s", out)
 	}
-	row := regexp.MustCompile(`(?m)^(suspend|inject|turns|chained|stateless)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\S+)\s+(\S+)$`)
+	row := regexp.MustCompile(`(?m)^(suspend|inject|turns|chained|background|stateless)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\S+)\s+(\S+)$`)
 	sent := map[string]float64{}
 	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		mode := m[1]
@@ -293,8 +293,8 @@ func TestCompare(t *testing.T) {
 		}
 		sent[mode], _ = strconv.ParseFloat(m[8], 64)
 	}
-	if len(sent) != 5 {
-		t.Fatalf("%d mode rows, want 5:\n%s", len(sent), out)
+	if len(sent) != 6 {
+		t.Fatalf("%d mode rows, want 6:\n%s", len(sent), out)
 	}
 	// The baseline re-sends the whole history each turn; the suspended
 	// rollout sends only the tool outputs.

@@ -68,11 +68,12 @@ func TestCostModelByDesign(t *testing.T) {
 	// The task's phrase, then each turn's tool output (and, over stateless
 	// HTTP, everything before it again).
 	want := map[clienttools.Mode][]int{
-		clienttools.ModeStateless: {1, 2, 3, 4},
-		clienttools.ModeChained:   {1, 1, 1, 1},
-		clienttools.ModeTurns:     {1, 1, 1, 1},
-		clienttools.ModeSuspend:   {1, 0, 0, 0},
-		clienttools.ModeInject:    {1, 0, 0, 0},
+		clienttools.ModeStateless:  {1, 2, 3, 4},
+		clienttools.ModeChained:    {1, 1, 1, 1},
+		clienttools.ModeBackground: {1, 1, 1, 1},
+		clienttools.ModeTurns:      {1, 1, 1, 1},
+		clienttools.ModeSuspend:    {1, 0, 0, 0},
+		clienttools.ModeInject:     {1, 0, 0, 0},
 	}
 	for mode, w := range want {
 		if !slices.Equal(flags[mode], w) {
@@ -91,9 +92,10 @@ func TestCostModelByDesign(t *testing.T) {
 		labels string // transport design state status
 		want   float64
 	}{
-		// Chained's first turn has no parent: it goes the stateless way.
-		{"http stateless none completed", 4 + 1},
-		{"http chained store completed", 3},
+		// Chained's and background's first turns have no parent: they go
+		// the stateless way.
+		{"http stateless none completed", 4 + 1 + 1},
+		{"http chained store completed", 3 + 3},
 		{"ws turns none completed", 1},
 		{"ws turns cache completed", 3},
 		{"ws suspend none completed", 2}, // suspend's, inject's
@@ -170,10 +172,11 @@ func TestHopLatencyByDesign(t *testing.T) {
 	t.Parallel()
 	const hop = 10 * time.Millisecond
 	want := map[clienttools.Mode]time.Duration{
-		clienttools.ModeStateless: 4 * 3 * hop,
-		clienttools.ModeChained:   4 * 3 * hop,
-		clienttools.ModeTurns:     2*hop + 3*hop, // route and safety, then safety per turn
-		clienttools.ModeSuspend:   2 * hop,
+		clienttools.ModeStateless:  4 * 3 * hop,
+		clienttools.ModeChained:    4 * 3 * hop,
+		clienttools.ModeBackground: 4 * 3 * hop,
+		clienttools.ModeTurns:      2*hop + 3*hop, // route and safety, then safety per turn
+		clienttools.ModeSuspend:    2 * hop,
 	}
 	for mode, w := range want {
 		t.Run(mode.String(), func(t *testing.T) {

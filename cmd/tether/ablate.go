@@ -44,7 +44,7 @@ Commands:
   compare     set two runs' results.json side by side, figure by figure
   report      draw a run's headline, charts and report.html again`, `tether ablate --quick
 		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
-	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), synthetic, or agents:NAME (a multi-agent rollout: a root spawns --agents sub-agents, each making --calls calls that take trace NAME's recorded calls' durations and outputs, and waits for them; designs inject, chained and stateless)")
+	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), synthetic, or agents:NAME (a multi-agent rollout: a root spawns --agents sub-agents, each making --calls calls that take trace NAME's recorded calls' durations and outputs, and waits for them; designs inject, chained, background and stateless)")
 	agents := fs.Int("agents", 4, "agents:NAME: the sub-agents the root spawns")
 	traceDir := fs.String("traces", "", "directory of more trace files (*.jsonl: tether trace record's, tether trace import's) for --workload trace:NAME; the servers ablate starts serve them too")
 	tools := fs.String("tools", ablate.ToolsReplay, "trace workloads: real (run on a copy of the fixture repository), replay (recorded outputs after the recorded durations) or instant (recorded outputs at once)")
@@ -52,7 +52,7 @@ Commands:
 	parallel := fs.Int("parallel", 1, "synthetic: calls per step")
 	toolLatency := fs.Duration("tool-latency", 50*time.Millisecond, "synthetic: simulated time each call takes")
 	outputBytes := bytesFlag(fs.FlagSet, "output-bytes", 2000, "synthetic: bytes of each call's output")
-	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, turns, suspend, inject (suspend in the multi-agent beta's dialect: response.inject); wt-turns, wt-suspend, wt-inject (over WebTransport); and any of the last six with +msgpack (msgpack frames), like suspend+msgpack; suspend+durable and inject+durable (against an in-process server that checkpoints every pause, in memory or --store's Redis)")
+	modes := fs.String("modes", "stateless,chained,turns,suspend", "designs to run, comma-separated: stateless, chained, background (chained, as background responses whose streams the client cuts and resumes every turn), turns, suspend, inject (suspend in the multi-agent beta's dialect: response.inject); wt-turns, wt-suspend, wt-inject (over WebTransport); and any of the last six with +msgpack (msgpack frames), like suspend+msgpack; suspend+durable and inject+durable (against an in-process server that checkpoints every pause, in memory or --store's Redis)")
 	speeds := fs.String("tps", "1000", "model output tokens per second, comma-separated; 0 is unpaced")
 	ttft := fs.Duration("ttft", 0, "model time to first token")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")

@@ -37,7 +37,7 @@ models.`, `tether run
 		tether run --url http://127.0.0.1:8080/v1 --mode suspend --branches 4`, -1)
 	url := fs.String("url", "", "base URL of a Responses server, as OpenAI clients take it (http://HOST:PORT/v1); empty starts a tether in-process")
 	model := fs.String("model", sampler.ReplayPrefix+"calc-fix-12", "model to run")
-	modeName := fs.String("mode", "suspend", "design: suspend, inject (the multi-agent beta's dialect), turns, chained or stateless")
+	modeName := fs.String("mode", "suspend", "design: suspend, inject (the multi-agent beta's dialect), turns, chained, background (chained, each turn's stream cut and resumed) or stateless")
 	workdir := fs.String("workdir", "", "directory the tools act on (default: a new copy of the replay traces' fixture repository, removed when the run ends)")
 	keep := fs.Bool("keep", false, "keep the copy of the fixture repository made when --workdir is empty, and print where it is")
 	jsonOut := fs.Bool("json", false, "print every server event as a JSON line, then a summary line")
@@ -51,7 +51,7 @@ models.`, `tether run
 	prefillRate := fs.Float64("prefill-rate", 0, "in-process server: uncached prompt tokens read per second (0 is free)")
 	mcpServers := fs.String("mcp", "", "offer hosted MCP servers as tools: LABEL=URL, comma-separated (the model calls LABEL.TOOL); each call asks the client's approval, which tether run gives")
 	mcpDeny := fs.Bool("mcp-deny", false, "deny every MCP call the server asks to approve instead")
-	agents := fs.Int("agents", 0, "run a multi-agent rollout (the Responses multi-agent beta): with the default model, a root that splits the replay trace's tool calls between this many sub-agents, whose calls run side by side, and waits for them (tether-scripted); with another, the task as given, up to this many sub-agents at once. Modes inject (the default with it), chained and stateless")
+	agents := fs.Int("agents", 0, "run a multi-agent rollout (the Responses multi-agent beta): with the default model, a root that splits the replay trace's tool calls between this many sub-agents, whose calls run side by side, and waits for them (tether-scripted); with another, the task as given, up to this many sub-agents at once. Modes inject (the default with it), chained, background and stateless")
 	branches := fs.Int("branches", 0, "modes suspend and turns: at the first pause, branch the rollout into this many (response.fork, or previous_response_id on other lanes), each running the paused calls and the rest in a copy of the workdir of its own (up to 64)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
@@ -75,7 +75,7 @@ models.`, `tether run
 		return 2
 	}
 	if *agents < 0 || *agents > 0 && (mode == clienttools.ModeSuspend || mode == clienttools.ModeTurns || *branches > 0) {
-		fmt.Fprintf(stderr, "tether: run: --agents %d: want at least 1, with --mode inject, chained or stateless, and no --branches\n", *agents)
+		fmt.Fprintf(stderr, "tether: run: --agents %d: want at least 1, with --mode inject, chained, background or stateless, and no --branches\n", *agents)
 		return 2
 	}
 	var tp clienttools.Transport

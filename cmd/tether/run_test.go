@@ -74,7 +74,7 @@ func TestRunAgents(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"run", "--agents", "2", "--mode", "suspend"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--mode inject, chained or stateless") {
+	if code := run(context.Background(), []string{"run", "--agents", "2", "--mode", "suspend"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--mode inject, chained, background or stateless") {
 		t.Errorf("--mode suspend: exit %d: %s", code, errOut.String())
 	}
 }
@@ -425,7 +425,7 @@ func TestRunErrorText(t *testing.T) {
 			"stateless": "/v1/responses: 404 Not Found: model_not_found (model): The model 'nosuch' does not exist.",
 		}, 1},
 		{"no such mode", nil, map[string]string{
-			"bogus": `tether: run: unknown mode "bogus" (want suspend, inject, turns, chained or stateless)`,
+			"bogus": `tether: run: unknown mode "bogus" (want suspend, inject, turns, chained, background or stateless)`,
 		}, 2},
 	} {
 		for mode, want := range tc.want {

@@ -30,11 +30,12 @@ type Chart struct {
 
 // modeColors are the modes' colors, the same in every chart.
 var modeColors = map[string]color.Color{
-	"stateless": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	"chained":   color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	"turns":     color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	"suspend":   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	"inject":    color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"stateless":  color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"chained":    color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"background": color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	"turns":      color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"suspend":    color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"inject":     color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
 // modeColor is a design's color: its mode's, darker for msgpack frames.

@@ -62,10 +62,10 @@ func (d Design) On(enc protocol.Encoding) Design {
 	return d
 }
 
-// ParseDesign reads a design's name: a mode (stateless, chained, turns,
-// suspend, inject), and for turns, suspend and inject optionally "wt-"
-// before it (WebTransport) and "+msgpack" after it. It accepts exactly the names of
-// AllDesigns, and its error lists them.
+// ParseDesign reads a design's name: a mode (stateless, chained,
+// background, turns, suspend, inject), and for turns, suspend and inject
+// optionally "wt-" before it (WebTransport) and "+msgpack" after it. It
+// accepts exactly the names of AllDesigns, and its error lists them.
 func ParseDesign(s string) (Design, error) {
 	all := AllDesigns()
 	names := make([]string, len(all))

@@ -1,8 +1,9 @@
 // Package ablate is the harness behind `tether ablate`: it runs one agent
 // workload through every design of the Responses API (stateless HTTP,
-// chained HTTP, WebSocket cached-state turns, one suspended response) with
-// the client kit, against a tether it starts in-process on loopback or one
-// at a URL, and measures where the time goes.
+// chained HTTP, in the background or not, WebSocket cached-state turns,
+// one suspended response) with the client kit, against a tether it starts
+// in-process on loopback or one at a URL, and measures where the time
+// goes.
 //
 // Trials are made fair before they are measured: modes are interleaved
 // round by round so that the machine's drift hits all alike, every trial
@@ -26,7 +27,7 @@
 //
 // After each trial the in-process server's counters must show that the
 // mode took its own path (Trial.Paths): a full history every stateless
-// turn, a store load every chained one, a cache hit every WebSocket turn,
+// turn, a store load every chained or background one, a cache hit every WebSocket turn,
 // one suspended response with a pause per round trip.
 //
 // Every figure of a Summary that a run can land differently on has its 95%

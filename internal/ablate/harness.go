@@ -90,6 +90,9 @@ type Trial struct {
 	BytesSent      int     `json:"bytes_sent"`
 	BytesReceived  int     `json:"bytes_received"`
 	Reconnects     int     `json:"reconnects"`
+	// Resumes counts the background turns' streams cut and resumed
+	// (background: one a turn).
+	Resumes int `json:"resumes,omitempty"`
 	// Paths counts the responses the server served for the trial by
 	// transport/design/state ("ws/turns/cache"), and its pauses
 	// ("pauses"): that the mode took its own path. In-process only.
@@ -474,7 +477,7 @@ func trial(ctx context.Context, cfg Config, tg *target, timing sampler.Timing, m
 		return nil, fmt.Errorf("the rollout ended %s", res.Response.Status)
 	}
 	t := &Trial{Mode: mode.String(), PromptCacheKey: key, ElapsedUS: us(res.Elapsed), CPUUS: us(cpu),
-		Calls: len(res.Calls), Reconnects: res.Reconnects}
+		Calls: len(res.Calls), Reconnects: res.Reconnects, Resumes: res.Resumes}
 	for i, rt := range res.Turns {
 		u := rt.Usage
 		late := time.Duration(rt.Server.PacerLateMicros) * time.Microsecond

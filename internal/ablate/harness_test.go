@@ -51,6 +51,15 @@ func TestRunSynthetic(t *testing.T) {
 		if len(tr.Paths) == 0 {
 			t.Errorf("%s: no server paths recorded", tr.Mode)
 		}
+		// A background trial cuts and resumes every turn's stream; no
+		// other design resumes one.
+		resumes := 0
+		if tr.Mode == "background" {
+			resumes = len(tr.Turns)
+		}
+		if tr.Resumes != resumes {
+			t.Errorf("%s: %d resumes in %d turns, want %d", tr.Mode, tr.Resumes, len(tr.Turns), resumes)
+		}
 		// Only a durable rollout's pauses wait for journal writes.
 		var journal int64
 		for _, tn := range tr.Turns {
@@ -358,7 +367,7 @@ func TestToolScale(t *testing.T) {
 
 // TestRunAgents runs the multi-agent workload (a root spawning two
 // sub-agents of two calls each, the calls answered with a trace's
-// recorded outputs) in its three forms: each trial makes every call, its
+// recorded outputs) in its four forms: each trial makes every call, its
 // model and tool time are its critical path's, which its wall time holds,
 // its summary counts it as one turn, and its results follow the schema.
 // Designs a tree does not run in are refused.
@@ -371,7 +380,7 @@ func TestRunAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modes := Designs(clienttools.ModeInject, clienttools.ModeChained, clienttools.ModeStateless)
+	modes := Designs(clienttools.ModeInject, clienttools.ModeChained, clienttools.ModeBackground, clienttools.ModeStateless)
 	res, err := Run(t.Context(), Config{Workload: w, Modes: modes, Speeds: []float64{0}, Reps: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -49,9 +49,11 @@ func pathsDelta(before, after map[string]int) map[string]int {
 }
 
 // checkPaths says whether a trial of mode with turns turns went the way its
-// design goes: stateless sends the whole history every turn, chained loads
-// every turn after the first from the store, turns finds it in the
-// connection cache, and suspend is one response that paused between turns.
+// design goes: stateless sends the whole history every turn, chained and
+// background load every turn after the first from the store (a background
+// response is served as the same request would be in the foreground),
+// turns finds it in the connection cache, and suspend is one response that
+// paused between turns.
 func checkPaths(d Design, turns int, got map[string]int) error {
 	var want map[string]int
 	conn := "ws"
@@ -61,7 +63,7 @@ func checkPaths(d Design, turns int, got map[string]int) error {
 	switch mode := d.Mode; mode {
 	case clienttools.ModeStateless:
 		want = map[string]int{"http/stateless/none": turns}
-	case clienttools.ModeChained:
+	case clienttools.ModeChained, clienttools.ModeBackground:
 		want = map[string]int{"http/stateless/none": 1, "http/chained/store": turns - 1}
 	case clienttools.ModeTurns:
 		want = map[string]int{conn + "/turns/none": 1, conn + "/turns/cache": turns - 1}

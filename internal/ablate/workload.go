@@ -171,8 +171,8 @@ func SyntheticWorkload(calls, parallel int, latency time.Duration, outputBytes i
 // answers with the recorded output after the recorded duration (a
 // simulated tool, ToolsReplay), or at once (ToolsInstant). It runs in the
 // designs a multi-agent response has: inject (over WebSocket, each
-// agent's calls answered as they come), chained and stateless (over HTTP,
-// each response completing on the calls of all its agents).
+// agent's calls answered as they come), chained, background and stateless
+// (over HTTP, each response completing on the calls of all its agents).
 func AgentsWorkload(tr *sampler.Trace, agents, calls int, tools string) (Workload, error) {
 	var recordedCalls []sampler.TraceCall
 	for _, s := range tr.Steps {
@@ -239,8 +239,8 @@ func AgentsWorkload(tr *sampler.Trace, agents, calls int, tools string) (Workloa
 
 // runsIn refuses designs the workload cannot run in: a multi-agent
 // rollout runs in inject (over WebSocket or WebTransport, JSON or msgpack),
-// chained and stateless, not durable (a durable server does not journal
-// sub-agents).
+// chained, background and stateless, not durable (a durable server does
+// not journal sub-agents).
 func (w Workload) runsIn(designs []Design) error {
 	if w.Agents == 0 {
 		return nil
@@ -248,9 +248,9 @@ func (w Workload) runsIn(designs []Design) error {
 	for _, d := range designs {
 		switch {
 		case d.Durable:
-			return fmt.Errorf("ablate: %s: a durable server does not journal sub-agents; run the multi-agent workload in inject, chained and stateless", d)
+			return fmt.Errorf("ablate: %s: a durable server does not journal sub-agents; run the multi-agent workload in inject, chained, background and stateless", d)
 		case d.Mode == clienttools.ModeSuspend || d.Mode == clienttools.ModeTurns:
-			return fmt.Errorf("ablate: %s: a multi-agent response waits in the beta's dialect over a connection (inject), or completes over HTTP (chained, stateless); run the multi-agent workload in those", d)
+			return fmt.Errorf("ablate: %s: a multi-agent response waits in the beta's dialect over a connection (inject), or completes over HTTP (chained, background, stateless); run the multi-agent workload in those", d)
 		}
 	}
 	return nil
