@@ -40,9 +40,25 @@ func (p *partitioned) WriteBackground(ctx context.Context, w *runtime.Background
 // anyModel is a model that does not say it says the same whenever asked.
 type anyModel struct{ runtime.Sampler }
 
-// pair is two servers sharing a BackgroundStore and a response store; a's
-// writes to the BackgroundStore go through partitioned.
-func pair(t *testing.T, model func() runtime.Sampler, ttl time.Duration) (a, b *harness, cut *partitioned) {
+// stalling is a model that streams its first few deltas and then nothing,
+// until it is stopped: a server that would never end its response.
+type stalling struct{ runtime.Sampler }
+
+func (m stalling) Sample(ctx context.Context, req *sampler.Request, emit func(sampler.Delta)) (sampler.Result, error) {
+	n := 0
+	m.Sampler.Sample(ctx, req, func(d sampler.Delta) {
+		if n++; n <= 3 {
+			emit(d)
+		}
+	})
+	<-ctx.Done()
+	return sampler.Result{}, ctx.Err()
+}
+
+// pair is two servers sharing a BackgroundStore and a response store,
+// serving modelA and modelB; a's writes to the BackgroundStore go through
+// partitioned. Both serve "stalling" too.
+func pair(t *testing.T, modelA, modelB runtime.Sampler, ttl time.Duration) (a, b *harness, cut *partitioned) {
 	t.Helper()
 	var logs strings.Builder
 	var mu sync.Mutex
@@ -57,11 +73,12 @@ func pair(t *testing.T, model func() runtime.Sampler, ttl time.Duration) (a, b *
 	shared := runtime.NewMemoryBackgrounds()
 	store := runtime.NewMemoryStore(runtime.MemoryStoreOptions{})
 	cut = &partitioned{BackgroundStore: shared}
-	opts := func(st runtime.BackgroundStore) runtime.Options {
-		return runtime.Options{Models: map[string]runtime.Sampler{sdkModel: model()}, Store: store, Backgrounds: st, Logger: logger,
+	opts := func(model runtime.Sampler, st runtime.BackgroundStore) runtime.Options {
+		models := map[string]runtime.Sampler{sdkModel: model, "stalling": stalling{sampler.NewScripted(renderer(t), sampler.Timing{})}}
+		return runtime.Options{Models: models, Store: store, Backgrounds: st, Logger: logger,
 			Suspension: runtime.SuspensionOptions{LeaseTTL: ttl}, Timeouts: runtime.Timeouts{Drain: 50 * time.Millisecond}}
 	}
-	return newHarness(t, opts(cut)), newHarness(t, opts(shared)), cut
+	return newHarness(t, opts(modelA, cut)), newHarness(t, opts(modelB, shared)), cut
 }
 
 type lockedWriter struct {
@@ -138,8 +155,8 @@ func wantSequence(t *testing.T, what string, types []string, seqs []int, first i
 // a response A runs.
 func TestBackgroundAcrossServers(t *testing.T) {
 	t.Parallel()
-	scripted := func() runtime.Sampler { return sampler.NewScripted(renderer(t), sampler.Timing{TPS: 100}) }
-	a, b, _ := pair(t, scripted, runtime.DefaultLeaseTTL)
+	scripted := sampler.NewScripted(renderer(t), sampler.Timing{TPS: 100})
+	a, b, _ := pair(t, scripted, scripted, runtime.DefaultLeaseTTL)
 
 	resp := open(t, a, "POST", "/v1/responses", `{"model":"tether-scripted","background":true,"stream":true,"input":"`+longInput+`"}`)
 	id, types, _ := sse(t, resp.Body, func(_ string, seq int) bool { return seq == 5 })
@@ -164,7 +181,7 @@ func TestBackgroundAcrossServers(t *testing.T) {
 	}
 
 	// A cancel on B of a response A runs: A hears of it at its next write.
-	resp = open(t, a, "POST", "/v1/responses", `{"model":"tether-scripted","background":true,"stream":true,"input":"`+longInput+`"}`)
+	resp = open(t, a, "POST", "/v1/responses", `{"model":"stalling","background":true,"stream":true,"input":"`+longInput+`"}`)
 	id, _, _ = sse(t, resp.Body, func(typ string, _ int) bool { return typ == "response.output_text.delta" })
 	code, body = authed(t, b, "POST", "/v1/responses/"+id+"/cancel", "", "")
 	if code != 200 || !strings.Contains(body, `"status":"cancelled"`) {
@@ -183,19 +200,18 @@ func TestBackgroundAcrossServers(t *testing.T) {
 // failed, background_server_lost.
 func TestBackgroundTakenOver(t *testing.T) {
 	t.Parallel()
+	scripted := sampler.NewScripted(renderer(t), sampler.Timing{})
 	for _, c := range []struct {
 		name  string
-		model func() runtime.Sampler
+		model runtime.Sampler // B's; A's streams the same, stalls and stops writing
 		want  string
 	}{
-		{"deterministic", func() runtime.Sampler { return sampler.NewScripted(renderer(t), sampler.Timing{TPS: 100}) }, "response.completed"},
-		{"not deterministic", func() runtime.Sampler {
-			return anyModel{sampler.NewScripted(renderer(t), sampler.Timing{TPS: 100})}
-		}, "response.failed"},
+		{"deterministic", scripted, "response.completed"},
+		{"not deterministic", anyModel{scripted}, "response.failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			a, b, cut := pair(t, c.model, 600*time.Millisecond)
+			a, b, cut := pair(t, stalling{scripted}, c.model, 600*time.Millisecond)
 			resp := open(t, a, "POST", "/v1/responses", `{"model":"tether-scripted","background":true,"stream":true,"input":"`+longInput+`"}`)
 			id, _, _ := sse(t, resp.Body, func(typ string, _ int) bool { return typ == "response.output_text.delta" })
 			cut.cut.Store(true) // A is gone, as far as the store can tell
@@ -216,8 +232,8 @@ func TestBackgroundTakenOver(t *testing.T) {
 // lease ended by the last write.
 func TestBackgroundHandedOver(t *testing.T) {
 	t.Parallel()
-	scripted := func() runtime.Sampler { return sampler.NewScripted(renderer(t), sampler.Timing{TPS: 100}) }
-	a, b, _ := pair(t, scripted, time.Minute) // a lease that would outlast the test: the hand-over ends it
+	scripted := sampler.NewScripted(renderer(t), sampler.Timing{})
+	a, b, _ := pair(t, stalling{scripted}, scripted, time.Minute) // a lease that would outlast the test: the hand-over ends it
 	resp := open(t, a, "POST", "/v1/responses", `{"model":"tether-scripted","background":true,"stream":true,"input":"`+longInput+`"}`)
 	id, _, _ := sse(t, resp.Body, func(typ string, _ int) bool { return typ == "response.output_text.delta" })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
