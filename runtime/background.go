@@ -104,7 +104,7 @@ func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protoco
 	}
 	b.arrivals++
 	e := &bgResponse{id: ro.resp.ID, tenant: ro.tenant, ro: ro, log: log, held: held, done: make(chan struct{}),
-		rank: bgRank{arrival: b.arrivals}}
+		rank: bgRank{arrival: b.arrivals}, index: -1}
 	if opts != nil {
 		window := cmp.Or(opts.CompletionWindow, protocol.WindowSoonest)
 		e.rank.window = windowRanks[window]
@@ -122,8 +122,14 @@ func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protoco
 	return e, nil
 }
 
-// queueUpLocked puts e, counted by enqueue, in the queue.
+// queueUpLocked puts e, counted by enqueue, in the queue; or, once
+// Shutdown has begun, ends it as close ends the ones queued.
 func (b *backgrounds) queueUpLocked(e *bgResponse) {
+	if b.closed {
+		e.ro.abortBackground(b.closeCause())
+		b.goRunLocked(e)
+		return
+	}
 	heap.Push(&b.queue, e)
 	b.startLocked()
 }
@@ -266,19 +272,24 @@ func (b *backgrounds) abort(e *bgResponse, cause error) {
 func (b *backgrounds) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	cause := errShuttingDown
-	if b.srv.opts.Backgrounds != nil {
-		cause = errHandedOver
-	}
 	for len(b.queue) > 0 {
 		e := heap.Pop(&b.queue).(*bgResponse)
-		e.ro.abortBackground(cause)
+		e.ro.abortBackground(b.closeCause())
 		b.goRunLocked(e)
 	}
 	b.closed = true
 	if b.sweeper != nil {
 		b.sweeper.Stop()
 	}
+}
+
+// closeCause is how Shutdown ends the responses queued: failed, or left to
+// the servers that share them.
+func (b *backgrounds) closeCause() error {
+	if b.srv.opts.Backgrounds != nil {
+		return errHandedOver
+	}
+	return errShuttingDown
 }
 
 // sweepLocked lets go of the responses whose retention has passed, and of
