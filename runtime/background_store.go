@@ -14,7 +14,8 @@ import (
 // response as it stands, whether it has ended), and, for one created with
 // stream: true, its event log, which a stream resumed on another server
 // replays and then follows live. Implementations must be safe for
-// concurrent use.
+// concurrent use. What one is given and what it returns are the caller's:
+// it keeps, and hands out, copies.
 //
 // Ownership is an epoch and a lease, as for Checkpoints: the server that
 // runs a response writes at the epoch it holds, each write renewing its
@@ -38,8 +39,10 @@ type BackgroundStore interface {
 	// when there is none.
 	GetBackground(ctx context.Context, tenant, id string) (*BackgroundRecord, error)
 	// BackgroundEvents is the response's events after sequence number
-	// after, waiting up to wait for one while there is none; none, and no
-	// error, when wait passed. ErrNotStored when there is no such response.
+	// after (every one, for any after below 0), waiting up to wait for one
+	// while there is none; none, and no error, when wait passed; ctx's
+	// error when ctx ended first. ErrNotStored when there is no such
+	// response.
 	BackgroundEvents(ctx context.Context, tenant, id string, after int, wait time.Duration) ([][]byte, error)
 	// CancelBackground asks the response's owner to cancel it (its next
 	// WriteBackground reports it); ErrNotStored when there is none.
@@ -164,6 +167,7 @@ func (m *MemoryBackgrounds) GetBackground(_ context.Context, tenant, id string) 
 		return nil, ErrNotStored
 	}
 	rec := b.rec
+	rec.Request, rec.Response = slices.Clone(b.rec.Request), slices.Clone(b.rec.Response)
 	rec.Leased = m.now().Before(b.leased)
 	return &rec, nil
 }
@@ -172,12 +176,13 @@ func (m *MemoryBackgrounds) GetBackground(_ context.Context, tenant, id string) 
 func (m *MemoryBackgrounds) BackgroundEvents(ctx context.Context, tenant, id string, after int, wait time.Duration) ([][]byte, error) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	from := max(after+1, 0) // any after below 0 is every event
 	for {
 		m.mu.Lock()
 		b, ok := m.lookupLocked(tenant, id)
 		var events [][]byte
 		if ok {
-			events = slices.Clone(b.events[min(after+1, len(b.events)):])
+			events = cloneFrames(b.events[min(from, len(b.events)):])
 		}
 		appended := m.appended
 		m.mu.Unlock()
