@@ -102,6 +102,7 @@ func runtimeDeps(t *testing.T, flags ...string) []string {
 // testHelpers are the packages under runtime/internal that import runtime:
 // they test it, and nothing but tests imports them.
 var testHelpers = []string{
+	"github.com/tether-run/tether/runtime/internal/backgroundtest", // the suite every BackgroundStore passes
 	"github.com/tether-run/tether/runtime/internal/checkpointtest", // the suite every Checkpoints store passes
 	"github.com/tether-run/tether/runtime/internal/layering",       // this test
 }
