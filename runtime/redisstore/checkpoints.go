@@ -25,19 +25,6 @@ type checkpointScripts struct {
 	write, load, take, drop, renew, release *redis.Script
 }
 
-// The scripts' refusals; 1 is done.
-const (
-	scriptFenced = 0  // the stored epoch is not the caller's (higher, for Write)
-	scriptNone   = -1 // no journal (Take)
-	scriptGap    = -2 // the journal does not hold the entries the writer counted (Write)
-	scriptLeased = -3 // another owner's lease is live (Take)
-)
-
-// nowMs, in a script, is Redis's clock in milliseconds.
-const nowMs = `local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-`
-
 // writeScript: KEYS the head's hash, the entries' list; ARGV epoch, creds,
 // head, ttl in ms, reset (1) or append (0), the entries the append
 // expects, the owner, its lease in ms, the entries.
@@ -50,8 +37,8 @@ elseif redis.call('HEXISTS', KEYS[1], 'head') == 0 or redis.call('LLEN', KEYS[2]
   return -2
 end
 if #ARGV >= 9 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 9)) end
-` + nowMs + `redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'creds', ARGV[2], 'head', ARGV[3],
-  'owner', ARGV[7], 'lease', string.format('%d', now + tonumber(ARGV[8])))
+` + leaseLua + `redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'creds', ARGV[2], 'head', ARGV[3],
+  'owner', ARGV[7], 'lease', leaseEnd(ARGV[8]))
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 1`
@@ -72,9 +59,9 @@ const takeScript = `
 local h = redis.call('HMGET', KEYS[1], 'epoch', 'owner', 'lease')
 if not h[1] or redis.call('HEXISTS', KEYS[1], 'head') == 0 then return -1 end
 if h[1] ~= ARGV[1] then return 0 end
-` + nowMs + `if h[2] ~= ARGV[2] and tonumber(h[3] or '0') > now then return -3 end
+` + leaseLua + `if h[2] ~= ARGV[2] and leaseLive(h[3]) then return -3 end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
-redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'lease', string.format('%d', now + tonumber(ARGV[3])))
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'lease', leaseEnd(ARGV[3]))
 return 1`
 
 // renewScript: KEYS the head's hash, the entries' list; ARGV the owner's
@@ -82,7 +69,7 @@ return 1`
 // journal is no longer there at that epoch.
 const renewScript = `
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'head') == 0 then return 0 end
-` + nowMs + `redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'lease', string.format('%d', now + tonumber(ARGV[3])))
+` + leaseLua + `redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'lease', leaseEnd(ARGV[3]))
 redis.call('PEXPIRE', KEYS[1], ARGV[4], 'GT')
 redis.call('PEXPIRE', KEYS[2], ARGV[4], 'GT')
 return 1`
@@ -124,31 +111,22 @@ func (s *Store) journalKeys(tenant, id string) []string {
 // epochs and the entries' count, appends the entries (or begins the list
 // anew), rewrites the head and sets the TTL of both keys.
 func (s *Store) Write(ctx context.Context, w *runtime.JournalWrite, ttl time.Duration) error {
-	ms := ttl.Milliseconds()
-	if ms == 0 && ttl > 0 {
-		ms = 1 // PEXPIRE 0 would delete it at once
-	}
 	reset := "0"
 	if w.Reset {
 		reset = "1"
 	}
 	args := make([]any, 0, 8+len(w.Entries))
-	args = append(args, strconv.FormatUint(w.Epoch, 10), w.Creds, w.Head, ms, reset, w.At, w.Lease.Owner, w.Lease.TTL.Milliseconds())
+	args = append(args, strconv.FormatUint(w.Epoch, 10), w.Creds, w.Head, keepMs(ttl), reset, w.At, w.Lease.Owner, w.Lease.TTL.Milliseconds())
 	for _, e := range w.Entries {
 		args = append(args, e)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	n, err := s.scripts.write.Run(ctx, s.c, s.journalKeys(w.Tenant, w.ID), args...).Int()
-	switch {
-	case err != nil:
+	n, err := s.scripts.write.Run(ctx, s.c, s.journalKeys(w.Tenant, w.ID), args...).Int64()
+	if err != nil {
 		return s.unavailable(err)
-	case n == scriptFenced:
-		return runtime.ErrFenced
-	case n == scriptGap:
-		return runtime.ErrJournalGap
 	}
-	return nil
+	return refusal(n, runtime.ErrNoCheckpoint)
 }
 
 // Load implements runtime.Checkpoints: one script that reads the head's
@@ -187,18 +165,11 @@ func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64, lease
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	n, err := s.scripts.take.Run(ctx, s.c, s.journalKeys(tenant, id)[:1], strconv.FormatUint(epoch, 10),
-		lease.Owner, lease.TTL.Milliseconds()).Int()
-	switch {
-	case err != nil:
+		lease.Owner, lease.TTL.Milliseconds()).Int64()
+	if err != nil {
 		return s.unavailable(err)
-	case n == scriptNone:
-		return runtime.ErrNoCheckpoint
-	case n == scriptFenced:
-		return runtime.ErrFenced
-	case n == scriptLeased:
-		return runtime.ErrOwnedElsewhere
 	}
-	return nil
+	return refusal(n, runtime.ErrNoCheckpoint)
 }
 
 // Renew implements runtime.Checkpoints: one script a rollout, in one
@@ -206,7 +177,7 @@ func (s *Store) Take(ctx context.Context, tenant, id string, epoch uint64, lease
 // touch them all).
 func (s *Store) Renew(ctx context.Context, lease runtime.Lease, refs []runtime.LeaseRef, ttl time.Duration) ([]bool, error) {
 	cmds, err := s.pipelined(ctx, s.scripts.renew, refs, 2, func(r runtime.LeaseRef) []any {
-		return []any{strconv.FormatUint(r.Epoch, 10), lease.Owner, lease.TTL.Milliseconds(), max(ttl.Milliseconds(), 1)}
+		return []any{strconv.FormatUint(r.Epoch, 10), lease.Owner, lease.TTL.Milliseconds(), keepMs(ttl)}
 	})
 	if err != nil {
 		return nil, err
@@ -271,7 +242,7 @@ func (s *Store) Drop(ctx context.Context, tenant, id string, epoch uint64, ttl t
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	return s.unavailable(s.scripts.drop.Run(ctx, s.c, s.journalKeys(tenant, id), strconv.FormatUint(epoch, 10),
-		max(ttl.Milliseconds(), 1)).Err())
+		keepMs(ttl)).Err())
 }
 
 var _ runtime.Checkpoints = (*Store)(nil)
