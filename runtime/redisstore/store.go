@@ -21,9 +21,10 @@ import (
 // continues on another, over HTTP or after a WebSocket's cache miss, and a
 // response deleted on one is gone on all. Connection caches stay in the
 // process that holds them. A Store is also a runtime.Checkpoints, which
-// keeps suspended rollouts' state at their pauses (checkpoints.go), and a
+// keeps suspended rollouts' state at their pauses (checkpoints.go), a
 // runtime.ConversationPager, which keeps the Conversations API's
-// conversations (conversations.go).
+// conversations (conversations.go), and a runtime.BackgroundStore, which
+// keeps background responses and their event logs (background.go).
 //
 // Each response is one key, written whole in one SET (so it is visible
 // only once whole), with a TTL: tether:{tTENANT}:r:ID, its tenant hex-coded
@@ -37,9 +38,11 @@ import (
 // store_unavailable (503); the client reconnects by itself.
 type Store struct {
 	c           *redis.Client
+	follow      *redis.Client // the followers' pool: XREAD BLOCK holds a connection while it waits (background.go)
 	opts        Options
 	scripts     checkpointScripts
 	convScripts conversationScripts
+	bgScripts   backgroundScripts
 }
 
 // Options tune a RedisStore; zero fields take the defaults.
@@ -59,6 +62,13 @@ type Options struct {
 	// (runtime.ErrTenantFull): runtime.DefaultTenantStoreBytes, as the
 	// memory store bounds a tenant's.
 	MaxTenantConversationBytes int
+
+	// MaxFollowers bounds the connections on which followers of
+	// background responses' logs wait for their next events (XREAD
+	// BLOCK), one each while it waits, apart from those of every other
+	// operation: past it a follower waits up to half the Timeout for one,
+	// then fails with store_unavailable. DefaultMaxFollowers.
+	MaxFollowers int
 }
 
 // The defaults of a Store.
@@ -69,6 +79,7 @@ const (
 	// As large as the largest record: a response on a conversation reads
 	// all of it as its context, as a continuation reads its record.
 	DefaultMaxConversationBytes = DefaultMaxRecordBytes
+	DefaultMaxFollowers         = 256
 )
 
 // setDefaults fills o's zero fields.
@@ -88,6 +99,9 @@ func (o *Options) setDefaults() {
 	if o.MaxTenantConversationBytes <= 0 {
 		o.MaxTenantConversationBytes = runtime.DefaultTenantStoreBytes
 	}
+	if o.MaxFollowers <= 0 {
+		o.MaxFollowers = DefaultMaxFollowers
+	}
 }
 
 // New connects to the Redis at url (redis://[:PASSWORD@]HOST:PORT/DB,
@@ -103,7 +117,10 @@ func New(url string, opts Options) (*Store, error) {
 	// inside the operation's Timeout.
 	ro.MaxRetries = 1
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout/2, opts.Timeout/2, opts.Timeout/2, opts.Timeout/2
-	return &Store{c: redis.NewClient(ro), opts: opts, scripts: newCheckpointScripts(), convScripts: newConversationScripts()}, nil
+	fo := *ro
+	fo.PoolSize = opts.MaxFollowers
+	return &Store{c: redis.NewClient(ro), follow: redis.NewClient(&fo), opts: opts, scripts: newCheckpointScripts(),
+		convScripts: newConversationScripts(), bgScripts: newBackgroundScripts()}, nil
 }
 
 // quietRedis makes go-redis's own log (process-wide: a dial that failed,
@@ -125,7 +142,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections to Redis.
-func (s *Store) Close() error { return s.c.Close() }
+func (s *Store) Close() error { return errors.Join(s.c.Close(), s.follow.Close()) }
 
 // redisRecord is a record as it is kept.
 type redisRecord struct {
