@@ -18,8 +18,9 @@ import (
 	"github.com/tether-run/tether/sampler"
 )
 
-// These tests run two servers on one BackgroundStore (in memory here; the
-// redisstore tests and cmd/tether's run it on Redis): a background
+// These tests run two servers on one BackgroundStore (in memory here; on
+// Redis, redisstore's conformance suite checks the store and cmd/tether's
+// TestBackgroundKill two processes and a kill -9): a background
 // response made on one is polled, streamed again and cancelled on the
 // other, and taken over when its server stops writing.
 

@@ -89,7 +89,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	insecure := fs.Bool("insecure", false, "serve a non-loopback --addr without API keys")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle HTTP keep-alive connection is kept")
 	fs.IntVar(&opts.Tenant.InFlight, "tenant-inflight", runtime.DefaultTenantInFlight, "most responses one tenant has in progress at once (suspended rollouts included), with --api-keys; more get 429 tenant_inflight_limit")
-	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS; unix:///PATH?db=DB for a Redis on this machine's socket), shared by every tether on that database")
+	storeURL := fs.String("store", "memory", "where store: true responses are kept: memory (this process), or redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS; unix:///PATH?db=DB for a Redis on this machine's socket), shared by every tether on that database: they read each other's stored responses and conversations, resume each other's suspended rollouts, and poll, stream again, cancel and take over each other's background responses")
 	storeTTL := fs.Duration("store-ttl", redisstore.DefaultTTL, "with --store redis://: how long a stored response is kept")
 	storeRecord := bytesFlag(fs.FlagSet, "store-record-bytes", redisstore.DefaultMaxRecordBytes, "with --store redis://: the largest response record kept (encoded); a larger one is served but not stored")
 	storeConversation := bytesFlag(fs.FlagSet, "store-conversation-bytes", redisstore.DefaultMaxConversationBytes, "with --store redis://: the largest conversation of the Conversations API kept (its object and items, encoded, and its index of their ids); an addition past it, or a response's at its end, gets 413 request_too_large")
@@ -213,7 +213,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		configureCaches(served, sampler.PrefixCacheOptions{MaxTokens: -1})
 	}
 	var store runtime.Store
-	var checkpoints runtime.Checkpoints // a shared store makes suspended rollouts durable
+	var checkpoints runtime.Checkpoints     // a shared store makes suspended rollouts durable
+	var backgrounds runtime.BackgroundStore // and shares background responses between its servers
 	switch {
 	case *storeURL == "memory":
 	case strings.HasPrefix(*storeURL, "redis://"), strings.HasPrefix(*storeURL, "rediss://"), strings.HasPrefix(*storeURL, "unix://"):
@@ -224,7 +225,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 			return 2
 		}
 		defer rs.Close()
-		store, checkpoints = rs, rs
+		store, checkpoints, backgrounds = rs, rs, rs
 	default:
 		fmt.Fprintf(stderr, "tether: --store %q: want memory, or redis://HOST:PORT/DB\n", *storeURL)
 		return 2
@@ -236,7 +237,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
-	opts.Store, opts.Checkpoints, opts.Models, opts.Renderer = store, checkpoints, served, renderer
+	opts.Store, opts.Checkpoints, opts.Backgrounds, opts.Models, opts.Renderer = store, checkpoints, backgrounds, served, renderer
 	opts.HostedTools = []runtime.Tool{webSearch(*searxngURL, *searchCorpus)}
 	opts.MCP = mcp.NewClient(mcp.Options{Allow: allowHosts(splitList(*mcpAllow)), Timeout: *mcpTimeout,
 		MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()})
