@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/tether-run/tether/runtime"
@@ -30,17 +32,24 @@ func slowHarness(t *testing.T, tps float64, opts runtime.Options) *harness {
 // longInput makes the scripted model answer with about 50 tokens.
 const longInput = "Tell me everything about the quick brown fox that jumps over the lazy dog, then about the lazy dog that watches it, and then about the field they both stand in on a summer afternoon."
 
-func TestSDKBackgroundStreamResumed(t *testing.T) {
-	t.Parallel()
-	h := slowHarness(t, 200, runtime.Options{})
+// backgroundStream creates a background response with stream: true on a
+// server paced at tps, with the SDK, and returns its client and stream.
+func backgroundStream(t *testing.T, tps float64) (openai.Client, context.Context, *ssestream.Stream[responses.ResponseStreamEventUnion]) {
+	t.Helper()
 	ctx := sdkContext(t)
-	client := sdkClient(t, h)
-
+	client := sdkClient(t, slowHarness(t, tps, runtime.Options{}))
 	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
 		Model:      sdkModel,
 		Input:      responses.ResponseNewParamsInputUnion{OfString: param.NewOpt(longInput)},
 		Background: param.NewOpt(true),
 	})
+	t.Cleanup(func() { stream.Close() })
+	return client, ctx, stream
+}
+
+func TestSDKBackgroundStreamResumed(t *testing.T) {
+	t.Parallel()
+	client, ctx, stream := backgroundStream(t, 200)
 	var types []string
 	var id string
 	for len(types) < 6 && stream.Next() {
@@ -155,16 +164,7 @@ func TestSDKBackgroundPolled(t *testing.T) {
 
 func TestSDKBackgroundCancel(t *testing.T) {
 	t.Parallel()
-	h := slowHarness(t, 20, runtime.Options{})
-	ctx := sdkContext(t)
-	client := sdkClient(t, h)
-
-	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
-		Model:      sdkModel,
-		Input:      responses.ResponseNewParamsInputUnion{OfString: param.NewOpt(longInput)},
-		Background: param.NewOpt(true),
-	})
-	t.Cleanup(func() { stream.Close() })
+	client, ctx, stream := backgroundStream(t, 20)
 	var id string
 	for stream.Next() { // to the first delta: the response is running
 		ev := stream.Current()
