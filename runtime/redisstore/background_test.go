@@ -17,27 +17,9 @@ import (
 )
 
 // TestBackgrounds: the Redis background responses pass the suite every
-// runtime.BackgroundStore passes, twice at once on one database (each
-// run's ids under a prefix of its own), and once more through the
-// server's unix socket.
+// runtime.BackgroundStore passes (runSuite).
 func TestBackgrounds(t *testing.T) {
-	t.Parallel()
-	st, rd := newCheckpointStore(t)
-	for _, prefix := range []string{"run1_", "run2_"} {
-		t.Run(prefix, func(t *testing.T) {
-			t.Parallel()
-			backgroundtest.Run(t, st, prefix)
-		})
-	}
-	t.Run("unix", func(t *testing.T) {
-		t.Parallel()
-		unix, err := New(rd.UnixURL(), Options{Timeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Close() })
-		backgroundtest.Run(t, unix, "unix_")
-	})
+	runSuite(t, func(t *testing.T, st *Store, prefix string) { backgroundtest.Run(t, st, prefix) })
 }
 
 // bgRecord and bgLog are the keys of resp_bg of tenant t1 (7431,

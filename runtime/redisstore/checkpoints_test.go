@@ -35,16 +35,21 @@ func newCheckpointStore(tb testing.TB) (*Store, *redistest.Server) {
 }
 
 // TestCheckpoints: the Redis checkpoints pass the suite every
-// runtime.Checkpoints passes, twice at once on one database (each run's
-// ids under a prefix of its own), and once more through the server's unix
-// socket (unix://: a Redis on the same machine).
+// runtime.Checkpoints passes (runSuite).
 func TestCheckpoints(t *testing.T) {
+	runSuite(t, func(t *testing.T, st *Store, prefix string) { checkpointtest.Run(t, st, prefix) })
+}
+
+// runSuite runs a store's conformance suite twice at once on one database
+// (each run's ids under a prefix of its own), and once more through the
+// server's unix socket (unix://: a Redis on the same machine).
+func runSuite(t *testing.T, suite func(t *testing.T, st *Store, prefix string)) {
 	t.Parallel()
 	st, rd := newCheckpointStore(t)
 	for _, prefix := range []string{"run1_", "run2_"} {
 		t.Run(prefix, func(t *testing.T) {
 			t.Parallel()
-			checkpointtest.Run(t, st, prefix)
+			suite(t, st, prefix)
 		})
 	}
 	t.Run("unix", func(t *testing.T) {
@@ -54,7 +59,7 @@ func TestCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { unix.Close() })
-		checkpointtest.Run(t, unix, "unix_")
+		suite(t, unix, "unix_")
 	})
 }
 
