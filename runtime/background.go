@@ -87,10 +87,11 @@ func newBackgrounds(s *Server) *backgrounds {
 // enqueue queues the prepared rollout ro, announced already on log
 // (queued), holding held bytes of the memory budget for its request; it
 // runs when a worker is free. It refuses when the server is shutting down,
-// or ro's tenant has Background.Queue responses queued or running. With
-// Options.Backgrounds it counts it only: share queues it once the store
-// has it.
-func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protocol.BackgroundOptions) (*bgResponse, *protocol.Error) {
+// or ro's tenant has Background.Queue responses queued or running, unless
+// it was taken over (its client was told it runs: the bound is for new
+// ones). With Options.Backgrounds it counts it only: share queues it once
+// the store has it.
+func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protocol.BackgroundOptions, taken bool) (*bgResponse, *protocol.Error) {
 	now := b.srv.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -98,7 +99,7 @@ func (b *backgrounds) enqueue(ro *rollout, log *bgLog, held int64, opts *protoco
 	switch n := b.tenants[ro.tenant]; {
 	case b.closed:
 		return nil, errShutdown()
-	case n >= b.opts.Queue:
+	case n >= b.opts.Queue && !taken:
 		return nil, protocol.Errorf(http.StatusTooManyRequests, protocol.CodeBackgroundQueueFull, "",
 			"Your key's tenant already has %d background responses queued or running, the limit on this server (--background-queue). Wait for one to finish, or cancel one.", n)
 	}

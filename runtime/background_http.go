@@ -62,7 +62,7 @@ func (s *Server) createInBackground(w http.ResponseWriter, r *http.Request, ro *
 	}
 	log := newBGLog(s.mem, ro.req.Streaming())
 	ro.announceQueued(log)
-	e, perr := s.bg.enqueue(ro, log, held, ro.req.BackgroundOptions)
+	e, perr := s.bg.enqueue(ro, log, held, ro.req.BackgroundOptions, false)
 	if perr == nil && s.opts.Backgrounds != nil {
 		if perr = s.bg.share(e); perr != nil {
 			s.bg.forget(e)

@@ -213,7 +213,7 @@ func (s *Server) runAgain(ctx context.Context, rec *BackgroundRecord, req *proto
 	}
 	held := requestCost(len(rec.Request))
 	s.mem.Add(held) // it is running already, as far as its client knows
-	e, perr := s.bg.enqueue(ro, log, held, req.BackgroundOptions)
+	e, perr := s.bg.enqueue(ro, log, held, req.BackgroundOptions, true)
 	if perr != nil {
 		s.mem.Refund(held)
 		return perr
