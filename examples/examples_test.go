@@ -324,8 +324,9 @@ func TestOpenAINode(t *testing.T) {
 }
 
 // TestOpenAINodeSteer runs examples/openai-node/steer.mjs: openai-node's
-// ResponsesWS sends response.steer into a running response (which takes
-// it into its context and answers it), into one that then completes on a
+// ResponsesWS sends response.steer into a running response (which ends
+// incomplete, "steered", and a successor that continues it answers the
+// steering), into one that then completes on a
 // call (pending after response.completed; the stubs filled and sent with
 // previous_response_id), and into a parked suspended rollout (accepted and
 // pending at once; the steering joins the context with the outputs). The
@@ -336,7 +337,7 @@ func TestOpenAINodeSteer(t *testing.T) {
 	base := serveTiming(t, sampler.Timing{TTFT: time.Second, TPS: 200})
 	out := runNodeScript(t, "openai-node", "openai", "steer.mjs", base)
 	wantLines(t, out,
-		`^running resp_\w+: accepted steer_\w+, then 2 messages: "You said: \\"Write a summary\.\\"" "You said: \\"Focus on the parser\.\\""$`,
+		`^running resp_\w+: accepted steer_\w+, incomplete \(steered\) with "You said: \\"Write a summary\.\\""; successor resp_\w+ continues it: true, answers "You said: \\"Focus on the parser\.\\""$`,
 		`^on a call resp_\w+: accepted, completed, pending waiting_for_required_input \[function_call_output call_\w+ get_weather\]$`,
 		`^continued resp_\w+: \[function_call\], input \[function_call_output message\]$`,
 		`^parked resp_\w+: accepted and pending \[function_call_output call_\w+ get_weather\]; completed with the steering in its context: true$`,

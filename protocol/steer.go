@@ -32,11 +32,16 @@ const (
 	CodeTooManyPendingSteers   = "too_many_pending_steers"
 	CodeSteerAlreadyCompleted  = "response_already_completed"
 	CodeSteerResponseNotActive = "response_not_active"
+	CodeSuccessorFailed        = "successor_creation_failed"
 )
 
 // SteerReasonWaiting is response.steer.pending's reason when the response
 // waits for its client's tool outputs.
 const SteerReasonWaiting = "waiting_for_required_input"
+
+// ReasonSteered is incomplete_details.reason of a response that steering
+// ended at a step's end: a successor response goes on with the input.
+const ReasonSteered = "steered"
 
 // SteerEvent is response.steer. A steer that does not decode is still a
 // SteerEvent, with Err set: it is answered response.steer.failed, not an

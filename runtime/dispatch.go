@@ -253,7 +253,13 @@ func (r *rollout) endStep(t0 time.Time, err error) (open bool, _ error) {
 		r.mu.Unlock()
 		return true, nil
 	}
-	r.appendContext(r.inbox.drain())
+	if r.succeeds && r.inbox.steerCount() > 0 {
+		// The step's end is the safe boundary: the response ends
+		// incomplete ("steered"), and its successor takes the steering.
+		r.capped = protocol.ReasonSteered
+	} else {
+		r.appendContext(r.inbox.drain())
+	}
 	r.modelReady = time.Now() // the pause's in_progress goes out while the model starts
 	if r.agent != nil {
 		return false, nil // a sub-agent's wait is no pause of its response's

@@ -121,6 +121,12 @@ type rollout struct {
 	// cached-state turn). Guarded by mu.
 	steerClosed bool
 	required    []protocol.RequiredInput
+	// succeeds: steering ends the response at its next step's end and a
+	// successor takes the input on (OpenAI's shape: a cached-state turn);
+	// successor is that input once the response has ended holding it
+	// (closeSteers). Set before run; successor is read once run returned.
+	succeeds    bool
+	successor   *successor
 	out         outbox.Delivery // what its frames cost on the way out; atomic
 	journalWait atomic.Int64    // nanoseconds its pauses waited for their journal writes (suspension_durable.go)
 	// held is what it holds of the server's memory budget (memory.go);
@@ -362,7 +368,12 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 		}
 		if err == nil && !res.Incomplete && len(r.calls) == 0 && r.steps < maxSteps {
 			// A final answer, but steering came meanwhile (response.steer):
-			// it joins the context and the model goes on.
+			// it joins the context and the model goes on; or the response
+			// ends steered, and its successor takes the steering on.
+			if r.succeeds && r.inbox.steerCount() > 0 {
+				r.capped = protocol.ReasonSteered
+				return r.finish(ctx, sampler.Result{Incomplete: true}, nil)
+			}
 			if steered := r.inbox.drain(); len(steered) > 0 {
 				r.appendContext(steered)
 				continue

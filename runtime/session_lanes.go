@@ -213,6 +213,20 @@ func (sess *session) runJob(ln *lane, j job) {
 
 // create runs a response.create on ln and returns its last frame.
 func (sess *session) create(ln *lane, j *createJob) (last []byte) {
+	ro, parent, perr := sess.startTurn(ln, j)
+	if perr != nil {
+		return errorFrame(perr, ln.id)
+	}
+	if ro.path.Design == designSuspend {
+		return sess.runSuspended(ln, ro, parent)
+	}
+	return sess.runTurn(ln, ro, parent)
+}
+
+// startTurn prepares the rollout of a response.create on ln: its parent
+// resolved (the cache, or the store), admitted among its tenant's
+// responses; or says why it cannot run.
+func (sess *session) startTurn(ln *lane, j *createJob) (*rollout, *conversation, *protocol.Error) {
 	req := j.req
 	t0 := sess.srv.now()
 	tm := protocol.Timings{DecodeMicros: j.decodeUS, QueueMicros: t0.Sub(j.received).Microseconds() - j.decodeUS}
@@ -230,7 +244,7 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 		parent, path.State, perr = sess.resolve(req.PreviousResponseID)
 	}
 	if perr != nil {
-		return errorFrame(perr, ln.id)
+		return nil, nil, perr
 	}
 	if parent != nil {
 		tm.LoadMicros = sess.srv.now().Sub(t0).Microseconds()
@@ -240,33 +254,78 @@ func (sess *session) create(ln *lane, j *createJob) (last []byte) {
 	}
 	tenant := Tenant(sess.ctx)
 	if perr := sess.srv.admission.Response(tenant); perr != nil {
-		return errorFrame(perr, ln.id)
+		return nil, nil, perr
 	}
 	ro, perr := sess.srv.prepare(sess.ctx, req, parent, j.received, tm)
 	if perr != nil {
 		sess.srv.admission.ResponseDone(tenant)
 		sess.scope.evictAfterFailure(ln, parent)
-		return errorFrame(perr, ln.id)
+		return nil, nil, perr
 	}
 	sess.served.Add(1)
 	ro.tenant, ro.inFlightHeld = tenant, true
 	ro.lane, ro.path, ro.routed = ln.id, path, sess.scope.route(req.Model)
 	ro.onConnection(&sess.scope.mcp)
-	if path.Design == designSuspend {
-		return sess.runSuspended(ln, ro, parent)
-	}
-	sess.setRunning(ln, ro, nil)
-	defer sess.setRunning(ln, nil, nil)
+	// A cached-state turn steered ends at its step's end, and a successor
+	// takes the steering on (OpenAI's shape); a suspended rollout, one
+	// response by design, takes it in.
+	ro.succeeds = path.Design == designTurns && !req.MultiAgentEnabled()
+	return ro, parent, nil
+}
+
+// runTurn runs a cached-state turn's rollout ro on ln and returns its last
+// frame; a turn that ended holding steering is followed by its successor,
+// on ln, before the lane takes its next job.
+func (sess *session) runTurn(ln *lane, ro *rollout, parent *conversation) (last []byte) {
 	sink := &jobSink{sess: sess}
-	conv, err := ro.run(sess.ctx, sink)
+	conv, err := func() (*conversation, error) {
+		sess.setRunning(ln, ro, nil)
+		defer sess.setRunning(ln, nil, nil)
+		return ro.run(sess.ctx, sink)
+	}()
 	switch {
 	case conv != nil:
 		sess.scope.publish(ln, conv, sess.srv.opts.Limits.CacheResponses, sess.srv.opts.Limits.CacheBytes)
 	case err == nil: // the response failed
 		sess.scope.evictAfterFailure(ln, parent)
 	}
+	if next := ro.successor; next != nil && sink.last != nil {
+		sess.send(sink.last, nil) // the steered response's end, then its successor's beginning
+		for _, b := range sink.after {
+			sess.send(b, nil)
+		}
+		return sess.succeed(ln, ro, next)
+	}
 	ln.after = sink.after
 	return sink.last
+}
+
+// succeed starts the successor of ro, which ended holding steering, on ln:
+// a response.create of ro's request, continuing ro (previous_response_id)
+// with the steering as its input. Its response.created commits the input.
+// A successor that cannot start fails the steering it held
+// (successor_creation_failed).
+func (sess *session) succeed(ln *lane, ro *rollout, next *successor) []byte {
+	req := *ro.req
+	req.Input, req.PreviousResponseID, req.Conversation = next.input, ro.resp.ID, nil
+	succ, parent, perr := sess.startTurn(ln, &createJob{req: &req, received: sess.srv.now()})
+	if perr != nil {
+		perr = protocol.Errorf(perr.Status, protocol.CodeSuccessorFailed, "previous_response_id",
+			"The response that goes on from '%s' with this steering could not start: %s", ro.resp.ID, perr.Message)
+		var last []byte
+		for _, st := range next.steers {
+			fe := protocol.SteerFailure(st.ev, st.id, perr)
+			fe.StreamID = ln.id
+			if b, err := protocol.Marshal(fe); err == nil {
+				if last != nil {
+					sess.send(last, nil)
+				}
+				last = b
+			}
+		}
+		return last
+	}
+	return sess.runTurn(ln, succ, parent)
 }
 
 // runSuspended starts ro as a suspended rollout reporting here on ln, and

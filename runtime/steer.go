@@ -10,15 +10,18 @@ import (
 )
 
 // response.steer puts user input into a response running on the
-// connection, in both designs: the input waits in the rollout's inbox and
-// joins the context after the current step. What then happens depends on
-// how the step ends:
+// connection, in both designs: the input waits in the rollout's inbox
+// until the current step ends. What then happens depends on the design and
+// on how the step ends:
 //
-//   - with a final answer: the rollout takes another step, the steering
-//     message now in its context (the input is committed in the same
-//     response: tether does not end it as incomplete, "steered", and start
-//     a successor, as OpenAI may);
-//   - with hosted calls only: after their results, before the next step;
+//   - a cached-state turn whose step ends with a final answer or with
+//     hosted calls' results ends incomplete ("steered"), and a successor
+//     response, continuing it on the same lane, takes the input as its own
+//     (OpenAI's shape: session.succeed); one steered after that step's end
+//     completes, and its successor follows all the same;
+//   - a suspended rollout, one response by design, takes the input in:
+//     after a final answer it takes another step, the steering message now
+//     in its context; after hosted calls, before the next step;
 //   - with calls its client answers: a suspended rollout pauses
 //     (response.done) and the input joins the context after the outputs
 //     that resume it; a cached-state turn completes, and the input joins
@@ -226,6 +229,12 @@ func (r *rollout) closeSteers(conv *conversation) (after []protocol.Event) {
 	if r.inbox.steerCount() == 0 {
 		return nil
 	}
+	if r.succeeds && conv != nil && len(r.required) == 0 {
+		// Completed, or ended steered: a successor begins with the input.
+		items, steers := r.inbox.drainAll()
+		r.successor = &successor{input: items, steers: steers}
+		return nil
+	}
 	if conv != nil && len(r.required) > 0 {
 		items, steers := r.inbox.drainAll()
 		conv.steered.Store(&items)
@@ -243,6 +252,13 @@ func (r *rollout) closeSteers(conv *conversation) (after []protocol.Event) {
 		r.emitLocked(protocol.SteerFailure(st.ev, st.id, perr))
 	}
 	return nil
+}
+
+// successor is the steering a cached-state turn ended holding, for the
+// response that goes on from it (session.succeed).
+type successor struct {
+	input  protocol.Items
+	steers []steerSub
 }
 
 // steerPending is response.steer.pending for st: its input waits for the

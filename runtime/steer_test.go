@@ -88,10 +88,13 @@ func storedInput(t *testing.T, p *pipeHarness, id string) []string {
 	return out
 }
 
-// TestSteerFinalAnswer: a steer into a response writing its final answer,
-// in both designs, is accepted at once (on the response's lane, in its
-// sequence) and joins the context once the answer is done: the model takes
-// another step, which answers the steering message.
+// TestSteerFinalAnswer: a steer into a response writing its final answer
+// is accepted at once (on the response's lane, in its sequence). A
+// cached-state turn then ends at the step's end, incomplete ("steered"),
+// and its successor begins on the lane, continuing it with the steering as
+// its input, and answers it (OpenAI's shape). A suspended rollout, one
+// response by design, takes the steering in: the model takes another step
+// in the same response.
 func TestSteerFinalAnswer(t *testing.T) {
 	for _, suspend := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
@@ -108,15 +111,36 @@ func TestSteerFinalAnswer(t *testing.T) {
 			}
 			events := c.untilTerminal(t)
 			end := decodeEv(t, last(events))
-			if end.Type != "response.completed" || len(end.Response.Output) != 2 {
-				t.Fatalf("suspend %v: %s", suspend, last(events))
-			}
-			for i, want := range []string{`You said: \"Write a summary.\"`, `You said: \"Focus on the parser.\"`} {
-				if !strings.Contains(string(end.Response.Output[i]), want) {
-					t.Errorf("suspend %v: output %d %s, want %s", suspend, i, end.Response.Output[i], want)
-				}
-			}
 			checkSeq(t, append(all, events...))
+			if suspend {
+				if end.Type != "response.completed" || len(end.Response.Output) != 2 {
+					t.Fatalf("suspended: %s", last(events))
+				}
+				for i, want := range []string{`You said: \"Write a summary.\"`, `You said: \"Focus on the parser.\"`} {
+					if !strings.Contains(string(end.Response.Output[i]), want) {
+						t.Errorf("suspended: output %d %s, want %s", i, end.Response.Output[i], want)
+					}
+				}
+				return
+			}
+			if end.Type != "response.incomplete" || !strings.Contains(string(last(events)), `"incomplete_details":{"reason":"steered"}`) ||
+				len(end.Response.Output) != 1 || !strings.Contains(string(end.Response.Output[0]), `You said: \"Write a summary.\"`) {
+				t.Fatalf("the steered turn ended %s", last(events))
+			}
+			next := c.untilTerminal(t)
+			checkSeq(t, next)
+			begun, done := decodeEv(t, next[0]), decodeEv(t, last(next))
+			if begun.Type != "response.created" || begun.StreamID != "a" || begun.Response.ID == id ||
+				!strings.Contains(string(next[0]), `"previous_response_id":"`+id+`"`) {
+				t.Fatalf("the successor began %s", next[0])
+			}
+			if done.Type != "response.completed" || len(done.Response.Output) != 1 ||
+				!strings.Contains(string(done.Response.Output[0]), `You said: \"Focus on the parser.\"`) {
+				t.Fatalf("the successor ended %s", last(next))
+			}
+			if got := storedInput(t, p, begun.Response.ID); len(got) != 1 || got[0] != "Focus on the parser." {
+				t.Errorf("the successor's input items %q, want the steering", got)
+			}
 		})
 	}
 }
@@ -240,7 +264,8 @@ func TestSteerFailures(t *testing.T) {
 			}
 		}
 		fail(steerEv(id, "one too many"), "too_many_pending_steers")
-		c.untilTerminal(t)
+		c.untilTerminal(t) // steered
+		c.untilTerminal(t) // its successor, with the 16
 
 		// A conversation's response takes none.
 		resp, err := p.client.Post("http://tether.test/v1/conversations", "application/json", strings.NewReader(`{}`))

@@ -2,16 +2,19 @@
 // sends it as one of its typed client events): user input into a response
 // while it runs.
 //
-//  1. into a response writing its answer: response.steer.accepted, and the
-//     response takes another step that answers the steering;
+//  1. into a response writing its answer: response.steer.accepted; the
+//     response ends at its step's end, response.incomplete with reason
+//     "steered", and a successor response begins on its own (its
+//     response.created continues the steered one: previous_response_id)
+//     and answers the steering, as OpenAI's WebSocket mode does;
 //  2. into a response that completes on a tool call: accepted, then after
 //     response.completed a response.steer.pending whose required_input
 //     stubs the client fills with its saved output, sending one
 //     response.create that continues the response; the steering joins that
 //     request's input after the output;
-//  3. into a suspended rollout parked on its call (tether's extension):
-//     accepted and pending at once; the steering joins the context with the
-//     outputs that resume it.
+//  3. into a suspended rollout parked on its call (tether's extension, one
+//     response by design: no successor): accepted and pending at once; the
+//     steering joins the context with the outputs that resume it.
 //
 //   go run ./cmd/tether serve --addr 127.0.0.1:8080 --ttft 1s
 //   cd examples/openai-node && npm ci && node steer.mjs
@@ -65,9 +68,12 @@ async function main() {
     ws.send({ type: 'response.create', model, input: 'Write a summary.' });
     let created = await until(it, 'response.created');
     ws.send({ type: 'response.steer', previous_response_id: created.response.id, input: 'Focus on the parser.' });
-    let accepted = await until(it, 'response.steer.accepted');
+    const accepted = await until(it, 'response.steer.accepted');
+    const steered = await until(it, 'response.incomplete');
+    const successor = await until(it, 'response.created');
     let done = await until(it, 'response.completed');
-    console.log(`running ${done.response.id}: accepted ${accepted.steer.id}, then ${texts(done.response).length} messages: ${texts(done.response).join(' ')}`);
+    const continues = successor.response.previous_response_id === created.response.id;
+    console.log(`running ${created.response.id}: accepted ${accepted.steer.id}, incomplete (${steered.response.incomplete_details.reason}) with ${texts(steered.response).join(' ')}; successor ${done.response.id} continues it: ${continues}, answers ${texts(done.response).join(' ')}`);
 
     // 2. Into a response that completes on a call.
     ws.send({
