@@ -67,6 +67,9 @@ func TestDurableTakeover(t *testing.T) {
 		events = append(events, step2...)
 		pause := last(events)
 		c1.drop() // A's client is gone; A could be too
+		// A lets the rollout go (its lease released) as it sees the drop:
+		// until then B refuses a resume, response_owned_elsewhere.
+		synctest.Wait()
 
 		for _, auth := range []string{"Bearer mallory", ""} {
 			other := b.dial(t, auth)
@@ -104,7 +107,9 @@ func TestDurableTakeover(t *testing.T) {
 
 		// A still holds its copy, detached and older: resumed there, it
 		// finds in the store that the rollout ended on B, and answers as
-		// for any rollout it does not hold, not from its own state.
+		// for any rollout it does not hold, not from its own state (once
+		// B has let the ended rollout go in the store).
+		synctest.Wait()
 		c3 := a.dial(t, "Bearer alice")
 		c3.send(t, refEv("response.resume", id, "work"))
 		c3.wantError(t, "response_not_found")
