@@ -31,7 +31,8 @@ type CustomToolCall struct {
 	Namespace string     `json:"namespace,omitempty"` // a namespace's custom tool
 	Input     string     `json:"input"`
 	Status    ItemStatus `json:"status,omitempty"`
-	Agent     *AgentRef  `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
+	Agent     *AgentRef  `json:"agent,omitempty"`  // the multi-agent beta's sub-agent that made it
+	Caller    *Caller    `json:"caller,omitempty"` // direct, or the program that made it (program.go)
 }
 
 // CustomToolCallOutput is the client's result of a custom tool call.
@@ -39,6 +40,7 @@ type CustomToolCallOutput struct {
 	ID     string     `json:"id,omitempty"`
 	CallID string     `json:"call_id"`
 	Output ToolOutput `json:"output"`
+	Caller *Caller    `json:"caller,omitempty"` // as on the call
 }
 
 func (*CustomToolCall) ItemType() ItemType       { return ItemCustomToolCall }
@@ -91,8 +93,9 @@ func decodeCustomToolCall(raw json.RawMessage, param string) (Item, *Error) {
 
 func decodeCustomToolCallOutput(raw json.RawMessage, head itemHead, param string) (Item, *Error) {
 	var w struct {
-		ID     string `json:"id"`
-		CallID string `json:"call_id"`
+		ID     string  `json:"id"`
+		CallID string  `json:"call_id"`
+		Caller *Caller `json:"caller"`
 	}
 	if err := unmarshal(raw, &w); err != nil {
 		return nil, Invalid(CodeInvalidType, param, "Invalid custom_tool_call_output item: %s.", jsonReason(err))
@@ -101,7 +104,7 @@ func decodeCustomToolCallOutput(raw json.RawMessage, head itemHead, param string
 	if perr != nil {
 		return nil, perr
 	}
-	return &CustomToolCallOutput{ID: w.ID, CallID: w.CallID, Output: out}, nil
+	return &CustomToolCallOutput{ID: w.ID, CallID: w.CallID, Output: out, Caller: w.Caller}, nil
 }
 
 // decodeToolOutput decodes a tool output: a string, or an array of input

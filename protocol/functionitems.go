@@ -63,7 +63,7 @@ func scanFunctionItem(raw json.RawMessage) (Item, bool) {
 func appendFunctionItem(b []byte, v any) (_ []byte, ok bool) {
 	switch it := v.(type) {
 	case *FunctionCall:
-		if it == nil || it.Agent != nil { // a sub-agent's: the codec's way
+		if it == nil || it.Agent != nil || it.Caller != nil { // a sub-agent's, a program's: the codec's way
 			return b, false
 		}
 		b = append(b, `{"type":"function_call"`...)
@@ -74,7 +74,7 @@ func appendFunctionItem(b []byte, v any) (_ []byte, ok bool) {
 		b, ok = appendMember(b, `,"arguments":`, it.Arguments, false, ok)
 		b, ok = appendMember(b, `,"status":`, string(it.Status), true, ok)
 	case *FunctionCallOutput:
-		if it == nil || it.Output.Parts != nil {
+		if it == nil || it.Output.Parts != nil || it.Caller != nil {
 			return b, false
 		}
 		b = append(b, `{"type":"function_call_output"`...)

@@ -23,6 +23,8 @@ func FuzzFunctionItemEncoding(f *testing.F) {
 			&FunctionCall{ID: other, CallID: callID, Name: s, Namespace: other, Arguments: "{}", Status: ItemStatus(other)},
 			&FunctionCallOutput{CallID: callID, Output: ToolOutput{Text: s}},
 			&FunctionCallOutput{ID: other, CallID: callID, Namespace: other, Output: ToolOutput{Text: s}, Status: ItemStatus(other)},
+			&FunctionCall{CallID: callID, Name: "read_file", Arguments: s, Caller: &Caller{Type: CallerProgram, CallerID: other}},
+			&FunctionCallOutput{CallID: callID, Output: ToolOutput{Text: s}, Caller: &Caller{Type: CallerType(other)}},
 		} {
 			got, err := Marshal(it)
 			if err != nil {

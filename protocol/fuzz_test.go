@@ -140,6 +140,12 @@ func FuzzDecodeItem(f *testing.F) {
 	for _, c := range itemErrCases {
 		f.Add([]byte(c.in))
 	}
+	for _, c := range programItems {
+		f.Add([]byte(c.in))
+	}
+	for _, raw := range typedItems {
+		f.Add([]byte(raw))
+	}
 	for _, c := range validateItemsCases {
 		var elems []json.RawMessage
 		if json.Unmarshal([]byte(c.in), &elems) == nil {

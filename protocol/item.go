@@ -42,7 +42,9 @@ const (
 
 // Item is one element of a conversation: a sealed union of this file's
 // item types and those of the typed tools (typedcalls.go, customtool.go,
-// websearch.go), MCP (mcp.go) and the multi-agent beta (multiagent.go).
+// websearch.go), MCP (mcp.go), the multi-agent beta (multiagent.go),
+// programmatic tool calling (program.go) and configuration updates
+// (configupdate.go).
 type Item interface {
 	ItemType() ItemType
 	// ItemID is the item's id, "" when a client sent it without one.
@@ -71,7 +73,8 @@ type FunctionCall struct {
 	Namespace string     `json:"namespace,omitempty"`
 	Arguments string     `json:"arguments"`
 	Status    ItemStatus `json:"status,omitempty"`
-	Agent     *AgentRef  `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
+	Agent     *AgentRef  `json:"agent,omitempty"`  // the multi-agent beta's sub-agent that made it
+	Caller    *Caller    `json:"caller,omitempty"` // direct, or the program that made it (program.go)
 }
 
 // FunctionCallOutput is the result of a function call, sent by the client.
@@ -81,6 +84,7 @@ type FunctionCallOutput struct {
 	Namespace string     `json:"namespace,omitempty"` // as on the call, when the client sends it
 	Output    ToolOutput `json:"output"`
 	Status    ItemStatus `json:"status,omitempty"`
+	Caller    *Caller    `json:"caller,omitempty"` // as on the call
 }
 
 // ToolOutput is a function call's output: a string, or content parts.
@@ -281,6 +285,12 @@ func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 		}
 		return it, nil
 	}
+	if it, perr, ok := decodeProgram(raw, typ, param); ok {
+		if perr != nil {
+			return nil, perr
+		}
+		return it, nil
+	}
 	switch typ {
 	case ItemMessage:
 		return decodeMessage(raw, head, param)
@@ -301,11 +311,12 @@ func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 			CallID    string     `json:"call_id"`
 			Namespace string     `json:"namespace"`
 			Status    ItemStatus `json:"status"`
+			Caller    *Caller    `json:"caller"`
 		}
 		if err := unmarshal(raw, &w); err != nil {
 			return nil, Invalid(CodeInvalidType, param, "Invalid function_call_output item: %s.", jsonReason(err))
 		}
-		out.ID, out.CallID, out.Namespace, out.Status = w.ID, w.CallID, w.Namespace, w.Status
+		out.ID, out.CallID, out.Namespace, out.Status, out.Caller = w.ID, w.CallID, w.Namespace, w.Status, w.Caller
 		var perr *Error
 		if out.Output, perr = decodeToolOutput(head.Output, param+".output"); perr != nil {
 			return nil, perr
@@ -319,6 +330,12 @@ func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 			return nil, Invalid(CodeInvalidType, param, "Invalid compaction item: %s.", jsonReason(err))
 		}
 		return c, nil
+	case ItemConfigurationUpdate:
+		u := new(ConfigurationUpdate)
+		if err := unmarshal(raw, (*wireConfigurationUpdate)(u)); err != nil {
+			return nil, Invalid(CodeInvalidType, param, "Invalid configuration_update item: %s.", jsonReason(err))
+		}
+		return u, nil
 	case ItemWebSearchCall:
 		ws := new(WebSearchCall)
 		if err := unmarshal(raw, ws); err != nil {
@@ -334,7 +351,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, *Error) {
 	case "":
 		return nil, Invalid(CodeMissingRequired, param+".type", "Missing required parameter: '%s.type'.", param)
 	default:
-		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'shell_call', 'shell_call_output', 'local_shell_call', 'local_shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'computer_call', 'computer_call_output', 'tool_search_call', 'tool_search_output', 'additional_tools', 'reasoning', 'compaction', 'web_search_call', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response', 'multi_agent_call', 'multi_agent_call_output', 'agent_message' and 'item_reference'.", typ)
+		return nil, Invalid(CodeInvalidValue, param+".type", "Invalid value: '%s'. Supported item types are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'shell_call', 'shell_call_output', 'local_shell_call', 'local_shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'computer_call', 'computer_call_output', 'tool_search_call', 'tool_search_output', 'additional_tools', 'configuration_update', 'reasoning', 'program', 'program_output', 'compaction', 'web_search_call', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response', 'multi_agent_call', 'multi_agent_call_output', 'agent_message' and 'item_reference'.", typ)
 	}
 }
 
@@ -455,6 +472,12 @@ func SetItemID(it Item, id string) {
 	case *MultiAgentCallOutput:
 		it.ID = id
 	case *AgentMessage:
+		it.ID = id
+	case *Program:
+		it.ID = id
+	case *ProgramOutput:
+		it.ID = id
+	case *ConfigurationUpdate:
 		it.ID = id
 	}
 }

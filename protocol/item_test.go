@@ -321,7 +321,7 @@ func TestSetItemID(t *testing.T) {
 		&protocol.MCPApprovalResponse{}, &protocol.ShellCall{}, &protocol.ShellCallOutput{}, &protocol.LocalShellCall{}, &protocol.LocalShellCallOutput{},
 		&protocol.ApplyPatchCall{}, &protocol.ApplyPatchCallOutput{}, &protocol.ComputerCall{}, &protocol.ComputerCallOutput{}, &protocol.ToolSearchCall{},
 		&protocol.ToolSearchOutput{}, &protocol.AdditionalTools{}, &protocol.WebSearchCall{}, &protocol.MultiAgentCall{}, &protocol.MultiAgentCallOutput{},
-		&protocol.AgentMessage{}} {
+		&protocol.AgentMessage{}, &protocol.Program{}, &protocol.ProgramOutput{}, &protocol.ConfigurationUpdate{}} {
 		protocol.SetItemID(it, "x_1")
 		if it.ItemID() != "x_1" {
 			t.Errorf("%T: SetItemID did not name it", it)

@@ -28,6 +28,7 @@ var scanSeeds = []string{
 	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":"c","name":"f","output":"x"}]}`,
 	`{"type":"response.append","response_id":"r","input":[{"type":"function_call","arguments":{}}]}`,
 	`{"type":"response.append","response_id":"r","input":[{"type":"function_call"}]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}","caller":{"type":"program","caller_id":"call_p"}},{"type":"function_call_output","call_id":"c","output":"x","caller":{"type":"program","caller_id":"call_p"}}]}`,
 	`{"type":"response.create","model":"m","input":[]}`,
 	`{"type":"response.append","response_id":"r","input":[1,{"type":"function_call_output","call_id":"c","output":"x"}]}`,
 	`[]`,

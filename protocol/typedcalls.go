@@ -36,7 +36,8 @@ type ShellCall struct {
 	Action      json.RawMessage `json:"action"`
 	Environment json.RawMessage `json:"environment,omitempty"`
 	Status      ItemStatus      `json:"status,omitempty"`
-	Agent       *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
+	Agent       *AgentRef       `json:"agent,omitempty"`  // the multi-agent beta's sub-agent that made it
+	Caller      *Caller         `json:"caller,omitempty"` // direct, or the program that made it (program.go)
 }
 
 // ShellCallOutput is what the commands of a shell call printed and how they
@@ -47,6 +48,7 @@ type ShellCallOutput struct {
 	Output          json.RawMessage `json:"output"`
 	MaxOutputLength *int            `json:"max_output_length,omitempty"`
 	Status          ItemStatus      `json:"status,omitempty"`
+	Caller          *Caller         `json:"caller,omitempty"` // as on the call
 }
 
 // LocalShellCall is the model's call of the legacy local_shell tool: action
@@ -74,7 +76,8 @@ type ApplyPatchCall struct {
 	CallID    string          `json:"call_id"`
 	Operation json.RawMessage `json:"operation"`
 	Status    ItemStatus      `json:"status,omitempty"`
-	Agent     *AgentRef       `json:"agent,omitempty"` // the multi-agent beta's sub-agent that made it
+	Agent     *AgentRef       `json:"agent,omitempty"`  // the multi-agent beta's sub-agent that made it
+	Caller    *Caller         `json:"caller,omitempty"` // direct, or the program that made it (program.go)
 }
 
 // ApplyPatchCallOutput says whether a patch applied ("completed" or
@@ -84,6 +87,7 @@ type ApplyPatchCallOutput struct {
 	CallID string     `json:"call_id"`
 	Status ItemStatus `json:"status"`
 	Output *string    `json:"output,omitempty"`
+	Caller *Caller    `json:"caller,omitempty"` // as on the call
 }
 
 // ComputerCall is the model's call of a computer-use tool: one action, or
@@ -130,6 +134,7 @@ type ToolSearchOutput struct {
 // AdditionalTools adds tools in the middle of a conversation.
 type AdditionalTools struct {
 	ID    string `json:"id,omitempty"`
+	Role  Role   `json:"role,omitempty"` // developer, the one role an input may give
 	Tools []Tool `json:"tools"`
 }
 
@@ -341,6 +346,9 @@ func validateTyped(it Item, p string) *Error {
 			perr.Param = p + "." + perr.Param
 		}
 	case *AdditionalTools:
+		if it.Role != "" && it.Role != RoleDeveloper {
+			return Invalid(CodeInvalidValue, p+".role", "Invalid '%s.role': '%s'. Supported values are: 'developer'.", p, it.Role)
+		}
 		if perr := validateTools(it.Tools); perr != nil {
 			perr.Param = p + "." + perr.Param
 			return perr

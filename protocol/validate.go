@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 )
 
 // Limits the validator enforces, from the OpenAI and Open Responses schemas.
@@ -108,24 +109,30 @@ func (r *CreateRequest) Validate() *Error {
 	if perr := r.validateToolChoice(); perr != nil {
 		return perr
 	}
-	if r.Text != nil {
-		switch r.Text.Format.Type {
-		case "", "text", "json_object":
-		case "json_schema":
-			f := r.Text.Format
-			if f.Name == "" {
-				return Invalid(CodeMissingRequired, "text.format.name", "Missing required parameter: 'text.format.name'.")
-			}
-			if f.Schema == nil {
-				return Invalid(CodeMissingRequired, "text.format.schema", "Missing required parameter: 'text.format.schema'.")
-			}
-			if f.Strict != nil && *f.Strict {
-				if msg := StrictSchemaProblem(f.Schema); msg != "" {
-					return Invalid(CodeInvalidJSONSchema, "text.format.schema", "Invalid schema for response_format '%s': %s", f.Name, msg)
-				}
-			}
-		default:
-			return Invalid(CodeInvalidValue, "text.format.type", "Invalid 'text.format.type': '%s'. Supported values are: 'text', 'json_object' and 'json_schema'.", r.Text.Format.Type)
+	if r.Text != nil && r.Text.Format.Type != "" { // no type: the default, text
+		return validateTextFormat(r.Text.Format, "text.format", "text", "json_object", "json_schema")
+	}
+	return nil
+}
+
+// validateTextFormat checks a text format, at p, whose type must be one of
+// types: a request's text.format, or a configuration_update's.
+func validateTextFormat(f TextFormat, p string, types ...string) *Error {
+	if !slices.Contains(types, f.Type) {
+		return Invalid(CodeInvalidValue, p+".type", "Invalid '%s.type': '%s'. Supported values are: %s.", p, f.Type, quotedList(types))
+	}
+	if f.Type != "json_schema" {
+		return nil
+	}
+	if f.Name == "" {
+		return Invalid(CodeMissingRequired, p+".name", "Missing required parameter: '%s.name'.", p)
+	}
+	if f.Schema == nil {
+		return Invalid(CodeMissingRequired, p+".schema", "Missing required parameter: '%s.schema'.", p)
+	}
+	if f.Strict != nil && *f.Strict {
+		if msg := StrictSchemaProblem(f.Schema); msg != "" {
+			return Invalid(CodeInvalidJSONSchema, p+".schema", "Invalid schema for response_format '%s': %s", f.Name, msg)
 		}
 	}
 	return nil
@@ -228,6 +235,9 @@ func ValidateItems(items Items, param string) *Error {
 }
 
 func validateItem(it Item, p string) *Error {
+	if perr := validateCaller(callerOf(it), p); perr != nil {
+		return perr
+	}
 	switch it := it.(type) {
 	case *Message:
 		return validateMessage(it, p)
@@ -279,6 +289,10 @@ func validateItem(it Item, p string) *Error {
 		}
 	case *MultiAgentCall, *MultiAgentCallOutput, *AgentMessage:
 		return validateMultiAgent(it, p)
+	case *Program, *ProgramOutput:
+		return validateProgram(it, p)
+	case *ConfigurationUpdate:
+		return validateConfigurationUpdate(it, p)
 	default:
 		return validateTyped(it, p)
 	}
