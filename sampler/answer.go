@@ -14,9 +14,9 @@ import (
 // the sub-agents it waited on) quoted, else the newest user text.
 
 // answer is the text reply: the newest tool results (function outputs,
-// web searches, whose source titles it cites, and the messages of the
-// sub-agents a wait_agent waited on), else the newest user text, quoted;
-// else a greeting.
+// program outputs, web searches, whose source titles it cites, and the
+// messages of the sub-agents a wait_agent waited on), else the newest user
+// text, quoted; else a greeting.
 func answer(items protocol.Items) (string, []protocol.Annotation) {
 	j := len(items)
 	for j > 0 && isResult(items[j-1]) {
@@ -45,15 +45,14 @@ func answer(items protocol.Items) (string, []protocol.Annotation) {
 			continue
 		}
 		if callID, _, ok := protocol.AnswerOf(it); ok {
-			w.text(names.of(callID))
-			if q := quote(toolOutputText(it)); q != "" {
-				w.text(" returned: " + q)
-			} else {
-				w.text(" returned nothing")
-			}
+			w.returned(names.of(callID), toolOutputText(it))
 			continue
 		}
 		switch it := it.(type) {
+		case *protocol.ProgramOutput:
+			// A hosted tool's result, read as a function's: the program
+			// is what returned it.
+			w.returned("program", it.Result)
 		case *protocol.AgentMessage:
 			w.text(it.Author + " said: " + quote(it.Content.Text()))
 		case *protocol.MCPCall:
@@ -103,6 +102,17 @@ func (w *citingWriter) text(s string) {
 	w.runes += utf8.RuneCountInString(s)
 }
 
+// returned writes "NAME returned: OUTPUT", the output quoted, or "NAME
+// returned nothing".
+func (w *citingWriter) returned(name, output string) {
+	w.text(name)
+	if q := quote(output); q != "" {
+		w.text(" returned: " + q)
+	} else {
+		w.text(" returned nothing")
+	}
+}
+
 func (w *citingWriter) cite(title, url string) {
 	if title == "" {
 		title = url
@@ -147,8 +157,9 @@ func toolOutputText(it protocol.Item) string {
 	return o.Text
 }
 
-// isResult reports whether it is a tool's result: a call's output or a
-// finished web search.
+// isResult reports whether it is a tool's result: a call's output, a
+// finished web search or MCP call, a program's output, what sub-agents
+// said.
 func isResult(it protocol.Item) bool {
 	if _, _, ok := protocol.AnswerOf(it); ok {
 		return true
@@ -161,6 +172,8 @@ func isResult(it protocol.Item) bool {
 	case *protocol.MultiAgentCallOutput:
 		return it != nil
 	case *protocol.AgentMessage:
+		return it != nil
+	case *protocol.ProgramOutput:
 		return it != nil
 	}
 	return false

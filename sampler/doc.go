@@ -30,11 +30,16 @@
 //	reasoning             <|im_start|>assistant analysis\n{summaries, one per line}<|im_end|>\n
 //	compaction            <|im_start|>system\n[compacted context: {N} bytes]<|im_end|>\n
 //	item_reference        <|im_start|>system\n[ref {id}]<|im_end|>\n
+//	program               <|im_start|>assistant to=programmatic_tool_calling\n{code}<|im_end|>\n
+//	program_output        <|im_start|>tool call_id={call_id}\n{result}<|im_end|>\n
+//	configuration_update  <|im_start|>system\n# Configuration update\nreasoning: {JSON}\ntext: {JSON}<|im_end|>\n
 //
 // The text of a message or output is its parts' text concatenated. Images
 // and videos cost a fixed placeholder ("[image]", "[video]"), files
-// "[file {filename}]"; encrypted and opaque bytes are never rendered, only the
-// length of a compaction's. Invalid UTF-8 is rendered as U+FFFD.
+// "[file {filename}]"; encrypted and opaque bytes (a program's fingerprint
+// too) are never rendered, only the length of a compaction's. A
+// configuration update shows the settings it sends, reasoning, text or
+// both, compacted. Invalid UTF-8 is rendered as U+FFFD.
 //
 // Every item is tokenized on its own, and appending one item's tokens to a
 // cached Prompt costs tokenizing that item only. The result is exactly the
@@ -75,7 +80,9 @@
 //     (among allowed_tools, when given).
 //  3. Text. Otherwise the model answers with one message: when the newest
 //     items are function_call_outputs, "NAME returned: OUTPUT" for each,
-//     joined by "; "; else `You said: "TEXT"` quoting the newest user text
+//     joined by "; " (any client tool's output alike; a program_output, the
+//     result of a program a hosted tool ran, as "program returned:
+//     RESULT"); else `You said: "TEXT"` quoting the newest user text
 //     (directive lines removed); else a greeting. Quotes have their
 //     whitespace collapsed and are cut to 200 characters. With text.format
 //     json_schema (Request.Format) the answer is JSON made from the schema

@@ -1,6 +1,8 @@
 package sampler
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -99,6 +101,20 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 		if !writeMultiAgent(b, it) {
 			return false
 		}
+	case *protocol.Program, *protocol.ProgramOutput:
+		if !writeProgram(b, it) {
+			return false
+		}
+	case *protocol.ConfigurationUpdate:
+		if it == nil {
+			return false
+		}
+		// What it sets, as a system note: the model reads what its
+		// settings became, as it reads the tools additional_tools adds.
+		block(b, "system")
+		b.WriteString("# Configuration update")
+		writeSetting(b, "reasoning", it.Reasoning)
+		writeSetting(b, "text", it.Text)
 	default:
 		if !writeTyped(b, it) {
 			return false
@@ -194,6 +210,37 @@ func writeMultiAgent(b *strings.Builder, it protocol.Item) bool {
 		writeContents(b, it.Content)
 	}
 	return true
+}
+
+// writeProgram writes a program as the assistant addressing the hosted
+// tool that runs it, with its code as written (JavaScript: not JSON to
+// compact, and its line breaks are its own), and the program's output as
+// that tool's answer. The fingerprint is opaque: never rendered.
+func writeProgram(b *strings.Builder, it protocol.Item) bool {
+	switch it := it.(type) {
+	case *protocol.Program:
+		if it == nil {
+			return false
+		}
+		block(b, "assistant to="+string(protocol.ToolProgrammatic))
+		b.WriteString(it.Code)
+	case *protocol.ProgramOutput:
+		if it == nil {
+			return false
+		}
+		block(b, "tool call_id="+it.CallID)
+		b.WriteString(it.Result)
+	}
+	return true
+}
+
+// writeSetting writes a setting a configuration update holds, on a line of
+// its own, unless the update leaves it alone.
+func writeSetting(b *strings.Builder, name string, raw json.RawMessage) {
+	if v := bytes.TrimSpace(raw); len(v) == 0 || string(v) == "null" {
+		return
+	}
+	b.WriteString("\n" + name + ": " + compactJSON(raw))
 }
 
 // writeToolOutput writes a function's or custom tool's output as the

@@ -90,7 +90,7 @@ var roles = []protocol.Role{"", protocol.RoleUser, protocol.RoleAssistant, proto
 // randItem is a random item of any kind the renderer knows, or now and then
 // one it renders to nothing.
 func randItem(rng *rand.Rand) protocol.Item {
-	switch rng.IntN(12) {
+	switch rng.IntN(13) {
 	case 0, 1:
 		role := roles[rng.IntN(len(roles))]
 		return &protocol.Message{Role: role, Content: randContents(rng, role == protocol.RoleAssistant)}
@@ -139,6 +139,14 @@ func randItem(rng *rand.Rand) protocol.Item {
 			return &protocol.ApplyPatchCallOutput{CallID: randText(rng), Status: protocol.StatusCompleted, Output: ptr(randText(rng))}
 		}
 		return &protocol.CustomToolCallOutput{CallID: randText(rng), Output: protocol.ToolOutput{Text: randText(rng)}}
+	case 11:
+		switch rng.IntN(3) {
+		case 0:
+			return &protocol.Program{ID: "prog_1", CallID: randText(rng), Code: randText(rng), Fingerprint: randText(rng)}
+		case 1:
+			return &protocol.ProgramOutput{ID: "progo_1", CallID: randText(rng), Result: randText(rng), Status: protocol.StatusCompleted}
+		}
+		return &protocol.ConfigurationUpdate{Reasoning: json.RawMessage(randJSON(rng)), Text: json.RawMessage(randJSON(rng))}
 	default:
 		if rng.IntN(2) == 0 {
 			return nil
@@ -250,6 +258,8 @@ func FuzzRenderAppend(f *testing.F) {
 			&protocol.Reasoning{Summary: protocol.Contents{&protocol.SummaryText{Text: a}, &protocol.SummaryText{Text: b}}},
 			&protocol.WebSearchCall{Action: &protocol.WebSearchAction{Query: a, Sources: []protocol.WebSearchSource{{Title: b, Snippet: a}}}},
 			&protocol.ItemReferenceItem{ID: b},
+			&protocol.Program{CallID: b, Code: a, Fingerprint: b},
+			&protocol.ProgramOutput{CallID: b, Result: a},
 		}
 		for range rng.IntN(6) {
 			items = slices.Insert(items, rng.IntN(len(items)+1), randItem(rng))

@@ -271,6 +271,12 @@ func TestPolicyCalls(t *testing.T) {
 	}
 }
 
+// program is a program item, as a history from a server that runs them
+// holds it.
+func program(callID string) *protocol.Program {
+	return &protocol.Program{ID: "prog_" + callID, CallID: callID, Code: "return 1;", Fingerprint: "fp"}
+}
+
 func TestTextAnswers(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("abcdefghij ", 100)
@@ -299,6 +305,18 @@ func TestTextAnswers(t *testing.T) {
 		{"unknown call", protocol.Items{out("zz", "x")}, "the tool returned: x"},
 		{"output parts", protocol.Items{call("c1", "shot"), &protocol.FunctionCallOutput{CallID: "c1", Output: protocol.ToolOutput{
 			Parts: protocol.Contents{&protocol.InputText{Text: "see "}, &protocol.InputImage{}}}}}, "shot returned: see [image]"},
+		{"program output", protocol.Items{userMsg("coat?"), program("p1"), &protocol.ProgramOutput{ID: "po_1", CallID: "p1", Result: "take a\n  coat", Status: protocol.StatusCompleted}},
+			"program returned: take a coat"},
+		{"empty program output", protocol.Items{program("p1"), &protocol.ProgramOutput{ID: "po_1", CallID: "p1", Status: protocol.StatusIncomplete}},
+			"program returned nothing"},
+		// The calls a program made are answered before the program ends:
+		// its output is the newest result, theirs before it.
+		{"a program's calls and its output", protocol.Items{userMsg("coat?"), program("p1"),
+			&protocol.FunctionCall{CallID: "c1", Name: "get_weather", Arguments: "{}", Caller: &protocol.Caller{Type: protocol.CallerProgram, CallerID: "p1"}},
+			&protocol.FunctionCallOutput{CallID: "c1", Output: protocol.ToolOutput{Text: "rain"}, Caller: &protocol.Caller{Type: protocol.CallerProgram, CallerID: "p1"}},
+			&protocol.ProgramOutput{ID: "po_1", CallID: "p1", Result: "coat", Status: protocol.StatusCompleted}},
+			"get_weather returned: rain; program returned: coat"},
+		{"a program without its output", protocol.Items{userMsg("coat?"), program("p1")}, `You said: "coat?"`},
 	}
 	r := renderer(t)
 	s := NewScripted(r, Timing{})
