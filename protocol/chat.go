@@ -43,6 +43,9 @@ type ChatRequest struct {
 	// PromptCacheKey asks the server to route the prompt to a cache by
 	// this key, as on the Responses API.
 	PromptCacheKey *string `json:"prompt_cache_key,omitempty"`
+	// PromptCacheRetention is how long the server may keep the prompt's
+	// cached prefix: "in_memory" or "24h", as on the Responses API.
+	PromptCacheRetention *string `json:"prompt_cache_retention,omitempty"`
 }
 
 // ChatStreamOptions are a streaming request's options.

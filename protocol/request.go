@@ -39,7 +39,11 @@ type CreateRequest struct {
 	Reasoning         *ReasoningConfig   `json:"reasoning,omitempty"`
 	SafetyIdentifier  *string            `json:"safety_identifier,omitempty"`
 	PromptCacheKey    *string            `json:"prompt_cache_key,omitempty"`
-	Truncation        string             `json:"truncation,omitempty"`
+	// PromptCacheRetention is how long the prompt's cached prefix may be
+	// kept: CacheInMemory or Cache24h; nil leaves it to the model.
+	PromptCacheRetention *string `json:"prompt_cache_retention,omitempty"`
+	// Truncation is TruncationAuto or TruncationDisabled ("" is disabled).
+	Truncation string `json:"truncation,omitempty"`
 	// ContextManagement asks for server-side compaction: when the context
 	// passes compact_threshold tokens, the server compacts it.
 	ContextManagement []ContextManagement `json:"context_management,omitempty"`
@@ -69,6 +73,26 @@ const (
 	WindowSoonest = "soonest"
 	Window2h      = "2h"
 	Window8h      = "8h"
+)
+
+// The values of prompt_cache_retention.
+const (
+	CacheInMemory = "in_memory" // kept while the cache has room, and not long idle
+	Cache24h      = "24h"       // kept up to 24 hours after its last use
+)
+
+// The values of truncation.
+const (
+	TruncationAuto     = "auto"     // drop the oldest items past the model's context window
+	TruncationDisabled = "disabled" // fail past it
+)
+
+// The service tiers a response is echoed with: what the request asked
+// for while it runs (auto when it asked for none), and the tier that
+// served it once it has ended.
+const (
+	ServiceTierAuto    = "auto"
+	ServiceTierDefault = "default"
 )
 
 // InBackground reports whether the request asked for a background

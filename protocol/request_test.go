@@ -75,7 +75,7 @@ var createCases = []createCase{
 			"temperature":0.5,"top_p":0.9,"presence_penalty":0.1,"frequency_penalty":-0.1,"top_logprobs":3,
 			"parallel_tool_calls":false,"stream":false,"background":false,"max_output_tokens":100,"max_tool_calls":2,
 			"reasoning":{"effort":"low","summary":"auto"},"safety_identifier":"u1","prompt_cache_key":"p1",
-			"truncation":"auto","store":false,"service_tier":"flex","user":"u","generate":false,"suspend":true}`,
+			"prompt_cache_retention":"in_memory","truncation":"auto","store":false,"service_tier":"flex","user":"u","generate":false,"suspend":true}`,
 		check: func(t *testing.T, r *protocol.CreateRequest) {
 			switch {
 			case r.Instructions == nil || *r.Instructions != "Be kind.":
@@ -98,6 +98,8 @@ var createCases = []createCase{
 				t.Errorf("Reasoning = %#v", r.Reasoning)
 			case r.Storing() || r.Generating() || !*r.Suspend || r.ServiceTier != "flex" || r.Truncation != "auto":
 				t.Errorf("Store/Generate/Suspend/ServiceTier/Truncation wrong")
+			case r.PromptCacheRetention == nil || *r.PromptCacheRetention != protocol.CacheInMemory:
+				t.Errorf("PromptCacheRetention = %v", r.PromptCacheRetention)
 			}
 			if perr := r.Validate(); perr != nil {
 				t.Errorf("Validate: %v", perr)
@@ -115,7 +117,7 @@ var createCases = []createCase{
 	},
 	{
 		name: "unknown fields from real clients are ignored",
-		in:   `{"model":"m","input":"hi","client_metadata":{"x-codex":"1"},"stream_options":{"include_obfuscation":false},"prompt_cache_retention":"24h","some_future_field":[1,2]}`,
+		in:   `{"model":"m","input":"hi","client_metadata":{"x-codex":"1"},"stream_options":{"include_obfuscation":false},"some_future_field":[1,2]}`,
 		check: func(t *testing.T, r *protocol.CreateRequest) {
 			if len(r.Input) != 1 {
 				t.Errorf("Input = %#v", r.Input)
@@ -219,6 +221,10 @@ var validateCases = []errCase{
 	{"max_tool_calls 0", `{"model":"m","max_tool_calls":0}`, "", ""},
 	{"truncation", `{"model":"m","truncation":"middle"}`, protocol.CodeInvalidValue, "truncation"},
 	{"service_tier", `{"model":"m","service_tier":"turbo"}`, protocol.CodeInvalidValue, "service_tier"},
+	{"service_tier fast", `{"model":"m","service_tier":"fast"}`, "", ""},
+	{"prompt_cache_retention in_memory", `{"model":"m","prompt_cache_retention":"in_memory"}`, "", ""},
+	{"prompt_cache_retention 24h", `{"model":"m","prompt_cache_retention":"24h"}`, "", ""},
+	{"prompt_cache_retention 1h", `{"model":"m","prompt_cache_retention":"1h"}`, protocol.CodeInvalidValue, "prompt_cache_retention"},
 	{"metadata 16 pairs", `{"model":"m","metadata":` + metadataPairs(16) + `}`, "", ""},
 	{"metadata 17 pairs", `{"model":"m","metadata":` + metadataPairs(17) + `}`, protocol.CodeInvalidValue, "metadata"},
 	{"metadata key 64 chars", `{"model":"m","metadata":{"` + strings.Repeat("k", 64) + `":"v"}}`, "", ""},

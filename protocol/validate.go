@@ -77,14 +77,17 @@ func (r *CreateRequest) Validate() *Error {
 		return Invalid(CodeInvalidValue, "max_tool_calls", "Invalid 'max_tool_calls': %d. Expected a non-negative integer.", *r.MaxToolCalls)
 	}
 	switch r.Truncation {
-	case "", "auto", "disabled":
+	case "", TruncationAuto, TruncationDisabled:
 	default:
 		return Invalid(CodeInvalidValue, "truncation", "Invalid 'truncation': '%s'. Supported values are: 'auto' and 'disabled'.", r.Truncation)
 	}
+	if v := r.PromptCacheRetention; v != nil && *v != CacheInMemory && *v != Cache24h {
+		return Invalid(CodeInvalidValue, "prompt_cache_retention", "Invalid 'prompt_cache_retention': '%s'. Supported values are: 'in_memory' and '24h'.", *v)
+	}
 	switch r.ServiceTier {
-	case "", "auto", "default", "flex", "priority", "scale":
+	case "", ServiceTierAuto, ServiceTierDefault, "flex", "scale", "priority", "fast", "ultrafast":
 	default:
-		return Invalid(CodeInvalidValue, "service_tier", "Invalid 'service_tier': '%s'. Supported values are: 'auto', 'default', 'flex' and 'priority'.", r.ServiceTier)
+		return Invalid(CodeInvalidValue, "service_tier", "Invalid 'service_tier': '%s'. Supported values are: 'auto', 'default', 'flex', 'scale', 'priority', 'fast' and 'ultrafast'.", r.ServiceTier)
 	}
 	if perr := ValidateMetadata(r.Metadata); perr != nil {
 		return perr

@@ -414,6 +414,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Format:          textFormat(r.req.Text),
 		Prompt:          r.prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
+		CacheRetention:  derefString(r.req.PromptCacheRetention),
 		Session:         r.session(),
 		Response:        r.resp.ID,
 		MultiAgent:      r.req.MultiAgentEnabled(),

@@ -37,6 +37,9 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 		return nil, perr
 	}
 	r.model = model
+	if perr := honours(req, model); perr != nil {
+		return nil, perr
+	}
 	if perr := r.askLogprobs(); perr != nil {
 		return nil, perr
 	}
@@ -151,28 +154,29 @@ func (s *Server) hostedTools(req *protocol.CreateRequest) (map[string]Tool, *pro
 
 func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) *protocol.Response {
 	resp := &protocol.Response{
-		ID:                ids.New("resp"),
-		Object:            "response",
-		CreatedAt:         s.now().Unix(),
-		Status:            protocol.ResponseInProgress,
-		Model:             req.Model,
-		Instructions:      req.Instructions,
-		Output:            protocol.Items{},
-		Tools:             req.Tools,
-		Truncation:        "disabled",
-		ParallelToolCalls: true,
-		Text:              protocol.TextConfig{Format: protocol.TextFormat{Type: "text"}},
-		TopP:              1,
-		Temperature:       1,
-		MaxOutputTokens:   req.MaxOutputTokens,
-		MaxToolCalls:      req.MaxToolCalls,
-		Store:             req.Storing(),
-		Background:        req.InBackground(),
-		ServiceTier:       "default",
-		Metadata:          req.Metadata,
-		SafetyIdentifier:  req.SafetyIdentifier,
-		PromptCacheKey:    req.PromptCacheKey,
-		User:              req.User,
+		ID:                   ids.New("resp"),
+		Object:               "response",
+		CreatedAt:            s.now().Unix(),
+		Status:               protocol.ResponseInProgress,
+		Model:                req.Model,
+		Instructions:         req.Instructions,
+		Output:               protocol.Items{},
+		Tools:                req.Tools,
+		Truncation:           "disabled",
+		ParallelToolCalls:    true,
+		Text:                 protocol.TextConfig{Format: protocol.TextFormat{Type: "text"}},
+		TopP:                 1,
+		Temperature:          1,
+		MaxOutputTokens:      req.MaxOutputTokens,
+		MaxToolCalls:         req.MaxToolCalls,
+		Store:                req.Storing(),
+		Background:           req.InBackground(),
+		ServiceTier:          "default",
+		Metadata:             req.Metadata,
+		SafetyIdentifier:     req.SafetyIdentifier,
+		PromptCacheKey:       req.PromptCacheKey,
+		PromptCacheRetention: req.PromptCacheRetention,
+		User:                 req.User,
 	}
 	if req.PreviousResponseID != "" {
 		resp.PreviousResponseID = ptr(req.PreviousResponseID)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -12,7 +13,14 @@ import (
 const (
 	DefaultPrefixCacheTokens        = 1 << 22 // about 4M distinct prompt tokens
 	DefaultPrefixCacheConversations = 4096
+	// DefaultInMemoryRetention is how long an in_memory conversation stays
+	// idle: OpenAI keeps such a prefix for 5 to 10 minutes of inactivity.
+	DefaultInMemoryRetention = 10 * time.Minute
 )
+
+// Retention24h is how long a conversation kept for 24h stays after its
+// last use.
+const Retention24h = 24 * time.Hour
 
 // PrefixCacheOptions bounds a PrefixCache. The zero value means the defaults.
 type PrefixCacheOptions struct {
@@ -24,6 +32,12 @@ type PrefixCacheOptions struct {
 	// prompt that no other held prompt extends. 0 (or less) means
 	// DefaultPrefixCacheConversations.
 	MaxConversations int
+	// InMemoryRetention is how long a conversation whose latest request
+	// asked for prompt_cache_retention "in_memory" stays after its last
+	// use. 0 (or less) means DefaultInMemoryRetention.
+	InMemoryRetention time.Duration
+	// Now is the clock retention is counted by. Nil is time.Now.
+	Now func() time.Time
 }
 
 // PrefixCache is the prompt cache of one model, kept the way an inference
@@ -47,25 +61,63 @@ type PrefixCacheOptions struct {
 // root. When a bound is exceeded, the least recently used conversation is
 // dropped, back to the point where it forks from another one.
 //
+// A conversation is kept by the retention its latest request asked for
+// (Request.CacheRetention, prompt_cache_retention), counted from that
+// request by the cache's clock:
+//
+//   - "in_memory": it goes once idle for InMemoryRetention, and first when a
+//     bound is exceeded, as a prefix held in an engine's memory alone;
+//   - "24h", or none asked for (OpenAI's default for an organization
+//     without zero data retention): it goes 24 hours after its last use,
+//     and under a bound only once no in_memory conversation is left, as
+//     a prefix OpenAI keeps in storage when its memory is full.
+//
+// A request whose prompt ends inside a held conversation (a prefix of a
+// longer one) leaves that conversation's retention as it was, just as it
+// does not make it recently used.
+//
 // A PrefixCache is safe for concurrent use; Prefill holds its lock for the
 // walk and the insertion only, never while tokenizing.
 type PrefixCache struct {
-	r                   *Renderer
-	seed                maphash.Seed
-	maxTokens, maxConvs int
+	r    *Renderer
+	seed maphash.Seed
 
-	mu     sync.Mutex
-	roots  map[uint64]*prefixNode    // system blocks, by headerHash; guarded by mu
-	nodes  map[prefixKey]*prefixNode // item boundaries; guarded by mu
-	lru    prefixNode                // sentinel of the ring of leaves, least recently used at lru.next; guarded by mu
-	tokens int                       // sum of the nodes' own tokens; guarded by mu
-	leaves int                       // nodes in the ring; guarded by mu
+	mu                  sync.Mutex
+	maxTokens, maxConvs int                       // guarded by mu
+	retain              [rings]time.Duration      // each ring's retention; guarded by mu
+	clock               func() time.Time          // guarded by mu
+	epoch               time.Time                 // what leaves' use times count from; guarded by mu
+	roots               map[uint64]*prefixNode    // system blocks, by headerHash; guarded by mu
+	nodes               map[prefixKey]*prefixNode // item boundaries; guarded by mu
+	// lru are the sentinels of the rings of leaves, one a retention, the
+	// least recently used at lru[i].next; guarded by mu. A leaf joins a
+	// ring at its back as it is used, so each ring is in the order its
+	// leaves expire in.
+	lru    [rings]prefixNode
+	tokens int // sum of the nodes' own tokens; guarded by mu
+	leaves int // nodes in the rings; guarded by mu
 	// headerLens are system blocks' lengths in tokens, by headerHash
 	// without the cache key: a root evicted, or another key's with the
 	// same instructions and tools, is not rendered again (at 500 rollouts,
 	// each with a key of its own, roots go and come back every step).
 	// Bounded by maxConvs; guarded by mu.
 	headerLens map[uint64]int
+}
+
+// The rings of leaves, by retention, in the order a bound evicts from them.
+const (
+	ringInMemory = iota
+	ring24h
+	rings
+)
+
+// ringOf is the ring of a conversation whose latest request asked for
+// retention.
+func ringOf(retention string) int {
+	if retention == protocol.CacheInMemory {
+		return ringInMemory
+	}
+	return ring24h
 }
 
 // prefixKey names an item boundary: the hash of the system block combined
@@ -83,9 +135,10 @@ type prefixNode struct {
 	own      int // tokens from the parent's end to this node's
 	total    int // tokens from the start of the prompt to this node's end
 	children int
-	// prev and next link the node into the ring of leaves while it has no
-	// children.
+	// prev and next link the node into a ring of leaves while it has no
+	// children; used is when it was last used, since the cache's epoch.
 	prev, next *prefixNode
+	used       time.Duration
 }
 
 // PrefixCacheStats is a snapshot of what a PrefixCache holds.
@@ -118,8 +171,21 @@ func (c *PrefixCache) Configure(opts PrefixCacheOptions) {
 	if c.maxConvs <= 0 {
 		c.maxConvs = DefaultPrefixCacheConversations
 	}
+	c.retain = [rings]time.Duration{ringInMemory: opts.InMemoryRetention, ring24h: Retention24h}
+	if c.retain[ringInMemory] <= 0 {
+		c.retain[ringInMemory] = DefaultInMemoryRetention
+	}
+	c.clock = opts.Now
+	if c.clock == nil {
+		c.clock = time.Now
+	}
+	c.epoch = c.clock()
 	c.resetLocked()
 }
+
+// sinceLocked is the time now, counted from the cache's epoch: time.Now's
+// monotonic reading keeps it right across a change of the wall clock.
+func (c *PrefixCache) sinceLocked() time.Duration { return c.clock().Sub(c.epoch) }
 
 // Prefill looks req's prompt up and records it: it returns the prompt's length
 // in tokens, system block included, and how many of them, from the start, the
@@ -140,8 +206,12 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 		}
 	}
 
+	ring := ringOf(req.CacheRetention)
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.sinceLocked()
+	c.expireLocked(now) // a conversation past its retention is no hit
 	root, fresh := c.roots[hdr], false
 	if root == nil {
 		content := hdr
@@ -153,6 +223,7 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 			c.mu.Unlock()
 			n = len(c.r.Header(req.Instructions, req.Tools))
 			c.mu.Lock()
+			now = c.sinceLocked()
 			if len(c.headerLens) >= c.maxConvs {
 				clear(c.headerLens)
 			}
@@ -162,10 +233,10 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 			root, fresh = &prefixNode{header: hdr, own: n, total: n}, true
 			c.roots[hdr] = root
 			c.tokens += n
-			c.pushLocked(root)
+			c.pushLocked(root, ring, now)
 		}
 	}
-	cached = c.walkLocked(root, hdr, p)
+	cached = c.walkLocked(root, hdr, p, ring, now)
 	if fresh {
 		cached = 0
 	}
@@ -176,9 +247,9 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 
 // walkLocked finds the longest held prefix of p under root, walking back from
 // the newest item to the first boundary held (root when none is), then holds
-// every boundary after it. It returns the tokens that prefix covers, system
-// block included.
-func (c *PrefixCache) walkLocked(root *prefixNode, hdr uint64, p *Prompt) int {
+// every boundary after it, the conversation p is now in ring, used at now.
+// It returns the tokens that prefix covers, system block included.
+func (c *PrefixCache) walkLocked(root *prefixNode, hdr uint64, p *Prompt, ring int, now time.Duration) int {
 	var buf [16]*Prompt
 	missed := buf[:0]
 	hit := root
@@ -204,60 +275,81 @@ func (c *PrefixCache) walkLocked(root *prefixNode, hdr uint64, p *Prompt) int {
 			c.unlinkLocked(at)
 		}
 		at.children++
-		c.pushLocked(n)
+		c.pushLocked(n, ring, now)
 		at = n
 	}
 	if at == hit && hit.children == 0 {
-		// Nothing new, and the prompt is a whole conversation: it was used now.
+		// Nothing new, and the prompt is a whole conversation: it was used
+		// now, and is kept as this request asks.
 		c.unlinkLocked(hit)
-		c.pushLocked(hit)
+		c.pushLocked(hit, ring, now)
 	}
 	return cached
 }
 
 // evictLocked drops least recently used conversations until the cache is
-// within its bounds. A conversation is dropped from its newest boundary back
-// to the first one that another conversation still extends (or, when none
-// does, with its system block).
+// within its bounds: the in_memory ones first.
 func (c *PrefixCache) evictLocked() {
-	for (c.tokens > c.maxTokens || c.leaves > c.maxConvs) && c.lru.next != &c.lru {
-		n := c.lru.next
-		c.unlinkLocked(n)
-		for {
-			c.tokens -= n.own
-			if n.parent == nil {
-				delete(c.roots, n.header)
-				break
-			}
-			delete(c.nodes, n.key)
-			n.parent.children--
-			if n.parent.children > 0 {
-				break
-			}
-			n = n.parent
+	for ring := range c.lru {
+		s := &c.lru[ring]
+		for (c.tokens > c.maxTokens || c.leaves > c.maxConvs) && s.next != s {
+			c.dropLocked(s.next)
 		}
 	}
 }
 
-// pushLocked links n into the ring of leaves as the most recently used.
-func (c *PrefixCache) pushLocked(n *prefixNode) {
-	n.prev, n.next = c.lru.prev, &c.lru
-	c.lru.prev.next = n
-	c.lru.prev = n
+// expireLocked drops the conversations whose retention has run out by
+// now: each ring's, from its front.
+func (c *PrefixCache) expireLocked(now time.Duration) {
+	for ring := range c.lru {
+		s := &c.lru[ring]
+		for s.next != s && now-s.next.used >= c.retain[ring] {
+			c.dropLocked(s.next)
+		}
+	}
+}
+
+// dropLocked drops the conversation that ends at leaf n, from its newest
+// boundary back to the first one that another conversation still extends
+// (or, when none does, with its system block).
+func (c *PrefixCache) dropLocked(n *prefixNode) {
+	c.unlinkLocked(n)
+	for {
+		c.tokens -= n.own
+		if n.parent == nil {
+			delete(c.roots, n.header)
+			return
+		}
+		delete(c.nodes, n.key)
+		n.parent.children--
+		if n.parent.children > 0 {
+			return
+		}
+		n = n.parent
+	}
+}
+
+// pushLocked links n into ring as its most recently used leaf, used at now.
+func (c *PrefixCache) pushLocked(n *prefixNode, ring int, now time.Duration) {
+	s := &c.lru[ring]
+	n.prev, n.next, n.used = s.prev, s, now
+	s.prev.next = n
+	s.prev = n
 	c.leaves++
 }
 
-// unlinkLocked takes n out of the ring of leaves.
+// unlinkLocked takes n out of its ring of leaves.
 func (c *PrefixCache) unlinkLocked(n *prefixNode) {
 	n.prev.next, n.next.prev = n.next, n.prev
 	n.prev, n.next = nil, nil
 	c.leaves--
 }
 
-// Stats reports what the cache holds.
+// Stats reports what the cache holds, now.
 func (c *PrefixCache) Stats() PrefixCacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked(c.sinceLocked())
 	return PrefixCacheStats{Tokens: c.tokens, Conversations: c.leaves}
 }
 
@@ -274,7 +366,10 @@ func (c *PrefixCache) resetLocked() {
 	c.roots = make(map[uint64]*prefixNode)
 	c.nodes = make(map[prefixKey]*prefixNode)
 	c.headerLens = make(map[uint64]int)
-	c.lru.prev, c.lru.next = &c.lru, &c.lru
+	for i := range c.lru {
+		s := &c.lru[i]
+		s.prev, s.next = s, s
+	}
 	c.tokens, c.leaves = 0, 0
 }
 

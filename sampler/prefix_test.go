@@ -4,13 +4,14 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tether-run/tether/protocol"
 )
 
 // checkCache asserts the cache's bookkeeping: the token count is the sum of
-// the nodes' own tokens, the ring holds exactly the nodes without children,
-// and every node's parent is held.
+// the nodes' own tokens, the rings hold exactly the nodes without children,
+// each in the order of their use, and every node's parent is held.
 func checkCache(t *testing.T, c *PrefixCache) {
 	t.Helper()
 	c.mu.Lock()
@@ -36,10 +37,16 @@ func checkCache(t *testing.T, c *PrefixCache) {
 			}
 		}
 	}
-	for n := c.lru.next; n != &c.lru; n = n.next {
-		leaves++
-		if n.children != 0 || !all[n] {
-			t.Fatalf("ring holds a node with %d children (held: %v)", n.children, all[n])
+	for i := range c.lru {
+		s := &c.lru[i]
+		for n := s.next; n != s; n = n.next {
+			leaves++
+			if n.children != 0 || !all[n] {
+				t.Fatalf("ring holds a node with %d children (held: %v)", n.children, all[n])
+			}
+			if n.next != s && n.next.used < n.used {
+				t.Fatalf("ring %d is not in the order of use", i)
+			}
 		}
 	}
 	for n := range all {
@@ -245,6 +252,120 @@ func TestPrefixCacheEviction(t *testing.T) {
 		c.Reset()
 		if _, cached := c.Prefill(convs[0].req()); cached != 0 {
 			t.Errorf("%d cached after Reset, want 0", cached)
+		}
+		checkCache(t, c)
+	})
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestPrefixCacheRetention: a conversation is kept as its latest request's
+// prompt_cache_retention asks, by the cache's clock. An in_memory one goes
+// once idle for InMemoryRetention; a 24h one (or one whose request asked
+// for none) 24 hours after its last use, each use renewing it; a bound
+// evicts in_memory conversations before 24h ones, whatever their age.
+func TestPrefixCacheRetention(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	root := &convo{instr: "sys"}
+	conv := func(i int) *convo {
+		return root.add(r, userMsg("task "+strconv.Itoa(i)+" with some words in it"), fnCall("c", "f", "{}"), toolOut("c", "done"))
+	}
+	whole := len(r.Header("sys", nil)) + conv(0).prompt.Len()
+	kept := func(retention string, i int) *Request {
+		req := conv(i).req()
+		req.CacheRetention = retention
+		return req
+	}
+	type step struct {
+		after     time.Duration // since the step before
+		retention string
+		conv      int
+		cached    int // what its Prefill finds cached
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"in_memory kept while used", []step{
+			{0, protocol.CacheInMemory, 0, 0},
+			{9 * time.Minute, protocol.CacheInMemory, 0, whole},
+			{9 * time.Minute, protocol.CacheInMemory, 0, whole},
+		}},
+		{"in_memory gone once idle", []step{
+			{0, protocol.CacheInMemory, 0, 0},
+			{DefaultInMemoryRetention, protocol.CacheInMemory, 0, 0},
+		}},
+		{"24h kept past in_memory's", []step{
+			{0, protocol.Cache24h, 0, 0},
+			{23 * time.Hour, protocol.Cache24h, 0, whole},
+			{23 * time.Hour, protocol.Cache24h, 0, whole},
+		}},
+		{"24h gone after 24 hours", []step{
+			{0, protocol.Cache24h, 0, 0},
+			{24 * time.Hour, protocol.Cache24h, 0, 0},
+		}},
+		{"none asked is 24h", []step{
+			{0, "", 0, 0},
+			{time.Hour, "", 0, whole},
+			{24 * time.Hour, "", 0, 0},
+		}},
+		{"the latest request decides", []step{
+			{0, protocol.Cache24h, 0, 0},
+			{0, protocol.CacheInMemory, 0, whole},
+			{DefaultInMemoryRetention, protocol.Cache24h, 0, 0},
+		}},
+		{"in_memory evicted first", []step{ // a bound of 2 conversations
+			{0, protocol.Cache24h, 0, 0},
+			{time.Second, protocol.CacheInMemory, 1, len(r.Header("sys", nil))},
+			{time.Second, protocol.Cache24h, 2, len(r.Header("sys", nil))},
+			{time.Second, protocol.Cache24h, 0, whole}, // the oldest, kept
+			{time.Second, protocol.Cache24h, 1, len(r.Header("sys", nil))},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+			c := NewPrefixCache(r, PrefixCacheOptions{MaxConversations: 2, Now: clock.now})
+			for i, st := range tc.steps {
+				clock.advance(st.after)
+				if _, cached := c.Prefill(kept(st.retention, st.conv)); cached != st.cached {
+					t.Fatalf("step %d (%q, conversation %d): %d cached, want %d", i, st.retention, st.conv, cached, st.cached)
+				}
+				checkCache(t, c)
+			}
+		})
+	}
+	t.Run("stats", func(t *testing.T) {
+		t.Parallel()
+		clock := &fakeClock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+		c := NewPrefixCache(r, PrefixCacheOptions{InMemoryRetention: time.Minute, Now: clock.now})
+		c.Prefill(kept(protocol.CacheInMemory, 0))
+		c.Prefill(kept(protocol.Cache24h, 1))
+		clock.advance(time.Minute)
+		if st := c.Stats(); st.Conversations != 1 {
+			t.Errorf("a minute on: %d conversations held, want the 24h one", st.Conversations)
+		}
+		clock.advance(Retention24h)
+		if st := c.Stats(); st != (PrefixCacheStats{}) {
+			t.Errorf("a day on: holds %+v, want nothing", st)
 		}
 		checkCache(t, c)
 	})

@@ -95,6 +95,11 @@ type Request struct {
 	// that pins a session's cache can key it so). The local models ignore
 	// it: their prefix cache shares by content, and by CacheKey alone.
 	Session string
+	// CacheRetention is the request's prompt_cache_retention: how long
+	// its prompt's prefix may be kept cached, protocol.CacheInMemory or
+	// protocol.Cache24h ("" asks for none). The local models' PrefixCache
+	// keeps it so; an upstream is sent it.
+	CacheRetention string
 	// Response is the id of the response the request is a step of (a
 	// Chat Completions request's: its completion's id), "" for none. The
 	// local models draw their call ids from it and the call's place in

@@ -166,14 +166,16 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Include         []string             `json:"include,omitempty"`
 		TopLogprobs     *int                 `json:"top_logprobs,omitempty"`
 		CacheKey        string               `json:"prompt_cache_key,omitempty"`
+		CacheRetention  string               `json:"prompt_cache_retention,omitempty"`
 	}{
-		Model:        model,
-		Instructions: req.Instructions,
-		Input:        upstreamItems(req.Items),
-		Tools:        responsesTools(req.Tools),
-		Stream:       true,
-		Parallel:     serial(req),
-		CacheKey:     req.cacheKey(),
+		Model:          model,
+		Instructions:   req.Instructions,
+		Input:          upstreamItems(req.Items),
+		Tools:          responsesTools(req.Tools),
+		Stream:         true,
+		Parallel:       serial(req),
+		CacheKey:       req.cacheKey(),
+		CacheRetention: req.CacheRetention,
 	}
 	if choice := upstreamChoice(req.ToolChoice); len(body.Tools) > 0 && !isAuto(choice) {
 		body.ToolChoice = &choice
@@ -229,6 +231,9 @@ func chatBody(model string, req *Request) ([]byte, error) {
 	}
 	if k := req.cacheKey(); k != "" {
 		body.PromptCacheKey = &k
+	}
+	if req.CacheRetention != "" {
+		body.PromptCacheRetention = &req.CacheRetention
 	}
 	return json.Marshal(body)
 }
