@@ -143,3 +143,95 @@ func TestFieldsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxToolCalls: max_tool_calls bounds the hosted calls a response
+// runs, the client's function calls not counted. The model's call past it
+// is not run (its item ends incomplete), and the response ends with that
+// step, nothing after it (a compaction due included): incomplete, reason
+// max_tool_calls. A response that makes exactly as many completes.
+func TestMaxToolCalls(t *testing.T) {
+	t.Parallel()
+	search := func(q string) dcall { return dcall{"web_search", `{"query":"` + q + `"}`} }
+	cases := []struct {
+		name    string
+		steps   [][]dcall
+		max     int
+		compact bool // context_management: a compaction before every step
+		status  string
+		ran     int // web_search_call items completed
+		cut     int // and incomplete
+	}{
+		{"past it, a step at a time", [][]dcall{{search("a")}, {search("b")}, {search("c")}, {search("d")}}, 2, false, "incomplete", 2, 1},
+		{"past it within a step, compacting", [][]dcall{{search("a"), search("b"), search("c")}}, 1, true, "incomplete", 1, 2},
+		{"past it within a step", [][]dcall{{search("a"), search("b"), search("c")}}, 1, false, "incomplete", 1, 2},
+		{"none allowed", [][]dcall{{search("a")}}, 0, false, "incomplete", 0, 1},
+		{"up to it", [][]dcall{{search("a")}, {search("b")}}, 2, false, "completed", 2, 0},
+		{"function calls not counted", [][]dcall{{{"get_weather", `{"city":"Oslo"}`}}}, 0, false, "completed", 0, 0},
+	}
+	h := newHarness(t, runtime.Options{HostedTools: []runtime.Tool{searchTool()}})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool},
+				"max_tool_calls": tc.max, "input": script(tc.steps)}
+			if tc.compact {
+				body["context_management"] = []any{map[string]any{"type": "compaction", "compact_threshold": 64}}
+			}
+			resp := h.respond(t, body)
+			ran, cut := 0, 0
+			for _, it := range resp.Output {
+				switch {
+				case it.Type == "web_search_call" && it.Status == "completed":
+					ran++
+				case it.Type == "web_search_call" && it.Status == "incomplete":
+					cut++
+				}
+			}
+			if resp.Status != tc.status || ran != tc.ran || cut != tc.cut {
+				t.Fatalf("ended %s with %d searches run, %d cut (%+v), want %s, %d, %d", resp.Status, ran, cut, resp.Output, tc.status, tc.ran, tc.cut)
+			}
+			if tc.status != "incomplete" {
+				return
+			}
+			if resp.IncompleteDetails == nil || resp.IncompleteDetails.Reason != "max_tool_calls" {
+				t.Errorf("incomplete_details %+v, want reason max_tool_calls", resp.IncompleteDetails)
+			}
+			if end := resp.Output[len(resp.Output)-1]; end.Status != "incomplete" {
+				t.Errorf("the output ends with %+v after the step past the bound, want it to end with that step", end)
+			}
+		})
+	}
+}
+
+// TestMaxToolCallsSuspended: a suspended rollout's step that calls its
+// client's function and a search past max_tool_calls parks on the
+// function; once answered, the response ends (incomplete, max_tool_calls)
+// rather than sampling on. So does a fork of the pause, which takes the
+// bound reached with the rest of the rollout's state.
+func TestMaxToolCallsSuspended(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{searchTool()}})
+	c := h.dial(t, nil)
+	l := newLanes(c)
+	c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "orig",
+		"tools": []any{webSearchTool}, "max_tool_calls": 0,
+		"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}, {"web_search", `{"query":"a"}`}}, {{"read_file", `{"path":"b.go"}`}}})}))
+	pause := last(l.next(t, "orig"))
+	id, outs := respID(t, pause), outputsFor(t, pause)
+	c.send(t, map[string]any{"type": "response.fork", "stream_id": "orig", "response_id": id, "stream_ids": []string{"fork"}})
+	forkPause := last(l.next(t, "fork"))
+	for lane, rid := range map[string]string{"orig": id, "fork": respID(t, forkPause)} {
+		c.send(t, appendEv(rid, lane, outs...))
+		end := last(l.next(t, lane))
+		var resp fieldsResponse
+		if err := json.Unmarshal(terminalResponse(t, end), &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != "incomplete" || resp.IncompleteDetails == nil || resp.IncompleteDetails.Reason != "max_tool_calls" {
+			t.Fatalf("%s ended %s", lane, end)
+		}
+		if n := len(resp.Output); n != 2 || resp.Output[1].Type != "web_search_call" || resp.Output[1].Status != "incomplete" {
+			t.Errorf("%s's output %+v, want the step's read_file and its search, cut", lane, resp.Output)
+		}
+	}
+}

@@ -82,6 +82,11 @@ type pauseLoop struct {
 	// Rendered is how many of Items the loop had rendered at the pause
 	// (the step's own are rendered before the next step samples).
 	Rendered int `json:"rendered"`
+	// ToolCalls are the hosted calls run so far (max_tool_calls), and
+	// Capped the incomplete_details.reason of a bound the paused step
+	// reached, with which the response ends once the step does.
+	ToolCalls int    `json:"tool_calls,omitempty"`
+	Capped    string `json:"capped,omitempty"`
 	// Tree marks a multi-agent response's tree at rest (agents_durable.go):
 	// every live agent waits, on its client's calls or on its own
 	// sub-agents. Items are then every agent's, flat, as a continuation
@@ -128,7 +133,7 @@ func (r *rollout) pauseStateLocked() (*pauseState, *protocol.Error) {
 	ps := &pauseState{Version: pauseVersion, Request: r.req, Response: &resp, Tenant: r.tenant, Lane: r.lane,
 		Base: r.base, Chain: r.chain, Items: slices.Clip(r.items), Tools: r.tools,
 		pauseLoop: pauseLoop{Path: r.path, Usage: r.usage, Steps: r.steps, StepAt: r.stepAt, ApprovedFrom: r.approvedFrom,
-			Steered: r.inbox.peek(), Seq: r.order.seq, Rendered: r.rendered},
+			Steered: r.inbox.peek(), Seq: r.order.seq, Rendered: r.rendered, ToolCalls: r.toolCalls, Capped: r.capped},
 		kept: true, header: r.header, prompt: r.prompt, promptFrom: r.win.start(), win: r.win}
 	for label, s := range r.mcp {
 		if s.tools != nil {
@@ -213,7 +218,7 @@ func (s *Server) restore(ctx context.Context, ps *pauseState, lane string) (*rol
 	// finishCall).
 	r := &rollout{srv: s, req: ps.Request, model: model, lane: lane, tenant: ps.Tenant, base: ps.Base, chain: ps.Chain, everyDelta: s.opts.EveryDelta,
 		path: ps.Path, routed: true, items: ps.Items, usage: ps.Usage, steps: ps.Steps, stepAt: ps.StepAt,
-		approvedFrom: ps.ApprovedFrom, tools: ps.Tools, paused: ps, client: openCalls{},
+		approvedFrom: ps.ApprovedFrom, tools: ps.Tools, paused: ps, client: openCalls{}, toolCalls: ps.ToolCalls, capped: ps.Capped,
 		header: ps.header, prompt: ps.prompt, rendered: ps.Rendered}
 	r.shareNew()
 	if r.hosted, perr = s.hostedTools(ps.Request); perr != nil {

@@ -142,6 +142,9 @@ type rollout struct {
 	outBytes    int64
 	compactions int
 	capped      string
+	// toolCalls are the hosted calls it has run, which the request's
+	// max_tool_calls bounds; the loop's.
+	toolCalls int
 }
 
 // shareNew gives the rollout a response's lock and event stream of its
@@ -199,6 +202,18 @@ func (r *rollout) outputBound(n int) string {
 		return "max_output_bytes"
 	}
 	return ""
+}
+
+// takeToolCall counts a hosted call the model has made, or, when the
+// response has run the max_tool_calls its request allows, caps it
+// (reason max_tool_calls) and reports false: the call is not to run.
+func (r *rollout) takeToolCall() bool {
+	if limit := r.req.MaxToolCalls; limit != nil && r.toolCalls >= *limit {
+		r.capped = "max_tool_calls"
+		return false
+	}
+	r.toolCalls++
+	return true
 }
 
 // storeTimeout bounds a store write, so that a hung store cannot hold a
@@ -340,6 +355,11 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 		return r.finish(ctx, sampler.Result{}, err)
 	}
 	for {
+		if r.capped != "" {
+			// The step before made a hosted call past max_tool_calls,
+			// which it did not run: the response ends with that step.
+			return r.finish(ctx, sampler.Result{}, nil)
+		}
 		if perr := r.holdContext(); perr != nil {
 			return r.finish(ctx, sampler.Result{}, perr)
 		}
@@ -366,7 +386,7 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 				return r.finish(ctx, res, perr)
 			}
 		}
-		if err == nil && !res.Incomplete && len(r.calls) == 0 && r.steps < maxSteps {
+		if err == nil && !res.Incomplete && len(r.calls) == 0 && r.steps < maxSteps && r.capped == "" {
 			// A final answer, but steering came meanwhile (response.steer):
 			// it joins the context and the model goes on; or the response
 			// ends steered, and its successor takes the steering on.

@@ -75,7 +75,7 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 		r.resp.Status = protocol.ResponseFailed
 		r.resp.Error = protocol.AsError(serr).ResponseError()
 		terminal = protocol.EventFailed
-	case res.Incomplete:
+	case res.Incomplete || r.capped != "":
 		r.resp.Status = protocol.ResponseIncomplete
 		reason := "max_output_tokens"
 		switch {

@@ -206,6 +206,9 @@ func (r *rollout) runApproved(ctx context.Context) error {
 	if len(calls) == 0 {
 		return nil
 	}
+	// They count against max_tool_calls, but run whatever it says: the
+	// client approved each by name.
+	r.toolCalls += len(calls)
 	r.calls = r.calls[:0]
 	for _, c := range calls {
 		var item protocol.Item

@@ -193,6 +193,11 @@ func (r *rollout) placeLocked(make func(idx int) protocol.Item) int {
 func (r *rollout) endPart(status protocol.ItemStatus) {
 	idx := r.openIdx
 	text := r.openText.String()
+	if c := r.openCall; c != nil && c.kind != clientCall && status == protocol.StatusCompleted && !r.takeToolCall() {
+		// Past max_tool_calls, a hosted call never runs: it ends
+		// incomplete, as one cut off mid-arguments does.
+		status = protocol.StatusIncomplete
+	}
 	switch it := r.open.(type) {
 	case *protocol.Message:
 		part := r.openPart(it)
