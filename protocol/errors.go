@@ -27,6 +27,7 @@ const (
 	CodeConversationNotFound     = "conversation_not_found"
 	CodeItemNotFound             = "item_not_found"
 	CodeMutuallyExclusive        = "mutually_exclusive_parameters"
+	CodeContextLengthExceeded    = "context_length_exceeded" // the prompt is past the model's context window (truncation disabled)
 	CodeServerError              = "server_error"
 
 	CodeInvalidJSON               = "invalid_json"

@@ -14,6 +14,23 @@ type CacheSampler interface {
 	CacheRetention() bool
 }
 
+// WindowSampler is a Sampler that knows its context window: the most tokens
+// of prompt it reads, 0 when not known (an upstream model, unless its config
+// says). The server truncates to it (truncation.go); truncation "auto" of a
+// model whose window is not known is refused, as the server cannot tell
+// what to leave out.
+type WindowSampler interface {
+	ContextWindow() int
+}
+
+// contextWindow is model's context window, 0 when not known.
+func contextWindow(model Sampler) int {
+	if wm, ok := model.(WindowSampler); ok {
+		return wm.ContextWindow()
+	}
+	return 0
+}
+
 // honours refuses req when its model cannot honour one of its fields.
 func honours(req *protocol.CreateRequest, model Sampler) *protocol.Error {
 	if req.PromptCacheRetention != nil {
@@ -21,6 +38,10 @@ func honours(req *protocol.CreateRequest, model Sampler) *protocol.Error {
 			return protocol.Invalid(protocol.CodeUnsupportedParameter, "prompt_cache_retention",
 				"Unsupported parameter: 'prompt_cache_retention' with the model '%s': it keeps no prompt cache, nor passes the field to a server that does.", req.Model)
 		}
+	}
+	if req.Truncation == protocol.TruncationAuto && contextWindow(model) == 0 {
+		return protocol.Invalid(protocol.CodeUnsupportedParameter, "truncation",
+			"Unsupported parameter: 'truncation' 'auto' with the model '%s': its context window is not known to this server, which cannot tell what to leave out (tether serve: set context_window in the model's config).", req.Model)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,7 +113,8 @@ func TestPromptCacheRetention(t *testing.T) {
 // code and the field's param.
 func TestFieldsRefused(t *testing.T) {
 	t.Parallel()
-	// bare keeps no prompt cache and passes nothing on.
+	// bare keeps no prompt cache, passes nothing on and has no context
+	// window known.
 	bare := samplerFunc(func(context.Context, *sampler.Request, func(sampler.Delta)) (sampler.Result, error) {
 		return sampler.Result{}, nil
 	})
@@ -125,6 +127,8 @@ func TestFieldsRefused(t *testing.T) {
 	}{
 		{"retention of no value the API has", map[string]any{"prompt_cache_retention": "1h"}, protocol.CodeInvalidValue, "prompt_cache_retention"},
 		{"retention of a model without a cache", map[string]any{"model": "bare", "prompt_cache_retention": "24h"}, protocol.CodeUnsupportedParameter, "prompt_cache_retention"},
+		{"truncation of no value the API has", map[string]any{"truncation": "middle"}, protocol.CodeInvalidValue, "truncation"},
+		{"truncation auto of a model whose window is not known", map[string]any{"model": "bare", "truncation": "auto"}, protocol.CodeUnsupportedParameter, "truncation"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,6 +236,106 @@ func TestMaxToolCallsSuspended(t *testing.T) {
 		}
 		if n := len(resp.Output); n != 2 || resp.Output[1].Type != "web_search_call" || resp.Output[1].Status != "incomplete" {
 			t.Errorf("%s's output %+v, want the step's read_file and its search, cut", lane, resp.Output)
+		}
+	}
+}
+
+// TestTruncation: a prompt past the model's context window. With truncation
+// "disabled" (the default) the create is refused before it begins (400
+// context_length_exceeded, param input), as OpenAI refuses it; with "auto"
+// the model reads the newest items that fit, the oldest left out, and
+// never a call's output without its call: here the window would hold the
+// output of the call left out, so the output is left out too. An input
+// whose newest item alone is past the window is refused even with "auto".
+func TestTruncation(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	user := func(text string) protocol.Item {
+		return &protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}
+	}
+	items := protocol.Items{
+		user("Read the configuration of the build and tell me what it sets up, in as much detail as you can manage."),
+		&protocol.FunctionCall{CallID: "call_1", Name: "read_file", Arguments: `{"path":"build.cfg"}`},
+		&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "target=linux cgo=off"}},
+		user("And the tests?"),
+		user("Say which of them ran."),
+	}
+	tokens := func(items ...protocol.Item) int {
+		n := len(r.Header("", nil))
+		for _, it := range items {
+			n += len(r.Item(it))
+		}
+		return n
+	}
+	// Room for the call's output and what follows it, not for the call.
+	window := tokens(items[2:]...)
+	model := sampler.NewScripted(r, sampler.Timing{})
+	model.SetContextWindow(window)
+	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"m": model}})
+	input, err := protocol.Marshal(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(truncation string, input any) map[string]any {
+		b := map[string]any{"model": "m", "store": false, "input": input}
+		if truncation != "" {
+			b["truncation"] = truncation
+		}
+		return b
+	}
+
+	resp := h.respond(t, body("auto", json.RawMessage(input)))
+	if want := tokens(items[3:]...); resp.Status != "completed" || resp.Usage.InputTokens != want || resp.Truncation != "auto" {
+		t.Errorf("auto: %s, read %d tokens (truncation %q), want completed, the %d of the items after the call's output", resp.Status, resp.Usage.InputTokens, resp.Truncation, want)
+	}
+	for _, tc := range []struct {
+		name, truncation string
+		input            any
+	}{
+		{"disabled", "", json.RawMessage(input)},
+		{"auto, the newest item past the window", "auto", strings.Repeat("Say it again. ", window)},
+	} {
+		code, b := h.post(t, "/responses", body(tc.truncation, tc.input))
+		var e struct {
+			Error struct{ Code, Param, Message string }
+		}
+		if err := json.Unmarshal(b, &e); err != nil || code != 400 || e.Error.Code != protocol.CodeContextLengthExceeded || e.Error.Param != "input" ||
+			!strings.HasPrefix(e.Error.Message, "Your input exceeds the context window of this model.") {
+			t.Errorf("%s: %d %s, want 400 context_length_exceeded (input), in OpenAI's words", tc.name, code, b)
+		}
+	}
+}
+
+// TestTruncationAsItRuns: a context that passes the model's window while
+// the response runs (a search's results joined it) fails the response with
+// context_length_exceeded under truncation "disabled"; under "auto" the
+// next step reads what fits (the search, without the long message before
+// it) and the response completes.
+func TestTruncationAsItRuns(t *testing.T) {
+	t.Parallel()
+	// A long message, which "auto" leaves out to make room for the search.
+	input := strings.Repeat("The build has many parts. ", 40) + script([][]dcall{{{"web_search", `{"query":"go generics"}`}}})
+	body := map[string]any{"model": "tether-scripted", "store": false, "tools": []any{webSearchTool}, "input": input}
+	opts := runtime.Options{Renderer: renderer(t), HostedTools: []runtime.Tool{searchTool()}}
+	code, b := newHarness(t, opts).post(t, "/responses/input_tokens", body)
+	var first struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if err := json.Unmarshal(b, &first); err != nil || code != 200 {
+		t.Fatalf("input_tokens: %d %s", code, b)
+	}
+	model := sampler.NewScripted(renderer(t), sampler.Timing{})
+	model.SetContextWindow(first.InputTokens + 10) // the first step fits; with the search's results, the second does not
+	opts.Models = map[string]runtime.Sampler{"tether-scripted": model}
+	h := newHarness(t, opts)
+	for truncation, want := range map[string]string{"disabled": "failed", "auto": "completed"} {
+		body["truncation"] = truncation
+		resp := h.respond(t, body)
+		if resp.Status != want {
+			t.Errorf("%s: %s (%+v), want %s", truncation, resp.Status, resp.Error, want)
+		}
+		if want == "failed" && (resp.Error == nil || resp.Error.Code != protocol.CodeContextLengthExceeded) {
+			t.Errorf("%s: failed with %+v, want context_length_exceeded", truncation, resp.Error)
 		}
 	}
 }

@@ -293,7 +293,8 @@ func (s *Server) handleInputTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	writeJSON(w, http.StatusOK, protocol.InputTokens{Object: "response.input_tokens", InputTokens: len(ro.header) + ro.prompt.Len()})
+	_, prompt := ro.read() // truncated to the model's window, with truncation auto
+	writeJSON(w, http.StatusOK, protocol.InputTokens{Object: "response.input_tokens", InputTokens: len(ro.header) + prompt.Len()})
 }
 
 // readCreateRequest reads and decodes a request body of a create's form

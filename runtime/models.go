@@ -43,7 +43,8 @@ const codexInstructions = `You are Codex, a coding agent, served by tether: a si
 // codexCatalog describes every model served here as the Codex CLI wants
 // it: Codex's own tools (exec_command for commands, apply_patch as a
 // freeform tool for edits) offered to it, its calls in parallel, no
-// reasoning effort sent (the simulated models take none).
+// reasoning effort sent (the simulated models take none), its context
+// window when the server knows it (Codex compacts before it is full).
 func (s *Server) codexCatalog() protocol.CodexModels {
 	names := s.ModelNames()
 	cat := protocol.CodexModels{Models: make([]protocol.CodexModel, 0, len(names))}
@@ -63,6 +64,7 @@ func (s *Server) codexCatalog() protocol.CodexModels {
 			Visibility:               "list",
 			SupportedInAPI:           true,
 			Priority:                 i,
+			ContextWindow:            int64(contextWindow(s.models[name])),
 		})
 	}
 	return cat

@@ -145,6 +145,10 @@ type rollout struct {
 	// toolCalls are the hosted calls it has run, which the request's
 	// max_tool_calls bounds; the loop's.
 	toolCalls int
+	// cut is what the step reads of a context truncated to its model's
+	// window (truncation auto), nil when it reads it all; set by fit
+	// before each step, the loop's.
+	cut *truncated
 }
 
 // shareNew gives the rollout a response's lock and event stream of its
@@ -417,6 +421,10 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 
 // sampleStep samples one model step, streaming its items.
 func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
+	if perr := r.fit(); perr != nil {
+		return sampler.Result{}, perr
+	}
+	items, prompt := r.read()
 	r.calls = r.calls[:0]
 	r.steps++
 	t0 := r.srv.now()
@@ -426,13 +434,13 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Instructions:    derefString(r.req.Instructions),
 		Logprobs:        r.logprobs,
 		TopLogprobs:     r.topLogprobs,
-		Items:           r.modelItems(),
+		Items:           items,
 		Tools:           r.offered(),
 		ToolChoice:      r.resp.ToolChoice,
 		Serial:          !r.resp.ParallelToolCalls,
 		MaxOutputTokens: derefInt(r.req.MaxOutputTokens) - r.usage.OutputTokens,
 		Format:          textFormat(r.req.Text),
-		Prompt:          r.prompt,
+		Prompt:          prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		CacheRetention:  derefString(r.req.PromptCacheRetention),
 		Session:         r.session(),
@@ -484,7 +492,8 @@ func (r *rollout) offered() []protocol.Tool {
 func (r *rollout) addUsage(res sampler.Result) {
 	in := res.PromptTokens
 	if in == 0 {
-		in = len(r.header) + r.prompt.Len()
+		_, prompt := r.read()
+		in = len(r.header) + prompt.Len()
 	}
 	r.usage.Add(protocol.Usage{
 		InputTokens:         in,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-run/tether/internal/redistest"
 	"github.com/tether-run/tether/runtime"
+	"github.com/tether-run/tether/sampler"
 )
 
 // TestInputTokens: POST /v1/responses/input_tokens, through the official Go
@@ -432,7 +433,7 @@ func twoTenants(t *testing.T, where string) *harness {
 // TestModelsCodexCatalog: GET /v1/models is OpenAI's list for every client
 // but the Codex CLI, which asks with its client_version and reads a catalog
 // of the models' capabilities instead: every model served, apply_patch
-// offered in freeform.
+// offered in freeform, its context window.
 func TestModelsCodexCatalog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, runtime.Options{})
@@ -459,7 +460,8 @@ func TestModelsCodexCatalog(t *testing.T) {
 	}
 	for i, m := range cat.Models {
 		if m["slug"] != page.Data[i].ID || m["apply_patch_tool_type"] != "freeform" || m["shell_type"] != "unified_exec" ||
-			m["base_instructions"] == "" || m["truncation_policy"] == nil || m["supported_in_api"] != true {
+			m["base_instructions"] == "" || m["truncation_policy"] == nil || m["supported_in_api"] != true ||
+			m["context_window"] != float64(sampler.DefaultContextWindow) {
 			t.Errorf("catalog entry %d: %v", i, m)
 		}
 	}

@@ -129,6 +129,13 @@ func (s *Server) prepare(ctx context.Context, req *protocol.CreateRequest, paren
 	r.approvedFrom = r.rendered
 	r.renderPending()
 	r.tm.RenderMicros = s.now().Sub(t1).Microseconds()
+	if req.Generating() {
+		// A context past the model's window is refused before the response
+		// begins, as OpenAI refuses it; the loop fits each step again.
+		if perr := r.fit(); perr != nil {
+			return nil, perr
+		}
+	}
 	r.resp = s.newResponse(req, parent)
 	r.client = openCalls{}
 	return r, nil

@@ -61,6 +61,15 @@ func (f *Floored) Sample(ctx context.Context, req *Request, emit func(Delta)) (R
 	return res, err
 }
 
+// ContextWindow is the wrapped backend's context window, 0 when it has none
+// known.
+func (f *Floored) ContextWindow() int {
+	if w, ok := f.next.(interface{ ContextWindow() int }); ok {
+		return w.ContextWindow()
+	}
+	return 0
+}
+
 // CloseIdleConnections closes the wrapped backend's idle connections, if it
 // keeps any (an Upstream does).
 func (f *Floored) CloseIdleConnections() {

@@ -109,19 +109,44 @@ func countPacked(b []byte) (n int, ok bool) {
 // build's journal keeps only the tokens (AppendSegment takes a Segment
 // whole). It keeps packed.
 func (p *Prompt) AppendPacked(packed []byte) (*Prompt, error) {
-	sum, n := p.hash(), 0
-	for b := packed; len(b) > 0; n++ {
-		t, k := binary.Uvarint(b)
-		if k <= 0 || k > 4 || t >= maxToken {
-			return nil, errors.New("sampler: packed tokens do not read back")
-		}
-		sum = tokenHash(sum, []Token{Token(t)})
-		b = b[k:]
+	sum, n, ok := hashPacked(p.hash(), packed)
+	if !ok {
+		return nil, errors.New("sampler: packed tokens do not read back")
 	}
 	if len(packed) == 0 {
 		packed = nil
 	}
 	return &Prompt{parent: p, tokens: packed, len: p.Len() + n, items: p.Items() + 1, sum: sum}, nil
+}
+
+// hashPacked continues the hash h over the tokens packed, and counts them;
+// ok is false when packed is not uvarints of tokens.
+func hashPacked(h uint64, packed []byte) (sum uint64, n int, ok bool) {
+	for b := packed; len(b) > 0; n++ {
+		t, k := binary.Uvarint(b)
+		if k <= 0 || k > 4 || t >= maxToken {
+			return 0, 0, false
+		}
+		h = tokenHash(h, []Token{Token(t)})
+		b = b[k:]
+	}
+	return h, n, true
+}
+
+// Since is the prompt of p's items from the n-th (from 0) on: the same
+// tokens, hashed from the start as a prompt rendered from those items alone
+// is, so that a PrefixCache finds it by content. It shares p's tokens and
+// costs a pass over them; n at or past p's items is the empty prompt.
+func (p *Prompt) Since(n int) *Prompt {
+	if n <= 0 {
+		return p
+	}
+	var q *Prompt
+	for _, seg := range p.Segments()[min(n, p.Items()):] {
+		sum, _, _ := hashPacked(q.hash(), seg.Packed) // packed by Append: it reads back
+		q = &Prompt{parent: q, tokens: seg.Packed, len: q.Len() + seg.Tokens, items: q.Items() + 1, sum: sum}
+	}
+	return q
 }
 
 // maxToken bounds a token id read back, past any vocabulary's: ids are

@@ -60,3 +60,24 @@ func FuzzPacked(f *testing.F) {
 		}
 	})
 }
+
+// TestPromptSince: a prompt's items from the n-th on are the prompt those
+// items make appended from nothing: the same tokens, items and hash (what
+// a PrefixCache matches), for every n, past the end included.
+func TestPromptSince(t *testing.T) {
+	items := [][]Token{{1, 200_000, 3}, {}, {70_000}, {maxToken - 1, 5}}
+	var p *Prompt
+	for _, item := range items {
+		p = p.Append(item)
+	}
+	for n := range len(items) + 2 {
+		var want *Prompt
+		for _, item := range items[min(n, len(items)):] {
+			want = want.Append(item)
+		}
+		got := p.Since(n)
+		if got.Len() != want.Len() || got.Items() != want.Items() || got.hash() != want.hash() || !slices.Equal(got.All(), want.All()) {
+			t.Errorf("Since(%d) = %v (%d items, hash %x), want %v (%d items, hash %x)", n, got.All(), got.Items(), got.hash(), want.All(), want.Items(), want.hash())
+		}
+	}
+}

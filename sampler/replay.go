@@ -330,16 +330,17 @@ type Replay struct {
 	trace  *Trace
 	engine engineRef
 	toks   sync.Map // a step's text or arguments -> its tokens: each is tokenized once, not at every sample
+	window
 }
 
 // NewReplay returns a backend that replays trace, streaming o200k_base
-// tokens split by r, paced by t, with a PrefixCache of default bounds. A nil
-// r means a new Renderer.
+// tokens split by r, paced by t, with a PrefixCache of default bounds and a
+// context window of DefaultContextWindow. A nil r means a new Renderer.
 func NewReplay(r *Renderer, t Timing, trace *Trace) *Replay {
 	if r == nil {
 		r, _ = NewRenderer()
 	}
-	return &Replay{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), trace: trace}
+	return &Replay{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), trace: trace, window: window{DefaultContextWindow}}
 }
 
 // Engine is the engine that steps the backend's paced samples.

@@ -27,17 +27,18 @@ type Scripted struct {
 	timing Timing
 	cache  *PrefixCache
 	engine engineRef
+	window
 }
 
 // NewScripted returns a scripted backend that streams o200k_base tokens split
-// by r, paced by t, with a PrefixCache of default bounds. A nil r means a new
-// Renderer.
+// by r, paced by t, with a PrefixCache of default bounds and a context
+// window of DefaultContextWindow. A nil r means a new Renderer.
 func NewScripted(r *Renderer, t Timing) *Scripted {
 	if r == nil {
 		// NewRenderer fails only for an encoding the tokenizer lacks.
 		r, _ = NewRenderer()
 	}
-	return &Scripted{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{})}
+	return &Scripted{r: r, timing: t, cache: NewPrefixCache(r, PrefixCacheOptions{}), window: window{DefaultContextWindow}}
 }
 
 // Cache is the backend's prefix cache, for its statistics and for Reset.

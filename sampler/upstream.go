@@ -85,6 +85,7 @@ type Upstream struct {
 	apiKey   string
 	timeout  time.Duration // <= 0: none
 	client   *http.Client
+	window   // not known unless set: the upstream's server enforces its own
 }
 
 // NewUpstream returns an Upstream for cfg, or an error when cfg is invalid.

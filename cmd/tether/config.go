@@ -68,6 +68,11 @@ type ModelConfig struct {
 	TTFT        *Duration       `json:"ttft,omitempty"`         // time to first token, "200ms"
 	PrefillRate *float64        `json:"prefill_rate,omitempty"` // uncached prompt tokens per second; 0 is free
 	Upstream    *UpstreamConfig `json:"upstream,omitempty"`     // serve the model from another server
+	// ContextWindow is the most tokens of prompt the model reads, which
+	// truncation fits requests to: a simulated model's (nil:
+	// sampler.DefaultContextWindow), or the upstream's (nil: not known, and
+	// truncation "auto" is refused).
+	ContextWindow *int `json:"context_window,omitempty"`
 }
 
 // UpstreamConfig names an OpenAI-compatible server that samples a model.
@@ -141,7 +146,8 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 // UnmarshalJSON reads a model object, refusing unknown fields.
 func (m *ModelConfig) UnmarshalJSON(b []byte) error {
 	*m = ModelConfig{}
-	return decodeObject(b, map[string]any{"tps": &m.TPS, "ttft": &m.TTFT, "prefill_rate": &m.PrefillRate, "upstream": &m.Upstream})
+	return decodeObject(b, map[string]any{"tps": &m.TPS, "ttft": &m.TTFT, "prefill_rate": &m.PrefillRate, "upstream": &m.Upstream,
+		"context_window": &m.ContextWindow})
 }
 
 // UnmarshalJSON reads an upstream object, refusing unknown fields.
@@ -325,6 +331,9 @@ func (m ModelConfig) validate() error {
 	if m.TTFT != nil && *m.TTFT < 0 {
 		return fmt.Errorf("ttft: %v is negative", time.Duration(*m.TTFT))
 	}
+	if m.ContextWindow != nil && *m.ContextWindow < 1 {
+		return fmt.Errorf("context_window: %d: want a positive number of tokens", *m.ContextWindow)
+	}
 	if u := m.Upstream; u != nil {
 		if err := u.validate(); err != nil {
 			return fmt.Errorf("upstream: %w", err)
@@ -408,6 +417,12 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer, e *sampler.Engi
 	if cfg == nil {
 		return out, nil
 	}
+	// window sets a model's context window to the config's, when it says.
+	window := func(model interface{ SetContextWindow(int) }, m ModelConfig) {
+		if m.ContextWindow != nil {
+			model.SetContextWindow(*m.ContextWindow)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Models)) {
 		m := cfg.Models[name]
 		if m.Upstream != nil {
@@ -415,6 +430,7 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer, e *sampler.Engi
 			if err != nil {
 				return nil, fmt.Errorf("config: model %q: upstream: %w", name, err)
 			}
+			window(up, m)
 			if t := flags.model(m); t.Paced() {
 				// The timing model is a floor under the upstream's own speed.
 				out[name] = sampler.NewFloored(up, r, t)
@@ -424,10 +440,14 @@ func models(cfg *Config, flags timingFlags, r *sampler.Renderer, e *sampler.Engi
 			continue
 		}
 		if t, ok := replays[name]; ok {
-			out[name] = replay(flags.model(m), t)
+			p := replay(flags.model(m), t)
+			window(p, m)
+			out[name] = p
 			continue
 		}
-		out[name] = scripted(flags.model(m))
+		s := scripted(flags.model(m))
+		window(s, m)
+		out[name] = s
 	}
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-run/tether/hostedtools/mcp"
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/runtime"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -41,6 +42,8 @@ func TestParseConfig(t *testing.T) {
 		{"zero rates", `{"models": {"m": {"tps": 0, "prefill_rate": 0, "ttft": "0s"}}}`,
 			&Config{Models: map[string]ModelConfig{"m": {TPS: valuePtr(0.0), TTFT: valuePtr(Duration(0)), PrefillRate: valuePtr(0.0)}}}, ""},
 		{"empty model", `{"models": {"m": {}}}`, &Config{Models: map[string]ModelConfig{"m": {}}}, ""},
+		{"context window", `{"models": {"m": {"context_window": 8192}}}`, &Config{Models: map[string]ModelConfig{"m": {ContextWindow: valuePtr(8192)}}}, ""},
+		{"context window of none", `{"models": {"m": {"context_window": 0}}}`, nil, `models: "m": context_window: 0: want a positive number of tokens`},
 		{"no models", `{}`, &Config{}, ""},
 		{"mcp servers", `{"mcp_servers": {"fs": {"command": ["mcp-fs", "/srv"], "env": ["A=1"]}, "docs": {"url": "http://10.0.0.2:8000/mcp", "headers": {"X-Key": "k"}}}}`,
 			&Config{MCPServers: map[string]mcp.ServerConfig{"fs": {Command: []string{"mcp-fs", "/srv"}, Env: []string{"A=1"}},
@@ -53,7 +56,7 @@ func TestParseConfig(t *testing.T) {
 
 		{"unknown top-level field", `{"models": {}, "model": {}}`, nil, `unknown field "model" (known: mcp_servers, models, traces)`},
 		{"unknown model field", `{"models": {"fast": {"tsp": 1000}}}`, nil,
-			`models: "fast": unknown field "tsp" (known: prefill_rate, tps, ttft, upstream)`},
+			`models: "fast": unknown field "tsp" (known: context_window, prefill_rate, tps, ttft, upstream)`},
 		{"unknown upstream field", `{"models": {"u": {"upstream": {"base_url": "http://h/v1", "apikey": "x"}}}}`, nil,
 			`models: "u": upstream: unknown field "apikey"`},
 		{"field names are case-sensitive", `{"models": {"m": {"TPS": 1}}}`, nil, `unknown field "TPS"`},
@@ -286,6 +289,34 @@ func TestUpstreamTimingFloor(t *testing.T) {
 	}
 	if _, ok := ms["raw"].(*sampler.Upstream); !ok {
 		t.Errorf("raw is %T, want *sampler.Upstream", ms["raw"])
+	}
+}
+
+// TestConfiguredWindows: a model's context_window sets its context window,
+// a simulated one's, an upstream's and a paced upstream's alike; a
+// simulated model without one has the default, an upstream none known.
+func TestConfiguredWindows(t *testing.T) {
+	t.Parallel()
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tps := 100.0
+	up := &UpstreamConfig{BaseURL: "http://127.0.0.1:1/v1", API: "chat", Model: "m"}
+	cfg := &Config{Models: map[string]ModelConfig{
+		"small":      {ContextWindow: valuePtr(4096)},
+		"up":         {Upstream: up, ContextWindow: valuePtr(32768)},
+		"up paced":   {Upstream: up, TPS: &tps, ContextWindow: valuePtr(65536)},
+		"up unknown": {Upstream: up},
+	}}
+	ms, err := models(cfg, timingFlags{set: map[string]bool{}}, r, sampler.NewEngine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"small": 4096, "up": 32768, "up paced": 65536, "up unknown": 0, sampler.ScriptedModel: sampler.DefaultContextWindow} {
+		if got := ms[name].(runtime.WindowSampler).ContextWindow(); got != want {
+			t.Errorf("%s: a context window of %d, want %d", name, got, want)
+		}
 	}
 }
 
