@@ -46,6 +46,8 @@ type ChatRequest struct {
 	// PromptCacheRetention is how long the server may keep the prompt's
 	// cached prefix: "in_memory" or "24h", as on the Responses API.
 	PromptCacheRetention *string `json:"prompt_cache_retention,omitempty"`
+	// ServiceTier asks for a processing tier, as on the Responses API.
+	ServiceTier string `json:"service_tier,omitempty"`
 }
 
 // ChatStreamOptions are a streaming request's options.

@@ -339,3 +339,72 @@ func TestTruncationAsItRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceTier: a response says which service_tier was asked for while
+// it runs ("auto" when none was), and once it ends the tier that served it,
+// as OpenAI's does: standard processing ("default") for the simulated
+// models, whatever was asked; an upstream's own, which it is asked with the
+// request's tier and says in its stream.
+func TestServiceTier(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	asked := map[string]bool{} // the tiers the upstream stand-in was sent
+	// upstream stands for one whose server says it served flex.
+	upstream := samplerFunc(func(_ context.Context, req *sampler.Request, _ func(sampler.Delta)) (sampler.Result, error) {
+		mu.Lock()
+		asked[req.ServiceTier] = true
+		mu.Unlock()
+		return sampler.Result{ServiceTier: "flex"}, nil
+	})
+	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"tether-scripted": sampler.NewScripted(nil, sampler.Timing{}), "up": upstream}})
+	cases := []struct {
+		model, tier     string
+		running, served string
+	}{
+		{"tether-scripted", "", "auto", "default"},
+		{"tether-scripted", "auto", "auto", "default"},
+		{"tether-scripted", "default", "default", "default"},
+		{"tether-scripted", "flex", "flex", "default"},
+		{"tether-scripted", "priority", "priority", "default"},
+		{"up", "priority", "priority", "flex"}, // served at another tier than asked
+	}
+	for _, tc := range cases {
+		t.Run(tc.model+" "+tc.tier, func(t *testing.T) {
+			t.Parallel()
+			body := map[string]any{"model": tc.model, "input": "hi"}
+			if tc.tier != "" {
+				body["service_tier"] = tc.tier
+			}
+			events := h.sse(t, body)
+			tier := func(ev []byte) string {
+				var e struct {
+					Response struct {
+						ID          string `json:"id"`
+						ServiceTier string `json:"service_tier"`
+					} `json:"response"`
+				}
+				if err := json.Unmarshal(ev, &e); err != nil {
+					t.Fatal(err)
+				}
+				return e.Response.ServiceTier
+			}
+			if got := tier(events[0]); got != tc.running {
+				t.Errorf("response.created says %q, want %q", got, tc.running)
+			}
+			end := events[len(events)-1]
+			if got := tier(end); got != tc.served {
+				t.Errorf("%s says %q, want %q", eventType(t, end), got, tc.served)
+			}
+			var stored fieldsResponse
+			code, b := h.get(t, "/responses/"+respID(t, end))
+			if err := json.Unmarshal(b, &stored); err != nil || code != 200 || stored.ServiceTier != tc.served {
+				t.Errorf("stored: %d, service_tier %q, want %q", code, stored.ServiceTier, tc.served)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if !asked["priority"] || len(asked) != 1 {
+			t.Errorf("the upstream was asked for %v, want priority", asked)
+		}
+	})
+}

@@ -149,6 +149,9 @@ type rollout struct {
 	// window (truncation auto), nil when it reads it all; set by fit
 	// before each step, the loop's.
 	cut *truncated
+	// tier is the service tier that served its latest step, when its
+	// model said (an upstream's); the loop's.
+	tier string
 }
 
 // shareNew gives the rollout a response's lock and event stream of its
@@ -443,6 +446,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Prompt:          prompt,
 		CacheKey:        derefString(r.req.PromptCacheKey),
 		CacheRetention:  derefString(r.req.PromptCacheRetention),
+		ServiceTier:     r.req.ServiceTier,
 		Session:         r.session(),
 		Response:        r.resp.ID,
 		MultiAgent:      r.req.MultiAgentEnabled(),
@@ -457,6 +461,9 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		r.onDelta(sampler.Delta{Kind: kind})
 	}
 	r.modelReady = time.Time{}
+	if res.ServiceTier != "" {
+		r.tier = res.ServiceTier
+	}
 	sample := r.srv.now().Sub(t0)
 	r.tm.SampleMicros += sample.Microseconds()
 	if r.tree != nil && !r.tree.childrenLive(r.agentPath()) {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,10 @@ func (r *rollout) finish(ctx context.Context, res sampler.Result, serr error) (*
 	r.resp.Usage = &usage
 	r.resp.RequiredAction = nil
 	r.resp.DropEcho() // the response is kept (stored, cached) without it: its last event is encoded whole
+	// Ended, it says which tier served it, as OpenAI's does: its model's
+	// when it said (an upstream's), else standard processing, which is how
+	// tether serves every tier asked for.
+	r.resp.ServiceTier = cmp.Or(r.tier, protocol.ServiceTierDefault)
 	terminal := protocol.EventCompleted
 	switch cause := context.Cause(ctx); {
 	case cause == errCancelled:

@@ -178,7 +178,7 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 		MaxToolCalls:         req.MaxToolCalls,
 		Store:                req.Storing(),
 		Background:           req.InBackground(),
-		ServiceTier:          "default",
+		ServiceTier:          protocol.ServiceTierAuto, // what was asked for while it runs; what served it once it ends (finish)
 		Metadata:             req.Metadata,
 		SafetyIdentifier:     req.SafetyIdentifier,
 		PromptCacheKey:       req.PromptCacheKey,
@@ -224,7 +224,7 @@ func (s *Server) newResponse(req *protocol.CreateRequest, parent *conversation) 
 	if req.Reasoning != nil {
 		resp.Reasoning = *req.Reasoning
 	}
-	if req.ServiceTier != "" && req.ServiceTier != "auto" {
+	if req.ServiceTier != "" {
 		resp.ServiceTier = req.ServiceTier
 	}
 	return resp

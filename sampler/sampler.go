@@ -100,6 +100,10 @@ type Request struct {
 	// protocol.Cache24h ("" asks for none). The local models' PrefixCache
 	// keeps it so; an upstream is sent it.
 	CacheRetention string
+	// ServiceTier is the request's service_tier, "" for none. An upstream
+	// is sent it, and says which tier served it (Result.ServiceTier); the
+	// simulated models serve every request at standard processing.
+	ServiceTier string
 	// Response is the id of the response the request is a step of (a
 	// Chat Completions request's: its completion's id), "" for none. The
 	// local models draw their call ids from it and the call's place in
@@ -150,4 +154,7 @@ type Result struct {
 	// prefix cache held; the sample paid prefill for the others. It is the
 	// same for a request whatever transport or design delivered it.
 	CachedPromptTokens int
+	// ServiceTier is the processing tier that served the sample, when the
+	// backend says (an upstream's service_tier), else "".
+	ServiceTier string
 }

@@ -57,7 +57,8 @@ type UpstreamConfig struct {
 // The request carries the whole context every time (the upstream keeps no
 // state: store is false): the instructions as a leading system message (chat)
 // or as instructions (responses), the items, the function tools, tool_choice,
-// the token limit, and the prompt_cache_key and prompt_cache_retention. A hosted tool the request offers (web_search) is
+// the token limit, the prompt_cache_key and prompt_cache_retention, and the
+// service_tier (Result.ServiceTier is the one the server says served it). A hosted tool the request offers (web_search) is
 // offered upstream as a function of the same name, so that the upstream model
 // calls it and the runtime runs it like any hosted call; its results go back
 // upstream as that function's call and output. Reasoning items are not sent.

@@ -167,6 +167,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		TopLogprobs     *int                 `json:"top_logprobs,omitempty"`
 		CacheKey        string               `json:"prompt_cache_key,omitempty"`
 		CacheRetention  string               `json:"prompt_cache_retention,omitempty"`
+		ServiceTier     string               `json:"service_tier,omitempty"`
 	}{
 		Model:          model,
 		Instructions:   req.Instructions,
@@ -176,6 +177,7 @@ func responsesBody(model string, req *Request) ([]byte, error) {
 		Parallel:       serial(req),
 		CacheKey:       req.cacheKey(),
 		CacheRetention: req.CacheRetention,
+		ServiceTier:    req.ServiceTier,
 	}
 	if choice := upstreamChoice(req.ToolChoice); len(body.Tools) > 0 && !isAuto(choice) {
 		body.ToolChoice = &choice
@@ -235,6 +237,7 @@ func chatBody(model string, req *Request) ([]byte, error) {
 	if req.CacheRetention != "" {
 		body.PromptCacheRetention = &req.CacheRetention
 	}
+	body.ServiceTier = req.ServiceTier
 	return json.Marshal(body)
 }
 

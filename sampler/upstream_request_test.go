@@ -11,7 +11,7 @@ import (
 // TestChatBody checks the context as chat messages: instructions first,
 // calls joining the assistant message before them, outputs as tool
 // messages, a hosted search as a call and its output, reasoning dropped,
-// the cache retention passed on.
+// the cache retention and the service tier passed on.
 func TestChatBody(t *testing.T) {
 	t.Parallel()
 	img := "https://example.com/cat.png"
@@ -36,6 +36,7 @@ func TestChatBody(t *testing.T) {
 		ToolChoice:      protocol.ToolChoice{Mode: "required", Allowed: []protocol.ToolRef{{Type: "function", Name: "g"}, {Type: "web_search"}}},
 		MaxOutputTokens: 50,
 		CacheRetention:  protocol.Cache24h,
+		ServiceTier:     "flex",
 	}
 	b, err := chatBody("m", req)
 	if err != nil {
@@ -46,7 +47,7 @@ func TestChatBody(t *testing.T) {
 	want := map[string]any{}
 	json.Unmarshal([]byte(`{
 		"model": "m", "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 50,
-		"tool_choice": "required", "prompt_cache_retention": "24h",
+		"tool_choice": "required", "prompt_cache_retention": "24h", "service_tier": "flex",
 		"tools": [
 			{"type": "function", "function": {"name": "g"}},
 			{"type": "function", "function": {"name": "web_search", "description": "Search the web. Returns the title, URL and a snippet of each result.",
@@ -74,8 +75,8 @@ func mustJSON(v any) []byte {
 }
 
 // TestResponsesBody: items lose their ids and statuses, reasoning is
-// dropped, allowed_tools, the token limit and the cache retention pass
-// through, nothing is stored.
+// dropped, allowed_tools, the token limit, the cache retention and the
+// service tier pass through, nothing is stored.
 func TestResponsesBody(t *testing.T) {
 	t.Parallel()
 	req := &Request{
@@ -89,6 +90,7 @@ func TestResponsesBody(t *testing.T) {
 		ToolChoice:      protocol.ToolChoice{Allowed: []protocol.ToolRef{{Type: "function", Name: "f"}}},
 		MaxOutputTokens: -3, // what the runtime passes when no limit was set
 		CacheRetention:  protocol.CacheInMemory,
+		ServiceTier:     "priority",
 	}
 	b, err := responsesBody("m", req)
 	if err != nil {
@@ -97,7 +99,7 @@ func TestResponsesBody(t *testing.T) {
 	want := `{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]},` +
 		`{"type":"function_call","call_id":"call_1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"call_1","output":"ok"}],` +
 		`"tools":[{"type":"function","name":"f","description":null,"parameters":null,"strict":null}],` +
-		`"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"f"}]},"stream":true,"store":false,"prompt_cache_retention":"in_memory"}`
+		`"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"f"}]},"stream":true,"store":false,"prompt_cache_retention":"in_memory","service_tier":"priority"}`
 	if string(b) != want {
 		t.Errorf("body\n%s\nwant\n%s", b, want)
 	}

@@ -233,6 +233,9 @@ type chatChunk struct {
 	Choices []protocol.ChatChoice `json:"choices"`
 	Usage   *protocol.ChatUsage   `json:"usage"`
 	Error   json.RawMessage       `json:"error"`
+	// ServiceTier is the tier serving the completion (OpenAI sends it in
+	// every chunk).
+	ServiceTier string `json:"service_tier"`
 }
 
 // chatDecoder routes chat deltas to parts.
@@ -242,6 +245,7 @@ type chatDecoder struct {
 	calls map[int]*upPart    // by tool call index
 	byID  map[string]*upPart // by id, for servers that send no index
 	last  *upPart            // the newest call
+	tier  string             // the service tier the server said served it
 }
 
 // decodeChatStream reads a chat.completion.chunk stream to its end.
@@ -294,6 +298,9 @@ func decodeChatStream(r io.Reader, emit func(Delta)) (Result, error) {
 		if c.Usage != nil {
 			usage = c.Usage
 		}
+		if c.ServiceTier != "" {
+			d.tier = c.ServiceTier
+		}
 	}
 	if !done && finish == "" {
 		return d.result(usage, false), upstreamError(0, "ended its stream before the completion finished")
@@ -306,7 +313,7 @@ func decodeChatStream(r io.Reader, emit func(Delta)) (Result, error) {
 }
 
 func (d *chatDecoder) result(usage *protocol.ChatUsage, incomplete bool) Result {
-	res := Result{OutputTokens: d.a.tokens, Incomplete: incomplete}
+	res := Result{OutputTokens: d.a.tokens, Incomplete: incomplete, ServiceTier: d.tier}
 	if usage != nil {
 		res.OutputTokens = usage.CompletionTokens
 		res.PromptTokens = usage.PromptTokens
@@ -432,7 +439,8 @@ type respEvent struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
-		Usage *protocol.Usage `json:"usage"`
+		Usage       *protocol.Usage `json:"usage"`
+		ServiceTier string          `json:"service_tier"`
 	} `json:"response"`
 	// An error event nests its error (Open Responses) or is flat (OpenAI).
 	Error   json.RawMessage `json:"error"`
@@ -521,14 +529,17 @@ func decodeResponsesStream(r io.Reader, emit func(Delta)) (Result, error) {
 			err = a.end(p, e.Item.Status == string(protocol.StatusIncomplete))
 		case "response.completed", "response.incomplete":
 			var usage *protocol.Usage
+			tier := ""
 			if e.Response != nil {
-				usage = e.Response.Usage
+				usage, tier = e.Response.Usage, e.Response.ServiceTier
 			}
 			incomplete := e.Type == "response.incomplete"
 			if err := a.finish(incomplete); err != nil {
 				return result(usage, false), upstreamError(0, err.Error())
 			}
-			return result(usage, incomplete), nil
+			res := result(usage, incomplete)
+			res.ServiceTier = tier // the tier that served it: what the server echoes at the end
+			return res, nil
 		case "response.failed":
 			msg := "failed the response"
 			if e.Response != nil && e.Response.Error != nil {

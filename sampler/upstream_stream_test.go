@@ -157,6 +157,8 @@ func TestDecodeChatStream(t *testing.T) {
 		{"no [DONE] after the finish", sse(chunk(`{"content":"x"}`), finishChunk("stop")), "[text x]", Result{OutputTokens: 1}},
 		{"CRLF, comments, no final blank line", ": keep-alive\r\n\r\ndata: " + chunk(`{"content":"x"}`) + "\r\n\r\ndata: " + finishChunk("stop") + "\r\n\r\ndata: [DONE]",
 			"[text x]", Result{OutputTokens: 1}},
+		{"the tier that served it", sse(`{"id":"c1","object":"chat.completion.chunk","service_tier":"flex","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}`, "[DONE]"),
+			"[text x]", Result{OutputTokens: 1, ServiceTier: "flex"}},
 		{"reasoning_content is skipped", sse(chunk(`{"reasoning_content":"hmm"}`), chunk(`{"content":"x"}`), finishChunk("stop"), "[DONE]"),
 			"[text x]", Result{OutputTokens: 1}},
 	} {
@@ -275,6 +277,7 @@ func TestDecodeResponsesOpenAI(t *testing.T) {
 			stream, events := loadOpenAIStream(t, name)
 			var want strings.Builder
 			var usage map[string]any
+			var tier string
 			for _, e := range events {
 				switch e["type"] {
 				case "response.output_item.done":
@@ -291,6 +294,7 @@ func TestDecodeResponsesOpenAI(t *testing.T) {
 					}
 				case "response.completed":
 					usage = e["response"].(map[string]any)["usage"].(map[string]any)
+					tier = e["response"].(map[string]any)["service_tier"].(string)
 				}
 			}
 			var ds []Delta
@@ -306,6 +310,9 @@ func TestDecodeResponsesOpenAI(t *testing.T) {
 			}
 			if res.OutputTokens != int(usage["output_tokens"].(float64)) || res.PromptTokens != int(usage["input_tokens"].(float64)) || res.Incomplete {
 				t.Errorf("result %+v, usage %v", res, usage)
+			}
+			if res.ServiceTier != tier || tier == "" { // its created and in_progress say "auto"
+				t.Errorf("service tier %q, want the completed response's %q", res.ServiceTier, tier)
 			}
 		})
 	}
