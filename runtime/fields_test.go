@@ -244,21 +244,15 @@ func TestMaxToolCallsSuspended(t *testing.T) {
 // "disabled" (the default) the create is refused before it begins (400
 // context_length_exceeded, param input), as OpenAI refuses it; with "auto"
 // the model reads the newest items that fit, the oldest left out, and
-// never a call's output without its call: here the window would hold the
-// output of the call left out, so the output is left out too. An input
-// whose newest item alone is past the window is refused even with "auto".
+// never an output without what it answers: here the window would hold a
+// call's output (a program's, with the call it made) but not the call, so
+// the output is left out too. An input whose newest item alone is past the
+// window is refused even with "auto".
 func TestTruncation(t *testing.T) {
 	t.Parallel()
 	r := renderer(t)
 	user := func(text string) protocol.Item {
 		return &protocol.Message{Role: protocol.RoleUser, Content: protocol.Contents{&protocol.InputText{Text: text}}}
-	}
-	items := protocol.Items{
-		user("Read the configuration of the build and tell me what it sets up, in as much detail as you can manage."),
-		&protocol.FunctionCall{CallID: "call_1", Name: "read_file", Arguments: `{"path":"build.cfg"}`},
-		&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "target=linux cgo=off"}},
-		user("And the tests?"),
-		user("Say which of them ran."),
 	}
 	tokens := func(items ...protocol.Item) int {
 		n := len(r.Header("", nil))
@@ -267,42 +261,67 @@ func TestTruncation(t *testing.T) {
 		}
 		return n
 	}
-	// Room for the call's output and what follows it, not for the call.
-	window := tokens(items[2:]...)
-	model := sampler.NewScripted(r, sampler.Timing{})
-	model.SetContextWindow(window)
-	h := newHarness(t, runtime.Options{Renderer: r, Models: map[string]runtime.Sampler{"m": model}})
-	input, err := protocol.Marshal(items)
-	if err != nil {
-		t.Fatal(err)
+	first := user("Read the configuration of the build and tell me what it sets up, in as much detail as you can manage.")
+	rest := protocol.Items{user("And the tests?"), user("Say which of them ran.")}
+	byProgram := &protocol.Caller{Type: protocol.CallerProgram, CallerID: "call_p"}
+	cases := []struct {
+		name string
+		pair protocol.Items // a call, and what answers it
+	}{
+		{"a function call", protocol.Items{
+			&protocol.FunctionCall{CallID: "call_1", Name: "read_file", Arguments: `{"path":"build.cfg"}`},
+			&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "target=linux cgo=off"}},
+		}},
+		{"a program", protocol.Items{
+			&protocol.Program{ID: "prog_1", CallID: "call_p", Code: `await read_file({path: "build.cfg"})`, Fingerprint: "fp_1"},
+			&protocol.FunctionCall{CallID: "call_2", Name: "read_file", Arguments: `{"path":"build.cfg"}`, Caller: byProgram},
+			&protocol.FunctionCallOutput{CallID: "call_2", Output: protocol.ToolOutput{Text: "target=linux cgo=off"}, Caller: byProgram},
+			&protocol.ProgramOutput{ID: "progo_1", CallID: "call_p", Result: "target=linux cgo=off", Status: protocol.StatusCompleted},
+		}},
 	}
-	body := func(truncation string, input any) map[string]any {
-		b := map[string]any{"model": "m", "store": false, "input": input}
+	models := map[string]runtime.Sampler{}
+	for _, tc := range cases {
+		// Room for what answers the call (the last of the pair) and what
+		// follows it, not for the call.
+		m := sampler.NewScripted(r, sampler.Timing{})
+		m.SetContextWindow(tokens(append(tc.pair[len(tc.pair)-1:], rest...)...))
+		models[tc.name] = m
+	}
+	h := newHarness(t, runtime.Options{Renderer: r, Models: models})
+	body := func(model, truncation string, input any) map[string]any {
+		b := map[string]any{"model": model, "store": false, "input": input}
 		if truncation != "" {
 			b["truncation"] = truncation
 		}
 		return b
 	}
-
-	resp := h.respond(t, body("auto", json.RawMessage(input)))
-	if want := tokens(items[3:]...); resp.Status != "completed" || resp.Usage.InputTokens != want || resp.Truncation != "auto" {
-		t.Errorf("auto: %s, read %d tokens (truncation %q), want completed, the %d of the items after the call's output", resp.Status, resp.Usage.InputTokens, resp.Truncation, want)
-	}
-	for _, tc := range []struct {
-		name, truncation string
-		input            any
-	}{
-		{"disabled", "", json.RawMessage(input)},
-		{"auto, the newest item past the window", "auto", strings.Repeat("Say it again. ", window)},
-	} {
-		code, b := h.post(t, "/responses", body(tc.truncation, tc.input))
+	refused := func(t *testing.T, name string, body map[string]any) {
+		t.Helper()
+		code, b := h.post(t, "/responses", body)
 		var e struct {
 			Error struct{ Code, Param, Message string }
 		}
 		if err := json.Unmarshal(b, &e); err != nil || code != 400 || e.Error.Code != protocol.CodeContextLengthExceeded || e.Error.Param != "input" ||
 			!strings.HasPrefix(e.Error.Message, "Your input exceeds the context window of this model.") {
-			t.Errorf("%s: %d %s, want 400 context_length_exceeded (input), in OpenAI's words", tc.name, code, b)
+			t.Errorf("%s: %d %s, want 400 context_length_exceeded (input), in OpenAI's words", name, code, b)
 		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			items := append(append(protocol.Items{first}, tc.pair...), rest...)
+			input, err := protocol.Marshal(items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := h.respond(t, body(tc.name, "auto", json.RawMessage(input)))
+			if want := tokens(rest...); resp.Status != "completed" || resp.Usage.InputTokens != want || resp.Truncation != "auto" {
+				t.Errorf("auto: %s, read %d tokens (truncation %q), want completed, the %d of the items after the call's", resp.Status, resp.Usage.InputTokens, resp.Truncation, want)
+			}
+			refused(t, "disabled", body(tc.name, "", json.RawMessage(input)))
+			window := models[tc.name].(runtime.WindowSampler).ContextWindow()
+			refused(t, "auto, the newest item past the window", body(tc.name, "auto", strings.Repeat("Say it again. ", window)))
+		})
 	}
 }
 

@@ -363,8 +363,10 @@ func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv
 	}
 	for {
 		if r.capped != "" {
-			// The step before made a hosted call past max_tool_calls,
-			// which it did not run: the response ends with that step.
+			// The step before ended the response: it made a hosted call
+			// past max_tool_calls (which it did not run), or steering
+			// came for a successor. Nothing follows it, a compaction due
+			// included.
 			return r.finish(ctx, sampler.Result{}, nil)
 		}
 		if perr := r.holdContext(); perr != nil {

@@ -46,18 +46,16 @@ func (r *rollout) fit() *protocol.Error {
 	start, segs := r.win.start(), r.prompt.Segments()
 	answered := make(map[string]int) // a call's output, by its call_id: its index in segs
 	for i, it := range r.items[start:] {
-		if id, _, ok := protocol.AnswerOf(it); ok {
+		if id, ok := answers(it); ok {
 			answered[id] = i
 		}
 	}
 	k, need := 0, 0 // items left out; those that must be, so that no output is read without its call
 	for ; k < len(segs) && (tokens > window || k < need); k++ {
 		tokens -= segs[k].Tokens
-		if c, ok := protocol.CallOf(r.items[start+k]); ok {
-			for _, id := range c.Names() {
-				if i, ok := answered[id]; ok {
-					need = max(need, i+1)
-				}
+		for _, id := range opens(r.items[start+k]) {
+			if i, ok := answered[id]; ok {
+				need = max(need, i+1)
 			}
 		}
 	}
@@ -68,6 +66,31 @@ func (r *rollout) fit() *protocol.Error {
 	}
 	r.cut = &truncated{from: start + k, prompt: r.prompt.Since(k)}
 	return nil
+}
+
+// opens are the call_ids an item opens, which truncation keeps with their
+// outputs: a call's, a multi-agent call's, or a program's (whose output
+// follows the calls it made, kept or left out with it).
+func opens(it protocol.Item) []string {
+	switch it := it.(type) {
+	case *protocol.Program:
+		return []string{it.CallID}
+	case *protocol.MultiAgentCall:
+		return []string{it.CallID}
+	}
+	if c, ok := protocol.CallOf(it); ok {
+		return c.Names()
+	}
+	return nil
+}
+
+// answers is the call_id an item answers: an output's (answerID), or a
+// program's output's.
+func answers(it protocol.Item) (string, bool) {
+	if o, ok := it.(*protocol.ProgramOutput); ok {
+		return o.CallID, true
+	}
+	return answerID(it)
 }
 
 // read is what the step reads: the context's items as the model sees them
