@@ -12,11 +12,12 @@ import (
 // response begins, 400 context_length_exceeded; once it runs (its calls'
 // results grew the context), response.failed with that code. Truncation
 // "auto" leaves the oldest items out of what the model reads, as few as
-// make the rest fit, and never a call without its output: the model reads
-// the newest items that fit, a prompt of their own, which no prefix cached
-// before begins (a real engine reads it all again too). The items left out
-// stay in the context, in the response's output and what the next turn
-// continues from: each request's truncation applies to its own steps.
+// make the rest fit, and never an output without what it answers (opens):
+// the model reads the newest items that fit, a prompt of their own, which
+// no prefix cached before begins (a real engine reads it all again too).
+// The items left out stay in the context, in the response's output and
+// what the next turn continues from: each request's truncation applies to
+// its own steps.
 
 // truncated is what a step reads of a context truncated to its window:
 // the items from index from of the rollout's items on, and their prompt.
@@ -61,7 +62,7 @@ func (r *rollout) fit() *protocol.Error {
 	}
 	if k == len(segs) {
 		return protocol.Invalid(protocol.CodeContextLengthExceeded, "input",
-			"Your input exceeds the context window of this model. Please adjust your input and try again: the model '%s' reads %d tokens, and with truncation 'auto' no newest items fit in them (with the output of every call they hold, after %d tokens of instructions and tools).",
+			"Your input exceeds the context window of this model. Please adjust your input and try again: the model '%s' reads %d tokens, and even truncated ('auto'), its newest item does not fit in them after the %d of the instructions and tools (an output counts with the call it answers).",
 			r.req.Model, window, len(r.header))
 	}
 	r.cut = &truncated{from: start + k, prompt: r.prompt.Since(k)}
