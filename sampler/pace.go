@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -73,4 +74,59 @@ func (p *Pacer) Stop() {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
+}
+
+// Pace releases n tokens on t's schedule, stepped by e with every sample it
+// steps, as a local model's sample is but with no model behind it: no
+// prompt to look up, no text to tokenize. The first token is due at start
+// + t.Due(uncached, skip), after skip tokens paced unsent (a step's
+// reasoning), and each next 1/TPS later. emit(i, more) is called for each
+// token i as it falls due, on the engine's goroutine (it must not wait),
+// more when token i+1 goes out in the same step. Pace returns when all n
+// are out, or ctx's error when it ends first. With an unpaced t every token
+// is emitted at once, on the caller's goroutine.
+//
+// The streaming floor of a load run (internal/streamfloor) paces its
+// precomputed frames with it, so that its cadence is the served models'.
+func (e *Engine) Pace(ctx context.Context, t Timing, start time.Time, uncached, skip, n int, emit func(i int, more bool)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if start.IsZero() && t.Paced() {
+		start = time.Now()
+	}
+	if !t.Paced() {
+		start = time.Time{}
+	}
+	i := 0
+	seq := newSequence(ctx, nil, t, start, uncached, skip, []part{{toks: blankTokens(n)}}, 0, func(d Delta) {
+		if d.Kind == TextDelta {
+			emit(i, d.More)
+			i++
+		}
+	})
+	if start.IsZero() {
+		seq.step(time.Time{})
+	} else {
+		e.run(ctx, seq)
+	}
+	return seq.err
+}
+
+// blanks are empty tokens, shared read-only by every Pace: a paced
+// sequence steps through its part's tokens by index, and Pace's have no
+// text.
+var blanks struct {
+	sync.Mutex
+	toks []string
+}
+
+// blankTokens is n empty tokens.
+func blankTokens(n int) []string {
+	blanks.Lock()
+	defer blanks.Unlock()
+	if blanks.toks == nil || len(blanks.toks) < n { // never nil: a nil part's tokens are its text's
+		blanks.toks = make([]string, max(n, 2*len(blanks.toks), 64))
+	}
+	return blanks.toks[:n:n]
 }

@@ -3,6 +3,7 @@ package sampler
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -161,5 +162,50 @@ func TestPacerLate(t *testing.T) {
 	}
 	if p.Late() < behind {
 		t.Errorf("late %v, want at least %v", p.Late(), behind)
+	}
+}
+
+// TestEnginePace: Pace releases n tokens on the Timing's schedule, after
+// the skipped ones, each once and in order, marking those that go out
+// with the next in one step; unpaced, all at once on the caller.
+func TestEnginePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := NewEngineShards(1)
+		tm := Timing{TPS: 100, TTFT: 10 * time.Millisecond}
+		start := time.Now()
+		var at []time.Duration
+		if err := e.Pace(t.Context(), tm, start, 0, 2, 3, func(i int, more bool) {
+			if i != len(at) {
+				t.Errorf("token %d after %d tokens", i, len(at))
+			}
+			at = append(at, time.Since(start))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := []time.Duration{30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond}
+		if !slices.Equal(at, want) {
+			t.Errorf("tokens at %v, want %v", at, want)
+		}
+		// Late: every token due by now goes out in one step, all but the
+		// last marked more.
+		var more []bool
+		if err := e.Pace(t.Context(), tm, time.Now().Add(-time.Second), 0, 0, 3, func(_ int, m bool) { more = append(more, m) }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(more, []bool{true, true, false}) {
+			t.Errorf("a late step's tokens marked %v, want [true true false]", more)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := e.Pace(ctx, tm, time.Time{}, 0, 0, 3, func(int, bool) {}); err == nil {
+			t.Error("Pace with an ended context returned nil")
+		}
+	})
+	n := 0
+	if err := NewEngine().Pace(t.Context(), Timing{}, time.Time{}, 0, 0, 5, func(int, bool) { n++ }); err != nil || n != 5 {
+		t.Errorf("unpaced: %d tokens, %v; want 5, nil", n, err)
+	}
+	if err := NewEngine().Pace(t.Context(), Timing{}, time.Time{}, 0, 0, 0, func(int, bool) { n++ }); err != nil {
+		t.Errorf("no tokens: %v", err)
 	}
 }

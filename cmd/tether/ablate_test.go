@@ -164,10 +164,69 @@ func TestParkChildLog(t *testing.T) {
 		if err != nil || !strings.Contains(string(log), "msg=access") {
 			t.Errorf("server.log: %v, %d bytes, no access line", err, len(log))
 		}
-		var res struct{ Rollouts int }
+		var res struct {
+			Rollouts int
+			Floor    *struct {
+				Rollouts         int
+				ParkedGoroutines int `json:"parked_goroutines"`
+			}
+			HeapVsFloor float64 `json:"heap_per_rollout_vs_floor"`
+		}
 		if b, err := os.ReadFile(filepath.Join(out, "park.json")); err != nil || json.Unmarshal(b, &res) != nil || res.Rollouts != 3 {
 			t.Errorf("park.json: %v, %+v", err, res)
 		}
+		// The floor parked the same three first, on a goroutine each.
+		if res.Floor == nil || res.Floor.Rollouts != 3 || res.Floor.ParkedGoroutines < 3 || res.HeapVsFloor == 0 || !strings.Contains(stdout, "the floor's") {
+			t.Errorf("park.json has no floor beside tether: %+v\n%s", res.Floor, stdout)
+		}
+	}
+}
+
+// TestAblateLoadFloor: a load run with the streaming floor records the
+// workload's rollout, then runs the floor and tether in turn, round by
+// round: load.json holds both, each round's pair, and tether against the
+// floor with intervals; the table shows the floor's row and the ratios.
+func TestAblateLoadFloor(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	code, stdout, stderr := tetherIn(t, t.TempDir(), "ablate", "--load", "3", "--duration", "3s", "--load-rounds", "3", "--workload", "synthetic",
+		"--calls", "3", "--load-server", tetherBinary(t), "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var run struct {
+		Results []struct {
+			Tokens int64
+			Floor  *struct {
+				Mode   string
+				Tokens int64
+				CPU    float64 `json:"server_cpu_us_per_token"`
+			}
+			Rounds  []map[string]float64
+			VsFloor *struct {
+				CPU struct {
+					Value float64
+					CI95  [2]float64
+				} `json:"server_cpu_per_token"`
+			} `json:"vs_floor"`
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "load.json"))
+	if err != nil || json.Unmarshal(b, &run) != nil || len(run.Results) != 1 {
+		t.Fatalf("load.json: %v\n%s", err, b)
+	}
+	r := run.Results[0]
+	if r.Tokens == 0 || r.Floor == nil || r.Floor.Mode != "floor" || r.Floor.Tokens == 0 || r.Floor.CPU <= 0 || len(r.Rounds) != 3 {
+		t.Fatalf("tether streamed %d tokens; floor %+v; %d rounds", r.Tokens, r.Floor, len(r.Rounds))
+	}
+	if v := r.VsFloor; v == nil || v.CPU.Value <= 0 || v.CPU.CI95[0] <= 0 || v.CPU.CI95[1] < v.CPU.CI95[0] {
+		t.Errorf("vs_floor: %+v", v)
+	}
+	if !strings.Contains(stdout, "3   floor") || !strings.Contains(stdout, "tether against the floor over 3 rounds") {
+		t.Errorf("the table shows no floor:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "floor-recording.json")); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -36,6 +36,8 @@ type loadFlags struct {
 	holRTX    *time.Duration
 	holTPS    *float64
 	step      *time.Duration
+	floor     *bool
+	rounds    *int
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
@@ -53,6 +55,8 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		holRTX:    fs.Duration("hol-rtx", 0, "with --hol: how late a lost TCP segment arrives, its retransmission (default: two round trips)"),
 		holTPS:    fs.Float64("hol-tps", 50, "with --hol: each lane's model speed, tokens per second (the default keeps 16 lanes' frames well below what a lossy link carries, so that lag measures blocking, not a full pipe)"),
 		step:      fs.Duration("engine-step", 0, "with --load: the served tether's engine step (serve --engine-step): tokens that fall due within a step go out together"),
+		floor:     fs.Bool("floor", true, "with --load: run the streaming floor beside the server, in turn, round by round (tether ablate floor: a recorded rollout's frames at the same cadence, nothing else), and report the server against it; each then runs --duration, so a run takes twice as long. WebSocket designs in JSON only (suspend, turns)"),
+		rounds:    fs.Int("load-rounds", 4, "with --load and --floor: rounds of floor then server, each --duration/rounds long; the intervals against the floor resample them (3 at least)"),
 		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
@@ -132,9 +136,15 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, store, out s
 	}
 	defer closeLog()
 	bar := newProgress(stderr)
-	res, err := ablate.RunPark(ctx, ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server, ServerEnv: serverEnv(), ServerLog: log,
+	pc := ablate.ParkConfig{Rollouts: k, ContextTokens: *lf.parkCtx, Server: server, ServerEnv: serverEnv(), ServerLog: log,
 		Hibernate: hibernate, Redis: store, Wakes: *lf.wakes,
-		Progress: func(done, total int) { bar.update(done, total, "parked") }})
+		Progress: func(done, total int) { bar.update(done, total, "parked") }}
+	if *lf.floor && !hibernate {
+		pc.Floor = []string{exe, "ablate", "floor", "--tps", "0"}
+		pc.Recorder = append([]string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--every-delta"}, costs.args()...)
+		pc.RecordingFile = filepath.Join(out, "floor-recording.json")
+	}
+	res, err := ablate.RunPark(ctx, pc)
 	bar.end()
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)
@@ -158,7 +168,15 @@ func runPark(ctx context.Context, lf loadFlags, costs costSettings, store, out s
 	n := float64(res.Rollouts)
 	fmt.Fprintf(tw, "per rollout\t%.1f KiB\t%.1f KiB\t%.1f KiB\t%.2f\t\n", res.RSSPerRollout/1024, res.HeapPerRollout/1024,
 		(res.ParkedStackMiB-res.BaselineStackMiB)*1024/n, res.GoroutinesPerRollout)
+	if f := res.Floor; f != nil {
+		fmt.Fprintf(tw, "floor, per rollout\t%.1f KiB\t%.1f KiB\t%.1f KiB\t%.2f\t\n", f.RSSPerRollout/1024, f.HeapPerRollout/1024,
+			(f.ParkedStackMiB-f.BaselineStackMiB)*1024/n, f.GoroutinesPerRollout)
+	}
 	tw.Flush()
+	if res.Floor != nil {
+		fmt.Fprintf(stdout, "\ntether's heap a parked rollout is ×%.2f the floor's (a WebSocket and the request's bytes held, parked with the same requests first), its RSS ×%.2f.\n",
+			res.HeapVsFloor, res.RSSVsFloor)
+	}
 	fmt.Fprint(stdout, "\nHeap in use is read after a collection; RSS also holds what the collector has not yet returned.\n")
 	if hibernate {
 		fmt.Fprintf(stdout, "\nThe clients left; every rollout hibernated within %.1f s. Redis: %.1f MiB before, %.1f MiB after, %.1f KiB a rollout.\n",
@@ -203,6 +221,15 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		return 1
 	}
 	defer closeLog()
+	floored := *lf.floor && cfg.URL == "" && len(cfg.Fallbacks) == 0 && design.Encoding == protocol.EncodingJSON &&
+		(design.Mode == clienttools.ModeSuspend || design.Mode == clienttools.ModeTurns)
+	if *lf.floor && !floored {
+		fmt.Fprintf(stderr, "tether: ablate: no floor beside %s: the streaming floor replays WebSocket designs in JSON (suspend, turns) to a server ablate starts\n", design)
+	}
+	if floored && *lf.rounds < 1 {
+		fmt.Fprintln(stderr, "tether: ablate: --load-rounds must be at least 1")
+		return 2
+	}
 	run := ablate.NewLoadRun()
 	for _, n := range counts {
 		server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64),
@@ -215,12 +242,28 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		if cfg.TraceDir != "" {
 			server = append(server, "--traces", cfg.TraceDir)
 		}
+		lc := ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
+			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey}
+		if floored {
+			// The floor paces as the server does; the recorder is the
+			// server unpaced, sending every delta: one frame a token.
+			lc.Floor = []string{exe, "ablate", "floor", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64), "--ttft", cfg.TTFT.String(),
+				"--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64), "--engine-step", lf.step.String()}
+			lc.Recorder = append([]string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--ttft", "0s", "--prefill-rate", "0", "--every-delta"}, costs.args()...)
+			if cfg.TraceDir != "" {
+				lc.Recorder = append(lc.Recorder, "--traces", cfg.TraceDir)
+			}
+			lc.RecordingFile, lc.Rounds = filepath.Join(out, "floor-recording.json"), *lf.rounds
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				fmt.Fprintln(stderr, "tether: ablate:", err)
+				return 1
+			}
+		}
 		bar := newProgress(stderr)
-		res, err := ablate.RunLoad(ctx, ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey,
-			Progress: func(elapsed, total time.Duration) {
-				bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
-			}})
+		lc.Progress = func(elapsed, total time.Duration) {
+			bar.update(int(elapsed/time.Second), int(total/time.Second), fmt.Sprintf("%d clients", n))
+		}
+		res, err := ablate.RunLoad(ctx, lc)
 		bar.end()
 		if err != nil {
 			fmt.Fprintln(stderr, "tether:", err)
@@ -249,14 +292,25 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	fmt.Fprintf(w, "%s, %s, %s tok/s a stream%s, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), step, r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta step\tGC\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")
+	fmt.Fprintln(tw, "clients\tserver\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta frame\ta step\tGC\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")
+	row := func(r *ablate.LoadResult, server string) {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.1f µs\t%.1f µs\t%.0f µs\t%.1f%%\t%.2f cores\t%.1f µs\t%.0f MiB\t%d\t\n", r.Clients, server, r.Rollouts,
+			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, byCode(r.Errors), r.Handovers, r.ServerCPU, r.ServerCPUPerToken,
+			r.ServerCPUPerFrame, r.ServerCPUPerStep, 100*r.ServerGCShare, r.ClientCPU, r.ClientCPUPerToken, r.ServerRSSMaxMiB, r.ServerGoroutines)
+	}
 	for _, r := range run.Results {
-		errs := byCode(r.Errors)
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.1f µs\t%.0f µs\t%.1f%%\t%.2f cores\t%.1f µs\t%.0f MiB\t%d\t\n", r.Clients, r.Rollouts,
-			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, errs, r.Handovers, r.ServerCPU, r.ServerCPUPerToken,
-			r.ServerCPUPerStep, 100*r.ServerGCShare, r.ClientCPU, r.ClientCPUPerToken, r.ServerRSSMaxMiB, r.ServerGoroutines)
+		if r.Floor != nil {
+			row(r.Floor, "floor")
+		}
+		row(r, "tether")
 	}
 	tw.Flush()
+	for _, r := range run.Results {
+		if v := r.VsFloor; v != nil {
+			fmt.Fprintf(w, "\n%d clients, tether against the floor over %d rounds (95%% intervals): server CPU ×%s a token, ×%s a frame; lag p99 %s ms over the floor's, p50 %+.1f ms; RSS ×%.1f\n",
+				r.Clients, len(r.Rounds), v.ServerCPUPerToken.String(2), v.ServerCPUPerFrame.String(2), signed(v.LagP99OverMS), v.LagP50OverMS.Value, v.RSS)
+		}
+	}
 	for _, r := range run.Results {
 		if len(r.Refused) > 0 {
 			fmt.Fprintf(w, "\n%d clients on %d servers: refused before they began and started on the next server: %s\n", r.Clients, r.Servers, byCode(r.Refused))
@@ -271,8 +325,20 @@ process) and the clients (this one) apart, per streamed token, and the server's 
 model step (a pause or a turn: its round trip and its tokens); GC is the share of the
 server's CPU its garbage collector took (Go's estimate); errors are failed rollouts by code;
 handovers are suspended rollouts resumed after their connection closed or
-dropped (with --url given for several servers, on the next of them).
+dropped (with --url given for several servers, on the next of them). The
+floor (--floor) is the streaming floor, run in turn with tether: the same
+clients and frames at the same cadence from a server that does nothing else
+(docs/measuring.md).
 `)
+}
+
+// signed is e with its sign, "+12.3 (4.1–20.5)".
+func signed(e ablate.Estimate) string {
+	s := e.String(1)
+	if e.Value >= 0 {
+		s = "+" + s
+	}
+	return s
 }
 
 // runHOL runs `tether ablate --hol`.

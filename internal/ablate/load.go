@@ -52,6 +52,18 @@ type LoadConfig struct {
 	Fallbacks []string
 	Encoding  protocol.Encoding // the clients' frames, as Config.Encoding
 	Progress  func(elapsed, total time.Duration)
+
+	// Floor, when set, is the command that serves the streaming floor
+	// (tether ablate floor, with the run's timing), to which the run adds
+	// --recording RecordingFile. The run then first records one rollout
+	// of the workload against a server started with Recorder (Server's
+	// command, unpaced, every delta sent), writes it to RecordingFile,
+	// and runs the clients against the floor and the server in turn,
+	// Rounds rounds of Duration/Rounds each, the floor first (see
+	// runFloored): Duration is each one's time under load.
+	Floor, Recorder []string
+	RecordingFile   string
+	Rounds          int
 }
 
 // LoadResult is what a load run measured. Token delivery lag is each
@@ -89,9 +101,11 @@ type LoadResult struct {
 	// CPU per streamed token: cores over tokens a second, in microseconds.
 	ServerCPUPerToken float64 `json:"server_cpu_us_per_token"`
 	ClientCPUPerToken float64 `json:"client_cpu_us_per_token"`
-	// Server CPU per model step, in microseconds: a step's tool round
-	// trip and its tokens together (a step streams Tokens/Steps of them).
-	ServerCPUPerStep float64 `json:"server_cpu_us_per_step"`
+	// Server CPU per delta frame, and per model step, in microseconds:
+	// a step's tool round trip and its tokens together (a step streams
+	// Tokens/Steps of them).
+	ServerCPUPerFrame float64 `json:"server_cpu_us_per_frame"`
+	ServerCPUPerStep  float64 `json:"server_cpu_us_per_step"`
 	// ServerGCShare is the share of the server's busy CPU its garbage
 	// collector took over the run (Go's estimates, off its /metrics), 0
 	// when the server does not say.
@@ -99,6 +113,19 @@ type LoadResult struct {
 	ServerRSSMaxMiB  float64      `json:"server_rss_max_mib"`
 	ServerGoroutines int          `json:"server_goroutines_max"`
 	Samples          []LoadSample `json:"samples"`
+
+	// With a floor (LoadConfig.Floor): the floor's own result, measured
+	// in the same run, its rounds beside this result's, and this result
+	// against it.
+	Floor   *LoadResult  `json:"floor,omitempty"`
+	Rounds  []LoadRound  `json:"rounds,omitempty"`
+	VsFloor *FloorRatios `json:"vs_floor,omitempty"`
+
+	// What add gathers for summarize.
+	lags                 *histogram
+	elapsed              time.Duration
+	serverCPU, clientCPU time.Duration
+	gc, busy             float64
 }
 
 // LoadSample is one second of a load run.
@@ -113,33 +140,70 @@ type LoadSample struct {
 	LagP99US         float64 `json:"lag_p99_us"`
 }
 
-// RunLoad runs one load run.
+// RunLoad runs one load run: against the server alone, or, with
+// cfg.Floor, against the streaming floor and the server in turn.
 func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if cfg.Clients < 1 || cfg.Duration <= 0 || cfg.Workload.Tools == nil || cfg.TPS <= 0 {
 		return nil, errors.New("ablate: a load run needs clients, a duration, a workload and a paced speed")
+	}
+	if len(cfg.Floor) > 0 {
+		return runFloored(ctx, cfg)
 	}
 	srv, err := startServer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.stop()
+	res := cfg.newResult()
+	t, err := runClients(ctx, cfg, srv, cfg.Duration, 0, 0, cfg.Progress)
+	if err != nil {
+		return nil, err
+	}
+	res.add(t)
+	res.summarize()
+	return res, nil
+}
+
+// newResult is an empty result of cfg's run.
+func (cfg LoadConfig) newResult() *LoadResult {
+	return &LoadResult{Clients: cfg.Clients, Mode: Design{Mode: cfg.Mode, Encoding: cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
+		EngineStepMS: float64(cfg.EngineStep) / 1e6,
+		Servers:      1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}, lags: &histogram{}}
+}
+
+// tally is what one stretch of a load run measured against one server:
+// its counts, its lags, and the CPU the server and the clients took.
+type tally struct {
+	res                  LoadResult // its counts only
+	lags                 *histogram
+	elapsed              time.Duration
+	serverCPU, clientCPU time.Duration
+	gc, busy             float64 // the server's collector's CPU seconds, and its busy ones
+	samples              []LoadSample
+}
+
+// runClients runs cfg.Clients clients against srv for d, each running the
+// workload's rollout again and again; round numbers their rollouts' keys,
+// and t0 is the time the server has been under load before (its samples'
+// times count on from it).
+func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duration, round int, t0 time.Duration, progress func(elapsed, total time.Duration)) (*tally, error) {
 	r, err := sampler.NewRenderer()
 	if err != nil {
 		return nil, err
 	}
-	res := &LoadResult{Clients: cfg.Clients, Mode: Design{Mode: cfg.Mode, Encoding: cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
-		EngineStepMS: float64(cfg.EngineStep) / 1e6,
-		Servers:      1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}}
+	t := &tally{res: LoadResult{Errors: map[string]int{}, Refused: map[string]int{}}}
+	res := &t.res
 	lags := &lagWindows{}
 	var mu sync.Mutex // guards res's counts
-	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	gc0 := readGCTimes(ctx, srv)
+	server0, client0 := procCPU(srv.pid), processCPU()
 	start := time.Now()
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		res.Samples = sample(runCtx, srv, lags, start, cfg.Progress, cfg.Duration)
+		t.samples = sample(runCtx, srv, lags, start, t0, progress, d)
 	}()
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
@@ -156,7 +220,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 				for k := 1; k < len(bases); k++ {
 					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
 				}
-				key := fmt.Sprintf("load-%d-%d", i, n)
+				key := fmt.Sprintf("load-%d-%d-%d", round, i, n)
 				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event, Events: lagEvents, OnCall: onCall,
 					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}})
 				// Refused before it began (its server draining, or down):
@@ -200,32 +264,67 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		})
 	}
 	wg.Wait()
+	t.elapsed = time.Since(start)
+	t.serverCPU, t.clientCPU = procCPU(srv.pid)-server0, processCPU()-client0
 	cancel()
 	<-sampled
-	elapsed := time.Since(start)
-	res.ServerGCShare = readGCTimes(ctx, srv).since(gc0)
-	res.DurationS = elapsed.Seconds()
-	res.TokensPerS, res.FramesPerS = float64(res.Tokens)/res.DurationS, float64(res.Frames)/res.DurationS
-	all := lags.all()
-	res.LagP50US, res.LagP99US, res.LagMaxUS = all.quantile(0.5), all.quantile(0.99), all.quantile(1)
-	var serverCPU, clientCPU float64
-	for _, s := range res.Samples {
-		res.ServerRSSMaxMiB = max(res.ServerRSSMaxMiB, s.ServerRSSMiB)
-		res.ServerGoroutines = max(res.ServerGoroutines, s.ServerGoroutines)
-		serverCPU += s.ServerCPU
-		clientCPU += s.ClientCPU
-	}
-	if n := float64(len(res.Samples)); n > 0 {
-		res.ServerCPU, res.ClientCPU = serverCPU/n, clientCPU/n
-	}
-	if res.TokensPerS > 0 {
-		res.ServerCPUPerToken, res.ClientCPUPerToken = res.ServerCPU*1e6/res.TokensPerS, res.ClientCPU*1e6/res.TokensPerS
-	}
-	if res.Steps > 0 {
-		res.ServerCPUPerStep = res.ServerCPU * 1e6 / (float64(res.Steps) / res.DurationS)
-	}
-	return res, nil
+	gc1 := readGCTimes(ctx, srv)
+	t.gc, t.busy = gc1.gc-gc0.gc, (gc1.total-gc0.total)-(gc1.idle-gc0.idle)
+	t.lags = lags.all()
+	return t, nil
 }
+
+// add adds t's counts and CPU to r.
+func (r *LoadResult) add(t *tally) {
+	r.Rollouts += t.res.Rollouts
+	r.Handovers += t.res.Handovers
+	for code, n := range t.res.Errors {
+		r.Errors[code] += n
+	}
+	for code, n := range t.res.Refused {
+		r.Refused[code] += n
+	}
+	r.Tokens += t.res.Tokens
+	r.Frames += t.res.Frames
+	r.Steps += t.res.Steps
+	r.lags.merge(t.lags)
+	r.elapsed += t.elapsed
+	r.serverCPU += t.serverCPU
+	r.clientCPU += t.clientCPU
+	r.gc += t.gc
+	r.busy += t.busy
+	r.Samples = append(r.Samples, t.samples...)
+}
+
+// summarize works out r's rates, quantiles and shares from what add added.
+func (r *LoadResult) summarize() {
+	r.DurationS = r.elapsed.Seconds()
+	if r.DurationS <= 0 {
+		return
+	}
+	r.TokensPerS, r.FramesPerS = float64(r.Tokens)/r.DurationS, float64(r.Frames)/r.DurationS
+	r.LagP50US, r.LagP99US, r.LagMaxUS = r.lags.quantile(0.5), r.lags.quantile(0.99), r.lags.quantile(1)
+	r.ServerCPU, r.ClientCPU = r.serverCPU.Seconds()/r.DurationS, r.clientCPU.Seconds()/r.DurationS
+	if r.busy > 0 {
+		r.ServerGCShare = r.gc / r.busy
+	}
+	for _, s := range r.Samples {
+		r.ServerRSSMaxMiB = max(r.ServerRSSMaxMiB, s.ServerRSSMiB)
+		r.ServerGoroutines = max(r.ServerGoroutines, s.ServerGoroutines)
+	}
+	if r.Tokens > 0 {
+		r.ServerCPUPerToken, r.ClientCPUPerToken = perUnit(r.serverCPU, r.Tokens), perUnit(r.clientCPU, r.Tokens)
+	}
+	if r.Frames > 0 {
+		r.ServerCPUPerFrame = perUnit(r.serverCPU, r.Frames)
+	}
+	if r.Steps > 0 {
+		r.ServerCPUPerStep = perUnit(r.serverCPU, r.Steps)
+	}
+}
+
+// perUnit is d over n, in microseconds.
+func perUnit(d time.Duration, n int64) float64 { return float64(d.Microseconds()) / float64(n) }
 
 // errorCode names a failed rollout's error: the server's code, or the
 // client's own error.
@@ -325,8 +424,9 @@ func (l *lastBytes) String() string {
 }
 
 // sample reads the server's and the client's CPU, memory and goroutines
-// every second until ctx ends.
-func sample(ctx context.Context, srv *server, lags *lagWindows, start time.Time, progress func(elapsed, total time.Duration), total time.Duration) []LoadSample {
+// every second until ctx ends; t0 is the time the server was under load
+// before start, from which the samples' times count on.
+func sample(ctx context.Context, srv *server, lags *lagWindows, start time.Time, t0 time.Duration, progress func(elapsed, total time.Duration), total time.Duration) []LoadSample {
 	var out []LoadSample
 	prevServer, prevClient, prevAt := procCPU(srv.pid), processCPU(), time.Now()
 	var prevTokens int64
@@ -341,7 +441,7 @@ func sample(ctx context.Context, srv *server, lags *lagWindows, start time.Time,
 			dt := now.Sub(prevAt).Seconds()
 			sec := int(now.Sub(start) / time.Second)
 			win, tokens := lags.window(sec - 1)
-			out = append(out, LoadSample{T: now.Sub(start).Seconds(), ServerRSSMiB: procRSS(srv.pid), ClientRSSMiB: procRSS(os.Getpid()),
+			out = append(out, LoadSample{T: (t0 + now.Sub(start)).Seconds(), ServerRSSMiB: procRSS(srv.pid), ClientRSSMiB: procRSS(os.Getpid()),
 				ServerGoroutines: goroutines(ctx, srv), ServerCPU: (s - prevServer).Seconds() / dt, ClientCPU: (c - prevClient).Seconds() / dt,
 				TokensPerS: float64(tokens-prevTokens) / dt, LagP99US: win.quantile(0.99)})
 			prevServer, prevClient, prevAt, prevTokens = s, c, now, tokens
@@ -359,15 +459,6 @@ type gcTimes struct{ gc, total, idle float64 }
 func readGCTimes(ctx context.Context, srv *server) gcTimes {
 	return gcTimes{metric(ctx, srv, "go_cpu_classes_gc_total_cpu_seconds_total"),
 		metric(ctx, srv, "go_cpu_classes_total_cpu_seconds_total"), metric(ctx, srv, "go_cpu_classes_idle_cpu_seconds_total")}
-}
-
-// since is the collector's share of the busy time since t0; 0 when the
-// server does not say.
-func (t gcTimes) since(t0 gcTimes) float64 {
-	if busy := (t.total - t0.total) - (t.idle - t0.idle); t.total > 0 && busy > 0 {
-		return (t.gc - t0.gc) / busy
-	}
-	return 0
 }
 
 // goroutines reads go_goroutines off the server's /metrics; 0 when it has

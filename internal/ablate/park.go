@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tether-run/tether/internal/streamfloor"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -44,6 +47,13 @@ type ParkConfig struct {
 	Hibernate bool
 	Redis     string
 	Wakes     int
+	// Floor, Recorder and RecordingFile are as LoadConfig's: with them,
+	// the rollouts are parked on the streaming floor first, replaying
+	// the pause a rollout got from a server started with Recorder, and
+	// the result holds the floor's beside the server's (not with
+	// Hibernate).
+	Floor, Recorder []string
+	RecordingFile   string
 }
 
 // ParkResult is what parking cost the server: its resident memory, its
@@ -75,6 +85,12 @@ type ParkResult struct {
 	RedisBytesPerRollout float64   `json:"redis_bytes_per_rollout,omitempty"`
 	HotAppendMs          Quantiles `json:"hot_append_first_event_ms,omitzero"`
 	WakeAppendMs         Quantiles `json:"wake_append_first_event_ms,omitzero"`
+
+	// With a floor: the floor's result, parked with the same requests,
+	// and the server's heap and RSS a rollout over the floor's.
+	Floor       *ParkResult `json:"floor,omitempty"`
+	HeapVsFloor float64     `json:"heap_per_rollout_vs_floor,omitempty"`
+	RSSVsFloor  float64     `json:"rss_per_rollout_vs_floor,omitempty"`
 }
 
 // Quantiles are a sample's median and 99th percentile, and its size.
@@ -84,17 +100,93 @@ type Quantiles struct {
 	P99 float64 `json:"p99"`
 }
 
-// RunPark parks cfg.Rollouts suspended rollouts and measures the server.
+// RunPark parks cfg.Rollouts suspended rollouts and measures the server;
+// with cfg.Floor, the floor first.
 func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	if cfg.Rollouts < 1 || cfg.ContextTokens < 0 {
 		return nil, errors.New("ablate: a parking run needs rollouts and a context size")
+	}
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		return nil, err
+	}
+	task := parkTask(r, cfg.ContextTokens)
+	var floor *ParkResult
+	if len(cfg.Floor) > 0 {
+		if floor, err = parkFloor(ctx, cfg, r, task); err != nil {
+			return nil, err
+		}
 	}
 	srv, err := startServer(ctx, LoadConfig{Server: cfg.Server, ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog, URL: cfg.URL})
 	if err != nil {
 		return nil, err
 	}
 	defer srv.stop()
+	res, err := parkOn(ctx, cfg, srv, task, "")
+	if err != nil {
+		return nil, err
+	}
+	if floor != nil {
+		res.Floor = floor
+		res.HeapVsFloor = ratio(res.HeapPerRollout, floor.HeapPerRollout)
+		res.RSSVsFloor = ratio(res.RSSPerRollout, floor.RSSPerRollout)
+	}
+	return res, nil
+}
+
+// parkFloor records the first step of a rollout of task against
+// cfg.Recorder, and parks cfg.Rollouts on the floor serving it: what a
+// WebSocket and the request's bytes held cost the same process, with
+// nothing else held for the rollout.
+func parkFloor(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task string) (*ParkResult, error) {
+	if cfg.Hibernate || cfg.RecordingFile == "" || len(cfg.Recorder) == 0 {
+		return nil, errors.New("ablate: a parking run with a floor needs a recorder and a file for the recording, and hibernates nothing")
+	}
+	rec, err := recordPark(ctx, cfg, r, task)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfg.RecordingFile, b, 0o644); err != nil {
+		return nil, err
+	}
+	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
+	if err != nil {
+		return nil, fmt.Errorf("ablate: the floor: %w", err)
+	}
+	defer floor.stop()
+	return parkOn(ctx, cfg, floor, task, ".floor")
+}
+
+// recordPark parks one rollout of task against cfg.Recorder, on the wire.
+func recordPark(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task string) (*streamfloor.Recording, error) {
+	srv, err := startServer(ctx, LoadConfig{Server: cfg.Recorder, ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
+	if err != nil {
+		return nil, fmt.Errorf("ablate: the floor's recorder: %w", err)
+	}
+	defer srv.stop()
+	var tape *streamfloor.Tape
+	d := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: streamfloor.Tap(d.DialContext, func(t *streamfloor.Tape) { tape = t })}}
+	defer hc.CloseIdleConnections()
+	p, err := park(ctx, &websocket.DialOptions{HTTPClient: hc}, "ws"+strings.TrimPrefix(srv.base, "http")+"/responses", "Rollout 0.\n"+task, false)
+	if err != nil {
+		return nil, fmt.Errorf("ablate: recording the floor's rollout: %w", err)
+	}
+	p.c.Close(websocket.StatusNormalClosure, "")
+	in, marks := tape.Read()
+	return streamfloor.Parse(in, marks, r.Count)
+}
+
+// parkOn parks cfg.Rollouts suspended rollouts of task on srv and measures
+// it; $TETHER_PARK_HEAP, when set, names the file its heap profile is
+// written to, with suffix after it.
+func parkOn(ctx context.Context, cfg ParkConfig, srv *server, task, suffix string) (*ParkResult, error) {
 	res := &ParkResult{Rollouts: cfg.Rollouts}
+	var err error
 	heap := func() (float64, error) {
 		b, err := fetch(ctx, srv, "/debug/pprof/heap?gc=1&debug=1")
 		if err != nil {
@@ -109,11 +201,6 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 		}
 		return 0, errors.New("ablate: the server's heap profile has no HeapInuse (is --pprof on?)")
 	}
-	r, err := sampler.NewRenderer()
-	if err != nil {
-		return nil, err
-	}
-	task := parkTask(r, cfg.ContextTokens)
 	ws := "ws" + strings.TrimPrefix(srv.base, "http") + "/responses"
 	if cfg.Hibernate {
 		// Hot first, before the server holds anything else: parked and
@@ -154,7 +241,7 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	for range 16 {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < cfg.Rollouts; i = int(next.Add(1) - 1) {
-				p, err := park(ctx, ws, fmt.Sprintf("Rollout %d.\n%s", i, task), !cfg.Hibernate)
+				p, err := park(ctx, nil, ws, fmt.Sprintf("Rollout %d.\n%s", i, task), !cfg.Hibernate)
 				if err != nil {
 					once.Do(func() { first = fmt.Errorf("ablate: parking rollout %d: %w", i, err) })
 					return
@@ -217,7 +304,7 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 	}
 	if file := os.Getenv("TETHER_PARK_HEAP"); file != "" { // where the parked rollouts' bytes are, for go tool pprof
 		if b, err := fetch(ctx, srv, "/debug/pprof/heap"); err == nil {
-			os.WriteFile(file, b, 0o644)
+			os.WriteFile(file+suffix, b, 0o644)
 		}
 	}
 	res.ParkedRSSMiB, res.ParkedGoroutines = procRSS(srv.pid), goroutines(ctx, srv)
@@ -239,7 +326,7 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 func hotAppends(ctx context.Context, ws, task string, n int) (Quantiles, error) {
 	ms := make([]float64, 0, n)
 	for i := range n {
-		p, err := park(ctx, ws, fmt.Sprintf("Hot rollout %d.\n%s", i, task), false)
+		p, err := park(ctx, nil, ws, fmt.Sprintf("Hot rollout %d.\n%s", i, task), false)
 		if err != nil {
 			return Quantiles{}, fmt.Errorf("ablate: parking a hot rollout: %w", err)
 		}
@@ -323,11 +410,12 @@ type parkedRollout struct {
 
 // park opens a WebSocket, creates a suspended rollout with task and reads
 // its events up to the pause; it returns the rollout, its connection left
-// open, and drained (read on in the background) when drain is set.
-func park(ctx context.Context, url, task string, drain bool) (*parkedRollout, error) {
+// open, and drained (read on in the background) when drain is set. opts
+// may be nil.
+func park(ctx context.Context, opts *websocket.DialOptions, url, task string, drain bool) (*parkedRollout, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, url, nil)
+	c, _, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/tether-run/tether/internal/streamfloor"
+	"github.com/tether-run/tether/sampler"
+)
+
+// ablateFloor runs "tether ablate floor": the streaming floor a load run
+// measures tether against, served from a recording.
+func ablateFloor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCommand("ablate floor", `Usage: tether ablate floor --recording FILE [flags]
+
+Serves the streaming floor that tether ablate --load and --park run beside
+tether: a WebSocket server on /v1/responses that answers each message with
+the next step of a recorded rollout (the frames a tether sent for it, as
+ablate records them before the run, floor-recording.json), each token's
+frame when the same engine as tether's models releases the token, and does
+nothing else: no decoding, no tokenizing, no store. Its cost is the
+machine's for those bytes at that cadence. It prints "listening on
+http://HOST:PORT" once it serves, and serves /metrics and
+/debug/pprof/heap as tether serve does.`, `tether ablate floor --recording out/floor-recording.json --tps 1000`, 0)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address; port 0 picks a free port")
+	recording := fs.String("recording", "", "the recorded rollout to serve (floor-recording.json)")
+	tps := fs.Float64("tps", 0, "output tokens per second, as tether serve's; 0 is unpaced")
+	ttft := fs.Duration("ttft", 0, "fixed time to first token, as tether serve's")
+	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second, as tether serve's; 0 is free")
+	step := fs.Duration("engine-step", 0, "least time between two engine steps, as tether serve's")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if *recording == "" {
+		fs.fail(stderr, "--recording is required")
+		return 2
+	}
+	b, err := os.ReadFile(*recording)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate floor:", err)
+		return 1
+	}
+	var rec streamfloor.Recording
+	if err := json.Unmarshal(b, &rec); err != nil {
+		fmt.Fprintf(stderr, "tether: ablate floor: %s: %v\n", *recording, err)
+		return 1
+	}
+	srv, err := streamfloor.NewServer(&rec, sampler.Timing{TPS: *tps, TTFT: *ttft, PrefillRate: *prefillRate}, *step)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate floor:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether: ablate floor:", err)
+		return 1
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		hs.Close()
+		srv.Close()
+		return 0
+	case err := <-done:
+		fmt.Fprintln(stderr, "tether: ablate floor:", err)
+		return 1
+	}
+}

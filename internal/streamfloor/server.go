@@ -1,0 +1,225 @@
+package streamfloor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tether-run/tether/sampler"
+)
+
+// Server serves a Recording on /v1/responses to every WebSocket client,
+// each message it reads answered by the recording's next step, paced by
+// the engine; and, as a tether does, its Go runtime's metrics on /metrics
+// (goroutines, memory, the collector's CPU) and its heap profile on
+// /debug/pprof/heap, which a load run reads off both servers alike.
+type Server struct {
+	rec    *Recording
+	timing sampler.Timing
+	engine *sampler.Engine
+	mux    *http.ServeMux
+
+	mu    sync.Mutex
+	conns map[*conn]struct{} // guarded by mu
+}
+
+// NewServer serves rec with timing t, its tokens stepped by an engine
+// whose least step is step (serve --engine-step; 0: none), as tether serve
+// paces its local models.
+func NewServer(rec *Recording, t sampler.Timing, step time.Duration) (*Server, error) {
+	if err := rec.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{rec: rec, timing: t, engine: sampler.NewEngine(), mux: http.NewServeMux(), conns: map[*conn]struct{}{}}
+	s.engine.SetStep(step)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.mux.HandleFunc("GET /v1/responses", s.serveWS)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /debug/pprof/heap", pprof.Handler("heap").ServeHTTP)
+	return s, nil
+}
+
+// gcCPU are the Go runtime's CPU classes a load run reads (the collector's
+// share of the busy time), as tether's metrics export them.
+var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|total|idle):cpu-seconds$`)}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close closes every connection.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.ws.CloseNow()
+	}
+}
+
+// serveWS accepts a WebSocket and answers its messages, one step each, on
+// this goroutine, which is the connection's only one while it waits: the
+// engine's goroutines release its tokens, and a writer runs only while it
+// has bytes to write.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	hw := &hijackWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(64 << 20)
+	c := &conn{ws: ws, raw: hw.conn, timing: s.timing, engine: s.engine}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		ws.CloseNow()
+	}()
+	ctx := r.Context()
+	for i := 0; ; i++ {
+		_, msg, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		// What a server holds of what it was sent (a parked rollout's
+		// context), in a buffer of its size: the library's grows as it
+		// reads.
+		c.held = bytes.Clone(msg)
+		if err := c.play(ctx, &s.rec.Steps[i%len(s.rec.Steps)]); err != nil {
+			return
+		}
+	}
+}
+
+// conn is one client's connection.
+type conn struct {
+	ws     *websocket.Conn
+	raw    *lockedConn
+	timing sampler.Timing
+	engine *sampler.Engine
+	held   []byte // the client's last message
+
+	mu      sync.Mutex
+	pending []byte // frames due and not yet written; guarded by mu
+	spare   []byte // the writer's last buffer, reused; guarded by mu
+	writing bool   // a writer is running; guarded by mu
+	err     error  // the first failed write; guarded by mu
+}
+
+// play writes step: its head at once, then each token's frames as the
+// engine releases the token, those due in one engine step together.
+func (c *conn) play(ctx context.Context, step *Step) error {
+	start := time.Now()
+	c.queue(step.Head, true)
+	next := 0 // the next frame
+	err := c.engine.Pace(ctx, c.timing, start, step.Uncached, step.Reasoning, step.Tokens, func(i int, more bool) {
+		for next < len(step.Frames) && step.Due[next] <= i {
+			c.queue(step.Frames[next], false)
+			next++
+		}
+		if !more {
+			c.flush()
+		}
+	})
+	c.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.writing {
+		// Between steps a connection holds no buffer: a parked client
+		// costs its socket and its message, as a parked rollout's should.
+		c.pending, c.spare = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.err
+}
+
+// queue adds frames to what is due; flush, at once.
+func (c *conn) queue(frames []byte, flush bool) {
+	c.mu.Lock()
+	c.pending = append(c.pending, frames...)
+	c.mu.Unlock()
+	if flush {
+		c.flush()
+	}
+}
+
+// flush has a writer write what is due, starting one unless one runs: the
+// engine's goroutine that calls it never waits on the socket.
+func (c *conn) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writing || len(c.pending) == 0 {
+		return
+	}
+	c.writing = true
+	go c.write()
+}
+
+// write writes what is due, one write a batch, until nothing is.
+func (c *conn) write() {
+	c.mu.Lock()
+	for len(c.pending) > 0 && c.err == nil {
+		batch := c.pending
+		c.pending, c.spare = c.spare[:0], nil
+		c.mu.Unlock()
+		_, err := c.raw.Write(batch)
+		c.mu.Lock()
+		c.spare = batch[:0]
+		if err != nil {
+			c.err = err
+		}
+	}
+	c.writing = false
+	c.mu.Unlock()
+}
+
+// hijackWriter hands websocket.Accept a lockedConn when it hijacks the
+// connection, so that the floor writes its frames on the socket itself,
+// whole, and the library only its control frames, with small buffers, as
+// tether's connections have (runtime's corkingWriter).
+type hijackWriter struct {
+	http.ResponseWriter
+	conn *lockedConn
+}
+
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.conn = &lockedConn{Conn: conn}
+	br := brw.Reader
+	if br.Buffered() == 0 {
+		br = bufio.NewReaderSize(w.conn, 1<<10)
+	}
+	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, 512)), nil
+}
+
+func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// lockedConn keeps the floor's writes and the library's whole: one at a
+// time.
+type lockedConn struct {
+	net.Conn
+	mu sync.Mutex
+}
+
+func (c *lockedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.Write(p)
+}

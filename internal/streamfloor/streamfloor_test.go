@@ -1,0 +1,184 @@
+package streamfloor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/tether-run/tether/sampler"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// frame is ev as a server's text frame.
+func frame(ev string) []byte {
+	n := len(ev)
+	var b []byte
+	switch {
+	case n < 126:
+		b = []byte{0x81, byte(n)}
+	case n <= 0xffff:
+		b = []byte{0x81, 126, byte(n >> 8), byte(n)}
+	default:
+		b = binary.BigEndian.AppendUint64([]byte{0x81, 127}, uint64(n))
+	}
+	return append(b, ev...)
+}
+
+// pause is a response event with usage.
+func pause(typ, id string, in, cached, reasoning int) string {
+	return fmt.Sprintf(`{"type":%q,"response":{"id":%q,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d},"output_tokens_details":{"reasoning_tokens":%d}}}}`,
+		typ, id, in, cached, reasoning)
+}
+
+func delta(s string) string {
+	return fmt.Sprintf(`{"type":"response.output_text.delta","delta":%q}`, s)
+}
+
+// words counts a delta's tokens as its words.
+func words(s string) int { return len(strings.Fields(s)) }
+
+// tape is a suspended rollout of two steps on the wire: the upgrade, the
+// first step's frames, the second's, the close; and the marks of the
+// client's create and append.
+func tape() (in []byte, marks []int, steps [][][]byte) {
+	in = []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")
+	one := [][]byte{frame(`{"type":"response.created"}`), frame(`{"type":"response.in_progress"}`),
+		frame(delta("a")), frame(delta("b c")), frame(`{"type":"response.output_item.done"}`), frame(pause("response.done", "r1", 100, 0, 7))}
+	two := [][]byte{frame(`{"type":"response.in_progress"}`), frame(delta(strings.Repeat("x", 300))), frame(pause("response.completed", "r1", 250, 100, 10))}
+	marks = append(marks, len(in))
+	in = append(in, bytes.Join(one, nil)...)
+	marks = append(marks, len(in))
+	in = append(in, bytes.Join(two, nil)...)
+	marks = append(marks, len(in))
+	in = append(in, 0x88, 0) // the server's answer to the client's close
+	return in, marks, [][][]byte{one, two}
+}
+
+// TestParse cuts a tape into steps: each step's frames before its first
+// delta its head, each delta's frame with those after it, due at its last
+// token; a suspended rollout's usage read step by step; the close left
+// out.
+func TestParse(t *testing.T) {
+	in, marks, steps := tape()
+	rec, err := Parse(in, marks, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Steps) != 2 {
+		t.Fatalf("%d steps, want 2", len(rec.Steps))
+	}
+	one, two := rec.Steps[0], rec.Steps[1]
+	if !bytes.Equal(one.Head, bytes.Join(steps[0][:2], nil)) || len(one.Frames) != 2 ||
+		!bytes.Equal(one.Frames[0], steps[0][2]) || !bytes.Equal(one.Frames[1], bytes.Join(steps[0][3:], nil)) {
+		t.Errorf("step one cut wrong: %+v", one)
+	}
+	if fmt.Sprint(one.Due) != "[0 2]" || one.Tokens != 3 || one.Uncached != 100 || one.Reasoning != 7 {
+		t.Errorf("step one: due %v, %d tokens, %d uncached, %d reasoning; want [0 2], 3, 100, 7", one.Due, one.Tokens, one.Uncached, one.Reasoning)
+	}
+	// The second step's usage is the response's so far: 250 in, 100
+	// cached, less the first step's 100 in.
+	if fmt.Sprint(two.Due) != "[0]" || two.Tokens != 1 || two.Uncached != 50 || two.Reasoning != 3 || two.Bytes() != len(bytes.Join(steps[1], nil)) {
+		t.Errorf("step two: due %v, %d tokens, %d uncached, %d reasoning, %d bytes", two.Due, two.Tokens, two.Uncached, two.Reasoning, two.Bytes())
+	}
+}
+
+// TestParseBadTapes: a tape that is not a server's WebSocket stream, or cut
+// short, is an error, not a panic or a recording.
+func TestParseBadTapes(t *testing.T) {
+	in, marks, _ := tape()
+	for name, c := range map[string]struct {
+		in    []byte
+		marks []int
+	}{
+		"no upgrade":     {in[40:], marks},
+		"cut short":      {in[:marks[1]-3], marks[:2]},
+		"mark in header": {in, []int{3}},
+		"masked":         {append(in[:marks[0]:marks[0]], 0x81, 0x81, 1, 2, 3, 4, 'x'), marks[:1]},
+		"not an event":   {append(in[:marks[0]:marks[0]], frame("nope")...), marks[:1]},
+		"no steps":       {in[:marks[0]], nil},
+	} {
+		if _, err := Parse(c.in, c.marks, words); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+}
+
+// FuzzParse: no tape makes Parse panic, and what it parses validates.
+func FuzzParse(f *testing.F) {
+	in, marks, _ := tape()
+	f.Add(in, marks[0], marks[1])
+	f.Fuzz(func(t *testing.T, in []byte, m1, m2 int) {
+		rec, err := Parse(in, []int{m1, m2}, words)
+		if err == nil && rec.Validate() != nil {
+			t.Fatalf("parsed a recording that does not validate: %v", rec.Validate())
+		}
+	})
+}
+
+// TestServerReplays serves a recording paced by the engine and reads it
+// back with a WebSocket client: each message answered by the next step,
+// frame by frame as recorded, the tokens on the timing's schedule.
+func TestServerReplays(t *testing.T) {
+	in, marks, steps := tape()
+	rec, err := Parse(in, marks, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := sampler.Timing{TPS: 200, TTFT: 20 * time.Millisecond}
+	srv, err := NewServer(rec, tm, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for i, step := range steps {
+		start := time.Now()
+		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
+			t.Fatal(err)
+		}
+		for k, f := range step {
+			_, got, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, want, _, _ := readFrame(f)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("step %d, frame %d: %s, want %s", i, k, got, want)
+			}
+		}
+		// The last token is due after the first's time (TTFT and the
+		// uncached prompt's prefill, none here: no rate) and the rest.
+		if min := tm.Due(0, rec.Steps[i].Reasoning+rec.Steps[i].Tokens-1); time.Since(start) < min {
+			t.Errorf("step %d streamed in %v, before its last token was due (%v)", i, time.Since(start), min)
+		}
+	}
+	var ev map[string]any
+	if _, b, _ := c.Read(ctxTimeout(t, 50*time.Millisecond)); json.Unmarshal(b, &ev) == nil {
+		t.Errorf("a frame after the recording's steps: %v", ev)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
