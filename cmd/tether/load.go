@@ -38,6 +38,7 @@ type loadFlags struct {
 	step      *time.Duration
 	floor     *bool
 	rounds    *int
+	decodeAll *bool
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
@@ -57,6 +58,7 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		step:      fs.Duration("engine-step", 0, "with --load: the served tether's engine step (serve --engine-step): tokens that fall due within a step go out together"),
 		floor:     fs.Bool("floor", true, "with --load: run the streaming floor beside the server, in turn, round by round (tether ablate floor: a recorded rollout's frames at the same cadence, nothing else), and report the server against it; each then runs --duration, so a run takes twice as long. WebSocket designs in JSON only (suspend, turns)"),
 		rounds:    fs.Int("load-rounds", 4, "with --load and --floor: rounds of floor then server, each --duration/rounds long; the intervals against the floor resample them (3 at least)"),
+		decodeAll: fs.Bool("load-decode-all", false, "with --load: the clients decode every event whole, as a client that watches them all would, rather than only the events they read (the deltas, each step's pause or end): what that filter saves the clients"),
 		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
@@ -243,8 +245,14 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 			server = append(server, "--traces", cfg.TraceDir)
 		}
 		lc := ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey}
+			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey, DecodeAll: *lf.decodeAll}
 		if floored {
+			// A round's end cuts its clients' rollouts off: tether keeps
+			// each suspended one detached for its resume window, which
+			// would fill --max-suspended by the next round. None is
+			// resumed in a load run, so they go within a second, while
+			// the floor's round runs.
+			lc.Server = append(lc.Server, "--resume-window", "1s")
 			// The floor paces as the server does; the recorder is the
 			// server unpaced, sending every delta: one frame a token.
 			lc.Floor = []string{exe, "ablate", "floor", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64), "--ttft", cfg.TTFT.String(),
@@ -288,6 +296,9 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	step := ""
 	if r0.EngineStepMS > 0 {
 		step = fmt.Sprintf(", an engine step of %g ms", r0.EngineStepMS)
+	}
+	if r0.DecodeAll {
+		step += ", the clients decoding every event whole"
 	}
 	fmt.Fprintf(w, "%s, %s, %s tok/s a stream%s, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), step, r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)

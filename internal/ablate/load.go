@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,10 @@ type LoadConfig struct {
 	Floor, Recorder []string
 	RecordingFile   string
 	Rounds          int
+	// DecodeAll has the clients decode every event whole, as a client
+	// that watches them all would, rather than only those they read
+	// (Rollout.Events): what the client kit's filter saves.
+	DecodeAll bool
 }
 
 // LoadResult is what a load run measured. Token delivery lag is each
@@ -77,10 +82,12 @@ type LoadResult struct {
 	TPS      float64 `json:"tps"`
 	// EngineStepMS is the served engine's step, 0 for none.
 	EngineStepMS float64 `json:"engine_step_ms,omitempty"`
-	DurationS    float64 `json:"duration_s"`
-	Rollouts     int     `json:"rollouts"`  // completed within the duration
-	Servers      int     `json:"servers"`   // the servers the clients ran on (LoadConfig.Fallbacks)
-	Handovers    int     `json:"handovers"` // suspended rollouts resumed after their connection closed or dropped (on the same server or the next)
+	// DecodeAll: the clients decoded every event whole (LoadConfig.DecodeAll).
+	DecodeAll bool    `json:"clients_decode_all,omitempty"`
+	DurationS float64 `json:"duration_s"`
+	Rollouts  int     `json:"rollouts"`  // completed within the duration
+	Servers   int     `json:"servers"`   // the servers the clients ran on (LoadConfig.Fallbacks)
+	Handovers int     `json:"handovers"` // suspended rollouts resumed after their connection closed or dropped (on the same server or the next)
 	// Refused are the rollouts refused before they began (their server
 	// draining or down) and tried again on the next server, by code:
 	// with several servers only; with one they are errors.
@@ -167,8 +174,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 // newResult is an empty result of cfg's run.
 func (cfg LoadConfig) newResult() *LoadResult {
 	return &LoadResult{Clients: cfg.Clients, Mode: Design{Mode: cfg.Mode, Encoding: cfg.Encoding}.String(), Workload: cfg.Workload.Name, TPS: cfg.TPS,
-		EngineStepMS: float64(cfg.EngineStep) / 1e6,
-		Servers:      1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}, lags: &histogram{}}
+		EngineStepMS: float64(cfg.EngineStep) / 1e6, DecodeAll: cfg.DecodeAll,
+		Servers: 1 + len(cfg.Fallbacks), Errors: map[string]int{}, Refused: map[string]int{}, lags: &histogram{}}
 }
 
 // tally is what one stretch of a load run measured against one server:
@@ -213,6 +220,15 @@ func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duratio
 			if cfg.Mode == clienttools.ModeSuspend {
 				onCall = rec.call // its pauses are not decoded whole: see lagEvents
 			}
+			onEvent, events := rec.event, lagEvents
+			if cfg.DecodeAll {
+				onEvent = func(ev protocol.Event) { // every event decoded, the recorder's passed on
+					if t := protocol.Type(ev); slices.Contains(lagEvents, t) {
+						rec.event(ev)
+					}
+				}
+				events = nil
+			}
 			bases := append([]string{srv.base}, cfg.Fallbacks...)
 			at, refusals := i%len(bases), 0
 			for n := 0; runCtx.Err() == nil; n++ {
@@ -221,7 +237,7 @@ func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duratio
 					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
 				}
 				key := fmt.Sprintf("load-%d-%d-%d", round, i, n)
-				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: rec.event, Events: lagEvents, OnCall: onCall,
+				out, err := c.Run(runCtx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""), OnEvent: onEvent, Events: events, OnCall: onCall,
 					Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}})
 				// Refused before it began (its server draining, or down):
 				// with more servers, tried again on the next at once.
