@@ -80,11 +80,7 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(cfg.RecordingFile, b, 0o644); err != nil {
+	if err := writeRecording(cfg.RecordingFile, rec); err != nil {
 		return nil, err
 	}
 	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerLog: cfg.ServerLog})
@@ -176,6 +172,32 @@ func RecordFloor(ctx context.Context, cfg LoadConfig) (*streamfloor.Recording, e
 	if err != nil {
 		return nil, err
 	}
+	c := &clienttools.Client{BaseURL: srv.base, APIKey: cfg.APIKey}
+	ctx = withToolScale(ctx, 1e-9) // the tools' outputs, not their time
+	var tape *streamfloor.Tape
+	for i := range 2 {
+		var tapes func() []*streamfloor.Tape
+		c.HTTPClient, tapes = tappedClient()
+		key := fmt.Sprintf("floor-recording-%d", i)
+		_, err := c.Run(ctx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""),
+			Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}})
+		c.HTTPClient.CloseIdleConnections()
+		if err != nil {
+			return nil, fmt.Errorf("ablate: recording the floor's rollout: %w", err)
+		}
+		t := tapes()
+		if len(t) != 1 {
+			return nil, fmt.Errorf("ablate: the floor's rollout opened %d connections, want one", len(t))
+		}
+		tape = t[0]
+	}
+	in, marks := tape.Read()
+	return streamfloor.Parse(in, marks, r.Count)
+}
+
+// tappedClient is an HTTP client whose connections each record a tape,
+// and the tapes recorded so far.
+func tappedClient() (*http.Client, func() []*streamfloor.Tape) {
 	var mu sync.Mutex // guards tapes: the transport dials on goroutines of its own
 	var tapes []*streamfloor.Tape
 	d := &net.Dialer{}
@@ -184,24 +206,18 @@ func RecordFloor(ctx context.Context, cfg LoadConfig) (*streamfloor.Recording, e
 		tapes = append(tapes, t)
 		mu.Unlock()
 	})}}
-	defer hc.CloseIdleConnections()
-	c := &clienttools.Client{BaseURL: srv.base, APIKey: cfg.APIKey, HTTPClient: hc}
-	ctx = withToolScale(ctx, 1e-9) // the tools' outputs, not their time
-	for i := range 2 {
+	return hc, func() []*streamfloor.Tape {
 		mu.Lock()
-		tapes = nil
-		mu.Unlock()
-		key := fmt.Sprintf("floor-recording-%d", i)
-		if _, err := c.Run(ctx, clienttools.Rollout{Mode: cfg.Mode, Funcs: cfg.Workload.Tools(""),
-			Request: &protocol.CreateRequest{Model: cfg.Workload.Model, Input: cfg.Workload.input(), PromptCacheKey: &key}}); err != nil {
-			return nil, fmt.Errorf("ablate: recording the floor's rollout: %w", err)
-		}
+		defer mu.Unlock()
+		return slices.Clone(tapes)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(tapes) != 1 {
-		return nil, fmt.Errorf("ablate: the floor's rollout opened %d connections, want one", len(tapes))
+}
+
+// writeRecording writes rec to file, for the floor to serve.
+func writeRecording(file string, rec *streamfloor.Recording) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
 	}
-	in, marks := tapes[0].Read()
-	return streamfloor.Parse(in, marks, r.Count)
+	return os.WriteFile(file, b, 0o644)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -146,11 +145,7 @@ func parkFloor(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task st
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(cfg.RecordingFile, b, 0o644); err != nil {
+	if err := writeRecording(cfg.RecordingFile, rec); err != nil {
 		return nil, err
 	}
 	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
@@ -168,16 +163,18 @@ func recordPark(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task s
 		return nil, fmt.Errorf("ablate: the floor's recorder: %w", err)
 	}
 	defer srv.stop()
-	var tape *streamfloor.Tape
-	d := &net.Dialer{}
-	hc := &http.Client{Transport: &http.Transport{DialContext: streamfloor.Tap(d.DialContext, func(t *streamfloor.Tape) { tape = t })}}
+	hc, tapes := tappedClient()
 	defer hc.CloseIdleConnections()
 	p, err := park(ctx, &websocket.DialOptions{HTTPClient: hc}, "ws"+strings.TrimPrefix(srv.base, "http")+"/responses", "Rollout 0.\n"+task, false)
 	if err != nil {
 		return nil, fmt.Errorf("ablate: recording the floor's rollout: %w", err)
 	}
 	p.c.Close(websocket.StatusNormalClosure, "")
-	in, marks := tape.Read()
+	t := tapes()
+	if len(t) != 1 {
+		return nil, fmt.Errorf("ablate: the floor's rollout opened %d connections, want one", len(t))
+	}
+	in, marks := t[0].Read()
 	return streamfloor.Parse(in, marks, r.Count)
 }
 
