@@ -15,14 +15,20 @@ import (
 // the empty prompt.
 //
 // A segment keeps its tokens packed as unsigned varints, 1 to 3 bytes a
-// token (o200k_base's ids are below 2^18) instead of 4: a suspended rollout
-// parked for long holds its prompt this way, and only All unpacks it.
+// token (o200k_base's ids are below 2^18) instead of 4, and only All
+// unpacks them. A prompt may also let its tokens go (Bare): what is left,
+// each item's count and the hash through it, is all a PrefixCache reads,
+// and all a suspended rollout's next step needs of its context's older
+// items; the ids are rendered again from the items when something needs
+// them.
 type Prompt struct {
 	parent *Prompt // older items; nil at the oldest segment
-	tokens []byte  // this item's tokens, packed (binary.AppendUvarint); owned, never modified
+	tokens []byte  // this item's tokens, packed (binary.AppendUvarint); owned, never modified; nil when bare
 	len    int     // tokens in the whole chain, this segment included
 	items  int     // segments in the whole chain, this one included
 	sum    uint64  // tokenHash of the whole chain's tokens, oldest first
+	bare   bool    // this segment let its tokens go, and so did every older one (Bare)
+	shed   bool    // this segment or an older one is bare
 }
 
 // Append returns p followed by one more item rendered as tokens. It copies
@@ -40,8 +46,34 @@ func (p *Prompt) Append(tokens []Token) *Prompt {
 			packed = binary.AppendUvarint(packed, uint64(t))
 		}
 	}
-	return &Prompt{parent: p, tokens: packed, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens)}
+	return &Prompt{parent: p, tokens: packed, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens), shed: p.Shed()}
 }
+
+// Bare returns p without its tokens: the same items, each with its count
+// and the hash through it, so that Len, Items, a PrefixCache and Append
+// read it as they read p, and Segments count it; but All, Since, Equal
+// and Segments' Packed, which need the ids, cannot (HasTokens). It shares
+// the segments p let go already, and allocates one small segment for
+// each item that still held its tokens; p is unchanged.
+func (p *Prompt) Bare() *Prompt {
+	var held []*Prompt // the segments that hold their tokens, newest first
+	s := p
+	for ; s != nil && !s.bare; s = s.parent {
+		held = append(held, s)
+	}
+	for i := len(held) - 1; i >= 0; i-- {
+		h := held[i]
+		s = &Prompt{parent: s, len: h.len, items: h.items, sum: h.sum, bare: true, shed: true}
+	}
+	return s
+}
+
+// HasTokens reports whether p holds every one of its tokens: whether no
+// segment of it is bare.
+func (p *Prompt) HasTokens() bool { return !p.Shed() }
+
+// Shed reports whether some item of p let its tokens go (Bare).
+func (p *Prompt) Shed() bool { return p != nil && p.shed }
 
 // Segment is one item of a Prompt, as Segments gives it: its tokens,
 // packed as Append packs them, their count, and the prompt's hash through
@@ -54,7 +86,9 @@ type Segment struct {
 
 // Segments are the prompt's items, oldest first: what AppendSegment
 // rebuilds the prompt from, in another process of the same RenderVersion.
-// They share the prompt's memory, which nothing writes.
+// They share the prompt's memory, which nothing writes. A bare item's
+// Packed is nil (its Tokens count it still): only a prompt that
+// HasTokens rebuilds from its Segments.
 func (p *Prompt) Segments() []Segment {
 	out := make([]Segment, p.Items())
 	i := len(out)
@@ -80,7 +114,7 @@ func (p *Prompt) AppendSegment(seg Segment) (*Prompt, error) {
 	if len(packed) == 0 {
 		packed = nil
 	}
-	return &Prompt{parent: p, tokens: packed, len: p.Len() + seg.Tokens, items: p.Items() + 1, sum: seg.Sum}, nil
+	return &Prompt{parent: p, tokens: packed, len: p.Len() + seg.Tokens, items: p.Items() + 1, sum: seg.Sum, shed: p.Shed()}, nil
 }
 
 // countPacked is the count of tokens packed in b, or false when b is not
@@ -116,7 +150,7 @@ func (p *Prompt) AppendPacked(packed []byte) (*Prompt, error) {
 	if len(packed) == 0 {
 		packed = nil
 	}
-	return &Prompt{parent: p, tokens: packed, len: p.Len() + n, items: p.Items() + 1, sum: sum}, nil
+	return &Prompt{parent: p, tokens: packed, len: p.Len() + n, items: p.Items() + 1, sum: sum, shed: p.Shed()}, nil
 }
 
 // hashPacked continues the hash h over the tokens packed, and counts them;
@@ -137,12 +171,17 @@ func hashPacked(h uint64, packed []byte) (sum uint64, n int, ok bool) {
 // tokens, hashed from the start as a prompt rendered from those items alone
 // is, so that a PrefixCache finds it by content. It shares p's tokens and
 // costs a pass over them; n at or past p's items is the empty prompt.
+// Those items must hold their tokens (HasTokens of p.Since's part): Since
+// panics on a bare one, whose ids it cannot hash again.
 func (p *Prompt) Since(n int) *Prompt {
 	if n <= 0 {
 		return p
 	}
 	var q *Prompt
 	for _, seg := range p.Segments()[min(n, p.Items()):] {
+		if seg.Packed == nil && seg.Tokens > 0 {
+			panic("sampler: Since over an item whose tokens were let go (Bare)")
+		}
 		sum, _, _ := hashPacked(q.hash(), seg.Packed) // packed by Append: it reads back
 		q = &Prompt{parent: q, tokens: seg.Packed, len: q.Len() + seg.Tokens, items: q.Items() + 1, sum: sum}
 	}
@@ -201,14 +240,19 @@ func (p *Prompt) Items() int {
 
 // Equal reports whether p and q hold the same tokens in as many items,
 // hashed the same: whether a prompt rebuilt from its Segments is its
-// original, as the prefix cache sees it.
+// original, as the prefix cache sees it. Both must hold their tokens
+// (All).
 func (p *Prompt) Equal(q *Prompt) bool {
 	return p.Len() == q.Len() && p.Items() == q.Items() && p.hash() == q.hash() && slices.Equal(p.All(), q.All())
 }
 
 // All materializes the prompt, oldest token first, into a new slice. It costs
 // O(Len()); it is meant for tests and for backends that send token ids.
+// It panics when p does not hold its tokens (HasTokens).
 func (p *Prompt) All() []Token {
+	if p.Shed() {
+		panic("sampler: All of a prompt whose tokens were let go (Bare)")
+	}
 	out := make([]Token, p.Len())
 	end := len(out)
 	for s := p; s != nil; s = s.parent {

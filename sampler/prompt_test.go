@@ -81,3 +81,59 @@ func TestPromptSince(t *testing.T) {
 		}
 	}
 }
+
+// TestPromptBare: a prompt that let its tokens go reads as its original
+// does wherever the ids are not needed (length, items, hash, each item's
+// count in Segments), extends to the same hash, and is matched by a
+// PrefixCache as its original is; Since still hashes the items appended
+// after it, and All, which needs the ids it let go, panics. Baring a
+// prompt twice, or one extended since, shares what was bare already.
+func TestPromptBare(t *testing.T) {
+	items := [][]Token{{1, 200_000, 3}, {70_000}, {}, {maxToken - 1, 5}}
+	var p *Prompt
+	for _, item := range items[:2] {
+		p = p.Append(item)
+	}
+	b := p.Bare()
+	if b.Bare() != b || !b.Shed() || b.HasTokens() || !p.HasTokens() {
+		t.Fatal("Bare of a bare prompt is not itself, or HasTokens says otherwise")
+	}
+	for _, item := range items[2:] {
+		p, b = p.Append(item), b.Append(item)
+	}
+	if b.Len() != p.Len() || b.Items() != p.Items() || b.hash() != p.hash() || b.HasTokens() {
+		t.Fatalf("bare and extended: %d tokens, %d items, hash %x; want %d, %d, %x", b.Len(), b.Items(), b.hash(), p.Len(), p.Items(), p.hash())
+	}
+	for i, seg := range b.Segments() {
+		if want := len(items[i]); seg.Tokens != want || (i < 2 || want == 0) != (seg.Packed == nil) {
+			t.Errorf("segment %d counts %d tokens (packed %x), want %d", i, seg.Tokens, seg.Packed, want)
+		}
+	}
+	if got, want := b.Since(2), p.Since(2); !got.Equal(want) {
+		t.Errorf("Since(2) of the bare prompt = %v, want %v", got.All(), want.All())
+	}
+	bb := b.Bare()
+	if bb.parent.parent != b.parent.parent || bb.Len() != b.Len() || bb.hash() != b.hash() {
+		t.Error("baring again did not share the items bare already")
+	}
+	r, err := NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewPrefixCache(r, PrefixCacheOptions{})
+	c.Prefill(&Request{Prompt: p.parent})
+	n, cached := c.Prefill(&Request{Prompt: b})
+	if m, want := c.Prefill(&Request{Prompt: p}); n != m || cached != m-len(items[3]) || want != m {
+		t.Errorf("the prefix cache read the bare prompt as %d tokens, %d cached; want %d, %d", n, cached, m, m-len(items[3]))
+	}
+	for name, f := range map[string]func(){"All": func() { b.All() }, "Since": func() { b.Since(1) }} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s of a bare prompt did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
