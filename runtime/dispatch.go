@@ -194,8 +194,14 @@ func (r *rollout) recordResult(i int, item protocol.Item) {
 // hosted calls have returned.
 // A suspended rollout's append that answers the pause may resume the
 // response meanwhile (resumeAnsweredLocked, under the lock): nothing here
-// writes the rollout's state before finishCall takes the lock.
+// writes the rollout's state before finishCall takes the lock, but for
+// the prompt shed at the first ask, which that does not read.
 func (r *rollout) answerClient(ctx context.Context, idx []int) error {
+	if _, open := r.client.(openCalls); !open {
+		// At the step's first ask, before the pause is announced (a fork
+		// reads the prompt once it is); asked again, it writes nothing.
+		r.shed()
+	}
 	calls := make([]protocol.Call, len(idx))
 	for n, i := range idx {
 		calls[n] = r.calls[i].call
@@ -209,6 +215,24 @@ func (r *rollout) answerClient(ctx context.Context, idx []int) error {
 		r.recordResult(i, r.finishCall(c, outs[c.call.CallID], nil))
 	}
 	return nil
+}
+
+// shed lets the prompt's token ids go as the loop parks on its client
+// (sampler.Prompt.Bare): a parked rollout, held by the thousand, keeps its
+// context as items, and of their render only what its next step reads,
+// each item's count and the hash through it (the prefix cache's key). The
+// ids come back, rendered again from the items, only if a step has to
+// truncate the context (fit). A durable rollout keeps them: its journal's
+// snapshots write them, so that a wake or a takeover tokenizes nothing
+// (and it leaves memory once it hibernates); so does a rollout whose
+// context is truncated, which reads them at every step.
+func (r *rollout) shed() {
+	if r.srv.opts.Checkpoints != nil || r.cut != nil {
+		return
+	}
+	if p := r.prompt.Bare(); p != r.prompt { // bare already: the same prompt, not written again
+		r.prompt = p
+	}
 }
 
 // endStep ends a step whose calls have their results (err: the rollout is

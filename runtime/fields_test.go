@@ -359,6 +359,54 @@ func TestTruncationAsItRuns(t *testing.T) {
 	}
 }
 
+// TestTruncationAfterPause: a suspended rollout's prompt lets its tokens
+// go while it is parked (only counts and hashes are kept); when the
+// output its client appends passes the model's window, the next step
+// still reads what fits under truncation "auto", as many tokens as a
+// durable server's rollout, which keeps its prompt's tokens, reads.
+func TestTruncationAfterPause(t *testing.T) {
+	t.Parallel()
+	// Two messages: truncation leaves the long one out, and keeps the
+	// other, whose tokens the parked prompt let go.
+	input := []any{userMsg(strings.Repeat("The build has many parts. ", 40)), userMsg(script([][]dcall{{{"read_file", `{"path":"build.cfg"}`}}}))}
+	body := map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "truncation": "auto", "input": input}
+	opts := runtime.Options{Renderer: renderer(t)}
+	code, b := newHarness(t, opts).post(t, "/responses/input_tokens", body)
+	var first struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if err := json.Unmarshal(b, &first); err != nil || code != 200 {
+		t.Fatalf("input_tokens: %d %s", code, b)
+	}
+	model := sampler.NewScripted(renderer(t), sampler.Timing{})
+	model.SetContextWindow(first.InputTokens + 10) // the first step fits; with the file's text, the second does not
+	opts.Models = map[string]runtime.Sampler{"tether-scripted": model}
+	read := map[string]int{}
+	for name, cps := range map[string]runtime.Checkpoints{"in memory": nil, "durable": runtime.NewMemoryCheckpoints()} {
+		opts.Checkpoints = cps
+		c := newHarness(t, opts).dial(t, nil)
+		c.send(t, create(body))
+		pause := last(c.next(t))
+		e := decodeEv(t, pause)
+		if e.Type != "response.done" || e.Response.Usage == nil || e.Response.Usage.InputTokens != first.InputTokens {
+			t.Fatalf("%s: not a pause after a step of %d tokens: %s", name, first.InputTokens, pause)
+		}
+		text := strings.Repeat("build.cfg sets the target, the compiler and the flags. ", 10)
+		c.send(t, appendEv(e.Response.ID, "", fco(pendingCallIDs(t, pause)[0], text)))
+		end := decodeEv(t, c.terminal(t))
+		if end.Type != "response.completed" || end.Response.Usage == nil {
+			t.Fatalf("%s: %s, want completed", name, end.Type)
+		}
+		read[name] = end.Response.Usage.InputTokens - first.InputTokens
+		if read[name] <= 0 || read[name] > first.InputTokens+10 {
+			t.Errorf("%s: the step after the pause read %d tokens, window %d", name, read[name], first.InputTokens+10)
+		}
+	}
+	if read["in memory"] != read["durable"] {
+		t.Errorf("the step after the pause read %d tokens, a durable rollout's %d", read["in memory"], read["durable"])
+	}
+}
+
 // TestServiceTier: a response says which service_tier was asked for while
 // it runs ("auto" when none was), and once it ends the tier that served it,
 // as OpenAI's does: standard processing ("default") for the simulated

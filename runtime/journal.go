@@ -314,7 +314,7 @@ func snapshotEntry(ps *pauseState, frames []frame, parked time.Time) ([]byte, er
 		items = append(items, b...)
 	}
 	var prompt []byte
-	if ps.prompt != nil {
+	if ps.prompt != nil && ps.prompt.HasTokens() { // a bare one's are rendered again at a wake
 		prompt = binary.AppendUvarint(prompt, sampler.RenderVersion)
 		prompt = binary.AppendUvarint(prompt, uint64(ps.promptFrom))
 		segs := ps.prompt.Segments()

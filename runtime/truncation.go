@@ -42,6 +42,15 @@ func (r *rollout) fit() *protocol.Error {
 			"Your input exceeds the context window of this model. Please adjust your input and try again: the prompt (instructions, tools and items) is %d tokens, and the model '%s' reads %d. With truncation 'auto' the oldest items are left out to fit.",
 			tokens, r.req.Model, window)
 	}
+	if r.prompt.Shed() {
+		// It let its tokens go at a pause (shed), and cutting it hashes
+		// those it keeps again: render them all again, once, and keep
+		// them while the context stays truncated.
+		t0 := r.srv.now()
+		r.prompt = r.srv.renderFrom(r.items, r.win)
+		r.tm.RenderedTokens += r.prompt.Len()
+		r.tm.RenderMicros += r.srv.now().Sub(t0).Microseconds()
+	}
 	// The prompt renders the items from the latest context compaction on,
 	// one segment an item.
 	start, segs := r.win.start(), r.prompt.Segments()
