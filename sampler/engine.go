@@ -52,6 +52,20 @@ type Engine struct {
 	step     atomic.Int64  // SetStep's, in nanoseconds
 }
 
+// Late reports how late the latest step of the engine's busiest shard woke:
+// past the earliest token it found due, or past the least time between
+// steps (SetStep) when that came later; 0 when no shard steps. An engine
+// that wakes late is one whose goroutines wait for the CPU: a server
+// saturated. It loads an atomic a shard, for a caller that asks often (a
+// connection's writer, once a batch).
+func (e *Engine) Late() time.Duration {
+	var late int64
+	for _, sh := range e.shards {
+		late = max(late, sh.late.Load())
+	}
+	return time.Duration(late)
+}
+
 // SetStep sets the least time between two steps of a shard (see Engine); 0
 // or less: none.
 func (e *Engine) SetStep(d time.Duration) { e.step.Store(int64(max(d, 0))) }
@@ -93,6 +107,8 @@ type EngineStats struct {
 	Stepped  uint64 // sequences stepped, over all wake-ups: Stepped/Wakes is the mean batch
 	Tokens   uint64 // output tokens handed to their samples (not the reasoning a replayed step paces unsent)
 	MaxBatch int    // the most sequences one wake-up stepped
+	// Late is how late the latest step woke (see Engine.Late).
+	Late time.Duration
 }
 
 // Stats returns the engine's counters: the batch's composition, as an
@@ -104,6 +120,7 @@ func (e *Engine) Stats() EngineStats {
 		Stepped:  e.stepped.Load(),
 		Tokens:   e.tokens.Load(),
 		MaxBatch: int(e.maxBatch.Load()),
+		Late:     e.Late(),
 	}
 }
 
@@ -135,6 +152,7 @@ type shard struct {
 	seqs    seqHeap // waiting for their next token, earliest first
 	running bool    // the stepping goroutine is live
 	kick    chan struct{}
+	late    atomic.Int64 // how late its latest step woke, in nanoseconds; 0 while it is idle
 }
 
 // add queues seq and makes sure the stepping goroutine will see it in time.
@@ -198,6 +216,7 @@ func (sh *shard) loop() {
 		now := time.Now()
 		if len(sh.seqs) == 0 {
 			sh.running = false
+			sh.late.Store(0)
 			sh.mu.Unlock()
 			return
 		}
@@ -219,6 +238,7 @@ func (sh *shard) loop() {
 			}
 			continue
 		}
+		sh.late.Store(int64(now.Sub(laterOf(sh.seqs[0].due, next))))
 		batch = batch[:0]
 		for len(sh.seqs) > 0 && !sh.seqs[0].due.After(now) {
 			batch = append(batch, heap.Pop(&sh.seqs).(*sequence))
@@ -273,10 +293,21 @@ func (sh *shard) afterExit(batch []*sequence, culprit int) {
 	sh.requeueLocked(batch)
 	sh.running = len(sh.seqs) > 0
 	restart := sh.running
+	if !restart {
+		sh.late.Store(0)
+	}
 	sh.mu.Unlock()
 	if restart {
 		go sh.loop()
 	}
+}
+
+// laterOf is the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 // raiseTo sets m to v if v is larger.

@@ -267,3 +267,34 @@ func TestEngineTogether(t *testing.T) {
 		}
 	})
 }
+
+// TestEngineLate: Late is 0 while the engine steps on time and while it is
+// idle; a step that wakes after its earliest due token (here, because an
+// emit held up the shard's goroutine: the CPU it waits for under load) says
+// by how much, and the next step on time says 0 again.
+func TestEngineLate(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScripted(r, Timing{TPS: 1000}) // a token a millisecond
+		e := s.Engine()
+		var late []time.Duration // as each token's emit saw it
+		_, _, res, err := tokenTimes(t, s, t.Context(), longRequest(10), func(i int) {
+			late = append(late, e.Late())
+			if i == 2 {
+				time.Sleep(4 * time.Millisecond) // tokens 3 to 6 fall due meanwhile
+			}
+		})
+		if err != nil || res.OutputTokens != 10 {
+			t.Fatalf("Sample: %+v, %v", res, err)
+		}
+		want := []time.Duration{0, 0, 0, 3 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond, 0, 0, 0}
+		if !slices.Equal(late, want) {
+			t.Errorf("Late at each token: %v, want %v", late, want)
+		}
+		synctest.Wait() // the shard's goroutine ends
+		if l, st := e.Late(), e.Stats(); l != 0 || st.Late != 0 {
+			t.Errorf("an idle engine is %v (stats %v) late, want 0", l, st.Late)
+		}
+	})
+}
