@@ -195,7 +195,10 @@
 // it merges its text and argument deltas instead (rollout.emitDelta), and a
 // client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
-// held. The read loop takes only such locks, so it never waits on a
+// held. A connection's writer waits only while the server is saturated,
+// and with no lock held: it holds a write for at most a millisecond, to
+// take the connection's next frames with it (Outbox.More, by the policy
+// of package internal/flushhold; Server.FlushHolds counts the holds). The read loop takes only such locks, so it never waits on a
 // rollout. Lock order, outer first:
 //
 //	suspendedSet.mu -> suspension.mu

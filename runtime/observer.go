@@ -77,6 +77,12 @@ func (nopObserver) Paused()                                                     
 func (nopObserver) FrameWritten(time.Duration, time.Duration)                          {}
 func (nopObserver) Hop(string)                                                         {}
 
+// FlushHolds is how many times a connection's writer held its flush, the
+// server being saturated, to take the next frames with it (see
+// Options.EngineLate). Safe to call from any goroutine; a metrics exporter
+// reads it (runtime/prommetrics, WatchFlushHolds).
+func (s *Server) FlushHolds() uint64 { return s.holds.Holds() }
+
 // wrote counts one frame the writer wrote from start to end: to its
 // response's account and the observer.
 func (s *Server) wrote(q outbox.Frame, start, end time.Time) {

@@ -113,6 +113,14 @@ type Options struct {
 	// grows to its bound): for tests and recordings that compare streams
 	// token by token.
 	EveryDelta bool
+	// EngineLate reports how late the engine that paces the models
+	// stepped last (sampler.Engine.Late): past a couple of milliseconds,
+	// the server is saturated, and its connections' writers hold each
+	// flush briefly to take the next frames with it (Server.FlushHolds
+	// counts them; package flushhold is the policy). Called once a write,
+	// it must be cheap. Nil: the writers' own wait for the CPU is the only
+	// sign of saturation.
+	EngineLate func() time.Duration
 	// StoreTokens keeps each stored response's rendered tokens with it, so
 	// that a previous_response_id the connection has not cached (every
 	// chained HTTP request) loads them instead of rendering the whole

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/admission"
 	"github.com/tether-run/tether/runtime/internal/budget"
@@ -113,6 +114,7 @@ type Server struct {
 	mux      *http.ServeMux
 	obs      Observer
 	hooks    Hooks
+	holds    *flushhold.Policy // when the connections' writers hold their flushes (Options.EngineLate)
 
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
@@ -155,6 +157,7 @@ func NewServer(opts Options) (*Server, error) {
 		s.hosted[t.Definition().Type] = t
 	}
 	s.now, s.log, s.obs, s.hooks = s.opts.Now, s.opts.Logger, s.opts.Observer, s.opts.Hooks
+	s.holds = flushhold.New(flushhold.Options{Late: s.opts.EngineLate})
 	s.renderer = s.opts.Renderer
 	if s.renderer == nil {
 		r, err := sampler.NewRenderer()

@@ -89,6 +89,7 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 	}
 	// The writer runs while there are frames to write (writeBatch).
 	sess.out.WriteOnDemand(sess)
+	sess.out.HoldBy(s.holds)
 	scope.join(sess)
 	return sess
 }

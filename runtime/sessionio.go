@@ -140,40 +140,60 @@ func (sess *session) WriteFailed(error) {
 	sess.conn.Abort()
 }
 
-// writeBatch writes a batch of frames, which leave in one write to the
+// WriteBatch writes a batch of frames, which leave in one write to the
 // socket where the transport can (see corkedConn); the outbox's writer on
-// demand calls it. A batch that the client does not take within
-// Timeouts.Write (it stopped reading, or its connection is gone without a
-// word) fails the write, which ends the session: its suspended rollouts
-// detach, to be resumed. Each frame is charged the time from the end of the
-// one before; the last also the flush.
+// demand calls it. While the server is saturated, the write waits briefly
+// for the frames queued next and takes them with it, once (Outbox.More,
+// package flushhold); otherwise it goes at once. A batch that the client
+// does not take within Timeouts.Write (it stopped reading, or its
+// connection is gone without a word) fails the write, which ends the
+// session: its suspended rollouts detach, to be resumed. Each frame is
+// charged the time from the end of the one before; the last of the first
+// batch also the hold, the last of all also the flush.
 func (sess *session) WriteBatch(batch []outbox.Frame) error {
 	binary := sess.encoding == protocol.EncodingMsgpack
 	start := sess.srv.now()
 	deadline := time.Now().Add(sess.srv.opts.Timeouts.Write) // the network's clock, not Options.Now
-	var err error
-	for i, q := range batch {
-		b := q.Bytes
-		if binary {
-			if b, err = protocol.JSONToMsgpack(b); err != nil {
-				break // a frame of ours that is not JSON: a bug, not the client's doing
-			}
-		}
-		if err = sess.conn.Write(b, binary, deadline); err != nil {
-			break
-		}
-		sess.written.Add(int64(len(b)))
-		if i < len(batch)-1 {
+	last, err := sess.writeFrames(batch, binary, deadline, &start)
+	if err == nil {
+		if more := sess.out.More(); more != nil {
 			end := sess.srv.now()
-			sess.srv.wrote(q, start, end)
+			sess.srv.wrote(last, start, end)
 			start = end
+			last, err = sess.writeFrames(more, binary, deadline, &start)
 		}
 	}
 	if ferr := sess.conn.Flush(deadline); err == nil {
 		err = ferr
 	}
 	if err == nil {
-		sess.srv.wrote(batch[len(batch)-1], start, sess.srv.now())
+		sess.srv.wrote(last, start, sess.srv.now())
 	}
 	return err
+}
+
+// writeFrames adds a batch's frames to the connection's write, charging
+// each but the last the time from *start; it returns the last, for its
+// caller to charge once it is written (a copy: the outbox reuses the batch
+// once asked for more).
+func (sess *session) writeFrames(batch []outbox.Frame, binary bool, deadline time.Time, start *time.Time) (outbox.Frame, error) {
+	for i, q := range batch {
+		b := q.Bytes
+		var err error
+		if binary {
+			if b, err = protocol.JSONToMsgpack(b); err != nil {
+				return q, err // a frame of ours that is not JSON: a bug, not the client's doing
+			}
+		}
+		if err = sess.conn.Write(b, binary, deadline); err != nil {
+			return q, err
+		}
+		sess.written.Add(int64(len(b)))
+		if i < len(batch)-1 {
+			end := sess.srv.now()
+			sess.srv.wrote(q, *start, end)
+			*start = end
+		}
+	}
+	return batch[len(batch)-1], nil
 }

@@ -243,6 +243,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		MaxOutput: *mcpMaxOutput, Servers: cfg.mcpServers()})
 	opts.Observer, opts.Logger, opts.AccessLog, opts.Hooks = metrics, log, true, hooks
 	opts.StoreTokens, opts.Keys, opts.OriginPatterns = costs.StoreTokens, keys, splitList(*origins)
+	opts.EngineLate = engine.Late // a late step: the server is saturated, and its writers hold their flushes
 	if *recordDir != "" {
 		// 0 is the default, as in record.Options.
 		if fb, b := cmp.Or(recordOpts.FileBytes, record.DefaultFileBytes), cmp.Or(recordOpts.Bytes, record.DefaultBytes); fb > b {
@@ -276,6 +277,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 		fmt.Fprintln(stderr, "tether:", err)
 		return 1
 	}
+	metrics.WatchFlushHolds(srv.FlushHolds)
 	srv.Handle("GET /metrics", metrics.Handler())
 	if *pprofOn {
 		profiling.Mount(srv)

@@ -299,7 +299,8 @@ func startTarget(cfg Config, timing sampler.Timing) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := runtime.Options{Models: models, Renderer: r, Hooks: hooks, StoreTokens: cfg.StoreTokens, Observer: metrics}
+	opts := runtime.Options{Models: models, Renderer: r, Hooks: hooks, StoreTokens: cfg.StoreTokens, Observer: metrics,
+		EngineLate: engine.Late}
 	var closeStore func() error
 	var checkpoints runtime.Checkpoints = runtime.NewMemoryCheckpoints()
 	if cfg.Store != "" && cfg.Store != "memory" {

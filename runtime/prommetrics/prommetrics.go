@@ -167,7 +167,21 @@ func (m *Metrics) WatchEngine(stats func() sampler.EngineStats) {
 			Name: "tether_engine_tokens_total",
 			Help: "Output tokens the engine handed out on schedule (hidden reasoning tokens included).",
 		}, func() float64 { return float64(stats().Tokens) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tether_engine_late_seconds",
+			Help: "How late the engine's latest step woke past its earliest due token (0 while it is idle): a server saturated steps late.",
+		}, func() float64 { return stats().Late.Seconds() }),
 	)
+}
+
+// WatchFlushHolds exports the count holds reads (runtime.Server.FlushHolds):
+// the flushes a connection's writer held, the server being saturated, to
+// take the next frames with it. Read at each scrape.
+func (m *Metrics) WatchFlushHolds(holds func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tether_flush_holds_total",
+		Help: "Flushes a connection's writer held (at most 1 ms each) while the server was saturated, to take its next frames in the same write.",
+	}, func() float64 { return float64(holds()) }))
 }
 
 // gcCPU adds Go's estimates of the garbage collector's CPU time, of the

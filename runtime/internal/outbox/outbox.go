@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
 
@@ -46,6 +47,9 @@ type Outbox struct {
 
 	meter Meter // counts the bytes of the frames queued and in the writer's hands; nil: none
 
+	hold  *flushhold.Policy // by which the writer on demand holds its flush (More); nil: never
+	timer flushhold.Timer   // its holds' timer, owned by the writer on demand
+
 	mu     lockrank.Mutex[lockrank.Outbox]
 	q      []Frame       // guarded by mu
 	bytes  int           // of the frames in q, guarded by mu
@@ -65,6 +69,7 @@ type Outbox struct {
 	broken  bool          // a write failed: no writer starts again
 	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
 	over    bool          // it has ended or closed and no writer runs
+	holding bool          // the writer holds its flush (More): a put signals ready
 }
 
 // Meter counts what outboxes hold (the server's memory budget): Add(n)
@@ -84,6 +89,11 @@ func (o *Outbox) countLocked(n int) {
 		o.meter.Add(int64(n))
 	}
 }
+
+// HoldBy has the writer on demand hold its flushes by p (see More), and
+// tell p how long it waited to run once frames woke it. Set before the
+// first put.
+func (o *Outbox) HoldBy(p *flushhold.Policy) { o.hold = p }
 
 // BatchWriter writes an outbox's batches for its writer on demand:
 // WriteBatch writes one; a write's error goes to WriteFailed (once: no
@@ -218,17 +228,23 @@ func (o *Outbox) queue(b []byte, copied bool, acct *Delivery) error {
 	if len(o.q) == o.soft {
 		o.full = make(chan struct{})
 	}
-	o.wakeLocked()
+	o.wakeLocked(now)
 	return nil
 }
 
 // wakeLocked tells the writer that frames wait: the owner's, or one started
-// now if none runs (writeOnDemand).
-func (o *Outbox) wakeLocked() {
+// now if none runs (writeOnDemand), or the one holding its flush (More).
+func (o *Outbox) wakeLocked(now time.Time) {
 	if o.write != nil {
-		if !o.writing && !o.broken {
+		switch {
+		case !o.writing && !o.broken:
 			o.writing = true
-			go o.writer()
+			go o.writer(now)
+		case o.holding:
+			select {
+			case o.ready <- struct{}{}:
+			default:
+			}
 		}
 		return
 	}
@@ -245,8 +261,12 @@ func (o *Outbox) wakeLocked() {
 // put.
 func (o *Outbox) WriteOnDemand(w BatchWriter) { o.write = w }
 
-// writer writes what is queued until the queue is empty.
-func (o *Outbox) writer() {
+// writer writes what is queued until the queue is empty; the put that
+// started it queued its frame at woke.
+func (o *Outbox) writer(woke time.Time) {
+	if o.hold != nil {
+		o.hold.Waited(o.now().Sub(woke)) // its time waiting for the CPU
+	}
 	for {
 		batch := o.Next(context.Background()) // nil once empty: it does not wait
 		if batch == nil {
@@ -318,7 +338,12 @@ func (o *Outbox) Room() <-chan struct{} {
 // slice is the writer's until it calls Next again. A response whose frames it has now all
 // taken sends the delta it holds back (see Delivery), into the next batch.
 func (o *Outbox) Next(ctx context.Context) []Frame {
-	batch := o.nextBatch(ctx)
+	return flushHeld(o.nextBatch(ctx))
+}
+
+// flushHeld has the responses whose frames the writer has now all taken
+// send the deltas they hold back (see Delivery).
+func flushHeld(batch []Frame) []Frame {
 	for _, q := range batch {
 		if a := q.Acct; a != nil && a.Queued.Load() == 0 && a.Holding.Load() {
 			a.Flush()
@@ -327,28 +352,53 @@ func (o *Outbox) Next(ctx context.Context) []Frame {
 	return batch
 }
 
+// More holds the flush of a writer on demand, by the outbox's policy (see
+// package flushhold and HoldBy): while the server is saturated, it waits,
+// at most the policy's bound, for frames queued after the batch the writer
+// took, and takes them as Next does, to go out in the same write. It
+// returns nil at once when the server is not saturated (no hold), and nil
+// when the hold ended with nothing queued. The writer calls it from
+// WriteBatch, once the batch's frames are in the transport's batch: the
+// bytes of the batch Next (or More) returned are reused from then on.
+func (o *Outbox) More() []Frame {
+	if !o.hold.Saturated() {
+		return nil
+	}
+	o.mu.Lock()
+	if o.closed || o.ended && len(o.q) == 0 { // nothing more will come
+		o.mu.Unlock()
+		return nil
+	}
+	o.holding = true
+	select {
+	case <-o.ready: // a signal to a hold before this one
+	default:
+	}
+	if len(o.q) == 0 {
+		o.mu.Unlock()
+		o.hold.Hold(&o.timer, o.ready)
+		o.mu.Lock()
+	}
+	o.holding = false
+	var batch []Frame
+	if !o.closed && len(o.q) > 0 {
+		batch = o.takeLocked()
+	}
+	o.mu.Unlock()
+	return flushHeld(batch)
+}
+
 func (o *Outbox) nextBatch(ctx context.Context) []Frame {
 	for {
 		o.mu.Lock()
-		o.taking = time.Time{} // the last batch is written
-		o.countLocked(-o.inHand)
-		o.inHand = 0
 		if !o.closed && len(o.q) > 0 {
-			batch := o.q
-			clear(o.spare) // the frames the writer has written
-			o.inHand = o.bytes
-			o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].At
-			// The writer is done with its last batch's bytes: they take
-			// the next frames, and this batch's wait for the next call of Next.
-			if o.spareB != nil {
-				*o.spareB = (*o.spareB)[:0]
-			}
-			o.buf, o.spareB = o.spareB, o.buf
-			untake(batch)
-			o.drainedLocked()
+			batch := o.takeLocked()
 			o.mu.Unlock()
 			return batch
 		}
+		o.taking = time.Time{} // the last batch is written
+		o.countLocked(-o.inHand)
+		o.inHand = 0
 		clear(o.spare) // written: an idle connection keeps no frames
 		ReleaseBuf(&o.buf)
 		ReleaseBuf(&o.spareB)
@@ -369,6 +419,25 @@ func (o *Outbox) nextBatch(ctx context.Context) []Frame {
 	}
 }
 
+// takeLocked takes the queued frames (at least one) for the writer: the
+// last batch it took is written, or in the transport's batch.
+func (o *Outbox) takeLocked() []Frame {
+	o.countLocked(-o.inHand)
+	batch := o.q
+	clear(o.spare) // the frames the writer has written
+	o.inHand = o.bytes
+	o.q, o.spare, o.bytes, o.taking = o.spare[:0], batch, 0, batch[0].At
+	// The writer is done with its last batch's bytes: they take
+	// the next frames, and this batch's wait for the next call of Next.
+	if o.spareB != nil {
+		*o.spareB = (*o.spareB)[:0]
+	}
+	o.buf, o.spareB = o.spareB, o.buf
+	untake(batch)
+	o.drainedLocked()
+	return batch
+}
+
 // End tells the writer that no more frames will come: it takes the ones
 // queued, then nil.
 func (o *Outbox) End() {
@@ -376,7 +445,7 @@ func (o *Outbox) End() {
 	defer o.mu.Unlock()
 	o.ended = true
 	if o.write == nil {
-		o.wakeLocked()
+		o.wakeLocked(o.now())
 	}
 	o.stoppedLocked()
 }
@@ -392,7 +461,7 @@ func (o *Outbox) Close() {
 	o.q, o.bytes, o.inHand = nil, 0, 0
 	o.drainedLocked()
 	if o.write == nil {
-		o.wakeLocked()
+		o.wakeLocked(o.now())
 	}
 	o.stoppedLocked()
 }
@@ -407,9 +476,10 @@ func (o *Outbox) Finish(last []byte) {
 	}
 	untake(o.q)
 	o.countLocked(len(last) - o.bytes)
-	o.q, o.bytes, o.ended = append(o.q[:0], Frame{Bytes: last, At: o.now()}), len(last), true
+	now := o.now()
+	o.q, o.bytes, o.ended = append(o.q[:0], Frame{Bytes: last, At: now}), len(last), true
 	o.drainedLocked()
-	o.wakeLocked()
+	o.wakeLocked(now)
 	o.stoppedLocked()
 }
 
