@@ -303,11 +303,11 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	fmt.Fprintf(w, "%s, %s, %s tok/s a stream%s, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), step, r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tserver\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta frame\ta step\tGC\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")
+	fmt.Fprintln(tw, "clients\tserver\trollouts\ttokens/s\tdelta frames/s\tlag p50\tp99\tmax\terrors\thandovers\tserver CPU\ta token\ta frame\ta step\tGC\tflush holds/s\tclient CPU\ta token\tserver RSS max\tgoroutines max\t")
 	row := func(r *ablate.LoadResult, server string) {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.1f µs\t%.1f µs\t%.0f µs\t%.1f%%\t%.2f cores\t%.1f µs\t%.0f MiB\t%d\t\n", r.Clients, server, r.Rollouts,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%s\t%d\t%.2f cores\t%.1f µs\t%.1f µs\t%.0f µs\t%.1f%%\t%.0f\t%.2f cores\t%.1f µs\t%.0f MiB\t%d\t\n", r.Clients, server, r.Rollouts,
 			r.TokensPerS, r.FramesPerS, r.LagP50US/1e3, r.LagP99US/1e3, r.LagMaxUS/1e3, byCode(r.Errors), r.Handovers, r.ServerCPU, r.ServerCPUPerToken,
-			r.ServerCPUPerFrame, r.ServerCPUPerStep, 100*r.ServerGCShare, r.ClientCPU, r.ClientCPUPerToken, r.ServerRSSMaxMiB, r.ServerGoroutines)
+			r.ServerCPUPerFrame, r.ServerCPUPerStep, 100*r.ServerGCShare, r.FlushHoldsPerS, r.ClientCPU, r.ClientCPUPerToken, r.ServerRSSMaxMiB, r.ServerGoroutines)
 	}
 	for _, r := range run.Results {
 		if r.Floor != nil {
@@ -334,7 +334,9 @@ token beat, so a late or merged delta's tokens lag (the model's time to its
 first token does not). CPU is cores busy on average, the server (a child
 process) and the clients (this one) apart, per streamed token, and the server's per
 model step (a pause or a turn: its round trip and its tokens); GC is the share of the
-server's CPU its garbage collector took (Go's estimate); errors are failed rollouts by code;
+server's CPU its garbage collector took (Go's estimate); flush holds are the server's
+connection writers holding a write for their next frames (at most 1 ms), which they do
+only while the server is saturated; errors are failed rollouts by code;
 handovers are suspended rollouts resumed after their connection closed or
 dropped (with --url given for several servers, on the next of them). The
 floor (--floor) is the streaming floor, run in turn with tether: the same

@@ -116,7 +116,13 @@ type LoadResult struct {
 	// ServerGCShare is the share of the server's busy CPU its garbage
 	// collector took over the run (Go's estimates, off its /metrics), 0
 	// when the server does not say.
-	ServerGCShare    float64      `json:"server_gc_share"`
+	ServerGCShare float64 `json:"server_gc_share"`
+	// FlushHolds counts the server's connection writers' held flushes
+	// over the run (tether_flush_holds_total off its /metrics): they hold
+	// only while the server is saturated (package flushhold); 0 when the
+	// server does not say.
+	FlushHolds       float64      `json:"flush_holds"`
+	FlushHoldsPerS   float64      `json:"flush_holds_per_s"`
 	ServerRSSMaxMiB  float64      `json:"server_rss_max_mib"`
 	ServerGoroutines int          `json:"server_goroutines_max"`
 	Samples          []LoadSample `json:"samples"`
@@ -186,6 +192,7 @@ type tally struct {
 	elapsed              time.Duration
 	serverCPU, clientCPU time.Duration
 	gc, busy             float64 // the server's collector's CPU seconds, and its busy ones
+	holds                float64 // the server's flush holds
 	samples              []LoadSample
 }
 
@@ -204,7 +211,7 @@ func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duratio
 	var mu sync.Mutex // guards res's counts
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	gc0 := readGCTimes(ctx, srv)
+	gc0, holds0 := readGCTimes(ctx, srv), flushHolds(ctx, srv)
 	server0, client0 := procCPU(srv.pid), processCPU()
 	start := time.Now()
 	sampled := make(chan struct{})
@@ -286,6 +293,7 @@ func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duratio
 	<-sampled
 	gc1 := readGCTimes(ctx, srv)
 	t.gc, t.busy = gc1.gc-gc0.gc, (gc1.total-gc0.total)-(gc1.idle-gc0.idle)
+	t.holds = flushHolds(ctx, srv) - holds0
 	t.lags = lags.all()
 	return t, nil
 }
@@ -309,6 +317,7 @@ func (r *LoadResult) add(t *tally) {
 	r.clientCPU += t.clientCPU
 	r.gc += t.gc
 	r.busy += t.busy
+	r.FlushHolds += t.holds
 	r.Samples = append(r.Samples, t.samples...)
 }
 
@@ -324,6 +333,7 @@ func (r *LoadResult) summarize() {
 	if r.busy > 0 {
 		r.ServerGCShare = r.gc / r.busy
 	}
+	r.FlushHoldsPerS = r.FlushHolds / r.DurationS
 	for _, s := range r.Samples {
 		r.ServerRSSMaxMiB = max(r.ServerRSSMaxMiB, s.ServerRSSMiB)
 		r.ServerGoroutines = max(r.ServerGoroutines, s.ServerGoroutines)
@@ -475,6 +485,12 @@ type gcTimes struct{ gc, total, idle float64 }
 func readGCTimes(ctx context.Context, srv *server) gcTimes {
 	return gcTimes{metric(ctx, srv, "go_cpu_classes_gc_total_cpu_seconds_total"),
 		metric(ctx, srv, "go_cpu_classes_total_cpu_seconds_total"), metric(ctx, srv, "go_cpu_classes_idle_cpu_seconds_total")}
+}
+
+// flushHolds reads tether_flush_holds_total off the server's /metrics; 0
+// when it has none to read.
+func flushHolds(ctx context.Context, srv *server) float64 {
+	return metric(ctx, srv, "tether_flush_holds_total")
 }
 
 // goroutines reads go_goroutines off the server's /metrics; 0 when it has

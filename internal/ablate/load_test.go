@@ -1,6 +1,8 @@
 package ablate
 
 import (
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -139,5 +141,26 @@ func TestRunPark(t *testing.T) {
 	// less than what the package's other tests free meanwhile.
 	if res.ParkedGoroutines < res.BaselineGoroutines+20 || res.ParkedHeapMiB <= 0 || res.BaselineHeapMiB <= 0 {
 		t.Errorf("goroutines %d -> %d, heap %.1f -> %.1f MiB", res.BaselineGoroutines, res.ParkedGoroutines, res.BaselineHeapMiB, res.ParkedHeapMiB)
+	}
+}
+
+// TestFlushHoldsRead: a load run reads the server's flush holds off its
+// /metrics (the counter's own line, not another's that begins alike), and
+// 0 from a server that has none.
+func TestFlushHoldsRead(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprint(w, "# TYPE tether_flush_holds_total counter\ntether_flush_holds_total_other 7\ntether_flush_holds_total 1234\n")
+		}
+	}))
+	defer hs.Close()
+	if n := flushHolds(t.Context(), &server{base: hs.URL + "/v1"}); n != 1234 {
+		t.Errorf("read %v flush holds, want 1234", n)
+	}
+	none := httptest.NewServer(http.NotFoundHandler())
+	defer none.Close()
+	if n := flushHolds(t.Context(), &server{base: none.URL + "/v1"}); n != 0 {
+		t.Errorf("read %v flush holds off a server without them, want 0", n)
 	}
 }
