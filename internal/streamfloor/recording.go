@@ -14,7 +14,9 @@
 // go out at once, and each token's frame when the engine (the sampler's
 // Engine, the served models' own, with the same Timing and engine step)
 // releases that token. A batch of frames due together goes out in one
-// write, outside any outbox, from buffers that are reused: the floor
+// write, outside any outbox, from buffers that are reused, held briefly
+// for the next batch while the server is saturated by the policy tether's
+// writers follow (package flushhold): the floor
 // allocates nothing per frame, tokenizes nothing, decodes no request and
 // keeps no store. It keeps only the last message each client sent, as a
 // server must hold what it was sent (a parked rollout's context).

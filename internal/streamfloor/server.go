@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -28,6 +29,7 @@ type Server struct {
 	rec    *Recording
 	timing sampler.Timing
 	engine *sampler.Engine
+	holds  *flushhold.Policy
 	mux    *http.ServeMux
 
 	mu    sync.Mutex
@@ -43,8 +45,11 @@ func NewServer(rec *Recording, t sampler.Timing, step time.Duration) (*Server, e
 	}
 	s := &Server{rec: rec, timing: t, engine: sampler.NewEngine(), mux: http.NewServeMux(), conns: map[*conn]struct{}{}}
 	s.engine.SetStep(step)
+	s.holds = flushhold.New(flushhold.Options{Late: s.engine.Late})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tether_flush_holds_total", Help: "Writes held for the next frames while the floor was saturated (internal/flushhold), as tether counts its own."},
+			func() float64 { return float64(s.holds.Holds()) }))
 	s.mux.HandleFunc("GET /v1/responses", s.serveWS)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /debug/pprof/heap", pprof.Handler("heap").ServeHTTP)
@@ -77,7 +82,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(64 << 20)
-	c := &conn{ws: ws, raw: hw.conn, timing: s.timing, engine: s.engine}
+	c := &conn{ws: ws, raw: hw.conn, timing: s.timing, engine: s.engine, holds: s.holds, more: make(chan struct{}, 1)}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -109,13 +114,18 @@ type conn struct {
 	raw    *lockedConn
 	timing sampler.Timing
 	engine *sampler.Engine
+	holds  *flushhold.Policy
 	held   []byte // the client's last message
 
+	more chan struct{}   // 1-buffered: frames were queued (a held write waits on it)
+	hold flushhold.Timer // the writer's; only the running writer uses it
+
 	mu      sync.Mutex
-	pending []byte // frames due and not yet written; guarded by mu
-	spare   []byte // the writer's last buffer, reused; guarded by mu
-	writing bool   // a writer is running; guarded by mu
-	err     error  // the first failed write; guarded by mu
+	pending []byte    // frames due and not yet written; guarded by mu
+	filled  time.Time // when pending was last empty and filled; guarded by mu
+	spare   []byte    // the writer's last buffer, reused; guarded by mu
+	writing bool      // a writer is running; guarded by mu
+	err     error     // the first failed write; guarded by mu
 }
 
 // play writes step: its head at once, then each token's frames as the
@@ -150,8 +160,15 @@ func (c *conn) play(ctx context.Context, step *Step) error {
 // queue adds frames to what is due; flush, at once.
 func (c *conn) queue(frames []byte, flush bool) {
 	c.mu.Lock()
+	if len(c.pending) == 0 {
+		c.filled = time.Now()
+	}
 	c.pending = append(c.pending, frames...)
 	c.mu.Unlock()
+	select {
+	case c.more <- struct{}{}:
+	default:
+	}
 	if flush {
 		c.flush()
 	}
@@ -169,13 +186,26 @@ func (c *conn) flush() {
 	go c.write()
 }
 
-// write writes what is due, one write a batch, until nothing is.
+// write writes what is due, one write a batch, until nothing is. While
+// the server is saturated it holds a batch briefly for the next frames,
+// by the policy tether's writers follow (package flushhold).
 func (c *conn) write() {
 	c.mu.Lock()
 	for len(c.pending) > 0 && c.err == nil {
+		c.holds.Waited(time.Since(c.filled))
 		batch := c.pending
 		c.pending, c.spare = c.spare[:0], nil
 		c.mu.Unlock()
+		select {
+		case <-c.more: // the signal of the frames just taken
+		default:
+		}
+		if c.holds.Hold(&c.hold, c.more) {
+			c.mu.Lock()
+			batch = append(batch, c.pending...)
+			c.pending = c.pending[:0]
+			c.mu.Unlock()
+		}
 		_, err := c.raw.Write(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
