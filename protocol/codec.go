@@ -51,6 +51,9 @@ func AppendMarshal(dst []byte, v any) ([]byte, error) {
 	if b, ok := appendFunctionItem(dst, v); ok {
 		return b, nil
 	}
+	if b, ok := appendStepEvent(dst, v); ok {
+		return b, nil
+	}
 	if b, ok, err := appendKept(dst, v); ok {
 		if err != nil {
 			return dst, err

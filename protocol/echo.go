@@ -150,20 +150,31 @@ func appendResponse(dst []byte, r *Response) ([]byte, bool, error) {
 	}
 	b := append(dst, '{')
 	b = append(b, e.runs[0]...)
+	// Each state run by its fast path (stateruns.go), or, where that does
+	// not take it whole, by the codec (what the fast path wrote past b's
+	// length is written over).
 	var err error
-	if b, err = appendMembers(b, &stateRun1{r.CompletedAt, r.Status, r.IncompleteDetails}); err != nil {
+	if fb, ok := appendStateRun1(b, r); ok {
+		b = fb
+	} else if b, err = appendMembers(b, &stateRun1{r.CompletedAt, r.Status, r.IncompleteDetails}); err != nil {
 		return dst, true, err
 	}
 	b = append(append(b, ','), e.runs[1]...)
-	if b, err = appendMembers(b, &stateRun2{r.Output, r.Error}); err != nil {
+	if fb, ok := appendStateRun2(b, r); ok {
+		b = fb
+	} else if b, err = appendMembers(b, &stateRun2{r.Output, r.Error}); err != nil {
 		return dst, true, err
 	}
 	b = append(append(b, ','), e.runs[2]...)
-	if b, err = appendMembers(b, &stateRun3{r.Usage}); err != nil {
+	if fb, ok := appendStateRun3(b, r); ok {
+		b = fb
+	} else if b, err = appendMembers(b, &stateRun3{r.Usage}); err != nil {
 		return dst, true, err
 	}
 	b = append(append(b, ','), e.runs[3]...)
-	if b, err = appendMembers(b, &stateRun4{r.OutputOffset, r.ForkedFrom, r.RequiredAction, r.Timings}); err != nil {
+	if fb, ok := appendStateRun4(b, r); ok {
+		b = fb
+	} else if b, err = appendMembers(b, &stateRun4{r.OutputOffset, r.ForkedFrom, r.RequiredAction, r.Timings}); err != nil {
 		return dst, true, err
 	}
 	return append(b, '}'), true, nil
