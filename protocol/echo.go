@@ -86,9 +86,13 @@ type (
 // KeepEcho encodes r's echo of its request once, for every later encoding
 // of r and of its shallow copies (see echo). Call it once those fields are
 // set; a response whose echo has changed since (a fork's new id) is
-// encoded whole until KeepEcho is called again. It is not safe to call
-// while r is being encoded.
+// encoded whole until KeepEcho is called again. A response whose kept echo
+// is still its echo keeps it: nothing is encoded again. It is not safe to
+// call while r is being encoded.
 func (r *Response) KeepEcho() error {
+	if r.echo != nil && r.echo.of.sameEcho(r) {
+		return nil
+	}
 	e := &echo{of: *r}
 	// The snapshot is compared on the echo's fields only: it holds none of
 	// the rest (the output so far, an older echo).
@@ -110,6 +114,18 @@ func (r *Response) KeepEcho() error {
 	}
 	r.echo = e
 	return nil
+}
+
+// EchoSize is how many bytes r's kept echo holds, 0 when it has none.
+func (r *Response) EchoSize() int {
+	if r.echo == nil {
+		return 0
+	}
+	n := 0
+	for _, run := range r.echo.runs {
+		n += len(run)
+	}
+	return n
 }
 
 // DropEcho lets r's kept echo go: r is encoded whole from then on. A

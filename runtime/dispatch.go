@@ -396,7 +396,7 @@ func (r *rollout) resumeLocked() bool {
 	}
 	r.resp.Status = protocol.ResponseInProgress
 	r.resp.RequiredAction = nil
-	_ = r.resp.KeepEcho() // dropped at the pause; should it fail, events encode the response whole
+	_ = r.resp.KeepEcho() // kept while parked, unless the budget had no room for it (keepEchoParkedLocked); should it fail, events encode the response whole
 	if ev := r.restart; ev != nil {
 		r.restart = nil
 		r.emitLocked(ev)

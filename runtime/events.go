@@ -315,7 +315,7 @@ func (r *rollout) requireAction(calls []protocol.PendingCall) {
 // server that wrote its checkpoint sent. The caller holds mu.
 func (r *rollout) requireActionSilentlyLocked(calls []protocol.PendingCall) {
 	r.requiresActionLocked(calls)
-	r.resp.DropEcho() // parked, as at an announced pause (pauseLocked)
+	r.keepEchoParkedLocked() // parked, as at an announced pause (pauseLocked)
 }
 
 // requiresActionLocked sets the response's status to requires_action on
@@ -377,11 +377,30 @@ func (r *rollout) pauseLocked(calls []protocol.PendingCall) {
 	} else {
 		r.emitStepViewLocked(protocol.EventDone)
 	}
-	// Parked, it streams nothing until answered: its delta buffers go, and
-	// its response's kept echo (a parked rollout is held by the thousand;
-	// resumeLocked encodes it again).
+	// Parked, it streams nothing until answered: its delta buffers go.
 	r.order.merging.text, r.together, r.deltas = nil, nil, nil
-	r.resp.DropEcho()
+	r.keepEchoParkedLocked()
+}
+
+// keepEchoParkedLocked keeps the response's echo of its request
+// (Response.KeepEcho) while the rollout is parked, charged to the memory
+// budget as its context is (a parked rollout is held by the thousand):
+// the response.in_progress that ends the pause, the frame its client
+// waits for, is then encoded from it, rather than from the request's
+// fields again while the append waits. Its bytes are about those of the
+// instructions and tools, whose tokens the rollout holds already. With no
+// room for it in the budget, it goes, and resumeLocked encodes it again.
+// The caller holds mu.
+func (r *rollout) keepEchoParkedLocked() {
+	n := int64(r.resp.EchoSize())
+	if n <= r.echoHeld {
+		return
+	}
+	if r.held.take(r.srv.mem, n-r.echoHeld) != nil {
+		r.resp.DropEcho()
+		return
+	}
+	r.echoHeld = n
 }
 
 // emitWaitingLocked tells the client that the response waits on calls

@@ -135,6 +135,9 @@ type rollout struct {
 	held        heldMemory
 	contextHeld int64
 	stepOut     int
+	// echoHeld is what the response's kept echo, kept while parked
+	// (keepEchoParkedLocked), took of held; guarded by mu.
+	echoHeld int64
 	// outBytes are the text and arguments its model streamed and its
 	// compactions' content, compactions their count, and capped the
 	// incomplete_details.reason of a bound on them (or on its output
