@@ -3,6 +3,7 @@ package sampler
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -28,6 +29,7 @@ type Scripted struct {
 	cache  *PrefixCache
 	engine engineRef
 	window
+	scripts scriptCache
 }
 
 // NewScripted returns a scripted backend that streams o200k_base tokens split
@@ -73,17 +75,18 @@ func (s *Scripted) Sample(ctx context.Context, req *Request, emit func(Delta)) (
 	if err := checkJSONDirective(req); err != nil {
 		return Result{}, err
 	}
-	return sampleParts(ctx, &s.engine, s.r, s.timing, s.cache, req, func(req *Request) ([]part, int) { return plan(req), 0 }, emit)
+	return sampleParts(ctx, &s.engine, s.r, s.timing, s.cache, req, func(req *Request) ([]part, int) { return plan(req, &s.scripts), 0 }, emit)
 }
 
 // plan applies the scripted policy: a pending directive step, else a call of
-// the first function tool after a user message, else a text answer.
-func plan(req *Request) []part {
+// the first function tool after a user message, else a text answer. scripts
+// keeps the scripts it parses (nil: none kept).
+func plan(req *Request, scripts *scriptCache) []part {
 	items := req.Items
 	if req.ToolChoice.Mode == "none" {
 		return []part{answerPart(req)}
 	}
-	if at, steps := findScript(items, req.MultiAgent); len(steps) > 0 {
+	if at, steps := findScript(items, req.MultiAgent, scripts); len(steps) > 0 {
 		if req.Serial {
 			steps = oneCallPerStep(steps)
 		}
@@ -137,16 +140,62 @@ func oneCallPerStep(steps [][]directiveCall) [][]directiveCall {
 }
 
 // findScript returns the index and steps of the newest user message that
-// scripts calls, or -1 and nil.
-func findScript(items protocol.Items, agents bool) (int, [][]directiveCall) {
+// scripts calls, or -1 and nil. The steps are scripts' to keep: read only.
+func findScript(items protocol.Items, agents bool, scripts *scriptCache) (int, [][]directiveCall) {
 	for i := len(items) - 1; i >= 0; i-- {
 		if m, ok := items[i].(*protocol.Message); ok && m != nil && m.Role == protocol.RoleUser {
-			if steps := parseDirectives(contentsText(m.Content), agents); len(steps) > 0 {
+			if steps := scripts.parse(contentsText(m.Content), agents); len(steps) > 0 {
 				return i, steps
 			}
 		}
 	}
 	return -1, nil
+}
+
+// scriptCache keeps the scripts parsed from user messages, by their text:
+// every step of a rollout reads its script again (findScript), and a long
+// script's JSON arguments cost more to parse than the step. It holds at
+// most maxScripts texts of at most maxScriptText bytes that script calls;
+// full, it starts over. Safe for concurrent use; the
+// zero value is ready, and a nil one keeps nothing.
+type scriptCache struct {
+	mu sync.Mutex
+	m  map[scriptKey][][]directiveCall // guarded by mu
+}
+
+type scriptKey struct {
+	text   string
+	agents bool
+}
+
+const (
+	maxScripts    = 256
+	maxScriptText = 64 << 10
+)
+
+// parse is parseDirectives(text, agents), parsed once for each text.
+func (c *scriptCache) parse(text string, agents bool) [][]directiveCall {
+	if c == nil {
+		return parseDirectives(text, agents)
+	}
+	k := scriptKey{text, agents}
+	c.mu.Lock()
+	steps, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return steps
+	}
+	steps = parseDirectives(text, agents)
+	if len(steps) == 0 || len(text) > maxScriptText {
+		return steps // kept only for what a script is: a text without one is not kept, nor a long one
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxScripts {
+		c.m = make(map[scriptKey][][]directiveCall)
+	}
+	c.m[k] = steps
+	c.mu.Unlock()
+	return steps
 }
 
 // stepsTaken counts the script's steps already in items: the call items

@@ -489,7 +489,7 @@ func TestMultiPartDirectives(t *testing.T) {
 		{"in a later part", protocol.Contents{file, &protocol.InputImage{ImageURL: new("data:image/png;base64,AA==")}, call}},
 		{"in the first part, another after it", protocol.Contents{call, file}},
 	} {
-		parts := plan(&Request{Items: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: tc.parts}}})
+		parts := plan(&Request{Items: protocol.Items{&protocol.Message{Role: protocol.RoleUser, Content: tc.parts}}}, nil)
 		if len(parts) != 1 || !parts[0].call || parts[0].name != "read_file" || parts[0].text != `{"path":"a.go"}` {
 			t.Errorf("%s: planned %+v, want read_file {\"path\":\"a.go\"}", tc.name, parts)
 		}
