@@ -225,6 +225,22 @@ func decodeAppendInput(data []byte) (Items, *Error) {
 // returns what it could read of the event's lane, so that the error can carry
 // the right stream_id; the returned event is then nil.
 func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
+	if head, items, ok := scanPlainAppend(data); ok && head.ResponseID != "" &&
+		(head.StreamID == nil || ValidateStreamID(*head.StreamID) == nil) {
+		lane := ""
+		if head.StreamID != nil {
+			lane = *head.StreamID
+		}
+		return &AppendEvent{StreamID: lane, ResponseID: head.ResponseID, Input: items}, lane, nil
+	}
+	// Anything else, a bad append among it, as the general path reads
+	// (and refuses) it.
+	return decodeClientEvent(data)
+}
+
+// decodeClientEvent is DecodeClientEvent's path for all but a plain append
+// (scanPlainAppend).
+func decodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 	head, _, ok := scanAppend(data)
 	if !ok {
 		if err := unmarshal(data, &head); err != nil {

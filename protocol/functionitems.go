@@ -18,33 +18,56 @@ import (
 // appends them and as a journal's snapshot holds them.
 func scanFunctionItem(raw json.RawMessage) (Item, bool) {
 	s := deltaScanner{b: raw}
+	it, ok := s.functionItem()
+	s.space()
+	if !ok || s.i != len(s.b) {
+		return nil, false
+	}
+	return it, true
+}
+
+// functionItem reads the object scanFunctionItem reads, where it is a
+// value among others (an append's input). A member named twice is not
+// taken.
+func (s *deltaScanner) functionItem() (Item, bool) {
 	var typ, id, callID, name, namespace, arguments, output, status string
-	var hasName, hasArguments, hasOutput bool
-	ok := s.object(func(key []byte) bool {
+	var seen uint8
+	ok := s.members(func(key []byte) bool {
 		var ok bool
+		var bit uint8
 		switch string(key) { // compared without a copy
-		case "type":
-			typ, ok = s.text()
+		case "type": // one of two names: read in place, not copied (an escape in it takes the codec's path)
+			typ, ok = s.itemType()
+			bit = 1 << 0
 		case "id":
 			id, ok = s.text()
+			bit = 1 << 1
 		case "call_id":
 			callID, ok = s.text()
+			bit = 1 << 2
 		case "namespace":
 			namespace, ok = s.text()
+			bit = 1 << 3
 		case "status":
 			status, ok = s.text()
+			bit = 1 << 4
 		case "name":
 			name, ok = s.text()
-			hasName = true
+			bit = 1 << 5
 		case "arguments":
 			arguments, ok = s.text()
-			hasArguments = true
+			bit = 1 << 6
 		case "output":
 			output, ok = s.text()
-			hasOutput = true
+			bit = 1 << 7
 		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
 		return ok
 	})
+	hasName, hasArguments, hasOutput := seen&(1<<5) != 0, seen&(1<<6) != 0, seen&(1<<7) != 0
 	switch {
 	case !ok:
 		return nil, false
@@ -54,6 +77,21 @@ func scanFunctionItem(raw json.RawMessage) (Item, bool) {
 		return &FunctionCallOutput{ID: id, CallID: callID, Namespace: namespace, Output: ToolOutput{Text: output}, Status: ItemStatus(status)}, true
 	}
 	return nil, false
+}
+
+// itemType reads a string that is a function item's type, without a
+// copy; ok is false for any other, or one with an escape.
+func (s *deltaScanner) itemType() (string, bool) {
+	raw, escaped, ok := s.raw()
+	switch {
+	case !ok || escaped:
+		return "", false
+	case string(raw) == string(ItemFunctionCall):
+		return string(ItemFunctionCall), true
+	case string(raw) == string(ItemFunctionCallOutput):
+		return string(ItemFunctionCallOutput), true
+	}
+	return "", false
 }
 
 // appendFunctionItem appends a function call, or a function call output

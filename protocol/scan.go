@@ -115,6 +115,70 @@ func scanAppend(data []byte) (head clientHead, input json.RawMessage, ok bool) {
 	return head, input, true
 }
 
+// scanPlainAppend reads a response.append (type, response_id, stream_id
+// and input, each once) whose input is an array of the function items
+// functionItem takes, in one pass over the frame: no token of it is read
+// twice, and nothing but the strings is copied. It is DecodeClientEvent's
+// path for the append a suspended rollout's client sends at every pause;
+// scanAppend's, then the general path's, take what it does not take whole
+// (an empty input among them), and word the errors.
+func scanPlainAppend(data []byte) (head clientHead, items Items, ok bool) {
+	s := deltaScanner{b: data}
+	var lane string
+	var seen uint8
+	ok = s.object(func(key []byte) bool {
+		var ok bool
+		var bit uint8
+		switch string(key) { // compared without a copy
+		case "type": // compared in place, not copied
+			raw, escaped, rok := s.raw()
+			ok, bit = rok && !escaped && string(raw) == string(ClientAppend), 1<<0
+		case "response_id":
+			head.ResponseID, ok = s.text()
+			bit = 1 << 1
+		case "stream_id":
+			lane, ok = s.text()
+			head.StreamID, bit = &lane, 1<<2
+		case "input":
+			items, ok = s.functionItems()
+			bit = 1 << 3
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return ok
+	})
+	if !ok || seen&(1<<0) == 0 || seen&(1<<3) == 0 {
+		return clientHead{}, nil, false
+	}
+	t := ClientAppend
+	head.Type = &t
+	return head, items, true
+}
+
+// functionItems reads an array of at least one function item
+// (functionItem).
+func (s *deltaScanner) functionItems() (Items, bool) {
+	if !s.byte('[') {
+		return nil, false
+	}
+	var items Items
+	for {
+		it, ok := s.functionItem()
+		if !ok {
+			return nil, false
+		}
+		if items == nil {
+			items = make(Items, 0, 1)
+		}
+		items = append(items, it)
+		if !s.byte(',') {
+			return items, s.byte(']')
+		}
+	}
+}
+
 // scanHeader reads an event's header (type, sequence_number, stream_id,
 // agent) and reads past its other members: their strings to the closing quote,
 // objects and arrays to their bracket, nothing in them decoded or checked

@@ -33,6 +33,13 @@ var scanSeeds = []string{
 	`{"type":"response.append","response_id":"r","input":[1,{"type":"function_call_output","call_id":"c","output":"x"}]}`,
 	`[]`,
 	``,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":"c","output":"x"}],"input":[]}`,
+	`{"type":"response.append","response_id":"","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+	`{"type":"response.append","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+	`{"type":"response.append","response_id":"r","stream_id":"bad lane!","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+	`{"type":"response.append","response_id":"r\u00e9","stream_id":"w\t","input":[{"type":"function_call_output","call_id":"c","output":"x"},]}`,
+	`{"type":"response.append","response_id":"r","input":[{"type":"function_call_output","call_id":"c","output":"x","output":"y"}]}`,
+	`{"type":"response.inject","response_id":"r","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`,
 }
 
 // FuzzScanAppend: whatever a scanner takes whole, the general path reads
@@ -61,6 +68,7 @@ func TestScanners(t *testing.T) {
 // returns how many function items they took whole (-1: not the append).
 func checkScanners(t *testing.T, data []byte) (took int) {
 	t.Helper()
+	checkPlainAppend(t, data)
 	head, input, ok := scanAppend(data)
 	if !ok {
 		return -1
@@ -130,4 +138,53 @@ func FuzzScanHeader(f *testing.F) {
 			t.Fatalf("%q: scanned %+v, the codec %+v", data, h, want)
 		}
 	})
+}
+
+// checkPlainAppend: an append scanPlainAppend takes whole, the codec reads
+// the same, item for item by the general item decoder; and
+// DecodeClientEvent, fast path or not, decodes data as the path without
+// it does (decodeClientEvent: the same event, or the same refusal).
+func checkPlainAppend(t *testing.T, data []byte) {
+	t.Helper()
+	ev, lane, perr := DecodeClientEvent(data)
+	wantEv, wantLane, wantErr := decodeClientEvent(data)
+	if !reflect.DeepEqual(ev, wantEv) || lane != wantLane || !reflect.DeepEqual(perr, wantErr) {
+		t.Fatalf("%q: decoded %#v %q %v; without the fast path %#v %q %v", data, ev, lane, perr, wantEv, wantLane, wantErr)
+	}
+	head, items, ok := scanPlainAppend(data)
+	if !ok {
+		return
+	}
+	var want clientHead
+	var in struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	if err := unmarshal(data, &want); err != nil {
+		t.Fatalf("scanned %q, which the codec refuses: %v", data, err)
+	}
+	if err := unmarshal(data, &in); err != nil || len(in.Input) != len(items) {
+		t.Fatalf("%q: scanned %d items, the codec %d (%v)", data, len(items), len(in.Input), err)
+	}
+	if !reflect.DeepEqual(head, want) {
+		t.Fatalf("%q: scanned %+v, the codec %+v", data, head, want)
+	}
+	for i, raw := range in.Input {
+		it, perr := decodeItem(raw, "input[0]")
+		if perr != nil {
+			t.Fatalf("scanned %s, which the general path refuses: %v", raw, perr)
+		}
+		if !reflect.DeepEqual(items[i], it) {
+			t.Fatalf("%s: scanned %+v, the general path %+v", raw, items[i], it)
+		}
+	}
+}
+
+// TestPlainAppendTaken: the appends clients send take the fast path.
+func TestPlainAppendTaken(t *testing.T) {
+	t.Parallel()
+	for _, s := range scanSeeds[:2] {
+		if _, _, ok := scanPlainAppend([]byte(s)); !ok {
+			t.Errorf("%s: not taken by scanPlainAppend", s)
+		}
+	}
 }
