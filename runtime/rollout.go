@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
+	"github.com/tether-run/tether/runtime/internal/stackroom"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -351,6 +352,7 @@ func (r *rollout) begin(ctx context.Context) (end bool, err error) {
 // (then it ends the run), or the loop parks on its client's calls
 // (errParked: the run stays open, its state in the rollout).
 func (r *rollout) drive(first func(context.Context) (end bool, err error)) (conv *conversation, err error) {
+	stackroom.Make() // its goroutine is new, and a step goes deep
 	defer func() {
 		if !errors.Is(err, errParked) { // a panic's too
 			r.endRun()
