@@ -13,7 +13,9 @@
 // client message starts the next step: its frames before the first token
 // go out at once, and each token's frame when the engine (the sampler's
 // Engine, the served models' own, with the same Timing and engine step)
-// releases that token. A batch of frames due together goes out in one
+// releases that token; a delta due while the writer has not yet taken
+// the one before joins it, as tether merges the deltas its client has not
+// taken. A batch of frames due together goes out in one
 // write, outside any outbox, from buffers that are reused, held briefly
 // for the next batch while the server is saturated by the policy tether's
 // writers follow (package flushhold): the floor
@@ -50,10 +52,10 @@ type Step struct {
 	// the message is read (response.created, response.in_progress, the
 	// first item's start).
 	Head []byte `json:"head"`
-	// Frames are the rest, one entry per token delta: the delta's frame,
-	// then the frames up to the next delta (items ending and starting,
-	// the pause or the end after the last).
-	Frames [][]byte `json:"frames"`
+	// Frames are the rest, one entry per token delta: the delta's
+	// event, then the frames up to the next delta (items ending and
+	// starting, the pause or the end after the last).
+	Frames []Frame `json:"frames"`
 	// Due is, for each of Frames, the index among the step's streamed
 	// tokens of the last token its delta carries: the frame goes out when
 	// that token is due.
@@ -67,11 +69,22 @@ type Step struct {
 	Reasoning int `json:"reasoning"`
 }
 
-// Bytes is how many bytes the step writes.
+// A Frame is a delta event, cut around its text so that deltas due
+// while the writer is behind can go out as one, as tether merges them
+// (Pre, one text after the other, Post), and the whole frames after it.
+type Frame struct {
+	Pre  []byte `json:"pre"`  // the event's JSON up to its delta's text: {"type":…,"delta":"
+	Text []byte `json:"text"` // the text, escaped as it was sent
+	Post []byte `json:"post"` // the rest: ","logprobs":[]}
+	Then []byte `json:"then"` // whole frames sent after it, before the next delta
+}
+
+// Bytes is how many bytes the step writes, each delta its own frame.
 func (s *Step) Bytes() int {
 	n := len(s.Head)
 	for _, f := range s.Frames {
-		n += len(f)
+		size := len(f.Pre) + len(f.Text) + len(f.Post)
+		n += len(appendHeader(nil, size)) + size + len(f.Then)
 	}
 	return n
 }
@@ -191,10 +204,15 @@ func parseStep(b []byte, count Counter) (*Step, usage, string, error) {
 				return nil, u, "", fmt.Errorf("a text frame that is not an event: %w", err)
 			}
 			if strings.HasSuffix(ev.Type, ".delta") && ev.Delta != nil {
+				f, err := cutDelta(payload, *ev.Delta)
+				if err != nil {
+					return nil, u, "", err
+				}
 				step.Tokens += max(count(*ev.Delta), 1)
-				step.Frames = append(step.Frames, nil)
+				step.Frames = append(step.Frames, f)
 				step.Due = append(step.Due, step.Tokens-1)
 				cur++
+				continue
 			}
 			if r := ev.Response; r != nil && r.Usage != nil {
 				u = usage{in: r.Usage.InputTokens, cached: r.Usage.InputTokensDetails.CachedTokens, reasoning: r.Usage.OutputTokensDetails.ReasoningTokens}
@@ -206,10 +224,49 @@ func parseStep(b []byte, count Counter) (*Step, usage, string, error) {
 		if cur < 0 {
 			step.Head = append(step.Head, frame...)
 		} else {
-			step.Frames[cur] = append(step.Frames[cur], frame...)
+			step.Frames[cur].Then = append(step.Frames[cur].Then, frame...)
 		}
 	}
 	return step, u, id, nil
+}
+
+// deltaKey begins a delta event's text: tether writes it after the
+// event's type, sequence number and item, before its logprobs.
+var deltaKey = []byte(`"delta":"`)
+
+// cutDelta cuts a delta event's JSON around its text, whose unescaped
+// value is delta.
+func cutDelta(payload []byte, delta string) (Frame, error) {
+	i := bytes.Index(payload, deltaKey)
+	if i < 0 {
+		return Frame{}, errors.New("a delta event with no \"delta\":\" in it")
+	}
+	start := i + len(deltaKey)
+	end := start
+	for end < len(payload) && payload[end] != '"' {
+		if payload[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	var text string
+	if end >= len(payload) || json.Unmarshal(payload[start-1:end+1], &text) != nil || text != delta {
+		return Frame{}, errors.New("a delta event whose first \"delta\" member is not its delta")
+	}
+	return Frame{Pre: payload[:start], Text: payload[start:end], Post: payload[end:]}, nil
+}
+
+// appendHeader appends the header of a final, unmasked text frame of n
+// bytes (RFC 6455, section 5.2).
+func appendHeader(b []byte, n int) []byte {
+	switch {
+	case n < 126:
+		return append(b, 0x81, byte(n))
+	case n <= 0xffff:
+		return append(b, 0x81, 126, byte(n>>8), byte(n))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 0x81, 127), uint64(n))
+	}
 }
 
 // readFrame reads the WebSocket frame at the start of b (RFC 6455, section

@@ -123,6 +123,13 @@ type conn struct {
 	mu      sync.Mutex
 	pending []byte    // frames due and not yet written; guarded by mu
 	filled  time.Time // when pending was last empty and filled; guarded by mu
+	// open is pending's last frame when it is a delta the next may join:
+	// where its header begins, the header's length, and its event's Post;
+	// at < 0, none. Guarded by mu.
+	open struct {
+		at, hdr int
+		post    []byte
+	}
 	spare   []byte    // the writer's last buffer, reused; guarded by mu
 	writing bool      // a writer is running; guarded by mu
 	err     error     // the first failed write; guarded by mu
@@ -136,7 +143,7 @@ func (c *conn) play(ctx context.Context, step *Step) error {
 	next := 0 // the next frame
 	err := c.engine.Pace(ctx, c.timing, start, step.Uncached, step.Reasoning, step.Tokens, func(i int, more bool) {
 		for next < len(step.Frames) && step.Due[next] <= i {
-			c.queue(step.Frames[next], false)
+			c.queueDelta(&step.Frames[next])
 			next++
 		}
 		if !more {
@@ -157,20 +164,72 @@ func (c *conn) play(ctx context.Context, step *Step) error {
 	return c.err
 }
 
-// queue adds frames to what is due; flush, at once.
+// queue adds whole frames to what is due; flush, at once.
 func (c *conn) queue(frames []byte, flush bool) {
 	c.mu.Lock()
+	c.fillLocked()
+	c.pending = append(c.pending, frames...)
+	c.open.at = -1
+	c.mu.Unlock()
+	c.signal()
+	if flush {
+		c.flush()
+	}
+}
+
+// queueDelta adds a delta to what is due: into the delta before it, when
+// that one still waits for the writer and nothing came between (the same
+// item's), as tether merges the deltas its client has not yet taken;
+// else as a frame of its own.
+func (c *conn) queueDelta(f *Frame) {
+	c.mu.Lock()
+	c.fillLocked()
+	if o := &c.open; o.at >= 0 && len(c.pending) > 0 {
+		b := append(c.pending[:len(c.pending)-len(o.post)], f.Text...)
+		b = append(b, o.post...)
+		c.pending, o.hdr = reheader(b, o.at, o.hdr)
+	} else {
+		o.at = len(c.pending)
+		c.pending = appendHeader(c.pending, len(f.Pre)+len(f.Text)+len(f.Post))
+		o.hdr, o.post = len(c.pending)-o.at, f.Post
+		c.pending = append(append(append(c.pending, f.Pre...), f.Text...), f.Post...)
+	}
+	if len(f.Then) > 0 {
+		c.pending = append(c.pending, f.Then...)
+		c.open.at = -1
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// reheader rewrites the header, hdr bytes at at, of b's last frame, whose
+// payload has grown: its length grows, and so may the header, moving the
+// payload after it. It returns b and the header's new length.
+func reheader(b []byte, at, hdr int) ([]byte, int) {
+	var h [10]byte
+	head := appendHeader(h[:0], len(b)-at-hdr)
+	if grow := len(head) - hdr; grow > 0 {
+		b = append(b, h[:grow]...) // room; the copy below fills it
+		copy(b[at+len(head):], b[at+hdr:len(b)-grow])
+	}
+	copy(b[at:], head)
+	return b, len(head)
+}
+
+// fillLocked notes when pending is filled from empty: how long the writer
+// then takes to run tells the policy the server is saturated.
+func (c *conn) fillLocked() {
 	if len(c.pending) == 0 {
 		c.filled = time.Now()
+		c.open.at = -1
 	}
-	c.pending = append(c.pending, frames...)
-	c.mu.Unlock()
+}
+
+// signal tells a held write that frames were queued.
+func (c *conn) signal() {
 	select {
 	case c.more <- struct{}{}:
 	default:
-	}
-	if flush {
-		c.flush()
 	}
 }
 
@@ -195,6 +254,7 @@ func (c *conn) write() {
 		c.holds.Waited(time.Since(c.filled))
 		batch := c.pending
 		c.pending, c.spare = c.spare[:0], nil
+		c.open.at = -1 // taken: the next delta is a frame of its own
 		c.mu.Unlock()
 		select {
 		case <-c.more: // the signal of the frames just taken
@@ -203,7 +263,7 @@ func (c *conn) write() {
 		if c.holds.Hold(&c.hold, c.more) {
 			c.mu.Lock()
 			batch = append(batch, c.pending...)
-			c.pending = c.pending[:0]
+			c.pending, c.open.at = c.pending[:0], -1
 			c.mu.Unlock()
 		}
 		_, err := c.raw.Write(batch)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,8 +79,12 @@ func TestParse(t *testing.T) {
 		t.Fatalf("%d steps, want 2", len(rec.Steps))
 	}
 	one, two := rec.Steps[0], rec.Steps[1]
+	whole := func(f Frame) []byte { // the delta's frame and those after it
+		return append(appendHeader(nil, len(f.Pre)+len(f.Text)+len(f.Post)), slices.Concat(f.Pre, f.Text, f.Post, f.Then)...)
+	}
 	if !bytes.Equal(one.Head, bytes.Join(steps[0][:2], nil)) || len(one.Frames) != 2 ||
-		!bytes.Equal(one.Frames[0], steps[0][2]) || !bytes.Equal(one.Frames[1], bytes.Join(steps[0][3:], nil)) {
+		!bytes.Equal(whole(one.Frames[0]), steps[0][2]) || !bytes.Equal(whole(one.Frames[1]), bytes.Join(steps[0][3:], nil)) ||
+		string(one.Frames[1].Text) != "b c" || len(one.Frames[0].Then) != 0 {
 		t.Errorf("step one cut wrong: %+v", one)
 	}
 	if fmt.Sprint(one.Due) != "[0 2]" || one.Tokens != 3 || one.Uncached != 100 || one.Reasoning != 7 {
@@ -154,15 +159,23 @@ func TestServerReplays(t *testing.T) {
 		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
 			t.Fatal(err)
 		}
-		for k, f := range step {
-			_, got, err := c.Read(ctx)
+		// The step's frames as recorded, a run of deltas as their text
+		// (the writer merges deltas it has not yet taken): the last one
+		// ends the step.
+		var want, got []string
+		for _, f := range step {
+			_, p, _, _ := readFrame(f)
+			want = collapse(want, p)
+		}
+		for len(got) < len(want) || (len(got) == len(want) && got[len(got)-1] != want[len(want)-1]) {
+			_, p, err := c.Read(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, want, _, _ := readFrame(f)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("step %d, frame %d: %s, want %s", i, k, got, want)
-			}
+			got = collapse(got, p)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d:\n%q\nwant\n%q", i, got, want)
 		}
 		// The last token is due after the first's time (TTFT and the
 		// uncached prompt's prefill, none here: no rate) and the rest.
@@ -175,6 +188,59 @@ func TestServerReplays(t *testing.T) {
 		t.Errorf("a frame after the recording's steps: %v", ev)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
+}
+
+// collapse adds event p to events: a delta's text to the delta before it.
+func collapse(events []string, p []byte) []string {
+	var ev event
+	json.Unmarshal(p, &ev)
+	if ev.Delta == nil {
+		return append(events, string(p))
+	}
+	if n := len(events); n > 0 && strings.HasPrefix(events[n-1], "delta: ") {
+		events[n-1] += *ev.Delta
+		return events
+	}
+	return append(events, "delta: "+*ev.Delta)
+}
+
+// TestDeltasMerge: deltas queued while the writer has not taken the one
+// before go out as one frame, as tether merges them, its header growing
+// with it (past 125 bytes, two bytes more); a frame between, or the
+// writer taking them, starts a new one.
+func TestDeltasMerge(t *testing.T) {
+	c := &conn{more: make(chan struct{}, 1), writing: true} // a writer runs: nothing is taken meanwhile
+	f := Frame{Pre: []byte(`{"type":"response.output_text.delta","delta":"`), Text: []byte(`ab\"`), Post: []byte(`","logprobs":[]}`)}
+	for range 40 {
+		c.queueDelta(&f)
+	}
+	then := f
+	then.Then = frame(`{"type":"response.output_text.done"}`)
+	c.queueDelta(&then)
+	c.queueDelta(&f)
+	var texts []string
+	for b := c.pending; len(b) > 0; {
+		n, p, _, err := readFrame(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = b[n:]
+		var ev event
+		if err := json.Unmarshal(p, &ev); err != nil {
+			t.Fatalf("%v: %s", err, p)
+		}
+		if ev.Delta != nil {
+			texts = append(texts, *ev.Delta)
+		}
+	}
+	if want := []string{strings.Repeat(`ab"`, 41), `ab"`}; !slices.Equal(texts, want) {
+		t.Errorf("deltas %q, want %q", texts, want)
+	}
+	c.pending, c.open.at = c.pending[:0], -1 // the writer took them
+	c.queueDelta(&f)
+	if _, p, _, err := readFrame(c.pending); err != nil || !bytes.Equal(p, slices.Concat(f.Pre, f.Text, f.Post)) {
+		t.Errorf("after the writer took the rest: %s, %v", p, err)
+	}
 }
 
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
