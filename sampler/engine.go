@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +53,10 @@ type Engine struct {
 	step     atomic.Int64  // SetStep's, in nanoseconds
 }
 
-// Late reports how late the latest step of the engine's busiest shard woke:
-// past the earliest token it found due, or past the least time between
-// steps (SetStep) when that came later; 0 when no shard steps. An engine
+// Late reports how late the engine's busiest shard has woken, the least of
+// its last four steps (one late wake-up is not saturation): each past the
+// earliest token it found due, or past the least time between steps
+// (SetStep) when that came later; 0 when no shard steps. An engine
 // that wakes late is one whose goroutines wait for the CPU: a server
 // saturated. It loads an atomic a shard, for a caller that asks often (a
 // connection's writer, once a batch).
@@ -152,7 +154,29 @@ type shard struct {
 	seqs    seqHeap // waiting for their next token, earliest first
 	running bool    // the stepping goroutine is live
 	kick    chan struct{}
-	late    atomic.Int64 // how late its latest step woke, in nanoseconds; 0 while it is idle
+	late    atomic.Int64     // the least lateness of its last lateSteps steps, in nanoseconds; 0 while it is idle
+	lates   [lateSteps]int64 // its last steps' lateness, a ring the stepping goroutine owns
+	lateAt  int              // the ring's next slot
+}
+
+// lateSteps is how many steps in a row a shard must wake late for Late to
+// say so: one late wake-up (a collection's pause, a timer that fired a
+// millisecond late on an idle machine) is not an engine that waits for
+// the CPU.
+const lateSteps = 4
+
+// noteLate records a step's lateness: Late is then the least of the last
+// lateSteps.
+func (sh *shard) noteLate(d time.Duration) {
+	sh.lates[sh.lateAt] = int64(d)
+	sh.lateAt = (sh.lateAt + 1) % lateSteps
+	sh.late.Store(slices.Min(sh.lates[:]))
+}
+
+// resetLate forgets the shard's lateness: it is idle.
+func (sh *shard) resetLate() {
+	sh.lates, sh.lateAt = [lateSteps]int64{}, 0
+	sh.late.Store(0)
 }
 
 // add queues seq and makes sure the stepping goroutine will see it in time.
@@ -216,7 +240,7 @@ func (sh *shard) loop() {
 		now := time.Now()
 		if len(sh.seqs) == 0 {
 			sh.running = false
-			sh.late.Store(0)
+			sh.resetLate()
 			sh.mu.Unlock()
 			return
 		}
@@ -238,7 +262,7 @@ func (sh *shard) loop() {
 			}
 			continue
 		}
-		sh.late.Store(int64(now.Sub(laterOf(sh.seqs[0].due, next))))
+		sh.noteLate(now.Sub(laterOf(sh.seqs[0].due, next)))
 		batch = batch[:0]
 		for len(sh.seqs) > 0 && !sh.seqs[0].due.After(now) {
 			batch = append(batch, heap.Pop(&sh.seqs).(*sequence))
@@ -294,7 +318,7 @@ func (sh *shard) afterExit(batch []*sequence, culprit int) {
 	sh.running = len(sh.seqs) > 0
 	restart := sh.running
 	if !restart {
-		sh.late.Store(0)
+		sh.resetLate()
 	}
 	sh.mu.Unlock()
 	if restart {

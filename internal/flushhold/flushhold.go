@@ -13,11 +13,13 @@
 // not hold at all.
 //
 // A Policy is shared by every writer of a server. It sees saturation in
-// two signals, each the latest of its kind, read and written with atomics
-// only: writers that waited long to run once they had bytes to write (the
-// writers' queue for the CPU is long: Waited), and the engine that paces
-// the tokens stepping late (Options.Late, sampler.Engine.Late). Either
-// past Options.LateAfter is saturation. A writer asks Hold before it
+// two signals, each read and written with atomics only: writers that
+// waited long to run once they had bytes to write (the writers' queue for
+// the CPU is long: Waited), and the engine that paces the tokens stepping
+// late (Options.Late, sampler.Engine.Late). Either past Options.LateAfter
+// four times in a row (the latest four writers, the engine's latest four
+// steps) is saturation: one late wake-up, a collection's pause or a
+// timer a millisecond late on an idle machine, is not. A writer asks Hold before it
 // flushes: when the server is saturated, Hold waits until the writer is
 // told more is ready, or Options.Bound passes, and counts the hold.
 //
@@ -70,9 +72,15 @@ type Policy struct {
 	bound, lateAfter time.Duration
 	late             func() time.Duration
 
-	waited atomic.Int64  // the latest writer's wait to run, in nanoseconds
-	holds  atomic.Uint64 // flushes held
+	waits [lateWaits]atomic.Int64 // the latest writers' waits to run, in nanoseconds, a ring
+	next  atomic.Uint64           // the ring's next slot
+	holds atomic.Uint64           // flushes held
 }
+
+// lateWaits is how many of the latest writers must have waited past
+// LateAfter for the server to be saturated by its writers' signal: one
+// writer woken late (a collection's pause) is not a queue for the CPU.
+const lateWaits = 4
 
 // New returns a policy with opts' bounds and signal.
 func New(opts Options) *Policy {
@@ -94,21 +102,26 @@ func orDefault(d, def time.Duration) time.Duration {
 func (p *Policy) Bound() time.Duration { return p.bound }
 
 // Waited records that a writer ran d after it had bytes to write: after
-// the frame that woke it was queued, or its buffer was first filled. One
-// atomic store; a writer calls it once a batch.
+// the frame that woke it was queued, or its buffer was first filled. Two
+// atomics; a writer calls it once a batch.
 func (p *Policy) Waited(d time.Duration) {
 	if p != nil {
-		p.waited.Store(int64(d))
+		p.waits[(p.next.Add(1)-1)%lateWaits].Store(int64(d))
 	}
 }
 
-// Saturated reports whether the server is saturated: the latest writer
-// waited, or the engine's latest step was, later than Options.LateAfter.
+// Saturated reports whether the server is saturated: each of the latest
+// four writers waited, or the engine stepped (four steps in a row, as
+// sampler.Engine.Late tells it), later than Options.LateAfter.
 func (p *Policy) Saturated() bool {
 	if p == nil {
 		return false
 	}
-	if time.Duration(p.waited.Load()) > p.lateAfter {
+	least := time.Duration(p.waits[0].Load())
+	for i := 1; i < lateWaits; i++ {
+		least = min(least, time.Duration(p.waits[i].Load()))
+	}
+	if least > p.lateAfter {
 		return true
 	}
 	return p.late != nil && p.late() > p.lateAfter

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// TestSaturated: the server is saturated when the latest writer waited, or
-// the engine's latest step was, later than LateAfter; not otherwise, and
-// never for a nil policy.
+// TestSaturated: the server is saturated when the latest four writers
+// waited, or the engine was, later than LateAfter; not otherwise (one
+// writer late among them is not), and never for a nil policy.
 func TestSaturated(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -31,9 +31,17 @@ func TestSaturated(t *testing.T) {
 				opts.Late = func() time.Duration { return tc.late }
 			}
 			p := New(opts)
-			p.Waited(tc.waited)
+			for range 4 {
+				p.Waited(tc.waited)
+			}
 			if got := p.Saturated(); got != tc.want {
 				t.Errorf("Saturated() = %v, want %v", got, tc.want)
+			}
+			if tc.waited > DefaultLateAfter && tc.late <= DefaultLateAfter {
+				p.Waited(0) // one writer on time among the four
+				if p.Saturated() {
+					t.Error("saturated with one of the latest four writers on time")
+				}
 			}
 		})
 	}
@@ -83,7 +91,9 @@ func TestHoldBound(t *testing.T) {
 			if p.Bound() != want {
 				t.Fatalf("Bound() = %v, want %v", p.Bound(), want)
 			}
-			p.Waited(5 * time.Millisecond) // the writers' queue is long
+			for range 4 {
+				p.Waited(5 * time.Millisecond) // the writers' queue is long
+			}
 			var tm Timer
 			more := make(chan struct{}, 1)
 			for i := range 2 {

@@ -130,9 +130,9 @@ type conn struct {
 		at, hdr int
 		post    []byte
 	}
-	spare   []byte    // the writer's last buffer, reused; guarded by mu
-	writing bool      // a writer is running; guarded by mu
-	err     error     // the first failed write; guarded by mu
+	spare   []byte // the writer's last buffer, reused; guarded by mu
+	writing bool   // a writer is running; guarded by mu
+	err     error  // the first failed write; guarded by mu
 }
 
 // play writes step: its head at once, then each token's frames as the
