@@ -215,6 +215,18 @@ func TestBackgroundTakenOver(t *testing.T) {
 			a, b, cut := pair(t, stalling{scripted}, c.model, 600*time.Millisecond)
 			resp := open(t, a, "POST", "/v1/responses", `{"model":"tether-scripted","background":true,"stream":true,"input":"`+longInput+`"}`)
 			id, _, _ := sse(t, resp.Body, func(typ string, _ int) bool { return typ == "response.output_text.delta" })
+			// A mirrors its events a write at a time: the store has the
+			// response in progress only once a write after the client's
+			// delta has landed. Before that, B would take it over as
+			// queued, which any model runs again.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if _, body := authed(t, b, "GET", "/v1/responses/"+id, "", ""); strings.Contains(body, `"status":"in_progress"`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the store never had the response begun")
+				}
+			}
 			cut.cut.Store(true) // A is gone, as far as the store can tell
 			resumed := open(t, b, "GET", "/v1/responses/"+id+"?stream=true&starting_after=0", "")
 			_, types, seqs := sse(t, resumed.Body, nil)

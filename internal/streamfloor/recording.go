@@ -15,7 +15,8 @@
 // Engine, the served models' own, with the same Timing and engine step)
 // releases that token; a delta due while the writer has not yet taken
 // the one before joins it, as tether merges the deltas its client has not
-// taken. A batch of frames due together goes out in one
+// taken (the merged delta keeps the first's sequence number, and the
+// numbers after it skip those the others had). A batch of frames due together goes out in one
 // write, outside any outbox, from buffers that are reused, held briefly
 // for the next batch while the server is saturated by the policy tether's
 // writers follow (package flushhold): the floor
