@@ -83,7 +83,7 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if err := writeRecording(cfg.RecordingFile, rec); err != nil {
 		return nil, err
 	}
-	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerLog: cfg.ServerLog})
+	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
 	if err != nil {
 		return nil, fmt.Errorf("ablate: the floor: %w", err)
 	}
