@@ -80,12 +80,9 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeRecording(cfg.RecordingFile, rec); err != nil {
-		return nil, err
-	}
-	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
+	floor, err := startFloor(ctx, cfg, rec)
 	if err != nil {
-		return nil, fmt.Errorf("ablate: the floor: %w", err)
+		return nil, err
 	}
 	defer floor.stop()
 	srv, err := startServer(ctx, cfg)
@@ -213,11 +210,19 @@ func tappedClient() (*http.Client, func() []*streamfloor.Tape) {
 	}
 }
 
-// writeRecording writes rec to file, for the floor to serve.
-func writeRecording(file string, rec *streamfloor.Recording) error {
+// startFloor writes rec to cfg.RecordingFile and starts the floor
+// (cfg.Floor) serving it, in the server's environment and log.
+func startFloor(ctx context.Context, cfg LoadConfig, rec *streamfloor.Recording) (*server, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(file, b, 0o644)
+	if err := os.WriteFile(cfg.RecordingFile, b, 0o644); err != nil {
+		return nil, err
+	}
+	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
+	if err != nil {
+		return nil, fmt.Errorf("ablate: the floor: %w", err)
+	}
+	return floor, nil
 }

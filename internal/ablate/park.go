@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,12 +144,9 @@ func parkFloor(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task st
 	if err != nil {
 		return nil, err
 	}
-	if err := writeRecording(cfg.RecordingFile, rec); err != nil {
-		return nil, err
-	}
-	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
+	floor, err := startFloor(ctx, LoadConfig{Floor: cfg.Floor, RecordingFile: cfg.RecordingFile, ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog}, rec)
 	if err != nil {
-		return nil, fmt.Errorf("ablate: the floor: %w", err)
+		return nil, err
 	}
 	defer floor.stop()
 	return parkOn(ctx, cfg, floor, task, ".floor")
