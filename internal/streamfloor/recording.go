@@ -139,8 +139,8 @@ func Parse(in []byte, marks []int, count Counter) (*Recording, error) {
 		if i+1 < len(marks) {
 			stop = marks[i+1]
 		}
-		if m < body || stop < m {
-			return nil, fmt.Errorf("streamfloor: message %d sent at byte %d, inside the upgrade or before the one before", i, m)
+		if m < body || stop < m || stop > len(in) {
+			return nil, fmt.Errorf("streamfloor: message %d sent at byte %d, inside the upgrade, before the one before or past the tape", i, m)
 		}
 		step, u, id, err := parseStep(in[m:stop], count)
 		if err != nil {
