@@ -17,7 +17,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tether-run/tether/internal/streamfloor"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -130,48 +129,6 @@ func RunPark(ctx context.Context, cfg ParkConfig) (*ParkResult, error) {
 		res.RSSVsFloor = ratio(res.RSSPerRollout, floor.RSSPerRollout)
 	}
 	return res, nil
-}
-
-// parkFloor records the first step of a rollout of task against
-// cfg.Recorder, and parks cfg.Rollouts on the floor serving it: what a
-// WebSocket and the request's bytes held cost the same process, with
-// nothing else held for the rollout.
-func parkFloor(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task string) (*ParkResult, error) {
-	if cfg.Hibernate || cfg.RecordingFile == "" || len(cfg.Recorder) == 0 {
-		return nil, errors.New("ablate: a parking run with a floor needs a recorder and a file for the recording, and hibernates nothing")
-	}
-	rec, err := recordPark(ctx, cfg, r, task)
-	if err != nil {
-		return nil, err
-	}
-	floor, err := startFloor(ctx, LoadConfig{Floor: cfg.Floor, RecordingFile: cfg.RecordingFile, ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog}, rec)
-	if err != nil {
-		return nil, err
-	}
-	defer floor.stop()
-	return parkOn(ctx, cfg, floor, task, ".floor")
-}
-
-// recordPark parks one rollout of task against cfg.Recorder, on the wire.
-func recordPark(ctx context.Context, cfg ParkConfig, r *sampler.Renderer, task string) (*streamfloor.Recording, error) {
-	srv, err := startServer(ctx, LoadConfig{Server: cfg.Recorder, ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
-	if err != nil {
-		return nil, fmt.Errorf("ablate: the floor's recorder: %w", err)
-	}
-	defer srv.stop()
-	hc, tapes := tappedClient()
-	defer hc.CloseIdleConnections()
-	p, err := park(ctx, &websocket.DialOptions{HTTPClient: hc}, "ws"+strings.TrimPrefix(srv.base, "http")+"/responses", "Rollout 0.\n"+task, false)
-	if err != nil {
-		return nil, fmt.Errorf("ablate: recording the floor's rollout: %w", err)
-	}
-	p.c.Close(websocket.StatusNormalClosure, "")
-	t := tapes()
-	if len(t) != 1 {
-		return nil, fmt.Errorf("ablate: the floor's rollout opened %d connections, want one", len(t))
-	}
-	in, marks := t[0].Read()
-	return streamfloor.Parse(in, marks, r.Count)
 }
 
 // parkOn parks cfg.Rollouts suspended rollouts of task on srv and measures
