@@ -30,8 +30,8 @@ func Marshal(v any) ([]byte, error) {
 			return b, nil
 		}
 	}
-	if n := functionItemSize(v); n > 0 {
-		if b, ok := appendFunctionItem(make([]byte, 0, n), v); ok {
+	if n := itemSize(v); n > 0 {
+		if b, ok := appendItem(make([]byte, 0, n), v); ok {
 			return b, nil
 		}
 	}
@@ -48,10 +48,13 @@ func AppendMarshal(dst []byte, v any) ([]byte, error) {
 	if b, ok := appendDelta(dst, v); ok {
 		return b, nil
 	}
-	if b, ok := appendFunctionItem(dst, v); ok {
+	if b, ok := appendItem(dst, v); ok {
 		return b, nil
 	}
 	if b, ok := appendStepEvent(dst, v); ok {
+		return b, nil
+	}
+	if b, ok := appendTextEvent(dst, v); ok {
 		return b, nil
 	}
 	if b, ok, err := appendKept(dst, v); ok {

@@ -4,8 +4,9 @@ import "strconv"
 
 // The fields of a running response that change between its events (the
 // echo's state runs: its status, its step's output, its usage, a pause's
-// required action, its timings) and the events of a step that calls a
-// function (its item added and done, its arguments done) are written
+// required action, its timings) and the events of a step's function
+// calls and messages (their items added and done, a call's arguments
+// done) are written
 // here by hand, as the codec writes them, byte for byte; anything else
 // (a string only the codec escapes, an item without a fast path, a field
 // these do not write) takes the codec's path. A suspended rollout writes
@@ -35,7 +36,7 @@ func appendStateRun2(b []byte, r *Response) ([]byte, bool) {
 			b = append(b, ',')
 		}
 		var ok bool
-		if b, ok = appendFunctionItem(b, it); !ok {
+		if b, ok = appendItem(b, it); !ok {
 			return b, false
 		}
 	}
@@ -145,7 +146,8 @@ func appendIntPtr(b []byte, p *int64) []byte {
 }
 
 // appendStepEvent appends an output_item.added or .done whose item is a
-// function item with a fast path, or a function call's arguments.done; ok
+// function item or a message with a fast path (appendItem), or a function
+// call's arguments.done; ok
 // is false (and what it appended is to be dropped) for any other value.
 func appendStepEvent(b []byte, v any) (_ []byte, ok bool) {
 	switch e := v.(type) {
@@ -160,7 +162,7 @@ func appendStepEvent(b []byte, v any) (_ []byte, ok bool) {
 		if !ok {
 			return b, false
 		}
-		b, ok = appendFunctionItem(b, e.Item)
+		b, ok = appendItem(b, e.Item)
 		return append(b, '}'), ok
 	case *FunctionArgsDoneEvent:
 		b, ok = appendHeader(b, &e.EventHeader)

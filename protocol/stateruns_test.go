@@ -38,9 +38,14 @@ func TestStateRunsFast(t *testing.T) {
 			}
 		}
 	}
-	ev := &OutputItemEvent{EventHeader: EventHeader{Type: EventOutputItemDone, SequenceNumber: 3}, Item: &FunctionCall{CallID: "c", Name: "n", Arguments: "{}"}}
-	if _, ok := appendStepEvent(nil, ev); !ok {
-		t.Error("output_item.done of a function call: not taken by the fast path")
+	if _, ok := appendStateRun2(nil, rs[5]); !ok { // a step that says something, then calls
+		t.Error("a step's output of a message and a call: not taken by the fast path")
+	}
+	for _, it := range []Item{&FunctionCall{CallID: "c", Name: "n", Arguments: "{}"}, &Message{Role: RoleAssistant, Content: Contents{&OutputText{Text: "t"}}}} {
+		ev := &OutputItemEvent{EventHeader: EventHeader{Type: EventOutputItemDone, SequenceNumber: 3}, Item: it}
+		if _, ok := appendStepEvent(nil, ev); !ok {
+			t.Errorf("output_item.done of a %T: not taken by the fast path", it)
+		}
 	}
 }
 

@@ -197,7 +197,9 @@ func (r *Renderer) Count(text string) int {
 // encode tokenizes a rendered block. Invalid UTF-8 is replaced with U+FFFD
 // first, as tiktoken does with errors="replace".
 func (r *Renderer) encode(s string) []Token {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	// Tokenized into a scratch buffer, then copied to its size: one
 	// allocation, where appending grew the slice by doubling (twice the
 	// bytes, and up to twice the size kept with the prompt).
