@@ -24,7 +24,8 @@ import (
 // each message it reads answered by the recording's next step, paced by
 // the engine; and, as a tether does, its Go runtime's metrics on /metrics
 // (goroutines, memory, the collector's CPU) and its heap profile on
-// /debug/pprof/heap, which a load run reads off both servers alike.
+// /debug/pprof/heap, which a load run reads off both servers alike, and
+// /debug/pprof/profile.
 type Server struct {
 	rec    *Recording
 	timing sampler.Timing
@@ -53,6 +54,7 @@ func NewServer(rec *Recording, t sampler.Timing, step time.Duration) (*Server, e
 	s.mux.HandleFunc("GET /v1/responses", s.serveWS)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /debug/pprof/heap", pprof.Handler("heap").ServeHTTP)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile) // where the floor's CPU goes, beside tether's (serve --pprof)
 	return s, nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
-	"github.com/tether-run/tether/runtime/internal/stackroom"
 )
 
 // ErrClosed is Put's error once the outbox is closed or ended; ErrSlowClient
@@ -268,7 +267,6 @@ func (o *Outbox) writer(woke time.Time) {
 	if o.hold != nil {
 		o.hold.Waited(o.now().Sub(woke)) // its time waiting for the CPU
 	}
-	stackroom.Make() // its goroutine is new, and a socket's write goes deep
 	for {
 		batch := o.Next(context.Background()) // nil once empty: it does not wait
 		if batch == nil {
