@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
+	"unsafe"
 )
 
 // vocab maps o200k_base's pieces to their ids in one flat open-addressed
@@ -45,7 +46,7 @@ func head(s string) uint64 {
 // newVocab builds the table of pieces, whose index is the id (an empty
 // piece is no token).
 func newVocab(pieces []string) *vocab {
-	v := &vocab{seed: maphash.MakeSeed(), start: make([]uint32, len(pieces)+1)}
+	v := &vocab{seed: maphash.MakeSeed(), start: tableOf[uint32](len(pieces) + 1)}
 	n, size := 0, 0
 	for _, p := range pieces {
 		if p != "" {
@@ -56,9 +57,9 @@ func newVocab(pieces []string) *vocab {
 	// About three quarters full, 4 MB: half the size, with as many cache
 	// lines touched by a probe (four slots to a line), measured faster
 	// cold than a table half full.
-	v.slots = make([]slot, 1<<bits.Len(uint(n)))
+	v.slots = tableOf[slot](1 << bits.Len(uint(n)))
 	v.mask = uint64(len(v.slots) - 1)
-	arena := make([]byte, 0, size)
+	arena := tableOf[byte](size)[:0]
 	for id, p := range pieces {
 		v.start[id] = uint32(len(arena))
 		arena = append(arena, p...)
@@ -73,8 +74,21 @@ func newVocab(pieces []string) *vocab {
 		v.slots[i] = slot{head: head(p), id: uint32(id) + 1, n: uint16(len(p)), fp: uint16(h >> 48)}
 	}
 	v.start[len(pieces)] = uint32(len(arena))
-	v.arena = string(arena)
+	v.arena = unsafe.String(unsafe.SliceData(arena), len(arena)) // never written again
 	return v
+}
+
+// tableOf is n zeroed values of T for a table the vocabulary keeps: in huge
+// pages where the kernel grants them (hugeSlice), else on the heap. A
+// lookup touches one place in megabytes of tables, most often on caches a
+// round trip's other work has filled: in small pages each also misses the
+// TLB, and tokenizing a tool's output after other work took a quarter
+// longer (BenchmarkEncodeCold).
+func tableOf[T any](n int) []T {
+	if t := hugeSlice[T](n); t != nil {
+		return t
+	}
+	return make([]T, n)
 }
 
 // lookup is piece's id, if it is a token.
