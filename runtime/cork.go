@@ -137,7 +137,7 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	if len(*c.held) == 0 {
 		return nil
 	}
-	if now := time.Now(); c.deadline.Sub(now) < deadline.Sub(now)/2 {
+	if now := monoNow(); c.deadline.Sub(now) < deadline.Sub(now)/2 {
 		c.Conn.SetWriteDeadline(deadline)
 		c.deadline = deadline
 	}

@@ -199,12 +199,12 @@ func (r *rollout) putLocked(ev protocol.Event) {
 	h.StreamID = o.streamID
 	h.Agent = r.agent // a sub-agent's events name it
 	o.seq++
-	t0 := r.srv.now()
 	if rec := r.srv.opts.Recorder; rec != nil {
-		rec.Event(t0, r.resp.ID, ev)
+		rec.Event(r.srv.now(), r.resp.ID, ev)
 	}
+	t0 := r.srv.tick()
 	err := o.sink.put(ev, &r.out)
-	r.out.Encode.Add(int64(r.srv.now().Sub(t0)))
+	r.out.Encode.Add(int64(r.srv.tick().Sub(t0)))
 	if err != nil {
 		o.err = err
 		r.abort(err)

@@ -39,7 +39,7 @@ func (c *Connection) HoldFrame(n int64) (release func(), perr *protocol.Error) {
 // stream's): what it holds, a slow reader's frames, counts in the memory
 // budget until written or dropped.
 func (s *Server) newOutbox() *outbox.Outbox {
-	o := outbox.New(outQueueFrames, s.opts.Timeouts.SlowClient, s.now)
+	o := outbox.New(outQueueFrames, s.opts.Timeouts.SlowClient, s.tick)
 	o.CountIn(s.mem)
 	return o
 }

@@ -111,6 +111,8 @@ type Server struct {
 	windows  *windowCache       // compaction windows opened or sealed lately
 	log      *slog.Logger
 	now      func() time.Time
+	tick     func() time.Time // the clock for a frame's timings: now, or monoNow when now is time.Now
+	ownClock bool             // Options.Now was given: now and tick are not the network's clock
 	mux      *http.ServeMux
 	obs      Observer
 	hooks    Hooks
@@ -136,6 +138,17 @@ type Server struct {
 	wg       sync.WaitGroup        // one per live session, per suspended rollout and per hook's later work
 }
 
+// monoStart and monoNow: time.Now read off the monotonic clock alone, one
+// clock read where time.Now makes two (the wall clock's too). Each frame's
+// timings (its encoding, its wait in the outbox, its write) read the clock
+// several times, and at 500 streams time.Now was 4.5% of the server's CPU.
+// Its wall reading is the process start's plus the time since, which a
+// change of the system clock does not move: for durations and deadlines,
+// not for timestamps.
+var monoStart = time.Now()
+
+func monoNow() time.Time { return monoStart.Add(time.Since(monoStart)) }
+
 // NewServer returns a Server with opts' defaults filled in.
 func NewServer(opts Options) (*Server, error) {
 	s := &Server{opts: opts, sessions: make(map[*session]struct{}), rollouts: map[*rollout]struct{}{}, changed: make(chan struct{}, 1)}
@@ -145,6 +158,10 @@ func NewServer(opts Options) (*Server, error) {
 	if err := s.opts.validate(); err != nil {
 		s.cancel()
 		return nil, err
+	}
+	s.tick, s.ownClock = opts.Now, opts.Now != nil
+	if s.tick == nil {
+		s.tick = monoNow
 	}
 	s.opts.setDefaults()
 	s.secrets = newClientSecrets(s.opts.SecretKey, s.opts.Store, s.opts.Limits.MaxClientSecrets)

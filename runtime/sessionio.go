@@ -152,12 +152,16 @@ func (sess *session) WriteFailed(error) {
 // batch also the hold, the last of all also the flush.
 func (sess *session) WriteBatch(batch []outbox.Frame) error {
 	binary := sess.encoding == protocol.EncodingMsgpack
-	start := sess.srv.now()
-	deadline := time.Now().Add(sess.srv.opts.Timeouts.Write) // the network's clock, not Options.Now
+	start := sess.srv.tick()
+	wall := start // the network's clock, not Options.Now
+	if sess.srv.ownClock {
+		wall = time.Now()
+	}
+	deadline := wall.Add(sess.srv.opts.Timeouts.Write)
 	last, err := sess.writeFrames(batch, binary, deadline, &start)
 	if err == nil {
 		if more := sess.out.More(); more != nil {
-			end := sess.srv.now()
+			end := sess.srv.tick()
 			sess.srv.wrote(last, start, end)
 			start = end
 			last, err = sess.writeFrames(more, binary, deadline, &start)
@@ -167,7 +171,7 @@ func (sess *session) WriteBatch(batch []outbox.Frame) error {
 		err = ferr
 	}
 	if err == nil {
-		sess.srv.wrote(last, start, sess.srv.now())
+		sess.srv.wrote(last, start, sess.srv.tick())
 	}
 	return err
 }
@@ -190,7 +194,7 @@ func (sess *session) writeFrames(batch []outbox.Frame, binary bool, deadline tim
 		}
 		sess.written.Add(int64(len(b)))
 		if i < len(batch)-1 {
-			end := sess.srv.now()
+			end := sess.srv.tick()
 			sess.srv.wrote(q, *start, end)
 			*start = end
 		}

@@ -60,7 +60,7 @@ func (c *conn) writer(p *flushhold.Policy) error {
 	for range c.ready {
 		c.mu.Lock()
 		if len(c.buf) > 0 {
-			p.Waited(time.Since(c.filled)) // the writers' queue for the CPU, as this one saw it
+			p.Waited(c.filled, time.Now()) // the writers' queue for the CPU, as this one saw it
 		}
 		out, c.buf = c.buf, out[:0]
 		closed := c.closed

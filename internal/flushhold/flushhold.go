@@ -16,10 +16,14 @@
 // two signals, each read and written with atomics only: writers that
 // waited long to run once they had bytes to write (the writers' queue for
 // the CPU is long: Waited), and the engine that paces the tokens stepping
-// late (Options.Late, sampler.Engine.Late). Either past Options.LateAfter
-// four times in a row (the latest four writers, the engine's latest four
-// steps) is saturation: one late wake-up, a collection's pause or a
-// timer a millisecond late on an idle machine, is not. A writer asks Hold before it
+// late (Options.Late, sampler.Engine.Late). The writers' signal is
+// saturation when every writer for Options.LateFor waited past
+// Options.LateAfter; the engine's, when its latest four steps each were
+// late past it. A queue that lasts a moment is not: a collection's pause,
+// a timer a millisecond late, or the machine's other work (a load run's
+// clients) taking the server's threads off the CPU for the kernel's
+// time slice, each of which makes the writers of those few milliseconds
+// late together on an idle server. A writer asks Hold before it
 // flushes: when the server is saturated, Hold waits until the writer is
 // told more is ready, or Options.Bound passes, and counts the hold.
 //
@@ -29,6 +33,7 @@
 package flushhold
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -50,6 +55,13 @@ const DefaultBound = time.Millisecond
 // can shorten.
 const DefaultLateAfter = 2 * time.Millisecond
 
+// DefaultLateFor is how long the writers must have been late, every one of
+// them, for the server to count as saturated by their signal. Measured at
+// 50 streams (a server at a tenth of its two cores, beside its clients),
+// the writers' late runs lasted 2 to 16 ms, each a few of the kernel's
+// time slices; at 500 (saturated), thousands of runs lasted longer.
+const DefaultLateFor = 20 * time.Millisecond
+
 // Options configure a Policy. The zero value holds for DefaultBound on the
 // writers' signal alone.
 type Options struct {
@@ -58,6 +70,9 @@ type Options struct {
 	// LateAfter is the lateness, of a writer's run or the engine's step,
 	// past which the server is saturated; 0 is DefaultLateAfter.
 	LateAfter time.Duration
+	// LateFor is how long every writer must have been late for the server
+	// to be saturated by the writers' signal; 0 is DefaultLateFor.
+	LateFor time.Duration
 	// Late reports how late the engine that paces the tokens stepped
 	// last, past its earliest due token (sampler.Engine.Late). It is
 	// called once a flush, never a frame, and must be cheap (atomics).
@@ -69,26 +84,26 @@ type Options struct {
 // It is safe for concurrent use; its methods take no lock. A nil *Policy
 // never holds.
 type Policy struct {
-	bound, lateAfter time.Duration
-	late             func() time.Duration
+	bound, lateAfter, lateFor time.Duration
+	late                      func() time.Duration
 
-	waits [lateWaits]atomic.Int64 // the latest writers' waits to run, in nanoseconds, a ring
-	next  atomic.Uint64           // the ring's next slot
-	holds atomic.Uint64           // flushes held
+	epoch     time.Time    // the times below count from it, in nanoseconds
+	lateSince atomic.Int64 // when the writers' current late run began; onTime when the latest writer was on time
+	lastRun   atomic.Int64 // when the latest writer ran
+	holds     atomic.Uint64
 }
-
-// lateWaits is how many of the latest writers must have waited past
-// LateAfter for the server to be saturated by its writers' signal: one
-// writer woken late (a collection's pause) is not a queue for the CPU.
-const lateWaits = 4
 
 // New returns a policy with opts' bounds and signal.
 func New(opts Options) *Policy {
-	return &Policy{
+	p := &Policy{
 		bound:     orDefault(opts.Bound, DefaultBound),
 		lateAfter: orDefault(opts.LateAfter, DefaultLateAfter),
+		lateFor:   orDefault(opts.LateFor, DefaultLateFor),
 		late:      opts.Late,
+		epoch:     time.Now(),
 	}
+	p.lateSince.Store(onTime)
+	return p
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -101,27 +116,34 @@ func orDefault(d, def time.Duration) time.Duration {
 // Bound is the longest Hold waits.
 func (p *Policy) Bound() time.Duration { return p.bound }
 
-// Waited records that a writer ran d after it had bytes to write: after
-// the frame that woke it was queued, or its buffer was first filled. Two
-// atomics; a writer calls it once a batch.
-func (p *Policy) Waited(d time.Duration) {
-	if p != nil {
-		p.waits[(p.next.Add(1)-1)%lateWaits].Store(int64(d))
+// Waited records that a writer that had bytes to write since since (the
+// frame that woke it was queued, or its buffer was first filled) ran at
+// now. A few atomics; a writer calls it once a batch.
+func (p *Policy) Waited(since, now time.Time) {
+	if p == nil {
+		return
 	}
+	at := int64(now.Sub(p.epoch))
+	p.lastRun.Store(at)
+	if now.Sub(since) <= p.lateAfter {
+		p.lateSince.Store(onTime)
+		return
+	}
+	p.lateSince.CompareAndSwap(onTime, int64(since.Sub(p.epoch))) // the run began as this writer began to wait
 }
 
-// Saturated reports whether the server is saturated: each of the latest
-// four writers waited, or the engine stepped (four steps in a row, as
-// sampler.Engine.Late tells it), later than Options.LateAfter.
+// onTime is lateSince while the latest writer was on time.
+const onTime = math.MinInt64
+
+// Saturated reports whether the server is saturated: every writer for
+// Options.LateFor up to the latest waited, or the engine stepped (four
+// steps in a row, as sampler.Engine.Late tells it), later than
+// Options.LateAfter.
 func (p *Policy) Saturated() bool {
 	if p == nil {
 		return false
 	}
-	least := time.Duration(p.waits[0].Load())
-	for i := 1; i < lateWaits; i++ {
-		least = min(least, time.Duration(p.waits[i].Load()))
-	}
-	if least > p.lateAfter {
+	if since := p.lateSince.Load(); since != onTime && p.lastRun.Load()-since >= int64(p.lateFor) {
 		return true
 	}
 	return p.late != nil && p.late() > p.lateAfter

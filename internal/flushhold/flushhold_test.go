@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// TestSaturated: the server is saturated when the latest four writers
-// waited, or the engine was, later than LateAfter; not otherwise (one
-// writer late among them is not), and never for a nil policy.
+// TestSaturated: the server is saturated when every writer for LateFor
+// waited, or the engine's steps were, later than LateAfter; not otherwise
+// (writers late for less, or a writer on time among them), and never for
+// a nil policy.
 func TestSaturated(t *testing.T) {
 	t.Parallel()
+	t0 := time.Now()
 	for _, tc := range []struct {
 		name         string
 		waited, late time.Duration
@@ -31,22 +33,31 @@ func TestSaturated(t *testing.T) {
 				opts.Late = func() time.Duration { return tc.late }
 			}
 			p := New(opts)
-			for range 4 {
-				p.Waited(tc.waited)
+			// A writer every 100 µs, each having waited tc.waited, since
+			// the first began to wait: for less than LateFor, then for
+			// LateFor.
+			begin, end := t0.Add(-tc.waited), t0.Add(-tc.waited+DefaultLateFor)
+			at := t0
+			for ; at.Before(end); at = at.Add(100 * time.Microsecond) {
+				p.Waited(at.Add(-tc.waited), at)
 			}
+			if tc.waited > DefaultLateAfter && tc.waited < DefaultLateFor && tc.late <= DefaultLateAfter && p.Saturated() {
+				t.Errorf("saturated with the writers late for %v, less than LateFor", at.Add(-100*time.Microsecond).Sub(begin))
+			}
+			p.Waited(end.Add(-tc.waited), end)
 			if got := p.Saturated(); got != tc.want {
 				t.Errorf("Saturated() = %v, want %v", got, tc.want)
 			}
 			if tc.waited > DefaultLateAfter && tc.late <= DefaultLateAfter {
-				p.Waited(0) // one writer on time among the four
+				p.Waited(at, at) // one writer on time
 				if p.Saturated() {
-					t.Error("saturated with one of the latest four writers on time")
+					t.Error("saturated with the latest writer on time")
 				}
 			}
 		})
 	}
 	var p *Policy
-	p.Waited(time.Second)
+	p.Waited(t0, t0.Add(time.Second))
 	if p.Saturated() || p.Hold(&Timer{}, nil) || p.Holds() != 0 {
 		t.Error("a nil policy holds")
 	}
@@ -58,7 +69,8 @@ func TestHoldUnsaturated(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Options{Late: func() time.Duration { return 0 }})
-		p.Waited(100 * time.Microsecond)
+		now := time.Now()
+		p.Waited(now.Add(-100*time.Microsecond), now)
 		var tm Timer
 		start := time.Now()
 		for range 3 {
@@ -91,9 +103,8 @@ func TestHoldBound(t *testing.T) {
 			if p.Bound() != want {
 				t.Fatalf("Bound() = %v, want %v", p.Bound(), want)
 			}
-			for range 4 {
-				p.Waited(5 * time.Millisecond) // the writers' queue is long
-			}
+			now := time.Now()
+			p.Waited(now.Add(-DefaultLateFor), now) // the writers' queue has been long for LateFor
 			var tm Timer
 			more := make(chan struct{}, 1)
 			for i := range 2 {

@@ -253,7 +253,7 @@ func (c *conn) flush() {
 func (c *conn) write() {
 	c.mu.Lock()
 	for len(c.pending) > 0 && c.err == nil {
-		c.holds.Waited(time.Since(c.filled))
+		c.holds.Waited(c.filled, time.Now())
 		batch := c.pending
 		c.pending, c.spare = c.spare[:0], nil
 		c.open.at = -1 // taken: the next delta is a frame of its own

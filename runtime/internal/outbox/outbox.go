@@ -265,7 +265,7 @@ func (o *Outbox) WriteOnDemand(w BatchWriter) { o.write = w }
 // started it queued its frame at woke.
 func (o *Outbox) writer(woke time.Time) {
 	if o.hold != nil {
-		o.hold.Waited(o.now().Sub(woke)) // its time waiting for the CPU
+		o.hold.Waited(woke, o.now()) // its time waiting for the CPU
 	}
 	for {
 		batch := o.Next(context.Background()) // nil once empty: it does not wait
