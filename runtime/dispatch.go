@@ -227,13 +227,17 @@ func (r *rollout) answerClient(ctx context.Context, idx []int) error {
 // (and it leaves memory once it hibernates); so does a rollout whose
 // context is truncated, which reads them at every step.
 func (r *rollout) shed() {
-	if r.srv.opts.Checkpoints != nil || r.cut != nil {
+	if !r.sheds() {
 		return
 	}
 	if p := r.prompt.Bare(); p != r.prompt { // bare already: the same prompt, not written again
 		r.prompt = p
 	}
 }
+
+// sheds reports whether the rollout lets its prompt's ids go as it parks
+// (shed).
+func (r *rollout) sheds() bool { return r.srv.opts.Checkpoints == nil && r.cut == nil }
 
 // endStep ends a step whose calls have their results (err: the rollout is
 // ending): it adds the results to the context, in output order, then the

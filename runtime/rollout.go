@@ -438,13 +438,20 @@ func (r *rollout) appendContext(items protocol.Items) {
 
 // renderPending renders the items not yet in the prompt, in context order:
 // a step's output once its hosted results are in, then what follows it.
-// Only new items are ever tokenized.
+// Only new items are ever tokenized. A prompt that let its ids go at a
+// pause, and will again at the next (sheds), keeps none of the new items'
+// either (Renderer.AppendBare).
 func (r *rollout) renderPending() {
 	t0 := r.srv.now()
+	bare := r.prompt.Shed() && r.sheds() // its ids would go at the next pause: none is kept
 	for _, it := range r.items[r.rendered:] {
-		toks := r.srv.renderer.Item(it)
-		r.prompt = r.prompt.Append(toks)
-		r.tm.RenderedTokens += len(toks)
+		n := r.prompt.Len()
+		if bare {
+			r.prompt = r.srv.renderer.AppendBare(r.prompt, it)
+		} else {
+			r.prompt = r.prompt.Append(r.srv.renderer.Item(it))
+		}
+		r.tm.RenderedTokens += r.prompt.Len() - n
 	}
 	r.rendered = len(r.items)
 	r.tm.RenderMicros += r.srv.now().Sub(t0).Microseconds()

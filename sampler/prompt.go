@@ -49,6 +49,13 @@ func (p *Prompt) Append(tokens []Token) *Prompt {
 	return &Prompt{parent: p, tokens: packed, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens), shed: p.Shed()}
 }
 
+// appendBare is Append(tokens).Bare() without the copy: one more item of
+// tokens, of which it keeps the count and the hash through them.
+func (p *Prompt) appendBare(tokens []Token) *Prompt {
+	return &Prompt{parent: p, len: p.Len() + len(tokens), items: p.Items() + 1, sum: tokenHash(p.hash(), tokens),
+		bare: p == nil || p.bare, shed: true}
+}
+
 // Bare returns p without its tokens: the same items, each with its count
 // and the hash through it, so that Len, Items, a PrefixCache and Append
 // read it as they read p, and Segments count it; but All, Since, Equal

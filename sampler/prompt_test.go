@@ -3,6 +3,8 @@ package sampler
 import (
 	"slices"
 	"testing"
+
+	"github.com/tether-run/tether/protocol"
 )
 
 // TestPromptSegments: a prompt rebuilt from its Segments, with
@@ -78,6 +80,38 @@ func TestPromptSince(t *testing.T) {
 		got := p.Since(n)
 		if got.Len() != want.Len() || got.Items() != want.Items() || got.hash() != want.hash() || !slices.Equal(got.All(), want.All()) {
 			t.Errorf("Since(%d) = %v (%d items, hash %x), want %v (%d items, hash %x)", n, got.All(), got.Items(), got.hash(), want.All(), want.Items(), want.hash())
+		}
+	}
+}
+
+// TestAppendBare: an item appended bare (Renderer.AppendBare) reads as
+// the same item appended with its ids and then bared: the same length,
+// items and hash, each item's count in Segments, no ids; on a prompt that
+// holds its ids, and on none.
+func TestAppendBare(t *testing.T) {
+	r, err := NewRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := protocol.Items{
+		&protocol.FunctionCallOutput{CallID: "call_1", Output: protocol.ToolOutput{Text: "package main\n\nfunc main() {}\n\x7f\xff"}},
+		&protocol.Message{Role: protocol.RoleAssistant, Content: protocol.Contents{&protocol.OutputText{Text: "Let me read it."}}},
+		nil,
+	}
+	for _, start := range []*Prompt{nil, (*Prompt)(nil).Append([]Token{1, 2, 3})} {
+		want, got := start, start
+		for _, it := range items {
+			want, got = want.Append(r.Item(it)), r.AppendBare(got, it)
+		}
+		want = want.Bare()
+		if got.Len() != want.Len() || got.Items() != want.Items() || got.hash() != want.hash() || got.HasTokens() {
+			t.Fatalf("appended bare: %d tokens, %d items, hash %x, ids kept %v; want %d, %d, %x, none",
+				got.Len(), got.Items(), got.hash(), got.HasTokens(), want.Len(), want.Items(), want.hash())
+		}
+		for i, seg := range got.Segments() {
+			if w := want.Segments()[i]; seg.Tokens != w.Tokens || seg.Sum != w.Sum || seg.Packed != nil && i >= start.Items() {
+				t.Errorf("segment %d: %d tokens, hash %x, packed %x; want %d, %x, none", i, seg.Tokens, seg.Sum, seg.Packed, w.Tokens, w.Sum)
+			}
 		}
 	}
 }

@@ -161,6 +161,19 @@ func (r *Renderer) Item(it protocol.Item) []Token {
 	return r.encode(b.String())
 }
 
+// AppendBare returns p followed by it, rendered as Item renders it, the
+// way Prompt.Bare would leave it: its count and the hash through it, no
+// token ids (none is copied). A prompt that lets its ids go at every pause
+// renders what it appends this way.
+func (r *Renderer) AppendBare(p *Prompt, it protocol.Item) *Prompt {
+	var b strings.Builder
+	if !writeItem(&b, it) {
+		return p.appendBare(nil)
+	}
+	r.scratch(b.String(), func(toks []Token) { p = p.appendBare(toks) })
+	return p
+}
+
 // Tokens splits text into o200k_base token strings; their concatenation is
 // text, byte for byte. Bytes that are not valid UTF-8 are each returned as a
 // token of their own (byte-level BPE has a token for every byte).
@@ -197,12 +210,19 @@ func (r *Renderer) Count(text string) int {
 // encode tokenizes a rendered block. Invalid UTF-8 is replaced with U+FFFD
 // first, as tiktoken does with errors="replace".
 func (r *Renderer) encode(s string) []Token {
+	var toks []Token
+	r.scratch(s, func(out []Token) { toks = slices.Clone(out) })
+	return toks
+}
+
+// scratch tokenizes s into a scratch buffer, which it lends to use for
+// the call: encode copies it to its size, one allocation, where appending
+// grew the slice by doubling (twice the bytes, and up to twice the size
+// kept with the prompt); AppendBare keeps none of it.
+func (r *Renderer) scratch(s string, use func([]Token)) {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	// Tokenized into a scratch buffer, then copied to its size: one
-	// allocation, where appending grew the slice by doubling (twice the
-	// bytes, and up to twice the size kept with the prompt).
 	sp := tokenScratch.Get().(*[]Token)
 	out := (*sp)[:0]
 	if faithful(s) {
@@ -214,12 +234,11 @@ func (r *Renderer) encode(s string) []Token {
 			out = append(out, delToken) // the only byte split out of valid UTF-8
 		})
 	}
-	toks := slices.Clone(out)
+	use(out)
 	if cap(out) <= maxTokenScratch {
 		*sp = out
 		tokenScratch.Put(sp)
 	}
-	return toks
 }
 
 // tokenScratch holds encode's buffers; one grown past maxTokenScratch
