@@ -25,8 +25,9 @@ import (
 
 // Encoder tokenizes text. It is safe for concurrent use.
 type Encoder struct {
-	codec tokenizer.Codec
-	ranks *vocab // piece → token id, every token of the vocabulary
+	codec  tokenizer.Codec
+	ranks  *vocab      // piece → token id, every token of the vocabulary
+	merges *mergeCache // the merges of pieces lately seen that are no token
 }
 
 var (
@@ -63,7 +64,7 @@ func build() (*Encoder, error) {
 	if n < vocabSize/2 {
 		return nil, fmt.Errorf("o200k: vocabulary has %d tokens", n)
 	}
-	return &Encoder{codec: c, ranks: newVocab(pieces)}, nil
+	return &Encoder{codec: c, ranks: newVocab(pieces), merges: new(mergeCache)}, nil
 }
 
 // Each calls yield with each token of s, in order: its id and its text.
@@ -133,7 +134,8 @@ func (e *Encoder) eachASCII(s string, yield func(uint32, string)) {
 		end := pieceEnd(s, i)
 		piece := s[i:end]
 		i = end
-		if id, ok := e.ranks.lookup(piece); ok {
+		h := e.ranks.hash(piece)
+		if id, ok := e.ranks.lookupHashed(piece, h); ok {
 			yield(id, piece)
 			continue
 		}
@@ -141,10 +143,15 @@ func (e *Encoder) eachASCII(s string, yield func(uint32, string)) {
 			e.eachCodec(piece, yield)
 			continue
 		}
-		parts = e.merge(parts[:0], piece)
-		for k := range len(parts) - 1 {
-			tok := piece[parts[k].offset:parts[k+1].offset]
-			id, _ := e.ranks.lookup(tok)
+		m := e.merges.get(piece, h)
+		if m == nil {
+			parts = e.merge(parts[:0], piece)
+			m = e.merges.put(piece, h, parts, e.ranks)
+		}
+		at := 0
+		for k, id := range m.ids {
+			tok := piece[at:m.ends[k]]
+			at = int(m.ends[k])
 			yield(id, tok)
 		}
 	}

@@ -237,3 +237,42 @@ func TestEncoderIndentedNonASCII(t *testing.T) {
 		check(t, e, "{\n"+strings.Repeat(line, n)+"            \"d\": \"a × b\"\n}")
 	}
 }
+
+// TestMergeCache: a piece merged again is read off the cache with the same
+// tokens, and a piece that finds its slot holding another is merged anew:
+// the tokens stay the codec's, a first time and again, with a cache too
+// small for the text (every slot fought over).
+func TestMergeCache(t *testing.T) {
+	blob, err := os.ReadFile("../../testdata/blob.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := *encoder(t)
+	e.merges = new(mergeCache) // its own, empty
+	for range 2 {
+		check(t, &e, string(blob))
+	}
+	held := 0
+	for i := range e.merges.slots {
+		if m := e.merges.slots[i].Load(); m != nil {
+			held++
+			if got := e.merges.get(m.piece, e.ranks.hash(m.piece)); got != m {
+				t.Fatalf("%q: its slot holds it, get does not find it", m.piece)
+			}
+		}
+	}
+	if held == 0 {
+		t.Fatal("nothing merged was kept")
+	}
+	words := strings.Fields(string(blob))
+	var b strings.Builder
+	for i := range 4 * mergeSlots {
+		b.WriteString(words[i%len(words)])
+		b.WriteString("Qx")
+		b.WriteString(strings.Repeat("z", i%7))
+		b.WriteByte(' ')
+	}
+	for range 2 {
+		check(t, &e, b.String())
+	}
+}

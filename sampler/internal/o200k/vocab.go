@@ -93,10 +93,17 @@ func tableOf[T any](n int) []T {
 
 // lookup is piece's id, if it is a token.
 func (v *vocab) lookup(piece string) (uint32, bool) {
+	return v.lookupHashed(piece, v.hash(piece))
+}
+
+// hash is piece's hash, as lookupHashed takes it.
+func (v *vocab) hash(piece string) uint64 { return maphash.String(v.seed, piece) }
+
+// lookupHashed is lookup, for a piece whose hash is h.
+func (v *vocab) lookupHashed(piece string, h uint64) (uint32, bool) {
 	if piece == "" || len(piece) > 1<<16-1 {
 		return 0, false
 	}
-	h := maphash.String(v.seed, piece)
 	hd, n, fp := head(piece), uint16(len(piece)), uint16(h>>48)
 	for i := h & v.mask; ; i = (i + 1) & v.mask {
 		s := &v.slots[i]
