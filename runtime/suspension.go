@@ -432,7 +432,10 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
-		sp.log, sp.logBytes, sp.lastDone, sp.waitAt = nil, 0, nil, 0
+		// The next step's log is made as long as this one's was, at once,
+		// rather than grown by doubling (a checkpoint's writer may still
+		// hold this one).
+		sp.log, sp.logBytes, sp.lastDone, sp.waitAt = make([]frame, 0, len(sp.log)), 0, nil, 0
 		sp.pack.Reset()
 	}
 	return answered, nil

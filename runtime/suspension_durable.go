@@ -27,15 +27,23 @@ import (
 // tail stays with the server that ran it).
 
 // checkpointLocked starts journaling the pause whose frames since the last
-// append are frames, its response.done last (the multi-agent beta's
-// dialect has none): until it is written what the pause holds back, its
-// frames from heldFrom on, waits in the log (holding), so that a client
-// never sees a pause that is not durable yet, and the rollout is not
-// parked (it takes no append) until it is. The caller holds the rollout's
-// lock and the suspension's; it reports whether the write started.
-func (sp *suspension) checkpointLocked(frames []frame, heldFrom int) bool {
+// append are the log's, then done when not nil (its response.done, not in
+// the log yet; the multi-agent beta's dialect has none): until it is
+// written what the pause holds back, its frames from heldFrom on, waits
+// in the log (holding), so that a client never sees a pause that is not
+// durable yet, and the rollout is not parked (it takes no append) until it
+// is. The caller holds the rollout's lock and the suspension's; it reports
+// whether the write started.
+func (sp *suspension) checkpointLocked(done *frame, heldFrom int) bool {
 	cps := sp.srv.opts.Checkpoints
-	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); cps == nil || v != lifecycle.Allow || len(frames) == 0 {
+	if cps == nil {
+		return false // and the frames are not gathered
+	}
+	frames := slices.Clip(sp.log)
+	if done != nil {
+		frames = append(frames, *done)
+	}
+	if v, _ := lifecycle.Decide(sp.st, lifecycle.Hold, lifecycle.Sender{}); v != lifecycle.Allow || len(frames) == 0 {
 		return false
 	}
 	if t := sp.ro.tree; t != nil && t.spawned() {
@@ -105,7 +113,7 @@ func (sp *suspension) checkpointAnswerLocked() {
 		}
 		// The loop came to its next pause while the answer was written:
 		// that pause's write follows the answer's, or it goes out now.
-		if at, ok := sp.pauseAtLocked(); ok && sp.st.Phase() == lifecycle.Pausing && !sp.checkpointLocked(slices.Clip(sp.log), at) {
+		if at, ok := sp.pauseAtLocked(); ok && sp.st.Phase() == lifecycle.Pausing && !sp.checkpointLocked(nil, at) {
 			sp.parkLocked()
 			early = sp.takeEarlyLocked()
 		}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"maps"
-	"slices"
 	"time"
 
 	"github.com/tether-run/tether/runtime/internal/outbox"
@@ -142,7 +141,7 @@ func (sp *suspension) put(ev protocol.Event, acct *outbox.Delivery) error {
 		// mu is held throughout, so no append can come first. A pause
 		// being checkpointed parks once written (writeCheckpoint): until
 		// then its client cannot see it, nor answer it.
-		if !sp.checkpointLocked(append(slices.Clip(sp.log), f), f.seq) {
+		if !sp.checkpointLocked(&f, f.seq) {
 			defer sp.parkLocked()
 		}
 	case protocol.EventCreated, protocol.EventInProgress:
@@ -203,7 +202,7 @@ func (sp *suspension) wait(next int) {
 	sp.lastDone, sp.waitAt, sp.paused = nil, next, true
 	sp.compactLogLocked()
 	var early []*clientAppend
-	if !sp.checkpointLocked(slices.Clip(sp.log), next) {
+	if !sp.checkpointLocked(nil, next) {
 		sp.parkLocked()
 		early = sp.takeEarlyLocked()
 	}
