@@ -59,7 +59,8 @@ const DefaultLateAfter = 2 * time.Millisecond
 // them, for the server to count as saturated by their signal. Measured at
 // 50 streams (a server at a tenth of its two cores, beside its clients),
 // the writers' late runs lasted 2 to 16 ms, each a few of the kernel's
-// time slices; at 500 (saturated), thousands of runs lasted longer.
+// time slices; at 500 (saturated), 1,350 of 51,000 runs in 20 s lasted
+// longer, some over 64 ms.
 const DefaultLateFor = 20 * time.Millisecond
 
 // Options configure a Policy. The zero value holds for DefaultBound on the
