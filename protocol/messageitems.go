@@ -6,9 +6,9 @@ import "strconv"
 // view in response.done and response.in_progress) and as each is streamed
 // (its item and part added and done, its text done): a message whose parts
 // are plain text, and its events, are written here without the codec's
-// reflection, with the codec's bytes (FuzzMessageEncoding). Any
-// other (annotations, logprobs, a refusal, a sub-agent's) goes the codec's
-// way.
+// reflection, with the codec's bytes (FuzzMessageEncoding,
+// FuzzTextEventEncoding). Any other (annotations, logprobs, a refusal, a
+// sub-agent's) goes the codec's way.
 
 // appendItem appends an output item the way the codec writes it, when it
 // is a function item or a message appendMessage takes; ok is false (and
