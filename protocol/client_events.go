@@ -223,7 +223,9 @@ func decodeAppendInput(data []byte) (Items, *Error) {
 
 // DecodeClientEvent decodes one inbound WebSocket frame. On error it still
 // returns what it could read of the event's lane, so that the error can carry
-// the right stream_id; the returned event is then nil.
+// the right stream_id; the returned event is then nil. The event keeps no
+// reference to data: the caller may read its next frame into it
+// (FuzzDecodeClientEvent checks that).
 func DecodeClientEvent(data []byte) (ClientEvent, string, *Error) {
 	if head, items, ok := scanPlainAppend(data); ok && head.ResponseID != "" &&
 		(head.StreamID == nil || ValidateStreamID(*head.StreamID) == nil) {

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -55,7 +56,8 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		f.Add([]byte(`{"type":"response.create",` + strings.TrimPrefix(r, "{")))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, lane, perr := protocol.DecodeClientEvent(data)
+		frame := bytes.Clone(data) // the read loop's buffer, read into again once decoded
+		ev, lane, perr := protocol.DecodeClientEvent(frame)
 		if perr != nil {
 			if ev != nil {
 				t.Fatalf("event %#v returned with error %v", ev, perr)
@@ -74,6 +76,16 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		}
 		if lane != "" && protocol.ValidateStreamID(lane) != nil {
 			t.Fatalf("accepted invalid lane %q", lane)
+		}
+		before, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatalf("marshal %#v: %v", ev, err)
+		}
+		for i := range frame {
+			frame[i] = 'x'
+		}
+		if after, _ := json.Marshal(ev); !bytes.Equal(after, before) {
+			t.Fatalf("the event keeps a reference into its frame: %s, then %s", before, after)
 		}
 		roundTrip(t, ev, decodeClientEvent)
 	})

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -36,10 +37,13 @@ func (s *deltaScanner) text() (string, bool) {
 			if out == nil {
 				return string(run), true
 			}
-			return string(append(out, run...)), true
+			out = append(out, run...)
+			text := string(out)
+			putUnescaped(out)
+			return text, true
 		case c == '\\':
 			if out == nil {
-				out = make([]byte, 0, len(s.b)-start) // the string is at most the rest
+				out = getUnescaped(len(s.b) - start) // the string is at most the rest
 			}
 			out = append(out, s.b[start:s.i]...)
 			if s.i+1 < len(s.b) && escapes[s.b[s.i+1]] != 0 {
@@ -63,6 +67,27 @@ func (s *deltaScanner) text() (string, bool) {
 			}
 			s.i += size
 		}
+	}
+}
+
+// unescapedBufs are the buffers text unescapes into before its string is
+// copied out: a tool's output was two allocations of its size (the buffer,
+// then the string), and is one. One larger than maxUnescaped is not kept.
+var unescapedBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxUnescaped = 64 << 10
+
+func getUnescaped(n int) []byte {
+	b := *unescapedBufs.Get().(*[]byte)
+	if cap(b) < n {
+		return make([]byte, 0, n)
+	}
+	return b[:0]
+}
+
+func putUnescaped(b []byte) {
+	if cap(b) <= maxUnescaped {
+		unescapedBufs.Put(&b)
 	}
 }
 

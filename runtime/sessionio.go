@@ -22,6 +22,7 @@ const peekFrame = 64 << 10
 // readLoop reads frames until the connection fails; it runs on the
 // session's own goroutine. Every frame gets an answer: events, or an error event.
 func (sess *session) readLoop(ctx context.Context) error {
+	recycle, _ := sess.conn.(frameRecycler)
 	for {
 		data, binary, err := sess.conn.Read(ctx)
 		var refused *FrameRefused
@@ -41,62 +42,77 @@ func (sess *session) readLoop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		received := sess.srv.now()
-		enc := protocol.EncodingJSON
-		switch {
-		case binary && sess.encoding == protocol.EncodingMsgpack:
-			enc = protocol.EncodingMsgpack
-		case binary:
-			sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
-				"Binary frames are not supported on this connection: send each client event as one JSON text frame (or connect with the msgpack subprotocol)."), "")
-			continue
+		sess.answerFrame(data, binary)
+		if recycle != nil {
+			recycle.Recycle(data)
 		}
-		var decoding int64 // the server's memory budget taken while the frame is decoded
-		if len(data) > peekFrame {
-			// A large create past the connection's budget is refused
-			// before it is decoded (or transcoded) into a copy of itself;
-			// a large frame of any kind takes its cost from the server's
-			// budget while it is decoded (a create takes it again as it
-			// is admitted, for as long as it is served).
-			typ, lane, ok := protocol.PeekClientEventAs(enc, data)
-			if ok && typ == protocol.ClientCreate {
-				if perr := sess.scope.overBudget(len(data), &sess.srv.opts); perr != nil {
-					sess.sendError(perr, lane)
-					continue
-				}
-			}
-			decoding = requestCost(len(data))
-			if enc == protocol.EncodingMsgpack {
-				decoding += int64(len(data)) // transcoded to JSON first: one more copy
-			}
-			if perr := sess.srv.mem.Charge(decoding); perr != nil {
-				sess.sendError(perr, lane)
-				continue
-			}
-		}
-		if enc == protocol.EncodingMsgpack {
-			if data, err = protocol.MsgpackToJSON(data); err != nil {
-				sess.srv.mem.Refund(decoding)
-				sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
-					"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
-				continue
-			}
-		}
-		ev, lane, perr := protocol.DecodeClientEvent(data)
-		sess.srv.mem.Refund(decoding)
-		decodeMicros := sess.srv.now().Sub(received).Microseconds()
-		if perr != nil {
-			if outOfBand(data) {
-				// Answered at once, as when it decodes: in lane order it
-				// would wait behind the very response it names.
-				sess.sendError(perr, lane)
-				continue
-			}
-			sess.refuse(lane, perr, refusedParent(data, perr), received)
-			continue
-		}
-		sess.handle(laneEvent{ev: ev, size: len(data), received: received, decodeUS: decodeMicros}, false)
 	}
+}
+
+// frameRecycler is a FrameConn that reads its frames into buffers it can
+// read into again once the session is done with one: a decoded client
+// event keeps no reference to its frame (protocol.DecodeClientEvent).
+type frameRecycler interface{ Recycle(b []byte) }
+
+// answerFrame decodes a client frame and answers it, or refuses it; data
+// is not kept.
+func (sess *session) answerFrame(data []byte, binary bool) {
+	received := sess.srv.now()
+	enc := protocol.EncodingJSON
+	switch {
+	case binary && sess.encoding == protocol.EncodingMsgpack:
+		enc = protocol.EncodingMsgpack
+	case binary:
+		sess.sendError(protocol.Invalid(protocol.CodeBinaryFrame, "",
+			"Binary frames are not supported on this connection: send each client event as one JSON text frame (or connect with the msgpack subprotocol)."), "")
+		return
+	}
+	var decoding int64 // the server's memory budget taken while the frame is decoded
+	if len(data) > peekFrame {
+		// A large create past the connection's budget is refused
+		// before it is decoded (or transcoded) into a copy of itself;
+		// a large frame of any kind takes its cost from the server's
+		// budget while it is decoded (a create takes it again as it
+		// is admitted, for as long as it is served).
+		typ, lane, ok := protocol.PeekClientEventAs(enc, data)
+		if ok && typ == protocol.ClientCreate {
+			if perr := sess.scope.overBudget(len(data), &sess.srv.opts); perr != nil {
+				sess.sendError(perr, lane)
+				return
+			}
+		}
+		decoding = requestCost(len(data))
+		if enc == protocol.EncodingMsgpack {
+			decoding += int64(len(data)) // transcoded to JSON first: one more copy
+		}
+		if perr := sess.srv.mem.Charge(decoding); perr != nil {
+			sess.sendError(perr, lane)
+			return
+		}
+	}
+	if enc == protocol.EncodingMsgpack {
+		var err error
+		if data, err = protocol.MsgpackToJSON(data); err != nil {
+			sess.srv.mem.Refund(decoding)
+			sess.sendError(protocol.Invalid(protocol.CodeInvalidJSON, "",
+				"Invalid frame: every client event must be one msgpack map on this connection (%s).", err), "")
+			return
+		}
+	}
+	ev, lane, perr := protocol.DecodeClientEvent(data)
+	sess.srv.mem.Refund(decoding)
+	decodeMicros := sess.srv.now().Sub(received).Microseconds()
+	if perr != nil {
+		if outOfBand(data) {
+			// Answered at once, as when it decodes: in lane order it
+			// would wait behind the very response it names.
+			sess.sendError(perr, lane)
+			return
+		}
+		sess.refuse(lane, perr, refusedParent(data, perr), received)
+		return
+	}
+	sess.handle(laneEvent{ev: ev, size: len(data), received: received, decodeUS: decodeMicros}, false)
 }
 
 // refusedParent returns the previous_response_id of a response.create frame

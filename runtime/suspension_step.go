@@ -210,23 +210,24 @@ func (sp *suspension) wait(next int) {
 	sp.answerEarly(early)
 }
 
-// compactLogLocked copies the replay log's frames into one allocation of
-// their size, and lets the buffers of streaming go, at a pause: a parked rollout keeps its log until the client
-// answers, and the chunks the frames were packed into while they streamed
-// have room to spare (outbox.Packer). A frame the packer copied on its own
-// (a response object) is its own size already, and stays. The frames'
-// bytes are immutable: whoever holds the old ones (the connection's queue,
-// a checkpoint being written) keeps them.
+// compactLogLocked copies the replay log's frames that the packer's current
+// chunk holds into one allocation of their size, and lets the buffers of
+// streaming go, at a pause: a parked rollout keeps its log until the client
+// answers, and that chunk has room to spare (outbox.Packer); the chunks
+// before it are full. A frame the packer copied on its own (a response
+// object) is its own size already. The frames' bytes are immutable: whoever
+// holds the old ones (the connection's queue, a checkpoint being written)
+// keeps them.
 func (sp *suspension) compactLogLocked() {
-	packed := 0
-	for _, f := range sp.log {
-		if outbox.Packed(f.b) {
-			packed += len(f.b)
+	first, packed := len(sp.log), 0
+	for i := len(sp.log) - 1; i >= 0 && (sp.pack.Holds(sp.log[i].b) || !outbox.Packed(sp.log[i].b)); i-- {
+		if sp.pack.Holds(sp.log[i].b) {
+			first, packed = i, packed+len(sp.log[i].b)
 		}
 	}
 	buf := make([]byte, 0, packed)
-	for i := range sp.log {
-		if !outbox.Packed(sp.log[i].b) {
+	for i := first; i < len(sp.log); i++ {
+		if !sp.pack.Holds(sp.log[i].b) {
 			continue
 		}
 		start := len(buf)

@@ -246,6 +246,8 @@ func writeSetting(b *strings.Builder, name string, raw json.RawMessage) {
 // writeToolOutput writes a function's or custom tool's output as the
 // tool's answer.
 func writeToolOutput(b *strings.Builder, callID string, out protocol.ToolOutput) {
+	// Most of an agent's context: grown once, not by doubling.
+	b.Grow(len(imStart) + len("tool call_id=\n") + len(callID) + len(out.Text))
 	block(b, "tool call_id="+callID)
 	if out.Parts != nil {
 		writeContents(b, out.Parts)

@@ -3,6 +3,7 @@ package outbox
 import (
 	"bytes"
 	"sync"
+	"unsafe"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -105,3 +106,15 @@ func (p *Packer) Keep(b []byte) []byte {
 // Reset lets the current chunk go: the frames kept in it keep it alive as
 // long as they are kept.
 func (p *Packer) Reset() { p.chunk = nil }
+
+// Holds reports whether b is a frame kept in the current chunk, the one
+// with room to spare: the earlier chunks are full but for less than a
+// frame's bytes.
+func (p *Packer) Holds(b []byte) bool {
+	if len(b) == 0 || cap(p.chunk) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p.chunk)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return at >= start && at < start+uintptr(cap(p.chunk))
+}
