@@ -51,7 +51,18 @@ type Engine struct {
 	tokens   atomic.Uint64 // tokens handed out
 	maxBatch atomic.Int64  // the largest batch one wake-up stepped
 	step     atomic.Int64  // SetStep's, in nanoseconds
+
+	served atomic.Pointer[EngineModel] // SetModel's
 }
+
+// SetModel makes m, a served engine, pace the samples of the backends e
+// steps, instead of their Timing and SetStep's least step: each sample
+// gets its tokens as m's simulated engine makes them (see EngineModel).
+// Nil turns it off. Set it before the backends sample.
+func (e *Engine) SetModel(m *EngineModel) { e.served.Store(m) }
+
+// Model is the served engine SetModel gave e, or nil.
+func (e *Engine) Model() *EngineModel { return e.served.Load() }
 
 // Late reports how late the engine's busiest shard has woken, the least of
 // its last four steps (one late wake-up is not saturation): each past the
@@ -91,6 +102,14 @@ func NewEngineShards(n int) *Engine {
 type engineRef struct {
 	once sync.Once
 	e    *Engine
+}
+
+// model is the served engine of the backend's engine, if it has one.
+func (r *engineRef) model() *EngineModel {
+	if r.e == nil {
+		return nil
+	}
+	return r.e.Model()
 }
 
 func (r *engineRef) get() *Engine {

@@ -245,6 +245,27 @@ func (c *PrefixCache) Prefill(req *Request) (prompt, cached int) {
 	return prompt, cached
 }
 
+// headerOf is req's system block as an engine model sees it: the hash of
+// its content (whatever its prompt_cache_key: one engine shares blocks by
+// content alone), and its length in tokens.
+func (c *PrefixCache) headerOf(req *Request) (hash uint64, n int) {
+	hash = c.headerHash("", req.Instructions, req.Tools)
+	c.mu.Lock()
+	n, ok := c.headerLens[hash]
+	c.mu.Unlock()
+	if ok {
+		return hash, n
+	}
+	n = len(c.r.Header(req.Instructions, req.Tools))
+	c.mu.Lock()
+	if len(c.headerLens) >= c.maxConvs {
+		clear(c.headerLens)
+	}
+	c.headerLens[hash] = n
+	c.mu.Unlock()
+	return hash, n
+}
+
 // walkLocked finds the longest held prefix of p under root, walking back from
 // the newest item to the first boundary held (root when none is), then holds
 // every boundary after it, the conversation p is now in ring, used at now.

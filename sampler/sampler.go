@@ -124,6 +124,10 @@ type Request struct {
 	// with TopLogprobs alternatives a token.
 	Logprobs    bool
 	TopLogprobs int
+	// Suspended is set for a step of a suspended rollout, whose loop the
+	// server runs to its end: a step that makes no tool call ends it, and a served engine (EngineModel)
+	// releases its cache at once rather than keep it for a next turn.
+	Suspended bool
 	// Start is when the prompt was ready for the model, zero for when
 	// Sample is called. The local backends' pacing starts there: the
 	// events a server sends while its model starts (response.in_progress)
@@ -144,6 +148,9 @@ type Result struct {
 	// PacerLate is how much later than the timing model's time the sample's
 	// last token came (see Pacer.Late): model time, not API overhead.
 	PacerLate time.Duration
+	// Engine is what a served engine did with the sample (EngineModel),
+	// nil without one.
+	Engine *EngineResult
 	// Incomplete reports that the sample stopped at MaxOutputTokens; the open
 	// part was ended with PartEnd and the rest of the step was dropped.
 	Incomplete bool

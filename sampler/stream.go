@@ -23,6 +23,9 @@ func sampleParts(ctx context.Context, e *engineRef, r *Renderer, t Timing, cache
 		req = &Request{}
 	}
 	var start time.Time
+	if m := e.model(); m != nil {
+		return m.sample(ctx, r, cache, req, choose, emit)
+	}
 	if t.Paced() {
 		if start = req.Start; start.IsZero() {
 			start = time.Now()
@@ -77,6 +80,12 @@ type sequence struct {
 	due      time.Time // when the next token is due (paced)
 	released time.Time // when the step that releases it began, for PacerLate
 
+	// modelled: a served engine (EngineModel) paces it, not t: a token
+	// may go once the engine has made it, granted being how many it made
+	// (its skip counted).
+	modelled bool
+	granted  int
+
 	index    int           // in its shard's heap; -1 when not there
 	done     chan struct{} // closed by end; made by Engine.run (an unpaced sample has none)
 	panicked any           // what emit panicked with
@@ -111,6 +120,9 @@ func (s *sequence) ready(now time.Time) bool {
 	if err := s.ctx.Err(); err != nil {
 		s.err, s.finished = err, true
 		return false
+	}
+	if s.modelled {
+		return s.skip+s.res.OutputTokens < s.granted
 	}
 	if s.start.IsZero() {
 		return true
@@ -206,6 +218,8 @@ func (s *sequence) moreDue(now time.Time) bool {
 		s.limit > 0 && s.res.OutputTokens+1 >= s.limit,
 		len(s.cites) > 0 && s.cites[0].EndIndex <= s.runes:
 		return false
+	case s.modelled:
+		return s.skip+s.res.OutputTokens+1 < s.granted
 	}
 	return !s.start.Add(s.t.Due(s.uncached, s.skip+s.res.OutputTokens+1)).After(now)
 }

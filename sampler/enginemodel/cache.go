@@ -194,6 +194,19 @@ type Policy struct {
 	Unpin bool
 }
 
+// Ending is the policy a turn's cache is released by as the turn ends: p,
+// for a rollout that goes on once its tools have run, unless the engine
+// knows that the rollout ended with the turn (a suspended rollout's
+// response completes; Design.KnowsEnd): then its blocks are unused at
+// once, unpinned and not swapped out. The simulator (RunLoad) and a served
+// engine (sampler.EngineModel) both release by it.
+func (p Policy) Ending(rolloutEnded bool) Policy {
+	if rolloutEnded {
+		return Policy{Kind: Discard, Unpin: true}
+	}
+	return p
+}
+
 // PolicyKind names a policy.
 type PolicyKind int
 

@@ -29,6 +29,7 @@ type Engine struct {
 	now     time.Time
 	waiting []*sequence // arrived, not admitted: first come, first served
 	run     []*sequence // admitted, in the order they were
+	made    []int       // the IDs of the sequences that made a token in the last step
 	stats   Stats
 
 	// The head of waiting found no room when the cache had seen these
@@ -179,6 +180,7 @@ func (e *Engine) Step() (ended []Served, stepped bool) {
 	e.stats.Decoded += decoding
 	e.stats.Prefilled += prefill
 	kept := e.run[:0]
+	e.made = e.made[:0]
 	for i, s := range e.run {
 		if !stepping[i] {
 			kept = append(kept, s)
@@ -186,6 +188,7 @@ func (e *Engine) Step() (ended []Served, stepped bool) {
 		}
 		if s.req.Output > 0 { // a sequence of no output ends with its prefill, no token
 			s.produced++
+			e.made = append(e.made, s.req.ID)
 		}
 		if s.produced == 1 {
 			s.served.FirstToken = t
@@ -202,6 +205,34 @@ func (e *Engine) Step() (ended []Served, stepped bool) {
 	clear(e.run[len(kept):])
 	e.run = kept
 	return ended, true
+}
+
+// Made reports the IDs of the sequences that made a token in the last
+// step, in the order they run; the slice is the engine's until its next
+// step.
+func (e *Engine) Made() []int { return e.made }
+
+// Abort ends the sequence of that ID, waiting or running, before its
+// end: its blocks are released as Discard releases them (a request its
+// client cancelled). It reports whether the engine had it.
+func (e *Engine) Abort(id int) bool {
+	for i, s := range e.waiting {
+		if s.req.ID == id {
+			e.waiting = slices.Delete(e.waiting, i, i+1)
+			if e.blocked == s {
+				e.blocked = nil
+			}
+			return true
+		}
+	}
+	for i, s := range e.run {
+		if s.req.ID == id {
+			e.run = slices.Delete(e.run, i, i+1)
+			e.cache.Release(s.seq, Policy{Kind: Discard}, e.now)
+			return true
+		}
+	}
+	return false
 }
 
 // NextExpiry is the earliest time after Now at which a pinned unused

@@ -55,8 +55,12 @@ type Load struct {
 	Clients  int
 	Duration time.Duration
 	Stagger  time.Duration
-	Design   Design
-	Policy   Policy // for a turn's cache while its tools run
+	// Starts, when set, are each client's first start from the run's
+	// beginning (one a client), in place of Stagger's random ones: a live
+	// run's, to simulate it alike.
+	Starts []time.Duration
+	Design Design
+	Policy Policy // for a turn's cache while its tools run
 	// ByProgram admits the turns of rollouts begun earlier first
 	// (Request.Program), not in the order the turns arrive.
 	ByProgram bool
@@ -140,7 +144,10 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	for i := range clients {
 		clients[i] = &client{id: i}
 		var off time.Duration
-		if l.Stagger > 0 {
+		switch {
+		case i < len(l.Starts):
+			off = l.Starts[i]
+		case l.Stagger > 0:
 			off = time.Duration(rng.Int64N(int64(l.Stagger)))
 		}
 		start(clients[i], t0.Add(off))
@@ -159,10 +166,7 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			tokens := c.chain.n
 			c.fresh = tokens - known*l.Profile.BlockTokens
 			c.chain.extend(nil, c.instance, tr.Output)
-			policy := l.Policy
-			if l.Design.KnowsEnd && c.turn == len(c.job.Turns)-1 {
-				policy = Policy{Kind: Discard, Unpin: true}
-			}
+			policy := l.Policy.Ending(l.Design.KnowsEnd && c.turn == len(c.job.Turns)-1)
 			r := Request{ID: c.id, Arrive: c.at, Prompt: prompt, PromptTokens: tokens, Output: tr.Output,
 				Policy: policy, OutputBlocks: c.chain.hashes[len(prompt):]}
 			if l.ByProgram {
