@@ -1,6 +1,9 @@
 package protocol
 
-import "reflect"
+import (
+	"cmp"
+	"reflect"
+)
 
 // ResponseStatus is the lifecycle state of a response.
 type ResponseStatus string
@@ -251,11 +254,32 @@ type Timings struct {
 	// finds the tree's critical path, which an agent's sampling beside its
 	// sub-agents is off.
 	AgentSampleMicros map[string]int64 `json:"agent_sample_us,omitempty"`
+	// Engine is set when a simulated inference engine paced the model
+	// (tether serve --engine-model): what it did with the response's steps.
+	Engine *EngineTimings `json:"engine,omitempty"`
+}
+
+// EngineTimings are what a simulated inference engine did with a
+// response's steps, summed over them, in the engine's own clock (which may
+// run faster than the real one). Every figure is simulated.
+type EngineTimings struct {
+	// Simulated names the engine model: its profile and cache policy.
+	Simulated string `json:"simulated"`
+	// QueueMicros is the steps' time waiting for room in the KV cache;
+	// FirstTokenMicros their time from arrival to first token, the
+	// prefill of what the cache did not hold included.
+	QueueMicros      int64 `json:"queue_us"`
+	FirstTokenMicros int64 `json:"first_token_us"`
+	// The prompts' tokens found in the cache, brought back from host
+	// memory, and prefilled.
+	HitTokens       int `json:"hit_tokens"`
+	SwappedTokens   int `json:"swapped_tokens"`
+	PrefilledTokens int `json:"prefilled_tokens"`
 }
 
 // IsZero reports whether t holds nothing.
 func (t Timings) IsZero() bool {
-	if len(t.AgentSampleMicros) > 0 {
+	if len(t.AgentSampleMicros) > 0 || t.Engine != nil {
 		return false
 	}
 	t.AgentSampleMicros = nil
@@ -295,7 +319,25 @@ func (t Timings) combine(u Timings, sign int64) Timings {
 		SafetyBytes:       t.SafetyBytes + n*u.SafetyBytes,
 		SafetyFlags:       t.SafetyFlags + n*u.SafetyFlags,
 		AgentSampleMicros: combineAgents(t.AgentSampleMicros, u.AgentSampleMicros, sign),
+		Engine:            combineEngine(t.Engine, u.Engine, sign),
 	}
+}
+
+// combineEngine is a + sign*b; nil when both are.
+func combineEngine(a, b *EngineTimings, sign int64) *EngineTimings {
+	switch {
+	case a == nil && b == nil:
+		return nil
+	case a == nil:
+		a = &EngineTimings{}
+	case b == nil:
+		b = &EngineTimings{}
+	}
+	n := int(sign)
+	return &EngineTimings{Simulated: cmp.Or(a.Simulated, b.Simulated),
+		QueueMicros: a.QueueMicros + sign*b.QueueMicros, FirstTokenMicros: a.FirstTokenMicros + sign*b.FirstTokenMicros,
+		HitTokens: a.HitTokens + n*b.HitTokens, SwappedTokens: a.SwappedTokens + n*b.SwappedTokens,
+		PrefilledTokens: a.PrefilledTokens + n*b.PrefilledTokens}
 }
 
 // combineAgents is a + sign*b, agent by agent; nil when it holds nothing.
@@ -330,6 +372,9 @@ type Model struct {
 	Object  string `json:"object"` // model
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// SimulatedEngine is tether's: set when a simulated inference engine
+	// paces the model (tether serve --engine-model), naming it.
+	SimulatedEngine string `json:"simulated_engine,omitempty"`
 }
 
 // InputTokens is the body of POST /v1/responses/input_tokens.

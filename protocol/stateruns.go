@@ -93,7 +93,7 @@ func appendStateRun4(b []byte, r *Response) ([]byte, bool) {
 		b = append(b, `}}`...)
 	}
 	if t := r.Timings; t != nil {
-		if len(t.AgentSampleMicros) > 0 {
+		if len(t.AgentSampleMicros) > 0 || t.Engine != nil {
 			return b, false
 		}
 		b = appendTimings(append(b, `,"timings":`...), t)
@@ -118,7 +118,7 @@ func appendPendingCall(b []byte, c *PendingCall, ok bool) ([]byte, bool) {
 	return append(b, '}'), ok
 }
 
-// appendTimings appends t, whose AgentSampleMicros is empty.
+// appendTimings appends t, whose AgentSampleMicros and Engine are empty.
 func appendTimings(b []byte, t *Timings) []byte {
 	for _, f := range [...]struct {
 		name string

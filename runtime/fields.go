@@ -23,6 +23,13 @@ type WindowSampler interface {
 	ContextWindow() int
 }
 
+// SimulatedEngineSampler is a Sampler that a simulated inference engine may
+// pace (sampler.EngineModel): SimulatedEngine names it, "" when none does.
+// /v1/models says so of the model.
+type SimulatedEngineSampler interface {
+	SimulatedEngine() string
+}
+
 // contextWindow is model's context window, 0 when not known.
 func contextWindow(model Sampler) int {
 	if wm, ok := model.(WindowSampler); ok {

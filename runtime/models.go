@@ -16,7 +16,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	}
 	list := protocol.List[protocol.Model]{Object: "list", Data: []protocol.Model{}}
 	for _, name := range s.ModelNames() {
-		list.Data = append(list.Data, modelObject(name))
+		list.Data = append(list.Data, s.modelObject(name))
 	}
 	writeJSON(w, http.StatusOK, list)
 }
@@ -28,11 +28,15 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, perr)
 		return
 	}
-	writeJSON(w, http.StatusOK, modelObject(id))
+	writeJSON(w, http.StatusOK, s.modelObject(id))
 }
 
-func modelObject(name string) protocol.Model {
-	return protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"}
+func (s *Server) modelObject(name string) protocol.Model {
+	m := protocol.Model{ID: name, Object: "model", Created: 0, OwnedBy: "tether"}
+	if se, ok := s.models[name].(SimulatedEngineSampler); ok {
+		m.SimulatedEngine = se.SimulatedEngine()
+	}
+	return m
 }
 
 // codexInstructions is what Codex sends as its instructions to tether's

@@ -40,6 +40,7 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 		Response:        r.resp.ID,
 		MultiAgent:      r.req.MultiAgentEnabled(),
 		Agent:           r.agentName(),
+		Suspended:       r.path.Design == designSuspend,
 		Start:           r.modelReady,
 	}, r.onDelta)
 	if len(r.together) > 0 { // the sample ended between tokens released together
@@ -65,6 +66,10 @@ func (r *rollout) sampleStep(ctx context.Context) (sampler.Result, error) {
 	r.tm.FirstTokenMicros += first.Microseconds()
 	r.srv.obs.StepSampled(first, sample)
 	r.tm.PacerLateMicros += res.PacerLate.Microseconds()
+	if e := res.Engine; e != nil {
+		r.tm.Add(protocol.Timings{Engine: &protocol.EngineTimings{Simulated: e.Label, QueueMicros: e.Queued.Microseconds(),
+			FirstTokenMicros: e.FirstToken.Microseconds(), HitTokens: e.Hit, SwappedTokens: e.Swapped, PrefilledTokens: e.Recomputed}})
+	}
 	if r.open != nil { // the backend stopped mid-part: close it as incomplete
 		r.endPart(protocol.StatusIncomplete)
 	}

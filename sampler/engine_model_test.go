@@ -188,3 +188,72 @@ func TestEngineModelCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestEngineModelPinKeepsTheContext: a rollout's turn that comes back after
+// a 5 s tool call, while another rollout's prompt needs the room its cache
+// holds, gets its first token after a step that prefills only its new
+// tokens when the engine pins its cache for 10 s and admits the turns of
+// earlier rollouts first; discarded, most of its context is prefilled
+// again. Pinned in arrival order, it waits behind the other rollout, which
+// waits for the pin to end: where pinning loses.
+func TestEngineModelPinKeepsTheContext(t *testing.T) {
+	t.Parallel()
+	r := renderer(t)
+	prompt := func(client, n int) *Prompt {
+		toks := make([]Token, n)
+		for i := range toks {
+			toks[i] = Token(client*10000 + i)
+		}
+		return (*Prompt)(nil).Append(toks)
+	}
+	out := func(n int) func(*Request) ([]part, int) {
+		return func(*Request) ([]part, int) {
+			return []part{{call: true, callID: "c", name: "f", toks: make([]string, n)}}, 0
+		}
+	}
+	pin := enginemodel.Policy{Kind: enginemodel.Pin, TTL: 10 * time.Second}
+	for _, tc := range []struct {
+		policy                 enginemodel.Policy
+		byRollout              bool
+		minPrefill, maxPrefill int           // of the returning turn
+		minFirst, maxFirst     time.Duration // its first token
+	}{
+		{pin, true, 1, 32, 0, 50 * time.Millisecond},
+		{enginemodel.Policy{Kind: enginemodel.Discard}, false, 600, 1300, 150 * time.Millisecond, time.Second},
+		{pin, false, 600, 1300, 5 * time.Second, 20 * time.Second},
+	} {
+		t.Run(PolicyName(tc.policy, tc.byRollout), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				m, err := NewEngineModel(EngineModelOptions{Profile: modelProfile(), Policy: tc.policy, ByRollout: tc.byRollout})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache := NewPrefixCache(r, PrefixCacheOptions{})
+				a := prompt(1, 1200)
+				first, err := m.sample(t.Context(), r, cache, &Request{Prompt: a, Suspended: true, Session: "a"}, out(10), func(Delta) {})
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { // another rollout, while a's tool runs
+					time.Sleep(time.Second)
+					m.sample(t.Context(), r, cache, &Request{Prompt: prompt(2, 1500), Suspended: true, Session: "b"}, out(10), func(Delta) {})
+				}()
+				time.Sleep(5 * time.Second) // a's tool call
+				a = a.Append(make([]Token, 10)).Append([]Token{7, 7, 7})
+				again, err := m.sample(t.Context(), r, cache, &Request{Prompt: a, Suspended: true, Session: "a"}, out(10), func(Delta) {})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := again.Engine
+				t.Logf("%s: first turn's first token %v (%d prefilled); the turn after the tool's %v (%d prefilled, %d found)",
+					m.Label(), first.Engine.FirstToken, first.Engine.Recomputed, e.FirstToken, e.Recomputed, e.Hit)
+				if e.Recomputed < tc.minPrefill || e.Recomputed > tc.maxPrefill || e.FirstToken < tc.minFirst || e.FirstToken > tc.maxFirst {
+					t.Errorf("the returning turn prefilled %d tokens (want %d to %d), its first token after %v (want %v to %v)",
+						e.Recomputed, tc.minPrefill, tc.maxPrefill, e.FirstToken, tc.minFirst, tc.maxFirst)
+				}
+				synctest.Wait()
+			})
+		})
+	}
+}

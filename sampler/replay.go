@@ -346,6 +346,15 @@ func NewReplay(r *Renderer, t Timing, trace *Trace) *Replay {
 // Engine is the engine that steps the backend's paced samples.
 func (p *Replay) Engine() *Engine { return p.engine.get() }
 
+// SimulatedEngine names the served engine that paces the backend's
+// samples (Engine.SetModel), "" when none does.
+func (p *Replay) SimulatedEngine() string {
+	if m := p.engine.model(); m != nil {
+		return m.Label()
+	}
+	return ""
+}
+
 // SetEngine makes e step the backend's paced samples, so that the backends
 // of one server share one batch. Call it before the first Sample.
 func (p *Replay) SetEngine(e *Engine) { p.engine.e = e }

@@ -50,6 +50,15 @@ func (s *Scripted) Cache() *PrefixCache { return s.cache }
 // unless SetEngine gave it another.
 func (s *Scripted) Engine() *Engine { return s.engine.get() }
 
+// SimulatedEngine names the served engine that paces the backend's
+// samples (Engine.SetModel), "" when none does.
+func (s *Scripted) SimulatedEngine() string {
+	if m := s.engine.model(); m != nil {
+		return m.Label()
+	}
+	return ""
+}
+
 // SetEngine makes e step the backend's paced samples, so that the backends
 // of one server share one batch. Call it before the first Sample.
 func (s *Scripted) SetEngine(e *Engine) { s.engine.e = e }

@@ -222,6 +222,14 @@ func TestServeConfig(t *testing.T) {
 		{"negative bound", []string{"--max-lanes", "-3"}, 2, "--max-lanes -3: want 0 (the default) or more"},
 		{"negative timeout", []string{"--resume-window", "-1m"}, 2, "--resume-window -1m0s: want 0 (the default) or more"},
 		{"bad prefix cache", []string{"--prefix-cache", "shared"}, 2, `--prefix-cache "shared": want on or off`},
+		{"engine policy alone", []string{"--engine-policy", "pin"}, 2, "--engine-policy is for --engine-model"},
+		{"engine model and step", []string{"--engine-model", "llama3-8b-a100", "--engine-step", "5ms"}, 2, "--engine-step with --engine-model"},
+		{"engine model and tps", []string{"--engine-model", "llama3-8b-a100", "--tps", "100"}, 2, "--tps with --engine-model"},
+		{"engine model unknown", []string{"--engine-model", "gpt-9"}, 2, `--engine-model: enginemodel: profile "gpt-9": not one of llama3-8b-a100`},
+		{"engine policy unknown", []string{"--engine-model", "llama3-8b-a100", "--engine-policy", "lru"}, 2, `--engine-policy "lru": want discard, pin or swap`},
+		{"engine ttl without pin", []string{"--engine-model", "llama3-8b-a100", "--engine-ttl", "5s"}, 2, "--engine-ttl is for --engine-policy pin"},
+		{"engine order unknown", []string{"--engine-model", "llama3-8b-a100", "--engine-order", "random"}, 2, `--engine-order "random": want arrival or rollout`},
+		{"engine speed zero", []string{"--engine-model", "llama3-8b-a100", "--engine-speed", "0"}, 2, "--engine-speed 0: want more than 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

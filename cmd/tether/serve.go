@@ -57,7 +57,8 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	bytesVar(fs.FlagSet, &recordOpts.FileBytes, "record-file-bytes", record.DefaultFileBytes, "with --record: the size at which the log's file is rotated, at the end of a line: renamed tether-record-TIME-PID.N.jsonl (N from 1) and a new one begun; a record larger has a file of its own")
 	fs.IntVar(&recordOpts.Files, "record-files", record.DefaultFiles, "with --record: the most files the log keeps, the one being written included; a rotation past it removes the oldest")
 	bytesVar(fs.FlagSet, &recordOpts.Bytes, "record-bytes", record.DefaultBytes, "with --record: the most bytes the log's files hold together; past it the oldest are removed, and a record larger on its own is left out (and logged)")
-	engineStep := fs.Duration("engine-step", 0, "least time between two steps of the simulated models' engine: tokens that fall due meanwhile go out together at the next step; 0 releases each as it falls due")
+	engineStep := fs.Duration("engine-step", 0, "least time between two steps of the simulated models' engine: tokens that fall due meanwhile go out together at the next step; 0 releases each as it falls due. Not with --engine-model, whose profile times each step")
+	servedEngine := declareServedEngineFlags(fs.FlagSet)
 	var opts runtime.Options // the flags below set its bounds; the pluggable parts are set once the flags are read
 	bytesVar(fs.FlagSet, &opts.Limits.MaxFrame, "max-frame", runtime.DefaultMaxFrame, "largest WebSocket frame or HTTP body accepted: a bigger frame closes the socket with 1009, a bigger body gets 413")
 	fs.DurationVar(&opts.Timeouts.WSMaxAge, "ws-max-age", runtime.DefaultWSMaxAge, "WebSocket connection age after which a create gets websocket_connection_limit_reached")
@@ -204,6 +205,15 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	}
 	engine := sampler.NewEngine()
 	engine.SetStep(*engineStep)
+	model, err := servedEngine.model(flags.set)
+	if err != nil {
+		fmt.Fprintln(stderr, "tether:", err)
+		return 2
+	}
+	if model != nil {
+		engine.SetModel(model)
+		log.Info("the local models are paced by a simulated inference engine: a comparison measures the engine effect too, not API overhead alone", "engine", model.Label())
+	}
 	served, err := models(cfg, flags, renderer, engine)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether:", err)

@@ -25,6 +25,9 @@ import (
 type view struct {
 	*screen
 	label string // a branch's ("b0"), the start of each of its lines; "" for the rollout's own
+	// engine is each response's engine timings as last printed
+	// (engineStep).
+	engine map[string]protocol.EngineTimings
 }
 
 // screen is where a rollout's views print, and what is drawn there.
@@ -187,6 +190,7 @@ func (v *view) event(ev protocol.Event) {
 			v.printf("  mcp %s.%s %s → %s", it.ServerLabel, it.Name, oneLine(it.Arguments, 60), result)
 		}
 	case *protocol.ResponseEvent:
+		v.engineStep(ev.Response)
 		switch ev.Type {
 		case protocol.EventDone:
 			v.setStatus("running tools")
@@ -196,6 +200,28 @@ func (v *view) event(ev protocol.Event) {
 			}
 		}
 	}
+}
+
+// engineStep prints what a simulated inference engine did with the model
+// steps of resp since its last pause (tether serve --engine-model), when
+// its timings say.
+func (v *view) engineStep(resp *protocol.Response) {
+	if resp == nil || resp.Timings == nil || resp.Timings.Engine == nil {
+		return
+	}
+	now := *resp.Timings.Engine
+	if v.engine == nil {
+		v.engine = make(map[string]protocol.EngineTimings)
+	}
+	was := v.engine[resp.ID]
+	v.engine[resp.ID] = now
+	if now == was {
+		return
+	}
+	v.printf("  engine: first token %s after %s queued; %d prompt tokens prefilled, %d found in the cache, %d swapped in (%s)",
+		duration(time.Duration(now.FirstTokenMicros-was.FirstTokenMicros)*time.Microsecond),
+		duration(time.Duration(now.QueueMicros-was.QueueMicros)*time.Microsecond),
+		now.PrefilledTokens-was.PrefilledTokens, now.HitTokens-was.HitTokens, now.SwappedTokens-was.SwappedTokens, now.Simulated)
 }
 
 // eventJSON is ev as a JSON line. A branch's event names the branch's
