@@ -105,12 +105,7 @@ type engineRef struct {
 }
 
 // model is the served engine of the backend's engine, if it has one.
-func (r *engineRef) model() *EngineModel {
-	if r.e == nil {
-		return nil
-	}
-	return r.e.Model()
-}
+func (r *engineRef) model() *EngineModel { return r.get().Model() }
 
 func (r *engineRef) get() *Engine {
 	r.once.Do(func() {
