@@ -56,8 +56,8 @@ type EngineModelOptions struct {
 	Policy enginemodel.Policy
 	// ByRollout admits the turns of rollouts begun earlier first (the
 	// simulator's Load.ByProgram), a rollout being a Request's Session or,
-	// without one, its CacheKey; requests with neither come in their
-	// order.
+	// without one, its CacheKey; a request with neither is a rollout of
+	// its own, begun as it arrives.
 	ByRollout bool
 	// Speed is how many simulated seconds pass in a real one; 0 is 1.
 	Speed float64
@@ -226,8 +226,11 @@ func (m *EngineModel) submit(seq *sequence, mp modelPrompt, output int, policy e
 		clear(m.outputs)
 	}
 	m.outputs[mp.last()] = output
-	if m.opts.ByRollout && rollout != "" {
+	if m.opts.ByRollout {
 		at, ok := m.started[rollout]
+		if rollout == "" { // a rollout the server cannot name: it begins here
+			at, ok = now, true
+		}
 		if !ok {
 			if len(m.started) >= maxModelPrompts {
 				clear(m.started)
