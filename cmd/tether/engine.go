@@ -83,6 +83,10 @@ func runEngine(ctx context.Context, ef engineFlags, cfg ablate.Config, out strin
 			c.TTFTP50, c.TTFTP99, 100*c.HitRate, c.RecomputedPerJob, 100*c.RecomputeShare, c.HeldTokens, c.TokensPerSec)
 	}
 	tw.Flush()
+	fmt.Fprintln(stdout)
+	for _, c := range run.Conclusions {
+		fmt.Fprintln(stdout, c)
+	}
 	chart, err := run.Chart()
 	if err == nil {
 		err = os.MkdirAll(out, 0o755)

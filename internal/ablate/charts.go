@@ -295,6 +295,48 @@ func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// logTicks marks a logarithmic axis at every decade and at 2 and 5 times
+// it, each labelled, and at the other whole multiples unlabelled: a range
+// narrower than a decade still reads (plot.LogTicks labels the powers of
+// ten alone).
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) {
+		return niceTicks{}.Ticks(lo, hi)
+	}
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		pow := math.Pow(10, e)
+		for m := 1.0; m < 10; m++ {
+			v := m * pow
+			if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'f', max(0, -int(e)), 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}
+
+// pointTicks marks an axis at its points' values, each labelled: a load
+// axis at the loads run.
+type pointTicks []float64
+
+func (pt pointTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for _, v := range pt {
+		if v >= lo && v <= hi {
+			ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+		}
+	}
+	return ticks
+}
+
 // e2eChart is a stacked bar per mode and speed: the median trial's model
 // time, tool time and overhead, in seconds.
 func (r *Results) e2eChart() (Chart, error) {

@@ -50,6 +50,8 @@ type EngineRun struct {
 	DurationS      float64           `json:"duration_s"`
 	TTLS           float64           `json:"ttl_s"`
 	Cells          []EngineCell      `json:"cells"`
+	// Conclusions are the run's findings in sentences (Conclusions).
+	Conclusions []string `json:"conclusions"`
 }
 
 // EngineCell is one design, policy and number of clients: means over the
@@ -64,6 +66,10 @@ type EngineCell struct {
 	JCT          float64    `json:"jct_s"`
 	JCTCI        [2]float64 `json:"jct_s_ci"`
 	JCTP99       float64    `json:"jct_p99_s"` // of every seed's rollouts together
+	// JCTSeeds is each seed's mean completion time: the seeds are alike
+	// across cells (the same clients' starts), so two cells' ratio is
+	// taken seed by seed (Conclusions).
+	JCTSeeds []float64 `json:"jct_s_seeds"`
 	// A turn's time to its first token, from its arrival at the engine.
 	TTFTP50 float64 `json:"ttft_p50_ms"`
 	TTFTP99 float64 `json:"ttft_p99_ms"`
@@ -200,6 +206,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineRun, error) {
 	for i, c := range cells {
 		run.Cells = append(run.Cells, engineCell(c.cell, results[i], cfg.Profile))
 	}
+	run.Conclusions = run.conclusions()
 	return run, nil
 }
 
@@ -233,7 +240,7 @@ func engineCell(cell EngineCell, runs []enginemodel.LoadResult, p *enginemodel.P
 	}
 	k := float64(len(runs))
 	cell.JobsPerMin, cell.JobsPerMinCI = mean(perMin), bootstrapCI(perMin, mean)
-	cell.JCT, cell.JCTCI = mean(jct), bootstrapCI(jct, mean)
+	cell.JCT, cell.JCTCI, cell.JCTSeeds = mean(jct), bootstrapCI(jct, mean), jct
 	cell.JCTP99 = quantile(pooled, 0.99)
 	cell.TTFTP50, cell.TTFTP99 = quantile(ttft, 0.5), quantile(ttft, 0.99)
 	if prompt > 0 {
@@ -276,7 +283,11 @@ func (r *EngineRun) plots() ([][]*plot.Plot, error) {
 		p.X.Label.Text = "concurrent rollouts"
 		p.Y.Label.Text = "completion time, s (mean, 95% interval)"
 		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		var loads pointTicks
+		for _, n := range r.loads(d) {
+			loads = append(loads, float64(n))
+		}
+		p.X.Tick.Marker, p.Y.Tick.Marker = loads, logTicks{}
 		p.Legend.Top, p.Legend.Left = true, true
 		p.Add(plotter.NewGrid())
 		for i, pol := range policies {
