@@ -44,7 +44,8 @@ type EngineModel struct {
 	outputs map[uint64]int       // tokens each served prompt's turn made, by the prompt's hash (modelPrompt.last)
 	started map[string]time.Time // when each rollout (Request.Session, else CacheKey) was first seen: ByRollout's order
 	aborted []*modelSeq          // cancelled by their callers, for the stepping goroutine to abort
-	running bool
+	running bool                 // the stepping goroutine is live
+	busy    bool                 // and its last turn stepped: the engine's clock runs on its own, steps back to back
 	kick    chan struct{}
 }
 
@@ -182,7 +183,7 @@ func (m *EngineModel) sample(ctx context.Context, r *Renderer, cache *PrefixCach
 	if req.MaxOutputTokens > 0 {
 		visible = min(visible, req.MaxOutputTokens)
 	}
-	ms := m.submit(seq, mp, skip+visible, m.opts.Policy.Ending(req.Suspended && !calls), cmp.Or(req.Session, req.CacheKey))
+	ms := m.submit(seq, mp, skip, visible, m.opts.Policy.Ending(req.Suspended && !calls), cmp.Or(req.Session, req.CacheKey))
 	select {
 	case <-seq.done:
 	case <-ctx.Done():
@@ -207,25 +208,34 @@ func (m *EngineModel) sample(ctx context.Context, r *Renderer, cache *PrefixCach
 	return res, seq.err
 }
 
-// submit queues seq with the engine, as a request of output tokens whose
-// cache policy releases, and starts the stepping goroutine if it is idle.
-func (m *EngineModel) submit(seq *sequence, mp modelPrompt, output int, policy enginemodel.Policy, rollout string) *modelSeq {
+// submit queues seq with the engine, as a request of hidden then visible
+// output tokens whose cache policy releases, and starts the stepping
+// goroutine if it is idle. The output's blocks are named for the next
+// turn to find unless some of it is hidden (reasoning: the next prompt
+// holds the rest at other positions; enginemodel.Turn.Hidden).
+func (m *EngineModel) submit(seq *sequence, mp modelPrompt, hidden, visible int, policy enginemodel.Policy, rollout string) *modelSeq {
 	seq.done = make(chan struct{})
 	b := m.opts.Profile.BlockTokens
 	m.mu.Lock()
 	now := m.sim(time.Now())
-	if !m.running {
+	switch {
+	case !m.running:
 		m.eng.Wait(now) // idle until now
+	case m.busy && m.eng.Now().Before(now):
+		now = m.eng.Now() // the steps run late of the real clock: it arrives as the engine sees it
 	}
 	m.ids++
 	ms := &modelSeq{id: m.ids, seq: seq, arrived: now}
 	m.seqs[ms.id] = ms
 	req := enginemodel.Request{ID: ms.id, Arrive: now, Prompt: mp.blocks(b, m.outputLocked), PromptTokens: mp.tokens(),
-		Output: output, Policy: policy, OutputBlocks: mp.outputBlocks(b, output)}
-	if len(m.outputs) >= maxModelPrompts {
-		clear(m.outputs)
+		Output: hidden + visible, Policy: policy}
+	if hidden == 0 {
+		req.OutputBlocks = mp.outputBlocks(b, visible)
+		if len(m.outputs) >= maxModelPrompts {
+			clear(m.outputs)
+		}
+		m.outputs[mp.last()] = visible
 	}
-	m.outputs[mp.last()] = output
 	if m.opts.ByRollout {
 		at, ok := m.started[rollout]
 		if rollout == "" { // a rollout the server cannot name: it begins here
@@ -297,18 +307,21 @@ func (m *EngineModel) loop() {
 	for {
 		m.mu.Lock()
 		m.abortLocked()
-		m.eng.Wait(m.sim(time.Now())) // a late wake-up is the engine's time too
+		if !m.busy { // it waited for an arrival or for room: its clock is the real one's
+			m.eng.Wait(m.sim(time.Now()))
+		}
 		endedNow, stepped := m.eng.Step()
+		m.busy = stepped
 		ended = m.endedLocked(ended[:0], endedNow)
 		if !stepped {
-			busy := m.eng.Busy()
+			waiting := m.eng.Busy() // a sequence waits for room
 			next, pinned := m.eng.NextExpiry()
-			if !busy {
+			if !waiting {
 				m.running = false
 			}
 			m.mu.Unlock()
 			m.finish(ended)
-			if !busy {
+			if !waiting {
 				return
 			}
 			// A sequence waits for room: a release, an abort, or a pin's end.
@@ -330,7 +343,13 @@ func (m *EngineModel) loop() {
 		}
 		at := m.real(m.eng.Now())
 		m.mu.Unlock()
-		// The step's time, on the model's clock.
+		// The step's time, on the model's clock: steps follow each other
+		// on it, each released at its end's real time, so that a late
+		// wake-up (a timer's, the goroutine's wait for a CPU) makes no
+		// later step later, as Timing's schedule (a step of 10 ms at
+		// speed 20 is a sleep of 0.5 ms, a timer's lateness tens of
+		// microseconds: counted on, the lateness would be the engine's
+		// time twenty times over).
 		if d := time.Until(at); d > 0 {
 			timer.Reset(d)
 			<-timer.C

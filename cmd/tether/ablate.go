@@ -187,6 +187,9 @@ Commands:
 	if *load.hol > 0 {
 		return runHOL(ctx, load, *out, stdout, stderr)
 	}
+	if *load.engine != "" {
+		return runEngineLive(ctx, load, engine, cfg, *out, stdout, stderr)
+	}
 	if *load.clients != "" {
 		return runLoad(ctx, load, cfg, enc, costs, *out, stdout, stderr)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
 	"github.com/tether-run/tether/protocol"
+	"github.com/tether-run/tether/sampler/enginemodel"
 )
 
 // loadFlags are ablate's flags for a load run (--load).
@@ -39,6 +40,8 @@ type loadFlags struct {
 	floor     *bool
 	rounds    *int
 	decodeAll *bool
+	engine    *string
+	speed     *float64
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
@@ -59,6 +62,8 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		floor:     fs.Bool("floor", true, "with --load: run the streaming floor beside the server, in turn, round by round (tether ablate floor: a recorded rollout's frames at the same cadence, nothing else), and report the server against it; each then runs --duration, so a run takes twice as long. WebSocket designs in JSON only (suspend, turns)"),
 		rounds:    fs.Int("load-rounds", 4, "with --load and --floor: rounds of floor then server, each --duration/rounds long; the intervals against the floor resample them (3 at least)"),
 		decodeAll: fs.Bool("load-decode-all", false, "with --load: the clients decode every event whole, as a client that watches them all would, rather than only the events they read (the deltas, each step's pause or end): what that filter saves the clients"),
+		engine:    fs.String("load-engine", "", "with --load N: run the designs live against a served engine of this profile (serve --engine-model: "+strings.Join(enginemodel.BuiltinProfiles(), ", ")+", or a JSON file), one server for each design and cache policy, N clients each running the workload's trace once with its tools' recorded times, and set the simulator's same cells beside them (ablate --engine is the simulator alone)"),
+		speed:     fs.Float64("load-engine-speed", 10, "with --load-engine: the served engine's clock against the real one (serve --engine-speed); the tools' times are divided by it, and every figure is in the engine's time"),
 		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }

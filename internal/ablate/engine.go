@@ -131,7 +131,7 @@ func EngineJob(tr *sampler.Trace) (header int, job enginemodel.Job, err error) {
 			next += len(r.Item(&protocol.FunctionCallOutput{CallID: id, Output: protocol.ToolOutput{Text: c.Output}}))
 			tools = max(tools, time.Duration(c.DurationMS)*time.Millisecond)
 		}
-		job.Turns = append(job.Turns, enginemodel.Turn{Append: appended, Output: max(out, 1), Tools: tools})
+		job.Turns = append(job.Turns, enginemodel.Turn{Append: appended, Output: max(out, 1), Hidden: st.ReasoningTokens, Tools: tools})
 		appended = next
 	}
 	return header, job, nil
@@ -152,7 +152,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineRun, error) {
 		DurationS: cfg.Duration.Seconds(), TTLS: cfg.TTL.Seconds()}
 	run.FinalPrompt = header
 	for _, t := range job.Turns[:len(job.Turns)-1] {
-		run.FinalPrompt += t.Append + t.Output
+		run.FinalPrompt += t.Append + t.Output - t.Hidden
 	}
 	run.FinalPrompt += job.Turns[len(job.Turns)-1].Append
 	type policy struct {

@@ -57,7 +57,11 @@ func TraceWorkload(tr *sampler.Trace, tools string) (Workload, error) {
 		w.Repo = true
 		w.Tools = func(dir string) []clienttools.Func { return (&clienttools.Tools{Dir: dir}).Funcs() }
 	case ToolsReplay, ToolsInstant:
-		w.Tools = func(string) []clienttools.Func { return recorded(tr, tools == ToolsReplay) }
+		speed := 0.0 // at once
+		if tools == ToolsReplay {
+			speed = 1
+		}
+		w.Tools = func(string) []clienttools.Func { return recorded(tr, speed) }
 	default:
 		return Workload{}, fmt.Errorf("tools %q: want %s, %s or %s", tools, ToolsReal, ToolsReplay, ToolsInstant)
 	}
@@ -68,8 +72,9 @@ func TraceWorkload(tr *sampler.Trace, tools string) (Workload, error) {
 // the real tools make; for an imported trace, one of each name the trace
 // calls, see importedTools) answering each call with the trace's recorded
 // output for the same name and arguments, in order, after its recorded
-// duration when wait is set. The wait is a simulated tool, not work.
-func recorded(tr *sampler.Trace, wait bool) []clienttools.Func {
+// duration divided by speed (0: at once). The wait is a simulated tool,
+// not work.
+func recorded(tr *sampler.Trace, speed float64) []clienttools.Func {
 	var mu sync.Mutex
 	queue := map[string][]sampler.TraceCall{}
 	for _, s := range tr.Steps {
@@ -93,8 +98,8 @@ func recorded(tr *sampler.Trace, wait bool) []clienttools.Func {
 			c := q[0]
 			queue[name+"\x00"+args] = q[1:]
 			mu.Unlock()
-			if wait {
-				if err := sleep(ctx, time.Duration(c.DurationMS)*time.Millisecond); err != nil {
+			if speed > 0 {
+				if err := sleep(ctx, time.Duration(float64(c.DurationMS)*float64(time.Millisecond)/speed)); err != nil {
 					return "", err
 				}
 			}

@@ -24,6 +24,11 @@ type Turn struct {
 	Append int
 	// Output is the tokens the turn generates: reasoning, text and calls.
 	Output int
+	// Hidden is the part of Output that the next turn's prompt does not
+	// hold: the reasoning, which the API does not send back. It comes
+	// first, so the output's cache is of no use to the next turn (its
+	// text and calls sit at other positions there) and is not kept.
+	Hidden int
 	// Tools is the time its tools take after it (a last turn's is not
 	// used).
 	Tools time.Duration
@@ -165,10 +170,12 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			prompt := c.chain.hashes
 			tokens := c.chain.n
 			c.fresh = tokens - known*l.Profile.BlockTokens
-			c.chain.extend(nil, c.instance, tr.Output)
+			c.chain.extend(nil, c.instance, tr.Output-tr.Hidden)
 			policy := l.Policy.Ending(l.Design.KnowsEnd && c.turn == len(c.job.Turns)-1)
-			r := Request{ID: c.id, Arrive: c.at, Prompt: prompt, PromptTokens: tokens, Output: tr.Output,
-				Policy: policy, OutputBlocks: c.chain.hashes[len(prompt):]}
+			r := Request{ID: c.id, Arrive: c.at, Prompt: prompt, PromptTokens: tokens, Output: tr.Output, Policy: policy}
+			if tr.Hidden == 0 {
+				r.OutputBlocks = c.chain.hashes[len(prompt):]
+			}
 			if l.ByProgram {
 				r.Program = c.start
 			}
