@@ -132,6 +132,13 @@
 // Stats say what its batches held. Floored, pacing a remote model, waits
 // with a Pacer on the goroutine that reads the upstream.
 //
+// An Engine given an EngineModel (SetModel) paces them by a simulated
+// inference engine instead (package enginemodel, the simulator's own): a
+// KV cache of finite size that every sample shares, admission while it
+// has room, a token a step whose time grows with the batch, and a policy
+// for a rollout's cache while its tools run. A comparison under it
+// measures the engine effect too, and says so (Result.Engine).
+//
 // The uncached tokens are those of the prompt (the system block of
 // Instructions and Tools, then the items) after the longest prefix the
 // backend's PrefixCache holds, as an inference engine reuses the KV blocks

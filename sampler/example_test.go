@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
+	"github.com/tether-run/tether/sampler/enginemodel"
 )
 
 // ExampleScripted plays a two-turn rollout against the scripted model: the
@@ -127,4 +128,36 @@ func ExampleEngine() {
 	st := engine.Stats()
 	fmt.Println("tokens streamed:", tokens.Load(), "stepped by the engine:", st.Tokens, "still in it:", st.Active)
 	// Output: tokens streamed: 28 stepped by the engine: 28 still in it: 0
+}
+
+// ExampleEngineModel serves the scripted model on a simulated inference
+// engine: the same question asked twice finds its prompt in the engine's
+// KV cache the second time (its full blocks of 16 tokens: the last,
+// partial one is computed again, as in vLLM), and each result says what
+// the engine did, in its own clock (here a thousand times the real one).
+func ExampleEngineModel() {
+	r, err := sampler.NewRenderer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	model, err := sampler.NewEngineModel(sampler.EngineModelOptions{Profile: enginemodel.Llama3_8B_A100(), Speed: 1000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	engine := sampler.NewEngine()
+	engine.SetModel(model)
+	scripted := sampler.NewScripted(r, sampler.Timing{})
+	scripted.SetEngine(engine)
+	question := strings.Repeat("Tell me about the KV cache. ", 20)
+	for range 2 {
+		res, err := scripted.Sample(context.Background(), &sampler.Request{Items: protocol.Items{protocol.UserMessage(question)}}, func(sampler.Delta) {})
+		if err != nil {
+			log.Fatal(err)
+		}
+		e := res.Engine
+		fmt.Printf("%s: %d prompt tokens, %d prefilled, %d found in the cache\n", e.Label, res.PromptTokens, e.Recomputed, e.Hit)
+	}
+	// Output:
+	// simulated engine llama3-8b-a100, discard, time ×1000: 154 prompt tokens, 154 prefilled, 0 found in the cache
+	// simulated engine llama3-8b-a100, discard, time ×1000: 154 prompt tokens, 10 prefilled, 144 found in the cache
 }
