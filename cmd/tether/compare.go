@@ -67,10 +67,12 @@ tether ablate compare sweep/hop-latency=0ms/results.json sweep/hop-latency=1ms/r
 }
 
 // printChanges prints changes as a table: each figure in A and in B with
-// its interval, the change in percent with its interval, and p.
+// its interval, the change in percent with its interval, and p; then the
+// change's interval and p with the runs' rounds resampled whole, which
+// says whether it is beyond what two runs of one build differ by.
 func printChanges(w io.Writer, changes []ablate.Change) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tok/s\tmode\tfigure\tA\tB\tchange\tp\t")
+	fmt.Fprintln(tw, "tok/s\tmode\tfigure\tA\tB\tchange\tp\tover rounds\t")
 	for _, c := range changes {
 		prec := 1
 		if c.Unit == "µs" {
@@ -80,9 +82,16 @@ func printChanges(w io.Writer, changes []ablate.Change) {
 		if !c.Significant {
 			verdict = "~ (" + verdict + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s, %s\t%s\t%s\t%s\t%s\t\n", rate(c.TPS), c.Mode, c.Figure, c.Unit,
+		rounds := "-"
+		if c.RatioRoundsCI != [2]float64{} {
+			rounds = "[" + percent(c.RatioRoundsCI[0]-1) + ", " + percent(c.RatioRoundsCI[1]-1) + "] p=" + strconv.FormatFloat(c.PRounds, 'f', 3, 64)
+			if !c.SignificantRounds {
+				rounds = "~ (" + rounds + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s, %s\t%s\t%s\t%s\t%s\t%s\t\n", rate(c.TPS), c.Mode, c.Figure, c.Unit,
 			ablate.WithInterval(c.A, c.ACI, prec), ablate.WithInterval(c.B, c.BCI, prec),
-			percent(c.Ratio-1)+" ["+percent(c.RatioCI[0]-1)+", "+percent(c.RatioCI[1]-1)+"]", verdict)
+			percent(c.Ratio-1)+" ["+percent(c.RatioCI[0]-1)+", "+percent(c.RatioCI[1]-1)+"]", verdict, rounds)
 	}
 	tw.Flush()
 }

@@ -21,6 +21,15 @@ type Change struct {
 	RatioCI     [2]float64 `json:"ratio_ci95"`
 	P           float64    `json:"p"` // Holm-adjusted
 	Significant bool       `json:"significant"`
+	// Over rounds: the ratio's interval and p-value with each run's rounds
+	// resampled whole (stats.go), Holm-adjusted over the figures that have
+	// them (a run of fewer than MinRounds rounds, and the round trips'
+	// median, have none).
+	// A change significant over turns and not over rounds is within what
+	// two runs of one build may differ by.
+	RatioRoundsCI     [2]float64 `json:"ratio_rounds_ci95"`
+	PRounds           float64    `json:"p_rounds"`
+	SignificantRounds bool       `json:"significant_rounds"`
 }
 
 // Alpha is the significance level of Compare, after Holm's correction.
@@ -71,7 +80,8 @@ func Compare(a, b *Results) ([]Change, error) {
 	}
 	sa, sb := inModeOrder(summarize(a.Trials), a.Config.Modes), inModeOrder(summarize(b.Trials), b.Config.Modes)
 	var out []Change
-	var ps []float64
+	var ps, psRounds []float64
+	var withRounds []int // the changes that have an interval over rounds
 	for _, y := range sb {
 		for _, x := range sa {
 			if x.Mode != y.Mode || x.TPS != y.TPS {
@@ -82,10 +92,11 @@ func Compare(a, b *Results) ([]Change, error) {
 				scale      float64
 				ax, bx     []float64
 				fa, fb     func([]float64) float64
+				byRounds   bool
 			}{
-				{"end to end (computed)", "ms", 1e-3, x.turns, y.turns, x.endToEnd, y.endToEnd},
-				{"API overhead", "ms", 1e-3, x.turns, y.turns, x.apiOverhead, y.apiOverhead},
-				{"round trip p50", "µs", 1, x.trips, y.trips, median, median},
+				{"end to end (computed)", "ms", 1e-3, x.turns, y.turns, x.endToEnd, y.endToEnd, true},
+				{"API overhead", "ms", 1e-3, x.turns, y.turns, x.apiOverhead, y.apiOverhead, true},
+				{"round trip p50", "µs", 1, x.trips, y.trips, median, median, false},
 			} {
 				if len(f.ax) == 0 || len(f.bx) == 0 {
 					continue
@@ -101,6 +112,11 @@ func Compare(a, b *Results) ([]Change, error) {
 					c.ACI, _ = medianCI(f.ax)
 					c.BCI, _ = medianCI(f.bx)
 				}
+				if f.byRounds && len(x.rounds) >= MinRounds && len(y.rounds) >= MinRounds {
+					rb := roundsRatioBoot(y.rounds, x.rounds, f.fb, f.fa, false, pResamples) // two runs: their rounds apart
+					c.RatioRoundsCI = ci95(rb)
+					withRounds, psRounds = append(withRounds, len(out)), append(psRounds, bootP(rb))
+				}
 				out = append(out, c)
 				ps = append(ps, bootP(boot))
 			}
@@ -111,6 +127,10 @@ func Compare(a, b *Results) ([]Change, error) {
 	}
 	for i, p := range holm(ps) {
 		out[i].P, out[i].Significant = p, p < Alpha
+	}
+	for k, p := range holm(psRounds) {
+		i := withRounds[k]
+		out[i].PRounds, out[i].SignificantRounds = p, p < Alpha
 	}
 	return out, nil
 }

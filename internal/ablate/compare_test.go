@@ -126,3 +126,69 @@ func TestSweepReaches(t *testing.T) {
 	}
 	checkSVG(t, charts[0].Name, charts[0].SVG)
 }
+
+// roundsRun is rounds trials of each mode of 8 turns, lognormal around
+// perTurn[mode] µs, every round's turns moved together by a factor of its
+// own (a machine busier in some rounds than in others), the same for both
+// modes: the run-to-run spread that resampling turns does not hold.
+func roundsRun(seed uint64, rounds int, perTurn map[string]float64) *Results {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	r := &Results{Schema: SchemaVersion}
+	for rep := range rounds {
+		busy := math.Exp(0.5 * rng.NormFloat64())
+		for _, mode := range []string{"stateless", "suspend"} {
+			tr := Trial{Mode: mode, TPS: 1000, Rep: rep, ModelUS: 6e6, ToolsUS: 4e6}
+			for i := range 8 {
+				o := busy * perTurn[mode] * math.Exp(0.2*rng.NormFloat64())
+				tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: 1000 * (i + 1), OverheadUS: o, FloorUS: 500})
+				tr.OverheadUS += o
+			}
+			tr.ElapsedUS = tr.ModelUS + tr.ToolsUS + tr.OverheadUS
+			r.Trials = append(r.Trials, tr)
+		}
+	}
+	return r
+}
+
+// TestCompareOverRounds: two runs of one build on a machine whose rounds
+// scatter differ in API overhead by more than their turns' intervals hold,
+// which compare calls significant over turns; over rounds it does not.
+// Within one run, stateless and suspend, whose rounds ran side by side,
+// are set against each other round by round: the busy rounds cancel out.
+func TestCompareOverRounds(t *testing.T) {
+	t.Parallel()
+	perTurn := map[string]float64{"stateless": 5000, "suspend": 2000}
+	a, b := roundsRun(1, 10, perTurn), roundsRun(3, 10, perTurn) // runs 1 and 3 of six seeds, four of which are alike
+	changes, err := Compare(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overTurns := 0
+	for _, c := range changes {
+		t.Logf("%s %s: ×%.3f %v p=%.3f; over rounds %v p=%.3f", c.Mode, c.Figure, c.Ratio, c.RatioCI, c.P, c.RatioRoundsCI, c.PRounds)
+		if c.Significant {
+			overTurns++
+		}
+		switch {
+		case c.Figure == "round trip p50" && c.RatioRoundsCI != [2]float64{}:
+			t.Errorf("%s round trip p50: an interval over rounds %v", c.Mode, c.RatioRoundsCI)
+		case c.Figure != "round trip p50" && (c.RatioRoundsCI[0] > c.Ratio || c.RatioRoundsCI[1] < c.Ratio):
+			t.Errorf("%s %s: ratio %v outside its interval over rounds %v", c.Mode, c.Figure, c.Ratio, c.RatioRoundsCI)
+		case c.SignificantRounds:
+			t.Errorf("%s %s: two runs of one build differ significantly over rounds (p=%v)", c.Mode, c.Figure, c.PRounds)
+		}
+	}
+	if overTurns == 0 {
+		t.Error("no change significant over turns: the runs' rounds did not scatter as meant")
+	}
+	for _, s := range summarize(a.Trials) {
+		if s.Mode != "suspend" {
+			continue
+		}
+		w, wr := s.APIOverheadVsStatelessCI[1]-s.APIOverheadVsStatelessCI[0], s.APIOverheadVsStatelessRoundsCI[1]-s.APIOverheadVsStatelessRoundsCI[0]
+		if r := s.APIOverheadVsStateless; wr <= 0 || wr >= w || s.APIOverheadVsStatelessRoundsCI[0] > r || s.APIOverheadVsStatelessRoundsCI[1] < r {
+			t.Errorf("suspend against stateless %v: over turns %v, over rounds %v: want the second narrower, the busy rounds cancelled", r, s.APIOverheadVsStatelessCI, s.APIOverheadVsStatelessRoundsCI)
+		}
+		t.Logf("suspend against stateless: over turns %v (%.3f wide), over rounds, paired %v (%.3f)", s.APIOverheadVsStatelessCI, w, s.APIOverheadVsStatelessRoundsCI, wr)
+	}
+}

@@ -8,7 +8,8 @@ import (
 
 // Conclusion is one sentence on what s shows against stateless at its
 // speed, and how sure: the change in API overhead and end to end with
-// their 95% intervals, "no clear difference" when an interval holds no
+// their 95% intervals (the API overhead's over rounds too: how far
+// another run may land), "no clear difference" when an interval holds no
 // change, and the share of the time the model and the tools take. It is
 // "" for stateless itself, and for a mode without stateless to set it
 // against.
@@ -22,15 +23,15 @@ func Conclusion(s Summary) string {
 	if s.Mode == "stateless" || s.APIOverheadVsStateless == 0 || s.EndToEndVsStateless == 0 {
 		return ""
 	}
-	r, ci := s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI
+	r, ci, rci := s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI, s.APIOverheadVsStatelessRoundsCI
 	var api string
 	switch {
 	case ci[1] < 1:
-		api = fmt.Sprintf("%s× less API overhead than stateless [%s–%s]", num(1/r), num(1/ci[1]), num(1/ci[0]))
+		api = fmt.Sprintf("%s× less API overhead than stateless [%s–%s%s]", num(1/r), num(1/ci[1]), num(1/ci[0]), overRounds(1/rci[1], 1/rci[0], rci))
 	case ci[0] > 1:
-		api = fmt.Sprintf("%s× more API overhead than stateless [%s–%s]", num(r), num(ci[0]), num(ci[1]))
+		api = fmt.Sprintf("%s× more API overhead than stateless [%s–%s%s]", num(r), num(ci[0]), num(ci[1]), overRounds(rci[0], rci[1], rci))
 	default:
-		api = fmt.Sprintf("no clear difference in API overhead from stateless (%s× [%s–%s])", num(r), num(ci[0]), num(ci[1]))
+		api = fmt.Sprintf("no clear difference in API overhead from stateless (%s× [%s–%s%s])", num(r), num(ci[0]), num(ci[1]), overRounds(rci[0], rci[1], rci))
 	}
 	e, eci := s.EndToEndVsStateless, s.EndToEndVsStatelessCI
 	pct := func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) }
@@ -51,6 +52,16 @@ func Conclusion(s Summary) string {
 		e2e += fmt.Sprintf(", though as measured its median trial was %s%% %s", pct(math.Abs(m-1)), way)
 	}
 	return fmt.Sprintf("%s: %s; %s; model and tools are %s%% of the time.", s.Mode, api, e2e, strconv.FormatFloat(100*s.ModelToolsShare, 'f', 1, 64))
+}
+
+// overRounds is "; over rounds lo–hi", the interval that resamples
+// rounds beside the one that resamples turns, or "" when the run has none
+// (fewer than 2 rounds).
+func overRounds(lo, hi float64, ci [2]float64) string {
+	if ci == [2]float64{} {
+		return ""
+	}
+	return fmt.Sprintf("; over rounds %s–%s", num(lo), num(hi))
 }
 
 // JournalLine is one sentence on what a durable mode's rollouts wrote to

@@ -320,3 +320,61 @@ func WithInterval(v float64, ci [2]float64, prec int) string {
 	}
 	return f(v) + " (" + f(ci[0]) + sep + f(ci[1]) + ")"
 }
+
+// A run's turns are not independent draws: the turns of one round ran
+// together, and what the machine did then (another process, a collection,
+// the CPU's clock) moved them together. The within-run intervals resample
+// turns, and say how precisely one run measured its figures; the intervals
+// over rounds resample whole rounds, each a trial's turns, and say how far
+// another run of the same build on the same machine may land: a difference
+// between two runs, or two builds, reads against them.
+
+// MinRounds is the fewest rounds an interval over rounds is given from:
+// resampling fewer draws from a handful of combinations (two rounds give
+// three), and says nothing of the spread. From 10 it reads.
+const MinRounds = 5
+
+// roundsBoot is the bootstrap distribution of stat over n resamples of
+// rounds, each drawn whole.
+func roundsBoot(rounds [][]float64, stat func([]float64) float64, seed uint64, n int) []float64 {
+	var vals, buf []float64
+	resampleSeedN(len(rounds), seed, n, func(idx []int) {
+		buf = buf[:0]
+		for _, k := range idx {
+			buf = append(buf, rounds[k]...)
+		}
+		vals = append(vals, stat(buf))
+	})
+	return vals
+}
+
+// roundsCI is the 95% percentile interval of stat over resamples of
+// rounds.
+func roundsCI(rounds [][]float64, stat func([]float64) float64) [2]float64 {
+	return ci95(roundsBoot(rounds, stat, 0x7e7e, resamples))
+}
+
+// roundsRatioBoot is the bootstrap distribution of sa(a)/sb(b) over n
+// resamples of their rounds. Paired (a's round i ran beside b's round i:
+// two designs of one run, two builds interleaved), one draw of round
+// indices serves both, so that what moved a round moves both sides of the
+// ratio; otherwise a and b are drawn apart.
+func roundsRatioBoot(a, b [][]float64, sa, sb func([]float64) float64, paired bool, n int) []float64 {
+	if !paired || len(a) != len(b) {
+		va, vb := roundsBoot(a, sa, 0x7e7e, n), roundsBoot(b, sb, 0x5eed, n)
+		out := make([]float64, len(va))
+		for i := range va {
+			out[i] = ratio(va[i], vb[i])
+		}
+		return out
+	}
+	var out, ba, bb []float64
+	resampleSeedN(len(a), 0x7e7e, n, func(idx []int) {
+		ba, bb = ba[:0], bb[:0]
+		for _, k := range idx {
+			ba, bb = append(ba, a[k]...), append(bb, b[k]...)
+		}
+		out = append(out, ratio(sa(ba), sb(bb)))
+	})
+	return out
+}

@@ -122,3 +122,33 @@ func TestConclusionComputed(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundsIntervals: turns that move together round by round (a machine
+// busy in some rounds) give an interval over rounds as wide as the rounds
+// scatter, where resampling the turns believes every turn a draw of its
+// own; and a ratio of two designs whose rounds ran side by side, drawn
+// round by round together, holds only what differs between the designs.
+func TestRoundsIntervals(t *testing.T) {
+	var rounds, twice [][]float64
+	var turns []float64
+	for k := range 10 {
+		var r, d []float64
+		for i := range 20 {
+			v := 100 + 10*float64(k) + float64(i%3)
+			r, d = append(r, v), append(d, 2*v)
+		}
+		rounds, twice, turns = append(rounds, r), append(twice, d), append(turns, r...)
+	}
+	byTurns, byRounds := bootstrapCI(turns, mean), roundsCI(rounds, mean)
+	if w, wr := byTurns[1]-byTurns[0], byRounds[1]-byRounds[0]; wr < 3*w {
+		t.Errorf("interval over rounds %v (%.1f wide), over turns %v (%.1f): want the first 3 times as wide at least", byRounds, wr, byTurns, w)
+	}
+	paired := ci95(roundsRatioBoot(rounds, twice, mean, mean, true, resamples))
+	apart := ci95(roundsRatioBoot(rounds, twice, mean, mean, false, resamples))
+	if paired != [2]float64{0.5, 0.5} {
+		t.Errorf("paired ratio %v, want exactly 0.5: every round's ratio is", paired)
+	}
+	if apart[0] >= 0.49 || apart[1] <= 0.51 {
+		t.Errorf("ratio drawn apart %v: want it to hold the rounds' scatter", apart)
+	}
+}

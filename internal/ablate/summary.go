@@ -37,6 +37,14 @@ type Summary struct {
 	EndToEndVsStatelessCI    [2]float64 `json:"end_to_end_vs_stateless_ci95"`
 	APIOverheadVsStateless   float64    `json:"api_overhead_vs_stateless"`
 	APIOverheadVsStatelessCI [2]float64 `json:"api_overhead_vs_stateless_ci95"`
+	// The same intervals over rounds: resampling whole rounds (a trial's
+	// turns), against stateless round by round. How far another run may
+	// land, where the intervals above say how precisely this one measured
+	// (stats.go). Zero with fewer than MinRounds rounds.
+	EndToEndRoundsCI               [2]float64 `json:"end_to_end_rounds_ci95"`
+	APIOverheadRoundsCI            [2]float64 `json:"api_overhead_rounds_ci95"`
+	EndToEndVsStatelessRoundsCI    [2]float64 `json:"end_to_end_vs_stateless_rounds_ci95"`
+	APIOverheadVsStatelessRoundsCI [2]float64 `json:"api_overhead_vs_stateless_rounds_ci95"`
 
 	// Over trials, as measured: the median trial and the slowest, and the
 	// median against stateless's (0 when it did not run): the measured
@@ -102,10 +110,12 @@ type Summary struct {
 	JournalWritesPerPause   float64 `json:"journal_writes_per_pause,omitempty"`
 	SnapshotBytesPerRollout float64 `json:"snapshot_bytes_per_rollout,omitempty"`
 
-	turns   []float64 // every turn's overhead, for the intervals against stateless
-	trips   []float64 // every round trip's overhead
-	fixed   float64   // end to end less the turns' overhead: model and tools (shared), between turns
-	between float64   // the client's time between turns, median trial
+	turns   []float64   // every turn's overhead, for the intervals against stateless
+	rounds  [][]float64 // the turns' overheads, a trial's (a round's) together
+	reps    []int       // each of rounds' round
+	trips   []float64   // every round trip's overhead
+	fixed   float64     // end to end less the turns' overhead: model and tools (shared), between turns
+	between float64     // the client's time between turns, median trial
 }
 
 // endToEnd is the end to end of s with turn overheads o: what a resample
@@ -180,6 +190,11 @@ func (s *Summary) vsStateless(base Summary) {
 	}
 	s.EndToEndVsStatelessCI = ratioCI(s.turns, base.turns, s.endToEnd, base.endToEnd)
 	s.APIOverheadVsStatelessCI = ratioCI(s.turns, base.turns, s.apiOverhead, base.apiOverhead)
+	if len(s.rounds) >= MinRounds && len(base.rounds) >= MinRounds {
+		paired := slices.Equal(s.reps, base.reps) // each of its rounds ran beside stateless's
+		s.EndToEndVsStatelessRoundsCI = ci95(roundsRatioBoot(s.rounds, base.rounds, s.endToEnd, base.endToEnd, paired, resamples))
+		s.APIOverheadVsStatelessRoundsCI = ci95(roundsRatioBoot(s.rounds, base.rounds, s.apiOverhead, base.apiOverhead, paired, resamples))
+	}
 }
 
 // summarizeGroup summarizes one design at one speed; modelTools is the
@@ -195,16 +210,20 @@ func summarizeGroup(ts []Trial, modelTools float64) Summary {
 			// times: the rollout's overhead is over its critical path
 			// (Trial.Agents), and counts as one turn's.
 			s.turns = append(s.turns, t.OverheadUS)
+			s.rounds, s.reps = append(s.rounds, []float64{t.OverheadUS}), append(s.reps, t.Rep)
 			between, nturns = append(between, 0), append(nturns, 1)
 			elapsed, model, tools, overhead = append(elapsed, t.ElapsedUS), append(model, t.ModelUS), append(tools, t.ToolsUS), append(overhead, t.OverheadUS)
 			sent, received = append(sent, float64(t.BytesSent)), append(received, float64(t.BytesReceived))
 			continue
 		}
 		var sum float64
+		round := make([]float64, 0, len(t.Turns))
 		for _, tn := range t.Turns {
-			s.turns = append(s.turns, tn.OverheadUS)
+			round = append(round, tn.OverheadUS)
 			sum += tn.OverheadUS
 		}
+		s.turns = append(s.turns, round...)
+		s.rounds, s.reps = append(s.rounds, round), append(s.reps, t.Rep)
 		between = append(between, t.OverheadUS-sum)
 		nturns = append(nturns, float64(len(t.Turns)))
 		elapsed = append(elapsed, t.ElapsedUS)
@@ -247,6 +266,9 @@ func summarizeGroup(ts []Trial, modelTools float64) Summary {
 	s.fixed = modelTools + s.between
 	s.APIOverheadUS, s.APIOverheadCI = s.apiOverhead(s.turns), bootstrapCI(s.turns, s.apiOverhead)
 	s.EndToEndUS, s.EndToEndCI = s.endToEnd(s.turns), bootstrapCI(s.turns, s.endToEnd)
+	if len(s.rounds) >= MinRounds {
+		s.APIOverheadRoundsCI, s.EndToEndRoundsCI = roundsCI(s.rounds, s.apiOverhead), roundsCI(s.rounds, s.endToEnd)
+	}
 	s.ModelToolsShare = ratio(modelTools, s.EndToEndUS)
 
 	x0, x1 := quantile(firstCtx, 0.5), quantile(lastCtx, 0.5)
