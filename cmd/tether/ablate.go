@@ -62,6 +62,7 @@ Commands:
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
 	precision := fs.String("precision", "", "add rounds past --reps, the modes interleaved, until every headline figure (end to end and API overhead, and their ratios to stateless) is within ±this of it at 95%, such as 5%; or until --max-time")
 	maxTime := fs.Duration("max-time", 10*time.Minute, "with --precision: stop adding rounds once the run has taken this long, and say which figures are still wider")
+	builds := fs.String("builds", "", "run the comparison against a tether serve of each of these builds at once (tether binaries, comma-separated, two at least), each a child process, the first too, their trials interleaved round by round as --sweep interleaves values; --out gets each build's results.json (build-1, build-2, …), and each later build is set against the first as compare does, its changes over rounds paired round by round")
 	sweep := fs.String("sweep", "", "run the comparison once per value of a cost knob, KNOB=V1,V2,..., the values interleaved in one run (a server each): hop-latency, ttft (durations), tps, prefill-rate, safety (on, off), tool-scale (a factor of the simulated tools' time); prints each design's end-to-end gain against stateless and chained per value, and where it reaches the published gains (OpenAI, xAI, SGLang); --out gets sweep.json, a chart per baseline and each value's results.json")
 	wide := fs.Bool("wide", false, "print the wide tables too: end to end as measured per trial, and each round trip against the echo floor")
 	quick := fs.Bool("quick", false, "a quick look: trace:calc-fix-12, instant tools, one round (flags given explicitly still win)")
@@ -192,6 +193,9 @@ Commands:
 	}
 	if *load.clients != "" {
 		return runLoad(ctx, load, cfg, enc, costs, *out, stdout, stderr)
+	}
+	if *builds != "" {
+		return runBuilds(ctx, cfg, costs, *builds, *out, stdout, stderr)
 	}
 	if *sweep != "" {
 		return runSweep(ctx, cfg, *sweep, *out, stdout, stderr)

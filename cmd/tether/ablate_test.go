@@ -442,3 +442,58 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestAblateBuilds: --builds runs the comparison against a server of each
+// build, each a child process, interleaved round by round: each build's
+// results.json, naming the one run both belong to, and the second set
+// against the first with its changes over rounds. The second "build" is
+// the first with a service hop of 5 ms a call: its server's timings say
+// so, the first's do not.
+func TestAblateBuilds(t *testing.T) {
+	t.Parallel()
+	bin, dir := tetherBinary(t), t.TempDir()
+	slow := filepath.Join(dir, "tether-slow")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec "+bin+" \"$@\" --hop-latency 5ms\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := tetherIn(t, dir, "ablate", "--builds", bin+","+slow, "--workload", "synthetic", "--calls", "3", "--reps", "2",
+		"--modes", "stateless,suspend", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var runs [2]ablate.Results
+	for i := range runs {
+		f, err := os.Open(filepath.Join(out, fmt.Sprintf("build-%d", i+1), "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(f).Decode(&runs[i])
+		f.Close()
+		if err != nil || len(runs[i].Trials) != 4 || runs[i].Machine.InProcess {
+			t.Fatalf("build %d: %v, %d trials, in process %v", i+1, err, len(runs[i].Trials), runs[i].Machine.InProcess)
+		}
+	}
+	if runs[0].Interleaved == "" || runs[0].Interleaved != runs[1].Interleaved {
+		t.Errorf("the builds' results name runs %q and %q, not one", runs[0].Interleaved, runs[1].Interleaved)
+	}
+	for i, r := range runs {
+		for _, tr := range r.Trials {
+			hops := int64(0)
+			for _, tn := range tr.Turns {
+				if tn.Server != nil {
+					hops += tn.Server.HopMicros
+				}
+			}
+			if (i == 1) != (hops > 0) {
+				t.Errorf("build %d, %s: the server's hops took %d µs", i+1, tr.Mode, hops)
+			}
+		}
+	}
+	if !strings.Contains(stdout, "B against A, 2 rounds interleaved round by round:") || !strings.Contains(stdout, "over rounds") {
+		t.Errorf("no comparison:\n%s", stdout)
+	}
+	if code, _, stderr := tetherIn(t, dir, "ablate", "--builds", bin, "--out", out); code != 2 || !strings.Contains(stderr, "two tether binaries or more") {
+		t.Errorf("one build: exit %d, %s", code, stderr)
+	}
+}

@@ -3,6 +3,7 @@ package ablate
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Change is one figure of one mode at one speed in two runs, B against A,
@@ -22,7 +23,8 @@ type Change struct {
 	P           float64    `json:"p"` // Holm-adjusted
 	Significant bool       `json:"significant"`
 	// Over rounds: the ratio's interval and p-value with each run's rounds
-	// resampled whole (stats.go), Holm-adjusted over the figures that have
+	// resampled whole (stats.go), round by round together when the two ran
+	// in one interleaved run (Results.Interleaved), Holm-adjusted over the figures that have
 	// them (a run of fewer than MinRounds rounds, and the round trips'
 	// median, have none).
 	// A change significant over turns and not over rounds is within what
@@ -113,7 +115,10 @@ func Compare(a, b *Results) ([]Change, error) {
 					c.BCI, _ = medianCI(f.bx)
 				}
 				if f.byRounds && len(x.rounds) >= MinRounds && len(y.rounds) >= MinRounds {
-					rb := roundsRatioBoot(y.rounds, x.rounds, f.fb, f.fa, false, pResamples) // two runs: their rounds apart
+					// Two runs: their rounds apart, unless they ran round
+					// by round in one interleaved run.
+					paired := a.Interleaved != "" && a.Interleaved == b.Interleaved && slices.Equal(x.reps, y.reps)
+					rb := roundsRatioBoot(y.rounds, x.rounds, f.fb, f.fa, paired, pResamples)
 					c.RatioRoundsCI = ci95(rb)
 					withRounds, psRounds = append(withRounds, len(out)), append(psRounds, bootP(rb))
 				}

@@ -14,26 +14,32 @@ import (
 // RunInterleaved runs several configurations of one comparison at once, as
 // duet benchmarking runs A and B side by side: each config (at its one
 // speed) gets an in-process server of its own, all started before the
-// first trial, and the trials go round by round across all of them, the
-// configs' order and each one's modes rotating from round to round. What
-// moves the machine during the run then moves every config alike, which
-// runs one after another cannot promise (a busy machine moves a design's
-// API overhead by a fifth between runs). The configs must share their
-// workload, modes and rounds, and target no URL; a Results per config
-// comes back, in order.
+// first trial (or, with a URL each, a server of its own that the caller
+// started: RunBuilds), and the trials go round by round across all of
+// them, the configs' order and each one's modes rotating from round to
+// round. What moves the machine during the run then moves every config
+// alike, which runs one after another cannot promise (a busy machine moves
+// a design's API overhead by a fifth between runs). The configs must share
+// their workload, modes and rounds; a Results per config comes back, in
+// order, each naming the run (Results.Interleaved), so that compare sets
+// their rounds against each other round by round.
 func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 	if len(cfgs) == 0 {
 		return nil, errors.New("ablate: no configs to interleave")
 	}
 	base := cfgs[0]
+	urls := map[string]bool{}
 	for _, c := range cfgs {
 		switch {
-		case c.URL != "":
-			return nil, errors.New("ablate: configs are interleaved against servers of their own, not --url")
+		case c.URL != "" && urls[c.URL]:
+			return nil, errors.New("ablate: interleaved configs each need a server of their own")
 		case len(c.Speeds) != 1:
 			return nil, errors.New("ablate: an interleaved config runs at one speed")
 		case c.Reps != base.Reps || !slices.Equal(c.Modes, base.Modes) || c.Workload.Name != base.Workload.Name:
 			return nil, errors.New("ablate: interleaved configs share their workload, modes and rounds")
+		}
+		if c.URL != "" {
+			urls[c.URL] = true
 		}
 	}
 	if len(base.Modes) == 0 || base.Reps < 1 || base.Workload.Tools == nil {
@@ -58,8 +64,8 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 		}
 	}()
 	for i, c := range cfgs {
-		out[i] = &Results{Schema: SchemaVersion, Started: started, Machine: machine(), Config: configOf(c)}
-		out[i].Machine.InProcess = true
+		out[i] = &Results{Schema: SchemaVersion, Started: started, Machine: machine(), Config: configOf(c), Interleaved: run}
+		out[i].Machine.InProcess = c.URL == ""
 		timings[i] = sampler.Timing{TPS: c.Speeds[0], TTFT: c.TTFT, PrefillRate: c.PrefillRate}
 		if targets[i], err = startTarget(c, timings[i]); err != nil {
 			return nil, err
@@ -99,4 +105,27 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 		r.Summary = inModeOrder(summarize(r.Trials), r.Config.Modes)
 	}
 	return out, nil
+}
+
+// RunBuilds runs the comparison against several servers at once, one per
+// command (each a tether serve of another build, started here as a child
+// on loopback, so that every build's server runs alike: in a process of its
+// own, beside this one), interleaved round by round (RunInterleaved). Each
+// command must print "listening on URL" first, as tether serve does; cfg
+// must target no URL and run at one speed, which each server must serve.
+func RunBuilds(ctx context.Context, cfg Config, servers [][]string, env []string) ([]*Results, error) {
+	if cfg.URL != "" || len(cfg.Speeds) != 1 || len(servers) < 2 {
+		return nil, errors.New("ablate: builds are compared at one speed, on servers of their own, two at least")
+	}
+	cfgs := make([]Config, len(servers))
+	for i, cmd := range servers {
+		srv, err := startServer(ctx, LoadConfig{Server: cmd, ServerEnv: env})
+		if err != nil {
+			return nil, fmt.Errorf("ablate: build %d: %w", i+1, err)
+		}
+		defer srv.stop()
+		cfgs[i] = cfg
+		cfgs[i].URL = srv.base
+	}
+	return RunInterleaved(ctx, cfgs)
 }

@@ -29,7 +29,12 @@ type Results struct {
 	Started time.Time `json:"started"`
 	Machine Machine   `json:"machine"`
 	Config  RunConfig `json:"config"`
-	Trials  []Trial   `json:"trials"`
+	// Interleaved names the interleaved run (sweep values, builds) these
+	// results are one config of, "" for a run of its own: the results of
+	// one such run ran round by round side by side, and compare sets
+	// their rounds against each other round by round.
+	Interleaved string  `json:"interleaved,omitempty"`
+	Trials      []Trial `json:"trials"`
 	// Summary is one row per mode and speed, in the order of the config.
 	Summary []Summary `json:"summary"`
 	// Precision is, with --precision, what each speed reached.
