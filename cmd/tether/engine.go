@@ -55,13 +55,7 @@ func runEngine(ctx context.Context, ef engineFlags, cfg ablate.Config, out strin
 		fmt.Fprintln(stderr, "tether: ablate: --engine-clients must be numbers above 0, --engine-seeds at least 1, --engine-duration and --engine-ttl above 0")
 		return 2
 	}
-	name, ok := strings.CutPrefix(cfg.Workload.Model, sampler.ReplayPrefix)
-	var tr *sampler.Trace
-	for _, t := range cfg.Traces {
-		if ok && t.Name == name {
-			tr = t
-		}
-	}
+	tr := workloadTrace(cfg)
 	if tr == nil {
 		fmt.Fprintln(stderr, "tether: ablate: --engine runs a trace's rollout: give --workload trace:NAME")
 		return 2
@@ -104,4 +98,16 @@ func runEngine(ctx context.Context, ef engineFlags, cfg ablate.Config, out strin
 	}
 	fmt.Fprintf(stdout, "\nwrote engine.json and %s to %s\n", chart.Name, out)
 	return 0
+}
+
+// workloadTrace is the trace the run's workload replays, nil when it
+// replays none (a synthetic workload).
+func workloadTrace(cfg ablate.Config) *sampler.Trace {
+	name, ok := strings.CutPrefix(cfg.Workload.Model, sampler.ReplayPrefix)
+	for _, t := range cfg.Traces {
+		if ok && t.Name == name {
+			return t
+		}
+	}
+	return nil
 }

@@ -8,12 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tether-run/tether/internal/ablate"
-	"github.com/tether-run/tether/sampler"
 	"github.com/tether-run/tether/sampler/enginemodel"
 )
 
@@ -29,13 +27,7 @@ func runEngineLive(ctx context.Context, lf loadFlags, ef engineFlags, cfg ablate
 		fmt.Fprintln(stderr, "tether: ablate: --load-engine takes one number of clients (--load N), a --load-engine-speed and an --engine-ttl above 0")
 		return 2
 	}
-	name, ok := strings.CutPrefix(cfg.Workload.Model, sampler.ReplayPrefix)
-	var tr *sampler.Trace
-	for _, t := range cfg.Traces {
-		if ok && t.Name == name {
-			tr = t
-		}
-	}
+	tr := workloadTrace(cfg)
 	if tr == nil {
 		fmt.Fprintln(stderr, "tether: ablate: --load-engine runs a trace's rollout: give --workload trace:NAME")
 		return 2
