@@ -11,13 +11,24 @@ import (
 // syntheticRun is three trials of each mode of 26 turns whose overheads
 // are lognormal around perTurn[mode] µs, with 10 s of model and tools.
 func syntheticRun(seed uint64, perTurn map[string]float64) *Results {
-	rng := rand.New(rand.NewPCG(seed, 1))
+	return generatedRun(rand.New(rand.NewPCG(seed, 1)), 3, 26, 0, 0.4, perTurn)
+}
+
+// generatedRun is rounds trials of each mode of turns turns, lognormal
+// around perTurn[mode] µs with turnSD, every round's turns moved together
+// by a factor e^(roundSD·N) of their own when roundSD is set, with 10 s of
+// model and tools.
+func generatedRun(rng *rand.Rand, rounds, turns int, roundSD, turnSD float64, perTurn map[string]float64) *Results {
 	r := &Results{Schema: SchemaVersion}
-	for rep := range 3 {
+	for rep := range rounds {
+		busy := 1.0
+		if roundSD > 0 {
+			busy = math.Exp(roundSD * rng.NormFloat64())
+		}
 		for _, mode := range []string{"stateless", "suspend"} {
 			tr := Trial{Mode: mode, TPS: 1000, Rep: rep, ModelUS: 6e6, ToolsUS: 4e6}
-			for i := range 26 {
-				o := perTurn[mode] * math.Exp(0.4*rng.NormFloat64())
+			for i := range turns {
+				o := busy * perTurn[mode] * math.Exp(turnSD*rng.NormFloat64())
 				tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: 1000 * (i + 1), OverheadUS: o, FloorUS: 500})
 				tr.OverheadUS += o
 			}
@@ -132,22 +143,7 @@ func TestSweepReaches(t *testing.T) {
 // own (a machine busier in some rounds than in others), the same for both
 // modes: the run-to-run spread that resampling turns does not hold.
 func roundsRun(seed uint64, rounds int, perTurn map[string]float64) *Results {
-	rng := rand.New(rand.NewPCG(seed, 2))
-	r := &Results{Schema: SchemaVersion}
-	for rep := range rounds {
-		busy := math.Exp(0.5 * rng.NormFloat64())
-		for _, mode := range []string{"stateless", "suspend"} {
-			tr := Trial{Mode: mode, TPS: 1000, Rep: rep, ModelUS: 6e6, ToolsUS: 4e6}
-			for i := range 8 {
-				o := busy * perTurn[mode] * math.Exp(0.2*rng.NormFloat64())
-				tr.Turns = append(tr.Turns, Turn{Turn: i, ContextTokens: 1000 * (i + 1), OverheadUS: o, FloorUS: 500})
-				tr.OverheadUS += o
-			}
-			tr.ElapsedUS = tr.ModelUS + tr.ToolsUS + tr.OverheadUS
-			r.Trials = append(r.Trials, tr)
-		}
-	}
-	return r
+	return generatedRun(rand.New(rand.NewPCG(seed, 2)), rounds, 8, 0.5, 0.2, perTurn)
 }
 
 // TestCompareOverRounds: two runs of one build on a machine whose rounds
