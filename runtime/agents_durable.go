@@ -326,7 +326,7 @@ func (sess *session) takeoverTree(ln *lane, j *takeoverJob, jn *Journal, lc *loa
 	sp.start()
 	select { // its root waits on its sub-agents again, at once
 	case <-rootWaits:
-	case <-sp.done:
+	case <-sp.done.Done():
 	case <-sess.ctx.Done():
 		if j.wake {
 			sp.detach(sess)

@@ -45,8 +45,11 @@
 // ends: a parked loop is a value (the rollout, its step in
 // rollout.parked), and the append that brings the last output, or whatever
 // ends the rollout meanwhile, drives it on from there on a goroutine of its
-// own (rollout.kick). The whole rollout is one response, which outlives its
-// connection for the resume window. Over HTTP the state comes from the
+// own (rollout.kick). The lane that follows it holds no goroutine either:
+// its job ends when the rollout ends or leaves (session.follow, then
+// followed), so a parked rollout on an open connection costs that
+// connection's read loop alone. The whole rollout is one response, which
+// outlives its connection for the resume window. Over HTTP the state comes from the
 // request or the store. The multi-agent beta's waiting response (a
 // create with multi_agent over WebSocket) is a suspended rollout in
 // OpenAI's dialect: the pause is announced by nothing (the response stays

@@ -28,8 +28,11 @@ type lane struct {
 
 	// after are the frames that follow the last frame of the job running
 	// (a cached-state turn's response.steer.pending after its
-	// response.completed); only the lane's worker touches it.
-	after [][]byte
+	// response.completed); following is the suspended rollout the job
+	// follows, which it ends with (session.follow). Only the lane's worker
+	// touches them.
+	after     [][]byte
+	following *following
 }
 
 // waitsFor is why an event waits on its lane, and so what takes it.

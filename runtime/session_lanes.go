@@ -96,20 +96,26 @@ func (sess *session) laneLocked(id string) (*lane, *protocol.Error) {
 
 // laneWorker runs a lane's jobs one at a time, in arrival order, until its
 // queue is empty: push starts it, so that an idle lane (and an idle
-// connection's every lane) holds no goroutine.
+// connection's every lane) holds no goroutine. A job that follows a
+// suspended rollout lets it go too, until the rollout ends or leaves
+// (runJob): the job then ends, and the worker goes on, in a goroutine of
+// its own. The worker counts in sess.wg all along.
 func (sess *session) laneWorker(ln *lane) {
-	defer sess.wg.Done()
 	for {
 		j := sess.pop(ln)
 		if j == nil {
+			sess.wg.Done()
 			return // the queue is empty: pop let the worker go
 		}
 		select {
 		case <-sess.quit: // a job taken as shutdown began is refused with the rest
 			sess.refuseQueued(ln, j)
+			sess.wg.Done()
 			return
 		default:
-			sess.runJob(ln, j)
+			if sess.runJob(ln, j) {
+				return // it goes on once the rollout it follows ends or leaves
+			}
 		}
 	}
 }
@@ -179,36 +185,64 @@ func (sess *session) refuseQueued(ln *lane, j job) {
 // freed), so that a client acting on it finds the connection as the frame
 // describes it; the in-flight slot is freed only after that frame, so that
 // the client never sees more than Limits.MaxInFlight responses in flight.
-func (sess *session) runJob(ln *lane, j job) {
-	var last []byte
+//
+// A job that follows a suspended rollout (session.follow) ends once the
+// rollout ends or leaves: runJob then reports that it goes on, and the
+// lane's worker goes, to go on with the lane once the job has ended.
+func (sess *session) runJob(ln *lane, j job) (goesOn bool) {
 	slot := false
-	defer func() {
-		if p := recover(); p != nil {
-			sess.srv.log.Error("rollout panicked", "panic", p)
-			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
-				"The server had an error while processing the request."), ln.id)
-		}
-		sess.scope.release(j.bytes())
-		if last != nil {
-			sess.send(last, nil)
-			for _, b := range ln.after {
-				sess.send(b, nil)
-			}
-		}
-		ln.after = nil
-		if slot {
-			<-sess.scope.slots
-		}
-	}()
 	if j.inFlight() {
 		select {
 		case sess.scope.slots <- struct{}{}:
 			slot = true
 		case <-sess.ctx.Done():
-			return
+			sess.endJob(ln, j, nil, false)
+			return false
 		}
 	}
-	last = j.run(sess, ln)
+	last := sess.guarded(ln, func() []byte { return j.run(sess, ln) })
+	f := ln.following
+	if f == nil {
+		sess.endJob(ln, j, last, slot)
+		return false
+	}
+	ln.following = nil
+	f.then(sess, func() {
+		sess.endJob(ln, j, sess.guarded(ln, func() []byte { return sess.followed(ln, f) }), slot)
+		sess.laneWorker(ln)
+	})
+	return true
+}
+
+// guarded is run's last frame, or the error a panic in it ends its job
+// with.
+func (sess *session) guarded(ln *lane, run func() []byte) (last []byte) {
+	defer func() {
+		if p := recover(); p != nil {
+			sess.srv.log.Error("rollout panicked", "panic", p)
+			ln.following = nil
+			last = errorFrame(protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "",
+				"The server had an error while processing the request."), ln.id)
+		}
+	}()
+	return run()
+}
+
+// endJob sends j's last frame, if any, and what follows it, then lets go
+// of what the job held: its bytes on the connection's account and its
+// in-flight slot.
+func (sess *session) endJob(ln *lane, j job, last []byte, slot bool) {
+	sess.scope.release(j.bytes())
+	if last != nil {
+		sess.send(last, nil)
+		for _, b := range ln.after {
+			sess.send(b, nil)
+		}
+	}
+	ln.after = nil
+	if slot {
+		<-sess.scope.slots
+	}
 }
 
 // create runs a response.create on ln and returns its last frame.

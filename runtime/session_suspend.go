@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -40,11 +41,38 @@ func suspendByDefault(r *http.Request) bool {
 }
 
 // follow occupies ln with a suspended rollout reporting to this connection
-// until the rollout ends (then it settles it: caches what it left, returns
-// its terminal frame), moves to another connection, or the connection ends
-// (then the rollout lives on, detached by teardown).
-func (sess *session) follow(ln *lane, sp *suspension, gone <-chan struct{}, parent *conversation) (last []byte) {
-	if !sp.follow(sess.ctx, gone) {
+// until the rollout ends, moves to another connection (gone), or the
+// connection ends: the job that started or took it ends there, and its last
+// frame is followed's. Its lane's worker goes meanwhile (runJob), so that a
+// parked rollout holds no goroutine of its connection's.
+func (sess *session) follow(ln *lane, sp *suspension, gone context.Context, parent *conversation) (last []byte) {
+	ln.following = &following{sp: sp, gone: gone, parent: parent}
+	return nil
+}
+
+// following is a lane's suspended rollout, followed, and what the job that
+// follows it needs once it ends: gone, closed when the rollout stops
+// reporting to the connection, and the response it continued from.
+type following struct {
+	sp     *suspension
+	gone   context.Context
+	parent *conversation
+}
+
+// then calls next, in a goroutine of its own, once the rollout has ended,
+// or stopped reporting to sess, or sess is ending.
+func (f *following) then(sess *session, next func()) {
+	whenFirst(next, f.sp.done, f.gone, sess.ctx)
+}
+
+// followed ends the job that followed f on ln, once then called it: a
+// rollout that ended is settled (what it left is cached; its terminal
+// frame is the job's last), and one that sleeps in its checkpoint keeps the
+// lane, for the event that wakes it; one that moved or lives on past the
+// connection (teardown detaches it) leaves it.
+func (sess *session) followed(ln *lane, f *following) (last []byte) {
+	sp, parent := f.sp, f.parent
+	if !sp.returned() {
 		if sess.ctx.Err() == nil {
 			sess.setRunning(ln, nil, nil)
 		}

@@ -130,7 +130,7 @@ func (sess *session) takeover(ln *lane, j *takeoverJob) (last []byte) {
 	sp.start()
 	select { // it parks at once: its step's pause was announced already
 	case <-parked:
-	case <-sp.done:
+	case <-sp.done.Done():
 	case <-sess.ctx.Done():
 		if j.wake {
 			sp.detach(sess) // the lane never followed it: teardown does not know it

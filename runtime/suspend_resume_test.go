@@ -312,3 +312,39 @@ func TestSuspendedDetachedOverflow(t *testing.T) {
 		}
 	})
 }
+
+// TestParkedLaneHoldsNoGoroutine: while a suspended rollout is parked on an
+// open connection, the lane that follows it holds no goroutine (its job
+// goes on once the rollout ends); the append that brings the outputs
+// drives the rollout to its end, whose terminal frame the lane sends, and
+// the lane takes its next job after it.
+func TestParkedLaneHoldsNoGoroutine(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeHarness(t, runtime.Options{})
+		c := p.dial(t, "Bearer alice")
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "suspend": true, "stream_id": "work",
+			"input": script([][]dcall{{{"read_file", `{"path":"a.go"}`}}})}))
+		events := c.next(t)
+		pause := last(events)
+		if eventType(t, pause) != "response.done" {
+			t.Fatalf("first step ended with %s", pause)
+		}
+		synctest.Wait()
+		for _, g := range serverGoroutines(t) {
+			if strings.Contains(g, "laneWorker") || strings.Contains(g, "runJob") {
+				t.Fatalf("a parked rollout's lane holds a goroutine:\n%s", g)
+			}
+		}
+		c.send(t, appendEv(respID(t, pause), "work", outputsFor(t, pause)...))
+		events = append(events, c.next(t)...)
+		if eventType(t, last(events)) != "response.completed" {
+			t.Fatalf("the rollout ended with %s", last(events))
+		}
+		checkStreamInvariants(t, events)
+		c.send(t, create(map[string]any{"model": "tether-scripted", "store": false, "stream_id": "work", "input": "hello"}))
+		if end := last(c.next(t)); eventType(t, end) != "response.completed" {
+			t.Fatalf("the lane's next job ended with %s", end)
+		}
+	})
+}

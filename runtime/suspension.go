@@ -42,14 +42,14 @@ type suspension struct {
 	srv   *Server
 	ro    *rollout
 	id    string
-	creds string        // hash of the Authorization header of the connection that created it
-	lane  string        // its stream_id, on every connection it reports to
-	done  chan struct{} // closed when its loop has returned, at the rollout's end
+	creds string // hash of the Authorization header of the connection that created it
+	lane  string // its stream_id, on every connection it reports to
+	done  signal // closed when its loop has returned, at the rollout's end
 
 	mu     lockrank.Mutex[lockrank.Suspension]
 	st     lifecycle.State // its whole state (phase, link, checkpoint): changed only by applyLocked; guarded by mu
 	sess   *session        // the connection it reports to, nil while detached (st.Link says whether it catches up); guarded by mu
-	gone   chan struct{}   // closed when sess stops being that connection; guarded by mu
+	gone   signal          // closed when sess stops being that connection; guarded by mu
 	expiry *time.Timer     // the resume window, while detached; guarded by mu
 
 	// The current step's client calls, guarded by mu.
@@ -222,7 +222,7 @@ func (sp *suspension) ended(conv *conversation, err error) {
 		<-treeWritten // as an answer's, a tree's write holds its frames
 	}
 	sp.mu.Lock()
-	defer close(sp.done)
+	defer sp.done.close()
 	defer sp.mu.Unlock()
 	sp.applyLocked(lifecycle.End, nil, "", "")
 	sp.stopTimerLocked()

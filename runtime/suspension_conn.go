@@ -45,7 +45,7 @@ func (sp *suspension) resumable(sess *session, creds string) bool {
 // client missed are replayed by replay, from the sequence_number returned:
 // after, or when nil the last frame the server sent. gone is closed when
 // sess stops being the rollout's connection.
-func (sp *suspension) attach(sess *session, after *int) (gone <-chan struct{}, from int, ok bool) {
+func (sp *suspension) attach(sess *session, after *int) (gone context.Context, from int, ok bool) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if v, _ := sp.applyLocked(lifecycle.Resume, sess, sp.lane, sess.creds); v != lifecycle.Allow {
@@ -56,9 +56,9 @@ func (sp *suspension) attach(sess *session, after *int) (gone <-chan struct{}, f
 		sp.expiry = nil
 	}
 	if sp.sess != nil {
-		close(sp.gone)
+		sp.gone.close()
 	}
-	sp.sess, sp.gone = sess, make(chan struct{})
+	sp.sess, sp.gone = sess, newSignal()
 	from = sp.sent
 	if after != nil {
 		from = *after
@@ -123,8 +123,8 @@ func (sp *suspension) detach(sess *session) {
 		return
 	}
 	sp.applyLocked(lifecycle.Drop, sess, "", "")
-	close(sp.gone)
-	sp.sess, sp.gone = nil, nil
+	sp.gone.close()
+	sp.sess, sp.gone = nil, signal{}
 	if !sp.st.Phase().Held() || sp.srv.ctx.Err() != nil {
 		return // settled, expired or released already; or shutting down: it ends with the server
 	}
@@ -144,18 +144,8 @@ func (sp *suspension) expire() {
 	sp.srv.suspended.remove(sp)
 }
 
-// follow waits, on the lane worker of a connection the rollout reports to,
-// until it ends (true: the connection settles it) or stops reporting there
-// (false: taken over by another connection, or the connection is ending).
-func (sp *suspension) follow(ctx context.Context, gone <-chan struct{}) bool {
-	select {
-	case <-sp.done:
-		return true
-	case <-gone:
-	case <-ctx.Done():
-	}
-	return false
-}
+// returned reports whether the rollout's loop has returned (sp.done).
+func (sp *suspension) returned() bool { return isClosed(sp.done.Done()) }
 
 // settle hands the ended rollout's result to sess, if sess is where it
 // reports; the rollout then leaves the server, all but its tail.

@@ -61,6 +61,7 @@ Commands:
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second; 0 is free")
 	reps := fs.Int("reps", 3, "rounds: trials per mode and speed")
 	precision := fs.String("precision", "", "add rounds past --reps, the modes interleaved, until every headline figure (end to end and API overhead, and their ratios to stateless) is within ±this of it at 95%, such as 5%; or until --max-time")
+	precisionOver := fs.String("precision-over", "turns", "with --precision: the intervals held to it, turns (within the run) or rounds (from 5 rounds: resampling whole rounds, so that they hold the run-to-run spread)")
 	maxTime := fs.Duration("max-time", 10*time.Minute, "with --precision: stop adding rounds once the run has taken this long, and say which figures are still wider")
 	builds := fs.String("builds", "", "run the comparison against a tether serve of each of these builds at once (tether binaries, comma-separated, two at least), each a child process, the first too, their trials interleaved round by round as --sweep interleaves values; --out gets each build's results.json (build-1, build-2, …), and each later build is set against the first as compare does, its changes over rounds paired round by round")
 	sweep := fs.String("sweep", "", "run the comparison once per value of a cost knob, KNOB=V1,V2,..., the values interleaved in one run (a server each): hop-latency, ttft (durations), tps, prefill-rate, safety (on, off), tool-scale (a factor of the simulated tools' time); prints each design's end-to-end gain against stateless and chained per value, and where it reaches the published gains (OpenAI, xAI, SGLang); --out gets sweep.json, a chart per baseline and each value's results.json")
@@ -145,11 +146,14 @@ Commands:
 		case *maxTime <= 0:
 			fmt.Fprintln(stderr, "tether: ablate: --precision needs a --max-time above 0: a figure may never narrow that far")
 			return 2
-		case *sweep != "" || *load.clients != "" || *load.park > 0 || *load.hol > 0:
-			fmt.Fprintln(stderr, "tether: ablate: --precision is for a comparison run, not with --sweep, --load, --park or --hol")
+		case *sweep != "" || *builds != "" || *load.clients != "" || *load.park > 0 || *load.hol > 0:
+			fmt.Fprintln(stderr, "tether: ablate: --precision is for a comparison run, not with --sweep, --builds, --load, --park or --hol")
+			return 2
+		case *precisionOver != "turns" && *precisionOver != "rounds":
+			fmt.Fprintf(stderr, "tether: ablate: --precision-over %q: want turns or rounds\n", *precisionOver)
 			return 2
 		}
-		cfg.Precision, cfg.MaxTime = p, *maxTime
+		cfg.Precision, cfg.PrecisionOverRounds, cfg.MaxTime = p, *precisionOver == "rounds", *maxTime
 	}
 	cfg.Reps, cfg.TTFT, cfg.PrefillRate, cfg.APIKey = *reps, *ttft, *prefillRate, *apiKey
 	cfg.WTURL, cfg.CertHash, cfg.Store = *wtURL, *certHash, *store
@@ -376,8 +380,12 @@ func printAblation(w io.Writer, res *ablate.Results, wide bool) {
 		if len(speeds) > 1 {
 			at = " at " + rate(p.TPS) + " tok/s"
 		}
+		over := "interval"
+		if p.OverRounds {
+			over = "interval over rounds"
+		}
 		if p.Reached {
-			fmt.Fprintf(w, "Precision ±%s reached%s after %s: every headline figure's interval is within it.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, ablate.Count(p.Rounds, "round"))
+			fmt.Fprintf(w, "Precision ±%s reached%s after %s: every headline figure's %s is within it.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, ablate.Count(p.Rounds, "round"), over)
 		} else {
 			fmt.Fprintf(w, "Precision ±%s not reached%s in --max-time (%s): still wider: %s.\n", strconv.FormatFloat(100*p.Target, 'f', -1, 64)+"%", at, ablate.Count(p.Rounds, "round"), strings.Join(p.Left, ", "))
 		}

@@ -85,6 +85,7 @@ func TestAblateBadFlags(t *testing.T) {
 		{[]string{"--modes", "carrier-pigeon"}, "unknown mode"},
 		{[]string{"extra"}, "takes flags only"},
 		{[]string{"--ttft", "5"}, "want a duration with its unit"},
+		{[]string{"--precision", "5%", "--precision-over", "days"}, "want turns or rounds"},
 	} {
 		var stdout, stderr strings.Builder
 		code := run(context.Background(), append([]string{"ablate"}, tc.args...), &stdout, &stderr)
@@ -427,11 +428,15 @@ func onlyReportDir(t *testing.T, wd string) string {
 	return entries[0].Name()
 }
 
-// TestMain fails the package's tests when one of them left a report
-// directory in the package's own: a run that should have had --out.
+// TestMain removes the built tether and fails the package's tests when one
+// of them left a report directory in the package's own: a run that should
+// have had --out.
 func TestMain(m *testing.M) {
 	before, _ := filepath.Glob("ablate-*")
 	code := m.Run()
+	if binary.path != "" {
+		os.RemoveAll(filepath.Dir(binary.path))
+	}
 	after, _ := filepath.Glob("ablate-*")
 	if left := slices.DeleteFunc(after, func(d string) bool { return slices.Contains(before, d) }); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "a test left %v in cmd/tether: give its ablate run --out\n", left)

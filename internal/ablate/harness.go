@@ -47,9 +47,12 @@ type Config struct {
 	// Precision, when above 0, adds rounds past Reps (the modes
 	// interleaved, their order rotating on) until every figure of the
 	// headline at a speed is within ±Precision of it at 95% (see
-	// Imprecise), or MaxTime has passed since the run began.
-	Precision float64
-	MaxTime   time.Duration
+	// Imprecise), or MaxTime has passed since the run began; by the
+	// intervals over rounds when PrecisionOverRounds (from MinRounds
+	// rounds), which hold the run-to-run spread, else by those over turns.
+	Precision           float64
+	PrecisionOverRounds bool
+	MaxTime             time.Duration
 	// ToolScale, when above 0, multiplies every simulated tool's wait (a
 	// replayed trace's recorded durations, a synthetic workload's
 	// latency): the sweep's tool-scale knob. Real tools take what they take.
@@ -206,8 +209,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				if cfg.Precision <= 0 {
 					break
 				}
-				if left = Imprecise(summarize(trialsAt(res.Trials, tps)), cfg.Precision); len(left) == 0 || time.Since(began) > cfg.MaxTime {
-					res.Precision = append(res.Precision, PrecisionOutcome{TPS: tps, Target: cfg.Precision, Rounds: rep, Reached: len(left) == 0, Left: left})
+				if left = Imprecise(summarize(trialsAt(res.Trials, tps)), cfg.Precision, cfg.PrecisionOverRounds); len(left) == 0 || time.Since(began) > cfg.MaxTime {
+					res.Precision = append(res.Precision, PrecisionOutcome{TPS: tps, Target: cfg.Precision, OverRounds: cfg.PrecisionOverRounds,
+						Rounds: rep, Reached: len(left) == 0, Left: left})
 					break
 				}
 				total += len(cfg.Modes)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,30 +267,64 @@ func TestCheckPaths(t *testing.T) {
 // headline's figures are within it or MaxTime has passed, and the run
 // records which, in a results.json that follows the schema. A target of
 // 0.1% is beyond three rounds of four calls, so the run adds rounds and
-// stops at MaxTime, naming what is still wider.
+// stops at MaxTime, naming what is still wider; over turns, and over
+// rounds.
 func TestRunPrecision(t *testing.T) {
 	t.Parallel()
 	w, err := SyntheticWorkload(4, 1, time.Millisecond, 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.ModeStateless, clienttools.ModeSuspend), Speeds: []float64{0},
-		Reps: 1, Precision: 0.001, MaxTime: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	for _, overRounds := range []bool{false, true} {
+		t.Run(fmt.Sprintf("over rounds %v", overRounds), func(t *testing.T) {
+			t.Parallel()
+			res, err := Run(t.Context(), Config{Workload: w, Modes: Designs(clienttools.ModeStateless, clienttools.ModeSuspend), Speeds: []float64{0},
+				Reps: 1, Precision: 0.001, PrecisionOverRounds: overRounds, MaxTime: 3 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Precision) != 1 {
+				t.Fatalf("precision outcomes %+v, want one", res.Precision)
+			}
+			p := res.Precision[0]
+			if p.Reached || len(p.Left) == 0 || p.Rounds < 2 || len(res.Trials) != 2*p.Rounds || p.OverRounds != overRounds {
+				t.Errorf("outcome %+v with %d trials: want more rounds than one, not reached, the figures left named, over rounds %v", p, len(res.Trials), overRounds)
+			}
+			dir := t.TempDir()
+			if err := res.WriteFiles(dir); err != nil {
+				t.Fatal(err)
+			}
+			checkSchema(t, filepath.Join(dir, "results.json"))
+		})
 	}
-	if len(res.Precision) != 1 {
-		t.Fatalf("precision outcomes %+v, want one", res.Precision)
+}
+
+// TestImpreciseOverRounds: over rounds, Imprecise holds the intervals over
+// rounds to the target, not those over turns; before MinRounds rounds
+// there are none, and every figure is imprecise.
+func TestImpreciseOverRounds(t *testing.T) {
+	t.Parallel()
+	narrow := func(v float64) [2]float64 { return [2]float64{0.99 * v, 1.01 * v} }
+	wide := func(v float64) [2]float64 { return [2]float64{0.8 * v, 1.2 * v} }
+	sums := []Summary{
+		{Mode: "stateless", EndToEndUS: 1000, EndToEndCI: narrow(1000), APIOverheadUS: 100, APIOverheadCI: narrow(100),
+			EndToEndRoundsCI: narrow(1000), APIOverheadRoundsCI: wide(100)},
+		{Mode: "suspend", EndToEndUS: 900, EndToEndCI: narrow(900), APIOverheadUS: 20, APIOverheadCI: narrow(20),
+			EndToEndVsStateless: 1.1, EndToEndVsStatelessCI: narrow(1.1), APIOverheadVsStateless: 5, APIOverheadVsStatelessCI: narrow(5),
+			EndToEndRoundsCI: narrow(900), APIOverheadRoundsCI: narrow(20), EndToEndVsStatelessRoundsCI: narrow(1.1), APIOverheadVsStatelessRoundsCI: wide(5)},
 	}
-	p := res.Precision[0]
-	if p.Reached || len(p.Left) == 0 || p.Rounds < 2 || len(res.Trials) != 2*p.Rounds {
-		t.Errorf("outcome %+v with %d trials: want more rounds than one, not reached, the figures left named", p, len(res.Trials))
+	if left := Imprecise(sums, 0.05, false); len(left) != 0 {
+		t.Errorf("over turns: %v left, want none", left)
 	}
-	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
-		t.Fatal(err)
+	if left, want := Imprecise(sums, 0.05, true), []string{"stateless API overhead", "suspend API overhead vs stateless"}; !slices.Equal(left, want) {
+		t.Errorf("over rounds: %v left, want %v", left, want)
 	}
-	checkSchema(t, filepath.Join(dir, "results.json"))
+	for i := range sums { // fewer than MinRounds: no interval over rounds
+		sums[i].EndToEndRoundsCI, sums[i].APIOverheadRoundsCI, sums[i].EndToEndVsStatelessRoundsCI, sums[i].APIOverheadVsStatelessRoundsCI = [2]float64{}, [2]float64{}, [2]float64{}, [2]float64{}
+	}
+	if left := Imprecise(sums, 0.05, true); len(left) != 6 {
+		t.Errorf("no rounds' intervals: %v left, want all 6 figures", left)
+	}
 }
 
 // TestRunInterleaved: two configs run round by round in one run, each

@@ -43,13 +43,15 @@ type Results struct {
 
 // PrecisionOutcome is how a speed's rounds ended under --precision: with
 // every headline figure within ±Target of it (Reached), or out of time
-// with the figures in Left still wider.
+// with the figures in Left still wider; by the intervals over rounds when
+// OverRounds, else by those over turns.
 type PrecisionOutcome struct {
-	TPS     float64  `json:"tps"`
-	Target  float64  `json:"target"`
-	Rounds  int      `json:"rounds"`
-	Reached bool     `json:"reached"`
-	Left    []string `json:"left,omitempty"`
+	TPS        float64  `json:"tps"`
+	Target     float64  `json:"target"`
+	OverRounds bool     `json:"over_rounds,omitempty"`
+	Rounds     int      `json:"rounds"`
+	Reached    bool     `json:"reached"`
+	Left       []string `json:"left,omitempty"`
 }
 
 // Machine is where the run ran.

@@ -353,8 +353,10 @@ func medianOverhead(turns []Turn) float64 {
 // interval reaches farther than ±p of the figure: each mode's end to end
 // and API overhead, and their ratios to stateless. The µs per 1k tokens
 // slope and the × floor ratio are not held to it: their spread is the
-// machine's, which more rounds do not narrow as fast.
-func Imprecise(sums []Summary, p float64) []string {
+// machine's, which more rounds do not narrow as fast. overRounds holds the
+// intervals over rounds to it instead of those over turns; before
+// MinRounds rounds there are none, and every figure is imprecise.
+func Imprecise(sums []Summary, p float64, overRounds bool) []string {
 	var out []string
 	check := func(mode, figure string, v float64, ci [2]float64) {
 		if w := p * math.Abs(v); v != 0 && (ci[1]-v > w || v-ci[0] > w) {
@@ -362,11 +364,15 @@ func Imprecise(sums []Summary, p float64) []string {
 		}
 	}
 	for _, s := range sums {
-		check(s.Mode, "end to end (computed)", s.EndToEndUS, s.EndToEndCI)
-		check(s.Mode, "API overhead", s.APIOverheadUS, s.APIOverheadCI)
+		e2e, api, e2eVs, apiVs := s.EndToEndCI, s.APIOverheadCI, s.EndToEndVsStatelessCI, s.APIOverheadVsStatelessCI
+		if overRounds {
+			e2e, api, e2eVs, apiVs = s.EndToEndRoundsCI, s.APIOverheadRoundsCI, s.EndToEndVsStatelessRoundsCI, s.APIOverheadVsStatelessRoundsCI
+		}
+		check(s.Mode, "end to end (computed)", s.EndToEndUS, e2e)
+		check(s.Mode, "API overhead", s.APIOverheadUS, api)
 		if s.Mode != "stateless" {
-			check(s.Mode, "end to end (computed) vs stateless", s.EndToEndVsStateless, s.EndToEndVsStatelessCI)
-			check(s.Mode, "API overhead vs stateless", s.APIOverheadVsStateless, s.APIOverheadVsStatelessCI)
+			check(s.Mode, "end to end (computed) vs stateless", s.EndToEndVsStateless, e2eVs)
+			check(s.Mode, "API overhead vs stateless", s.APIOverheadVsStateless, apiVs)
 		}
 	}
 	return out
