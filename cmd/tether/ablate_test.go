@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -453,12 +454,13 @@ func TestMain(m *testing.M) {
 // results.json, naming the one run both belong to, and the second set
 // against the first with its changes over rounds. The second "build" is
 // the first with a service hop of 5 ms a call: its server's timings say
-// so, the first's do not.
+// so, the first's do not. Each round runs against servers started afresh:
+// the second build's wrapper counts its starts.
 func TestAblateBuilds(t *testing.T) {
 	t.Parallel()
 	bin, dir := tetherBinary(t), t.TempDir()
-	slow := filepath.Join(dir, "tether-slow")
-	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec "+bin+" \"$@\" --hop-latency 5ms\n"), 0o755); err != nil {
+	slow, starts := filepath.Join(dir, "tether-slow"), filepath.Join(dir, "starts")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\necho >> "+starts+"\nexec "+bin+" \"$@\" --hop-latency 5ms\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
@@ -481,6 +483,9 @@ func TestAblateBuilds(t *testing.T) {
 	}
 	if runs[0].Interleaved == "" || runs[0].Interleaved != runs[1].Interleaved {
 		t.Errorf("the builds' results name runs %q and %q, not one", runs[0].Interleaved, runs[1].Interleaved)
+	}
+	if b, err := os.ReadFile(starts); err != nil || bytes.Count(b, []byte("\n")) != 2 {
+		t.Errorf("the second build's server started %d times over 2 rounds (%v), want once a round", bytes.Count(b, []byte("\n")), err)
 	}
 	for i, r := range runs {
 		for _, tr := range r.Trials {

@@ -75,6 +75,10 @@ type Config struct {
 	WTURL, CertHash string
 	// Progress, when set, is told of each trial as it starts.
 	Progress func(done, total int, trial string)
+
+	// serve, when set, starts the server the config runs against, at its
+	// base URL, afresh each round of an interleaved run (RunBuilds).
+	serve func(context.Context) (base string, stop func(), err error)
 }
 
 // Trial is one rollout in one mode at one speed. Durations are in

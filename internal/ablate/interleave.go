@@ -15,9 +15,9 @@ import (
 // duet benchmarking runs A and B side by side: each config (at its one
 // speed) gets an in-process server of its own, all started before the
 // first trial (or, with a URL each, a server of its own that the caller
-// started: RunBuilds), and the trials go round by round across all of
-// them, the configs' order and each one's modes rotating from round to
-// round. What moves the machine during the run then moves every config
+// started; or one started afresh each round: RunBuilds), and the trials go
+// round by round across all of them, the configs' order and each one's
+// modes rotating from round to round. What moves the machine during the run then moves every config
 // alike, which runs one after another cannot promise (a busy machine moves
 // a design's API overhead by a fifth between runs). The configs must share
 // their workload, modes and rounds; a Results per config comes back, in
@@ -63,19 +63,51 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 			}
 		}
 	}()
+	// start gives config i its target, warmed up: a server started afresh
+	// when the config has serve, the one before it stopped.
+	start := func(i int) error {
+		c := &cfgs[i]
+		var stop func()
+		if c.serve != nil {
+			if targets[i] != nil {
+				targets[i].stop()
+				targets[i] = nil
+			}
+			var err error
+			if c.URL, stop, err = c.serve(ctx); err != nil {
+				return err
+			}
+		}
+		tg, err := startTarget(*c, timings[i])
+		if err != nil {
+			if stop != nil {
+				stop()
+			}
+			return err
+		}
+		if stop != nil {
+			tg.stop = stop
+		}
+		targets[i] = tg
+		return warmUp(ctx, *c, tg, timings[i], run)
+	}
 	for i, c := range cfgs {
 		out[i] = &Results{Schema: SchemaVersion, Started: started, Machine: machine(), Config: configOf(c), Interleaved: run}
-		out[i].Machine.InProcess = c.URL == ""
+		out[i].Machine.InProcess = c.URL == "" && c.serve == nil
 		timings[i] = sampler.Timing{TPS: c.Speeds[0], TTFT: c.TTFT, PrefillRate: c.PrefillRate}
-		if targets[i], err = startTarget(c, timings[i]); err != nil {
-			return nil, err
-		}
-		if err := warmUp(ctx, c, targets[i], timings[i], run); err != nil {
+		if err := start(i); err != nil {
 			return nil, err
 		}
 	}
 	total, done := len(cfgs)*base.Reps*len(base.Modes), 0
 	for rep := range base.Reps {
+		for i := range cfgs {
+			if rep > 0 && cfgs[i].serve != nil {
+				if err := start(i); err != nil {
+					return nil, fmt.Errorf("ablate: config %d, round %d: %w", i+1, rep+1, err)
+				}
+			}
+		}
 		for k := range cfgs {
 			i := (k + rep) % len(cfgs)
 			c := cfgs[i]
@@ -113,19 +145,26 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 // own, beside this one), interleaved round by round (RunInterleaved). Each
 // command must print "listening on URL" first, as tether serve does; cfg
 // must target no URL and run at one speed, which each server must serve.
+//
+// Each round runs against servers started afresh. A process may have luck
+// of its own that lasts its life: two servers of one build, each up for a
+// whole run, set turns' and suspend's round-trip p50 5–8% apart, each the
+// same way in 8 rounds of 10. The intervals over rounds assume rounds that
+// are independent; started each round, a server's luck is one round's.
 func RunBuilds(ctx context.Context, cfg Config, servers [][]string, env []string) ([]*Results, error) {
 	if cfg.URL != "" || len(cfg.Speeds) != 1 || len(servers) < 2 {
 		return nil, errors.New("ablate: builds are compared at one speed, on servers of their own, two at least")
 	}
 	cfgs := make([]Config, len(servers))
 	for i, cmd := range servers {
-		srv, err := startServer(ctx, LoadConfig{Server: cmd, ServerEnv: env})
-		if err != nil {
-			return nil, fmt.Errorf("ablate: build %d: %w", i+1, err)
-		}
-		defer srv.stop()
 		cfgs[i] = cfg
-		cfgs[i].URL = srv.base
+		cfgs[i].serve = func(ctx context.Context) (string, func(), error) {
+			srv, err := startServer(ctx, LoadConfig{Server: cmd, ServerEnv: env})
+			if err != nil {
+				return "", nil, fmt.Errorf("ablate: build %d: %w", i+1, err)
+			}
+			return srv.base, srv.stop, nil
+		}
 	}
 	return RunInterleaved(ctx, cfgs)
 }
