@@ -71,16 +71,33 @@ func ConfigDiff(a, b *Results) (measured, knobs []string) {
 	return measured, knobs
 }
 
+// sameWork reports whether runs a and b did the same model and tool work:
+// the same rollout (nothing ConfigDiff calls measured differs) at the same
+// timing and tools' scale. Builds, and cost models, may differ.
+func sameWork(a, b *Results) bool {
+	measured, _ := ConfigDiff(a, b)
+	x, y := a.Config, b.Config
+	return len(measured) == 0 && x.TTFTUS == y.TTFTUS && x.Prefill == y.Prefill && x.ToolScale == y.ToolScale
+}
+
 // Compare sets run b against run a, figure by figure, for every mode and
 // speed both ran: the headline's end to end and API overhead (per
 // rollout, from the turns), and the round trips' median overhead. The
 // summaries are computed again from the trials, so that a results.json
-// of any tether that wrote this schema compares.
+// of any tether that wrote this schema compares. Two runs of the same
+// work (sameWork) share their model and tool time, as a run's designs
+// do: their ends to end then differ by their API overhead, not by the
+// tools' timer jitter from one run to the other.
 func Compare(a, b *Results) ([]Change, error) {
 	if a.Schema != b.Schema {
 		return nil, fmt.Errorf("ablate: compare: %s against %s: results of two schemas", a.Schema, b.Schema)
 	}
-	sa, sb := inModeOrder(summarize(a.Trials), a.Config.Modes), inModeOrder(summarize(b.Trials), b.Config.Modes)
+	wa, wb := sharedWork(a.Trials), sharedWork(b.Trials)
+	if sameWork(a, b) {
+		wa = sharedWork(slices.Concat(a.Trials, b.Trials))
+		wb = wa
+	}
+	sa, sb := inModeOrder(summarizeSharing(a.Trials, wa), a.Config.Modes), inModeOrder(summarizeSharing(b.Trials, wb), b.Config.Modes)
 	var out []Change
 	var ps, psRounds []float64
 	var withRounds []int // the changes that have an interval over rounds

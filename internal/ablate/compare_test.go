@@ -188,3 +188,43 @@ func TestCompareOverRounds(t *testing.T) {
 		t.Logf("suspend against stateless: over turns %v (%.3f wide), over rounds, paired %v (%.3f)", s.APIOverheadVsStatelessCI, w, s.APIOverheadVsStatelessRoundsCI, wr)
 	}
 }
+
+// TestCompareSharesTheWork: two runs of the same work whose tools' timers
+// came out a millisecond apart, their turns alike: end to end, compare
+// shares their model and tool time, as a run's designs share it, and finds
+// no change, where the runs' own medians would set them a millisecond
+// apart on intervals a fraction of that wide. Runs at two timings keep
+// their own.
+func TestCompareSharesTheWork(t *testing.T) {
+	t.Parallel()
+	perTurn := map[string]float64{"stateless": 50, "suspend": 20}
+	a := generatedRun(rand.New(rand.NewPCG(1, 3)), 10, 26, 0, 0.01, perTurn)
+	b := generatedRun(rand.New(rand.NewPCG(2, 3)), 10, 26, 0, 0.01, perTurn)
+	for i := range b.Trials {
+		b.Trials[i].ToolsUS += 1000
+	}
+	endToEnd := func(a, b *Results) []Change {
+		changes, err := Compare(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []Change
+		for _, c := range changes {
+			if c.Figure == "end to end (computed)" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	for _, c := range endToEnd(a, b) {
+		if c.Significant || c.SignificantRounds || c.A != c.B && math.Abs(c.B-c.A) > 0.01 {
+			t.Errorf("%s end to end: %.3f → %.3f ms (p=%v, over rounds p=%v): want the work shared, no change", c.Mode, c.A, c.B, c.P, c.PRounds)
+		}
+	}
+	b.Config.TTFTUS = 1000 // another timing: its own model and tool time
+	for _, c := range endToEnd(a, b) {
+		if d := c.B - c.A; d < 0.99 || d > 1.01 {
+			t.Errorf("%s end to end at another timing: %.3f → %.3f ms, want its own work, 1 ms more", c.Mode, c.A, c.B)
+		}
+	}
+}

@@ -134,7 +134,31 @@ const MinSlopeRoundTrips = 20
 
 // summarize groups trials by speed and mode, in the order they first ran
 // at each speed.
-func summarize(trials []Trial) []Summary {
+func summarize(trials []Trial) []Summary { return summarizeSharing(trials, sharedWork(trials)) }
+
+// sharedWork is the median model and tool time of trials' rollouts at each
+// speed. Model and tool time are the same work in every design at a speed
+// (the model's is computed, the tools' are the workload's, measured on the
+// client); the designs share their median, so that what sets them apart
+// end to end is their API overhead, not the tools' timer jitter. Compare
+// shares it across two runs of the same work.
+func sharedWork(trials []Trial) map[float64]float64 {
+	shared := map[float64]float64{}
+	for tps := range groupsBySpeed(trials) {
+		var mt []float64
+		for _, t := range trials {
+			if t.TPS == tps {
+				mt = append(mt, t.ModelUS+t.ToolsUS)
+			}
+		}
+		shared[tps] = quantile(mt, 0.5)
+	}
+	return shared
+}
+
+// summarizeSharing is summarize, with shared as each speed's model and
+// tool time.
+func summarizeSharing(trials []Trial, shared map[float64]float64) []Summary {
 	type key struct {
 		tps  float64
 		mode string
@@ -147,20 +171,6 @@ func summarize(trials []Trial) []Summary {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], t)
-	}
-	// Model and tool time are the same work in every design at a speed
-	// (the model's is computed, the tools' are the workload's, measured on
-	// the client); the designs share their median, so that what sets them
-	// apart end to end is their API overhead, not the tools' timer jitter.
-	shared := map[float64]float64{}
-	for tps := range groupsBySpeed(trials) {
-		var mt []float64
-		for _, t := range trials {
-			if t.TPS == tps {
-				mt = append(mt, t.ModelUS+t.ToolsUS)
-			}
-		}
-		shared[tps] = quantile(mt, 0.5)
 	}
 	var out []Summary
 	for _, k := range order {
