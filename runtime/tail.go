@@ -5,6 +5,8 @@ import (
 	"container/list"
 	"encoding/binary"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -54,11 +56,41 @@ func newTail(id, creds, lane string, frames []frame, terminal []byte) *tail {
 	for _, f := range frames {
 		size += 2*binary.MaxVarintLen64 + len(f.b)
 	}
-	body := appendFrames(make([]byte, 0, size), frames)
+	scratch := tailScratch.Get().(*tailBufs)
+	defer scratch.put()
+	body := appendFrames(slices.Grow(scratch.body[:0], size), frames)
 	body = binary.AppendUvarint(body, uint64(len(terminal)))
 	body = append(body, terminal...)
-	packed := bytes.Clone(s2.Encode(nil, body)) // s2 allocates for the worst case
+	if n := s2.MaxEncodedLen(len(body)); cap(scratch.packed) < n {
+		scratch.packed = make([]byte, n) // s2 writes for the worst case
+	}
+	packed := bytes.Clone(s2.Encode(scratch.packed[:cap(scratch.packed)], body))
+	scratch.body = body
 	return &tail{id: id, creds: creds, lane: lane, packed: packed, bytes: len(packed) + tailOverhead}
+}
+
+// tailBufs are the buffers a tail is packed through (newTail): its frames
+// laid end to end, and s2's output at its worst case. Every rollout that
+// ends on a WebSocket packs one, and keeps only the packed bytes: through
+// fresh buffers, these were 7% of the bytes a server allocated under
+// load.
+type tailBufs struct{ body, packed []byte }
+
+var tailScratch = sync.Pool{New: func() any { return new(tailBufs) }}
+
+// maxTailScratch is the largest buffer tailScratch keeps: a rollout's
+// frames since its last append are a few KB; a long detached log's are not
+// worth holding.
+const maxTailScratch = 256 << 10
+
+func (b *tailBufs) put() {
+	if cap(b.body) > maxTailScratch {
+		b.body = nil
+	}
+	if cap(b.packed) > maxTailScratch {
+		b.packed = nil
+	}
+	tailScratch.Put(b)
 }
 
 // errTailUnreadable is a tail that does not unpack: never, unless the

@@ -507,3 +507,29 @@ func TestAblateBuilds(t *testing.T) {
 		t.Errorf("one build: exit %d, %s", code, stderr)
 	}
 }
+
+// TestCopyBuild: a build is served from a copy of its own, the same bytes,
+// executable; a wrapper script runs where it is.
+func TestCopyBuild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin, script := filepath.Join(dir, "tether"), filepath.Join(dir, "tether-slow")
+	if err := os.WriteFile(bin, []byte("\x7fELF and the rest"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec ./tether \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copied, err := copyBuild(bin, filepath.Join(dir, "copies", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(copied)
+	st, serr := os.Stat(copied)
+	if err != nil || serr != nil || copied == bin || string(b) != "\x7fELF and the rest" || st.Mode().Perm()&0o100 == 0 {
+		t.Errorf("copied to %s (%v, %v): %q, mode %v", copied, err, serr, b, st.Mode())
+	}
+	if got, err := copyBuild(script, filepath.Join(dir, "copies", "2")); err != nil || got != script {
+		t.Errorf("a wrapper script served from %s (%v), want where it is", got, err)
+	}
+}

@@ -146,11 +146,10 @@ func RunInterleaved(ctx context.Context, cfgs []Config) ([]*Results, error) {
 // command must print "listening on URL" first, as tether serve does; cfg
 // must target no URL and run at one speed, which each server must serve.
 //
-// Each round runs against servers started afresh. A process may have luck
-// of its own that lasts its life: two servers of one build, each up for a
-// whole run, set turns' and suspend's round-trip p50 5–8% apart, each the
-// same way in 8 rounds of 10. The intervals over rounds assume rounds that
-// are independent; started each round, a server's luck is one round's.
+// Each round runs against servers started afresh: the intervals over
+// rounds assume rounds that are independent, and whatever a server
+// process carries for its life (where its heap lies, its hash seeds) is
+// then one round's.
 func RunBuilds(ctx context.Context, cfg Config, servers [][]string, env []string) ([]*Results, error) {
 	if cfg.URL != "" || len(cfg.Speeds) != 1 || len(servers) < 2 {
 		return nil, errors.New("ablate: builds are compared at one speed, on servers of their own, two at least")
