@@ -17,9 +17,10 @@ import (
 // first trial (or, with a URL each, a server of its own that the caller
 // started; or one started afresh each round: RunBuilds), and the trials go
 // round by round across all of them, the configs' order and each one's
-// modes rotating from round to round. What moves the machine during the run then moves every config
-// alike, which runs one after another cannot promise (a busy machine moves
-// a design's API overhead by a fifth between runs). The configs must share
+// modes rotating from round to round. What moves the machine during the
+// run then moves every config alike, which runs one after another cannot
+// promise (a busy machine moves a design's API overhead by a fifth between
+// runs). The configs must share
 // their workload, modes and rounds; a Results per config comes back, in
 // order, each naming the run (Results.Interleaved), so that compare sets
 // their rounds against each other round by round.
