@@ -11,7 +11,16 @@ import (
 
 // Default bounds of a PrefixCache.
 const (
-	DefaultPrefixCacheTokens        = 1 << 22 // about 4M distinct prompt tokens
+	// DefaultPrefixCacheTokens is 64M distinct prompt tokens: 500 agents'
+	// contexts of 128K at once. A bound below what the rollouts running at
+	// once hold makes least-recently-used eviction drop each one just
+	// before its next turn (4M did at 500 rollouts of 25K), and the cache
+	// then holds nothing that is used again.
+	DefaultPrefixCacheTokens = 1 << 26
+	// DefaultPrefixCacheBoundaries bounds the item boundaries held, what
+	// the cache's memory grows with (a node and its index entry, 115
+	// bytes): some 30 MB at most.
+	DefaultPrefixCacheBoundaries    = 1 << 18
 	DefaultPrefixCacheConversations = 4096
 	// DefaultInMemoryRetention is how long an in_memory conversation stays
 	// idle: OpenAI keeps such a prefix for 5 to 10 minutes of inactivity.
@@ -28,6 +37,10 @@ type PrefixCacheOptions struct {
 	// conversations share counts once. 0 means DefaultPrefixCacheTokens; a
 	// negative value holds nothing, so that every prompt is uncached.
 	MaxTokens int
+	// MaxBoundaries bounds the item boundaries held, which is what the
+	// cache's memory grows with. 0 (or less) means
+	// DefaultPrefixCacheBoundaries.
+	MaxBoundaries int
 	// MaxConversations bounds the conversations held, a conversation being a
 	// prompt that no other held prompt extends. 0 (or less) means
 	// DefaultPrefixCacheConversations.
@@ -84,6 +97,7 @@ type PrefixCache struct {
 
 	mu                  sync.Mutex
 	maxTokens, maxConvs int                       // guarded by mu
+	maxBoundaries       int                       // guarded by mu
 	retain              [rings]time.Duration      // each ring's retention; guarded by mu
 	clock               func() time.Time          // guarded by mu
 	epoch               time.Time                 // what leaves' use times count from; guarded by mu
@@ -144,6 +158,7 @@ type prefixNode struct {
 // PrefixCacheStats is a snapshot of what a PrefixCache holds.
 type PrefixCacheStats struct {
 	Tokens        int // distinct prompt tokens
+	Boundaries    int // item boundaries
 	Conversations int // prompts that no other held prompt extends
 }
 
@@ -170,6 +185,10 @@ func (c *PrefixCache) Configure(opts PrefixCacheOptions) {
 	}
 	if c.maxConvs <= 0 {
 		c.maxConvs = DefaultPrefixCacheConversations
+	}
+	c.maxBoundaries = opts.MaxBoundaries
+	if c.maxBoundaries <= 0 {
+		c.maxBoundaries = DefaultPrefixCacheBoundaries
 	}
 	c.retain = [rings]time.Duration{ringInMemory: opts.InMemoryRetention, ring24h: Retention24h}
 	if c.retain[ringInMemory] <= 0 {
@@ -313,7 +332,7 @@ func (c *PrefixCache) walkLocked(root *prefixNode, hdr uint64, p *Prompt, ring i
 func (c *PrefixCache) evictLocked() {
 	for ring := range c.lru {
 		s := &c.lru[ring]
-		for (c.tokens > c.maxTokens || c.leaves > c.maxConvs) && s.next != s {
+		for (c.tokens > c.maxTokens || c.leaves > c.maxConvs || len(c.nodes) > c.maxBoundaries) && s.next != s {
 			c.dropLocked(s.next)
 		}
 	}
@@ -371,7 +390,7 @@ func (c *PrefixCache) Stats() PrefixCacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expireLocked(c.sinceLocked())
-	return PrefixCacheStats{Tokens: c.tokens, Conversations: c.leaves}
+	return PrefixCacheStats{Tokens: c.tokens, Boundaries: len(c.nodes), Conversations: c.leaves}
 }
 
 // Reset empties the cache, as a restarted engine would be: every next prompt

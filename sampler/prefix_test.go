@@ -232,6 +232,22 @@ func TestPrefixCacheEviction(t *testing.T) {
 		}
 		checkCache(t, c)
 	})
+	t.Run("by boundaries", func(t *testing.T) {
+		t.Parallel()
+		bounds := convs[0].prompt.Items() // each conversation's, none shared but the system block
+		c := NewPrefixCache(r, PrefixCacheOptions{MaxBoundaries: 2*bounds + 1})
+		for i := range 3 {
+			c.Prefill(convs[i].req())
+		}
+		if st := c.Stats(); st.Conversations != 2 || st.Boundaries != 2*bounds {
+			t.Errorf("holds %+v, want conversations 1 and 2 (%d boundaries)", st, 2*bounds)
+		}
+		checkCache(t, c)
+		if _, cached := c.Prefill(convs[0].req()); cached != hdr {
+			t.Errorf("conversation 0 after eviction: %d cached, want the shared system block's %d", cached, hdr)
+		}
+		checkCache(t, c)
+	})
 	t.Run("nothing held", func(t *testing.T) {
 		t.Parallel()
 		c := NewPrefixCache(r, PrefixCacheOptions{MaxTokens: -1})

@@ -51,11 +51,12 @@ func NewRenderer() (*Renderer, error) {
 // Header renders the system block: the instructions, then one line per tool.
 // It returns nil when there are neither instructions nor tools.
 func (r *Renderer) Header(instructions string, tools []protocol.Tool) []Token {
-	var b strings.Builder
-	if !writeHeader(&b, instructions, tools) {
+	b := newRenderBuf()
+	defer b.release()
+	if !writeHeader(b, instructions, tools) {
 		return nil
 	}
-	return r.encode(b.String())
+	return r.encode(b.text())
 }
 
 // Render is the full render of a context: the system block and every item,
@@ -63,19 +64,20 @@ func (r *Renderer) Header(instructions string, tools []protocol.Tool) []Token {
 // each item (see the package documentation): a Prompt extended item by item
 // holds exactly these tokens.
 func (r *Renderer) Render(instructions string, tools []protocol.Tool, items protocol.Items) []Token {
-	var b strings.Builder
-	writeHeader(&b, instructions, tools)
+	b := newRenderBuf()
+	defer b.release()
+	writeHeader(b, instructions, tools)
 	for _, it := range items {
-		writeItem(&b, it)
+		writeItem(b, it)
 	}
-	if b.Len() == 0 {
+	if len(b.b) == 0 {
 		return nil
 	}
-	return r.encode(b.String())
+	return r.encode(b.text())
 }
 
 // writeHeader writes the system block and reports whether there was one.
-func writeHeader(b *strings.Builder, instructions string, tools []protocol.Tool) bool {
+func writeHeader(b *renderBuf, instructions string, tools []protocol.Tool) bool {
 	if instructions == "" && len(tools) == 0 {
 		return false
 	}
@@ -100,11 +102,11 @@ func writeHeader(b *strings.Builder, instructions string, tools []protocol.Tool)
 // A namespace is a line of its own ("name: description; namespace") and a
 // line per member, named "namespace.member"; a custom tool shows its format
 // ("format: grammar lark: definition") where a function shows parameters.
-func writeTool(b *strings.Builder, t protocol.Tool) {
+func writeTool(b *renderBuf, t protocol.Tool) {
 	writeToolIn(b, "", t)
 }
 
-func writeToolIn(b *strings.Builder, namespace string, t protocol.Tool) {
+func writeToolIn(b *renderBuf, namespace string, t protocol.Tool) {
 	name, desc, params := t.Name, "", []byte(t.Parameters)
 	if t.Description != nil {
 		desc = *t.Description
@@ -154,11 +156,12 @@ func writeToolIn(b *strings.Builder, namespace string, t protocol.Tool) {
 // independently, so the render of a conversation is the concatenation of the
 // renders of its items. A nil or unknown item renders to nil.
 func (r *Renderer) Item(it protocol.Item) []Token {
-	var b strings.Builder
-	if !writeItem(&b, it) {
+	b := newRenderBuf()
+	defer b.release()
+	if !writeItem(b, it) {
 		return nil
 	}
-	return r.encode(b.String())
+	return r.encode(b.text())
 }
 
 // AppendBare returns p followed by it, rendered as Item renders it, the
@@ -166,11 +169,12 @@ func (r *Renderer) Item(it protocol.Item) []Token {
 // token ids (none is copied). A prompt that lets its ids go at every pause
 // renders what it appends this way.
 func (r *Renderer) AppendBare(p *Prompt, it protocol.Item) *Prompt {
-	var b strings.Builder
-	if !writeItem(&b, it) {
+	b := newRenderBuf()
+	defer b.release()
+	if !writeItem(b, it) {
 		return p.appendBare(nil)
 	}
-	r.scratch(b.String(), func(toks []Token) { p = p.appendBare(toks) })
+	r.scratch(b.text(), func(toks []Token) { p = p.appendBare(toks) })
 	return p
 }
 

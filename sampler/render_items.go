@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	"github.com/tether-run/tether/protocol"
 )
@@ -14,7 +13,7 @@ import (
 
 // writeItem writes one item's block and reports whether it has one (nil and
 // unknown items have none).
-func writeItem(b *strings.Builder, it protocol.Item) bool {
+func writeItem(b *renderBuf, it protocol.Item) bool {
 	switch it := it.(type) {
 	case *protocol.Message:
 		if it == nil {
@@ -127,7 +126,7 @@ func writeItem(b *strings.Builder, it protocol.Item) bool {
 // writeMCP writes an MCP item: a server's tool list as tool definitions,
 // a call as the assistant's call and its result as the tool's answer, an
 // approval round trip as what it asked and what the client said.
-func writeMCP(b *strings.Builder, it protocol.Item) bool {
+func writeMCP(b *renderBuf, it protocol.Item) bool {
 	switch it := it.(type) {
 	case *protocol.MCPListTools:
 		if it == nil {
@@ -188,7 +187,7 @@ func writeMCP(b *strings.Builder, it protocol.Item) bool {
 // called as the assistant addressing the tree, its output as the tree's
 // answer, and a message between agents as from its author to its
 // recipient.
-func writeMultiAgent(b *strings.Builder, it protocol.Item) bool {
+func writeMultiAgent(b *renderBuf, it protocol.Item) bool {
 	switch it := it.(type) {
 	case *protocol.MultiAgentCall:
 		if it == nil {
@@ -216,7 +215,7 @@ func writeMultiAgent(b *strings.Builder, it protocol.Item) bool {
 // tool that runs it, with its code as written (JavaScript: not JSON to
 // compact, and its line breaks are its own), and the program's output as
 // that tool's answer. The fingerprint is opaque: never rendered.
-func writeProgram(b *strings.Builder, it protocol.Item) bool {
+func writeProgram(b *renderBuf, it protocol.Item) bool {
 	switch it := it.(type) {
 	case *protocol.Program:
 		if it == nil {
@@ -236,7 +235,7 @@ func writeProgram(b *strings.Builder, it protocol.Item) bool {
 
 // writeSetting writes a setting a configuration update holds, on a line of
 // its own, unless the update leaves it alone.
-func writeSetting(b *strings.Builder, name string, raw json.RawMessage) {
+func writeSetting(b *renderBuf, name string, raw json.RawMessage) {
 	if v := bytes.TrimSpace(raw); len(v) == 0 || string(v) == "null" {
 		return
 	}
@@ -245,7 +244,7 @@ func writeSetting(b *strings.Builder, name string, raw json.RawMessage) {
 
 // writeToolOutput writes a function's or custom tool's output as the
 // tool's answer.
-func writeToolOutput(b *strings.Builder, callID string, out protocol.ToolOutput) {
+func writeToolOutput(b *renderBuf, callID string, out protocol.ToolOutput) {
 	// Most of an agent's context: grown once, not by doubling.
 	b.Grow(len(imStart) + len("tool call_id=\n") + len(callID) + len(out.Text))
 	block(b, "tool call_id="+callID)
@@ -260,7 +259,7 @@ func writeToolOutput(b *strings.Builder, callID string, out protocol.ToolOutput)
 // computer, tool_search) as the assistant addressing the tool with its
 // payload, and a typed output as the tool's answer; it reports false for
 // anything else.
-func writeTyped(b *strings.Builder, it protocol.Item) bool {
+func writeTyped(b *renderBuf, it protocol.Item) bool {
 	if c, ok := protocol.CallOf(it); ok {
 		block(b, "assistant to="+c.Name)
 		b.WriteString(compactJSON([]byte(c.Input)))
@@ -303,13 +302,13 @@ func writeTyped(b *strings.Builder, it protocol.Item) bool {
 	return true
 }
 
-func block(b *strings.Builder, header string) {
+func block(b *renderBuf, header string) {
 	b.WriteString(imStart)
 	b.WriteString(header)
 	b.WriteByte('\n')
 }
 
-func writeContents(b *strings.Builder, cs protocol.Contents) {
+func writeContents(b *renderBuf, cs protocol.Contents) {
 	for _, c := range cs {
 		b.WriteString(partText(c))
 	}

@@ -65,6 +65,8 @@ type Outbox struct {
 
 	// A writer on demand (writeOnDemand), guarded by mu.
 	write   BatchWriter   // nil: the owner runs a writer of its own
+	writer  func()        // o.writeQueued, bound once: a writer starts with no allocation
+	woke    time.Time     // when the put that started the running writer queued its frame
 	writing bool          // a writer goroutine is running (a broken one until it has told its owner)
 	broken  bool          // a write failed: no writer starts again
 	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
@@ -238,8 +240,8 @@ func (o *Outbox) wakeLocked(now time.Time) {
 	if o.write != nil {
 		switch {
 		case !o.writing && !o.broken:
-			o.writing = true
-			go o.writer(now)
+			o.writing, o.woke = true, now
+			go o.writer()
 		case o.holding:
 			select {
 			case o.ready <- struct{}{}:
@@ -259,13 +261,14 @@ func (o *Outbox) wakeLocked(now time.Time) {
 // goroutine for its writes while it has nothing to write (a parked
 // rollout's, an idle one's). w writes its batches. Set before the first
 // put.
-func (o *Outbox) WriteOnDemand(w BatchWriter) { o.write = w }
+func (o *Outbox) WriteOnDemand(w BatchWriter) { o.write, o.writer = w, o.writeQueued }
 
-// writer writes what is queued until the queue is empty; the put that
-// started it queued its frame at woke.
-func (o *Outbox) writer(woke time.Time) {
+// writeQueued is the writer on demand: it writes what is queued until the
+// queue is empty. woke is set before it starts and not again until it
+// returns, so it reads it without the lock.
+func (o *Outbox) writeQueued() {
 	if o.hold != nil {
-		o.hold.Waited(woke, o.now()) // its time waiting for the CPU
+		o.hold.Waited(o.woke, o.now()) // its time waiting for the CPU
 	}
 	for {
 		batch := o.Next(context.Background()) // nil once empty: it does not wait
