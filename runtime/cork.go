@@ -30,10 +30,11 @@ type corkedConn struct {
 	net.Conn
 
 	mu       lockrank.Mutex[lockrank.Cork]
-	corked   bool      // guarded by mu
-	closing  bool      // a close frame went out or joined the batch, or the connection is closed; guarded by mu
-	held     *[]byte   // a frame buffer (frameBufs) while corked; guarded by mu
-	deadline time.Time // the socket's write deadline; guarded by mu
+	corked   bool          // guarded by mu
+	closing  bool          // a close frame went out or joined the batch, or the connection is closed; guarded by mu
+	held     *[]byte       // a frame buffer (frameBufs) while corked; guarded by mu
+	deadline time.Time     // the socket's write deadline; guarded by mu
+	span     time.Duration // how far ahead it was set; guarded by mu
 }
 
 // opClose is the first byte of a WebSocket close frame (FIN, opcode 8).
@@ -137,9 +138,11 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	if len(*c.held) == 0 {
 		return nil
 	}
-	if now := monoNow(); c.deadline.Sub(now) < deadline.Sub(now)/2 {
+	// Set again once less than half of it is left (each flush's deadline
+	// is as far ahead as the last was set): the clock is read then only.
+	if c.deadline.IsZero() || deadline.Sub(c.deadline) > c.span/2 {
 		c.Conn.SetWriteDeadline(deadline)
-		c.deadline = deadline
+		c.deadline, c.span = deadline, deadline.Sub(monoNow())
 	}
 	_, err := c.Conn.Write(*c.held)
 	return err

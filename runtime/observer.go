@@ -83,11 +83,12 @@ func (nopObserver) Hop(string)                                                  
 // reads it (runtime/prommetrics, WatchFlushHolds).
 func (s *Server) FlushHolds() uint64 { return s.holds.Holds() }
 
-// wrote counts one frame the writer wrote from start to end: to its
-// response's account and the observer.
-func (s *Server) wrote(q outbox.Frame, start, end time.Time) {
+// wrote counts one frame the writer took at start and wrote in write, its
+// share of its batch's write: to its response's account and the observer.
+func (s *Server) wrote(q outbox.Frame, start time.Time, write time.Duration) {
+	wait := max(start.Sub(q.At), 0) // one queued during its batch's write waited for none of it
 	if q.Acct != nil {
-		q.Acct.Wrote(q, start, end)
+		q.Acct.Wrote(wait, write)
 	}
-	s.obs.FrameWritten(start.Sub(q.At), end.Sub(start))
+	s.obs.FrameWritten(wait, write)
 }

@@ -48,6 +48,9 @@ type session struct {
 	// served and written are the responses created on the session and the
 	// bytes written to it, for its access line.
 	served, written atomic.Int64
+	// writing is the frames of the batch being written, for WriteBatch to
+	// charge once they are; the writer's alone.
+	writing []outbox.Frame
 	// transport is transportWS, or the label of the Connection the
 	// session is a lane of (transportWT: a WebTransport stream).
 	transport string

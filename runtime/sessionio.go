@@ -156,64 +156,61 @@ func (sess *session) WriteFailed(error) {
 	sess.conn.Abort()
 }
 
-// WriteBatch writes a batch of frames, which leave in one write to the
-// socket where the transport can (see corkedConn); the outbox's writer on
-// demand calls it. While the server is saturated, the write waits briefly
-// for the frames queued next and takes them with it, once (Outbox.More,
-// package flushhold); otherwise it goes at once. A batch that the client
-// does not take within Timeouts.Write (it stopped reading, or its
-// connection is gone without a word) fails the write, which ends the
-// session: its suspended rollouts detach, to be resumed. Each frame is
-// charged the time from the end of the one before; the last of the first
-// batch also the hold, the last of all also the flush.
-func (sess *session) WriteBatch(batch []outbox.Frame) error {
+// WriteBatch writes a batch of frames, taken at start, which leave in one
+// write to the socket where the transport can (see corkedConn); the
+// outbox's writer on demand calls it. While the server is saturated, the
+// write waits briefly for the frames queued next and takes them with it,
+// once (Outbox.More, package flushhold); otherwise it goes at once. A batch
+// that the client does not take within Timeouts.Write (it stopped reading,
+// or its connection is gone without a word) fails the write, which ends
+// the session: its suspended rollouts detach, to be resumed. The write,
+// hold and flush included, is shared among its frames: corked, a frame's
+// own part is a copy into the batch, which cost less than reading the
+// clock for it (three reads a frame, 2.7% of the server's CPU at 500
+// streams, were read once a batch instead).
+func (sess *session) WriteBatch(batch []outbox.Frame, start time.Time) (time.Time, error) {
 	binary := sess.encoding == protocol.EncodingMsgpack
-	start := sess.srv.tick()
 	wall := start // the network's clock, not Options.Now
 	if sess.srv.ownClock {
 		wall = time.Now()
 	}
 	deadline := wall.Add(sess.srv.opts.Timeouts.Write)
-	last, err := sess.writeFrames(batch, binary, deadline, &start)
+	sess.writing = append(sess.writing[:0], batch...) // the outbox reuses batch once asked for more
+	err := sess.writeFrames(batch, binary, deadline)
 	if err == nil {
 		if more := sess.out.More(); more != nil {
-			end := sess.srv.tick()
-			sess.srv.wrote(last, start, end)
-			start = end
-			last, err = sess.writeFrames(more, binary, deadline, &start)
+			sess.writing = append(sess.writing, more...)
+			err = sess.writeFrames(more, binary, deadline)
 		}
 	}
 	if ferr := sess.conn.Flush(deadline); err == nil {
 		err = ferr
 	}
+	end := sess.srv.tick()
 	if err == nil {
-		sess.srv.wrote(last, start, sess.srv.tick())
+		share := end.Sub(start) / time.Duration(len(sess.writing))
+		for _, q := range sess.writing {
+			sess.srv.wrote(q, start, share)
+		}
 	}
-	return err
+	clear(sess.writing) // an idle connection keeps no frames
+	return end, err
 }
 
-// writeFrames adds a batch's frames to the connection's write, charging
-// each but the last the time from *start; it returns the last, for its
-// caller to charge once it is written (a copy: the outbox reuses the batch
-// once asked for more).
-func (sess *session) writeFrames(batch []outbox.Frame, binary bool, deadline time.Time, start *time.Time) (outbox.Frame, error) {
-	for i, q := range batch {
+// writeFrames adds a batch's frames to the connection's write.
+func (sess *session) writeFrames(batch []outbox.Frame, binary bool, deadline time.Time) error {
+	for _, q := range batch {
 		b := q.Bytes
 		var err error
 		if binary {
 			if b, err = protocol.JSONToMsgpack(b); err != nil {
-				return q, err // a frame of ours that is not JSON: a bug, not the client's doing
+				return err // a frame of ours that is not JSON: a bug, not the client's doing
 			}
 		}
 		if err = sess.conn.Write(b, binary, deadline); err != nil {
-			return q, err
+			return err
 		}
 		sess.written.Add(int64(len(b)))
-		if i < len(batch)-1 {
-			end := sess.srv.tick()
-			sess.srv.wrote(q, *start, end)
-			*start = end
-		}
 	}
-	return batch[len(batch)-1], nil
+	return nil
 }

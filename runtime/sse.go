@@ -49,28 +49,25 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, ro *rollout) {
 			}
 			return
 		}
-		// Each frame is charged its own write; the flush, which puts
-		// the batch on the socket, goes to the last. A client that
-		// stops reading stalls the writes: past Timeouts.Write the stream
-		// is cut.
+		// The write, flush included, is shared among the batch's frames,
+		// as a WebSocket's is (session.WriteBatch). A client that stops
+		// reading stalls the writes: past Timeouts.Write the stream is cut.
 		rc.SetWriteDeadline(time.Now().Add(ro.srv.opts.Timeouts.Write))
 		start := ro.srv.now()
-		for i, q := range batch {
+		for _, q := range batch {
 			if _, err := w.Write(q.Bytes); err != nil {
 				cancel() // the client is gone: stop the rollout
 				return
-			}
-			if i < len(batch)-1 {
-				end := ro.srv.now()
-				ro.srv.wrote(q, start, end)
-				start = end
 			}
 		}
 		if err := rc.Flush(); err != nil {
 			cancel()
 			return
 		}
-		ro.srv.wrote(batch[len(batch)-1], start, ro.srv.now())
+		share := ro.srv.now().Sub(start) / time.Duration(len(batch))
+		for _, q := range batch {
+			ro.srv.wrote(q, start, share)
+		}
 	}
 }
 

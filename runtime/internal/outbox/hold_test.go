@@ -18,7 +18,7 @@ type holdingWriter struct {
 	start  time.Time
 }
 
-func (w *holdingWriter) WriteBatch(batch []Frame) error {
+func (w *holdingWriter) WriteBatch(batch []Frame, _ time.Time) (time.Time, error) {
 	var b []byte
 	for _, q := range batch {
 		b = append(b, q.Bytes...)
@@ -28,7 +28,7 @@ func (w *holdingWriter) WriteBatch(batch []Frame) error {
 	}
 	w.writes = append(w.writes, string(b))
 	w.at = append(w.at, time.Since(w.start))
-	return nil
+	return time.Now(), nil
 }
 
 func (w *holdingWriter) WriteFailed(error) {}

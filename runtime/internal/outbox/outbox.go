@@ -98,11 +98,13 @@ func (o *Outbox) countLocked(n int) {
 func (o *Outbox) HoldBy(p *flushhold.Policy) { o.hold = p }
 
 // BatchWriter writes an outbox's batches for its writer on demand:
-// WriteBatch writes one; a write's error goes to WriteFailed (once: no
-// writer starts again), on the writer's goroutine, which must close the
-// outbox.
+// WriteBatch writes one, which the writer took at start (by the outbox's
+// clock), and returns when it was done, the next batch's start, so that
+// the clock is read once a batch; a write's error goes to WriteFailed
+// (once: no writer starts again), on the writer's goroutine, which must
+// close the outbox.
 type BatchWriter interface {
-	WriteBatch([]Frame) error
+	WriteBatch(batch []Frame, start time.Time) (end time.Time, err error)
 	WriteFailed(error)
 }
 
@@ -137,11 +139,12 @@ type Delivery struct {
 // Behind reports whether frames of the response wait for the writer.
 func (d *Delivery) Behind() bool { return d.Queued.Load() > 0 }
 
-// Wrote counts one frame the writer wrote from start to end.
-func (d *Delivery) Wrote(q Frame, start, end time.Time) {
+// Wrote counts one frame the writer wrote: how long it waited in the
+// outbox, and its share of its write.
+func (d *Delivery) Wrote(wait, write time.Duration) {
 	d.Frames.Add(1)
-	d.Wait.Add(int64(start.Sub(q.At)))
-	d.Write.Add(int64(end.Sub(start)))
+	d.Wait.Add(int64(wait))
+	d.Write.Add(int64(write))
 }
 
 // maxQueuedBytes is an outbox's hard bound in bytes (see outbox). A
@@ -267,15 +270,17 @@ func (o *Outbox) WriteOnDemand(w BatchWriter) { o.write, o.writer = w, o.writeQu
 // queue is empty. woke is set before it starts and not again until it
 // returns, so it reads it without the lock.
 func (o *Outbox) writeQueued() {
+	now := o.now()
 	if o.hold != nil {
-		o.hold.Waited(o.woke, o.now()) // its time waiting for the CPU
+		o.hold.Waited(o.woke, now) // its time waiting for the CPU
 	}
 	for {
 		batch := o.Next(context.Background()) // nil once empty: it does not wait
 		if batch == nil {
 			return
 		}
-		if err := o.write.WriteBatch(batch); err != nil {
+		end, err := o.write.WriteBatch(batch, now)
+		if err != nil {
 			o.mu.Lock()
 			o.broken = true // no writer starts again
 			o.mu.Unlock()
@@ -286,6 +291,7 @@ func (o *Outbox) writeQueued() {
 			o.mu.Unlock()
 			return
 		}
+		now = end
 	}
 }
 
