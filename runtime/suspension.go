@@ -55,7 +55,7 @@ type suspension struct {
 	// The current step's client calls, guarded by mu.
 	steps    int                      // steps begun
 	step     []protocol.Call          // in output order
-	byID     map[string]protocol.Call // the step's calls by what an output names them by (call_id; a local shell call's id too)
+	byID     map[string]int           // the step's calls' indexes by what an output names them by (call_id; a local shell call's id too)
 	outputs  map[string]protocol.Item // call_id -> the output appended for it
 	asked    bool                     // the loop has been given the step's calls, and not yet their outputs
 	ready    bool                     // the last call of the step has its output (and, at a durable pause, the store the answer): the loop's to take
@@ -66,16 +66,17 @@ type suspension struct {
 
 	// The replay log, guarded by mu: frames since the client last appended
 	// (appending proves it saw the pause).
-	log       []frame
-	logBytes  int
-	pack      outbox.Packer   // the log's frames' bytes
-	enc       outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
-	sent      int             // sequence_number of the last frame put to a connection
-	lastDone  *frame          // the current pause's response.done
-	waitAt    int             // the current pause's next sequence number, in the multi-agent beta's dialect (no response.done); 0 otherwise
-	heldFrom  int             // while a write holds its frames (lifecycle's holding), the first that waits
-	answering chan struct{}   // closed once the write of the last answer is done (or failed)
-	paused    bool            // it has paused once (a fork's beginning is over)
+	log        []frame
+	logBytes   int
+	logTrimmed bool            // frames before log's start, sent long ago, were dropped: its array holds them still
+	pack       outbox.Packer   // the log's frames' bytes
+	enc        outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
+	sent       int             // sequence_number of the last frame put to a connection
+	lastDone   *frame          // the current pause's response.done
+	waitAt     int             // the current pause's next sequence number, in the multi-agent beta's dialect (no response.done); 0 otherwise
+	heldFrom   int             // while a write holds its frames (lifecycle's holding), the first that waits
+	answering  chan struct{}   // closed once the write of the last answer is done (or failed)
+	paused     bool            // it has paused once (a fork's beginning is over)
 
 	// Durability (suspension_durable.go), guarded by mu.
 	epoch       uint64          // the epoch it writes its checkpoints at: 1, or one more than the server's it was taken over from (0 until the takeover has taken it)
@@ -432,18 +433,41 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
-		// The next step's log is made as long as this one's was, at once,
-		// rather than grown by doubling (a checkpoint's writer may still
-		// hold this one).
-		sp.log, sp.logBytes, sp.lastDone, sp.waitAt = make([]frame, 0, len(sp.log)), 0, nil, 0
+		sp.log, sp.logBytes, sp.lastDone, sp.waitAt = sp.nextLogLocked(), 0, nil, 0
 		sp.pack.Reset()
 	}
 	return answered, nil
 }
 
+// nextLogLocked is the log for the next step, this one's frames let go.
+// It is this one's array, cleared, where nothing else can hold it: no
+// checkpoint's writer (there are no checkpoints), and no frames before it
+// that its trim left unreachable but not let go. Otherwise, or when a long
+// step made it large, it is made as long as this one at once rather than
+// grown by doubling. (A new log a step, grown as the step went, was 15% of
+// the bytes the server allocated at 500 streams.)
+func (sp *suspension) nextLogLocked() []frame {
+	if sp.srv.opts.Checkpoints != nil || sp.logTrimmed || cap(sp.log) > maxReusedLog {
+		sp.logTrimmed = false
+		return make([]frame, 0, len(sp.log))
+	}
+	clear(sp.log)
+	return sp.log[:0]
+}
+
+// maxReusedLog is the longest log, in frames, whose array a suspended
+// rollout keeps for its next step: a step's deltas, unless merged, are
+// one frame for a token or two.
+const maxReusedLog = 1024
+
 // stepCall is the current step's call that an output naming callID
 // answers; the zero Call when there is none.
-func (sp *suspension) stepCall(callID string) protocol.Call { return sp.byID[callID] }
+func (sp *suspension) stepCall(callID string) protocol.Call {
+	if i, ok := sp.byID[callID]; ok {
+		return sp.step[i]
+	}
+	return protocol.Call{}
+}
 
 func (sp *suspension) stopTimerLocked() {
 	if sp.timer != nil {

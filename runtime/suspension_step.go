@@ -61,10 +61,10 @@ func (sp *suspension) beginStep(calls []protocol.Call) bool {
 	sp.asked = true
 	sp.steps++
 	sp.step, sp.left, sp.ready = calls, len(calls), false
-	sp.byID = make(map[string]protocol.Call, len(calls))
-	for _, c := range calls {
+	sp.byID = make(map[string]int, len(calls)) // indexes into step: with the Calls as its values, its table took about a KB a step
+	for i, c := range calls {
 		for _, id := range c.Names() {
-			sp.byID[id] = c
+			sp.byID[id] = i
 		}
 	}
 	sp.outputs = make(map[string]protocol.Item, len(calls))
@@ -166,7 +166,7 @@ func (sp *suspension) put(ev protocol.Event, acct *outbox.Delivery) error {
 		sp.sent = f.seq
 		for sp.logBytes > maxDetachedBytes && len(sp.log) > 1 { // sent long ago: beyond replay
 			sp.logBytes -= len(sp.log[0].b)
-			sp.log = sp.log[1:]
+			sp.log, sp.logTrimmed = sp.log[1:], true
 		}
 		return nil
 	}
