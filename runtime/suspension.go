@@ -444,8 +444,8 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 // checkpoint's writer (there are no checkpoints), and no frames before it
 // that its trim left unreachable but not let go. Otherwise, or when a long
 // step made it large, it is made as long as this one at once rather than
-// grown by doubling. (A new log a step, grown as the step went, was 15% of
-// the bytes the server allocated at 500 streams.)
+// grown by doubling. (A new log a step, grown as the step goes, would be
+// 15% of the bytes the server allocates at 500 streams.)
 func (sp *suspension) nextLogLocked() []frame {
 	if sp.srv.opts.Checkpoints != nil || sp.logTrimmed || cap(sp.log) > maxReusedLog {
 		sp.logTrimmed = false

@@ -61,7 +61,7 @@ func (sp *suspension) beginStep(calls []protocol.Call) bool {
 	sp.asked = true
 	sp.steps++
 	sp.step, sp.left, sp.ready = calls, len(calls), false
-	sp.byID = make(map[string]int, len(calls)) // indexes into step: with the Calls as its values, its table took about a KB a step
+	sp.byID = make(map[string]int, len(calls)) // indexes into step: with the Calls as its values, its table would take about a KB a step
 	for i, c := range calls {
 		for _, id := range c.Names() {
 			sp.byID[id] = i

@@ -14,7 +14,7 @@ const (
 	// DefaultPrefixCacheTokens is 64M distinct prompt tokens: 500 agents'
 	// contexts of 128K at once. A bound below what the rollouts running at
 	// once hold makes least-recently-used eviction drop each one just
-	// before its next turn (4M did at 500 rollouts of 25K), and the cache
+	// before its next turn (4M does at 500 rollouts of 25K), and the cache
 	// then holds nothing that is used again.
 	DefaultPrefixCacheTokens = 1 << 26
 	// DefaultPrefixCacheBoundaries bounds the item boundaries held, what

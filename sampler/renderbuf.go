@@ -10,8 +10,8 @@ import (
 // tokenized: a strings.Builder's writing methods over a buffer from a pool.
 // The text is read once, by the tokenizer, which keeps none of it (its
 // cache of merges copies what it keeps), so the buffer is used again. A
-// tool's output rendered into a new Builder, grown by doubling, was 8% of
-// the bytes the server allocated at 500 streams.
+// tool's output rendered into a new Builder, grown by doubling, would be
+// 8% of the bytes the server allocates at 500 streams.
 type renderBuf struct{ b []byte }
 
 func (r *renderBuf) WriteString(s string) { r.b = append(r.b, s...) }
