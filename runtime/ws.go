@@ -150,11 +150,11 @@ func (c *wsConn) Read(ctx context.Context) ([]byte, bool, error) {
 }
 
 // readBufs are the buffers frames are read into, given back once decoded
-// (Recycle), with a memory budget or without: read into a new buffer grown
-// by doubling from 512 bytes, as the library's Read does, tools' outputs
-// would be 11–14% of the bytes the server allocates at 500 streams. One
-// grown past peekFrame is not kept: such a frame is rare, and it took its
-// bytes from the budget while it was read.
+// (Recycle), with a memory budget or without: read each into a new buffer,
+// as the library's Read does, tools' outputs would be 11–14% of the bytes
+// the server allocates at 500 streams. One grown past peekFrame is not
+// kept: such a frame is rare, and it took its bytes from the budget while
+// it was read (or, with none, was read into a buffer of its own).
 var readBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Recycle gives b, a frame Read returned and its reader is done with, back
