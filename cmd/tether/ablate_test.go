@@ -188,11 +188,12 @@ func TestParkChildLog(t *testing.T) {
 // workload's rollout, then runs the floor and tether in turn, round by
 // round: load.json holds both, each round's pair, and tether against the
 // floor with intervals; the table shows the floor's row and the ratios.
+// The floor spends the cost it is given, and says so.
 func TestAblateLoadFloor(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := tetherIn(t, t.TempDir(), "ablate", "--load", "3", "--duration", "3s", "--load-rounds", "3", "--workload", "synthetic",
-		"--calls", "3", "--load-server", tetherBinary(t), "--out", out)
+		"--calls", "3", "--load-server", tetherBinary(t), "--floor-cost-step", "2ms", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -200,10 +201,14 @@ func TestAblateLoadFloor(t *testing.T) {
 		Results []struct {
 			Tokens int64
 			Floor  *struct {
-				Mode   string
-				Tokens int64
-				CPU    float64 `json:"server_cpu_us_per_token"`
+				Mode    string
+				Tokens  int64
+				CPU     float64 `json:"server_cpu_us_per_token"`
+				PerStep float64 `json:"server_cpu_us_per_step"`
+				Cost    float64 `json:"cost_step_us"`
+				StepMS  float64 `json:"step_ms"`
 			}
+			StepMS  float64 `json:"step_ms"`
 			Rounds  []map[string]float64
 			VsFloor *struct {
 				CPU struct {
@@ -218,13 +223,15 @@ func TestAblateLoadFloor(t *testing.T) {
 		t.Fatalf("load.json: %v\n%s", err, b)
 	}
 	r := run.Results[0]
-	if r.Tokens == 0 || r.Floor == nil || r.Floor.Mode != "floor" || r.Floor.Tokens == 0 || r.Floor.CPU <= 0 || len(r.Rounds) != 3 {
+	if r.Tokens == 0 || r.Floor == nil || r.Floor.Mode != "floor" || r.Floor.Tokens == 0 || r.Floor.CPU <= 0 || r.Floor.Cost != 2000 || r.Floor.PerStep < 2000 ||
+		r.StepMS <= 0 || r.Floor.StepMS <= 0 || len(r.Rounds) != 3 {
 		t.Fatalf("tether streamed %d tokens; floor %+v; %d rounds", r.Tokens, r.Floor, len(r.Rounds))
 	}
 	if v := r.VsFloor; v == nil || v.CPU.Value <= 0 || v.CPU.CI95[0] <= 0 || v.CPU.CI95[1] < v.CPU.CI95[0] {
 		t.Errorf("vs_floor: %+v", v)
 	}
-	if !strings.Contains(stdout, "3   floor") || !strings.Contains(stdout, "tether against the floor over 3 rounds") {
+	if !strings.Contains(stdout, "3  floor+cost") || !strings.Contains(stdout, "tether against the floor (spending 2000 µs more a step) over 3 rounds") ||
+		!strings.Contains(stdout, fmt.Sprintf("ms over the floor's %.1f ms", r.Floor.StepMS)) {
 		t.Errorf("the table shows no floor:\n%s", stdout)
 	}
 	if _, err := os.Stat(filepath.Join(out, "floor-recording.json")); err != nil {

@@ -25,7 +25,8 @@ the next step of a recorded rollout (the frames a tether sent for it, as
 ablate records them before the run, floor-recording.json), each token's
 frame when the same engine as tether's models releases the token, and does
 nothing else: no decoding, no tokenizing, no store. Its cost is the
-machine's for those bytes at that cadence. It prints "listening on
+machine's for those bytes at that cadence, and what --cost-step and
+--cost-token add. It prints "listening on
 http://HOST:PORT" once it serves, and serves /metrics,
 /debug/pprof/heap and /debug/pprof/profile as tether serve --pprof does.`, `tether ablate floor --recording out/floor-recording.json --tps 1000`, 0)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address; port 0 picks a free port")
@@ -34,6 +35,8 @@ http://HOST:PORT" once it serves, and serves /metrics,
 	ttft := fs.Duration("ttft", 0, "fixed time to first token, as tether serve's")
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second, as tether serve's; 0 is free")
 	step := fs.Duration("engine-step", 0, "least time between two engine steps, as tether serve's")
+	costStep := fs.Duration("cost-step", 0, "CPU to spend, spinning, on each message a client sends, before its step streams: a costlier server's work on a round trip (docs/measuring.md, \"A floor as costly\")")
+	costToken := fs.Duration("cost-token", 0, "CPU to spend, spinning, on each token as the engine releases it: a costlier server's work on each event")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -56,6 +59,7 @@ http://HOST:PORT" once it serves, and serves /metrics,
 		fmt.Fprintln(stderr, "tether: ablate floor:", err)
 		return 1
 	}
+	srv.SetCost(streamfloor.Cost{Step: *costStep, Token: *costToken})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "tether: ablate floor:", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-run/tether/clienttools"
 	"github.com/tether-run/tether/internal/ablate"
+	"github.com/tether-run/tether/internal/streamfloor"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler/enginemodel"
 )
@@ -39,6 +40,7 @@ type loadFlags struct {
 	step      *time.Duration
 	floor     *bool
 	rounds    *int
+	floorCost streamfloorCost
 	decodeAll *bool
 	engine    *string
 	speed     *float64
@@ -60,6 +62,10 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		holTPS:    fs.Float64("hol-tps", 50, "with --hol: each lane's model speed, tokens per second (the default keeps 16 lanes' frames well below what a lossy link carries, so that lag measures blocking, not a full pipe)"),
 		step:      fs.Duration("engine-step", 0, "with --load: the served tether's engine step (serve --engine-step): tokens that fall due within a step go out together"),
 		floor:     fs.Bool("floor", true, "with --load: run the streaming floor beside the server, in turn, round by round (tether ablate floor: a recorded rollout's frames at the same cadence, nothing else), and report the server against it; each then runs --duration, so a run takes twice as long. WebSocket designs in JSON only (suspend, turns)"),
+		floorCost: streamfloorCost{
+			step:  fs.Duration("floor-cost-step", 0, "with --load and --floor: CPU the floor spends, spinning, on each step besides its own work (ablate floor --cost-step): set it to the server's excess a step over the plain floor's to see what that cost alone does to the floor's lag"),
+			token: fs.Duration("floor-cost-token", 0, "with --load and --floor: CPU the floor spends, spinning, on each token as the engine releases it (ablate floor --cost-token)"),
+		},
 		rounds:    fs.Int("load-rounds", 4, "with --load and --floor: rounds of floor then server, each --duration/rounds long; the intervals against the floor resample them (3 at least)"),
 		decodeAll: fs.Bool("load-decode-all", false, "with --load: the clients decode every event whole, as a client that watches them all would, rather than only the events they read (the deltas, each step's pause or end): what that filter saves the clients"),
 		engine:    fs.String("load-engine", "", "with --load N: run the designs live against a served engine of this profile (serve --engine-model: "+strings.Join(enginemodel.BuiltinProfiles(), ", ")+", or a JSON file), one server for each design and cache policy, N clients each running the workload's trace once with its tools' recorded times, and set the simulator's same cells beside them (ablate --engine is the simulator alone)"),
@@ -67,6 +73,9 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
+
+// streamfloorCost are the flags of the floor's cost (streamfloor.Cost).
+type streamfloorCost struct{ step, token *time.Duration }
 
 // parseClients reads comma-separated numbers of clients, each above 0.
 func parseClients(s string) ([]int, error) {
@@ -237,6 +246,10 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		fmt.Fprintln(stderr, "tether: ablate: --load-rounds must be at least 1")
 		return 2
 	}
+	if *lf.floorCost.step < 0 || *lf.floorCost.token < 0 || !floored && *lf.floorCost.step+*lf.floorCost.token > 0 {
+		fmt.Fprintln(stderr, "tether: ablate: --floor-cost-step and --floor-cost-token take a duration of 0 or more, in a run with a floor")
+		return 2
+	}
 	run := ablate.NewLoadRun()
 	for _, n := range counts {
 		server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64),
@@ -261,7 +274,9 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 			// The floor paces as the server does; the recorder is the
 			// server unpaced, sending every delta: one frame a token.
 			lc.Floor = []string{exe, "ablate", "floor", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64), "--ttft", cfg.TTFT.String(),
-				"--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64), "--engine-step", lf.step.String()}
+				"--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64), "--engine-step", lf.step.String(),
+				"--cost-step", lf.floorCost.step.String(), "--cost-token", lf.floorCost.token.String()}
+			lc.FloorCost = streamfloor.Cost{Step: *lf.floorCost.step, Token: *lf.floorCost.token}
 			lc.Recorder = append([]string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--ttft", "0s", "--prefill-rate", "0", "--every-delta"}, costs.args()...)
 			if cfg.TraceDir != "" {
 				lc.Recorder = append(lc.Recorder, "--traces", cfg.TraceDir)
@@ -316,15 +331,16 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	}
 	for _, r := range run.Results {
 		if r.Floor != nil {
-			row(r.Floor, "floor")
+			row(r.Floor, floorName(r.Floor))
 		}
 		row(r, "tether")
 	}
 	tw.Flush()
 	for _, r := range run.Results {
 		if v := r.VsFloor; v != nil {
-			fmt.Fprintf(w, "\n%d clients, tether against the floor over %d rounds (95%% intervals): server CPU ×%s a token, ×%s a frame; lag p99 %s ms over the floor's, p50 %+.1f ms; RSS ×%.1f\n",
-				r.Clients, len(r.Rounds), v.ServerCPUPerToken.String(2), v.ServerCPUPerFrame.String(2), signed(v.LagP99OverMS), v.LagP50OverMS.Value, v.RSS)
+			fmt.Fprintf(w, "\n%d clients, tether against the floor%s over %d rounds (95%% intervals): server CPU ×%s a token, ×%s a frame; lag p99 %s ms over the floor's, p50 %+.1f ms; a step %s ms over the floor's %.1f ms; RSS ×%.1f\n",
+				r.Clients, floorCost(r.Floor), len(r.Rounds), v.ServerCPUPerToken.String(2), v.ServerCPUPerFrame.String(2), signed(v.LagP99OverMS), v.LagP50OverMS.Value,
+				signed(v.StepOverMS), r.Floor.StepMS, v.RSS)
 		}
 	}
 	for _, r := range run.Results {
@@ -338,7 +354,9 @@ schedule: a step's tokens are due 1/TPS apart from the earliest start that no
 token beat, so a late or merged delta's tokens lag (the model's time to its
 first token does not). CPU is cores busy on average, the server (a child
 process) and the clients (this one) apart, per streamed token, and the server's per
-model step (a pause or a turn: its round trip and its tokens); GC is the share of the
+model step (a pause or a turn: its round trip and its tokens); a step's time is its mean
+wall time on a client (the clients' time over their steps), which against the floor's,
+the model's time the same, is what the server adds to a round trip; GC is the share of the
 server's CPU its garbage collector took (Go's estimate); flush holds are the server's
 connection writers holding a write for their next frames (at most 1 ms), which they do
 only while the server is saturated; errors are failed rollouts by code;
@@ -348,6 +366,31 @@ floor (--floor) is the streaming floor, run in turn with tether: the same
 clients and frames at the same cadence from a server that does nothing else
 (docs/measuring.md).
 `)
+}
+
+// floorName is the floor's row's name: "floor+cost" when it spent a cost
+// besides its own work (--floor-cost-step, --floor-cost-token).
+func floorName(f *ablate.LoadResult) string {
+	if f.CostStepUS+f.CostTokenUS > 0 {
+		return "floor+cost"
+	}
+	return "floor"
+}
+
+// floorCost says what the floor spent besides its own work, if anything:
+// " (spending 200 µs more a step)".
+func floorCost(f *ablate.LoadResult) string {
+	var more []string
+	if f.CostStepUS > 0 {
+		more = append(more, fmt.Sprintf("%g µs more a step", f.CostStepUS))
+	}
+	if f.CostTokenUS > 0 {
+		more = append(more, fmt.Sprintf("%g µs more a token", f.CostTokenUS))
+	}
+	if len(more) == 0 {
+		return ""
+	}
+	return " (spending " + strings.Join(more, " and ") + ")"
 }
 
 // signed is e with its sign, "+12.3 (4.1–20.5)".

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/clienttools"
+	"github.com/tether-run/tether/internal/streamfloor"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/sampler"
 )
@@ -63,6 +64,9 @@ type LoadConfig struct {
 	Floor, Recorder []string
 	RecordingFile   string
 	Rounds          int
+	// FloorCost is what Floor's command has the floor spend besides its
+	// own work (its --cost-step and --cost-token), for the floor's result.
+	FloorCost streamfloor.Cost
 	// DecodeAll has the clients decode every event whole, as a client
 	// that watches them all would, rather than only those they read
 	// (Rollout.Events): what the client kit's filter saves.
@@ -111,6 +115,12 @@ type LoadResult struct {
 	// Tokens/Steps of them).
 	ServerCPUPerFrame float64 `json:"server_cpu_us_per_frame"`
 	ServerCPUPerStep  float64 `json:"server_cpu_us_per_step"`
+	// StepMS is a model step's mean wall time on a client, in
+	// milliseconds: the clients' time over the steps they ended (each
+	// client runs step after step). It is the step's model time (its
+	// first token's, its tokens') and its round trip through the client,
+	// the server and the machine under this load.
+	StepMS float64 `json:"step_ms"`
 	// ServerGCShare is the share of the server's busy CPU its garbage
 	// collector took over the run (Go's estimates, off its /metrics), 0
 	// when the server does not say.
@@ -124,6 +134,12 @@ type LoadResult struct {
 	ServerRSSMaxMiB  float64      `json:"server_rss_max_mib"`
 	ServerGoroutines int          `json:"server_goroutines_max"`
 	Samples          []LoadSample `json:"samples"`
+
+	// CostStepUS and CostTokenUS are, in the floor's result, the CPU it
+	// spent besides its own work a step and a token (LoadConfig.FloorCost),
+	// in microseconds.
+	CostStepUS  float64 `json:"cost_step_us,omitempty"`
+	CostTokenUS float64 `json:"cost_token_us,omitempty"`
 
 	// With a floor (LoadConfig.Floor): the floor's own result, measured
 	// in the same run, its rounds beside this result's, and this result
@@ -344,7 +360,14 @@ func (r *LoadResult) summarize() {
 	}
 	if r.Steps > 0 {
 		r.ServerCPUPerStep = perUnit(r.serverCPU, r.Steps)
+		r.StepMS = stepMS(r.Clients, r.elapsed, r.Steps)
 	}
+}
+
+// stepMS is the mean wall time of a step that clients took steps in
+// elapsed, in milliseconds.
+func stepMS(clients int, elapsed time.Duration, steps int64) float64 {
+	return float64(clients) * float64(elapsed) / 1e6 / float64(max(steps, 1))
 }
 
 // perUnit is d over n, in microseconds.

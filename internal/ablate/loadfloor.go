@@ -38,6 +38,8 @@ type LoadRound struct {
 	ServerCPUPerFrame float64 `json:"server_cpu_us_per_frame"`
 	FloorLagP99US     float64 `json:"floor_lag_p99_us"`
 	ServerLagP99US    float64 `json:"lag_p99_us"`
+	FloorStepMS       float64 `json:"floor_step_ms"`
+	ServerStepMS      float64 `json:"step_ms"`
 }
 
 // FloorRatios are a load result against its floor's, each with the 95%
@@ -51,6 +53,11 @@ type FloorRatios struct {
 	// less the floor's, in milliseconds.
 	LagP99OverMS Estimate `json:"lag_p99_over_ms"`
 	LagP50OverMS Estimate `json:"lag_p50_over_ms"`
+	// StepOverMS is the server's mean step time less the floor's
+	// (LoadResult.StepMS), in milliseconds: the model's time is the
+	// same, so this is what the server adds to a round trip under the
+	// load, its own work and its waits for the machine's cores.
+	StepOverMS Estimate `json:"step_over_ms"`
 	// RSS is the server's largest resident memory over the floor's.
 	RSS float64 `json:"rss"`
 }
@@ -95,6 +102,7 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	defer srv.stop()
 	res, fres := cfg.newResult(), cfg.newResult()
 	fres.Mode = "floor"
+	fres.CostStepUS, fres.CostTokenUS = us(cfg.FloorCost.Step), us(cfg.FloorCost.Token)
 	each := cfg.Duration / time.Duration(rounds)
 	total := 2 * each * time.Duration(rounds)
 	done := time.Duration(0)
@@ -119,7 +127,8 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.Rounds = append(res.Rounds, LoadRound{
 			FloorCPUPerToken: perUnit(ft.serverCPU, max(ft.res.Tokens, 1)), ServerCPUPerToken: perUnit(st.serverCPU, max(st.res.Tokens, 1)),
 			FloorCPUPerFrame: perUnit(ft.serverCPU, max(ft.res.Frames, 1)), ServerCPUPerFrame: perUnit(st.serverCPU, max(st.res.Frames, 1)),
-			FloorLagP99US: ft.lags.quantile(0.99), ServerLagP99US: st.lags.quantile(0.99)})
+			FloorLagP99US: ft.lags.quantile(0.99), ServerLagP99US: st.lags.quantile(0.99),
+			FloorStepMS: stepMS(cfg.Clients, ft.elapsed, ft.res.Steps), ServerStepMS: stepMS(cfg.Clients, st.elapsed, st.res.Steps)})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -134,11 +143,12 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 // vsFloor sets res against the floor's result fres, the intervals over
 // their rounds.
 func vsFloor(res, fres *LoadResult) *FloorRatios {
-	var st, ft, sf, ff, lagDiff []float64
+	var st, ft, sf, ff, lagDiff, stepDiff []float64
 	for _, r := range res.Rounds {
 		st, ft = append(st, r.ServerCPUPerToken), append(ft, r.FloorCPUPerToken)
 		sf, ff = append(sf, r.ServerCPUPerFrame), append(ff, r.FloorCPUPerFrame)
 		lagDiff = append(lagDiff, (r.ServerLagP99US-r.FloorLagP99US)/1e3)
+		stepDiff = append(stepDiff, r.ServerStepMS-r.FloorStepMS)
 	}
 	interval := func(ci [2]float64) [2]float64 {
 		if len(res.Rounds) < 3 {
@@ -153,6 +163,7 @@ func vsFloor(res, fres *LoadResult) *FloorRatios {
 		ServerCPUPerFrame: Estimate{ratio(res.ServerCPUPerFrame, fres.ServerCPUPerFrame), interval(ratioCI(sf, ff, mean, mean))},
 		LagP99OverMS:      Estimate{(res.LagP99US - fres.LagP99US) / 1e3, interval(bootstrapCI(lagDiff, mean))},
 		LagP50OverMS:      Estimate{Value: (res.LagP50US - fres.LagP50US) / 1e3},
+		StepOverMS:        Estimate{res.StepMS - fres.StepMS, interval(bootstrapCI(stepDiff, mean))},
 		RSS:               ratio(res.ServerRSSMaxMiB, fres.ServerRSSMaxMiB),
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -41,7 +42,10 @@ import (
 // in order, each ready to write.
 type Recording struct {
 	// Steps are the server's answers to the client's messages, in order:
-	// step i answers message i (the create, then each append or turn).
+	// step i answers message i (the create, then each append or turn). A
+	// message the server answered with nothing (response.processed, which
+	// a client sends once it has read a response's end) has a step with
+	// no frames (Silent).
 	Steps []Step `json:"steps"`
 }
 
@@ -80,6 +84,10 @@ type Frame struct {
 	Then []byte `json:"then"` // whole frames sent after it, before the next delta
 }
 
+// Silent reports whether the step writes nothing: its message had no
+// answer.
+func (s *Step) Silent() bool { return len(s.Head) == 0 && len(s.Frames) == 0 }
+
 // Bytes is how many bytes the step writes, each delta its own frame.
 func (s *Step) Bytes() int {
 	n := len(s.Head)
@@ -93,7 +101,7 @@ func (s *Step) Bytes() int {
 // Validate checks the recording's shape: steps to replay, and each step's
 // frames due in order.
 func (r *Recording) Validate() error {
-	if len(r.Steps) == 0 {
+	if !slices.ContainsFunc(r.Steps, func(s Step) bool { return !s.Silent() }) {
 		return errors.New("streamfloor: the recording has no steps")
 	}
 	for i, s := range r.Steps {
@@ -121,7 +129,7 @@ type Counter func(text string) int
 // Parse cuts a client connection's tape into a recording: in is every
 // byte the client read, the server's HTTP upgrade response first; marks
 // are the offsets in it at which the client sent a message (the first is
-// the create). The text frames are the server's events: a delta event
+// the create; Tape's). The server's close, if any, ends the recording. The text frames are the server's events: a delta event
 // (type ending in ".delta", with a "delta") is a token frame of count's
 // tokens; response.done and a response's end carry the usage from which
 // the step's uncached and reasoning tokens are read.
@@ -142,21 +150,26 @@ func Parse(in []byte, marks []int, count Counter) (*Recording, error) {
 		if m < body || stop < m || stop > len(in) {
 			return nil, fmt.Errorf("streamfloor: message %d sent at byte %d, inside the upgrade, before the one before or past the tape", i, m)
 		}
-		step, u, id, err := parseStep(in[m:stop], count)
+		step, u, id, closed, err := parseStep(in[m:stop], count)
 		if err != nil {
 			return nil, fmt.Errorf("streamfloor: step %d: %w", i, err)
 		}
-		if len(step.Head) == 0 && len(step.Frames) == 0 {
-			continue // the client's close, answered by the server's
+		switch {
+		case step.Silent():
+			rec.Steps = append(rec.Steps, Step{}) // a message with no answer
+		default:
+			if id != "" && id == prevID { // a suspended rollout's next step: its usage adds up
+				step.Uncached, step.Reasoning = (u.in-u.cached)-(prev.in-prev.cached), u.reasoning-prev.reasoning
+			} else {
+				step.Uncached, step.Reasoning = u.in-u.cached, u.reasoning
+			}
+			step.Uncached, step.Reasoning = max(step.Uncached, 0), max(step.Reasoning, 0)
+			prev, prevID = u, id
+			rec.Steps = append(rec.Steps, *step)
 		}
-		if id != "" && id == prevID { // a suspended rollout's next step: its usage adds up
-			step.Uncached, step.Reasoning = (u.in-u.cached)-(prev.in-prev.cached), u.reasoning-prev.reasoning
-		} else {
-			step.Uncached, step.Reasoning = u.in-u.cached, u.reasoning
+		if closed {
+			break // nothing follows the server's close
 		}
-		step.Uncached, step.Reasoning = max(step.Uncached, 0), max(step.Reasoning, 0)
-		prev, prevID = u, id
-		rec.Steps = append(rec.Steps, *step)
 	}
 	return rec, rec.Validate()
 }
@@ -183,31 +196,30 @@ type event struct {
 }
 
 // parseStep reads one step's frames: the step, the last usage its events
-// carried, and its response's id.
-func parseStep(b []byte, count Counter) (*Step, usage, string, error) {
-	step := &Step{}
-	var u usage
-	id := ""
+// carried, its response's id, and whether the server's close ended it.
+func parseStep(b []byte, count Counter) (step *Step, u usage, id string, closed bool, err error) {
+	step = &Step{}
 	cur := -1 // the frame being filled: -1, the head
 	for len(b) > 0 {
 		n, payload, op, err := readFrame(b)
 		if err != nil {
-			return nil, u, "", err
+			return nil, u, "", false, err
 		}
 		frame := b[:n]
 		b = b[n:]
 		if op == 0x8 { // the server's close: the step, and the tape, end
+			closed = true
 			break
 		}
 		if op == 0x1 { // a text frame: an event
 			var ev event
 			if err := json.Unmarshal(payload, &ev); err != nil {
-				return nil, u, "", fmt.Errorf("a text frame that is not an event: %w", err)
+				return nil, u, "", false, fmt.Errorf("a text frame that is not an event: %w", err)
 			}
 			if strings.HasSuffix(ev.Type, ".delta") && ev.Delta != nil {
 				f, err := cutDelta(payload, *ev.Delta)
 				if err != nil {
-					return nil, u, "", err
+					return nil, u, "", false, err
 				}
 				step.Tokens += max(count(*ev.Delta), 1)
 				step.Frames = append(step.Frames, f)
@@ -228,7 +240,7 @@ func parseStep(b []byte, count Counter) (*Step, usage, string, error) {
 			step.Frames[cur].Then = append(step.Frames[cur].Then, frame...)
 		}
 	}
-	return step, u, id, nil
+	return step, u, id, closed, nil
 }
 
 // deltaKey begins a delta event's text: tether writes it after the

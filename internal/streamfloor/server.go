@@ -31,6 +31,7 @@ type Server struct {
 	timing sampler.Timing
 	engine *sampler.Engine
 	holds  *flushhold.Policy
+	cost   Cost
 	mux    *http.ServeMux
 
 	mu    sync.Mutex
@@ -64,6 +65,10 @@ var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/c
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// SetCost has the floor spend c besides its own work (see Cost). Set it
+// before the floor serves.
+func (s *Server) SetCost(c Cost) { s.cost = c }
+
 // Close closes every connection.
 func (s *Server) Close() {
 	s.mu.Lock()
@@ -84,7 +89,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(64 << 20)
-	c := &conn{ws: ws, raw: hw.conn, timing: s.timing, engine: s.engine, holds: s.holds, more: make(chan struct{}, 1)}
+	c := &conn{ws: ws, raw: hw.conn, timing: s.timing, engine: s.engine, holds: s.holds, cost: s.cost, more: make(chan struct{}, 1)}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -100,11 +105,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		step := &s.rec.Steps[i%len(s.rec.Steps)]
+		if step.Silent() {
+			continue // a message tether answered with nothing (response.processed)
+		}
 		// What a server holds of what it was sent (a parked rollout's
 		// context), in a buffer of its size: the library's grows as it
 		// reads.
 		c.held = bytes.Clone(msg)
-		if err := c.play(ctx, &s.rec.Steps[i%len(s.rec.Steps)]); err != nil {
+		spend(c.cost.Step)
+		if err := c.play(ctx, step); err != nil {
 			return
 		}
 	}
@@ -117,6 +127,7 @@ type conn struct {
 	timing sampler.Timing
 	engine *sampler.Engine
 	holds  *flushhold.Policy
+	cost   Cost
 	held   []byte // the client's last message
 
 	more chan struct{}   // 1-buffered: frames were queued (a held write waits on it)
@@ -144,6 +155,7 @@ func (c *conn) play(ctx context.Context, step *Step) error {
 	c.queue(step.Head, true)
 	next := 0 // the next frame
 	err := c.engine.Pace(ctx, c.timing, start, step.Uncached, step.Reasoning, step.Tokens, func(i int, more bool) {
+		spend(c.cost.Token)
 		for next < len(step.Frames) && step.Due[next] <= i {
 			c.queueDelta(&step.Frames[next])
 			next++

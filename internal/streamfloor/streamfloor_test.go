@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -50,7 +52,7 @@ func words(s string) int { return len(strings.Fields(s)) }
 
 // tape is a suspended rollout of two steps on the wire: the upgrade, the
 // first step's frames, the second's, the close; and the marks of the
-// client's create and append.
+// client's create, its append and its response.processed (no answer).
 func tape() (in []byte, marks []int, steps [][][]byte) {
 	in = []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")
 	one := [][]byte{frame(`{"type":"response.created"}`), frame(`{"type":"response.in_progress"}`),
@@ -60,8 +62,8 @@ func tape() (in []byte, marks []int, steps [][][]byte) {
 	in = append(in, bytes.Join(one, nil)...)
 	marks = append(marks, len(in))
 	in = append(in, bytes.Join(two, nil)...)
-	marks = append(marks, len(in))
-	in = append(in, 0x88, 0) // the server's answer to the client's close
+	marks = append(marks, len(in)) // response.processed, then the client's close (no message)
+	in = append(in, 0x88, 0)       // the server's answer to the close
 	return in, marks, [][][]byte{one, two}
 }
 
@@ -75,8 +77,8 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.Steps) != 2 {
-		t.Fatalf("%d steps, want 2", len(rec.Steps))
+	if len(rec.Steps) != 3 || !rec.Steps[2].Silent() {
+		t.Fatalf("%d steps, want 2 and a silent one (response.processed): %+v", len(rec.Steps), rec.Steps)
 	}
 	one, two := rec.Steps[0], rec.Steps[1]
 	whole := func(f Frame) []byte { // the delta's frame and those after it
@@ -111,6 +113,7 @@ func TestParseBadTapes(t *testing.T) {
 		"masked":         {append(in[:marks[0]:marks[0]], 0x81, 0x81, 1, 2, 3, 4, 'x'), marks[:1]},
 		"not an event":   {append(in[:marks[0]:marks[0]], frame("nope")...), marks[:1]},
 		"no steps":       {in[:marks[0]], nil},
+		"silent only":    {in[:marks[0]], []int{marks[0]}},
 	} {
 		if _, err := Parse(c.in, c.marks, words); err == nil {
 			t.Errorf("%s: parsed", name)
@@ -140,20 +143,7 @@ func TestServerReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm := sampler.Timing{TPS: 200, TTFT: 20 * time.Millisecond}
-	srv, err := NewServer(rec, tm, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/responses", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
+	ctx, c := serve(t, rec, tm, Cost{})
 	for i, step := range steps {
 		start := time.Now()
 		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
@@ -183,11 +173,71 @@ func TestServerReplays(t *testing.T) {
 			t.Errorf("step %d streamed in %v, before its last token was due (%v)", i, time.Since(start), min)
 		}
 	}
+	// The recording's response.processed had no answer: neither has the
+	// client's.
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.processed"}`)); err != nil {
+		t.Fatal(err)
+	}
 	var ev map[string]any
 	if _, b, _ := c.Read(ctxTimeout(t, 50*time.Millisecond)); json.Unmarshal(b, &ev) == nil {
 		t.Errorf("a frame after the recording's steps: %v", ev)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
+}
+
+// serve serves rec with timing tm and cost to a WebSocket client, until
+// the test ends.
+func serve(t *testing.T, rec *Recording, tm sampler.Timing, cost Cost) (context.Context, *websocket.Conn) {
+	t.Helper()
+	srv, err := NewServer(rec, tm, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetCost(cost)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.Close)
+	ctx := ctxTimeout(t, 30*time.Second)
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return ctx, c
+}
+
+// TestServerCost: a floor given a cost spends it, a step's before the
+// step streams and a token's as each is released, so that an unpaced
+// step's last frame comes no sooner than the step's cost and its tokens'.
+func TestServerCost(t *testing.T) {
+	in, marks, steps := tape()
+	rec, err := Parse(in, marks, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := Cost{Step: 30 * time.Millisecond, Token: 10 * time.Millisecond}
+	ctx, c := serve(t, rec, sampler.Timing{}, cost)
+	for i, step := range steps {
+		start := time.Now()
+		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.append"}`)); err != nil {
+			t.Fatal(err)
+		}
+		last := step[len(step)-1]
+		_, want, _, _ := readFrame(last)
+		for {
+			_, p, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(p, want) {
+				break
+			}
+		}
+		spent := cost.Step + time.Duration(rec.Steps[i].Tokens)*cost.Token
+		if took := time.Since(start); took < spent {
+			t.Errorf("step %d of %d tokens streamed in %v, less than its cost %v", i, rec.Steps[i].Tokens, took, spent)
+		}
+	}
 }
 
 // collapse adds event p to events: a delta's text to the delta before it.
@@ -247,4 +297,63 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestTapMarksMessages: a tapped client connection marks where each
+// message it sends begins in what it has read: once for a message the
+// library writes in pieces, once each for two messages sent with nothing
+// read between (at the same offset), and not for its close.
+func TestTapMarksMessages(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(-1)
+		for {
+			_, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if !bytes.HasPrefix(msg, []byte("quiet")) {
+				c.Write(r.Context(), websocket.MessageText, []byte("ok"))
+			}
+		}
+	}))
+	defer hs.Close()
+	var tapes []*Tape
+	hc := &http.Client{Transport: &http.Transport{DialContext: Tap((&net.Dialer{}).DialContext, func(t *Tape) { tapes = append(tapes, t) })}}
+	defer hc.CloseIdleConnections()
+	ctx := ctxTimeout(t, 10*time.Second)
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	send := func(msg []byte) {
+		if err := c.Write(ctx, websocket.MessageBinary, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() {
+		if _, b, err := c.Read(ctx); err != nil || string(b) != "ok" {
+			t.Fatalf("read %q, %v", b, err)
+		}
+	}
+	send(bytes.Repeat([]byte("x"), 100_000)) // past the library's write buffer: written in pieces
+	read()
+	send([]byte("quiet"))
+	send([]byte("y"))
+	read()
+	c.Close(websocket.StatusNormalClosure, "")
+	if len(tapes) != 1 {
+		t.Fatalf("%d tapes", len(tapes))
+	}
+	in, marks := tapes[0].Read()
+	upgrade := bytes.Index(in, []byte("\r\n\r\n")) + 4
+	ok := len(frame("ok"))
+	if want := []int{upgrade, upgrade + ok, upgrade + ok}; !slices.Equal(marks, want) {
+		t.Errorf("marks %v, want %v (the upgrade's %d bytes, then an answer of %d)", marks, want, upgrade, ok)
+	}
 }

@@ -2,17 +2,21 @@ package streamfloor
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"sync"
 )
 
 // A Tape is what a client's connection carried: every byte it read, and
-// the offsets in them at which it sent a message after the upgrade.
-// Parse cuts it into a Recording.
+// the offsets in them at which it began each message it sent after the
+// upgrade (a text or binary frame's: not a continuation, a ping or its
+// close). Two messages sent with nothing read between have the same
+// offset. Parse cuts it into a Recording.
 type Tape struct {
 	mu    sync.Mutex
 	in    []byte
 	marks []int
+	out   frameScanner // the client's frames, as it writes them
 }
 
 // Read returns a copy of the bytes read and the marks.
@@ -50,15 +54,73 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Write marks where in what the client has read it sends: a message the
-// library writes in several pieces is marked once, as the server answers
-// only once it has the whole. The upgrade request, sent before anything
-// was read, is not a message.
+// Write marks where in what the client has read each message it sends
+// begins, however the library cuts its frames into writes. The upgrade
+// request, sent before anything was read, is not a message.
 func (c *tapConn) Write(p []byte) (int, error) {
 	c.t.mu.Lock()
-	if at := len(c.t.in); at > 0 && (len(c.t.marks) == 0 || c.t.marks[len(c.t.marks)-1] != at) {
-		c.t.marks = append(c.t.marks, at)
+	if at := len(c.t.in); at > 0 {
+		c.t.out.scan(p, func() { c.t.marks = append(c.t.marks, at) })
 	}
 	c.t.mu.Unlock()
 	return c.Conn.Write(p)
+}
+
+// frameScanner follows a stream of client WebSocket frames (RFC 6455,
+// section 5.2), written in pieces of any size, and tells where each
+// message begins.
+type frameScanner struct {
+	hdr  []byte // the header read so far of the frame that begins next
+	left uint64 // payload bytes of the current frame still to come
+}
+
+// scan reads the next bytes of the stream, calling begin for each text or
+// binary frame: a message's first.
+func (f *frameScanner) scan(p []byte, begin func()) {
+	for len(p) > 0 {
+		if f.left > 0 {
+			n := min(f.left, uint64(len(p)))
+			f.left -= n
+			p = p[n:]
+			continue
+		}
+		f.hdr = append(f.hdr, p[0])
+		p = p[1:]
+		size, ok := headerSize(f.hdr)
+		if !ok {
+			continue
+		}
+		if op := f.hdr[0] & 0xf; op == 0x1 || op == 0x2 {
+			begin()
+		}
+		f.left, f.hdr = size, f.hdr[:0]
+	}
+}
+
+// headerSize is the payload length of the frame whose header is hdr, once
+// hdr is the whole header.
+func headerSize(hdr []byte) (uint64, bool) {
+	if len(hdr) < 2 {
+		return 0, false
+	}
+	n, at := uint64(hdr[1]&0x7f), 2
+	switch n {
+	case 126:
+		at += 2
+	case 127:
+		at += 8
+	}
+	if hdr[1]&0x80 != 0 {
+		at += 4 // the masking key
+	}
+	if len(hdr) < at {
+		return 0, false
+	}
+	switch n {
+	case 126:
+		n = uint64(binary.BigEndian.Uint16(hdr[2:4]))
+	case 127:
+		n = binary.BigEndian.Uint64(hdr[2:10])
+	}
+	return n, true
 }
