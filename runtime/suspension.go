@@ -72,6 +72,7 @@ type suspension struct {
 	pack       outbox.Packer   // the log's frames' bytes
 	enc        outbox.EventBuf // the frame being put: guarded by the rollout's lock, not mu
 	sent       int             // sequence_number of the last frame put to a connection
+	shared     bool            // a connection other than sess may hold frames of the step (it resumed, or was dropped, since the step began)
 	lastDone   *frame          // the current pause's response.done
 	waitAt     int             // the current pause's next sequence number, in the multi-agent beta's dialect (no response.done); 0 otherwise
 	heldFrom   int             // while a write holds its frames (lifecycle's holding), the first that waits
@@ -433,10 +434,29 @@ func (sp *suspension) acceptLocked(items protocol.Items) (answered bool, _ *prot
 		sp.stopTimerLocked()
 		// Appending proves the client saw the pause and everything before
 		// it: a resume from now on replays what follows, never the pause.
-		sp.log, sp.logBytes, sp.lastDone, sp.waitAt = sp.nextLogLocked(), 0, nil, 0
-		sp.pack.Reset()
+		sp.letStepGoLocked()
 	}
 	return answered, nil
+}
+
+// letStepGoLocked lets the step's frames go, the log and their bytes, at
+// its answer. The packer's chunks go back to its pool when nothing can hold
+// a frame kept in them: no checkpoint's writer (there are no checkpoints),
+// no connection but the rollout's since the step began (shared), and that
+// connection's outbox has written every frame it was given (Idle: the
+// client answers a pause it has read, so it mostly has). Otherwise they go
+// to the collector, with whoever holds a frame. (A new chunk a 4 KiB of
+// every step's frames was a quarter of the bytes a server allocates at 500
+// streams.)
+func (sp *suspension) letStepGoLocked() {
+	recycle := sp.srv.opts.Checkpoints == nil && !sp.logTrimmed && !sp.shared && sp.sess != nil && sp.sess.out.Idle()
+	sp.log, sp.logBytes, sp.lastDone, sp.waitAt = sp.nextLogLocked(), 0, nil, 0
+	if recycle {
+		sp.pack.Recycle()
+	} else {
+		sp.pack.Forget()
+	}
+	sp.shared = false
 }
 
 // nextLogLocked is the log for the next step, this one's frames let go.

@@ -58,7 +58,7 @@ func (sp *suspension) attach(sess *session, after *int) (gone context.Context, f
 	if sp.sess != nil {
 		sp.gone.close()
 	}
-	sp.sess, sp.gone = sess, newSignal()
+	sp.sess, sp.gone, sp.shared = sess, newSignal(), true
 	from = sp.sent
 	if after != nil {
 		from = *after
@@ -124,7 +124,7 @@ func (sp *suspension) detach(sess *session) {
 	}
 	sp.applyLocked(lifecycle.Drop, sess, "", "")
 	sp.gone.close()
-	sp.sess, sp.gone = nil, signal{}
+	sp.sess, sp.gone, sp.shared = nil, signal{}, true
 	if !sp.st.Phase().Held() || sp.srv.ctx.Err() != nil {
 		return // settled, expired or released already; or shutting down: it ends with the server
 	}
@@ -171,7 +171,7 @@ func (sp *suspension) settle(sess *session) (conv *conversation, terminal []byte
 	}
 	conv = sp.conv
 	sp.log, sp.logBytes, sp.lastDone = nil, 0, nil // the tail has them now
-	sp.pack.Reset()
+	sp.pack.Forget()
 	sp.mu.Unlock()
 	sp.srv.suspended.retireLocked(sp, t)
 	return conv, terminal, true

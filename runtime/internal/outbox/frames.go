@@ -84,28 +84,72 @@ func Packed(b []byte) bool { return len(b) <= packChunk/4 }
 // bytes: a step's deltas cost an allocation a chunk rather than one each,
 // and pack the bytes tighter than their own allocations would. A frame
 // larger than a quarter chunk is copied on its own.
+//
+// The chunks come from a pool the packers share. A frame kept is written
+// again only once its packer's owner says that nothing holds it any more
+// (Recycle): then the full chunks go back to the pool. Otherwise (Forget,
+// Reset) they go to the collector, with whoever still holds a frame kept
+// in them.
 type Packer struct {
-	chunk []byte // the current chunk; what is past its length is free
+	chunk []byte             // the current chunk; what is past its length is free
+	full  []*[packChunk]byte // the chunks filled since the last Recycle or Forget
+	cur   *[packChunk]byte   // the current chunk's array
 }
 
 const packChunk = 4 << 10
 
-// Keep returns a copy of b that nothing will write again.
+// chunks are the packers' chunks, given back by Recycle.
+var chunks = sync.Pool{New: func() any { return new([packChunk]byte) }}
+
+// Keep returns a copy of b that nothing will write again until the
+// packer's owner recycles it.
 func (p *Packer) Keep(b []byte) []byte {
 	if !Packed(b) {
 		return bytes.Clone(b)
 	}
 	if cap(p.chunk)-len(p.chunk) < len(b) {
-		p.chunk = make([]byte, 0, packChunk)
+		if p.cur != nil {
+			p.full = append(p.full, p.cur)
+		}
+		p.cur = chunks.Get().(*[packChunk]byte)
+		p.chunk = p.cur[:0]
 	}
 	start := len(p.chunk)
 	p.chunk = append(p.chunk, b...)
 	return p.chunk[start:len(p.chunk):len(p.chunk)]
 }
 
-// Reset lets the current chunk go: the frames kept in it keep it alive as
-// long as they are kept.
-func (p *Packer) Reset() { p.chunk = nil }
+// Reset lets the current chunk go, to the collector: the frames kept in it
+// keep it alive as long as they are kept. The chunks filled before it stay
+// the packer's to recycle.
+func (p *Packer) Reset() { p.chunk, p.cur = nil, nil }
+
+// Recycle gives every chunk filled since the last Recycle or Forget back to
+// the pool, and lets the current one go (Reset). The caller must know that
+// nothing holds a frame kept in them any more, nor will: the frames are
+// written, and no slice of them is left anywhere.
+func (p *Packer) Recycle() {
+	for i, c := range p.full {
+		if poisonRecycled {
+			for k := range c {
+				c[k] = 0xff
+			}
+		}
+		chunks.Put(c)
+		p.full[i] = nil
+	}
+	p.full = p.full[:0]
+	p.Reset()
+}
+
+// Forget lets every chunk filled since the last Recycle or Forget go to
+// the collector, and the current one (Reset): some frame kept in them may
+// still be held.
+func (p *Packer) Forget() {
+	clear(p.full)
+	p.full = p.full[:0]
+	p.Reset()
+}
 
 // Holds reports whether b is a frame kept in the current chunk, the one
 // with room to spare: the earlier chunks are full but for less than a

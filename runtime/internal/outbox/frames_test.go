@@ -46,3 +46,52 @@ func TestPacker(t *testing.T) {
 		t.Fatal("Holds after Reset")
 	}
 }
+
+// TestPackerRecycle: Recycle gives back the full chunks, not the current
+// one a Reset let go (a parked rollout's frames there were compacted
+// elsewhere, and whoever holds one keeps it); frames kept after it are
+// whole whatever the chunk held before; Forget gives back none. In the
+// race build a recycled chunk is poisoned, so that a frame read after its
+// chunk was recycled shows it.
+func TestPackerRecycle(t *testing.T) {
+	var p Packer
+	keep := func(n int) (kept [][]byte) {
+		for i := range n {
+			kept = append(kept, p.Keep(fmt.Appendf(nil, `{"sequence_number":%d,"delta":"%s"}`, i, bytes.Repeat([]byte("z"), 100))))
+		}
+		return kept
+	}
+	step := keep(100) // several chunks
+	if len(p.full) == 0 {
+		t.Fatal("100 frames of 130 bytes filled no chunk")
+	}
+	current := step[len(step)-1]
+	p.Reset() // a pause: the current chunk goes to the collector
+	full := len(p.full)
+	p.Recycle()
+	if len(p.full) != 0 || p.cur != nil {
+		t.Fatalf("after Recycle: %d full chunks, a current one %v", len(p.full), p.cur != nil)
+	}
+	if poisonRecycled {
+		if step[0][0] != 0xff {
+			t.Errorf("a frame of a recycled chunk reads %q: not poisoned", step[0][:8])
+		}
+		if current[0] != '{' {
+			t.Error("the chunk a Reset let go was recycled")
+		}
+	}
+	t.Logf("%d chunks recycled", full)
+	for i, b := range keep(100) {
+		if want := fmt.Sprintf(`{"sequence_number":%d,"delta":"%s"}`, i, bytes.Repeat([]byte("z"), 100)); string(b) != want {
+			t.Fatalf("frame %d kept after Recycle: %q", i, b)
+		}
+	}
+	again := keep(100)
+	p.Forget()
+	if len(p.full) != 0 || p.cur != nil {
+		t.Fatal("Forget kept chunks")
+	}
+	if again[0][0] != '{' {
+		t.Error("Forget recycled a chunk")
+	}
+}

@@ -290,6 +290,16 @@ func (o *Outbox) lateLocked(now time.Time) bool {
 	return o.slowAfter > 0 && !oldest.IsZero() && now.Sub(oldest) > o.slowAfter
 }
 
+// Idle reports whether the outbox holds no frame: none queued, and none
+// in its writer's hands (the writer has asked for the batch after the last
+// one it took, and found none). A frame put before Idle reports true is
+// written or dropped, and nothing of the outbox's reads it again.
+func (o *Outbox) Idle() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.q) == 0 && o.taking.IsZero() && !o.writing
+}
+
 // Room returns nil when the outbox is below its soft bound, and otherwise a
 // channel closed when the writer has drained it (or the outbox closes).
 func (o *Outbox) Room() <-chan struct{} {

@@ -73,3 +73,53 @@ func TestOutboxCounts(t *testing.T) {
 		t.Fatalf("the writer's next call after a close counted %d", m.n)
 	}
 }
+
+// batchWriter is a BatchWriter whose writes wait for release.
+type batchWriter struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (w *batchWriter) WriteBatch(batch []Frame, start time.Time) (time.Time, error) {
+	w.started <- struct{}{}
+	<-w.release
+	return start, nil
+}
+func (w *batchWriter) WriteFailed(error) {}
+
+// TestOutboxIdle: an outbox is idle only with no frame queued and none in
+// its writer's hands, whether its owner runs the writer or it runs one on
+// demand, which is busy until it has found the queue empty.
+func TestOutboxIdle(t *testing.T) {
+	o := New(64, 0, time.Now)
+	if !o.Idle() {
+		t.Fatal("a new outbox is not idle")
+	}
+	o.Put([]byte("x"), nil)
+	if o.Idle() {
+		t.Fatal("idle with a frame queued")
+	}
+	o.Next(t.Context())
+	if o.Idle() {
+		t.Fatal("idle with a batch in the writer's hands")
+	}
+	o.End()
+	if o.Next(t.Context()) != nil || !o.Idle() {
+		t.Fatal("not idle once the writer found nothing more")
+	}
+
+	w := &batchWriter{started: make(chan struct{}), release: make(chan struct{})}
+	o = New(64, 0, time.Now)
+	o.WriteOnDemand(w)
+	o.Put([]byte("y"), nil)
+	<-w.started
+	if o.Idle() {
+		t.Fatal("idle while the writer on demand writes")
+	}
+	close(w.release)
+	o.End()
+	<-o.Done()
+	if !o.Idle() {
+		t.Fatal("not idle once the writer on demand is gone")
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package outbox
+
+// poisonRecycled: see poison_race.go.
+const poisonRecycled = false
