@@ -128,11 +128,12 @@ type Counter func(text string) int
 
 // Parse cuts a client connection's tape into a recording: in is every
 // byte the client read, the server's HTTP upgrade response first; marks
-// are the offsets in it at which the client sent a message (the first is
-// the create; Tape's). The server's close, if any, ends the recording. The text frames are the server's events: a delta event
-// (type ending in ".delta", with a "delta") is a token frame of count's
-// tokens; response.done and a response's end carry the usage from which
-// the step's uncached and reasoning tokens are read.
+// are the offsets in it at which the client began a message (Tape's: the
+// first is the create), and the server's close, if any, ends it. The text
+// frames are the server's events: a delta event (type ending in ".delta",
+// with a "delta") is a token frame of count's tokens; response.done and a
+// response's end carry the usage from which the step's uncached and
+// reasoning tokens are read.
 func Parse(in []byte, marks []int, count Counter) (*Recording, error) {
 	end := bytes.Index(in, []byte("\r\n\r\n"))
 	if end < 0 || !bytes.HasPrefix(in, []byte("HTTP/1.1 101")) {
@@ -154,10 +155,9 @@ func Parse(in []byte, marks []int, count Counter) (*Recording, error) {
 		if err != nil {
 			return nil, fmt.Errorf("streamfloor: step %d: %w", i, err)
 		}
-		switch {
-		case step.Silent():
+		if step.Silent() {
 			rec.Steps = append(rec.Steps, Step{}) // a message with no answer
-		default:
+		} else {
 			if id != "" && id == prevID { // a suspended rollout's next step: its usage adds up
 				step.Uncached, step.Reasoning = (u.in-u.cached)-(prev.in-prev.cached), u.reasoning-prev.reasoning
 			} else {
