@@ -70,6 +70,12 @@ type agents struct {
 	// rebuild builds the tree again from (a fork's, a takeover's). Guarded
 	// by root.mu.
 	log protocol.Items
+	// starting are the sub-agents a spawn_agent call made, by its call_id,
+	// until the call's item joins log (loggedLocked): a sub-agent
+	// starts only then, so that no item of its joins the log before the
+	// spawn that made it, and the log holds a tree a fork can build again
+	// at any moment. Guarded by root.mu.
+	starting map[string]*subAgent
 	// blocked counts each agent's wait_agent calls waiting now, and
 	// waitCalls names them (call_id); taken is how much of log the tree's
 	// last journaled state held, -1 when a state could not be written and
@@ -229,9 +235,11 @@ type spawnArgs struct {
 	ForkTurns string `json:"fork_turns"`
 }
 
-// spawn starts a sub-agent of caller from args: its context the caller's
-// (fork_turns "all", shared copy-on-write) or nothing, then its message.
-func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
+// spawn makes a sub-agent of caller from args, for the spawn_agent call
+// callID: its context the caller's (fork_turns "all", shared
+// copy-on-write) or nothing, then its message. It starts once the call's
+// item joins the tree's log (see agents.starting).
+func (t *agents) spawn(caller *rollout, args spawnArgs, callID string) (*subAgent, error) {
 	switch {
 	case args.TaskName == "" || strings.ContainsAny(args.TaskName, "/ "):
 		return nil, fmt.Errorf("task_name %q: want a name without '/' or spaces", args.TaskName)
@@ -261,8 +269,25 @@ func (t *agents) spawn(caller *rollout, args spawnArgs) (*subAgent, error) {
 		return nil, err
 	}
 	t.mu.Unlock()
-	t.start(sa)
+	t.root.mu.Lock()
+	if t.starting == nil {
+		t.starting = map[string]*subAgent{}
+	}
+	t.starting[callID] = sa
+	t.root.mu.Unlock()
 	return sa, nil
+}
+
+// loggedLocked notes that it joined the tree's log: a spawn_agent call's
+// item starts the sub-agent it made (agents.starting). The caller holds
+// root.mu.
+func (t *agents) loggedLocked(it protocol.Item) {
+	if c, ok := it.(*protocol.MultiAgentCall); ok {
+		if sa := t.starting[c.CallID]; sa != nil {
+			delete(t.starting, c.CallID)
+			t.start(sa)
+		}
+	}
 }
 
 // spawnMessage is the user message a sub-agent starts from.

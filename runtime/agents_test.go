@@ -39,8 +39,10 @@ type agentEv struct {
 // client call comes attributed to it (the events' agent), is answered by
 // an inject, the two in the reverse of the order they came, and the root,
 // waiting on both, goes on once they have ended, with their answers as
-// agent_message items. One gapless sequence throughout; the response's
-// output holds every agent's items.
+// agent_message items. One gapless sequence throughout, in which no
+// event of a sub-agent comes before the spawn_agent call's
+// output_item.done that made it; the response's output holds every
+// agent's items.
 func TestAgentTree(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -50,6 +52,7 @@ func TestAgentTree(t *testing.T) {
 		var id string
 		seq, created := -1, 0
 		calls := map[string]callItem{} // by agent
+		spawned := map[string]bool{}   // the agents whose spawn_agent call is done
 		for {
 			b := c.recv(t)
 			var e agentEv
@@ -60,10 +63,21 @@ func TestAgentTree(t *testing.T) {
 				t.Fatalf("%s has sequence_number %d after %d", b, e.Seq, seq)
 			}
 			seq = e.Seq
+			if e.Agent != nil && !spawned[e.Agent.Name] {
+				t.Fatalf("%s comes before the spawn_agent call that made its agent", b)
+			}
 			switch e.Type {
 			case "response.created":
 				id = e.Resp.ID
 			case "response.output_item.done":
+				var spawn struct{ Type, Action, Arguments string }
+				if json.Unmarshal(e.Item, &spawn) == nil && spawn.Type == "multi_agent_call" && spawn.Action == "spawn_agent" {
+					var args struct {
+						TaskName string `json:"task_name"`
+					}
+					json.Unmarshal([]byte(spawn.Arguments), &args)
+					spawned["/root/"+args.TaskName] = true
+				}
 				it, ok := functionCall(e.Item)
 				if !ok {
 					continue

@@ -162,7 +162,7 @@ func (at agentTool) run(ctx context.Context, call protocol.Call) (text string, m
 	}
 	switch call.Name {
 	case protocol.ActionSpawnAgent:
-		sa, err := t.spawn(at.caller, args.spawnArgs)
+		sa, err := t.spawn(at.caller, args.spawnArgs, call.CallID)
 		if err != nil {
 			return failed("%v", err)
 		}

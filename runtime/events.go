@@ -270,6 +270,7 @@ func (r *rollout) emitDoneLocked(ev *protocol.OutputItemEvent) {
 	r.emitLocked(ev)
 	if t := r.tree; t != nil {
 		t.log = append(t.log, ev.Item)
+		t.loggedLocked(ev.Item)
 	}
 }
 
