@@ -151,18 +151,32 @@ func (s *Store) BackgroundEvents(ctx context.Context, tenant, id string, after i
 	case err != nil || len(frames) > 0:
 		return frames, err
 	}
-	// Should ctx end in the moment before Redis blocks, the unblock finds
-	// nothing to end, and the wait ends by itself.
-	unblocked := make(chan struct{})
+	// Should ctx end in the moment before Redis blocks (the read is on its
+	// way, or queued behind nothing yet), the unblock finds nothing to end:
+	// it is tried again until it ends the wait or the read has returned,
+	// for the store's timeout at most (then the wait ends by itself).
+	unblocked, read := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(unblocked)
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 		defer cancel()
-		s.c.ClientUnblock(uctx, client) // a failure leaves the wait to end by itself
+		for {
+			if n, err := s.c.ClientUnblock(uctx, client).Result(); n > 0 || err != nil {
+				return
+			}
+			select {
+			case <-read:
+				return
+			case <-uctx.Done():
+				return
+			case <-time.After(unblockRetry):
+			}
+		}
 	})
 	// A sub-millisecond wait is one millisecond: BLOCK 0 is forever.
 	block := max(wait.Round(time.Millisecond), time.Millisecond)
 	streams, err := cn.XRead(rctx, &redis.XReadArgs{Streams: []string{keys[1], logID(after)}, Block: block}).Result()
+	close(read)
 	if !stop() {
 		// The unblock has run, or runs: let it end before the connection
 		// goes back to the pool, where it would end another's wait.
@@ -178,6 +192,10 @@ func (s *Store) BackgroundEvents(ctx context.Context, tenant, id string, after i
 	}
 	return nil, s.unavailable(err)
 }
+
+// unblockRetry is how long an unblock that found no wait to end lets the
+// read reach Redis before it tries again.
+const unblockRetry = time.Millisecond
 
 // replayOn runs the events script on cn, and CLIENT ID, which names cn to
 // CLIENT UNBLOCK, in one round trip (EVAL in a second when Redis had
