@@ -28,7 +28,7 @@ nothing else: no decoding, no tokenizing, no store. Its cost is the
 machine's for those bytes at that cadence, and what --cost-step and
 --cost-token add. It prints "listening on
 http://HOST:PORT" once it serves, and serves /metrics,
-/debug/pprof/heap and /debug/pprof/profile as tether serve --pprof does.`, `tether ablate floor --recording out/floor-recording.json --tps 1000`, 0)
+/debug/pprof/heap, /debug/pprof/profile and /debug/pprof/trace as tether serve --pprof does.`, `tether ablate floor --recording out/floor-recording.json --tps 1000`, 0)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address; port 0 picks a free port")
 	recording := fs.String("recording", "", "the recorded rollout to serve (floor-recording.json)")
 	tps := fs.Float64("tps", 0, "output tokens per second, as tether serve's; 0 is unpaced")

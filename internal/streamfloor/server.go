@@ -24,8 +24,8 @@ import (
 // each message it reads answered by the recording's next step, paced by
 // the engine; and, as a tether does, its Go runtime's metrics on /metrics
 // (goroutines, memory, the collector's CPU) and its heap profile on
-// /debug/pprof/heap, which a load run reads off both servers alike, and
-// /debug/pprof/profile.
+// /debug/pprof/heap, which a load run reads off both servers alike,
+// /debug/pprof/profile and /debug/pprof/trace.
 type Server struct {
 	rec    *Recording
 	timing sampler.Timing
@@ -56,6 +56,7 @@ func NewServer(rec *Recording, t sampler.Timing, step time.Duration) (*Server, e
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /debug/pprof/heap", pprof.Handler("heap").ServeHTTP)
 	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile) // where the floor's CPU goes, beside tether's (serve --pprof)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)     // where its goroutines wait for a core, beside tether's
 	return s, nil
 }
 
