@@ -30,6 +30,8 @@ func ablateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return ablateReport(args[1:], stdout, stderr)
 		case "floor":
 			return ablateFloor(ctx, args[1:], stdout, stderr)
+		case "waits":
+			return ablateWaits(args[1:], stdout, stderr)
 		}
 	}
 	fs := newCommand("ablate", `Usage: tether ablate [flags]
@@ -44,7 +46,8 @@ echo floor of the same bytes on the same loopback.
 Commands:
   compare     set two runs' results.json side by side, figure by figure
   report      draw a run's headline, charts and report.html again
-  floor       serve the streaming floor --load and --park run beside tether`, `tether ablate --quick
+  floor       serve the streaming floor --load and --park run beside tether
+  waits       how long a server's goroutines waited for a core, from execution traces`, `tether ablate --quick
 		tether ablate --workload trace:calc-audit-50 --tps 65,1000 --out results`, 0)
 	workload := fs.String("workload", "trace:calc-fix-24", "trace:NAME (a replay trace, embedded or in --traces; see tether trace list), trace:FILE.jsonl (a trace file, such as tether trace import writes), synthetic, or agents:NAME (a multi-agent rollout: a root spawns --agents sub-agents, each making --calls calls that take trace NAME's recorded calls' durations and outputs, and waits for them; designs inject, chained, background and stateless)")
 	agents := fs.Int("agents", 4, "agents:NAME: the sub-agents the root spawns")

@@ -35,7 +35,7 @@ func cliReferenceText(t *testing.T) string {
 // referenceCommands are the commands docs/cli.md has a section of: every
 // command and subcommand (TestCLICommandsListed).
 var referenceCommands = [][]string{
-	{"serve"}, {"ablate"}, {"ablate", "compare"}, {"ablate", "report"}, {"ablate", "floor"}, {"run"},
+	{"serve"}, {"ablate"}, {"ablate", "compare"}, {"ablate", "report"}, {"ablate", "floor"}, {"ablate", "waits"}, {"run"},
 	{"trace", "list"}, {"trace", "show"}, {"trace", "record"}, {"trace", "import"},
 }
 
