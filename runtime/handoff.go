@@ -5,11 +5,10 @@ import "sync/atomic"
 // A handoff lets a connection's reader drive on the rollout whose pause it
 // has just answered, on its own goroutine, rather than start one for it:
 // the reading goes on on a new goroutine instead (session.readOn). The
-// client waits for the rollout, not for the next read, and a goroutine
-// started at 500 busy streams waited its turn for a core behind the
-// writers the engine had woken: 1.8 ms at the median, 7.7 at the 90th
-// percentile (an execution trace of ablate --load 500), on every round
-// trip.
+// client waits for the rollout, not for the next read; and on a busy
+// server a goroutine started for the rollout waits its turn for a core
+// behind the writers the engine has woken, on every round trip
+// (docs/measuring.md, "Where a step's time goes under load").
 //
 // It is open while the reader answers a frame. A rollout's kick in that
 // time, on whatever goroutine, offers the drive to it (rollout.handTo); the
