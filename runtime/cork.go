@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/tether-run/tether/protocol"
@@ -35,6 +36,10 @@ type corkedConn struct {
 	held     *[]byte       // a frame buffer (frameBufs) while corked; guarded by mu
 	deadline time.Time     // the socket's write deadline; guarded by mu
 	span     time.Duration // how far ahead it was set; guarded by mu
+
+	// raw is the socket's descriptor, for tryUncork's write that does not
+	// wait; nil where the connection has none of its own (TLS).
+	raw syscall.RawConn
 }
 
 // opClose is the first byte of a WebSocket close frame (FIN, opcode 8).
@@ -148,6 +153,52 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	return err
 }
 
+// tryUncork is uncork for a flusher (outbox.Flushers), which must not wait
+// on a client: one write of what is held, as much of it as the socket
+// takes now. It reports blocked when the socket did not take it all: what
+// is left stays held and the connection corked (a frame the library
+// writes meanwhile joins it, after it), for uncork to write with its
+// deadline. A connection with no descriptor of its own is blocked at once,
+// having written nothing.
+func (c *corkedConn) tryUncork() (blocked bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.corked = false
+		return false, nil // not corked
+	}
+	if len(*c.held) == 0 {
+		c.corked = false
+		outbox.ReleaseBuf(&c.held)
+		return false, nil
+	}
+	if c.raw == nil {
+		return true, nil
+	}
+	n, werr := 0, error(nil)
+	if err := c.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), *c.held)
+			if werr != syscall.EINTR {
+				return true // once: the socket takes it now or not
+			}
+		}
+	}); err != nil {
+		return true, nil // closed, or its deadline passed while it idled: uncork says which
+	}
+	n = max(n, 0)
+	switch {
+	case werr != nil && werr != syscall.EAGAIN:
+		return true, nil // uncork writes it again, and fails as the connection does
+	case n == len(*c.held):
+		c.corked = false
+		outbox.ReleaseBuf(&c.held)
+		return false, nil
+	}
+	*c.held = (*c.held)[:copy(*c.held, (*c.held)[n:])]
+	return true, nil
+}
+
 // corkingWriter hands websocket.Accept a corkedConn when it hijacks the
 // connection.
 //
@@ -213,6 +264,11 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// it holds bytes already (a frame sent right behind the upgrade): a
 	// frame's payload larger than the buffer is read straight into place.
 	w.conn = &corkedConn{Conn: conn}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			w.conn.raw = rc
+		}
+	}
 	br := brw.Reader
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(w.conn, wsReadBuffer)

@@ -124,3 +124,52 @@ func TestCorkedClosed(t *testing.T) {
 		t.Fatalf("a frame on a closed connection: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestCorkedTryUncork: a flusher's write that the socket does not take
+// whole (a client not reading yet) reports blocked and keeps the rest
+// held, corked, so that a frame written after it follows it; uncork then
+// writes everything, and the client reads every frame whole, in order.
+func TestCorkedTryUncork(t *testing.T) {
+	t.Parallel()
+	const frames, size = 16, 1 << 20 // far more than a loopback socket's buffers
+	payload := func(i int) []byte { return bytes.Repeat([]byte{'a' + byte(i)}, size) }
+	tried := make(chan bool, 1)
+	c := dialCorked(t, func(c *websocket.Conn, cc *corkedConn) error {
+		if cc.raw == nil {
+			tried <- false
+			return errors.New("a plain TCP connection has no raw descriptor")
+		}
+		for i := range frames {
+			if err := cc.writeFrame(false, payload(i)); err != nil {
+				return err
+			}
+		}
+		blocked, err := cc.tryUncork()
+		tried <- blocked
+		if err != nil || !blocked {
+			return err
+		}
+		if err := cc.writeFrame(true, []byte("after")); err != nil { // joins the rest, after it
+			return err
+		}
+		if err := cc.uncork(time.Now().Add(10 * time.Second)); err != nil {
+			return err
+		}
+		if blocked, err := cc.tryUncork(); blocked || err != nil { // nothing held: nothing to write
+			return errors.New("an empty batch's try blocked or failed")
+		}
+		return nil
+	})
+	if !<-tried {
+		t.Fatal("16 MiB to a client not reading went out whole, or was not tried")
+	}
+	for i := range frames {
+		typ, got, err := c.Read(context.Background())
+		if err != nil || typ != websocket.MessageText || !bytes.Equal(got, payload(i)) {
+			t.Fatalf("frame %d: %v of %d bytes, %v", i, typ, len(got), err)
+		}
+	}
+	if typ, got, err := c.Read(context.Background()); err != nil || typ != websocket.MessageBinary || string(got) != "after" {
+		t.Fatalf("the frame written after the try: %v %q %v", typ, got, err)
+	}
+}

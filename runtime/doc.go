@@ -201,11 +201,18 @@
 // it merges its text and argument deltas instead (rollout.emitDelta), and a
 // client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
-// held. A connection's writer waits only while the server is saturated,
-// and with no lock held: it holds a write for at most a millisecond, to
-// take the connection's next frames with it (Outbox.More, by the policy
-// of package internal/flushhold; Server.FlushHolds counts the holds). The read loop takes only such locks, so it never waits on a
-// rollout. Lock order, outer first:
+// held. A WebSocket over its own socket is written by the server's
+// flushers (outbox.Flushers: a few goroutines for every connection, one a
+// P, rather than one a connection each time frames come, which kept the Ps
+// too busy to poll the network for the readers), and a flusher waits on no
+// client: it writes what the socket takes at once, and a connection whose
+// socket does not take a batch whole goes on with a writer of its own.
+// Such a writer (and every connection's over TLS or WebTransport) waits
+// only while the server is saturated, and with no lock held: it holds a
+// write for at most a millisecond, to take the connection's next frames
+// with it (Outbox.More, by the policy of package internal/flushhold;
+// Server.FlushHolds counts the holds). The read loop takes only such
+// locks, so it never waits on a rollout. Lock order, outer first:
 //
 //	suspendedSet.mu -> suspension.mu
 //	connScope.mu -> session.mu -> suspension.mu

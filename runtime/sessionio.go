@@ -197,23 +197,70 @@ func (sess *session) WriteFailed(error) {
 // own part is a copy into the batch, cheaper than reading the clock for
 // it, which is read once a batch (its start is the last one's end).
 func (sess *session) WriteBatch(batch []outbox.Frame, start time.Time) (time.Time, error) {
-	binary := sess.encoding == protocol.EncodingMsgpack
-	wall := start // the network's clock, not Options.Now
-	if sess.srv.ownClock {
-		wall = time.Now()
-	}
-	deadline := wall.Add(sess.srv.opts.Timeouts.Write)
-	sess.writing = append(sess.writing[:0], batch...) // the outbox reuses batch once asked for more
-	err := sess.writeFrames(batch, binary, deadline)
+	deadline := sess.writeDeadline(start)
+	err := sess.addBatch(batch, deadline)
 	if err == nil {
 		if more := sess.out.More(); more != nil {
 			sess.writing = append(sess.writing, more...)
-			err = sess.writeFrames(more, binary, deadline)
+			err = sess.writeFrames(more, sess.encoding == protocol.EncodingMsgpack, deadline)
 		}
 	}
 	if ferr := sess.conn.Flush(deadline); err == nil {
 		err = ferr
 	}
+	return sess.wroteBatch(start, err)
+}
+
+// TryBatch is WriteBatch on a flusher (outbox.Flushers), which waits on no
+// client: no flush is held, and the batch goes out as far as the socket
+// takes it at once (wsConn.TryFlush). When it did not take it all, TryBatch
+// reports blocked, and FinishBatch, on a goroutine of the outbox's, writes
+// the rest.
+func (sess *session) TryBatch(batch []outbox.Frame, start time.Time) (end time.Time, blocked bool, err error) {
+	err = sess.addBatch(batch, sess.writeDeadline(start))
+	if err == nil {
+		if blocked, err = sess.conn.(tryFlusher).TryFlush(); blocked && err == nil {
+			return start, true, nil
+		}
+	}
+	end, err = sess.wroteBatch(start, err)
+	return end, false, err
+}
+
+// FinishBatch writes what TryBatch left of its batch, within the write's
+// deadline, and returns as WriteBatch does.
+func (sess *session) FinishBatch(start time.Time) (time.Time, error) {
+	return sess.wroteBatch(start, sess.conn.Flush(sess.writeDeadline(start)))
+}
+
+// tryFlusher is a FrameConn that can write its batch without waiting:
+// TryFlush writes what the socket takes at once, CanTry says whether it
+// can at all (a WebSocket over its own socket).
+type tryFlusher interface {
+	TryFlush() (blocked bool, err error)
+	CanTry() bool
+}
+
+// writeDeadline is the deadline of a batch taken at start: Timeouts.Write
+// after it, by the network's clock.
+func (sess *session) writeDeadline(start time.Time) time.Time {
+	wall := start // the network's clock, not Options.Now
+	if sess.srv.ownClock {
+		wall = time.Now()
+	}
+	return wall.Add(sess.srv.opts.Timeouts.Write)
+}
+
+// addBatch adds a batch's frames to the connection's write, and keeps them
+// for wroteBatch to charge.
+func (sess *session) addBatch(batch []outbox.Frame, deadline time.Time) error {
+	sess.writing = append(sess.writing[:0], batch...) // the outbox reuses batch once asked for more
+	return sess.writeFrames(batch, sess.encoding == protocol.EncodingMsgpack, deadline)
+}
+
+// wroteBatch charges the frames written, once err says they were, and
+// returns when it was done: the next batch's start.
+func (sess *session) wroteBatch(start time.Time, err error) (time.Time, error) {
 	end := sess.srv.tick()
 	if err == nil {
 		share := end.Sub(start) / time.Duration(len(sess.writing))

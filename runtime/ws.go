@@ -52,6 +52,9 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	ws := &wsConn{Conn: conn, cork: cw.conn, mem: s.mem, frameCost: 2 * s.opts.Limits.MaxFrame,
 		deflate: strings.Contains(cw.Header().Get("Sec-WebSocket-Extensions"), "permessage-deflate")}
 	sess := newSession(s, ws, r, encodingOf(conn), nil)
+	if ws.CanTry() {
+		sess.out.FlushBy(s.flushers)
+	}
 	if !s.track(sess) {
 		conn.Close(websocket.StatusGoingAway, "server shutting down")
 		s.releaseConn(sess.tenant)
@@ -185,6 +188,19 @@ func (c *wsConn) Write(b []byte, binary bool, deadline time.Time) error {
 	defer cancel()
 	return c.Conn.Write(ctx, typ, b)
 }
+
+// TryFlush writes the batch as far as the socket takes it now (a
+// flusher's; see corkedConn.tryUncork); blocked, Flush writes the rest.
+func (c *wsConn) TryFlush() (blocked bool, err error) {
+	if c.cork == nil {
+		return false, nil
+	}
+	return c.cork.tryUncork()
+}
+
+// CanTry reports whether TryFlush can write without waiting: the socket is
+// the connection's own (not TLS).
+func (c *wsConn) CanTry() bool { return c.cork != nil && c.cork.raw != nil }
 
 // flush writes the batch, on every path: a close frame the library wrote
 // meanwhile is held with it.

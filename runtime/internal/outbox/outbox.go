@@ -71,6 +71,11 @@ type Outbox struct {
 	stopped chan struct{} // closed once the outbox has ended or closed and no writer runs; made by done
 	over    bool          // it has ended or closed and no writer runs
 	holding bool          // the writer holds its flush (More): a put signals ready
+
+	// Flushers that run the writer on demand (FlushBy), with write as a
+	// TryWriter; nil: a goroutine of its own.
+	flushers *Flushers
+	try      TryWriter
 }
 
 // Meter counts what outboxes hold (the server's memory budget): Add(n)
@@ -204,7 +209,11 @@ func (o *Outbox) wakeLocked(now time.Time) {
 		switch {
 		case !o.writing && !o.broken:
 			o.writing, o.woke = true, now
-			go o.writer()
+			if o.flushers != nil {
+				o.flushers.add(o)
+			} else {
+				go o.writer()
+			}
 		case o.holding:
 			select {
 			case o.ready <- struct{}{}:
@@ -234,6 +243,11 @@ func (o *Outbox) writeQueued() {
 	if o.hold != nil {
 		o.hold.Waited(o.woke, now) // its time waiting for the CPU
 	}
+	o.writeFrom(now)
+}
+
+// writeFrom is writeQueued from now, the next batch's start.
+func (o *Outbox) writeFrom(now time.Time) {
 	for {
 		batch := o.Next(context.Background()) // nil once empty: it does not wait
 		if batch == nil {
@@ -241,18 +255,24 @@ func (o *Outbox) writeQueued() {
 		}
 		end, err := o.write.WriteBatch(batch, now)
 		if err != nil {
-			o.mu.Lock()
-			o.broken = true // no writer starts again
-			o.mu.Unlock()
-			o.write.WriteFailed(err) // before done: its owner's teardown follows the failure
-			o.mu.Lock()
-			o.writing = false
-			o.stoppedLocked()
-			o.mu.Unlock()
+			o.writeFailed(err)
 			return
 		}
 		now = end
 	}
+}
+
+// writeFailed ends the writer on demand on a failed write: no writer starts
+// again, and the owner is told.
+func (o *Outbox) writeFailed(err error) {
+	o.mu.Lock()
+	o.broken = true // no writer starts again
+	o.mu.Unlock()
+	o.write.WriteFailed(err) // before done: its owner's teardown follows the failure
+	o.mu.Lock()
+	o.writing = false
+	o.stoppedLocked()
+	o.mu.Unlock()
 }
 
 // Done is closed once the outbox has ended or closed and its writer on
