@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -212,4 +214,48 @@ func TestLargeItemReachesClient(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSlowReaderCutOnSocket: over a real socket, which the server's
+// flushers write, a client that stops reading mid-stream is cut once a
+// write has waited Timeouts.Write: the flusher's write, which waits on no
+// client, leaves the rest of its batch to a writer of the connection's own,
+// and that writer's write times out. The client, its socket buffer small,
+// finds its connection gone before the response's end.
+func TestSlowReaderCutOnSocket(t *testing.T) {
+	if testEncoding != protocol.EncodingJSON {
+		t.Skip("the socket's path is the encoding's alike")
+	}
+	flood := floodModel{1 << 14, strings.Repeat("x", 1<<10), make(chan struct{})} // 16 MiB of text
+	h := newHarness(t, runtime.Options{Models: map[string]runtime.Sampler{"flood": flood},
+		Timeouts: runtime.Timeouts{SlowClient: time.Hour, Write: 300 * time.Millisecond}})
+	dialer := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c := dialWS(t, h.ws, &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}})
+	c.send(t, create(map[string]any{"model": "flood", "store": false, "input": "go"}))
+	c.recv(t) // response.created; then nothing is read
+	<-flood.done
+	time.Sleep(2 * time.Second) // the client reads nothing: past the write's timeout, many times over
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for n := 0; ; n++ {
+		_, data, err := c.c.Read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("after %d frames the connection is still open", n)
+			}
+			return // cut
+		}
+		if strings.Contains(string(data), `"type":"response.completed"`) {
+			t.Fatalf("the whole response reached a client that stopped reading, %d frames", n)
+		}
+	}
 }
