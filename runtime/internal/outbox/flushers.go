@@ -55,10 +55,7 @@ func (o *Outbox) FlushBy(f *Flushers) {
 // caller holds o.mu.
 func (f *Flushers) add(o *Outbox) {
 	f.mu.Lock()
-	if f.head > 0 && f.head == len(f.q) {
-		f.q, f.head = f.q[:0], 0
-	}
-	f.q = append(f.q, o)
+	f.pushLocked(o)
 	start := f.running < f.max
 	if start {
 		f.running++
@@ -145,8 +142,20 @@ func (o *Outbox) wroteTurn() bool {
 // running (the caller's) to take again.
 func (f *Flushers) requeue(o *Outbox) {
 	f.mu.Lock()
-	f.q = append(f.q, o)
+	f.pushLocked(o)
 	f.mu.Unlock()
+}
+
+// pushLocked appends o to the queue, first moving the outboxes waiting to
+// its front once those taken are half of it: on a server that never
+// drains it, the queue stays the size of what waits. The caller holds mu.
+func (f *Flushers) pushLocked(o *Outbox) {
+	if f.head > 0 && f.head >= len(f.q)/2 {
+		n := copy(f.q, f.q[f.head:])
+		clear(f.q[n:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, o)
 }
 
 // finish is the writer of o's own that a flusher hands a batch its socket

@@ -120,3 +120,22 @@ func TestFlushers(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushersQueueBounded: a queue that never drains (an outbox taken as
+// another comes, ten waiting throughout) stays the size of what waits, not
+// of what came.
+func TestFlushersQueueBounded(t *testing.T) {
+	f := NewFlushers(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range 10 {
+		f.pushLocked(&Outbox{})
+	}
+	for range 1_000_000 {
+		f.pushLocked(&Outbox{})
+		f.head++ // one taken
+	}
+	if waiting := len(f.q) - f.head; waiting != 10 || cap(f.q) > 64 {
+		t.Fatalf("%d waiting in a queue of capacity %d, after a million came", waiting, cap(f.q))
+	}
+}
