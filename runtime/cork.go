@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 	"github.com/tether-run/tether/runtime/internal/outbox"
@@ -153,7 +154,7 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 	return err
 }
 
-// tryUncork is uncork for a flusher (outbox.Flushers), which must not wait
+// tryUncork is uncork for a flusher (package flushers), which must not wait
 // on a client: one write of what is held, as much of it as the socket
 // takes now. It reports blocked when the socket did not take it all: what
 // is left stays held and the connection corked (a frame the library
@@ -175,22 +176,8 @@ func (c *corkedConn) tryUncork() (blocked bool, err error) {
 	if c.raw == nil {
 		return true, nil
 	}
-	n, werr := 0, error(nil)
-	if err := c.raw.Write(func(fd uintptr) bool {
-		for {
-			n, werr = syscall.Write(int(fd), *c.held)
-			if werr != syscall.EINTR {
-				return true // once: the socket takes it now or not
-			}
-		}
-	}); err != nil {
-		return true, nil // closed, or its deadline passed while it idled: uncork says which
-	}
-	n = max(n, 0)
-	switch {
-	case werr != nil && werr != syscall.EAGAIN:
-		return true, nil // uncork writes it again, and fails as the connection does
-	case n == len(*c.held):
+	n := flushers.TryWrite(c.raw, *c.held) // what it did not take, uncork writes, or fails as the connection does
+	if n == len(*c.held) {
 		c.corked = false
 		outbox.ReleaseBuf(&c.held)
 		return false, nil
@@ -263,12 +250,7 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// Likewise net/http's 4 KB read buffer gives way to a small one unless
 	// it holds bytes already (a frame sent right behind the upgrade): a
 	// frame's payload larger than the buffer is read straight into place.
-	w.conn = &corkedConn{Conn: conn}
-	if sc, ok := conn.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			w.conn.raw = rc
-		}
-	}
+	w.conn = &corkedConn{Conn: conn, raw: flushers.RawConn(conn)}
 	br := brw.Reader
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(w.conn, wsReadBuffer)

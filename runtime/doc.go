@@ -202,7 +202,7 @@
 // client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
 // held. A WebSocket over its own socket is written by the server's
-// flushers (outbox.Flushers: a few goroutines for every connection, one a
+// flushers (package flushers: a few goroutines for every connection, one a
 // P, rather than one a connection each time frames come, which kept the Ps
 // too busy to poll the network for the readers), and a flusher waits on no
 // client: it writes what the socket takes at once, and a connection whose

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/protocol"
 	"github.com/tether-run/tether/runtime/internal/admission"
 	"github.com/tether-run/tether/runtime/internal/budget"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
-	"github.com/tether-run/tether/runtime/internal/outbox"
 	"github.com/tether-run/tether/runtime/internal/seal"
 	"github.com/tether-run/tether/sampler"
 )
@@ -118,8 +118,8 @@ type Server struct {
 	mux      *http.ServeMux
 	obs      Observer
 	hooks    Hooks
-	holds    *flushhold.Policy // when the connections' writers hold their flushes (Options.EngineLate)
-	flushers *outbox.Flushers  // the WebSocket connections' writers, a few goroutines for all (one a P)
+	holds    *flushhold.Policy  // when the connections' writers hold their flushes (Options.EngineLate)
+	flushers *flushers.Flushers // the WebSocket connections' writers, a few goroutines for all (one a P)
 
 	ctx    context.Context    // parent of suspended rollouts; cancelled by Shutdown
 	cancel context.CancelFunc //
@@ -178,7 +178,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.now, s.log, s.obs, s.hooks = s.opts.Now, s.opts.Logger, s.opts.Observer, s.opts.Hooks
 	s.holds = flushhold.New(flushhold.Options{Late: s.opts.EngineLate})
-	s.flushers = outbox.NewFlushers(goruntime.GOMAXPROCS(0))
+	s.flushers = flushers.New(goruntime.GOMAXPROCS(0))
 	s.renderer = s.opts.Renderer
 	if s.renderer == nil {
 		r, err := sampler.NewRenderer()

@@ -211,7 +211,7 @@ func (sess *session) WriteBatch(batch []outbox.Frame, start time.Time) (time.Tim
 	return sess.wroteBatch(start, err)
 }
 
-// TryBatch is WriteBatch on a flusher (outbox.Flushers), which waits on no
+// TryBatch is WriteBatch on a flusher (package flushers), which waits on no
 // client: no flush is held, and the batch goes out as far as the socket
 // takes it at once (wsConn.TryFlush). When it did not take it all, TryBatch
 // reports blocked, and FinishBatch, on a goroutine of the outbox's, writes

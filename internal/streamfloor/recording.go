@@ -16,12 +16,15 @@
 // releases that token; a delta due while the writer has not yet taken
 // the one before joins it, as tether merges the deltas its client has not
 // taken (the merged delta keeps the first's sequence number, and the
-// numbers after it skip those the others had). A batch of frames due together goes out in one
-// write, outside any outbox, from buffers that are reused, held briefly
-// for the next batch while the server is saturated by the policy tether's
-// writers follow (package flushhold): the floor
-// allocates nothing per frame, tokenizes nothing, decodes no request and
-// keeps no store. It keeps only the last message each client sent, as a
+// numbers after it skip those the others had). A batch of frames due
+// together goes out in one write, outside any outbox, from buffers that
+// are reused, written as tether writes its connections': by a few
+// flushers for all of them (package flushers), in writes that do not wait
+// on a client, and a writer of the connection's own only for what a
+// socket did not take, which holds its flush briefly for the next batch
+// while the server is saturated by the policy tether's writers of their
+// own follow (package flushhold). The floor allocates nothing per frame,
+// tokenizes nothing, decodes no request and keeps no store. It keeps only the last message each client sent, as a
 // server must hold what it was sent (a parked rollout's context).
 //
 // Package ablate records the rollout and runs the floor beside tether

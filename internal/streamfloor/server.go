@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"regexp"
+	goruntime "runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/sampler"
 )
@@ -31,6 +34,7 @@ type Server struct {
 	timing sampler.Timing
 	engine *sampler.Engine
 	holds  *flushhold.Policy
+	writes *flushers.Flushers // the connections' writers, as tether's are
 	cost   Cost
 	mux    *http.ServeMux
 
@@ -48,6 +52,7 @@ func NewServer(rec *Recording, t sampler.Timing, step time.Duration) (*Server, e
 	s := &Server{rec: rec, timing: t, engine: sampler.NewEngine(), mux: http.NewServeMux(), conns: map[*conn]struct{}{}}
 	s.engine.SetStep(step)
 	s.holds = flushhold.New(flushhold.Options{Late: s.engine.Late})
+	s.writes = flushers.New(goruntime.GOMAXPROCS(0))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tether_flush_holds_total", Help: "Writes held for the next frames while the floor was saturated (internal/flushhold), as tether counts its own."},
@@ -81,8 +86,8 @@ func (s *Server) Close() {
 
 // serveWS accepts a WebSocket and answers its messages, one step each, on
 // this goroutine, which is the connection's only one while it waits: the
-// engine's goroutines release its tokens, and a writer runs only while it
-// has bytes to write.
+// engine's goroutines release its tokens, and a flusher writes its bytes
+// only while it has some.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	hw := &hijackWriter{ResponseWriter: w}
 	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
@@ -91,6 +96,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(64 << 20)
 	c := &conn{ws: ws, raw: hw.conn, timing: s.timing, engine: s.engine, holds: s.holds, cost: s.cost, more: make(chan struct{}, 1)}
+	if hw.conn.fd != nil {
+		c.writes = s.writes
+	}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -128,6 +136,7 @@ type conn struct {
 	timing sampler.Timing
 	engine *sampler.Engine
 	holds  *flushhold.Policy
+	writes *flushers.Flushers // nil: a writer goroutine of its own (no descriptor for a try)
 	cost   Cost
 	held   []byte // the client's last message
 
@@ -145,7 +154,7 @@ type conn struct {
 		post    []byte
 	}
 	spare   []byte // the writer's last buffer, reused; guarded by mu
-	writing bool   // a writer is running; guarded by mu
+	writing bool   // a flusher or a writer has the connection; guarded by mu
 	err     error  // the first failed write; guarded by mu
 }
 
@@ -248,8 +257,9 @@ func (c *conn) signal() {
 	}
 }
 
-// flush has a writer write what is due, starting one unless one runs: the
-// engine's goroutine that calls it never waits on the socket.
+// flush has a writer write what is due, queuing the connection for a
+// flusher or starting a writer unless one runs: the engine's goroutine
+// that calls it never waits on the socket.
 func (c *conn) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -257,19 +267,73 @@ func (c *conn) flush() {
 		return
 	}
 	c.writing = true
+	if c.writes != nil {
+		c.writes.Add(c)
+		return
+	}
 	go c.write()
+}
+
+// FlushTurn writes what is due on a flusher (package flushers), as
+// tether's outboxes are written: at most flushTurn batches, each in one
+// write that does not wait, with no flush held. A batch the socket does
+// not take whole is finished by a writer of the connection's own, which
+// goes on as write.
+func (c *conn) FlushTurn() (more bool) {
+	c.mu.Lock()
+	c.holds.Waited(c.filled, time.Now()) // its time waiting for the CPU
+	for turn := 0; len(c.pending) > 0 && c.err == nil; turn++ {
+		if turn == flushTurn {
+			c.mu.Unlock()
+			return true
+		}
+		batch := c.takeLocked()
+		c.mu.Unlock()
+		if n := c.raw.tryWrite(batch); n < len(batch) {
+			go c.finish(batch, n)
+			return false
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+	}
+	c.writing = false
+	c.mu.Unlock()
+	return false
+}
+
+// flushTurn is how many batches a flusher writes of one connection in a
+// turn, as many as tether's (runtime/internal/outbox).
+const flushTurn = 4
+
+// finish writes the rest of a batch a flusher's try did not, then goes on
+// as the connection's writer.
+func (c *conn) finish(batch []byte, written int) {
+	err := c.raw.finish(batch[written:])
+	c.mu.Lock()
+	c.spare = batch[:0]
+	if err != nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.write()
+}
+
+// takeLocked takes what is due for a write. The caller holds mu.
+func (c *conn) takeLocked() []byte {
+	batch := c.pending
+	c.pending, c.spare = c.spare[:0], nil
+	c.open.at = -1 // taken: the next delta is a frame of its own
+	return batch
 }
 
 // write writes what is due, one write a batch, until nothing is. While
 // the server is saturated it holds a batch briefly for the next frames,
-// by the policy tether's writers follow (package flushhold).
+// by the policy tether's writers of their own follow (package flushhold).
 func (c *conn) write() {
 	c.mu.Lock()
 	for len(c.pending) > 0 && c.err == nil {
 		c.holds.Waited(c.filled, time.Now())
-		batch := c.pending
-		c.pending, c.spare = c.spare[:0], nil
-		c.open.at = -1 // taken: the next delta is a frame of its own
+		batch := c.takeLocked()
 		c.mu.Unlock()
 		select {
 		case <-c.more: // the signal of the frames just taken
@@ -306,7 +370,7 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &lockedConn{Conn: conn}
+	w.conn = &lockedConn{Conn: conn, fd: flushers.RawConn(conn)}
 	br := brw.Reader
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(w.conn, 1<<10)
@@ -320,6 +384,7 @@ func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // time.
 type lockedConn struct {
 	net.Conn
+	fd syscall.RawConn // the socket's descriptor, for a try; nil: none
 	mu sync.Mutex
 }
 
@@ -327,4 +392,25 @@ func (c *lockedConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.Conn.Write(p)
+}
+
+// tryWrite writes p in one write that does not wait, and returns how much
+// of it the socket took. When that is not all of it, the connection stays
+// locked for finish to write the rest: a pong or close frame the library
+// writes meanwhile follows it.
+func (c *lockedConn) tryWrite(p []byte) int {
+	c.mu.Lock()
+	n := flushers.TryWrite(c.fd, p)
+	if n == len(p) {
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// finish writes the rest of a batch tryWrite did not, waiting, and unlocks
+// the connection.
+func (c *lockedConn) finish(rest []byte) error {
+	defer c.mu.Unlock()
+	_, err := c.Conn.Write(rest)
+	return err
 }

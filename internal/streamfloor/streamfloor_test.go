@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/sampler"
 )
 
@@ -356,4 +358,71 @@ func TestTapMarksMessages(t *testing.T) {
 	if want := []int{upgrade, upgrade + ok, upgrade + ok}; !slices.Equal(marks, want) {
 		t.Errorf("marks %v, want %v (the upgrade's %d bytes, then an answer of %d)", marks, want, upgrade, ok)
 	}
+}
+
+// TestFlushersDoNotWait: over a real socket whose client does not read
+// yet, the floor's flusher writes what the socket takes and hands the rest
+// to a writer of the connection's own, so that no flusher is left running
+// while the client still has bytes to read; once it reads, it reads every
+// byte queued, in order.
+func TestFlushersDoNotWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sc := <-accepted
+	if sc == nil {
+		t.Fatal("accept failed")
+	}
+	raw := &lockedConn{Conn: sc, fd: flushers.RawConn(sc)}
+	writes := flushers.New(1)
+	c := &conn{raw: raw, writes: writes, more: make(chan struct{}, 1)}
+	const chunks, size = 16, 1 << 20 // far more than a loopback socket's buffers
+	var want []byte
+	for i := range chunks {
+		b := bytes.Repeat([]byte{'a' + byte(i)}, size)
+		want = append(want, b...)
+		c.queue(b, true)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if running, waiting := writes.Running(); running == 0 && waiting == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a flusher still runs while its client does not read")
+		}
+	}
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the client read the queued bytes out of order")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		writing, err := c.writing, c.err
+		c.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !writing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection's writer did not end once everything was written")
+		}
+	}
+	sc.Close()
 }

@@ -2,36 +2,10 @@ package outbox
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"github.com/tether-run/tether/internal/flushers"
 )
-
-// Flushers write the outboxes of many connections from a few goroutines,
-// rather than a goroutine a connection each time frames come. A writer on
-// demand a batch kept every P's run queue full on a busy server, and a P
-// polls the network only once its queue runs dry: a connection's reader
-// then heard of its client's message late, from the runtime's monitor,
-// and waited behind the writers (docs/measuring.md, "Where a step's time
-// goes under load"). At most max flushers run at once, started as
-// outboxes wait and gone when none does, so that an idle server holds
-// none.
-//
-// A flusher never waits on a client: it writes what the socket takes at
-// once (TryWriter), and an outbox whose socket does not take its batch
-// whole goes on with a writer of its own, which writes the rest with the
-// connection's deadline, and every batch after it, until its queue is
-// empty; its next frames come back to the flushers.
-type Flushers struct {
-	max int
-
-	mu      sync.Mutex
-	q       []*Outbox // waiting for a flusher, oldest first from head; guarded by mu
-	head    int       // guarded by mu
-	running int       // guarded by mu
-}
-
-// NewFlushers returns flushers that run at most n goroutines at once.
-func NewFlushers(n int) *Flushers { return &Flushers{max: max(n, 1)} }
 
 // TryWriter is a BatchWriter that can write a batch without waiting:
 // TryBatch writes what the connection takes at once and reports blocked
@@ -43,76 +17,40 @@ type TryWriter interface {
 	FinishBatch(start time.Time) (end time.Time, err error)
 }
 
-// FlushBy has o's writer on demand run on f's flushers. Set after
+// FlushBy has o's writer on demand run on f's flushers (package
+// flushers), which write many outboxes from a few goroutines. Set after
 // WriteOnDemand, with a writer that is a TryWriter, before the first put.
-func (o *Outbox) FlushBy(f *Flushers) {
+func (o *Outbox) FlushBy(f *flushers.Flushers) {
 	if t, ok := o.write.(TryWriter); ok && f != nil {
 		o.try, o.flushers = t, f
 	}
 }
 
-// add queues o for a flusher, and starts one if fewer than max run. The
-// caller holds o.mu.
-func (f *Flushers) add(o *Outbox) {
-	f.mu.Lock()
-	f.pushLocked(o)
-	start := f.running < f.max
-	if start {
-		f.running++
-	}
-	f.mu.Unlock()
-	if start {
-		go f.run()
-	}
-}
-
-// run is a flusher: it writes the outboxes queued, one after another, and
-// ends when none is.
-func (f *Flushers) run() {
-	for {
-		f.mu.Lock()
-		if f.head == len(f.q) {
-			f.running--
-			f.mu.Unlock()
-			return
-		}
-		o := f.q[f.head]
-		f.q[f.head] = nil
-		f.head++
-		f.mu.Unlock()
-		o.flush(f)
-	}
-}
-
-// flush writes o's queue on a flusher until it is empty, as writeQueued
-// does, without waiting: a batch the socket does not take whole is
-// finished by a writer of o's own, which goes on from there.
-//
-// It writes at most flushTurn batches in a turn: an outbox that has frames
-// queued still goes to the back of the flushers' queue, so that a stream
-// that never stops (an unpaced model's) keeps no flusher from the others.
-func (o *Outbox) flush(f *Flushers) {
+// FlushTurn writes o's queue on a flusher, as writeQueued does, without
+// waiting: a batch the socket does not take whole is finished by a writer
+// of o's own, which goes on from there. It writes at most flushTurn
+// batches, and reports more when frames are still queued.
+func (o *Outbox) FlushTurn() (more bool) {
 	now := o.now()
 	if o.hold != nil {
 		o.hold.Waited(o.woke, now) // its time waiting for the CPU
 	}
 	for turn := 0; ; turn++ {
 		if turn >= flushTurn && o.wroteTurn() {
-			f.requeue(o)
-			return
+			return true
 		}
 		batch := o.Next(context.Background()) // nil once empty
 		if batch == nil {
-			return
+			return false
 		}
 		end, blocked, err := o.try.TryBatch(batch, now)
 		switch {
 		case err != nil:
 			o.writeFailed(err)
-			return
+			return false
 		case blocked:
 			go o.finish(now)
-			return
+			return false
 		}
 		now = end
 	}
@@ -136,26 +74,6 @@ func (o *Outbox) wroteTurn() bool {
 	clear(o.spare)
 	ReleaseBuf(&o.spareB)
 	return true
-}
-
-// requeue puts o, a flusher's, at the back of the queue, for a flusher
-// running (the caller's) to take again.
-func (f *Flushers) requeue(o *Outbox) {
-	f.mu.Lock()
-	f.pushLocked(o)
-	f.mu.Unlock()
-}
-
-// pushLocked appends o to the queue, first moving the outboxes waiting to
-// its front once those taken are half of it: on a server that never
-// drains it, the queue stays the size of what waits. The caller holds mu.
-func (f *Flushers) pushLocked(o *Outbox) {
-	if f.head > 0 && f.head >= len(f.q)/2 {
-		n := copy(f.q, f.q[f.head:])
-		clear(f.q[n:])
-		f.q, f.head = f.q[:n], 0
-	}
-	f.q = append(f.q, o)
 }
 
 // finish is the writer of o's own that a flusher hands a batch its socket

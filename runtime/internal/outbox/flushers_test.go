@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/flushers"
 )
 
 // tryWriter is a TryWriter that records what it wrote, reports its first
@@ -64,7 +66,7 @@ func (w *tryWriter) WriteFailed(error) {}
 // with its queue; and the flushers are gone once every outbox is empty.
 func TestFlushers(t *testing.T) {
 	const outboxes, frames, most = 12, 50, 2
-	f := NewFlushers(most)
+	f := flushers.New(most)
 	var running, highest atomic.Int32
 	ws := make([]*tryWriter, outboxes)
 	os := make([]*Outbox, outboxes)
@@ -109,33 +111,12 @@ func TestFlushers(t *testing.T) {
 	// A flusher that wrote an outbox's last frame goes once it finds the
 	// queue empty, just after the outbox is done.
 	for deadline := time.Now().Add(10 * time.Second); ; goruntime.Gosched() {
-		f.mu.Lock()
-		running, waiting := f.running, len(f.q)-f.head
-		f.mu.Unlock()
+		running, waiting := f.Running()
 		if running == 0 && waiting == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d flushers running, %d outboxes waiting, with every outbox empty", running, waiting)
 		}
-	}
-}
-
-// TestFlushersQueueBounded: a queue that never drains (an outbox taken as
-// another comes, ten waiting throughout) stays the size of what waits, not
-// of what came.
-func TestFlushersQueueBounded(t *testing.T) {
-	f := NewFlushers(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for range 10 {
-		f.pushLocked(&Outbox{})
-	}
-	for range 1_000_000 {
-		f.pushLocked(&Outbox{})
-		f.head++ // one taken
-	}
-	if waiting := len(f.q) - f.head; waiting != 10 || cap(f.q) > 64 {
-		t.Fatalf("%d waiting in a queue of capacity %d, after a million came", waiting, cap(f.q))
 	}
 }

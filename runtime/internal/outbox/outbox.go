@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/internal/flushhold"
 	"github.com/tether-run/tether/runtime/internal/lockrank"
 )
@@ -74,7 +75,7 @@ type Outbox struct {
 
 	// Flushers that run the writer on demand (FlushBy), with write as a
 	// TryWriter; nil: a goroutine of its own.
-	flushers *Flushers
+	flushers *flushers.Flushers
 	try      TryWriter
 }
 
@@ -210,7 +211,7 @@ func (o *Outbox) wakeLocked(now time.Time) {
 		case !o.writing && !o.broken:
 			o.writing, o.woke = true, now
 			if o.flushers != nil {
-				o.flushers.add(o)
+				o.flushers.Add(o)
 			} else {
 				go o.writer()
 			}

@@ -1,0 +1,136 @@
+// Package flushers writes the queued bytes of many connections from a few
+// goroutines, rather than a goroutine a connection each time bytes come.
+//
+// A writer goroutine started a batch kept every P's run queue full on a
+// busy server, and a Go P polls the network only once its queue runs dry:
+// a connection's reader then heard of its client's message late, from the
+// runtime's monitor, and waited behind the writers (docs/measuring.md,
+// "Where a step's time goes under load"). Flushers bound the writers to
+// one a P, started as connections wait and gone when none does, so that
+// an idle server holds none and nothing needs stopping.
+//
+// A flusher must never wait on a client: a Conn writes what its socket
+// takes at once (TryWrite), and hands what the socket did not take to a
+// writer of its own. tether's outboxes (runtime/internal/outbox) and the
+// load runs' streaming floor (internal/streamfloor) are written by them
+// alike, so that the floor schedules its writes as tether does.
+package flushers
+
+import (
+	"sync"
+	"syscall"
+)
+
+// A Conn is a connection with bytes to write.
+type Conn interface {
+	// FlushTurn writes a turn of the connection's batches, without
+	// waiting on its client, and reports whether it has more to write:
+	// then it goes to the back of the queue, so that a stream that never
+	// stops (an unpaced model's) keeps no flusher from the others.
+	FlushTurn() (more bool)
+}
+
+// Flushers run Conns' turns on at most a bound of goroutines at once.
+type Flushers struct {
+	max int
+
+	mu      sync.Mutex
+	q       []Conn // waiting for a flusher, oldest first from head; guarded by mu
+	head    int    // guarded by mu
+	running int    // guarded by mu
+}
+
+// New returns flushers that run at most n goroutines at once (at least
+// one); a server gives them GOMAXPROCS.
+func New(n int) *Flushers { return &Flushers{max: max(n, 1)} }
+
+// Add queues c for a flusher, and starts one if fewer than the bound run.
+// The caller queues a Conn once until its turn reports no more.
+func (f *Flushers) Add(c Conn) {
+	f.mu.Lock()
+	f.pushLocked(c)
+	start := f.running < f.max
+	if start {
+		f.running++
+	}
+	f.mu.Unlock()
+	if start {
+		go f.run()
+	}
+}
+
+// run is a flusher: it runs the turns queued, one after another, and ends
+// when none is.
+func (f *Flushers) run() {
+	for {
+		f.mu.Lock()
+		if f.head == len(f.q) {
+			f.running--
+			f.mu.Unlock()
+			return
+		}
+		c := f.q[f.head]
+		f.q[f.head] = nil
+		f.head++
+		f.mu.Unlock()
+		if c.FlushTurn() {
+			f.mu.Lock()
+			f.pushLocked(c)
+			f.mu.Unlock()
+		}
+	}
+}
+
+// pushLocked appends c to the queue, first moving the Conns waiting to its
+// front once those taken are half of it: on a server that never drains
+// it, the queue stays the size of what waits. The caller holds mu.
+func (f *Flushers) pushLocked(c Conn) {
+	if f.head > 0 && f.head >= len(f.q)/2 {
+		n := copy(f.q, f.q[f.head:])
+		clear(f.q[n:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, c)
+}
+
+// Running reports how many flushers run and how many Conns wait for one.
+func (f *Flushers) Running() (running, waiting int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running, len(f.q) - f.head
+}
+
+// TryWrite writes p to the socket behind rc in one write that does not
+// wait, and returns how much of p the socket took: all of it, or less
+// when its buffer is full, or nothing when the connection is closed, its
+// deadline has passed or the write failed. What it did not take is for a
+// write that waits (the connection's own Write) to finish, or to fail with
+// the connection's error.
+func TryWrite(rc syscall.RawConn, p []byte) int {
+	n, werr := 0, error(nil)
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), p)
+			if werr != syscall.EINTR {
+				return true // once: the socket takes it now or not
+			}
+		}
+	}); err != nil || werr != nil {
+		return 0
+	}
+	return n
+}
+
+// RawConn returns c's descriptor for TryWrite, or nil when c has none of
+// its own (a TLS connection, a pipe).
+func RawConn(c any) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
