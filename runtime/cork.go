@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/tether-run/tether/internal/flushers"
@@ -38,9 +37,9 @@ type corkedConn struct {
 	deadline time.Time     // the socket's write deadline; guarded by mu
 	span     time.Duration // how far ahead it was set; guarded by mu
 
-	// raw is the socket's descriptor, for tryUncork's write that does not
-	// wait; nil where the connection has none of its own (TLS).
-	raw syscall.RawConn
+	// raw is the socket, for tryUncork's write that does not wait; nil
+	// where the connection has none of its own (TLS).
+	raw *flushers.Socket
 }
 
 // opClose is the first byte of a WebSocket close frame (FIN, opcode 8).
@@ -176,7 +175,7 @@ func (c *corkedConn) tryUncork() (blocked bool, err error) {
 	if c.raw == nil {
 		return true, nil
 	}
-	n := flushers.TryWrite(c.raw, *c.held) // what it did not take, uncork writes, or fails as the connection does
+	n := c.raw.TryWrite(*c.held) // what it did not take, uncork writes, or fails as the connection does
 	if n == len(*c.held) {
 		c.corked = false
 		outbox.ReleaseBuf(&c.held)
@@ -250,7 +249,7 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// Likewise net/http's 4 KB read buffer gives way to a small one unless
 	// it holds bytes already (a frame sent right behind the upgrade): a
 	// frame's payload larger than the buffer is read straight into place.
-	w.conn = &corkedConn{Conn: conn, raw: flushers.RawConn(conn)}
+	w.conn = &corkedConn{Conn: conn, raw: flushers.NewSocket(conn)}
 	br := brw.Reader
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(w.conn, wsReadBuffer)

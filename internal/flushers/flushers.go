@@ -10,7 +10,7 @@
 // an idle server holds none and nothing needs stopping.
 //
 // A flusher must never wait on a client: a Conn writes what its socket
-// takes at once (TryWrite), and hands what the socket did not take to a
+// takes at once (Socket.TryWrite), and hands what the socket did not take to a
 // writer of its own. tether's outboxes (runtime/internal/outbox) and the
 // load runs' streaming floor (internal/streamfloor) are written by them
 // alike, so that the floor schedules its writes as tether does.
@@ -100,30 +100,23 @@ func (f *Flushers) Running() (running, waiting int) {
 	return f.running, len(f.q) - f.head
 }
 
-// TryWrite writes p to the socket behind rc in one write that does not
-// wait, and returns how much of p the socket took: all of it, or less
-// when its buffer is full, or nothing when the connection is closed, its
-// deadline has passed or the write failed. What it did not take is for a
-// write that waits (the connection's own Write) to finish, or to fail with
-// the connection's error.
-func TryWrite(rc syscall.RawConn, p []byte) int {
-	n, werr := 0, error(nil)
-	if err := rc.Write(func(fd uintptr) bool {
-		for {
-			n, werr = syscall.Write(int(fd), p)
-			if werr != syscall.EINTR {
-				return true // once: the socket takes it now or not
-			}
-		}
-	}); err != nil || werr != nil {
-		return 0
-	}
-	return n
+// A Socket writes to a connection's own socket without waiting, for a
+// flusher. A connection keeps one, so that a try allocates nothing; its
+// owner calls TryWrite one at a time (under the lock that keeps the
+// connection's writes whole).
+type Socket struct {
+	rc syscall.RawConn
+	fn func(fd uintptr) bool // s.write, bound once
+
+	p   []byte // the try's, while it runs
+	n   int
+	err error
 }
 
-// RawConn returns c's descriptor for TryWrite, or nil when c has none of
-// its own (a TLS connection, a pipe).
-func RawConn(c any) syscall.RawConn {
+// NewSocket returns a Socket on c's descriptor, or nil when c has none of
+// its own (a TLS connection, a pipe): its writes then wait, on a writer of
+// the connection's own.
+func NewSocket(c any) *Socket {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return nil
@@ -132,5 +125,34 @@ func RawConn(c any) syscall.RawConn {
 	if err != nil {
 		return nil
 	}
-	return rc
+	s := &Socket{rc: rc}
+	s.fn = s.write
+	return s
+}
+
+// TryWrite writes p in one write that does not wait, and returns how much
+// of p the socket took: all of it, or less when its buffer is full, or
+// nothing when the connection is closed, its deadline has passed or the
+// write failed. What it did not take is for a write that waits (the
+// connection's own Write) to finish, or to fail with the connection's
+// error.
+func (s *Socket) TryWrite(p []byte) int {
+	s.p, s.n, s.err = p, 0, nil
+	err := s.rc.Write(s.fn)
+	s.p = nil
+	if err != nil || s.err != nil {
+		return 0
+	}
+	return s.n
+}
+
+// write is the try's, on the descriptor: once, the socket takes p now or
+// not (RawConn.Write would wait for room when it reported false).
+func (s *Socket) write(fd uintptr) bool {
+	for {
+		s.n, s.err = syscall.Write(int(fd), s.p)
+		if s.err != syscall.EINTR {
+			return true
+		}
+	}
 }

@@ -114,11 +114,11 @@ func TestTryWrite(t *testing.T) {
 	if !ok {
 		t.Fatal("accept failed")
 	}
-	rc := RawConn(server)
-	if rc == nil {
+	sock := NewSocket(server)
+	if sock == nil {
 		t.Fatal("a TCP connection has no descriptor")
 	}
-	if RawConn(struct{ io.Writer }{}) != nil {
+	if NewSocket(struct{ io.Writer }{}) != nil {
 		t.Fatal("a value with no descriptor gave one")
 	}
 	p := make([]byte, 64<<20) // far more than a loopback socket's buffers
@@ -126,11 +126,11 @@ func TestTryWrite(t *testing.T) {
 		p[i] = byte(i * 7)
 	}
 	start := time.Now()
-	n := TryWrite(rc, p)
+	n := sock.TryWrite(p)
 	if n <= 0 || n >= len(p) {
 		t.Fatalf("a try of %d bytes to a peer not reading took %d", len(p), n)
 	}
-	if again := TryWrite(rc, p[n:]); again != 0 {
+	if again := sock.TryWrite(p[n:]); again != 0 {
 		t.Fatalf("a full socket took %d bytes more at once", again)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -148,7 +148,41 @@ func TestTryWrite(t *testing.T) {
 	if got := <-read; !bytes.Equal(got, p) {
 		t.Fatalf("the peer read %d bytes, not the %d written in order", len(got), len(p))
 	}
-	if n := TryWrite(rc, p); n != 0 {
+	if n := sock.TryWrite(p); n != 0 {
 		t.Fatalf("a closed connection took %d bytes", n)
+	}
+}
+
+// TestTryWriteAllocatesNothing: a try allocates nothing, so that neither
+// tether nor the floor allocates a write.
+func TestTryWriteAllocatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	read := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			read <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(io.Discard, c)
+		read <- err
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := NewSocket(c)
+	p := []byte("a frame of a few bytes")
+	if allocs := testing.AllocsPerRun(1000, func() { sock.TryWrite(p) }); allocs != 0 {
+		t.Errorf("a try allocates %v times", allocs)
+	}
+	c.Close()
+	if err := <-read; err != nil {
+		t.Fatal(err)
 	}
 }

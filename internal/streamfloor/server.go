@@ -10,7 +10,6 @@ import (
 	"regexp"
 	goruntime "runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -370,7 +369,7 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &lockedConn{Conn: conn, fd: flushers.RawConn(conn)}
+	w.conn = &lockedConn{Conn: conn, fd: flushers.NewSocket(conn)}
 	br := brw.Reader
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(w.conn, 1<<10)
@@ -384,7 +383,7 @@ func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // time.
 type lockedConn struct {
 	net.Conn
-	fd syscall.RawConn // the socket's descriptor, for a try; nil: none
+	fd *flushers.Socket // the socket, for a try; nil: none of its own
 	mu sync.Mutex
 }
 
@@ -400,7 +399,7 @@ func (c *lockedConn) Write(p []byte) (int, error) {
 // writes meanwhile follows it.
 func (c *lockedConn) tryWrite(p []byte) int {
 	c.mu.Lock()
-	n := flushers.TryWrite(c.fd, p)
+	n := c.fd.TryWrite(p)
 	if n == len(p) {
 		c.mu.Unlock()
 	}

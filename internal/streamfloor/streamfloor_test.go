@@ -385,7 +385,7 @@ func TestFlushersDoNotWait(t *testing.T) {
 	if sc == nil {
 		t.Fatal("accept failed")
 	}
-	raw := &lockedConn{Conn: sc, fd: flushers.RawConn(sc)}
+	raw := &lockedConn{Conn: sc, fd: flushers.NewSocket(sc)}
 	writes := flushers.New(1)
 	c := &conn{raw: raw, writes: writes, more: make(chan struct{}, 1)}
 	const chunks, size = 16, 1 << 20 // far more than a loopback socket's buffers
