@@ -44,11 +44,8 @@
 // delivers; until they are in, the loop returns errParked and its goroutine
 // ends: a parked loop is a value (the rollout, its step in
 // rollout.parked), and the append that brings the last output, or whatever
-// ends the rollout meanwhile, drives it on from there (rollout.kick): on
-// the goroutine of the reader that delivered the append, whose reading
-// goes on on a new one (handoff), so that no wait for a core stands
-// between the client's append and the next step; otherwise on a goroutine
-// of its own. The lane that follows it holds no goroutine either:
+// ends the rollout meanwhile, drives it on from there on a goroutine of its
+// own (rollout.kick). The lane that follows it holds no goroutine either:
 // its job ends when the rollout ends or leaves (session.follow, then
 // followed), so a parked rollout on an open connection costs that
 // connection's read loop alone. The whole rollout is one response, which

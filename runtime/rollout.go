@@ -117,10 +117,6 @@ type rollout struct {
 	parked  *parkedStep
 	dormant atomic.Bool
 	driveOn func()
-	// handTo is the handoff of the reader delivering an append to the
-	// rollout, while it does (suspension.deliver): a kick then offers it
-	// the drive.
-	handTo atomic.Pointer[handoff]
 	// steerClosed: the response is ending and takes no more response.steer;
 	// required: the outputs its client owes when it ends on open calls (a
 	// cached-state turn). Guarded by mu.

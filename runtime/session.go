@@ -58,11 +58,6 @@ type session struct {
 	// stream), which replaces stream_id; a frame that names another is
 	// refused.
 	oneLane bool
-	// handoff lets the reader drive on a rollout its frame answered (see
-	// handoff); nil when the session's reading must stay on the goroutine
-	// that serves it (a lane of a Connection: ServeLane returns once it
-	// ends).
-	handoff *handoff
 
 	ctx      context.Context    // cancelled when the session ends
 	cancel   context.CancelFunc //
@@ -102,10 +97,8 @@ func newSession(s *Server, conn FrameConn, r *http.Request, enc protocol.Encodin
 	return sess
 }
 
-// run serves the connection until it ends, then joins every goroutine and
-// calls ended (if not nil). All that happens on the goroutine that read
-// last: run returns early on one whose reading a handoff took elsewhere.
-func (sess *session) run(reqCtx context.Context, ended func()) {
+// run serves the connection until it ends, then joins every goroutine.
+func (sess *session) run(reqCtx context.Context) {
 	// The closer runs once the session ends (no goroutine waits for that
 	// meanwhile: a connection holding a parked rollout costs its stack).
 	closerDone := make(chan struct{})
@@ -117,15 +110,12 @@ func (sess *session) run(reqCtx context.Context, ended func()) {
 			sess.conn.Close(sess.closeStatus, sess.closeReason)
 		}
 	})
-	// Once the reading ends, on whichever goroutine read last, and even
-	// after a panic in the read loop: the goroutines are joined and the
-	// suspended rollouts handed to their resume window.
-	sess.readOn(reqCtx, func() {
-		sess.teardown(closerDone)
-		if ended != nil {
-			ended()
-		}
-	})
+	// Deferred, so that even a panic in the read loop joins the goroutines and
+	// hands suspended rollouts to their resume window.
+	defer sess.teardown(closerDone)
+	if err := sess.readLoop(reqCtx); err != nil && !sess.conn.Ordinary(err) {
+		sess.srv.log.Debug("connection read ended", "err", err)
+	}
 }
 
 // stop ends the session; a non-zero status closes the connection with it

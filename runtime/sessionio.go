@@ -19,34 +19,9 @@ import (
 // against the connection's byte budget before decoding it.
 const peekFrame = 64 << 10
 
-// readOn reads the connection's frames and answers them until the
-// connection fails, then runs end, on the goroutine that read last, even
-// when answering a frame panics. A frame whose answer drives a rollout on
-// (handoff) hands the reading to a new goroutine, and this one drives the
-// rollout.
-func (sess *session) readOn(ctx context.Context, end func()) {
-	handed := false
-	defer func() {
-		if !handed {
-			end()
-		}
-	}()
-	drive, err := sess.readLoop(ctx)
-	if drive != nil {
-		handed = true
-		go sess.readOn(ctx, end)
-		drive()
-		return
-	}
-	if err != nil && !sess.conn.Ordinary(err) {
-		sess.srv.log.Debug("connection read ended", "err", err)
-	}
-}
-
-// readLoop reads frames until the connection fails, or until answering
-// one offered the reader a rollout to drive on (handoff): it returns that.
-// Every frame gets an answer: events, or an error event.
-func (sess *session) readLoop(ctx context.Context) (drive func(), err error) {
+// readLoop reads frames until the connection fails; it runs on the
+// session's own goroutine. Every frame gets an answer: events, or an error event.
+func (sess *session) readLoop(ctx context.Context) error {
 	recycle, _ := sess.conn.(frameRecycler)
 	for {
 		data, binary, err := sess.conn.Read(ctx)
@@ -62,18 +37,14 @@ func (sess *session) readLoop(ctx context.Context) (drive func(), err error) {
 			// connection closes.
 			sess.fail(perr, CloseTooBig, "frame too large")
 			<-sess.out.Done()
-			return nil, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		sess.handoff.begin()
 		sess.answerFrame(data, binary)
 		if recycle != nil {
 			recycle.Recycle(data)
-		}
-		if drive := sess.handoff.take(); drive != nil {
-			return drive, nil
 		}
 	}
 }

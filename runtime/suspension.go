@@ -175,15 +175,9 @@ type frame struct {
 
 // start runs the rollout on a server goroutine, which ends where the loop
 // parks on its client: the append that brings the pause's last output, or
-// whatever ends the rollout meanwhile, drives it on from there on another
-// (the reader's that delivered the append, when it can: handoff).
+// whatever ends the rollout meanwhile, drives it on from there on another.
 func (sp *suspension) start() {
-	sp.ro.driveOn = func() {
-		drive := func() { sp.drive(sp.ro.resume) }
-		if !sp.ro.handTo.Load().offer(drive) {
-			go drive()
-		}
-	}
+	sp.ro.driveOn = func() { go sp.drive(sp.ro.resume) }
 	go sp.drive(func() (*conversation, error) { return sp.ro.run(sp.srv.ctx, sp) })
 }
 
@@ -302,10 +296,6 @@ func (sp *suspension) deliver(sess *session, ev *protocol.AppendEvent, size int)
 	// is let go first: the in_progress goes through put, which takes it.
 	sp.ro.mu.Lock()
 	defer sp.ro.mu.Unlock()
-	// The append that answers the pause drives the rollout on: on sess's
-	// reader, when it is one (handoff).
-	sp.ro.handTo.Store(sess.handoff)
-	defer sp.ro.handTo.Store(nil)
 	ids.NameInputs(ev.Input) // before they join the tree's log: a fork shares its items
 	if t := sp.ro.tree; t != nil {
 		if goOn, ok := t.accept(ev.Input); ok {

@@ -150,7 +150,7 @@ func (c *Connection) ServeLane(fc FrameConn, enc protocol.Encoding) *protocol.Er
 		return errShutdown()
 	}
 	defer s.untrack(sess)
-	sess.run(context.Background(), nil)
+	sess.run(context.Background())
 	return nil
 }
 

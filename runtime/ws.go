@@ -66,15 +66,15 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// connections, each holding a parked rollout, feel every KB. Shutdown
 	// waits for tracked sessions.
 	ctx := context.WithoutCancel(r.Context()) // the request's ends with the handler
-	sess.handoff = new(handoff)
-	go sess.run(ctx, func() {
+	go func() {
 		defer s.releaseConn(sess.tenant)
 		defer s.untrack(sess)
+		sess.run(ctx)
 		sess.scope.end()
 		if s.opts.AccessLog {
 			s.logAccess(r, sess.tenant, http.StatusSwitchingProtocols, sess.written.Load(), s.now().Sub(sess.started), sess.served.Load())
 		}
-	})
+	}()
 }
 
 // encodingOf is the encoding conn's client chose with its subprotocol.
