@@ -239,6 +239,42 @@ func TestAblateLoadFloor(t *testing.T) {
 	}
 }
 
+// TestAblateLoadTLS: --load-tls serves tether and the floor over HTTPS
+// and WSS with a certificate made for the run, which the clients trust:
+// both stream to them, and the result says each served HTTPS.
+func TestAblateLoadTLS(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	code, stdout, stderr := tetherIn(t, t.TempDir(), "ablate", "--load", "2", "--duration", "3s", "--load-rounds", "3", "--workload", "synthetic",
+		"--calls", "3", "--load-server", tetherBinary(t), "--load-tls", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var run struct {
+		Results []struct {
+			TLS    bool
+			Tokens int64
+			Errors map[string]int
+			Floor  *struct {
+				TLS    bool
+				Tokens int64
+				Errors map[string]int
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "load.json"))
+	if err != nil || json.Unmarshal(b, &run) != nil || len(run.Results) != 1 {
+		t.Fatalf("load.json: %v\n%s", err, b)
+	}
+	r := run.Results[0]
+	if !r.TLS || r.Tokens == 0 || len(r.Errors) > 0 || r.Floor == nil || !r.Floor.TLS || r.Floor.Tokens == 0 || len(r.Floor.Errors) > 0 {
+		t.Fatalf("over TLS: %s", b)
+	}
+	if !strings.Contains(stdout, ", over TLS,") {
+		t.Errorf("the headline does not say TLS:\n%s", stdout)
+	}
+}
+
 // TestAblateURLTiming: ablate --url against a server whose model runs at
 // another timing than ablate's --tps, --ttft and --prefill-rate fails in its
 // warm-up, over HTTP and over a WebSocket, saying what it measured and what

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ frame when the same engine as tether's models releases the token, and does
 nothing else: no decoding, no tokenizing, no store. Its cost is the
 machine's for those bytes at that cadence, and what --cost-step and
 --cost-token add. It prints "listening on
-http://HOST:PORT" once it serves, and serves /metrics,
+http://HOST:PORT" (https with --tls-cert) once it serves, and serves /metrics,
 /debug/pprof/heap, /debug/pprof/profile and /debug/pprof/trace as tether serve --pprof does.`, `tether ablate floor --recording out/floor-recording.json --tps 1000`, 0)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address; port 0 picks a free port")
 	recording := fs.String("recording", "", "the recorded rollout to serve (floor-recording.json)")
@@ -36,12 +37,18 @@ http://HOST:PORT" once it serves, and serves /metrics,
 	prefillRate := fs.Float64("prefill-rate", 0, "uncached prompt tokens read per second, as tether serve's; 0 is free")
 	step := fs.Duration("engine-step", 0, "least time between two engine steps, as tether serve's")
 	costStep := fs.Duration("cost-step", 0, "CPU to spend, spinning, on each message a client sends, before its step streams: a costlier server's work on a round trip (docs/measuring.md, \"A floor as costly\")")
+	tlsCert := fs.String("tls-cert", "", "certificate chain (PEM): given, the floor serves HTTPS and WSS with it, as tether serve --tls-cert does (ablate --load-tls)")
+	tlsKey := fs.String("tls-key", "", "private key (PEM) of --tls-cert")
 	costToken := fs.Duration("cost-token", 0, "CPU to spend, spinning, on each token as the engine releases it: a costlier server's work on each event")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if *recording == "" {
 		fs.fail(stderr, "--recording is required")
+		return 2
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		fs.fail(stderr, "--tls-cert and --tls-key go together")
 		return 2
 	}
 	b, err := os.ReadFile(*recording)
@@ -66,9 +73,19 @@ http://HOST:PORT" once it serves, and serves /metrics,
 		return 1
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	scheme, serve := "http", func() error { return hs.Serve(ln) }
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintln(stderr, "tether: ablate floor: --tls-cert:", err)
+			return 1
+		}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		scheme, serve = "https", func() error { return hs.ServeTLS(ln, "", "") }
+	}
+	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, ln.Addr())
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
+	go func() { done <- serve() }()
 	select {
 	case <-ctx.Done():
 		hs.Close()

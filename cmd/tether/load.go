@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -44,6 +47,7 @@ type loadFlags struct {
 	decodeAll *bool
 	engine    *string
 	speed     *float64
+	tls       *bool
 }
 
 func declareLoadFlags(fs *flag.FlagSet) loadFlags {
@@ -70,6 +74,7 @@ func declareLoadFlags(fs *flag.FlagSet) loadFlags {
 		decodeAll: fs.Bool("load-decode-all", false, "with --load: the clients decode every event whole, as a client that watches them all would, rather than only the events they read (the deltas, each step's pause or end): what that filter saves the clients"),
 		engine:    fs.String("load-engine", "", "with --load N: run the designs live against a served engine of this profile (serve --engine-model: "+strings.Join(enginemodel.BuiltinProfiles(), ", ")+", or a JSON file), one server for each design and cache policy, N clients each running the workload's trace once with its tools' recorded times, and set the simulator's same cells beside them (ablate --engine is the simulator alone)"),
 		speed:     fs.Float64("load-engine-speed", 10, "with --load-engine: the served engine's clock against the real one (serve --engine-speed); the tools' times are divided by it, and every figure is in the engine's time"),
+		tls:       fs.Bool("load-tls", false, "with --load: the server and the floor serve HTTPS and WSS (serve --tls-cert, with a self-signed certificate made for the run, which the clients trust): a connection then has no socket of its own to write without waiting, so a writer of its own writes it and holds its flushes while the server is saturated (docs/measuring.md, \"Flush holds\")"),
 		server:    fs.String("load-server", "", "with --load or --park: the tether binary to serve (default: this one); another build, to compare two"),
 	}
 }
@@ -250,6 +255,18 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		fmt.Fprintln(stderr, "tether: ablate: --floor-cost-step and --floor-cost-token take a duration of 0 or more, in a run with a floor")
 		return 2
 	}
+	var certArgs []string
+	var clientTLS *tls.Config
+	if *lf.tls {
+		if cfg.URL != "" || len(cfg.Fallbacks) > 0 {
+			fmt.Fprintln(stderr, "tether: ablate: --load-tls is for the servers ablate starts, not --url's")
+			return 2
+		}
+		if certArgs, clientTLS, err = runCertificate(out); err != nil {
+			fmt.Fprintln(stderr, "tether: ablate: --load-tls:", err)
+			return 1
+		}
+	}
 	run := ablate.NewLoadRun()
 	for _, n := range counts {
 		server := []string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64),
@@ -262,8 +279,9 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 		if cfg.TraceDir != "" {
 			server = append(server, "--traces", cfg.TraceDir)
 		}
+		server = append(server, certArgs...)
 		lc := ablate.LoadConfig{Clients: n, Mode: design.Mode, Encoding: design.Encoding, Workload: cfg.Workload,
-			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey, DecodeAll: *lf.decodeAll}
+			Duration: *lf.duration, TPS: cfg.Speeds[0], EngineStep: *lf.step, Server: server, ServerEnv: serverEnv(), ServerLog: log, URL: cfg.URL, Fallbacks: cfg.Fallbacks, APIKey: cfg.APIKey, DecodeAll: *lf.decodeAll, ClientTLS: clientTLS}
 		if floored {
 			// A round's end cuts its clients' rollouts off: tether keeps
 			// each suspended one detached for its resume window, which
@@ -276,6 +294,7 @@ func runLoad(ctx context.Context, lf loadFlags, cfg ablate.Config, enc protocol.
 			lc.Floor = []string{exe, "ablate", "floor", "--tps", strconv.FormatFloat(cfg.Speeds[0], 'f', -1, 64), "--ttft", cfg.TTFT.String(),
 				"--prefill-rate", strconv.FormatFloat(cfg.PrefillRate, 'f', -1, 64), "--engine-step", lf.step.String(),
 				"--cost-step", lf.floorCost.step.String(), "--cost-token", lf.floorCost.token.String()}
+			lc.Floor = append(lc.Floor, certArgs...)
 			lc.FloorCost = streamfloor.Cost{Step: *lf.floorCost.step, Token: *lf.floorCost.token}
 			lc.Recorder = append([]string{exe, "serve", "--addr", "127.0.0.1:0", "--tps", "0", "--ttft", "0s", "--prefill-rate", "0", "--every-delta"}, costs.args()...)
 			if cfg.TraceDir != "" {
@@ -319,6 +338,9 @@ func printLoad(w io.Writer, run *ablate.LoadRun) {
 	}
 	if r0.DecodeAll {
 		step += ", the clients decoding every event whole"
+	}
+	if r0.TLS {
+		step += ", over TLS"
 	}
 	fmt.Fprintf(w, "%s, %s, %s tok/s a stream%s, %.0f s a run; %d CPUs, %s\n\n", r0.Workload, r0.Mode, rate(r0.TPS), step, r0.DurationS,
 		run.Machine.CPUs, run.Machine.GoVersion)
@@ -453,4 +475,33 @@ func byCode(counts map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", code, counts[code]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// runCertificate makes a self-signed certificate for a load run's servers
+// on loopback (--load-tls), writes it and its key to out as PEM
+// (tls-cert.pem, tls-key.pem), and returns the servers' flags for them and
+// the clients' TLS configuration, which trusts it alone.
+func runCertificate(out string) (args []string, clients *tls.Config, err error) {
+	cert, err := selfSigned("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+	certFile, keyFile := filepath.Join(out, "tls-cert.pem"), filepath.Join(out, "tls-key.pem")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		return nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	return []string{"--tls-cert", certFile, "--tls-key", keyFile}, &tls.Config{RootCAs: pool}, nil
 }

@@ -3,6 +3,7 @@ package ablate
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,10 @@ type LoadConfig struct {
 	// that watches them all would, rather than only those they read
 	// (Rollout.Events): what the client kit's filter saves.
 	DecodeAll bool
+	// ClientTLS, when set, is the clients' TLS configuration: Server and
+	// Floor serve HTTPS and WSS with a certificate it trusts (ablate
+	// --load-tls); the recorder serves plain HTTP, its frames the same.
+	ClientTLS *tls.Config
 }
 
 // LoadResult is what a load run measured. Token delivery lag is each
@@ -85,7 +90,9 @@ type LoadResult struct {
 	// EngineStepMS is the served engine's step, 0 for none.
 	EngineStepMS float64 `json:"engine_step_ms,omitempty"`
 	// DecodeAll: the clients decoded every event whole (LoadConfig.DecodeAll).
-	DecodeAll bool    `json:"clients_decode_all,omitempty"`
+	DecodeAll bool `json:"clients_decode_all,omitempty"`
+	// TLS: the server served its clients over TLS (LoadConfig.ClientTLS).
+	TLS       bool    `json:"tls,omitempty"`
 	DurationS float64 `json:"duration_s"`
 	Rollouts  int     `json:"rollouts"`  // completed within the duration
 	Servers   int     `json:"servers"`   // the servers the clients ran on (LoadConfig.Fallbacks)
@@ -182,6 +189,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 	defer srv.stop()
 	res := cfg.newResult()
+	res.TLS = srv.tls()
 	t, err := runClients(ctx, cfg, srv, cfg.Duration, 0, 0, cfg.Progress)
 	if err != nil {
 		return nil, err
@@ -253,7 +261,7 @@ func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duratio
 			bases := append([]string{srv.base}, cfg.Fallbacks...)
 			at, refusals := i%len(bases), 0
 			for n := 0; runCtx.Err() == nil; n++ {
-				c := &clienttools.Client{BaseURL: bases[at], APIKey: cfg.APIKey, Encoding: cfg.Encoding}
+				c := &clienttools.Client{BaseURL: bases[at], APIKey: cfg.APIKey, Encoding: cfg.Encoding, HTTPClient: srv.hc}
 				for k := 1; k < len(bases); k++ {
 					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
 				}
@@ -462,7 +470,7 @@ func metricSum(ctx context.Context, srv *server, prefix, match string) float64 {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(srv.base, "/v1")+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := srv.hc.Do(req)
 	if err != nil {
 		return 0
 	}

@@ -101,6 +101,7 @@ func runFloored(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 	defer srv.stop()
 	res, fres := cfg.newResult(), cfg.newResult()
+	res.TLS, fres.TLS = srv.tls(), floor.tls()
 	fres.Mode = "floor"
 	fres.CostStepUS, fres.CostTokenUS = us(cfg.FloorCost.Step), us(cfg.FloorCost.Token)
 	each := cfg.Duration / time.Duration(rounds)
@@ -234,7 +235,7 @@ func startFloor(ctx context.Context, cfg LoadConfig, rec *streamfloor.Recording)
 	if err := os.WriteFile(cfg.RecordingFile, b, 0o644); err != nil {
 		return nil, err
 	}
-	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog})
+	floor, err := startServer(ctx, LoadConfig{Server: append(slices.Clip(cfg.Floor), "--recording", cfg.RecordingFile), ServerEnv: cfg.ServerEnv, ServerLog: cfg.ServerLog, ClientTLS: cfg.ClientTLS})
 	if err != nil {
 		return nil, fmt.Errorf("ablate: the floor: %w", err)
 	}

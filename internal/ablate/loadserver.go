@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,15 +17,28 @@ import (
 // server is the load run's target: a child process of ours, or a URL.
 type server struct {
 	base string
-	pid  int // 0 for a URL: its CPU and memory are not measured
+	pid  int          // 0 for a URL: its CPU and memory are not measured
+	hc   *http.Client // its clients' and the run's requests': over TLS, trusting its certificate
 	stop func()
+}
+
+// tls reports whether the server serves HTTPS (its address says so).
+func (s *server) tls() bool { return strings.HasPrefix(s.base, "https://") }
+
+// httpClient is the client of a server that cfg.ClientTLS is for, or the
+// default.
+func (cfg LoadConfig) httpClient() *http.Client {
+	if cfg.ClientTLS == nil {
+		return http.DefaultClient
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.ClientTLS}}
 }
 
 // startServer starts cfg.Server and waits for its "listening on" line, or
 // points at cfg.URL.
 func startServer(ctx context.Context, cfg LoadConfig) (*server, error) {
 	if cfg.URL != "" {
-		return &server{base: cfg.URL, stop: func() {}}, nil
+		return &server{base: cfg.URL, hc: cfg.httpClient(), stop: func() {}}, nil
 	}
 	if len(cfg.Server) == 0 {
 		return nil, errors.New("ablate: a load run needs a server command or a URL")
@@ -63,7 +77,7 @@ func startServer(ctx context.Context, cfg LoadConfig) (*server, error) {
 		stop()
 		return nil, fmt.Errorf("ablate: the server printed %q, not its address (%v); its log ends:\n%s", line, err, tail)
 	}
-	return &server{base: url + "/v1", pid: cmd.Process.Pid, stop: stop}, nil
+	return &server{base: url + "/v1", pid: cmd.Process.Pid, hc: cfg.httpClient(), stop: stop}, nil
 }
 
 // lastBytes keeps the last max bytes written to it. It is safe for
