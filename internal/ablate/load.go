@@ -261,7 +261,7 @@ func runClients(ctx context.Context, cfg LoadConfig, srv *server, d time.Duratio
 			bases := append([]string{srv.base}, cfg.Fallbacks...)
 			at, refusals := i%len(bases), 0
 			for n := 0; runCtx.Err() == nil; n++ {
-				c := &clienttools.Client{BaseURL: bases[at], APIKey: cfg.APIKey, Encoding: cfg.Encoding, HTTPClient: srv.hc}
+				c := &clienttools.Client{BaseURL: bases[at], APIKey: cfg.APIKey, Encoding: cfg.Encoding, HTTPClient: srv.client()}
 				for k := 1; k < len(bases); k++ {
 					c.Fallbacks = append(c.Fallbacks, bases[(at+k)%len(bases)])
 				}
@@ -470,7 +470,7 @@ func metricSum(ctx context.Context, srv *server, prefix, match string) float64 {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(srv.base, "/v1")+"/metrics", nil)
-	resp, err := srv.hc.Do(req)
+	resp, err := srv.client().Do(req)
 	if err != nil {
 		return 0
 	}

@@ -18,18 +18,26 @@ import (
 type server struct {
 	base string
 	pid  int          // 0 for a URL: its CPU and memory are not measured
-	hc   *http.Client // its clients' and the run's requests': over TLS, trusting its certificate
+	hc   *http.Client // its clients' and the run's requests' (over TLS, trusting its certificate); nil: the default
 	stop func()
+}
+
+// client is the HTTP client for s: its clients', and the run's requests'.
+func (s *server) client() *http.Client {
+	if s.hc == nil {
+		return http.DefaultClient
+	}
+	return s.hc
 }
 
 // tls reports whether the server serves HTTPS (its address says so).
 func (s *server) tls() bool { return strings.HasPrefix(s.base, "https://") }
 
-// httpClient is the client of a server that cfg.ClientTLS is for, or the
-// default.
+// httpClient is the client of a server that cfg.ClientTLS is for; nil
+// without one (server.client: the default).
 func (cfg LoadConfig) httpClient() *http.Client {
 	if cfg.ClientTLS == nil {
-		return http.DefaultClient
+		return nil
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.ClientTLS}}
 }

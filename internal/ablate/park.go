@@ -472,7 +472,7 @@ func fetch(ctx context.Context, srv *server, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := srv.hc.Do(req)
+	resp, err := srv.client().Do(req)
 	if err != nil {
 		return nil, err
 	}
