@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -475,33 +473,4 @@ func byCode(counts map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", code, counts[code]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// runCertificate makes a self-signed certificate for a load run's servers
-// on loopback (--load-tls), writes it and its key to out as PEM
-// (tls-cert.pem, tls-key.pem), and returns the servers' flags for them and
-// the clients' TLS configuration, which trusts it alone.
-func runCertificate(out string) (args []string, clients *tls.Config, err error) {
-	cert, err := selfSigned("127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
-	certFile, keyFile := filepath.Join(out, "tls-cert.pem"), filepath.Join(out, "tls-key.pem")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, nil, err
-	}
-	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
-		return nil, nil, err
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
-		return nil, nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	return []string{"--tls-cert", certFile, "--tls-key", keyFile}, &tls.Config{RootCAs: pool}, nil
 }

@@ -73,10 +73,8 @@ type Outbox struct {
 	over    bool          // it has ended or closed and no writer runs
 	holding bool          // the writer holds its flush (More): a put signals ready
 
-	// Flushers that run the writer on demand (FlushBy), with write as a
-	// TryWriter; nil: a goroutine of its own.
-	flushers *flushers.Flushers
-	try      TryWriter
+	flushers *flushers.Flushers // run the writer on demand (FlushBy); nil: a goroutine of its own
+	try      TryWriter          // write, as the flushers' TryWriter
 }
 
 // Meter counts what outboxes hold (the server's memory budget): Add(n)
