@@ -160,29 +160,29 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 // writes meanwhile joins it, after it), for uncork to write with its
 // deadline. A connection with no descriptor of its own is blocked at once,
 // having written nothing.
-func (c *corkedConn) tryUncork() (blocked bool, err error) {
+func (c *corkedConn) tryUncork() (blocked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.held == nil {
 		c.corked = false
-		return false, nil // not corked
+		return false // not corked
 	}
 	if len(*c.held) == 0 {
 		c.corked = false
 		outbox.ReleaseBuf(&c.held)
-		return false, nil
+		return false
 	}
 	if c.raw == nil {
-		return true, nil
+		return true
 	}
 	n := c.raw.TryWrite(*c.held) // what it did not take, uncork writes, or fails as the connection does
 	if n == len(*c.held) {
 		c.corked = false
 		outbox.ReleaseBuf(&c.held)
-		return false, nil
+		return false
 	}
 	*c.held = (*c.held)[:copy(*c.held, (*c.held)[n:])]
-	return true, nil
+	return true
 }
 
 // corkingWriter hands websocket.Accept a corkedConn when it hijacks the

@@ -189,10 +189,8 @@ func (sess *session) WriteBatch(batch []outbox.Frame, start time.Time) (time.Tim
 // the rest.
 func (sess *session) TryBatch(batch []outbox.Frame, start time.Time) (end time.Time, blocked bool, err error) {
 	err = sess.addBatch(batch, sess.writeDeadline(start))
-	if err == nil {
-		if blocked, err = sess.conn.(tryFlusher).TryFlush(); blocked && err == nil {
-			return start, true, nil
-		}
+	if err == nil && sess.conn.(tryFlusher).TryFlush() {
+		return start, true, nil // FinishBatch writes the rest, or fails as the connection does
 	}
 	end, err = sess.wroteBatch(start, err)
 	return end, false, err
@@ -204,12 +202,11 @@ func (sess *session) FinishBatch(start time.Time) (time.Time, error) {
 	return sess.wroteBatch(start, sess.conn.Flush(sess.writeDeadline(start)))
 }
 
-// tryFlusher is a FrameConn that can write its batch without waiting:
-// TryFlush writes what the socket takes at once, CanTry says whether it
-// can at all (a WebSocket over its own socket).
+// tryFlusher is a FrameConn that can write its batch without waiting (a
+// WebSocket over its own socket: wsConn.CanTry): TryFlush writes what the
+// socket takes at once, and reports blocked when it did not take it all.
 type tryFlusher interface {
-	TryFlush() (blocked bool, err error)
-	CanTry() bool
+	TryFlush() (blocked bool)
 }
 
 // writeDeadline is the deadline of a batch taken at start: Timeouts.Write

@@ -191,9 +191,9 @@ func (c *wsConn) Write(b []byte, binary bool, deadline time.Time) error {
 
 // TryFlush writes the batch as far as the socket takes it now (a
 // flusher's; see corkedConn.tryUncork); blocked, Flush writes the rest.
-func (c *wsConn) TryFlush() (blocked bool, err error) {
+func (c *wsConn) TryFlush() (blocked bool) {
 	if c.cork == nil {
-		return false, nil
+		return false
 	}
 	return c.cork.tryUncork()
 }

@@ -91,29 +91,7 @@ func TestQueueBounded(t *testing.T) {
 // waiting; the connection's own Write finishes the rest, and the peer
 // reads every byte in order. A closed connection takes nothing.
 func TestTryWrite(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
+	server, client := loopback(t)
 	sock := NewSocket(server)
 	if sock == nil {
 		t.Fatal("a TCP connection has no descriptor")
@@ -156,26 +134,12 @@ func TestTryWrite(t *testing.T) {
 // TestTryWriteAllocatesNothing: a try allocates nothing, so that neither
 // tether nor the floor allocates a write.
 func TestTryWriteAllocatesNothing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	c, peer := loopback(t)
 	read := make(chan error, 1)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			read <- err
-			return
-		}
-		defer c.Close()
-		_, err = io.Copy(io.Discard, c)
+		_, err := io.Copy(io.Discard, peer)
 		read <- err
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
 	sock := NewSocket(c)
 	p := []byte("a frame of a few bytes")
 	if allocs := testing.AllocsPerRun(1000, func() { sock.TryWrite(p) }); allocs != 0 {
@@ -185,4 +149,30 @@ func TestTryWriteAllocatesNothing(t *testing.T) {
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// loopback returns the two ends of a TCP connection on loopback, closed
+// when the test ends.
+func loopback(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept() // nil when it fails
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if server = <-accepted; server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { server.Close() })
+	return server, client
 }
