@@ -38,8 +38,10 @@ type corkedConn struct {
 	span     time.Duration // how far ahead it was set; guarded by mu
 
 	// raw is the socket, for tryUncork's write that does not wait; nil
-	// where the connection has none of its own (TLS).
-	raw *flushers.Socket
+	// where the connection has none (a TLS connection over a listener
+	// other than TLSListener's).
+	raw   *flushers.Socket
+	tried bool // a try was blocked: uncork finishes it (raw.Finish) first; guarded by mu
 }
 
 // opClose is the first byte of a WebSocket close frame (FIN, opcode 8).
@@ -140,7 +142,7 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 		return nil // not corked
 	}
 	defer outbox.ReleaseBuf(&c.held)
-	if len(*c.held) == 0 {
+	if len(*c.held) == 0 && !c.tried {
 		return nil
 	}
 	// Set again once less than half of it is left (each flush's deadline
@@ -149,6 +151,15 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 		c.Conn.SetWriteDeadline(deadline)
 		c.deadline, c.span = deadline, deadline.Sub(monoNow())
 	}
+	if c.tried {
+		c.tried = false
+		if err := c.raw.Finish(); err != nil {
+			return err
+		}
+	}
+	if len(*c.held) == 0 {
+		return nil
+	}
 	_, err := c.Conn.Write(*c.held)
 	return err
 }
@@ -156,10 +167,10 @@ func (c *corkedConn) uncork(deadline time.Time) error {
 // tryUncork is uncork for a flusher (package flushers), which must not wait
 // on a client: one write of what is held, as much of it as the socket
 // takes now. It reports blocked when the socket did not take it all: what
-// is left stays held and the connection corked (a frame the library
-// writes meanwhile joins it, after it), for uncork to write with its
-// deadline. A connection with no descriptor of its own is blocked at once,
-// having written nothing.
+// is left stays held, or over TLS waits in records (tried), and the
+// connection corked (a frame the library writes meanwhile joins it, after
+// it), for uncork to write with its deadline. A connection with no socket
+// to try is blocked at once, having written nothing.
 func (c *corkedConn) tryUncork() (blocked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -175,12 +186,13 @@ func (c *corkedConn) tryUncork() (blocked bool) {
 	if c.raw == nil {
 		return true
 	}
-	n := c.raw.TryWrite(*c.held) // what it did not take, uncork writes, or fails as the connection does
-	if n == len(*c.held) {
+	n, blocked := c.raw.TryWrite(*c.held) // what it did not take, uncork writes, or fails as the connection does
+	if !blocked {
 		c.corked = false
 		outbox.ReleaseBuf(&c.held)
 		return false
 	}
+	c.tried = true
 	*c.held = (*c.held)[:copy(*c.held, (*c.held)[n:])]
 	return true
 }

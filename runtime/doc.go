@@ -198,13 +198,16 @@
 // it merges its text and argument deltas instead (rollout.emitDelta), and a
 // client that falls further behind than Timeouts.SlowClient is cut
 // (session.tooSlow). Only a resume's replay waits for room, with no lock
-// held. A WebSocket over its own socket is written by the server's
+// held. A WebSocket is written by the server's
 // flushers (package flushers: a few goroutines for every connection, one a
 // P, rather than one a connection each time frames come, which kept the Ps
 // too busy to poll the network for the readers), and a flusher waits on no
 // client: it writes what the socket takes at once, and a connection whose
 // socket does not take a batch whole goes on with a writer of its own.
-// Such a writer (and every connection's over TLS or WebTransport) waits
+// Over TLS, a flusher seals the batch into records in memory and writes
+// those (TLSListener, under the server's TLS listener). Such a
+// writer (and every connection's over WebTransport, or over a TLS
+// listener of the caller's own) waits
 // only while the server is saturated, and with no lock held: it holds a
 // write for at most a millisecond, to take the connection's next frames
 // with it (Outbox.More, by the policy of package internal/flushhold;
@@ -223,7 +226,8 @@
 // rollouts), holds only leaves; a suspension writing its checkpoint asks,
 // under its own lock, whether the server is closing. The memory stores'
 // locks, the client secrets' and a WebSocket connection's (corkedConn) are
-// taken holding none. The memory budget (package runtime/internal/budget) is one atomic, no
+// taken holding none; under a connection's, only its TLS connection's and
+// its sealed records' (package flushers) are. The memory budget (package runtime/internal/budget) is one atomic, no
 // lock. The server's state has one lock per concern: admission
 // (connections, responses in progress, request rates), the suspended set
 // (suspended rollouts and their tails), the store's own, and Server.mu.

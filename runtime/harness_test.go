@@ -72,6 +72,9 @@ func newHarnessOn(t testing.TB, opts runtime.Options, w wire) *harness {
 	srv.Handle("GET /metrics", metrics.Handler())
 	hs := httptest.NewUnstartedServer(srv)
 	if w.tls {
+		if !w.tlsWriters {
+			hs.Listener = runtime.TLSListener(hs.Listener) // StartTLS puts TLS over it
+		}
 		hs.StartTLS()
 	} else {
 		hs.Start()

@@ -23,7 +23,8 @@ import (
 type wire struct {
 	webTransport bool
 	enc          protocol.Encoding
-	tls          bool // HTTP and WebSocket over TLS (https://, wss://)
+	tls          bool // HTTP and WebSocket over TLS (https://, wss://), under TLSListener as tether serves them
+	tlsWriters   bool // with tls: under a plain listener instead, where each connection has a writer of its own
 }
 
 func (w wire) String() string {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/runtime/internal/ids"
 	"github.com/tether-run/tether/runtime/internal/seal"
 
@@ -47,6 +49,16 @@ func (s *Server) routes() {
 // the server serves; it panics on a pattern the API already serves, as
 // http.ServeMux does.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// TLSListener returns l ready to go under the TLS server that serves the
+// runtime's WebSockets (http.Server.ServeTLS(TLSListener(l), ...)): the
+// server's flushers then seal a connection's frames into TLS records in
+// memory and write those without waiting, as they write a plain
+// WebSocket's. Under any other listener, a TLS connection's batches are
+// written by a writer goroutine of the connection's own, each time frames
+// come. Connections that are not WebSockets are written as they would be
+// over l itself.
+func TLSListener(l net.Listener) net.Listener { return flushers.Listener(l) }
 
 // readBody reads at most Limits.MaxFrame bytes of a request body, within
 // Timeouts.Body.

@@ -203,7 +203,7 @@ func (sess *session) FinishBatch(start time.Time) (time.Time, error) {
 }
 
 // tryFlusher is a FrameConn that can write its batch without waiting (a
-// WebSocket over its own socket: wsConn.CanTry): TryFlush writes what the
+// WebSocket that has a socket to try: wsConn.CanTry): TryFlush writes what the
 // socket takes at once, and reports blocked when it did not take it all.
 type tryFlusher interface {
 	TryFlush() (blocked bool)

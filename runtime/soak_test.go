@@ -38,12 +38,15 @@ type soakCounts struct {
 // the rollouts and connections held, holds nothing. TETHER_SOAK=60s runs it longer (2s by
 // default); TETHER_SOAK_HEAP=FILE writes the heap profile at its end.
 func TestFaultSoak(t *testing.T) {
-	for _, w := range []wire{{enc: testEncoding}, {enc: testEncoding, tls: true}} {
-		name := "ws"
-		if w.tls {
-			name = "wss"
-		}
-		t.Run(name, func(t *testing.T) { faultSoak(t, w) })
+	for _, c := range []struct {
+		name string
+		w    wire
+	}{
+		{"ws", wire{enc: testEncoding}},
+		{"wss", wire{enc: testEncoding, tls: true}},
+		{"wss-writers", wire{enc: testEncoding, tls: true, tlsWriters: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) { faultSoak(t, c.w) })
 	}
 }
 

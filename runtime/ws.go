@@ -198,8 +198,9 @@ func (c *wsConn) TryFlush() (blocked bool) {
 	return c.cork.tryUncork()
 }
 
-// CanTry reports whether TryFlush can write without waiting: the socket is
-// the connection's own (not TLS).
+// CanTry reports whether TryFlush can write without waiting: over the
+// connection's own socket, or over TLS through records sealed in memory
+// (flushers.Listener).
 func (c *wsConn) CanTry() bool { return c.cork != nil && c.cork.raw != nil }
 
 // flush writes the batch, on every path: a close frame the library wrote

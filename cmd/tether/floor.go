@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tether-run/tether/internal/flushers"
 	"github.com/tether-run/tether/internal/streamfloor"
 	"github.com/tether-run/tether/sampler"
 )
@@ -81,7 +82,7 @@ http://HOST:PORT" (https with --tls-cert) once it serves, and serves /metrics,
 			return 1
 		}
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		scheme, serve = "https", func() error { return hs.ServeTLS(ln, "", "") }
+		scheme, serve = "https", func() error { return hs.ServeTLS(flushers.Listener(ln), "", "") } // as tether serves it
 	}
 	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, ln.Addr())
 	done := make(chan error, 1)

@@ -351,7 +351,7 @@ tether serve --config models.json --traces ./my-traces`, 0)
 	errc := make(chan error, 1)
 	go func() {
 		if certs != nil {
-			errc <- hs.ServeTLS(ln, "", "") // the certificate is TLSConfig's
+			errc <- hs.ServeTLS(runtime.TLSListener(ln), "", "") // the certificate is TLSConfig's
 			return
 		}
 		errc <- hs.Serve(ln)

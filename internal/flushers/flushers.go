@@ -17,6 +17,7 @@
 package flushers
 
 import (
+	"crypto/tls"
 	"sync"
 	"syscall"
 )
@@ -100,10 +101,11 @@ func (f *Flushers) Running() (running, waiting int) {
 	return f.running, len(f.q) - f.head
 }
 
-// A Socket writes to a connection's own socket without waiting, for a
-// flusher. A connection keeps one, so that a try allocates nothing; its
-// owner calls TryWrite one at a time (under the lock that keeps the
-// connection's writes whole).
+// A Socket writes to a connection's socket without waiting, for a
+// flusher: straight to a connection's own socket, or, over TLS, through
+// records sealed into memory first (Listener). A connection keeps one, so
+// that a try allocates nothing; its owner calls TryWrite and Finish one at
+// a time (under the lock that keeps the connection's writes whole).
 type Socket struct {
 	rc syscall.RawConn
 	fn func(fd uintptr) bool // s.write, bound once
@@ -111,12 +113,21 @@ type Socket struct {
 	p   []byte // the try's, while it runs
 	n   int
 	err error
+
+	// Over TLS: the connection, and the connection under it whose
+	// records a try seals (rc is then unused; the sealConn has its own).
+	tls    *tls.Conn
+	sealed *sealConn
 }
 
-// NewSocket returns a Socket on c's descriptor, or nil when c has none of
-// its own (a TLS connection, a pipe): its writes then wait, on a writer of
-// the connection's own.
+// NewSocket returns a Socket on c's descriptor, or on the records of a
+// *tls.Conn over a connection Listener accepted; nil when c has neither
+// (a pipe, a TLS connection over another listener's): its writes then
+// wait, on a writer of the connection's own.
 func NewSocket(c any) *Socket {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tlsSocket(tc)
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return nil
@@ -130,13 +141,34 @@ func NewSocket(c any) *Socket {
 	return s
 }
 
-// TryWrite writes p in one write that does not wait, and returns how much
-// of p the socket took: all of it, or less when its buffer is full, or
-// nothing when the connection is closed, its deadline has passed or the
-// write failed. What it did not take is for a write that waits (the
-// connection's own Write) to finish, or to fail with the connection's
-// error.
-func (s *Socket) TryWrite(p []byte) int {
+// TryWrite writes p in one write that does not wait. It returns how much
+// of p it wrote, or over TLS sealed into records (all of it), and whether
+// the socket is blocked: it took less than p, or not all the records. It
+// takes nothing when the connection is closed, its deadline has passed or
+// the write failed. Once blocked, the owner calls Finish, waiting, and then
+// writes p[n:] with the connection's own Write, which fails with the
+// connection's error if it has one.
+func (s *Socket) TryWrite(p []byte) (n int, blocked bool) {
+	if s.sealed != nil {
+		return s.trySealed(p)
+	}
+	n = s.tryRaw(p)
+	return n, n < len(p)
+}
+
+// Finish writes, waiting, what a blocked try left to write of its own:
+// records sealed that the socket did not take, over TLS; nothing
+// otherwise. It writes under the connection's write deadline.
+func (s *Socket) Finish() error {
+	if s.sealed != nil {
+		return s.finishSealed()
+	}
+	return nil
+}
+
+// tryRaw writes p to the descriptor in one write that does not wait, and
+// returns how much of it the socket took.
+func (s *Socket) tryRaw(p []byte) int {
 	s.p, s.n, s.err = p, 0, nil
 	err := s.rc.Write(s.fn)
 	s.p = nil

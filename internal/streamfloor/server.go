@@ -288,7 +288,7 @@ func (c *conn) FlushTurn() (more bool) {
 		}
 		batch := c.takeLocked()
 		c.mu.Unlock()
-		if n := c.raw.tryWrite(batch); n < len(batch) {
+		if n, blocked := c.raw.tryWrite(batch); blocked {
 			go c.finish(batch, n)
 			return false
 		}
@@ -393,23 +393,28 @@ func (c *lockedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// tryWrite writes p in one write that does not wait, and returns how much
-// of it the socket took. When that is not all of it, the connection stays
-// locked for finish to write the rest: a pong or close frame the library
-// writes meanwhile follows it.
-func (c *lockedConn) tryWrite(p []byte) int {
+// tryWrite writes p in one write that does not wait (Socket.TryWrite).
+// Blocked, the connection stays locked for finish to write the rest: a
+// pong or close frame the library writes meanwhile follows it.
+func (c *lockedConn) tryWrite(p []byte) (n int, blocked bool) {
 	c.mu.Lock()
-	n := c.fd.TryWrite(p)
-	if n == len(p) {
+	n, blocked = c.fd.TryWrite(p)
+	if !blocked {
 		c.mu.Unlock()
 	}
-	return n
+	return n, blocked
 }
 
 // finish writes the rest of a batch tryWrite did not, waiting, and unlocks
 // the connection.
 func (c *lockedConn) finish(rest []byte) error {
 	defer c.mu.Unlock()
+	if err := c.fd.Finish(); err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return nil
+	}
 	_, err := c.Conn.Write(rest)
 	return err
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package flushers
+
+const raceEnabled = false
