@@ -22,11 +22,12 @@ type Change struct {
 	RatioCI     [2]float64 `json:"ratio_ci95"`
 	P           float64    `json:"p"` // Holm-adjusted
 	Significant bool       `json:"significant"`
-	// Over rounds: the ratio's interval and p-value with each run's rounds
-	// resampled whole (stats.go), round by round together when the two ran
-	// in one interleaved run (Results.Interleaved), Holm-adjusted over the figures that have
-	// them (a run of fewer than MinRounds rounds, and the round trips'
-	// median, have none).
+	// Over rounds: the ratio's interval with each run's rounds resampled
+	// whole, and its p-value by a randomization test that deals the rounds
+	// anew between the runs (roundsPermP), either round by round together
+	// when the two ran in one interleaved run (Results.Interleaved); the
+	// p-value Holm-adjusted over the figures that have them (a run of
+	// fewer than MinRounds rounds, and the round trips' median, have none).
 	// A change significant over turns and not over rounds is within what
 	// two runs of one build may differ by.
 	RatioRoundsCI     [2]float64 `json:"ratio_rounds_ci95"`
@@ -137,7 +138,7 @@ func Compare(a, b *Results) ([]Change, error) {
 					paired := a.Interleaved != "" && a.Interleaved == b.Interleaved && slices.Equal(x.reps, y.reps)
 					rb := roundsRatioBoot(y.rounds, x.rounds, f.fb, f.fa, paired, pResamples)
 					c.RatioRoundsCI = ci95(rb)
-					withRounds, psRounds = append(withRounds, len(out)), append(psRounds, bootP(rb))
+					withRounds, psRounds = append(withRounds, len(out)), append(psRounds, roundsPermP(y.rounds, x.rounds, f.fb, f.fa, paired, pResamples))
 				}
 				out = append(out, c)
 				ps = append(ps, bootP(boot))

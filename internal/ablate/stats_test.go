@@ -2,6 +2,7 @@ package ablate
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -150,5 +151,84 @@ func TestRoundsIntervals(t *testing.T) {
 	}
 	if apart[0] >= 0.49 || apart[1] <= 0.51 {
 		t.Errorf("ratio drawn apart %v: want it to hold the rounds' scatter", apart)
+	}
+}
+
+// TestRoundsPermP: paired rounds where b is a's every round times 1.1 are
+// as far from 1 as a deal gets, and only the deal observed and its mirror
+// are: p is 2/2¹⁰ for ten rounds. Identical sides give 1. Apart, the
+// rounds dealt anew by draws find the change only when it is larger than
+// the rounds' scatter.
+func TestRoundsPermP(t *testing.T) {
+	var a, b [][]float64
+	for k := range 10 {
+		var r, d []float64
+		for i := range 8 {
+			v := 100 + 30*float64(k) + float64(i)
+			r, d = append(r, v), append(d, 1.1*v)
+		}
+		a, b = append(a, r), append(b, d)
+	}
+	if p := roundsPermP(b, a, mean, mean, true, pResamples); !near(p, 2.0/1024) {
+		t.Errorf("paired, b = 1.1 a every round: p = %v, want 2/1024", p)
+	}
+	if p := roundsPermP(a, a, mean, mean, true, pResamples); p != 1 {
+		t.Errorf("identical sides: p = %v, want 1", p)
+	}
+	// Apart, the rounds' scatter (100 to 370) swamps a 10% change; with
+	// rounds that scatter by 1%, every deal but the observed one (and the
+	// few that deal the same rounds) is nearer 1.
+	if p := roundsPermP(b, a, mean, mean, false, pResamples); p < 0.2 {
+		t.Errorf("apart, b = 1.1 a, rounds scattering threefold: p = %v, want no change found", p)
+	}
+	for k := range a {
+		for i := range a[k] {
+			a[k][i] = 1000 + float64(k+i)
+			b[k][i] = 1.1 * a[k][i]
+		}
+	}
+	if p := roundsPermP(b, a, mean, mean, false, pResamples); p > 0.001 {
+		t.Errorf("apart, b = 1.1 a, rounds scattering by 1%%: p = %v, want the change found", p)
+	}
+}
+
+// TestRoundsPermPHoldsItsLevel: two sides of one build, their rounds
+// paired and moved together by the machine (a factor a round) and apart
+// by a little (each side's own), ten rounds each, a thousand times over:
+// the randomization test calls about 5% of them significant at 5%, as a
+// test at that level must (52 of 1,000). The bootstrap of rounds it
+// replaced called twice as many (113).
+func TestRoundsPermPHoldsItsLevel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a thousand pairs of runs")
+	}
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(62, 5))
+	const runs = 1000
+	perm, boot := 0, 0
+	for range runs {
+		var a, b [][]float64
+		for range 10 {
+			busy := math.Exp(0.3 * rng.NormFloat64())
+			side := func() []float64 {
+				own := busy * math.Exp(0.05*rng.NormFloat64())
+				r := make([]float64, 24)
+				for i := range r {
+					r[i] = own * 1000 * math.Exp(0.5*rng.NormFloat64())
+				}
+				return r
+			}
+			a, b = append(a, side()), append(b, side())
+		}
+		if roundsPermP(b, a, mean, mean, true, pResamples) < Alpha {
+			perm++
+		}
+		if bootP(roundsRatioBoot(b, a, mean, mean, true, 2000)) < Alpha {
+			boot++
+		}
+	}
+	t.Logf("significant at 5%%: randomization %d of %d, bootstrap of rounds %d", perm, runs, boot)
+	if perm > runs*7/100 {
+		t.Errorf("the randomization test called %d of %d runs of one build significant at 5%%", perm, runs)
 	}
 }
