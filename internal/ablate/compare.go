@@ -24,8 +24,8 @@ type Change struct {
 	Significant bool       `json:"significant"`
 	// Over rounds: the ratio's interval with each run's rounds resampled
 	// whole, and its p-value by a randomization test that deals the rounds
-	// anew between the runs (roundsPermP), either round by round together
-	// when the two ran in one interleaved run (Results.Interleaved); the
+	// anew between the runs (roundsPermP), round by round when the two
+	// ran in one interleaved run (Results.Interleaved); the
 	// p-value Holm-adjusted over the figures that have them (a run of
 	// fewer than MinRounds rounds, and the round trips' median, have none).
 	// A change significant over turns and not over rounds is within what

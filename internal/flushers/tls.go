@@ -92,9 +92,10 @@ func (c *sealConn) releaseLocked() {
 // trySealed is TryWrite over TLS: it seals all of p into records in
 // memory (tls.Conn.Write, which then waits on nothing but its own lock),
 // and writes the records waiting in one write that does not wait. The
-// connection's locks are held across a write that waits only by writes
-// that bypass the owner's lock, which the owner does not make: tls.Conn's
-// own, answering a key update or closing.
+// only waits left are for tls.Conn's lock and the sealConn's, which a
+// write that waits holds only when tls.Conn writes of itself (answering a
+// client's key update, or its close_notify as it closes): every other
+// write goes through the connection's owner, one at a time with its tries.
 func (s *Socket) trySealed(p []byte) (n int, blocked bool) {
 	c := s.sealed
 	c.mu.Lock()
