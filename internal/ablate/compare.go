@@ -49,7 +49,7 @@ const pResamples = 20000
 // rollout's, not the same one's in two builds or two configurations; and
 // knobs, in what a comparison of two configurations compares (the speeds,
 // the model's timing, the cost model, the tools' scale, the store, the
-// server), each "name: A → B".
+// server and where it ran), each "name: A → B".
 func ConfigDiff(a, b *Results) (measured, knobs []string) {
 	x, y := a.Config, b.Config
 	diff := func(into *[]string, name string, va, vb any) {
@@ -69,7 +69,20 @@ func ConfigDiff(a, b *Results) (measured, knobs []string) {
 	diff(&knobs, "tool_scale", x.ToolScale, y.ToolScale)
 	diff(&knobs, "store", x.Store, y.Store)
 	diff(&knobs, "url", x.URL, y.URL)
+	// A server in the harness's process against one in a process of its
+	// own: the same binary's API overhead differs by where it ran (chained
+	// 41.7 against 47.6 ms in one evening's runs).
+	diff(&knobs, "placement", placement(a), placement(b))
 	return measured, knobs
+}
+
+// placement says where a run's server ran: in ablate's own process, or in
+// a process of its own (--builds, --sweep of a server's flags, --url).
+func placement(r *Results) string {
+	if r.Machine.InProcess {
+		return "in-process"
+	}
+	return "own process"
 }
 
 // sameWork reports whether runs a and b did the same model and tool work:

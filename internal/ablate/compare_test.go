@@ -80,7 +80,7 @@ func TestCompare(t *testing.T) {
 
 // TestConfigDiff: what two runs measured (workload, model, calls, agents,
 // rounds) and the settings they were measured at (speeds, timing, cost
-// model, tools' scale, store, server) differ apart, each named with both
+// model, tools' scale, store, server, where it ran) differ apart, each named with both
 // values; a run against itself differs in nothing.
 func TestConfigDiff(t *testing.T) {
 	t.Parallel()
@@ -94,6 +94,10 @@ func TestConfigDiff(t *testing.T) {
 	if len(m) != 2 || m[0] != "workload: trace:calc-fix-24 tools:replay → trace:calc-fix-12 tools:instant" || m[1] != "rounds: 3 → 1" ||
 		len(k) != 1 || !strings.HasPrefix(k[0], "cost: ") || !strings.Contains(k[0], "HopLatencyUS:1000") {
 		t.Errorf("measured %q, knobs %q", m, k)
+	}
+	b = &Results{Config: a.Config, Machine: Machine{InProcess: true}}
+	if _, k := ConfigDiff(a, b); len(k) != 1 || k[0] != "placement: own process → in-process" {
+		t.Errorf("a server in ablate's process against one of its own: knobs %q", k)
 	}
 }
 
