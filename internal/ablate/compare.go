@@ -150,7 +150,7 @@ func Compare(a, b *Results) ([]Change, error) {
 					// by round in one interleaved run.
 					paired := a.Interleaved != "" && a.Interleaved == b.Interleaved && slices.Equal(x.reps, y.reps)
 					rb := roundsRatioBoot(y.rounds, x.rounds, f.fb, f.fa, paired, pResamples)
-					c.RatioRoundsCI = ci95(rb)
+					c.RatioRoundsCI = ci95Rounds(rb, min(len(x.rounds), len(y.rounds)))
 					withRounds, psRounds = append(withRounds, len(out)), append(psRounds, roundsPermP(y.rounds, x.rounds, f.fb, f.fa, paired, pResamples))
 				}
 				out = append(out, c)

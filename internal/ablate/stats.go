@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // The statistics behind a summary. A run has a few dozen round trips per
@@ -348,11 +350,33 @@ func roundsBoot(rounds [][]float64, stat func([]float64) float64, seed uint64, n
 	return vals
 }
 
-// roundsCI is the 95% percentile interval of stat over resamples of
-// rounds.
+// roundsCI is the 95% interval of stat over resamples of rounds,
+// expanded for how few they are (ci95Rounds).
 func roundsCI(rounds [][]float64, stat func([]float64) float64) [2]float64 {
-	return ci95(roundsBoot(rounds, stat, 0x7e7e, resamples))
+	return ci95Rounds(roundsBoot(rounds, stat, 0x7e7e, roundsResamples), len(rounds))
 }
+
+// ci95Rounds is the 95% interval of a bootstrap over n rounds, expanded
+// for how few the rounds are (Hesterberg's expanded percentile interval):
+// its percentiles are taken at α' rather than 2.5%, where the normal
+// quantile of α' is √(n/(n−1)) times Student's t of 2.5% with n−1
+// degrees of freedom: 0.86% for ten rounds, 0.1% for five. A plain
+// percentile interval of a few draws is too narrow: of 400 simulated
+// runs of ten rounds, its intervals held the truth 89% of the time, the
+// expanded ones 94% (TestRoundsIntervalsCover).
+func ci95Rounds(vals []float64, n int) [2]float64 {
+	if n < 2 {
+		return ci95(vals)
+	}
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(0.975)
+	a := distuv.UnitNormal.CDF(-math.Sqrt(float64(n)/float64(n-1)) * t)
+	return [2]float64{quantile(vals, a), quantile(vals, 1-a)}
+}
+
+// roundsResamples is how many resamples an interval over rounds takes:
+// more than one over turns, for its percentiles lie further out (0.1% for
+// five rounds).
+const roundsResamples = 4000
 
 // roundsRatioBoot is the bootstrap distribution of sa(a)/sb(b) over n
 // resamples of their rounds. Paired (a's round i ran beside b's round i:

@@ -202,8 +202,9 @@ func (s *Summary) vsStateless(base Summary) {
 	s.APIOverheadVsStatelessCI = ratioCI(s.turns, base.turns, s.apiOverhead, base.apiOverhead)
 	if len(s.rounds) >= MinRounds && len(base.rounds) >= MinRounds {
 		paired := slices.Equal(s.reps, base.reps) // each of its rounds ran beside stateless's
-		s.EndToEndVsStatelessRoundsCI = ci95(roundsRatioBoot(s.rounds, base.rounds, s.endToEnd, base.endToEnd, paired, resamples))
-		s.APIOverheadVsStatelessRoundsCI = ci95(roundsRatioBoot(s.rounds, base.rounds, s.apiOverhead, base.apiOverhead, paired, resamples))
+		n := min(len(s.rounds), len(base.rounds))
+		s.EndToEndVsStatelessRoundsCI = ci95Rounds(roundsRatioBoot(s.rounds, base.rounds, s.endToEnd, base.endToEnd, paired, roundsResamples), n)
+		s.APIOverheadVsStatelessRoundsCI = ci95Rounds(roundsRatioBoot(s.rounds, base.rounds, s.apiOverhead, base.apiOverhead, paired, roundsResamples), n)
 	}
 }
 
