@@ -124,3 +124,38 @@ func ExampleServer_webSocket() {
 	// response.completed
 	// response.completed
 }
+
+// Behind a TLS listener of the program's own, TLSListener goes under it,
+// so that the server's flushers write its WebSockets' TLS records without
+// waiting, as they write plain ones. httptest's StartTLS puts TLS over
+// the listener it is given, as http.Server.ServeTLS does.
+func ExampleTLSListener() {
+	srv, _ := runtime.NewServer(runtime.Options{})
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Listener = runtime.TLSListener(hs.Listener) // http.Server.ServeTLS(runtime.TLSListener(ln), cert, key)
+	hs.StartTLS()
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+
+	ctx := context.Background()
+	c, _, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(hs.URL, "https")+"/v1/responses",
+		&websocket.DialOptions{HTTPClient: hs.Client()}) // trusts the test certificate
+	if err != nil {
+		panic(err)
+	}
+	defer c.CloseNow()
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"tether-scripted","store":false,"input":"Hello over WSS"}`))
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			panic(err)
+		}
+		var ev struct{ Type string }
+		json.Unmarshal(b, &ev)
+		if ev.Type == "response.completed" || ev.Type == "error" {
+			fmt.Println(ev.Type)
+			break
+		}
+	}
+	// Output: response.completed
+}

@@ -10,8 +10,9 @@
 // an idle server holds none and nothing needs stopping.
 //
 // A flusher must never wait on a client: a Conn writes what its socket
-// takes at once (Socket.TryWrite), and hands what the socket did not take
-// to a writer of its own. tether's outboxes (runtime/internal/outbox) and the
+// takes at once (Socket.TryWrite; over TLS, the records sealed in memory
+// first, under a Listener's connections), and hands what the socket did
+// not take to a writer of its own. tether's outboxes (runtime/internal/outbox) and the
 // load runs' streaming floor (internal/streamfloor) are written by them
 // alike, so that the floor schedules its writes as tether does.
 package flushers
