@@ -117,11 +117,7 @@ func TestTryWrite(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the tries waited %v", d) // bounds a wait for the peer (which never reads until below), not a timing
 	}
-	read := make(chan []byte)
-	go func() {
-		b, _ := io.ReadAll(client)
-		read <- b
-	}()
+	read := readAll(client)
 	if _, err := server.Write(p[n:]); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +156,17 @@ func TestTryWriteAllocatesNothing(t *testing.T) {
 			t.Fatal(c.name, err)
 		}
 	}
+}
+
+// readAll reads c to its end on a goroutine of its own, and gives what it
+// read.
+func readAll(c net.Conn) <-chan []byte {
+	read := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(c)
+		read <- b
+	}()
+	return read
 }
 
 // loopback returns the two ends of a TCP connection on loopback, closed

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"math/big"
 	"net"
 	"testing"
@@ -41,11 +40,7 @@ func TestTryWriteTLS(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("the tries waited %v", d) // bounds a wait for the peer (which never reads until below), not a timing
 			}
-			read := make(chan []byte)
-			go func() {
-				b, _ := io.ReadAll(client)
-				read <- b
-			}()
+			read := readAll(client)
 			if finish == "Finish" {
 				if err := sock.Finish(); err != nil {
 					t.Fatal(err)
